@@ -1,0 +1,36 @@
+"""``python -m tilekit <command> ...``: the thin CLI that Make calls.
+
+Each command lives in the module of the same role and exposes ``main(argv) -> int``; this file
+only dispatches, so ``python -m tilekit <command> --help`` shows that module's own options.
+"""
+import importlib
+import sys
+
+COMMANDS = {
+    "sanitize": ("tilekit.records", "split a raw pytest log into a clean record log and an investigation log"),
+    "report": ("tilekit.report", "re-sanitize raw logs and render reports/performance.md and reports/correctness.md"),
+    "validate": ("tilekit.validate", "check every output file of a kernel; print a <VALIDATOR_OUTPUT> block"),
+    "abi": ("tilekit.ffi", "print the C ABI that Python declares and compare it with the built library"),
+}
+
+
+def usage() -> str:
+    lines = ["usage: python -m tilekit <command> [options]", "", "commands:"]
+    lines += [f"  {name:<10} {help_}" for name, (_, help_) in COMMANDS.items()]
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] in ("-h", "--help"):
+        print(usage())
+        return 0
+    name, rest = argv[0], argv[1:]
+    if name not in COMMANDS:
+        print(f"tilekit: unknown command {name!r}\n\n{usage()}", file=sys.stderr)
+        return 2
+    module = importlib.import_module(COMMANDS[name][0])
+    return module.main(rest)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

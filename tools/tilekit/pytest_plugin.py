@@ -1,0 +1,54 @@
+"""pytest plugin (loaded with ``-p tilekit.pytest_plugin``): the perf record printer.
+
+A timed test attaches its record with
+``request.node.user_properties.append(("tilekit_perf_record", record_dict))``. With
+``--print-record``, this plugin prints one record block (DESIGN.md, format v1) per record of
+every passed case. It prints from the report hook, after the test body has finished, through the
+terminal reporter, so the block is contiguous even under ``-s``.
+"""
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from tilekit.records import PROPERTY, format_block
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    # A conftest may register the same option; the second registration must not stop pytest.
+    try:
+        parser.addoption("--print-record", action="store_true", default=False,
+                         help="tilekit: print a performance record block for every passed timed case")
+    except ValueError:
+        pass
+
+
+def record_blocks(report) -> list[str]:
+    """The blocks to print for one test report (only a passed call phase prints)."""
+    if report.when != "call" or not report.passed:
+        return []
+    return [format_block(value) for name, value in report.user_properties if name == PROPERTY]
+
+
+class RecordPrinter:
+    """Registered only when --print-record is given, so a plain run pays nothing."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    @pytest.hookimpl(trylast=True)  # after the terminal reporter wrote PASSED for the case
+    def pytest_runtest_logreport(self, report) -> None:
+        terminal = self.config.pluginmanager.get_plugin("terminalreporter")
+        for block in record_blocks(report):
+            if terminal is not None:
+                for line in block.split("\n"):
+                    terminal.write_line(line)  # write_line starts on a fresh line
+            else:
+                sys.stdout.write("\n" + block + "\n")
+                sys.stdout.flush()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("--print-record", default=False):
+        config.pluginmanager.register(RecordPrinter(config), "tilekit-record-printer")

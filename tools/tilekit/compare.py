@@ -1,0 +1,224 @@
+"""Match the port's records with the baselines' on ``config``; ratios, geomean, interval, verdict.
+
+Pure functions over ``tilekit.records.Record`` lists (DESIGN.md, "Ratio, geomean, verdict").
+``compare`` returns one ``Comparison`` that ``report`` renders and ``validate`` recomputes.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy import stats
+
+from tilekit.records import PORT_BACKEND, Record
+
+# Upper edges of the bands, checked in order on the unrounded geomean.
+BANDS = ((1.05, "DONE"), (1.10, "MILD_GAP"), (1.50, "MODERATE_GAP"), (math.inf, "LARGE_GAP"))
+# exp(mean(log r)) of ratios that all equal an edge can land one ulp above it; a ratio within this
+# relative distance of an edge counts as the edge. Times carry 6 decimals, so no real gap is lost.
+EDGE_TOLERANCE = 1e-12
+BOOTSTRAP_SEED = 0
+BOOTSTRAP_RESAMPLES = 5000
+
+
+class CompareError(ValueError):
+    """Input that cannot be compared (e.g. a config twice in one log); the message says the fix."""
+
+
+def band(ratio: float) -> str:
+    for edge, name in BANDS:
+        if ratio <= edge * (1 + EDGE_TOLERANCE):
+            return name
+    return "LARGE_GAP"  # nan never reaches here in practice; keep the function total
+
+
+def geomean(ratios) -> float:
+    return float(stats.gmean(np.asarray(ratios, dtype=float)))
+
+
+def bootstrap_ci(ratios, seed: int = BOOTSTRAP_SEED) -> tuple[float, float]:
+    """95 % bootstrap interval of the geomean (mean of log-ratios, exponentiated).
+
+    The logs are sorted first so the interval, like the geomean, does not depend on config order.
+    One config, or configs that all have the same ratio, give the point itself.
+    """
+    logs = np.sort(np.log(np.asarray(ratios, dtype=float)))
+    point = float(np.exp(logs.mean()))
+    if logs.size < 2 or np.ptp(logs) == 0:
+        return point, point
+    result = stats.bootstrap((logs,), np.mean, confidence_level=0.95, n_resamples=BOOTSTRAP_RESAMPLES,
+                             method="percentile", rng=np.random.default_rng(seed), batch=500)
+    low, high = result.confidence_interval
+    return float(np.exp(low)), float(np.exp(high))
+
+
+def straddled_edges(low: float, high: float) -> list[float]:
+    """Band edges that lie inside the interval (its ends fall in different bands)."""
+    return [edge for edge, _ in BANDS[:-1] if band(low) != band(high) and low <= edge < high]
+
+
+def index_by_config(records: list[Record], label: str) -> dict[str, Record]:
+    """config_key -> record; a config twice in one log is an error naming it and its lines."""
+    seen: dict[str, list[Record]] = {}
+    for record in records:
+        seen.setdefault(record.config_key, []).append(record)
+    duplicates = {k: v for k, v in seen.items() if len(v) > 1}
+    if duplicates:
+        detail = "; ".join(f"config {k} at lines {', '.join(str(r.line) for r in v)}"
+                           for k, v in sorted(duplicates.items()))
+        raise CompareError(f"{label}: duplicate configs ({detail}). Each config must be timed once per "
+                           "log: re-run the stage that writes this log instead of appending to it.")
+    return {k: v[0] for k, v in seen.items()}
+
+
+def config_sort_key(config: dict) -> tuple:
+    """Natural order: keys sorted, numbers by value (65536 before 262144)."""
+    return tuple((k, (0, v, "") if isinstance(v, (int, float)) and not isinstance(v, bool) else (1, 0, str(v)))
+                 for k, v in sorted(config.items()))
+
+
+@dataclass(frozen=True)
+class BaselineSummary:
+    backend: str
+    configs: int
+    common_geomean_ms: float | None  # geomean time over the configs every baseline has
+    ratio_geomean: float | None  # geomean of port/this baseline over the configs both have
+
+
+@dataclass(frozen=True)
+class Row:
+    config: dict
+    config_key: str
+    port: Record | None
+    reference_ms: float | None
+    baseline_ms: dict  # backend -> median_ms, for the baselines that have this config
+    status: str  # "matched", "missing_port" (no port median), "missing_reference"
+
+    @property
+    def ratio(self) -> float | None:
+        if self.port is None or self.reference_ms is None:
+            return None
+        return self.port.median_ms / self.reference_ms
+
+    def ratio_to(self, backend: str) -> float | None:
+        if self.port is None or backend not in self.baseline_ms:
+            return None
+        return self.port.median_ms / self.baseline_ms[backend]
+
+    @property
+    def best_backend(self) -> str | None:
+        if not self.baseline_ms:
+            return None
+        return min(sorted(self.baseline_ms), key=lambda b: self.baseline_ms[b])
+
+    @property
+    def ratio_to_best(self) -> float | None:
+        best = self.best_backend
+        return None if best is None else self.ratio_to(best)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    kernel: str
+    verdict: str  # DONE | INVESTIGATE | BLOCKED
+    severity: str  # DONE | MILD_GAP | MODERATE_GAP | LARGE_GAP | MISSING_DATA
+    geomean: float | None  # over matched configs; None when there is none
+    ci95: tuple | None
+    reference: str | None
+    reference_reason: str
+    rows: list  # Row, in natural config order
+    baselines: list  # BaselineSummary, by backend name
+    unmatched: list  # port Records whose config no baseline has
+    blocked_reason: str = ""
+    notes: list = field(default_factory=list)
+
+    @property
+    def matched(self) -> list:
+        return [r for r in self.rows if r.status == "matched"]
+
+    @property
+    def missing(self) -> list:
+        return [r for r in self.rows if r.status != "matched"]
+
+    @property
+    def band_of_geomean(self) -> str | None:
+        return None if self.geomean is None else band(self.geomean)
+
+
+def choose_reference(baselines: dict[str, dict[str, Record]]) -> tuple[str, str, dict[str, float]]:
+    """(winning backend, why, backend -> geomean ms over the common configs).
+
+    The winner is the baseline with the lowest geomean time over the configs that every baseline
+    has (ties go to the first name). If the baselines share no config at all, the one with the
+    most configs is the reference, and the reason says so.
+    """
+    names = sorted(baselines)
+    common = set.intersection(*(set(baselines[n]) for n in names))
+    if not common:
+        winner = min(names, key=lambda n: -len(baselines[n]))  # ties: first name
+        return winner, f"the baselines share no config; {winner} has the most ({len(baselines[winner])})", {}
+    keys = sorted(common)
+    means = {n: geomean([baselines[n][k].median_ms for k in keys]) for n in names}
+    winner = min(names, key=lambda n: means[n])
+    return winner, f"winning baseline: lowest geomean time over the {len(keys)} configs all baselines have", means
+
+
+def compare(kernel: str, port: list[Record], baselines: dict[str, list[Record]],
+            reference: str | None = None, blocked_hint: str = "",
+            labels: dict[str, str] | None = None) -> Comparison:
+    """The whole comparison. ``baselines`` maps backend -> its valid records (may be empty lists).
+
+    ``reference`` forces the reference backend; by default the winning baseline is used.
+    ``blocked_hint`` is added to the BLOCKED reason (e.g. pytest's skip reasons). ``labels`` name
+    each backend's log in errors (default "<backend> log").
+    """
+    labels = labels or {}
+    port_index = index_by_config(port, labels.get(PORT_BACKEND, f"{PORT_BACKEND} log"))
+    indexed = {b: index_by_config(recs, labels.get(b, f"{b} log")) for b, recs in sorted(baselines.items())}
+    present = {b: idx for b, idx in indexed.items() if idx}
+    notes = [f"baseline {b} has no valid record" for b, idx in indexed.items() if not idx]
+
+    if not port_index or not present:
+        what = f"no valid {PORT_BACKEND} median" if not port_index else "no valid baseline median"
+        reason = what + (f": {blocked_hint}" if blocked_hint else "")
+        return Comparison(kernel, "BLOCKED", "MISSING_DATA", None, None, None, "", [], [],
+                          sorted(port_index.values(), key=lambda r: config_sort_key(r.config)),
+                          blocked_reason=reason, notes=notes)
+
+    winner, why, common_means = choose_reference(present)
+    if reference is not None:
+        if reference not in present:
+            raise CompareError(f"--reference {reference}: no valid {reference} records "
+                               f"(baselines with data: {', '.join(present)})")
+        winner, why = reference, f"chosen with --reference (winning baseline would be {winner})"
+    ref_index = present[winner]
+
+    selected = set().union(*present.values())  # every config some baseline measured
+    rows = []
+    for key in selected:
+        record = port_index.get(key)
+        ref = ref_index.get(key)
+        status = "missing_port" if record is None else ("missing_reference" if ref is None else "matched")
+        config = (record or ref or next(idx[key] for idx in present.values() if key in idx)).config
+        rows.append(Row(config, key, record, None if ref is None else ref.median_ms,
+                        {b: idx[key].median_ms for b, idx in present.items() if key in idx}, status))
+    rows.sort(key=lambda r: config_sort_key(r.config))
+    unmatched = sorted((r for k, r in port_index.items() if k not in selected),
+                       key=lambda r: config_sort_key(r.config))
+
+    summaries = []
+    for b, idx in present.items():
+        both = [r.ratio_to(b) for r in rows if r.ratio_to(b) is not None]
+        summaries.append(BaselineSummary(b, len(idx), common_means.get(b), geomean(both) if both else None))
+
+    ratios = [r.ratio for r in rows if r.status == "matched"]
+    value = geomean(ratios) if ratios else None
+    ci = bootstrap_ci(ratios) if ratios else None
+    if any(r.status != "matched" for r in rows):
+        verdict, severity = "INVESTIGATE", "MISSING_DATA"
+    else:
+        severity = band(value)
+        verdict = "DONE" if severity == "DONE" else "INVESTIGATE"
+    return Comparison(kernel, verdict, severity, value, ci, winner, why, rows, summaries, unmatched,
+                      notes=notes)

@@ -386,7 +386,7 @@ def render_correctness(kernel: str, result: CorrectnessResult, raw_log: str | No
         lines.append(f"block_class: {result.block_class}")
     missing = "" if raw_log is not None else " (missing: make KERNEL=" + kernel + " test writes it)"
     lines += [f"pytest_log: {CORRECTNESS_LOG}{missing}", f"junit_xml: {JUNIT}"]
-    return "\n".join(lines) + "\n"
+    return "\n".join(line.rstrip() for line in lines) + "\n"
 
 
 # ---------------------------------------------------------------------------------------------

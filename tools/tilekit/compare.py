@@ -34,7 +34,8 @@ def band(ratio: float) -> str:
 
 
 def geomean(ratios) -> float:
-    return float(stats.gmean(np.asarray(ratios, dtype=float)))
+    # Sorted first: float summation depends on order, and the verdict must not depend on config order.
+    return float(stats.gmean(np.sort(np.asarray(ratios, dtype=float))))
 
 
 def bootstrap_ci(ratios, seed: int = BOOTSTRAP_SEED) -> tuple[float, float]:

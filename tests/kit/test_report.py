@@ -1,0 +1,226 @@
+"""tilekit.report: the `report` command on folders of raw logs built here (no GPU)."""
+import pytest
+
+from tilekit import report
+from tilekit.records import format_block
+
+KERNEL = "rms_norm"
+HEADER = "platform linux -- Python 3.12.3, pytest-9.2.0\nrootdir: /work/main\nplugins: timeout-2.4.0\n"
+ENV = {"gpu": "NVIDIA H200", "driver": "580.65", "cuda": "13.2", "torch": "2.11.0"}
+
+
+def perf_log(backend: str, medians: dict, **extra) -> str:
+    """Raw pytest output with one passed case and block per {(dtype, n): median_ms}."""
+    parts = [HEADER]
+    for (dtype, n), med in medians.items():
+        node = f"tests/kernels/test_rms_norm.py::test_perf[{backend}-{n}-{dtype}]"
+        parts += [f"{node} PASSED", format_block(dict(
+            test=node, kernel=KERNEL, backend=backend, config={"dtype": dtype, "m": 4096, "n": n}, timer="cupti",
+            median_ms=med, mean_ms=med, std_ms=0.001, min_ms=med, max_ms=med, nrep=100, **extra))]
+    parts.append(f"========== {len(medians)} passed in 1.00s ==========")
+    return "\n".join(parts) + "\n"
+
+
+def junit(*cases: str) -> str:
+    return ('<?xml version="1.0" encoding="utf-8"?><testsuites name="pytest tests"><testsuite name="pytest">'
+            + "".join(cases) + "</testsuite></testsuites>")
+
+
+def case(name: str, inner: str = "") -> str:
+    return f'<testcase classname="tests.kernels.test_rms_norm" name="{name}" time="0.1">{inner}</testcase>'
+
+
+SHAPES = {("float16", 1024): 0.25, ("float16", 4096): 1.0, ("bfloat16", 1024): 0.3}
+
+
+def make_dir(tmp_path, port=SHAPES, baselines=None, port_text=None, junit_text=None, raw_correctness=True):
+    d = tmp_path / "out" / KERNEL
+    logs = d / "reports" / "logs"
+    logs.mkdir(parents=True)
+    (logs / "perf_cutile_rs.full.txt").write_text(port_text if port_text is not None else
+                                                  perf_log("cutile-rs", port, gbps=3900.0, peak_gbps=4800.0, env=ENV))
+    for b, medians in (baselines if baselines is not None else {"triton": SHAPES, "torch": SHAPES}).items():
+        (logs / f"baseline_perf_{b}.full.txt").write_text(perf_log(b, medians, env=ENV))
+    (logs / "correctness.junit.xml").write_text(junit_text or junit(case("test_op[cutile_rs-float16-4-8]")))
+    if raw_correctness:
+        (d / "correctness_cutile_rs.txt").write_text(HEADER + "collected 1 item\n")
+    return d
+
+
+def run(d, *extra) -> int:
+    return report.main(["--kernel", KERNEL, "--dir", str(d), *extra])
+
+
+def test_clean_run_renders_done_with_tables_per_dtype(tmp_path):
+    d = make_dir(tmp_path)
+    assert run(d) == 0
+    text = (d / "reports" / "performance.md").read_text()
+    lines = text.split("\n")
+    assert lines[0] == "VERDICT: DONE"
+    assert [l for l in lines if l.startswith("geomean_ratio")] == ["geomean_ratio=1.0000", "geomean_ratio_ci95=[1.0000,1.0000]"]
+    assert "Severity: DONE" in lines
+    assert "## bfloat16" in lines and "## float16" in lines
+    fp16 = lines.index("## float16")
+    row = next(l for l in lines[fp16:] if l.startswith("| m=4096, n=1024 "))
+    assert [c.strip() for c in row.strip("|").split("|")][:7] == [
+        "m=4096, n=1024", "0.250000", "0.250000", "1.0000", "3900.0", "81.2%", "DONE"]
+    assert "| gpu    | NVIDIA H200" in text
+    assert "- reports/logs/perf_cutile_rs.full.txt" in lines
+
+
+def test_report_re_sanitizes_raw_logs_and_is_byte_identical_on_rerun(tmp_path):
+    d = make_dir(tmp_path)
+    assert run(d) == 0
+    first = {p: (d / p).read_bytes() for p in ("reports/performance.md", "reports/correctness.md", "perf_cutile_rs.txt",
+                                               "baseline_perf_triton.txt", "reports/logs/perf_investigation.log")}
+    assert first["perf_cutile_rs.txt"].startswith(b"==== Performance Test Results ====\n")
+    assert run(d) == 0
+    assert {p: (d / p).read_bytes() for p in first} == first
+
+
+def test_gap_is_investigate_with_flagged_rows(tmp_path):
+    slow = {k: v * 1.2 for k, v in SHAPES.items()}
+    d = make_dir(tmp_path, port=slow)
+    assert run(d) == 0
+    text = (d / "reports" / "performance.md").read_text()
+    assert text.startswith("VERDICT: INVESTIGATE\n")
+    assert "Severity: MODERATE_GAP" in text and "geomean_ratio=1.2000" in text
+    assert '- {"dtype": "float16", "m": 4096, "n": 1024}: ratio 1.2000 (MODERATE_GAP)' in text
+
+
+def test_missing_port_config_is_investigate_missing_data_and_named(tmp_path):
+    port = dict(SHAPES)
+    del port[("float16", 4096)]
+    d = make_dir(tmp_path, port=port)
+    assert run(d) == 0
+    text = (d / "reports" / "performance.md").read_text()
+    assert text.startswith("VERDICT: INVESTIGATE\n") and "Severity: MISSING_DATA" in text
+    assert '- {"dtype": "float16", "m": 4096, "n": 4096}: no valid cutile-rs median' in text
+
+
+def test_all_skipped_port_run_is_blocked_quoting_the_skip_reason(tmp_path):
+    skipped = HEADER + "SKIPPED [3] tests/kernels/test_rms_norm.py:40: no CUDA GPU\n===== 3 skipped in 0.2s =====\n"
+    d = make_dir(tmp_path, port_text=skipped, baselines={})
+    assert run(d, "--only", "performance") == 0
+    lines = (d / "reports" / "performance.md").read_text().split("\n")
+    assert lines[0] == "VERDICT: BLOCKED"
+    assert "geomean_ratio=nan" in lines and "Severity: MISSING_DATA" in lines
+    assert ("Blocked: no valid cutile-rs median: pytest skipped 3 cases "
+            "([3] tests/kernels/test_rms_norm.py:40: no CUDA GPU)") in lines
+    assert (d / "perf_cutile_rs.txt").read_text() == ""
+
+
+@pytest.mark.parametrize("port_text, hint", [
+    ("", "the log holds no test result (empty run, collection error, or killed before the first case)"),
+    (HEADER + "ERROR tests/kernels/test_rms_norm.py - ImportError: cannot import name 'op'\n"
+     "!!!!!!!!!! Interrupted: 1 error during collection !!!!!!!!!!\n",
+     "1 cases failed or errored (first: ERROR tests/kernels/test_rms_norm.py - ImportError: cannot import name 'op')"),
+])
+def test_empty_or_collection_error_run_is_blocked(tmp_path, port_text, hint):
+    d = make_dir(tmp_path, port_text=port_text)
+    assert run(d, "--only", "performance") == 0
+    text = (d / "reports" / "performance.md").read_text()
+    assert text.startswith("VERDICT: BLOCKED\n")
+    assert f"Blocked: no valid cutile-rs median: {hint}\n" in text
+
+
+def test_missing_port_raw_log_names_file_and_target(tmp_path, capsys):
+    d = make_dir(tmp_path)
+    (d / "reports" / "logs" / "perf_cutile_rs.full.txt").unlink()
+    assert run(d, "--only", "performance") == 2
+    assert f"perf_cutile_rs.full.txt: missing; `make KERNEL={KERNEL} perf` writes it" in capsys.readouterr().err
+    assert not (d / "reports" / "performance.md").exists()
+
+
+def test_missing_baselines_with_port_data_names_the_baseline_target(tmp_path, capsys):
+    d = make_dir(tmp_path, baselines={})
+    assert run(d, "--only", "performance") == 2
+    assert f"`make KERNEL={KERNEL} baseline` writes them" in capsys.readouterr().err
+
+
+def test_duplicate_configs_fail_the_report_naming_the_log(tmp_path, capsys):
+    d = make_dir(tmp_path)
+    raw = d / "reports" / "logs" / "baseline_perf_torch.full.txt"
+    raw.write_text(raw.read_text() * 2)
+    assert run(d, "--only", "performance") == 2
+    assert "reports/logs/baseline_perf_torch.full.txt: duplicate configs" in capsys.readouterr().err
+
+
+def test_unmatched_port_config_is_listed_not_an_error(tmp_path):
+    d = make_dir(tmp_path, port={**SHAPES, ("float32", 64): 0.01})
+    assert run(d) == 0
+    text = (d / "reports" / "performance.md").read_text()
+    assert text.startswith("VERDICT: DONE\n")
+    assert '- {"dtype": "float32", "m": 4096, "n": 64}: cutile-rs 0.010000 ms' in text
+
+
+def test_strict_turns_a_non_done_verdict_into_exit_1(tmp_path):
+    d = make_dir(tmp_path, port={k: v * 2 for k, v in SHAPES.items()})
+    assert run(d) == 0
+    assert run(d, "--strict") == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# correctness.md
+
+def correctness(tmp_path, *cases, raw=True):
+    d = make_dir(tmp_path, junit_text=junit(*cases), raw_correctness=raw)
+    status = run(d, "--only", "correctness")
+    return status, (d / "reports" / "correctness.md").read_text().split("\n")
+
+
+def test_all_pass_correctness_report(tmp_path):
+    status, lines = correctness(tmp_path, case("test_op[cutile_rs-float16-4-8]"),
+                                case("test_op[cutile_rs-fp64]", '<skipped message="float64 not supported"/>'))
+    assert status == 0
+    assert lines[0] == "VERDICT: ALL_PASS"
+    assert "Summary: 1 passed, 0 failed, 1 skipped" in lines
+    assert "| test_rms_norm::test_op | cutile_rs-float16-4-8 | PASSED   | -                     |" in lines
+    assert ["fail_class:", "host_fix:", "kernel_followup:", "pytest_log: correctness_cutile_rs.txt"] == \
+        [l for l in lines if l.split(":")[0] in ("fail_class", "host_fix", "kernel_followup", "pytest_log")]
+    assert not any(l.startswith("block_class") for l in lines)
+
+
+def test_wrong_values_are_a_kernel_failure(tmp_path):
+    _, lines = correctness(tmp_path, case("test_op[a]"), case(
+        "test_op[b]", '<failure message="AssertionError: Tensor-likes are not close!&#10;Mismatched">tb</failure>'))
+    assert lines[0] == "VERDICT: FAIL"
+    assert "fail_class: kernel" in lines
+    assert any(l.startswith("kernel_followup: 1 case(s) give wrong results") for l in lines)
+
+
+def test_host_error_is_a_host_failure_and_comes_first(tmp_path):
+    _, lines = correctness(tmp_path, case("test_op[a]"), case(
+        "test_op[b]", '<failure message="TypeError: bad stride">tb</failure>'), case(
+        "test_op[c]", '<failure message="AssertionError: Tensor-likes are not close!">tb</failure>'))
+    assert "fail_class: host" in lines
+    assert "host_fix: 1 case(s) fail in the host code (op.py, ffi.rs, the test): fix those first; " \
+           "first: test_rms_norm::test_op[b]: TypeError: bad stride" in lines
+
+
+def test_collection_error_is_blocked(tmp_path):
+    status, lines = correctness(tmp_path, '<testcase classname="" name="tests.kernels.test_rms_norm" time="0">'
+                                          '<error message="collection failure">ImportError</error></testcase>')
+    assert status == 0
+    assert lines[0] == "VERDICT: BLOCKED"
+    assert "block_class: host" in lines
+
+
+def test_everything_skipped_for_want_of_a_gpu_is_blocked_env(tmp_path):
+    _, lines = correctness(tmp_path, case("test_op[a]", '<skipped message="no CUDA GPU"/>'))
+    assert (lines[0], lines[4]) == ("VERDICT: BLOCKED", "Summary: 0 passed, 0 failed, 1 skipped")
+    assert "block_class: env" in lines
+
+
+def test_malformed_junit_is_an_error_naming_the_file(tmp_path, capsys):
+    d = make_dir(tmp_path, junit_text="<testsuites><testsuite>")
+    assert run(d, "--only", "correctness") == 2
+    err = capsys.readouterr().err
+    assert "correctness.junit.xml:1: not valid JUnit XML" in err and "(make test)" in err
+
+
+def test_missing_junit_names_the_test_target(tmp_path, capsys):
+    d = make_dir(tmp_path)
+    (d / "reports" / "logs" / "correctness.junit.xml").unlink()
+    assert run(d, "--only", "correctness") == 2
+    assert f"correctness.junit.xml: missing; `make KERNEL={KERNEL} test` writes it" in capsys.readouterr().err

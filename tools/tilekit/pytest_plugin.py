@@ -42,8 +42,11 @@ class RecordPrinter:
         terminal = self.config.pluginmanager.get_plugin("terminalreporter")
         for block in record_blocks(report):
             if terminal is not None:
+                # -q progress dots leave the cursor mid-line without the reporter knowing it
+                if getattr(getattr(terminal, "_tw", None), "width_of_current_line", 0):
+                    terminal.write("\n")
                 for line in block.split("\n"):
-                    terminal.write_line(line)  # write_line starts on a fresh line
+                    terminal.write_line(line)  # write_line also starts on a fresh line after -v output
             else:
                 sys.stdout.write("\n" + block + "\n")
                 sys.stdout.flush()

@@ -175,7 +175,7 @@ def test_all_pass_correctness_report(tmp_path):
     assert status == 0
     assert lines[0] == "VERDICT: ALL_PASS"
     assert "Summary: 1 passed, 0 failed, 1 skipped" in lines
-    assert "| test_rms_norm::test_op | cutile_rs-float16-4-8 | PASSED   | -                     |" in lines
+    assert "| test_rms_norm::test_op | cutile_rs-float16-4-8 | PASSED  | -                     |" in lines
     assert ["fail_class:", "host_fix:", "kernel_followup:", "pytest_log: correctness_cutile_rs.txt"] == \
         [l for l in lines if l.split(":")[0] in ("fail_class", "host_fix", "kernel_followup", "pytest_log")]
     assert not any(l.startswith("block_class") for l in lines)

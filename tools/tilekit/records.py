@@ -8,6 +8,7 @@ is dropped silently.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -25,6 +26,7 @@ BASELINE_BACKENDS = ("cutile", "triton", "torch")
 TIME_KEYS = ("median_ms", "mean_ms", "std_ms", "min_ms", "max_ms")
 REQUIRED_KEYS = ("test", "kernel", "backend", "config", "timer") + TIME_KEYS + ("nrep",)
 _KEY_LINE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*): ?(.*)$")
+_MARKER = re.compile(r"^(==== (?:End )?Performance Test Results ====)[ \t]*$", re.M)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -152,6 +154,12 @@ def split_lines(text: str) -> list[str]:
     return [line.rstrip() for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n")]
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _config_key(raw: str) -> str:
+    # Port and baseline logs repeat the same config texts; canonicalize each text once.
+    return json.dumps(json.loads(raw), sort_keys=True, separators=(", ", ": "))
+
+
 def _check_block(fields: dict, kernel: str | None, backend: str | None) -> tuple[str | None, dict]:
     """(reason the block is invalid or None, typed values)."""
     missing = [k for k in REQUIRED_KEYS if k not in fields]
@@ -178,12 +186,12 @@ def _check_block(fields: dict, kernel: str | None, backend: str | None) -> tuple
     if typed["nrep"] < 1:
         return f"nrep is {typed['nrep']} (must be >= 1)", {}
     try:
-        config = json.loads(fields["config"])
+        typed["config"] = json.loads(fields["config"])
     except json.JSONDecodeError as exc:
         return f"config is not JSON ({exc.msg})", {}
-    if not isinstance(config, dict):
+    if not isinstance(typed["config"], dict):
         return "config is not a JSON object", {}
-    typed["config"] = config
+    typed["config_key"] = _config_key(fields["config"])
     for key in ("test", "kernel", "backend", "timer"):
         if not fields[key]:
             return f"{key} is empty", {}
@@ -194,25 +202,33 @@ def _check_block(fields: dict, kernel: str | None, backend: str | None) -> tuple
     return None, typed
 
 
-def _parse_block(lines: list[str], start: int, kernel: str | None, backend: str | None) -> Record | Rejected:
-    """``lines`` are the block's lines between the markers; ``start`` is the BEGIN line (1-based)."""
-    fields: dict[str, str] = {}
+def _bad_line(lines: list[str], start: int) -> Rejected:
+    """The rejection naming the first line of a block that is not a new `key: value` line."""
+    seen: dict[str, str] = {}
     for offset, line in enumerate(lines, start=1):
-        match = _KEY_LINE.match(line)
+        match = _KEY_LINE.match(line.rstrip())
         if not match:
-            return Rejected(start, fields.get("test", "?"),
+            return Rejected(start, seen.get("test", "?"),
                             f"line {start + offset}: not a `key: value` line: {line[:80]!r}")
-        key, value = match.group(1), match.group(2).strip()
-        if key in fields:
-            return Rejected(start, fields.get("test", "?"),
-                            f"line {start + offset}: key {key!r} appears twice")
-        fields[key] = value
+        if match.group(1) in seen:
+            return Rejected(start, seen.get("test", "?"), f"line {start + offset}: key {match.group(1)!r} appears twice")
+        seen[match.group(1)] = match.group(2).strip()
+    return Rejected(start, seen.get("test", "?"), "unreadable block")  # not reached: a line was bad
+
+
+def _parse_block(body: str, start: int, kernel: str | None, backend: str | None) -> Record | Rejected:
+    """``body`` is the text between the markers; ``start`` is the BEGIN line (1-based)."""
+    # str.partition over the lines beats a regex here; this runs for every block of a log.
+    parts = [line.partition(":") for line in body.split("\n")] if body else []
+    fields = {key: value.strip() for key, _, value in parts}
+    if len(fields) != len(parts) or not all(sep and key.isidentifier() and key.isascii() for key, sep, _ in parts):
+        return _bad_line(body.split("\n"), start)
     reason, typed = _check_block(fields, kernel, backend)
     if reason:
         return Rejected(start, fields.get("test", "?"), reason)
     text = "\n".join([BEGIN] + [f"{k}: {v}" for k, v in fields.items()] + [END])
     return Record(test=fields["test"], kernel=fields["kernel"], backend=fields["backend"],
-                  config=typed["config"], config_key=canonical_config(typed["config"]),
+                  config=typed["config"], config_key=typed["config_key"],
                   timer=fields["timer"], median_ms=typed["median_ms"], mean_ms=typed["mean_ms"],
                   std_ms=typed["std_ms"], min_ms=typed["min_ms"], max_ms=typed["max_ms"],
                   nrep=typed["nrep"], fields=dict(fields), line=start, text=text)
@@ -222,15 +238,30 @@ def _parse_block(lines: list[str], start: int, kernel: str | None, backend: str 
 _SUMMARY = re.compile(r"^(FAILED|ERROR) (\S+?\[[^\]]*\]|\S+)(?: - (.*))?$")
 _SKIP = re.compile(r"^SKIPPED \[(\d+)\] (\S+?): (.*)$")
 _PROGRESS = re.compile(r"^(\S+::\S+?(?:\[[^\]]*\])?) (FAILED|ERROR)\b")
+_OUTCOME_STARTS = ("FAILED", "ERROR", "SKIPPED", "=")
 _FINAL = re.compile(r"^=+ (.*\b(?:passed|failed|error|errors|skipped|no tests ran)\b.*) in [\d.]+s\b.*=+$")
 
 
-def _scan_outcomes(lines: list[str]) -> tuple[list[Outcome], int | None, str | None]:
+_CANDIDATE = re.compile(r"^(?:FAILED|ERROR|SKIPPED|=|\S+::).*$", re.M)  # lines worth matching
+
+
+def _candidate_lines(chunks: list[tuple[int, str]]):
+    """(line number, line) of the lines of text chunks that may be pytest outcome lines."""
+    for first, chunk in chunks:
+        number, at = first, 0
+        for match in _CANDIDATE.finditer(chunk):
+            number += chunk.count("\n", at, match.start())
+            at = match.start()
+            yield number, match.group(0).rstrip()
+
+
+def _scan_outcomes(chunks: list[tuple[int, str]]) -> tuple[list[Outcome], int | None, str | None]:
+    """Outcomes of the text outside blocks, given as (number of its first line, text) chunks."""
     summary_cases: dict[tuple[str, str], Outcome] = {}
     progress_cases: dict[tuple[str, str], Outcome] = {}
     skips: list[Outcome] = []
     passed, final = None, None
-    for number, line in enumerate(lines, start=1):
+    for number, line in _candidate_lines(chunks):
         if match := _SUMMARY.match(line):
             status, case, reason = match.groups()
             summary_cases.setdefault((status, case), Outcome(status, case, reason or "(no message)", number))
@@ -255,31 +286,44 @@ def parse_log(text: str, kernel: str | None = None, backend: str | None = None) 
     """Every valid block, every rejected block and every non-passing case of a raw pytest log.
 
     With ``kernel`` / ``backend`` given, a block for another kernel or backend is rejected.
+    The text is walked marker to marker (regex over the whole text), not line by line: a
+    10,000-record log is 150,000 lines.
     """
-    lines = split_lines(text)
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
     result = ParsedLog()
-    block_start, block_lines = None, []
-    for number, line in enumerate(lines, start=1):
-        if line == BEGIN:
-            if block_start is not None:
-                result.rejected.append(_truncated(block_start, block_lines, "a new block began before its end marker"))
-            block_start, block_lines = number, []
-        elif line == END:
-            if block_start is not None:
-                item = _parse_block(block_lines, block_start, kernel, backend)
-                (result.records if isinstance(item, Record) else result.rejected).append(item)
-            block_start, block_lines = None, []
-        elif block_start is not None:
-            block_lines.append(line)
-    if block_start is not None:
-        result.rejected.append(_truncated(block_start, block_lines, "the log ends inside the block (run killed?)"))
-    result.outcomes, result.passed, result.summary = _scan_outcomes(lines)
+    outside: list[tuple[int, str]] = []  # text outside blocks, where pytest's outcome lines are
+    pos, line_no = 0, 1  # start of the text not yet assigned, and its line number
+    block = None  # (line of its BEGIN, offset where its body starts)
+    for marker in _MARKER.finditer(text):
+        at = line_no + text.count("\n", pos, marker.start())
+        if marker.group(1) == BEGIN:
+            if block is not None:
+                body = text[block[1]:marker.start() - 1]
+                result.rejected.append(_truncated(block[0], body, "a new block began before its end marker"))
+            else:
+                outside.append((line_no, text[pos:marker.start()]))
+            block = (at, marker.end() + 1)
+        elif block is not None:
+            body = text[block[1]:marker.start() - 1] if marker.start() > block[1] else ""
+            item = _parse_block(body, block[0], kernel, backend)
+            (result.records if isinstance(item, Record) else result.rejected).append(item)
+            block = None
+        else:
+            continue  # a stray end marker is noise; leave it in the outside text
+        pos, line_no = marker.end(), at
+    if block is not None:
+        body = text[block[1]:]
+        result.rejected.append(_truncated(block[0], body, "the log ends inside the block (run killed?)"))
+        outside.append((block[0] + 1, body))
+    else:
+        outside.append((line_no, text[pos:]))
+    result.outcomes, result.passed, result.summary = _scan_outcomes(outside)
     return result
 
 
-def _truncated(start: int, lines: list[str], why: str) -> Rejected:
-    test = next((m.group(2).strip() for m in map(_KEY_LINE.match, lines) if m and m.group(1) == "test"), "?")
-    return Rejected(start, test, f"truncated: {why}")
+def _truncated(start: int, body: str, why: str) -> Rejected:
+    found = re.search(r"^test:[ \t]*(.*?)[ \t]*$", body, re.M)
+    return Rejected(start, found.group(1) if found else "?", f"truncated: {why}")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -111,7 +111,7 @@ class Row:
     def best_backend(self) -> str | None:
         if not self.baseline_ms:
             return None
-        return min(sorted(self.baseline_ms), key=lambda b: self.baseline_ms[b])
+        return min(sorted(self.baseline_ms), key=self.baseline_ms.__getitem__)  # ties: first name
 
     @property
     def ratio_to_best(self) -> float | None:
@@ -210,7 +210,7 @@ def compare(kernel: str, port: list[Record], baselines: dict[str, list[Record]],
 
     summaries = []
     for b, idx in present.items():
-        both = [r.ratio_to(b) for r in rows if r.ratio_to(b) is not None]
+        both = [r.port.median_ms / r.baseline_ms[b] for r in rows if r.port is not None and b in r.baseline_ms]
         summaries.append(BaselineSummary(b, len(idx), common_means.get(b), geomean(both) if both else None))
 
     ratios = [r.ratio for r in rows if r.status == "matched"]

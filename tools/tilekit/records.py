@@ -280,7 +280,7 @@ def _scan_outcomes(chunks: list[tuple[int, str]]) -> tuple[list[Outcome], int | 
             summary_cases.setdefault((status, case), Outcome(status, case, reason or "(no message)", number))
         elif match := _SKIP.match(line):
             skips.append(Outcome("SKIPPED", match.group(2), match.group(3), number, int(match.group(1))))
-        elif match := _PROGRESS.match(line):
+        elif (" FAILED" in line or " ERROR" in line) and (match := _PROGRESS.match(line)):
             case, status = match.groups()
             progress_cases.setdefault((status, case), Outcome(
                 status, case, "no short-summary line; see the traceback in the raw log", number))

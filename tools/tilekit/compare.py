@@ -9,7 +9,6 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import stats
 
 from tilekit.records import PORT_BACKEND, Record
 
@@ -34,6 +33,7 @@ def band(ratio: float) -> str:
 
 
 def geomean(ratios) -> float:
+    from scipy import stats  # imported on first use: scipy.stats alone takes ~1 s to import
     # Sorted first: float summation depends on order, and the verdict must not depend on config order.
     return float(stats.gmean(np.sort(np.asarray(ratios, dtype=float))))
 
@@ -44,6 +44,7 @@ def bootstrap_ci(ratios, seed: int = BOOTSTRAP_SEED) -> tuple[float, float]:
     The logs are sorted first so the interval, like the geomean, does not depend on config order.
     One config, or configs that all have the same ratio, give the point itself.
     """
+    from scipy import stats
     logs = np.sort(np.log(np.asarray(ratios, dtype=float)))
     point = float(np.exp(logs.mean()))
     if logs.size < 2 or np.ptp(logs) == 0:

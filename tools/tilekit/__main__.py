@@ -10,7 +10,8 @@ COMMANDS = {
     "sanitize": ("tilekit.records", "split a raw pytest log into a clean record log and an investigation log"),
     "report": ("tilekit.report", "re-sanitize raw logs and render reports/performance.md and reports/correctness.md"),
     "validate": ("tilekit.validate", "check every output file of a kernel; print a <VALIDATOR_OUTPUT> block"),
-    "abi": ("tilekit.ffi", "print the C ABI that Python declares and compare it with the built library"),
+    "abi": ("tilekit.ffi", "list the exports kernels declare; compare the built library's ABI with Python's"),
+    "doctor": ("tilekit.doctor", "diagnose the build and GPU environment and print the fix for each problem"),
 }
 
 

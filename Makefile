@@ -1,0 +1,90 @@
+# tilekit: port GPU kernels to cuTile Rust and prove them correct and fast.
+#
+#   make setup                     # once: Python deps, CUDA headers, libclang (cached outside the repo)
+#   make KERNEL=rms_norm perf      # build, symbol check, time the port, render the report
+#   make check                     # the kit's own tests (what CI runs)
+#
+# `make help` lists every target. Variables can be set on the command line:
+#   KERNEL=rms_norm  OUT_ROOT=out  BASELINES="cutile triton torch"  STRICT=1  V=1
+# Each stage writes under $(OUT_ROOT)/$(KERNEL)/ (see docs/ and DESIGN.md's layout).
+
+KERNEL    ?= rms_norm
+OUT_ROOT  ?= out
+BASELINES ?= cutile triton torch
+STRICT    ?= 0
+V         ?= 0
+
+SHELL       := bash
+.SHELLFLAGS := -eo pipefail -c
+Q   := $(if $(filter 1,$(V)),,@)
+ENV := . env/env.sh &&
+PY  := $(ENV) "$$TILEKIT_PYTHON"
+KDIR := $(OUT_ROOT)/$(KERNEL)
+LIB  := build/libcutile_kernels.so
+KTEST := tests/kernels/test_$(KERNEL).py
+STRICT_FLAG := $(if $(filter 1,$(STRICT)),--strict,)
+
+.DEFAULT_GOAL := help
+.PHONY: help setup doctor build symbols test baseline perf report validate all check bundle clean
+
+help: ## list the targets
+	@echo "usage: make [KERNEL=name] [OUT_ROOT=dir] [BASELINES='cutile triton torch'] [STRICT=1] [V=1] <target>"
+	@echo
+	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+	@echo
+	@echo "kernels: $(notdir $(wildcard kernels/*))"
+
+setup: ## install Python deps, CUDA >= 13.2 headers and libclang into the cache (idempotent)
+	$(Q)bash env/setup.sh
+
+doctor: ## diagnose the environment: cargo, headers, libclang, torch, GPU, tileiras/ptxas/libnvvm
+	$(Q)$(ENV) bash env/doctor
+
+build: ## cargo build the cdylib (a no-op when no source changed), then the symbol check
+	$(Q)mkdir -p $(KDIR)/reports
+	$(Q)$(ENV) scripts/build.sh $(KDIR)/reports/build.log
+	$(Q)$(MAKE) --no-print-directory symbols
+
+symbols: ## nm -D proves every export declared in kernels/$(KERNEL)/op.py is there (T)
+	$(Q)$(ENV) scripts/check_symbols.sh $(LIB) $(KERNEL)
+
+test: build ## correctness of the port: pytest -k "cutile_rs and test_op", then reports/correctness.md
+	$(Q)mkdir -p $(KDIR)/reports/logs
+	$(Q)rc=0; $(ENV) scripts/pytest_stage.sh $(KDIR)/correctness_cutile_rs.txt -- $(KTEST) \
+	    -k "cutile_rs and test_op" -v -x --timeout=60 -rs \
+	    --junitxml=$(KDIR)/reports/logs/correctness.junit.xml || rc=$$?; \
+	$(PY) -m tilekit report --kernel $(KERNEL) --dir $(KDIR) --only correctness $(STRICT_FLAG) || { r=$$?; [ $$rc -ne 0 ] || rc=$$r; }; \
+	exit $$rc
+
+baseline: ## CUPTI perf of each baseline in BASELINES -> baseline_perf_<backend>.txt
+	$(Q)mkdir -p $(KDIR)/reports/logs
+	$(Q)rc=0; for b in $(BASELINES); do \
+	    $(ENV) scripts/pytest_stage.sh $(KDIR)/reports/logs/baseline_perf_$$b.full.txt -- $(KTEST) \
+	        -k "test_perf and $$(test $$b = cutile && echo cutile_py || echo $$b)" --print-record -v -rs --timeout=600 || rc=$$?; \
+	done; \
+	$(PY) -m tilekit report --kernel $(KERNEL) --dir $(KDIR) --only performance || true; \
+	exit $$rc
+
+perf: build ## CUPTI perf of the cutile-rs port, then the report
+	$(Q)mkdir -p $(KDIR)/reports/logs
+	$(Q)rc=0; $(ENV) scripts/pytest_stage.sh $(KDIR)/reports/logs/perf_cutile_rs.full.txt -- $(KTEST) \
+	    -k "cutile_rs and test_perf" --print-record -v -rs --timeout=600 || rc=$$?; \
+	$(PY) -m tilekit report --kernel $(KERNEL) --dir $(KDIR) --only performance $(STRICT_FLAG) || { r=$$?; [ $$rc -ne 0 ] || rc=$$r; }; \
+	exit $$rc
+
+report: ## no GPU: re-sanitize the raw logs on disk and re-render both reports
+	$(Q)$(PY) -m tilekit report --kernel $(KERNEL) --dir $(KDIR) $(STRICT_FLAG)
+
+validate: ## check every output file of the kernel; prints a <VALIDATOR_OUTPUT> block
+	$(Q)$(PY) -m tilekit validate --kernel $(KERNEL) --dir $(KDIR) --baselines "$(BASELINES)"
+
+all: ## build test baseline perf validate
+	$(Q)$(MAKE) --no-print-directory build test baseline perf validate
+
+check: ## the kit's own tests: Rust (kernels lowered and assembled for sm_90 on the CPU), then pytest (GPU tests skip with their reason)
+	$(Q)$(ENV) scripts/build.sh build/check-build.log
+	$(Q)$(ENV) scripts/cargo_test.sh
+	$(Q)$(PY) -m pytest tests -q -rs
+
+clean: ## remove build/ and $(OUT_ROOT)/ (the cargo cache outside the repo stays)
+	rm -rf build $(OUT_ROOT)

@@ -1,0 +1,332 @@
+//! The C ABI shared by every kernel export: the tensor descriptor, dtype codes, return codes,
+//! the panic guard, descriptor validation, and the device/stream set-up borrowed from the caller.
+//!
+//! Python's side of the same facts is `tools/tilekit/ffi.py`; `tilekit_abi_json()` exports these
+//! definitions so a test can prove the two agree (tests/kit/test_ffi.py).
+//!
+//! Rules every export follows (DESIGN.md "C ABI"): descriptors are borrowed, never freed; strides
+//! are in elements; the last two arguments are `device_id: i32, stream: u64` (the caller's
+//! stream, never a private one); the body runs inside [`guard`] so a panic becomes -7.
+use std::cell::RefCell;
+use std::ffi::{c_char, CString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::OnceLock;
+
+/// Bumped whenever the descriptor layout or a code's meaning changes.
+pub const ABI_VERSION: i32 = 1;
+/// Dimensions a descriptor can carry.
+pub const MAX_DIMS: usize = 8;
+
+/// One tensor crossing the boundary. `#[repr(C)]`: the Python cdef must match field for field.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct TensorDesc {
+    /// Device pointer of element [0, 0, ...].
+    pub data: u64,
+    pub ndim: i32,
+    /// A [`DType`] code.
+    pub dtype: i32,
+    pub shape: [i64; MAX_DIMS],
+    /// In elements, not bytes.
+    pub strides: [i64; MAX_DIMS],
+}
+
+/// dtype codes: extend, never renumber.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(i32)]
+pub enum DType {
+    F32 = 0,
+    F16 = 1,
+    BF16 = 2,
+    I32 = 3,
+    I64 = 4,
+}
+
+impl DType {
+    pub const ALL: [DType; 5] = [DType::F32, DType::F16, DType::BF16, DType::I32, DType::I64];
+
+    pub fn from_code(code: i32) -> Option<DType> {
+        DType::ALL.into_iter().find(|d| *d as i32 == code)
+    }
+
+    /// The short name used everywhere else (cutile generics, records): f32, f16, bf16, i32, i64.
+    pub fn name(self) -> &'static str {
+        match self {
+            DType::F32 => "f32",
+            DType::F16 => "f16",
+            DType::BF16 => "bf16",
+            DType::I32 => "i32",
+            DType::I64 => "i64",
+        }
+    }
+
+    pub fn size_bytes(self) -> usize {
+        match self {
+            DType::F16 | DType::BF16 => 2,
+            DType::F32 | DType::I32 => 4,
+            DType::I64 => 8,
+        }
+    }
+}
+
+/// Return codes of every export.
+pub mod rc {
+    pub const OK: i32 = 0;
+    /// Not returned: the "let the compiler choose" value of optional compile options.
+    pub const COMPILER_DEFAULT: i32 = -1;
+    pub const UNSUPPORTED_DTYPE: i32 = -2;
+    pub const JIT_OR_LAUNCH: i32 = -3;
+    pub const DEVICE_OR_STREAM: i32 = -4;
+    pub const NULL_DESCRIPTOR: i32 = -5;
+    pub const INVALID_ARGUMENT: i32 = -6;
+    pub const PANIC: i32 = -7;
+
+    /// (code, name, meaning) — the table Python's exceptions quote.
+    pub const TABLE: [(i32, &str, &str); 8] = [
+        (OK, "OK", "ok"),
+        (COMPILER_DEFAULT, "COMPILER_DEFAULT", "compiler default (sentinel for optional compile options)"),
+        (UNSUPPORTED_DTYPE, "UNSUPPORTED_DTYPE", "unsupported dtype"),
+        (JIT_OR_LAUNCH, "JIT_OR_LAUNCH", "JIT compile or kernel launch failed"),
+        (DEVICE_OR_STREAM, "DEVICE_OR_STREAM", "CUDA device or stream set-up failed"),
+        (NULL_DESCRIPTOR, "NULL_DESCRIPTOR", "null tensor descriptor"),
+        (INVALID_ARGUMENT, "INVALID_ARGUMENT", "invalid argument (shape, stride, grid or variant)"),
+        (PANIC, "PANIC", "Rust panic caught at the C boundary"),
+    ];
+}
+
+/// An error on its way to becoming a return code; `msg` says what was wrong and how to fix it.
+#[derive(Debug)]
+pub struct FfiError {
+    pub code: i32,
+    pub msg: String,
+}
+
+pub type FfiResult<T> = Result<T, FfiError>;
+
+pub fn err(code: i32, msg: impl Into<String>) -> FfiError {
+    FfiError { code, msg: msg.into() }
+}
+
+pub fn invalid(msg: impl Into<String>) -> FfiError {
+    err(rc::INVALID_ARGUMENT, msg)
+}
+
+thread_local! {
+    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+}
+
+fn set_last_error(msg: &str) {
+    let c = CString::new(msg.replace('\0', " ")).unwrap_or_default();
+    LAST_ERROR.with(|slot| *slot.borrow_mut() = c);
+}
+
+/// Runs an export's body: `Ok` → 0, `Err(e)` → `e.code` (message kept for
+/// `tilekit_last_error`), a panic → -7 with its message on stderr. Nothing unwinds into C.
+pub fn guard(kernel: &str, body: impl FnOnce() -> FfiResult<()>) -> i32 {
+    set_last_error("");
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(())) => rc::OK,
+        Ok(Err(e)) => {
+            set_last_error(&format!("{kernel}: {}", e.msg));
+            e.code
+        }
+        Err(payload) => {
+            let what = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "non-string panic payload".into());
+            let msg = format!("{kernel}: Rust panic caught at the C boundary: {what}");
+            eprintln!("tilekit: {msg}");
+            set_last_error(&msg);
+            rc::PANIC
+        }
+    }
+}
+
+/// The message of the last failed call on this thread ("" after a success).
+#[no_mangle]
+pub extern "C" fn tilekit_last_error() -> *const c_char {
+    LAST_ERROR.with(|slot| slot.borrow().as_ptr())
+}
+
+/// The ABI as JSON (version, descriptor layout, dtype and return codes), for the cross-check test.
+#[no_mangle]
+pub extern "C" fn tilekit_abi_json() -> *const c_char {
+    static JSON: OnceLock<CString> = OnceLock::new();
+    JSON.get_or_init(|| CString::new(abi_json()).unwrap()).as_ptr()
+}
+
+fn abi_json() -> String {
+    let dtypes: Vec<String> = DType::ALL.iter().map(|d| format!("\"{}\": {}", d.name(), *d as i32)).collect();
+    let codes: Vec<String> = rc::TABLE.iter().map(|(c, n, _)| format!("\"{n}\": {c}")).collect();
+    let d = TensorDesc { data: 0, ndim: 0, dtype: 0, shape: [0; MAX_DIMS], strides: [0; MAX_DIMS] };
+    let base = &d as *const _ as usize;
+    let off = |p: *const u8| p as usize - base;
+    format!(
+        "{{\"abi_version\": {ABI_VERSION}, \"max_dims\": {MAX_DIMS}, \"tensor_desc_size\": {size}, \
+         \"tensor_desc_offsets\": {{\"data\": {o0}, \"ndim\": {o1}, \"dtype\": {o2}, \"shape\": {o3}, \"strides\": {o4}}}, \
+         \"dtypes\": {{{dtypes}}}, \"return_codes\": {{{codes}}}}}",
+        size = std::mem::size_of::<TensorDesc>(),
+        o0 = off(&d.data as *const u64 as *const u8),
+        o1 = off(&d.ndim as *const i32 as *const u8),
+        o2 = off(&d.dtype as *const i32 as *const u8),
+        o3 = off(d.shape.as_ptr() as *const u8),
+        o4 = off(d.strides.as_ptr() as *const u8),
+        dtypes = dtypes.join(", "),
+        codes = codes.join(", "),
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+// Descriptor validation. Every check names the argument and says what was expected.
+
+/// Borrow a descriptor: null → -5.
+///
+/// # Safety
+/// `p` is null or points to a live `TensorDesc` for the duration of the call (Python keeps each
+/// packed descriptor alive until the call returns).
+pub unsafe fn desc<'a>(p: *const TensorDesc, arg: &str) -> FfiResult<&'a TensorDesc> {
+    p.as_ref().ok_or_else(|| err(rc::NULL_DESCRIPTOR, format!("descriptor `{arg}` is null")))
+}
+
+impl TensorDesc {
+    pub fn dtype(&self) -> FfiResult<DType> {
+        DType::from_code(self.dtype).ok_or_else(|| {
+            err(rc::UNSUPPORTED_DTYPE, format!("unknown dtype code {} (known: 0 f32, 1 f16, 2 bf16, 3 i32, 4 i64)", self.dtype))
+        })
+    }
+
+    pub fn shape(&self) -> &[i64] {
+        &self.shape[..(self.ndim.clamp(0, MAX_DIMS as i32) as usize)]
+    }
+
+    pub fn strides(&self) -> &[i64] {
+        &self.strides[..(self.ndim.clamp(0, MAX_DIMS as i32) as usize)]
+    }
+
+    pub fn numel(&self) -> i64 {
+        self.shape().iter().product()
+    }
+}
+
+/// `arg` has exactly `ndim` dims, all > 0, a non-null pointer, and strides >= 0.
+pub fn check_tensor(d: &TensorDesc, arg: &str, ndim: i32) -> FfiResult<()> {
+    if d.ndim != ndim {
+        return Err(invalid(format!("`{arg}` must have {ndim} dims, got ndim={}", d.ndim)));
+    }
+    if let Some(i) = d.shape().iter().position(|&s| s <= 0) {
+        return Err(invalid(format!("`{arg}` has an empty or negative dim {i} (shape {:?}); empty tensors are not launched", d.shape())));
+    }
+    if let Some(i) = d.strides().iter().position(|&s| s < 0) {
+        return Err(invalid(format!("`{arg}` has a negative stride in dim {i} (strides {:?})", d.strides())));
+    }
+    if d.data == 0 {
+        return Err(invalid(format!("`{arg}` has a null data pointer")));
+    }
+    Ok(())
+}
+
+/// The last dim is contiguous (stride 1), as the row kernels load whole rows.
+pub fn check_last_dim_contiguous(d: &TensorDesc, arg: &str) -> FfiResult<()> {
+    match d.strides().last() {
+        Some(1) => Ok(()),
+        _ => Err(invalid(format!("`{arg}` must be contiguous in its last dim (strides {:?}); pass .contiguous()", d.strides()))),
+    }
+}
+
+pub fn check_same_shape(a: &TensorDesc, an: &str, b: &TensorDesc, bn: &str) -> FfiResult<()> {
+    if a.shape() == b.shape() {
+        Ok(())
+    } else {
+        Err(invalid(format!("`{an}` shape {:?} != `{bn}` shape {:?}", a.shape(), b.shape())))
+    }
+}
+
+pub fn check_same_dtype(a: &TensorDesc, an: &str, b: &TensorDesc, bn: &str) -> FfiResult<DType> {
+    let (da, db) = (a.dtype()?, b.dtype()?);
+    if da == db {
+        Ok(da)
+    } else {
+        Err(invalid(format!("`{an}` is {} but `{bn}` is {}: all tensors must share one dtype", da.name(), db.name())))
+    }
+}
+
+/// A value that must fit the i32 the kernels index with.
+pub fn to_i32(v: i64, what: &str) -> FfiResult<i32> {
+    i32::try_from(v).map_err(|_| invalid(format!("{what}={v} does not fit in i32")))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Device, stream and launch, shared by every export.
+
+use cutile::cuda_async::device_buffer::DevicePointer;
+use cutile::cuda_async::device_operation::DeviceOp;
+use cutile::cuda_core::Stream;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// The caller's stream on device `device_id`, wrapped once per (device, stream) and kept.
+///
+/// The context is cutile's process-wide primary-context handle (the one its JIT loads modules
+/// into, and the one PyTorch uses). The `Stream` wrappers are cached and never dropped: dropping
+/// one queries the stream, which is wasted work per call and illegal during graph capture.
+pub fn caller_stream(device_id: i32, stream: u64) -> FfiResult<Arc<Stream>> {
+    static STREAMS: Mutex<Option<HashMap<(i32, u64), Arc<Stream>>>> = Mutex::new(None);
+    if device_id < 0 {
+        return Err(err(rc::DEVICE_OR_STREAM, format!("device_id={device_id} is negative")));
+    }
+    let mut cache = STREAMS.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let cache = cache.get_or_insert_with(HashMap::new);
+    if let Some(s) = cache.get(&(device_id, stream)) {
+        return Ok(s.clone());
+    }
+    let context = cutile::cuda_async::device_context::with_device(device_id as usize, |c| c.clone())
+        .map_err(|e| err(rc::DEVICE_OR_STREAM, format!("CUDA device {device_id} unavailable: {e}")))?;
+    // SAFETY: `stream` is the caller's current stream on that device's primary context
+    // (torch.cuda.current_stream(device).cuda_stream); it outlives every launch we enqueue on it.
+    let s = unsafe { Stream::borrow_raw(stream as *mut std::ffi::c_void, &context) };
+    cache.insert((device_id, stream), s.clone());
+    Ok(s)
+}
+
+/// A typed device pointer for a descriptor's data.
+///
+/// # Safety
+/// `d.data` is a device allocation holding elements of `T` (dtype checked by the caller).
+pub unsafe fn device_ptr<T: cutile::cuda_core::DType>(d: &TensorDesc) -> DevicePointer<T> {
+    DevicePointer::<T>::from_cu_deviceptr(d.data)
+}
+
+/// Enqueue a kernel on `stream` without waiting for it (the caller's stream orders it).
+/// A JIT (tileiras) or launch failure becomes -3 with cutile's message.
+///
+/// # Safety
+/// Every pointer the op carries stays valid until the stream has executed it.
+pub unsafe fn enqueue<O: DeviceOp>(op: O, stream: &Arc<Stream>) -> FfiResult<()> {
+    op.async_on(stream)
+        .map(|_| ())
+        .map_err(|e| err(rc::JIT_OR_LAUNCH, format!("JIT compile or launch failed: {e}")))
+}
+
+/// Test helper: when `CUTILE_TILEIRAS_PATH` names a tileiras (make check sets it when the Tile IR
+/// toolchain of env/tileir-toolchain.txt is in the cache), assemble the kernel's bytecode to an
+/// sm_90 cubin on the CPU, so a kernel tileiras rejects fails `make check`, not the first GPU run.
+#[cfg(test)]
+pub fn assemble_for_sm90_if_tileiras(artifacts: &cutile::compile_api::CompileArtifacts, what: &str) {
+    let Ok(tileiras) = std::env::var("CUTILE_TILEIRAS_PATH") else { return };
+    let bytecode = artifacts.bytecode().unwrap_or_else(|e| panic!("{what}: no bytecode: {e}"));
+    let dir = std::env::temp_dir().join(format!("tilekit-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (bc, cubin) = (dir.join("k.bc"), dir.join("k.cubin"));
+    std::fs::write(&bc, bytecode).unwrap();
+    let out = std::process::Command::new(&tileiras)
+        .args(["--gpu-name", "sm_90", "--opt-level", "3", "-o"])
+        .arg(&cubin)
+        .arg(&bc)
+        .output()
+        .unwrap_or_else(|e| panic!("{what}: cannot run {tileiras}: {e}"));
+    assert!(out.status.success(), "{what}: tileiras failed ({}):\n{}", out.status, String::from_utf8_lossy(&out.stderr));
+    assert!(std::fs::metadata(&cubin).map(|m| m.len() > 0).unwrap_or(false), "{what}: tileiras wrote no cubin");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,194 @@
+//! C-ABI launcher of rms_norm: `cutile_rms_norm` (declared for Python in op.py's CDEF).
+//!
+//!   int32_t cutile_rms_norm(const TensorDesc* out, const TensorDesc* x, const TensorDesc* weight,
+//!                           float eps, int32_t block, int32_t rows, int32_t device_id, uint64_t stream);
+//!
+//! x and out are (m, n) with the same shape and dtype (f32, f16 or bf16), contiguous last dim, any
+//! row stride >= n; weight is (n,) contiguous, same dtype. `block` is the tile width (a power of
+//! two; n <= block selects the one-load kernel, else the two-pass one) and `rows` the rows per
+//! tile block; -1 for either picks the default. Every descriptor is validated before anything
+//! touches the GPU: bad input returns -2/-5/-6 with a message, never a launch.
+use crate::ffi_util::{self, check_last_dim_contiguous, check_same_dtype, check_same_shape, check_tensor, desc, invalid, rc, to_i32, DType, FfiResult, TensorDesc};
+use super::kernel::rms_norm_device as device;
+use cutile::half::{bf16, f16};
+use cutile::tile_kernel::TileKernel;
+
+const KERNEL: &str = "rms_norm";
+/// Largest tile (ROWS * BLOCK elements) a variant may ask for: beyond it registers spill.
+const MAX_TILE_ELEMS: i32 = 1 << 16;
+
+/// A validated launch: sizes as the kernel indexes them.
+#[derive(Debug, PartialEq)]
+pub struct Plan {
+    pub dtype: DType,
+    pub m: i32,
+    pub n: i32,
+    pub stride_x: i32,
+    pub stride_y: i32,
+    pub block: i32,
+    pub rows: i32,
+}
+
+/// Default tile width: the whole row in one tile up to 8192 columns, else 4096-wide tiles.
+pub fn default_block(n: i32) -> i32 {
+    let pow2 = (n.max(16) as u32).next_power_of_two() as i32;
+    if pow2 <= 8192 { pow2 } else { 4096 }
+}
+
+fn pow2_in(v: i32, lo: i32, hi: i32) -> bool {
+    v >= lo && v <= hi && (v & (v - 1)) == 0
+}
+
+/// Row stride of a 2-D descriptor; a single row has no meaningful stride, so n is used.
+fn row_stride(d: &TensorDesc, n: i32, arg: &str) -> FfiResult<i32> {
+    if d.shape[0] == 1 {
+        return Ok(n);
+    }
+    let s = to_i32(d.strides[0], &format!("{arg} row stride"))?;
+    if s < n {
+        return Err(invalid(format!("`{arg}` row stride {s} < n={n}: rows would overlap")));
+    }
+    Ok(s)
+}
+
+pub fn plan(out: &TensorDesc, x: &TensorDesc, w: &TensorDesc, eps: f32, block: i32, rows: i32) -> FfiResult<Plan> {
+    let dtype = x.dtype()?;
+    if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16) {
+        return Err(ffi_util::err(rc::UNSUPPORTED_DTYPE, format!("x is {}; rms_norm supports f32, f16, bf16", dtype.name())));
+    }
+    check_same_dtype(x, "x", out, "out")?;
+    check_same_dtype(x, "x", w, "weight")?;
+    check_tensor(x, "x", 2)?;
+    check_tensor(out, "out", 2)?;
+    check_tensor(w, "weight", 1)?;
+    check_same_shape(x, "x", out, "out")?;
+    if w.shape[0] != x.shape[1] {
+        return Err(invalid(format!("`weight` has {} elements but x has n={} columns", w.shape[0], x.shape[1])));
+    }
+    for (d, arg) in [(x, "x"), (out, "out"), (w, "weight")] {
+        check_last_dim_contiguous(d, arg)?;
+    }
+    let m = to_i32(x.shape[0], "m")?;
+    let n = to_i32(x.shape[1], "n")?;
+    if !eps.is_finite() || eps < 0.0 {
+        return Err(invalid(format!("eps={eps} must be finite and >= 0")));
+    }
+    let block = if block == rc::COMPILER_DEFAULT { default_block(n) } else { block };
+    let rows = if rows == rc::COMPILER_DEFAULT { 1 } else { rows };
+    if !pow2_in(block, 16, MAX_TILE_ELEMS) || !pow2_in(rows, 1, 64) || block * rows > MAX_TILE_ELEMS {
+        return Err(invalid(format!(
+            "variant block={block} rows={rows}: block must be a power of two in [16, {MAX_TILE_ELEMS}], rows a power of two in [1, 64], block*rows <= {MAX_TILE_ELEMS}"
+        )));
+    }
+    Ok(Plan { dtype, m, n, stride_x: row_stride(x, n, "x")?, stride_y: row_stride(out, n, "out")?, block, rows })
+}
+
+fn launch<T: cutile::cuda_core::DType>(p: &Plan, out: &TensorDesc, x: &TensorDesc, w: &TensorDesc, eps: f32, device_id: i32, stream: u64) -> FfiResult<()> {
+    let stream = ffi_util::caller_stream(device_id, stream)?;
+    let (y_ptr, x_ptr, w_ptr) = unsafe { (ffi_util::device_ptr::<T>(out), ffi_util::device_ptr::<T>(x), ffi_util::device_ptr::<T>(w)) };
+    let generics = vec![T::DTYPE.as_str().to_string(), p.rows.to_string(), p.block.to_string()];
+    let grid = (((p.m + p.rows - 1) / p.rows) as u32, 1, 1);
+    // SAFETY: plan() checked shapes, strides and dtypes against the descriptors; the memory is
+    // PyTorch's, alive until the caller's stream has run the kernel (stream-ordered allocator).
+    unsafe {
+        if p.n <= p.block {
+            let op = device::rms_norm_row(y_ptr, x_ptr, w_ptr, p.m, p.n, p.stride_x, p.stride_y, eps).generics(generics).grid(grid);
+            ffi_util::enqueue(op, &stream)
+        } else {
+            let op = device::rms_norm_looped(y_ptr, x_ptr, w_ptr, p.m, p.n, p.stride_x, p.stride_y, eps).generics(generics).grid(grid);
+            ffi_util::enqueue(op, &stream)
+        }
+    }
+}
+
+/// See the file header for the contract. Returns 0 or a negative code (DESIGN.md "C ABI").
+#[no_mangle]
+pub extern "C" fn cutile_rms_norm(
+    out: *const TensorDesc,
+    x: *const TensorDesc,
+    weight: *const TensorDesc,
+    eps: f32,
+    block: i32,
+    rows: i32,
+    device_id: i32,
+    stream: u64,
+) -> i32 {
+    ffi_util::guard(KERNEL, || {
+        let (out, x, w) = unsafe { (desc(out, "out")?, desc(x, "x")?, desc(weight, "weight")?) };
+        let p = plan(out, x, w, eps, block, rows)?;
+        match p.dtype {
+            DType::F32 => launch::<f32>(&p, out, x, w, eps, device_id, stream),
+            DType::F16 => launch::<f16>(&p, out, x, w, eps, device_id, stream),
+            DType::BF16 => launch::<bf16>(&p, out, x, w, eps, device_id, stream),
+            _ => unreachable!("plan() admits float dtypes only"),
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    //! CPU tests: validation, and both entries lowered to Tile IR for sm_90 (stage 1 of
+    //! the JIT, which needs no GPU) for every dtype — a DSL mistake fails here, not on the GPU.
+    use super::*;
+    use crate::ffi_util::MAX_DIMS;
+    use cutile::compile_api::KernelCompiler;
+
+    fn desc2(dtype: DType, shape: &[i64], strides: &[i64]) -> TensorDesc {
+        let mut d = TensorDesc { data: 0x1000, ndim: shape.len() as i32, dtype: dtype as i32, shape: [0; MAX_DIMS], strides: [0; MAX_DIMS] };
+        d.shape[..shape.len()].copy_from_slice(shape);
+        d.strides[..strides.len()].copy_from_slice(strides);
+        d
+    }
+
+    #[test]
+    fn plan_takes_row_strides_and_defaults() {
+        let x = desc2(DType::F16, &[257, 4097], &[5000, 1]);
+        let y = desc2(DType::F16, &[257, 4097], &[4097, 1]);
+        let w = desc2(DType::F16, &[4097], &[1]);
+        let p = plan(&y, &x, &w, 1e-6, -1, -1).unwrap();
+        assert_eq!(p, Plan { dtype: DType::F16, m: 257, n: 4097, stride_x: 5000, stride_y: 4097, block: 8192, rows: 1 });
+        assert_eq!(default_block(16384), 4096);
+        assert_eq!(default_block(1), 16);
+    }
+
+    #[test]
+    fn plan_rejects_bad_input_with_invalid_argument() {
+        let x = desc2(DType::F32, &[4, 8], &[8, 1]);
+        let w = desc2(DType::F32, &[8], &[1]);
+        let cases = [
+            (desc2(DType::F32, &[4, 9], &[9, 1]), w, 16, "shape"),
+            (x, desc2(DType::F32, &[7], &[1]), 16, "weight"),
+            (desc2(DType::F32, &[4, 8], &[1, 4]), w, 16, "contiguous"),
+            (desc2(DType::F32, &[4, 8], &[4, 1]), w, 16, "overlap"),
+            (x, w, 24, "power of two"),
+        ];
+        for (out, w, block, needle) in cases {
+            let e = plan(&out, &x, &w, 1e-6, block, 1).unwrap_err();
+            assert_eq!(e.code, rc::INVALID_ARGUMENT, "{needle}: {}", e.msg);
+            assert!(e.msg.contains(needle), "message {:?} should mention {needle:?}", e.msg);
+        }
+    }
+
+    #[test]
+    fn plan_rejects_integer_dtype_as_unsupported() {
+        let x = desc2(DType::I32, &[4, 8], &[8, 1]);
+        let w = desc2(DType::I32, &[8], &[1]);
+        assert_eq!(plan(&x, &x, &w, 1e-6, -1, -1).unwrap_err().code, rc::UNSUPPORTED_DTYPE);
+    }
+
+    #[test]
+    fn both_entries_lower_to_tile_ir_for_sm90() {
+        for dtype in ["f32", "f16", "bf16"] {
+            for (entry, rows, block) in [("rms_norm_row", "1", "1024"), ("rms_norm_row", "4", "256"), ("rms_norm_looped", "1", "4096"), ("rms_norm_looped", "2", "512")] {
+                let artifacts = KernelCompiler::new(device::__module_ast_self, "rms_norm_device", entry)
+                    .target("sm_90")
+                    .generics(vec![dtype.into(), rows.into(), block.into()])
+                    .compile()
+                    .unwrap_or_else(|e| panic!("{entry}<{dtype}, {rows}, {block}> does not lower: {e}"));
+                let ir = artifacts.ir_text();
+                assert!(ir.contains("rsqrt") && ir.contains("reduce"), "{entry}<{dtype}>: IR lacks rsqrt/reduce:\n{ir}");
+                crate::ffi_util::assemble_for_sm90_if_tileiras(&artifacts, &format!("{entry}<{dtype},{rows},{block}>"));
+            }
+        }
+    }
+}

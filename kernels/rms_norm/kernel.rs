@@ -1,0 +1,120 @@
+//! RMSNorm device code: y[r, :] = x[r, :] * rsqrt(mean(x[r, :]^2) + eps) * w, over the last dim.
+//!
+//! Element type T is f32, f16 or bf16 (in and out); the sum of squares and the scaling are done
+//! in f32. Both entries take raw device pointers (PyTorch owns the memory) and build strided
+//! views over them: rows may be padded (row stride >= n), the last dim is contiguous.
+//!
+//! Each tile block handles ROWS consecutive rows; columns are read in BLOCK-wide tiles through
+//! zero-padded partitions, and stores outside [m, n] are dropped, so any m and n work (n = 4097
+//! included) without masks. Two shapes of the same computation:
+//!   * `rms_norm_row`    — n <= BLOCK: the row block is loaded once and stays in registers.
+//!   * `rms_norm_looped` — n >  BLOCK: pass 1 sums squares over the column tiles, pass 2 re-reads
+//!                         them (mostly from L2) to scale and store.
+//! The host side (ffi.rs) picks the entry from n and the variant's BLOCK.
+//! The module name is unique across kernels: the JIT keys its kernel cache by module and entry.
+#[cutile::module]
+pub mod rms_norm_device {
+    use cutile::core::*;
+
+    /// n <= BLOCK: one load, one store per element.
+    #[cutile::entry()]
+    unsafe fn rms_norm_row<T: ElementType, const ROWS: i32, const BLOCK: i32>(
+        y_ptr: *mut T,
+        x_ptr: *mut T,
+        w_ptr: *mut T,
+        m: i32,
+        n: i32,
+        stride_x: i32,
+        stride_y: i32,
+        eps: f32,
+    ) {
+        let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
+        let rb: i32 = get_tile_block_id().0;
+        let tok: Token = new_token_unordered();
+
+        // Strided views over the raw pointers: [m, n] with row strides, unit stride in the last dim.
+        let x_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[m, n] };
+        let x_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[stride_x] };
+        let x_view: Tensor<T, { [-1, -1] }> = unsafe { make_tensor_view(pointer_to_tile(x_ptr), x_shape, x_strides, tok) };
+        let y_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[m, n] };
+        let y_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[stride_y] };
+        let y_view: Tensor<T, { [-1, -1] }> = unsafe { make_tensor_view(pointer_to_tile(y_ptr), y_shape, y_strides, tok) };
+        let w_shape: Shape<{ [-1] }> = Shape::<{ [-1] }> { dims: &[n] };
+        let w_strides: Array<{ [1] }> = Array::<{ [1] }> { dims: &[] };
+        let w_view: Tensor<T, { [-1] }> = unsafe { make_tensor_view(pointer_to_tile(w_ptr), w_shape, w_strides, tok) };
+
+        let x_part: Partition<T, { [ROWS, BLOCK] }> = x_view.partition(tile);
+        let w_part: Partition<T, { [BLOCK] }> = w_view.partition(shape![BLOCK]);
+        let mut y_part: PartitionMut<T, { [ROWS, BLOCK] }> = unsafe { y_view.partition_full_mut(tile) };
+
+        let x: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(x_part.load([rb, 0i32]));
+        let sum_sq: Tile<f32, { [ROWS] }> = reduce_sum(x * x, 1i32);
+        let n_scalar: f32 = convert_scalar(n);
+        let n_f: Tile<f32, { [ROWS] }> = broadcast_scalar(n_scalar, shape![ROWS]);
+        let eps_t: Tile<f32, { [ROWS] }> = broadcast_scalar(eps, shape![ROWS]);
+        // rsqrt(mean of squares + eps) per row, with exact (round-to-nearest) division.
+        let mean_sq: Tile<f32, { [ROWS] }> = divf(sum_sq, n_f, rounding::NearestEven, ftz::Disabled);
+        let inv_rms: Tile<f32, { [ROWS, BLOCK] }> = rsqrt(mean_sq + eps_t, ftz::Disabled).reshape(shape![ROWS, 1]).broadcast(tile);
+
+        let w_row: Tile<T, { [BLOCK] }> = w_part.load([0i32]);
+        let w: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(w_row.reshape(shape![1, BLOCK]).broadcast(tile));
+        let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(x * inv_rms * w);
+        y_part.store(y, [rb, 0i32]);
+    }
+
+    /// n > BLOCK: two passes over ceil(n / BLOCK) column tiles.
+    #[cutile::entry()]
+    unsafe fn rms_norm_looped<T: ElementType, const ROWS: i32, const BLOCK: i32>(
+        y_ptr: *mut T,
+        x_ptr: *mut T,
+        w_ptr: *mut T,
+        m: i32,
+        n: i32,
+        stride_x: i32,
+        stride_y: i32,
+        eps: f32,
+    ) {
+        let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
+        let col_tiles: i32 = (n + BLOCK - 1) / BLOCK;
+        let rb: i32 = get_tile_block_id().0;
+        let tok: Token = new_token_unordered();
+
+        // Strided views over the raw pointers: [m, n] with row strides, unit stride in the last dim.
+        let x_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[m, n] };
+        let x_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[stride_x] };
+        let x_view: Tensor<T, { [-1, -1] }> = unsafe { make_tensor_view(pointer_to_tile(x_ptr), x_shape, x_strides, tok) };
+        let y_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[m, n] };
+        let y_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[stride_y] };
+        let y_view: Tensor<T, { [-1, -1] }> = unsafe { make_tensor_view(pointer_to_tile(y_ptr), y_shape, y_strides, tok) };
+        let w_shape: Shape<{ [-1] }> = Shape::<{ [-1] }> { dims: &[n] };
+        let w_strides: Array<{ [1] }> = Array::<{ [1] }> { dims: &[] };
+        let w_view: Tensor<T, { [-1] }> = unsafe { make_tensor_view(pointer_to_tile(w_ptr), w_shape, w_strides, tok) };
+
+        let x_part: Partition<T, { [ROWS, BLOCK] }> = x_view.partition(tile);
+        let w_part: Partition<T, { [BLOCK] }> = w_view.partition(shape![BLOCK]);
+        let mut y_part: PartitionMut<T, { [ROWS, BLOCK] }> = unsafe { y_view.partition_full_mut(tile) };
+
+        // Pass 1: elementwise f32 partial sums, reduced across the tile once at the end.
+        let mut acc: Tile<f32, { [ROWS, BLOCK] }> = constant(0.0f32, tile);
+        for j in 0i32..col_tiles {
+            let x: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(x_part.load([rb, j]));
+            acc = acc + x * x;
+        }
+        let sum_sq: Tile<f32, { [ROWS] }> = reduce_sum(acc, 1i32);
+        let n_scalar: f32 = convert_scalar(n);
+        let n_f: Tile<f32, { [ROWS] }> = broadcast_scalar(n_scalar, shape![ROWS]);
+        let eps_t: Tile<f32, { [ROWS] }> = broadcast_scalar(eps, shape![ROWS]);
+        // rsqrt(mean of squares + eps) per row, with exact (round-to-nearest) division.
+        let mean_sq: Tile<f32, { [ROWS] }> = divf(sum_sq, n_f, rounding::NearestEven, ftz::Disabled);
+        let inv_rms: Tile<f32, { [ROWS, BLOCK] }> = rsqrt(mean_sq + eps_t, ftz::Disabled).reshape(shape![ROWS, 1]).broadcast(tile);
+
+        // Pass 2: scale by inv_rms and w, store.
+        for j in 0i32..col_tiles {
+            let x: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(x_part.load([rb, j]));
+            let w_row: Tile<T, { [BLOCK] }> = w_part.load([j]);
+            let w: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(w_row.reshape(shape![1, BLOCK]).broadcast(tile));
+            let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(x * inv_rms * w);
+            y_part.store(y, [rb, j]);
+        }
+    }
+}

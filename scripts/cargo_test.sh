@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# scripts/cargo_test.sh: the Rust tests of cutile_kernels (validation, and every kernel lowered to
+# Tile IR for sm_90). When the Tile IR toolchain is in the cache (make setup), the same tests also
+# assemble each kernel to an sm_90 cubin with tileiras, on the CPU. Needs env/env.sh sourced.
+set -euo pipefail
+unset CUDA_HOME  # cuda-bindings' build watches it: one value for every cargo call keeps builds incremental
+if [ -x "$TILEKIT_TILEIR/bin/tileiras" ]; then
+    # No CUDA_HOME: tileiras finds its libnvvm relative to itself in this tree, and cargo would
+    # rebuild cuda-bindings whenever CUDA_HOME differs from the build's (it watches that variable).
+    export CUTILE_TILEIRAS_PATH="$TILEKIT_TILEIR/bin/tileiras"
+    echo "cargo test: kernels are lowered and assembled for sm_90 with $CUTILE_TILEIRAS_PATH"
+else
+    echo "cargo test: no Tile IR toolchain at $TILEKIT_TILEIR (make setup installs it): kernels are lowered, not assembled"
+fi
+cargo test --release --manifest-path cutile_kernels/Cargo.toml 2>&1 | grep -vE '^\s+(Compiling|Running|Doc-tests)|^running 0 tests|^$|0 passed; 0 failed'

@@ -20,7 +20,6 @@ Q   := $(if $(filter 1,$(V)),,@)
 ENV := . env/env.sh &&
 PY  := $(ENV) "$$TILEKIT_PYTHON"
 KDIR := $(OUT_ROOT)/$(KERNEL)
-LIB  := build/libcutile_kernels.so
 KTEST := tests/kernels/test_$(KERNEL).py
 STRICT_FLAG := $(if $(filter 1,$(STRICT)),--strict,)
 
@@ -46,7 +45,7 @@ build: ## cargo build the cdylib (a no-op when no source changed), then the symb
 	$(Q)$(MAKE) --no-print-directory symbols
 
 symbols: ## nm -D proves every export declared in kernels/$(KERNEL)/op.py is there (T)
-	$(Q)$(ENV) scripts/check_symbols.sh $(LIB) $(KERNEL)
+	$(Q)$(ENV) scripts/check_symbols.sh "$$TILEKIT_LIB" $(KERNEL)
 
 test: build ## correctness of the port: pytest -k "cutile_rs and test_op", then reports/correctness.md
 	$(Q)mkdir -p $(KDIR)/reports/logs

@@ -42,5 +42,5 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$TILEKIT_CACHE/cargo-target-$(_tk_h
 
 # The built library: make build copies it here; tilekit.ffi loads $TILEKIT_LIB.
 export TILEKIT_LIB="${TILEKIT_LIB:-$_tk_root/build/libcutile_kernels.so}"
-export PYTHONPATH="$_tk_root/tools${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONPATH="$_tk_root/tools:$_tk_root${PYTHONPATH:+:$PYTHONPATH}"
 unset _tk_root _tk_pyver _d

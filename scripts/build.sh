@@ -6,6 +6,15 @@ set -euo pipefail
 unset CUDA_HOME  # cuda-bindings' build watches it: one value for every cargo call keeps builds incremental
 log=${1:?usage: scripts/build.sh LOG}
 mkdir -p "$(dirname "$log")" build
+if [ "${TILEKIT_PREBUILT:-0}" = 1 ]; then
+    # A GPU host running from `make bundle`: no cargo there; the library was built elsewhere.
+    if [ -f "${TILEKIT_LIB:-}" ]; then
+        echo "build: using the prebuilt $TILEKIT_LIB (TILEKIT_PREBUILT=1: cargo is not run)" | tee "$log"
+        exit 0
+    fi
+    echo "build: TILEKIT_PREBUILT=1 but TILEKIT_LIB='${TILEKIT_LIB:-}' is not a file; source scripts/gpu_host_env.sh DIR" | tee "$log" >&2
+    exit 1
+fi
 if ! command -v cargo >/dev/null; then
     echo "build: cargo not found; install Rust >= 1.89 (https://rustup.rs) — or, on a GPU host, use the bundle (make bundle)" | tee "$log" >&2
     exit 1

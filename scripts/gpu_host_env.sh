@@ -1,0 +1,35 @@
+# Source me on a GPU host that has no Rust toolchain and no internet:
+#   . scripts/gpu_host_env.sh DIR
+# DIR holds what `make bundle` packs beside the sources: tileir-toolchain*.tar.xz (tileiras + its
+# ptxas + libnvvm), libcutile_kernels.so[.xz] (prebuilt), whl/*.whl (Python packages the host
+# lacks). Unpacks them once under $TILEKIT_GPU_HOME (default /tmp/tilekit-gpu) and exports:
+#   CUDA_HOME = CUDA_TOOLKIT_PATH = the toolchain tree  (so tileiras uses ITS ptxas and libnvvm,
+#               not an older /usr/local/cuda: that mix fails with "failed to compile Tile IR program")
+#   TILEKIT_LIB, TILEKIT_PREBUILT=1 (make build checks the library instead of running cargo),
+#   PYTHONPATH += the installed wheels.
+_tk_dir=$(cd "${1:?usage: . scripts/gpu_host_env.sh DIR}" && pwd)
+export TILEKIT_GPU_HOME="${TILEKIT_GPU_HOME:-/tmp/tilekit-gpu}"
+mkdir -p "$TILEKIT_GPU_HOME"
+for _tk_tar in "$_tk_dir"/tileir-toolchain*.tar.xz; do
+    [ -f "$_tk_tar" ] || { echo "gpu_host_env: no tileir-toolchain*.tar.xz in $_tk_dir" >&2; break; }
+    _tk_tree="$TILEKIT_GPU_HOME/$(basename "$_tk_tar" .tar.xz)"
+    if [ ! -x "$_tk_tree/bin/tileiras" ]; then
+        mkdir -p "$_tk_tree" && tar -xJf "$_tk_tar" -C "$_tk_tree" --strip-components=1
+    fi
+    export CUDA_HOME="$_tk_tree" CUDA_TOOLKIT_PATH="$_tk_tree"
+    export PATH="$_tk_tree/bin:$PATH"
+done
+if [ -f "$_tk_dir/libcutile_kernels.so.xz" ]; then
+    xz -dc "$_tk_dir/libcutile_kernels.so.xz" > "$TILEKIT_GPU_HOME/libcutile_kernels.so"
+    export TILEKIT_LIB="$TILEKIT_GPU_HOME/libcutile_kernels.so"
+elif [ -f "$_tk_dir/libcutile_kernels.so" ]; then
+    export TILEKIT_LIB="$_tk_dir/libcutile_kernels.so"
+fi
+export TILEKIT_PREBUILT=1
+if ls "$_tk_dir"/whl/*.whl >/dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target "$TILEKIT_GPU_HOME/site" "$_tk_dir"/whl/*.whl
+    export PYTHONPATH="$TILEKIT_GPU_HOME/site${PYTHONPATH:+:$PYTHONPATH}"
+fi
+echo "gpu_host_env: CUDA_HOME=${CUDA_HOME:-unset} TILEKIT_LIB=${TILEKIT_LIB:-unset}"
+unset _tk_dir _tk_tar _tk_tree

@@ -32,7 +32,7 @@ if [ -z "${CUDA_TOOLKIT_PATH:-}" ] && [ -f "$TILEKIT_CUDA_HEADERS/nvidia/cu13/in
 fi
 if [ -z "${LIBCLANG_PATH:-}" ]; then
     for _d in /usr/lib/llvm-*/lib /usr/lib/x86_64-linux-gnu /usr/lib64 /usr/lib "$TILEKIT_VENV"/lib/python3*/site-packages/clang/native; do
-        if ls "$_d"/libclang*.so* >/dev/null 2>&1; then export LIBCLANG_PATH="$_d"; break; fi
+        if ls "$_d"/libclang.so* "$_d"/libclang-[0-9]*.so* >/dev/null 2>&1; then export LIBCLANG_PATH="$_d"; break; fi
     done
 fi
 # The Tile IR toolchain (tileiras + its ptxas + libnvvm): make check assembles every kernel for

@@ -85,7 +85,7 @@ def check_headers() -> Check:
 
 def check_libclang() -> Check:
     d = os.environ.get("LIBCLANG_PATH", "")
-    libs = glob.glob(os.path.join(d, "libclang*.so*")) if d else []
+    libs = [p for p in glob.glob(os.path.join(d, "libclang*.so*")) if "clang-cpp" not in p] if d else []
     if not libs:
         return Check("libclang", BAD, f"none in LIBCLANG_PATH={d!r}", ["apt-get install libclang-dev (root) or make setup"])
     builtin = glob.glob(os.path.join(d, "clang", "*", "include", "stddef.h"))
@@ -133,13 +133,15 @@ def check_gpu() -> list[Check]:
 
 
 def find_tileiras() -> tuple[Path | None, str]:
-    """Where cutile 0.5 will look, in its order."""
+    """Where cutile 0.5 looks, in its order (cutile-compiler's tileiras_binary)."""
     if os.environ.get("CUTILE_TILEIRAS_PATH"):
         return Path(os.environ["CUTILE_TILEIRAS_PATH"]), "CUTILE_TILEIRAS_PATH"
-    tk = os.environ.get("CUDA_TOOLKIT_PATH")
-    if tk and (Path(tk) / "bin" / "tileiras").is_file():
-        return Path(tk) / "bin" / "tileiras", "$CUDA_TOOLKIT_PATH/bin"
-    for d in ("/usr/local/cuda-13.3", "/usr/local/cuda-13.2", "/usr/local/cuda-13", "/usr/local/cuda"):
+    for var in ("CUDA_TOOLKIT_PATH", "CUDA_HOME"):
+        root = os.environ.get(var)
+        if root and (Path(root) / "bin" / "tileiras").is_file():
+            return Path(root) / "bin" / "tileiras", f"${var}/bin"
+    for d in ("/usr/local/cuda-13.5", "/usr/local/cuda-13.4", "/usr/local/cuda-13.3", "/usr/local/cuda-13.2",
+              "/usr/local/cuda-13", "/usr/local/cuda", "/opt/cuda"):
         if (Path(d) / "bin" / "tileiras").is_file():
             return Path(d) / "bin" / "tileiras", f"default install {d}"
     w = shutil.which("tileiras")
@@ -204,8 +206,15 @@ def check_library() -> Check:
                  ["make build"] if problems else [])
 
 
+def build_checks() -> list[Check]:
+    if os.environ.get("TILEKIT_PREBUILT") == "1":
+        # a GPU host running from `make bundle`: the library was built elsewhere
+        return [Check("build toolchain", NONE, "not needed: TILEKIT_PREBUILT=1 (prebuilt library from the bundle)")]
+    return [check_cargo(), check_headers(), check_libclang()]
+
+
 def all_checks() -> list[Check]:
-    checks = [check_cargo(), check_headers(), check_libclang()]
+    checks = build_checks()
     checks += check_python()
     checks += check_gpu()
     checks += check_tileir()

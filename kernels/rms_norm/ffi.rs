@@ -1,17 +1,19 @@
 //! C-ABI launcher of rms_norm: `cutile_rms_norm` (declared for Python in op.py's CDEF).
 //!
 //!   int32_t cutile_rms_norm(const TensorDesc* out, const TensorDesc* x, const TensorDesc* weight,
-//!                           float eps, int32_t block, int32_t rows, int32_t device_id, uint64_t stream);
+//!                           float eps, int32_t block, int32_t rows, int32_t occupancy,
+//!                           int32_t device_id, uint64_t stream);
 //!
 //! x and out are (m, n) with the same shape and dtype (f32, f16 or bf16), contiguous last dim, any
 //! row stride >= n; weight is (n,) contiguous, same dtype. `block` is the tile width (a power of
 //! two; n <= block selects the one-load kernel, else the two-pass one) and `rows` the rows per
-//! tile block; -1 for either picks the default. Every descriptor is validated before anything
+//! tile block; `occupancy` the CTAs per SM tileiras should plan registers for (1..=32). -1 for
+//! any of them picks the default (the compiler's, for occupancy). Every descriptor is validated before anything
 //! touches the GPU: bad input returns -2/-5/-6 with a message, never a launch.
 use crate::ffi_util::{self, check_last_dim_contiguous, check_same_dtype, check_same_shape, check_tensor, desc, invalid, rc, to_i32, DType, FfiResult, TensorDesc};
 use super::kernel::rms_norm_device as device;
 use cutile::half::{bf16, f16};
-use cutile::tile_kernel::TileKernel;
+use cutile::tile_kernel::{CompileOptions, TileKernel};
 
 const KERNEL: &str = "rms_norm";
 /// Largest tile (ROWS * BLOCK elements) a variant may ask for: beyond it registers spill.
@@ -27,6 +29,8 @@ pub struct Plan {
     pub stride_y: i32,
     pub block: i32,
     pub rows: i32,
+    /// None: the compiler's default.
+    pub occupancy: Option<i32>,
 }
 
 /// Default tile width: the whole row in one tile up to 8192 columns, else 4096-wide tiles.
@@ -51,7 +55,7 @@ fn row_stride(d: &TensorDesc, n: i32, arg: &str) -> FfiResult<i32> {
     Ok(s)
 }
 
-pub fn plan(out: &TensorDesc, x: &TensorDesc, w: &TensorDesc, eps: f32, block: i32, rows: i32) -> FfiResult<Plan> {
+pub fn plan(out: &TensorDesc, x: &TensorDesc, w: &TensorDesc, eps: f32, block: i32, rows: i32, occupancy: i32) -> FfiResult<Plan> {
     let dtype = x.dtype()?;
     if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16) {
         return Err(ffi_util::err(rc::UNSUPPORTED_DTYPE, format!("x is {}; rms_norm supports f32, f16, bf16", dtype.name())));
@@ -80,7 +84,12 @@ pub fn plan(out: &TensorDesc, x: &TensorDesc, w: &TensorDesc, eps: f32, block: i
             "variant block={block} rows={rows}: block must be a power of two in [16, {MAX_TILE_ELEMS}], rows a power of two in [1, 64], block*rows <= {MAX_TILE_ELEMS}"
         )));
     }
-    Ok(Plan { dtype, m, n, stride_x: row_stride(x, n, "x")?, stride_y: row_stride(out, n, "out")?, block, rows })
+    let occupancy = match occupancy {
+        rc::COMPILER_DEFAULT => None,
+        o if (1..=32).contains(&o) => Some(o),
+        o => return Err(invalid(format!("variant occupancy={o}: use 1..=32, or -1 for the compiler's default"))),
+    };
+    Ok(Plan { dtype, m, n, stride_x: row_stride(x, n, "x")?, stride_y: row_stride(out, n, "out")?, block, rows, occupancy })
 }
 
 fn launch<T: cutile::cuda_core::DType>(p: &Plan, out: &TensorDesc, x: &TensorDesc, w: &TensorDesc, eps: f32, device_id: i32, stream: u64) -> FfiResult<()> {
@@ -88,14 +97,15 @@ fn launch<T: cutile::cuda_core::DType>(p: &Plan, out: &TensorDesc, x: &TensorDes
     let (y_ptr, x_ptr, w_ptr) = unsafe { (ffi_util::device_ptr::<T>(out), ffi_util::device_ptr::<T>(x), ffi_util::device_ptr::<T>(w)) };
     let generics = vec![T::DTYPE.as_str().to_string(), p.rows.to_string(), p.block.to_string()];
     let grid = (((p.m + p.rows - 1) / p.rows) as u32, 1, 1);
+    let options = p.occupancy.map_or_else(CompileOptions::default, |o| CompileOptions::default().occupancy(o));
     // SAFETY: plan() checked shapes, strides and dtypes against the descriptors; the memory is
     // PyTorch's, alive until the caller's stream has run the kernel (stream-ordered allocator).
     unsafe {
         if p.n <= p.block {
-            let op = device::rms_norm_row(y_ptr, x_ptr, w_ptr, p.m, p.n, p.stride_x, p.stride_y, eps).generics(generics).grid(grid);
+            let op = device::rms_norm_row(y_ptr, x_ptr, w_ptr, p.m, p.n, p.stride_x, p.stride_y, eps).generics(generics).grid(grid).compile_options(options);
             ffi_util::enqueue(op, &stream)
         } else {
-            let op = device::rms_norm_looped(y_ptr, x_ptr, w_ptr, p.m, p.n, p.stride_x, p.stride_y, eps).generics(generics).grid(grid);
+            let op = device::rms_norm_looped(y_ptr, x_ptr, w_ptr, p.m, p.n, p.stride_x, p.stride_y, eps).generics(generics).grid(grid).compile_options(options);
             ffi_util::enqueue(op, &stream)
         }
     }
@@ -110,12 +120,13 @@ pub extern "C" fn cutile_rms_norm(
     eps: f32,
     block: i32,
     rows: i32,
+    occupancy: i32,
     device_id: i32,
     stream: u64,
 ) -> i32 {
     ffi_util::guard(KERNEL, || {
         let (out, x, w) = unsafe { (desc(out, "out")?, desc(x, "x")?, desc(weight, "weight")?) };
-        let p = plan(out, x, w, eps, block, rows)?;
+        let p = plan(out, x, w, eps, block, rows, occupancy)?;
         match p.dtype {
             DType::F32 => launch::<f32>(&p, out, x, w, eps, device_id, stream),
             DType::F16 => launch::<f16>(&p, out, x, w, eps, device_id, stream),
@@ -145,8 +156,9 @@ mod tests {
         let x = desc2(DType::F16, &[257, 4097], &[5000, 1]);
         let y = desc2(DType::F16, &[257, 4097], &[4097, 1]);
         let w = desc2(DType::F16, &[4097], &[1]);
-        let p = plan(&y, &x, &w, 1e-6, -1, -1).unwrap();
-        assert_eq!(p, Plan { dtype: DType::F16, m: 257, n: 4097, stride_x: 5000, stride_y: 4097, block: 8192, rows: 1 });
+        let p = plan(&y, &x, &w, 1e-6, -1, -1, -1).unwrap();
+        assert_eq!(p, Plan { dtype: DType::F16, m: 257, n: 4097, stride_x: 5000, stride_y: 4097, block: 8192, rows: 1, occupancy: None });
+        assert_eq!(plan(&y, &x, &w, 1e-6, 16384, 2, 4).unwrap().occupancy, Some(4));
         assert_eq!(default_block(16384), 4096);
         assert_eq!(default_block(1), 16);
     }
@@ -161,9 +173,10 @@ mod tests {
             (desc2(DType::F32, &[4, 8], &[1, 4]), w, 16, "contiguous"),
             (desc2(DType::F32, &[4, 8], &[4, 1]), w, 16, "overlap"),
             (x, w, 24, "power of two"),
+            (x, w, -2, "power of two"),
         ];
         for (out, w, block, needle) in cases {
-            let e = plan(&out, &x, &w, 1e-6, block, 1).unwrap_err();
+            let e = plan(&out, &x, &w, 1e-6, block, 1, -1).unwrap_err();
             assert_eq!(e.code, rc::INVALID_ARGUMENT, "{needle}: {}", e.msg);
             assert!(e.msg.contains(needle), "message {:?} should mention {needle:?}", e.msg);
         }
@@ -173,7 +186,15 @@ mod tests {
     fn plan_rejects_integer_dtype_as_unsupported() {
         let x = desc2(DType::I32, &[4, 8], &[8, 1]);
         let w = desc2(DType::I32, &[8], &[1]);
-        assert_eq!(plan(&x, &x, &w, 1e-6, -1, -1).unwrap_err().code, rc::UNSUPPORTED_DTYPE);
+        assert_eq!(plan(&x, &x, &w, 1e-6, -1, -1, -1).unwrap_err().code, rc::UNSUPPORTED_DTYPE);
+    }
+
+    #[test]
+    fn plan_rejects_occupancy_out_of_range() {
+        let x = desc2(DType::F32, &[4, 8], &[8, 1]);
+        let w = desc2(DType::F32, &[8], &[1]);
+        let e = plan(&x, &x, &w, 1e-6, -1, -1, 33).unwrap_err();
+        assert!(e.code == rc::INVALID_ARGUMENT && e.msg.contains("occupancy=33"), "{}", e.msg);
     }
 
     #[test]

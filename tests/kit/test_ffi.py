@@ -23,8 +23,8 @@ def lib():
     return ffi.Library()
 
 
-def rms_args(lib, x, w, out, eps=1e-6, block=-1, rows=-1, device_id=0, stream=0):
-    return [lib.pack(out), lib.pack(x), lib.pack(w), eps, block, rows, device_id, stream]
+def rms_args(lib, x, w, out, eps=1e-6, block=-1, rows=-1, occupancy=-1, device_id=0, stream=0):
+    return [lib.pack(out), lib.pack(x), lib.pack(w), eps, block, rows, occupancy, device_id, stream]
 
 
 def call_rms(lib, *args):

@@ -1,0 +1,84 @@
+"""rms_norm: what to test and time, and how to judge it. Read by tests/kernels/test_rms_norm.py
+and by op.py's autotune; nothing here touches the GPU at import.
+
+y = x * rsqrt(mean(x^2, -1) + eps) * w over the last dim of an (m, n) tensor; f32 accumulation.
+"""
+from __future__ import annotations
+
+import torch
+
+KERNEL = "rms_norm"
+EPS = 1e-6
+DTYPES = ("float16", "bfloat16", "float32")
+
+# Correctness: tiny to large and irregular; row_stride > n exercises padded rows.
+CORRECTNESS_SHAPES = [
+    {"m": 1, "n": 1},
+    {"m": 3, "n": 1000},
+    {"m": 257, "n": 4097},
+    {"m": 4096, "n": 4096, "row_stride": 4160},
+    {"m": 65536, "n": 8192},
+]
+
+# Benchmarks (the issue's perf configs).
+PERF_CONFIGS = [
+    {"dtype": "float16", "m": 262144, "n": 1024},
+    {"dtype": "float16", "m": 262144, "n": 2048},
+    {"dtype": "float16", "m": 262144, "n": 4096},
+    {"dtype": "float16", "m": 65536, "n": 8192},
+    {"dtype": "float16", "m": 65536, "n": 16384},
+    {"dtype": "bfloat16", "m": 65536, "n": 8192},
+]
+
+# ||y - ref|| / ||ref|| and max |y - ref| / (1 + |ref|) against the float64 reference.
+TOLERANCE = {"float16": (2e-3, 1e-2), "bfloat16": (1.6e-2, 6e-2), "float32": (1e-5, 1e-5)}
+
+
+def torch_dtype(name: str) -> torch.dtype:
+    return getattr(torch, name)
+
+
+def make_inputs(cfg: dict, device="cuda", seed: int | None = None) -> dict:
+    """Fresh random inputs (never zeros): x ~ N(0, 1), w ~ 1 + N(0, 0.1)."""
+    g = torch.Generator(device=device)
+    g.seed() if seed is None else g.manual_seed(seed)
+    dt = torch_dtype(cfg["dtype"])
+    m, n = cfg["m"], cfg["n"]
+    ld = cfg.get("row_stride", n)
+    x = torch.randn(m, ld, generator=g, device=device, dtype=torch.float32).to(dt)[:, :n]
+    w = (1 + 0.1 * torch.randn(n, generator=g, device=device, dtype=torch.float32)).to(dt)
+    return {"x": x, "w": w, "eps": EPS}
+
+
+def reference(inputs: dict) -> torch.Tensor:
+    x, w = inputs["x"].double(), inputs["w"].double()
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + inputs["eps"]) * w
+
+
+def bytes_moved(cfg: dict) -> int:
+    """Fewest bytes: read x once, write y once (w is n elements, negligible but counted)."""
+    size = torch.finfo(torch_dtype(cfg["dtype"])).bits // 8
+    return (2 * cfg["m"] * cfg["n"] + cfg["n"]) * size
+
+
+# -- autotune: the port's variants (ffi.rs: block = tile width, rows per tile block, occupancy) --
+
+def tune_key(dtype: str, m: int, n: int) -> dict:
+    """Problem class: exact n (it decides tiling), m rounded up to a power of two."""
+    return {"dtype": dtype, "n": n, "m_class": 1 << max(0, (m - 1).bit_length())}
+
+
+def variants(m: int, n: int) -> list[dict]:
+    """Candidate (block, rows, occupancy): the whole row in one tile when it fits a register
+    budget, else 1-4K-wide column tiles; more rows per tile block for short rows."""
+    pow2 = 1 << max(4, (n - 1).bit_length())
+    out = []
+    blocks = [pow2] if pow2 <= 16384 else []
+    blocks += [b for b in (1024, 2048, 4096) if b < pow2 and b < n]
+    for block in blocks:
+        for rows in (1, 2, 4, 8, 16):
+            if block * rows > 16384 or (rows > 1 and rows > m):
+                continue
+            for occupancy in (-1, 2, 4):
+                out.append({"block": block, "rows": rows, "occupancy": occupancy})
+    return out

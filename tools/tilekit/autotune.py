@@ -1,0 +1,102 @@
+"""Pick the fastest variant of a port for a problem class, time it with the same CUPTI bench as
+the benchmarks, and remember the winner per (GPU name, kernel, key).
+
+    variant = autotune.best("rms_norm", key={"dtype": "float16", "n": 1024, "m_class": 262144},
+                            variants=[{"block": 1024, "rows": 4, "occupancy": -1}, ...],
+                            make_call=lambda v: (lambda: launch(x, w, out, **v)))
+
+A variant that fails to compile or launch is skipped with a note (kept in the cache entry), not
+fatal; if every variant fails, the last error is raised. The cache is one JSON file,
+$TILEKIT_AUTOTUNE_CACHE or $TILEKIT_CACHE/autotune.json (default ~/.cache/tilekit/autotune.json),
+written atomically; TILEKIT_AUTOTUNE=0 disables tuning (the first variant is used).
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+from pathlib import Path
+
+from tilekit import bench
+
+_LOCK = threading.Lock()
+_MEMO: dict[tuple, dict] = {}
+
+
+def cache_path() -> Path:
+    if os.environ.get("TILEKIT_AUTOTUNE_CACHE"):
+        return Path(os.environ["TILEKIT_AUTOTUNE_CACHE"])
+    root = os.environ.get("TILEKIT_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tilekit"
+    return Path(root) / "autotune.json"
+
+
+def key_string(key: dict) -> str:
+    return json.dumps(key, sort_keys=True, separators=(",", ":"))
+
+
+def load(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        return {}
+    except (OSError, json.JSONDecodeError) as e:
+        print(f"autotune: ignoring unreadable cache {path}: {e}", file=sys.stderr)
+        return {}
+
+
+def save(path: Path, data: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+def tune(variants: list[dict], make_call, *, timer=None) -> dict:
+    """Time every variant; returns {"variant", "median_ms", "tried": [...], "skipped": [...]}."""
+    timer = timer or (lambda fn: bench.time_cupti(fn, nrep=15, warmup=2))
+    tried, skipped = [], []
+    last_error = None
+    for v in variants:
+        try:
+            ms = timer(make_call(v)).stats()["median_ms"]
+        except Exception as e:  # noqa: BLE001 - a variant that cannot compile/launch is skipped
+            last_error = e
+            skipped.append({"variant": v, "error": str(e)[:300]})
+            continue
+        tried.append({"variant": v, "median_ms": round(ms, 6)})
+    if not tried:
+        raise RuntimeError(f"autotune: every variant failed; last error: {last_error}") from last_error
+    best = min(tried, key=lambda t: t["median_ms"])
+    return {"variant": best["variant"], "median_ms": best["median_ms"], "tried": tried, "skipped": skipped}
+
+
+def best(kernel: str, key: dict, variants: list[dict], make_call, *, gpu: str | None = None, timer=None) -> dict:
+    """The cached winner for (gpu, kernel, key), tuning once when it is not cached."""
+    if not variants:
+        raise ValueError(f"autotune {kernel}: no variants for {key}")
+    if os.environ.get("TILEKIT_AUTOTUNE") == "0":
+        return variants[0]
+    gpu = gpu or _gpu_name()
+    memo_key = (gpu, kernel, key_string(key))
+    with _LOCK:
+        if memo_key in _MEMO:
+            return _MEMO[memo_key]
+        path = cache_path()
+        data = load(path)
+        entry = data.get(gpu, {}).get(kernel, {}).get(key_string(key))
+        if entry is None or entry.get("variant") not in variants:
+            entry = tune(variants, make_call, timer=timer)
+            for s in entry["skipped"]:
+                print(f"autotune {kernel} {key_string(key)}: skipped {s['variant']}: {s['error']}", file=sys.stderr)
+            data = load(path)  # re-read: another process may have written meanwhile
+            data.setdefault(gpu, {}).setdefault(kernel, {})[key_string(key)] = entry
+            save(path, data)
+        _MEMO[memo_key] = entry["variant"]
+        return entry["variant"]
+
+
+def _gpu_name() -> str:
+    import torch
+
+    return torch.cuda.get_device_name()

@@ -1,0 +1,43 @@
+"""What every kernel suite does the same way: compare with the float64 reference, run the timed
+case and attach its record. The per-kernel test files (tests/kernels/test_<name>.py) only say
+which backends and configs exist.
+"""
+from __future__ import annotations
+
+import os
+
+from tilekit import bench
+
+# pytest id of a backend -> its name in records (DESIGN.md "Backend names").
+RECORD_NAME = {"cutile_rs": "cutile-rs", "cutile_py": "cutile", "triton": "triton", "torch": "torch"}
+BACKEND_IDS = tuple(RECORD_NAME)
+
+
+def check_close(y, ref, tol: tuple[float, float], what: str) -> None:
+    """Fail unless y (any float dtype) matches the float64 reference: every element written (no
+    NaN), relative L2 error <= tol[0], max |y - ref| / (1 + |ref|) <= tol[1]."""
+    import torch
+
+    assert y.shape == ref.shape, f"{what}: shape {tuple(y.shape)} != reference {tuple(ref.shape)}"
+    y64 = y.double()
+    nan = int(torch.isnan(y64).sum())
+    assert nan == 0, f"{what}: {nan} of {y.numel()} elements are NaN (unwritten or wrong)"
+    diff = (y64 - ref).abs()
+    rel_l2 = float(diff.norm() / ref.norm().clamp_min(1e-30))
+    worst = float((diff / (1 + ref.abs())).max())
+    assert rel_l2 <= tol[0] and worst <= tol[1], (
+        f"{what}: rel_l2={rel_l2:.3e} (tol {tol[0]:.1e}), max_err={worst:.3e} (tol {tol[1]:.1e}) at index "
+        f"{tuple(int(i) for i in (diff == diff.max()).nonzero()[0])}")
+
+
+def nrep() -> int:
+    return int(os.environ.get("TILEKIT_NREP", "100"))
+
+
+def run_perf(request, *, kernel: str, backend_id: str, cfg: dict, call, bytes_moved=None, flops=None) -> dict:
+    """Time `call` with CUPTI and attach the record to the test (the plugin prints it)."""
+    timing = bench.time_cupti(call, nrep=nrep())
+    record = bench.perf_record(kernel=kernel, backend=RECORD_NAME[backend_id], config=cfg, timing=timing,
+                               test=request.node.nodeid, bytes_moved=bytes_moved, flops=flops)
+    request.node.user_properties.append(("tilekit_perf_record", record))
+    return record

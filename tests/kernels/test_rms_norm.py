@@ -5,6 +5,8 @@ Rust port (`cutile_rs`) and its baselines (`cutile_py`, `triton`, `torch`).
     make KERNEL=rms_norm perf        # pytest -k "cutile_rs and test_perf" --print-record
     make KERNEL=rms_norm baseline    # the same test_perf for each baseline
 """
+import re
+
 import pytest
 import torch
 
@@ -86,7 +88,7 @@ def test_op_bad_input_cutile_rs(case):
 
     make, exc, needle = BAD_INPUTS[case]
     x, w = make()
-    with pytest.raises(exc, match=needle):
+    with pytest.raises(exc, match=re.escape(needle)):
         rms_norm(x, w)
 
 

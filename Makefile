@@ -85,5 +85,8 @@ check: ## the kit's own tests: Rust (kernels lowered and assembled for sm_90 on 
 	$(Q)$(ENV) scripts/cargo_test.sh
 	$(Q)$(PY) -m pytest tests -q -rs
 
+bundle: build ## tarball to run test/baseline/perf/report on a GPU host without Rust or internet -> dist/
+	$(Q)$(ENV) scripts/bundle.sh
+
 clean: ## remove build/ and $(OUT_ROOT)/ (the cargo cache outside the repo stays)
 	rm -rf build $(OUT_ROOT)

@@ -24,14 +24,15 @@ The Triton and cuTile entries share three variants, picked with ``variant=``:
                     (n <= 2K) give a program too little work per row; this amortizes it.
 * ``"looped"``   -- one row per program, two passes over BLOCK-wide column tiles: sum squares,
                     then re-read (mostly from L2), scale and store. For rows too long to hold.
-* ``"auto"``     -- (default) looped when next_pow2(n) > 16384. Otherwise Triton takes multirow
-                    for rows of n <= 2048 when there are more row tiles than persistent programs,
-                    else row; cuTile takes multirow (as TileGym's static-persistent mode does)
+* ``"auto"``     -- (default) looped when next_pow2(n) > 16384. Triton takes looped from
+                    n >= 1024 on (measured fastest on the H200, see TRITON_LOOPED_FROM); below,
+                    multirow when there are more row tiles than persistent programs, else row;
+                    cuTile takes multirow (as TileGym's static-persistent mode does)
                     once m > 2 x SMs, with 16 / 4 / 2 rows per tile for n <= 1K / up to 8K / 16K,
                     else row. The rules are ``triton_config`` / ``cutile_config`` (pure
                     functions, no GPU needed); every knob (block, rows, num_warps, ctas_per_sm)
                     can be forced by keyword, so a GPU run can time each variant and keep the
-                    faster. The thresholds are educated guesses until such a run.
+                    faster. scripts/sweep_variants.py does that run.
 
 Neither triton nor cuda.tile is needed to import this module: each is imported under a guard,
 and ``unavailable_reason(backend)`` says why a backend cannot run here (None when it can).
@@ -66,6 +67,11 @@ VARIANTS = ("auto", "row", "multirow", "looped")
 
 MAX_ROW_BLOCK = 16384   # auto: the widest row kept whole in registers (f32 16K = 64 KiB per row)
 MULTIROW_MAX_BLOCK = 2048  # auto: rows at most this wide go to the persistent multi-row form
+# Triton auto takes the two-pass looped form from this row width on: on the H200 (CUPTI, L2
+# flushed, 2026-11-29, scripts/sweep_variants.py) it beat row and multirow at every f16 perf
+# shape timed: 262144x1024 0.289 ms (row 0.296, multirow 0.309), 262144x4096 1.026 (1.086,
+# 1.267), 65536x16384 1.130 (1.442, 1.279).
+TRITON_LOOPED_FROM = 1024
 MIN_BLOCK = 16          # tiles narrower than this waste lanes; masks/padding cover n < 16
 
 
@@ -138,7 +144,7 @@ def triton_config(m: int, n: int, sms: int, variant: str = "auto", *, block=None
     _check_variant(variant)
     whole = max(MIN_BLOCK, _next_pow2(n))
     if variant == "auto":
-        if whole > MAX_ROW_BLOCK:
+        if whole > MAX_ROW_BLOCK or whole >= TRITON_LOOPED_FROM:
             variant = "looped"
         else:
             rows_auto = max(1, TRITON_MULTIROW_TILE // whole)

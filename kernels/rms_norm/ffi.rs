@@ -33,10 +33,18 @@ pub struct Plan {
     pub occupancy: Option<i32>,
 }
 
-/// Default tile width: the whole row in one tile up to 8192 columns, else 4096-wide tiles.
+/// Default variant, from the H200 sweep that shaped spec.py's autotune space: tiles of ~8K
+/// elements — the whole row with 8192/n rows per tile block up to n = 8192, else 4096-wide
+/// column tiles, 2 rows. (One row per tile block was 3-10x slower.)
 pub fn default_block(n: i32) -> i32 {
     let pow2 = (n.max(16) as u32).next_power_of_two() as i32;
     if pow2 <= 8192 { pow2 } else { 4096 }
+}
+
+/// ~8K elements per tile, but no more rows than m has (rounded up to a power of two) or 64.
+pub fn default_rows(block: i32, m: i32) -> i32 {
+    let m_pow2 = (m.max(1) as u32).next_power_of_two() as i32;
+    (8192 / block).clamp(1, 64).min(m_pow2)
 }
 
 fn pow2_in(v: i32, lo: i32, hi: i32) -> bool {
@@ -78,7 +86,7 @@ pub fn plan(out: &TensorDesc, x: &TensorDesc, w: &TensorDesc, eps: f32, block: i
         return Err(invalid(format!("eps={eps} must be finite and >= 0")));
     }
     let block = if block == rc::COMPILER_DEFAULT { default_block(n) } else { block };
-    let rows = if rows == rc::COMPILER_DEFAULT { 1 } else { rows };
+    let rows = if rows == rc::COMPILER_DEFAULT { default_rows(block, to_i32(x.shape[0], "m")?) } else { rows };
     if !pow2_in(block, 16, MAX_TILE_ELEMS) || !pow2_in(rows, 1, 64) || block * rows > MAX_TILE_ELEMS {
         return Err(invalid(format!(
             "variant block={block} rows={rows}: block must be a power of two in [16, {MAX_TILE_ELEMS}], rows a power of two in [1, 64], block*rows <= {MAX_TILE_ELEMS}"
@@ -158,6 +166,9 @@ mod tests {
         let w = desc2(DType::F16, &[4097], &[1]);
         let p = plan(&y, &x, &w, 1e-6, -1, -1, -1).unwrap();
         assert_eq!(p, Plan { dtype: DType::F16, m: 257, n: 4097, stride_x: 5000, stride_y: 4097, block: 8192, rows: 1, occupancy: None });
+        assert_eq!(plan(&y, &x, &w, 1e-6, 1024, -1, -1).unwrap().rows, 8);
+        assert_eq!(default_rows(16, 1000), 64);
+        assert_eq!(default_rows(16, 3), 4);
         assert_eq!(plan(&y, &x, &w, 1e-6, 16384, 2, 4).unwrap().occupancy, Some(4));
         assert_eq!(default_block(16384), 4096);
         assert_eq!(default_block(1), 16);

@@ -69,16 +69,25 @@ def tune_key(dtype: str, m: int, n: int) -> dict:
 
 
 def variants(m: int, n: int) -> list[dict]:
-    """Candidate (block, rows, occupancy): the whole row in one tile when it fits a register
-    budget, else 1-4K-wide column tiles; more rows per tile block for short rows."""
+    """Candidate (block, rows, occupancy), few enough that tuning a new shape class stays within
+    seconds. Chosen from a full sweep on the H200 (scripts/sweep_variants.py, 2026-11-29, f16):
+    the fast tiles hold ~8K elements (1024x8 rows: 0.263 ms at 262144x1024; 4096x2 and 2048x4:
+    1.03 ms at 262144x4096) with occupancy 2-4; one row per tile block is 3-10x slower (2.58 ms).
+    So: the whole row in one tile (8K or 16K elements of rows, or 2 rows of 16K), or for long
+    rows 2K/4K-wide column tiles of 8K elements; occupancy 2 and 4."""
     pow2 = 1 << max(4, (n - 1).bit_length())
-    out = []
-    blocks = [pow2] if pow2 <= 16384 else []
-    blocks += [b for b in (1024, 2048, 4096) if b < pow2 and b < n]
-    for block in blocks:
-        for rows in (1, 2, 4, 8, 16):
-            if block * rows > 16384 or (rows > 1 and rows > m):
-                continue
-            for occupancy in (-1, 2, 4):
-                out.append({"block": block, "rows": rows, "occupancy": occupancy})
+    max_rows = 1 << max(0, (m - 1).bit_length())
+    shapes = []
+    if pow2 <= 16384:
+        shapes += [(pow2, max(1, elems // pow2)) for elems in (8192, 16384)]
+        if pow2 == 16384:
+            shapes.append((pow2, 2))
+    shapes += [(block, 8192 // block) for block in (2048, 4096) if block < n]
+    seen, out = set(), []
+    for block, rows in shapes:
+        rows = min(rows, max_rows)
+        if (block, rows) in seen:
+            continue
+        seen.add((block, rows))
+        out += [{"block": block, "rows": rows, "occupancy": occ} for occ in (4, 2)]
     return out

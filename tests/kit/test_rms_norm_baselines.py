@@ -99,8 +99,8 @@ H200_SMS = 132
 
 
 @pytest.mark.parametrize("m,n,expected", [
-    (262144, 1024, "multirow"), (262144, 2048, "multirow"), (262144, 4096, "row"),
-    (65536, 8192, "row"), (65536, 16384, "row"), (64, 1024, "row"), (1024, 32768, "looped"),
+    (262144, 1024, "looped"), (262144, 2048, "looped"), (262144, 4096, "looped"),
+    (65536, 8192, "looped"), (65536, 16384, "looped"), (262144, 512, "multirow"), (64, 512, "row"), (1024, 32768, "looped"),
 ])
 def test_triton_auto_picks_variant_by_shape(m, n, expected):
     assert B.triton_config(m, n, H200_SMS)["variant"] == expected
@@ -114,7 +114,7 @@ def test_cutile_auto_picks_variant_by_shape(m, n, expected):
 
 
 def test_triton_multirow_is_persistent_with_one_weight_load_per_program():
-    cfg = B.triton_config(262144, 1024, H200_SMS)
+    cfg = B.triton_config(262144, 1024, H200_SMS, "multirow")
     assert cfg == {"variant": "multirow", "block": 1024, "rows": 8, "num_warps": 16,
                    "grid": H200_SMS * B.TRITON_CTAS_PER_SM}
 

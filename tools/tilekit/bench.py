@@ -161,7 +161,6 @@ def environment() -> dict:
         "cuda_tile": _version("cuda-tile"),
         "cutile_crate": cutile_crate_version(),
         "tileiras": tileiras_release(),
-        "timer": "cupti",
     }
 
 

@@ -4,8 +4,9 @@ baselines' forms (keep the faster) and to see the port's autotune space whole.
     python scripts/sweep_variants.py --kernel rms_norm [--nrep 30] [--backends triton cutile cutile_rs]
 
 Same CUPTI timer as the benchmarks (tilekit.bench). Baseline variants come from
-`kernels/<k>/baselines.py` (VARIANTS, and a `variant=` keyword on each baseline); port variants
-from `kernels/<k>/spec.py` (`variants(m, n)`). Prints one line per (config, backend, variant)
+`kernels/<k>/baselines.py` (VARIANTS); port variants from `kernels/<k>/spec.py`
+(`variants(**cfg)`, called with the config minus its dtype); both are called through the spec's
+`run_port` / `run_baseline`. Prints one line per (config, backend, variant)
 and, per config, the fastest of each backend. Failing variants are printed, not fatal.
 """
 from __future__ import annotations
@@ -27,7 +28,6 @@ def main(argv):
 
     spec = importlib.import_module(f"kernels.{args.kernel}.spec")
     baselines = importlib.import_module(f"kernels.{args.kernel}.baselines")
-    op = importlib.import_module(f"kernels.{args.kernel}.op")
     best = {}
     configs = [spec.PERF_CONFIGS[i] for i in args.configs] if args.configs else spec.PERF_CONFIGS
     for cfg in configs:
@@ -35,15 +35,14 @@ def main(argv):
         nbytes = spec.bytes_moved(cfg)
         for backend in args.backends:
             if backend == "cutile_rs":
-                calls = {str(v): (lambda v=v: op.rms_norm(inputs["x"], inputs["w"], inputs["eps"], variant=v))
-                         for v in spec.variants(cfg["m"], cfg["n"])}
+                shape = {k: v for k, v in cfg.items() if k != "dtype"}
+                calls = {str(v): (lambda v=v: spec.run_port(inputs, variant=v)) for v in spec.variants(**shape)}
             else:
                 reason = baselines.unavailable_reason(backend)
                 if reason:
                     print(f"{backend}: skipped: {reason}")
                     continue
-                fn = baselines.BACKENDS[backend]
-                calls = {v: (lambda v=v: fn(inputs["x"], inputs["w"], inputs["eps"], variant=v)) for v in baselines.VARIANTS}
+                calls = {v: (lambda v=v: spec.run_baseline(backend, inputs, variant=v)) for v in baselines.VARIANTS}
             for name, call in calls.items():
                 try:
                     ms = bench.time_cupti(call, nrep=args.nrep, warmup=3).stats()["median_ms"]

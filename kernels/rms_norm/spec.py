@@ -91,3 +91,20 @@ def variants(m: int, n: int) -> list[dict]:
         seen.add((block, rows))
         out += [{"block": block, "rows": rows, "occupancy": occ} for occ in (4, 2)]
     return out
+
+
+# -- how the suites and scripts call each side (the only kernel-specific glue they need) --------
+
+def run_port(inputs: dict, out=None, variant="auto"):
+    from kernels.rms_norm.op import rms_norm
+
+    return rms_norm(inputs["x"], inputs["w"], inputs["eps"], variant=variant, out=out)
+
+
+def run_baseline(backend: str, inputs: dict, variant: str | None = None):
+    """backend: "cutile" | "triton" | "torch" (baselines.BACKENDS); variant: one of
+    baselines.VARIANTS for the backends that have variants."""
+    from kernels.rms_norm import baselines
+
+    kwargs = {} if variant is None else {"variant": variant}
+    return baselines.BACKENDS[backend](inputs["x"], inputs["w"], inputs["eps"], **kwargs)

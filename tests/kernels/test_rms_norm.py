@@ -19,17 +19,14 @@ KERNEL = spec.KERNEL
 def implementation(backend_id):
     """(inputs, out) -> y for a backend; skips with the reason when a baseline cannot run here."""
     if backend_id == "cutile_rs":
-        from kernels.rms_norm.op import rms_norm
-
-        return lambda inp, out=None: rms_norm(inp["x"], inp["w"], inp["eps"], out=out)
+        return lambda inp, out=None: spec.run_port(inp, out=out)
     from kernels.rms_norm import baselines
 
     name = harness.RECORD_NAME[backend_id]
     reason = baselines.unavailable_reason(name)
     if reason:
         pytest.skip(f"{backend_id}: {reason}")
-    fn = baselines.BACKENDS[name]
-    return lambda inp, out=None: fn(inp["x"], inp["w"], inp["eps"])
+    return lambda inp, out=None: spec.run_baseline(name, inp)
 
 
 def check(backend_id, cfg, inputs, y):
@@ -62,12 +59,10 @@ VARIANT_SHAPES = [{"m": 37, "n": 1000, "dtype": "float16"}, {"m": 19, "n": 8195,
 @pytest.mark.parametrize("cfg", VARIANT_SHAPES, ids=lambda c: f"{c['m']}x{c['n']}-{c['dtype']}")
 def test_op_every_variant_cutile_rs(cuda, cfg):
     """Autotune may pick any candidate variant, so each one must be right."""
-    from kernels.rms_norm.op import rms_norm
-
     inputs = spec.make_inputs(cfg)
     for v in spec.variants(cfg["m"], cfg["n"]):
         out = torch.full(inputs["x"].shape, float("nan"), dtype=inputs["x"].dtype, device=cuda)
-        rms_norm(inputs["x"], inputs["w"], inputs["eps"], variant=v, out=out)
+        spec.run_port(inputs, out=out, variant=v)
         check("cutile_rs", dict(cfg, variant=v), inputs, out)
 
 

@@ -5,7 +5,7 @@
 #   make check                     # the kit's own tests (what CI runs)
 #
 # `make help` lists every target. Variables can be set on the command line:
-#   KERNEL=rms_norm  OUT_ROOT=out  BASELINES="cutile triton torch"  STRICT=1  V=1
+#   KERNEL=rms_norm (or all)  OUT_ROOT=out  BASELINES="cutile triton torch"  STRICT=1  V=1
 # Each stage writes under $(OUT_ROOT)/$(KERNEL)/ (see docs/ and DESIGN.md's layout).
 
 KERNEL    ?= rms_norm
@@ -21,6 +21,7 @@ ENV := . env/env.sh &&
 PY  := $(ENV) "$$TILEKIT_PYTHON"
 KDIR := $(OUT_ROOT)/$(KERNEL)
 KTEST := tests/kernels/test_$(KERNEL).py
+KERNELS := $(sort $(notdir $(patsubst %/kernel.rs,%,$(wildcard kernels/*/kernel.rs))))
 STRICT_FLAG := $(if $(filter 1,$(STRICT)),--strict,)
 
 .DEFAULT_GOAL := help
@@ -31,7 +32,7 @@ help: ## list the targets
 	@echo
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 	@echo
-	@echo "kernels: $(notdir $(wildcard kernels/*))"
+	@echo "kernels: $(KERNELS) (KERNEL=all runs a target for each, then writes OUT_ROOT/summary.md)"
 
 setup: ## install Python deps, CUDA >= 13.2 headers and libclang into the cache (idempotent)
 	$(Q)bash env/setup.sh
@@ -39,6 +40,15 @@ setup: ## install Python deps, CUDA >= 13.2 headers and libclang into the cache 
 doctor: ## diagnose the environment: cargo, headers, libclang, torch, GPU, tileiras/ptxas/libnvvm
 	$(Q)$(ENV) bash env/doctor
 
+ifeq ($(KERNEL),all)
+# KERNEL=all: the target once per kernel, going on past a failing one, then $(OUT_ROOT)/summary.md.
+build symbols test baseline perf report validate all:
+	$(Q)rc=0; for k in $(KERNELS); do \
+	    echo "== make KERNEL=$$k $@"; $(MAKE) --no-print-directory KERNEL=$$k $@ || rc=$$?; \
+	done; \
+	$(PY) -m tilekit summary --out-root $(OUT_ROOT) $(KERNELS) || rc=$$?; \
+	exit $$rc
+else
 build: ## cargo build the cdylib (a no-op when no source changed), then the symbol check
 	$(Q)mkdir -p $(KDIR)/reports
 	$(Q)$(ENV) scripts/build.sh $(KDIR)/reports/build.log
@@ -79,6 +89,7 @@ validate: ## check every output file of the kernel; prints a <VALIDATOR_OUTPUT> 
 
 all: ## build test baseline perf validate
 	$(Q)$(MAKE) --no-print-directory build test baseline perf validate
+endif
 
 check: ## the kit's own tests: Rust (kernels lowered and assembled for sm_90 on the CPU), then pytest (GPU tests skip with their reason)
 	$(Q)$(ENV) scripts/build.sh build/check-build.log

@@ -1,0 +1,131 @@
+"""tilekit.autotune and the GPU-free parts of tilekit.bench: the winner and its cache, skipped
+variants, and the record a timed case produces."""
+import json
+
+import pytest
+
+from tilekit import autotune, bench
+
+
+class FakeTiming:
+    def __init__(self, ms):
+        self.ms = ms
+
+    def stats(self):
+        return {"median_ms": self.ms}
+
+
+def fake_timer(times: dict):
+    """A timer that returns a fixed median per variant (fails for variants mapped to an exception)."""
+    def timer(call):
+        result = call()
+        if isinstance(result, Exception):
+            raise result
+        return FakeTiming(times[result])
+    return timer
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    path = tmp_path / "autotune.json"
+    monkeypatch.setenv("TILEKIT_AUTOTUNE_CACHE", str(path))
+    monkeypatch.delenv("TILEKIT_AUTOTUNE", raising=False)
+    autotune._MEMO.clear()
+    return path
+
+
+VARIANTS = [{"block": 1024, "rows": 8}, {"block": 1024, "rows": 16}, {"block": 2048, "rows": 4}]
+
+
+def make_call(v):
+    return lambda: v["rows"]
+
+
+def test_fastest_variant_wins_and_is_cached_per_gpu_kernel_and_key(cache):
+    timer = fake_timer({8: 0.30, 16: 0.26, 4: 0.41})
+    key = {"dtype": "float16", "n": 1024, "m_class": 262144}
+    assert autotune.best("rms_norm", key, VARIANTS, make_call, gpu="NVIDIA H200", timer=timer) == VARIANTS[1]
+    entry = json.loads(cache.read_text())["NVIDIA H200"]["rms_norm"][autotune.key_string(key)]
+    assert entry["variant"] == VARIANTS[1] and entry["median_ms"] == 0.26
+    assert [t["median_ms"] for t in entry["tried"]] == [0.30, 0.26, 0.41]
+
+
+def test_cached_winner_is_reused_without_timing(cache):
+    key = {"n": 1}
+    autotune.best("k", key, VARIANTS, make_call, gpu="G", timer=fake_timer({8: 1.0, 16: 2.0, 4: 3.0}))
+    autotune._MEMO.clear()  # a new process: only the file remains
+
+    def no_timer(call):
+        raise AssertionError("tuned again although the cache had a winner")
+    assert autotune.best("k", key, VARIANTS, make_call, gpu="G", timer=no_timer) == VARIANTS[0]
+
+
+def test_another_gpu_name_tunes_again(cache):
+    key = {"n": 1}
+    autotune.best("k", key, VARIANTS, make_call, gpu="G1", timer=fake_timer({8: 1.0, 16: 2.0, 4: 3.0}))
+    assert autotune.best("k", key, VARIANTS, make_call, gpu="G2", timer=fake_timer({8: 3.0, 16: 2.0, 4: 1.0})) == VARIANTS[2]
+    assert set(json.loads(cache.read_text())) == {"G1", "G2"}
+
+
+def test_a_variant_that_fails_is_skipped_with_a_note(cache):
+    def call(v):
+        return lambda: RuntimeError("tileiras failed") if v["rows"] == 16 else v["rows"]
+    timer = fake_timer({8: 0.5, 4: 0.4})
+    assert autotune.best("k", {"n": 2}, VARIANTS, call, gpu="G", timer=timer) == VARIANTS[2]
+    entry = json.loads(cache.read_text())["G"]["k"]['{"n":2}']
+    assert entry["skipped"] == [{"variant": VARIANTS[1], "error": "tileiras failed"}]
+
+
+def test_every_variant_failing_raises_with_the_last_error(cache):
+    def call(v):
+        return lambda: RuntimeError(f"bad {v['rows']}")
+    with pytest.raises(RuntimeError, match="every variant failed; last error: bad 4"):
+        autotune.best("k", {"n": 3}, VARIANTS, call, gpu="G", timer=fake_timer({}))
+
+
+def test_stale_cached_variant_outside_the_current_space_is_retuned(cache):
+    key = autotune.key_string({"n": 4})
+    cache.write_text(json.dumps({"G": {"k": {key: {"variant": {"block": 64, "rows": 1}, "median_ms": 0.1}}}}))
+    assert autotune.best("k", {"n": 4}, VARIANTS, make_call, gpu="G", timer=fake_timer({8: 3.0, 16: 1.0, 4: 2.0})) == VARIANTS[1]
+
+
+def test_autotune_off_takes_the_first_variant(cache, monkeypatch):
+    monkeypatch.setenv("TILEKIT_AUTOTUNE", "0")
+    assert autotune.best("k", {"n": 5}, VARIANTS, make_call, gpu="G") == VARIANTS[0]
+    assert not cache.exists()
+
+
+# -- bench: records ------------------------------------------------------------------------------
+
+ENV = {"gpu": "NVIDIA H200", "driver": "580", "cuda": "13.0"}
+
+
+def test_timing_stats_are_median_mean_std_min_max():
+    t = bench.Timing(samples_ms=[1.0, 3.0, 2.0, 10.0])
+    assert t.stats() == {"median_ms": 2.5, "mean_ms": 4.0, "std_ms": pytest.approx(3.5355, abs=1e-4),
+                         "min_ms": 1.0, "max_ms": 10.0, "nrep": 4}
+
+
+def test_record_has_throughput_peak_inventory_and_env():
+    t = bench.Timing(samples_ms=[0.5, 0.5, 0.5], kernels=["k_b", "k_a", "k_a"])
+    rec = bench.perf_record(kernel="rms_norm", backend="cutile-rs", config={"m": 1}, timing=t, test="t::x",
+                            bytes_moved=2_000_000_000, env=ENV)
+    assert rec["gbps"] == 4000.0 and rec["peak_gbps"] == 4800.0
+    assert rec["launches"] == 3 and rec["kernels"] == ["k_a", "k_b"]
+    assert rec["timer"] == "cupti" and rec["l2_flush"] is True and rec["env"] == ENV
+    assert "inventory_stable" not in rec
+
+
+def test_record_flags_a_kernel_inventory_that_changed_between_samples():
+    t = bench.Timing(samples_ms=[1.0], kernels=["k"], inventory_stable=False)
+    rec = bench.perf_record(kernel="k", backend="torch", config={}, timing=t, test="t", flops=2e12, env={"gpu": "other"})
+    assert rec["inventory_stable"] is False
+    assert rec["tflops"] == 2000.0 and "peak_tflops" not in rec  # no peak known for that GPU
+
+
+def test_cutile_crate_version_is_read_from_the_lock(tmp_path):
+    lock = tmp_path / "Cargo.lock"
+    lock.write_text('[[package]]\nname = "cutile-ir"\nversion = "9.9.9"\n\n[[package]]\nname = "cutile"\nversion = "0.5.0"\n')
+    assert bench.cutile_crate_version(lock) == "0.5.0"
+    assert bench.cutile_crate_version(tmp_path / "missing.lock") == "unknown"
+    assert bench.cutile_crate_version() == "0.5.0"  # the project's own lock

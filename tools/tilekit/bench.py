@@ -164,10 +164,32 @@ def environment() -> dict:
     }
 
 
+def physical_gpu(visible: str | None, device: int) -> int | str:
+    """The GPU that CUDA device ``device`` is, as nvidia-smi numbers it: entry ``device`` of
+    CUDA_VISIBLE_DEVICES when that is set (GPUS=N pins each worker to one entry; an entry may be a
+    UUID, kept as text), else ``device`` itself."""
+    entries = [e.strip() for e in (visible or "").split(",") if e.strip()]
+    if visible is None or device >= len(entries):
+        return device
+    return int(entries[device]) if entries[device].isdigit() else entries[device]
+
+
+def current_gpu() -> int | str | None:
+    """physical_gpu of torch's current device; None without CUDA."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    return physical_gpu(os.environ.get("CUDA_VISIBLE_DEVICES"), torch.cuda.current_device())
+
+
 def perf_record(*, kernel: str, backend: str, config: dict, timing: Timing, test: str,
-                bytes_moved: int | None = None, flops: int | None = None, env: dict | None = None) -> dict:
-    """A record v1 (see tilekit.records) with throughput, % of peak inputs and the fingerprint."""
+                bytes_moved: int | None = None, flops: int | None = None, env: dict | None = None,
+                gpu_index: int | str | None = None) -> dict:
+    """A record v1 (see tilekit.records) with throughput, % of peak inputs and the fingerprint.
+    ``gpu_index`` (default: current_gpu()) says which GPU of the host timed it; ``env`` names its model."""
     env = env if env is not None else environment()
+    gpu_index = gpu_index if gpu_index is not None else current_gpu()
     st = timing.stats()
     rec = {"test": test, "kernel": kernel, "backend": backend, "config": config, "timer": "cupti", **st}
     seconds = st["median_ms"] / 1e3
@@ -184,5 +206,7 @@ def perf_record(*, kernel: str, backend: str, config: dict, timing: Timing, test
     rec["kernels"] = sorted({name[:80] for name in timing.kernels})
     if not timing.inventory_stable:
         rec["inventory_stable"] = False
+    if gpu_index is not None:
+        rec["gpu_index"] = gpu_index
     rec["env"] = env
     return rec

@@ -5,6 +5,8 @@ Pure functions over ``tilekit.records.Record`` lists (DESIGN.md, "Ratio, geomean
 """
 from __future__ import annotations
 
+import functools
+import json
 import math
 from dataclasses import dataclass, field
 
@@ -74,6 +76,22 @@ def index_by_config(records: list[Record], label: str) -> dict[str, Record]:
     return {k: v[0] for k, v in seen.items()}
 
 
+def gpu_model(record: Record) -> str | None:
+    """The GPU model a record was timed on: its env's `gpu` (a top-level `gpu` in older logs);
+    None when the record does not say, and then it compares as before."""
+    return _gpu_model(record.fields.get("env"), record.fields.get("gpu"))
+
+
+@functools.lru_cache(maxsize=4096)
+def _gpu_model(env_text: str | None, gpu: str | None) -> str | None:
+    # A log repeats a few env texts over thousands of records: parse each text once.
+    try:
+        env = json.loads(env_text) if env_text else {}
+    except json.JSONDecodeError:
+        env = {}
+    return (env.get("gpu") if isinstance(env, dict) else None) or gpu or None
+
+
 def config_sort_key(config: dict) -> tuple:
     """Natural order: keys sorted, numbers by value (65536 before 262144)."""
     return tuple((k, (0, v, "") if isinstance(v, (int, float)) and not isinstance(v, bool) else (1, 0, str(v)))
@@ -94,8 +112,11 @@ class Row:
     config_key: str
     port: Record | None
     reference_ms: float | None
-    baseline_ms: dict  # backend -> median_ms, for the baselines that have this config
-    status: str  # "matched", "missing_port" (no port median), "missing_reference"
+    baseline_ms: dict  # backend -> median_ms, for the baselines that have this config on the port's GPU model
+    status: str  # "matched", "missing_port" (no port median), "missing_reference", "gpu_mismatch"
+    # backend -> GPU model, for the baselines that timed this config on another model than the
+    # port's record: never compared (GPUS=N on a mixed host); "gpu_mismatch" when the reference is one
+    mismatched: dict = field(default_factory=dict)
 
     @property
     def ratio(self) -> float | None:
@@ -118,6 +139,11 @@ class Row:
     def ratio_to_best(self) -> float | None:
         best = self.best_backend
         return None if best is None else self.ratio_to(best)
+
+    def mismatch_note(self, backend: str) -> str:
+        """Why this row has no ratio to ``backend``: both GPU models, and the fix."""
+        return (f"{backend} was timed on {self.mismatched[backend]}, {PORT_BACKEND} on {gpu_model(self.port)}; "
+                "not compared (time both on one GPU model)")
 
 
 @dataclass(frozen=True)
@@ -166,6 +192,33 @@ def choose_reference(baselines: dict[str, dict[str, Record]]) -> tuple[str, str,
     return winner, f"winning baseline: lowest geomean time over the {len(keys)} configs all baselines have", means
 
 
+def make_row(key: str, record: Record | None, present: dict[str, dict[str, Record]], reference: str) -> Row:
+    """One selected config: the port's record against every baseline that has the config. A
+    baseline timed on another GPU model than the port's record is set aside (``mismatched``)."""
+    timed = {b: idx[key] for b, idx in present.items() if key in idx}
+    port_gpu = None if record is None else gpu_model(record)
+    models = {b: gpu_model(r) for b, r in timed.items()} if port_gpu else {}
+    mismatched = {b: model for b, model in models.items() if model and model != port_gpu}
+    ref = timed.get(reference)
+    status = ("missing_port" if record is None else "missing_reference" if ref is None
+              else "gpu_mismatch" if reference in mismatched else "matched")
+    config = (record or ref or next(iter(timed.values()))).config
+    return Row(config, key, record, None if ref is None or reference in mismatched else ref.median_ms,
+               {b: r.median_ms for b, r in timed.items() if b not in mismatched}, status, mismatched)
+
+
+def mismatch_notes(rows: list[Row]) -> list[str]:
+    """One note per (baseline, its GPU model, the port's model) that left ratios out."""
+    counts: dict[tuple, int] = {}
+    for row in rows:
+        for backend, model in row.mismatched.items():
+            pair = (backend, model, gpu_model(row.port))
+            counts[pair] = counts.get(pair, 0) + 1
+    return [f"{n} config(s) of {backend} were timed on {model}, the {PORT_BACKEND} records on {port_model}: "
+            f"those ratios are left out (GPU_MISMATCH); time port and baselines on one GPU model"
+            for (backend, model, port_model), n in sorted(counts.items())]
+
+
 def compare(kernel: str, port: list[Record], baselines: dict[str, list[Record]],
             reference: str | None = None, blocked_hint: str = "",
             labels: dict[str, str] | None = None) -> Comparison:
@@ -194,17 +247,9 @@ def compare(kernel: str, port: list[Record], baselines: dict[str, list[Record]],
             raise CompareError(f"--reference {reference}: no valid {reference} records "
                                f"(baselines with data: {', '.join(present)})")
         winner, why = reference, f"chosen with --reference (winning baseline would be {winner})"
-    ref_index = present[winner]
 
     selected = set().union(*present.values())  # every config some baseline measured
-    rows = []
-    for key in selected:
-        record = port_index.get(key)
-        ref = ref_index.get(key)
-        status = "missing_port" if record is None else ("missing_reference" if ref is None else "matched")
-        config = (record or ref or next(idx[key] for idx in present.values() if key in idx)).config
-        rows.append(Row(config, key, record, None if ref is None else ref.median_ms,
-                        {b: idx[key].median_ms for b, idx in present.items() if key in idx}, status))
+    rows = [make_row(key, port_index.get(key), present, winner) for key in selected]
     rows.sort(key=lambda r: config_sort_key(r.config))
     unmatched = sorted((r for k, r in port_index.items() if k not in selected),
                        key=lambda r: config_sort_key(r.config))
@@ -217,6 +262,7 @@ def compare(kernel: str, port: list[Record], baselines: dict[str, list[Record]],
     ratios = [r.ratio for r in rows if r.status == "matched"]
     value = geomean(ratios) if ratios else None
     ci = bootstrap_ci(ratios) if ratios else None
+    notes += mismatch_notes(rows)
     if any(r.status != "matched" for r in rows):
         verdict, severity = "INVESTIGATE", "MISSING_DATA"
     else:

@@ -5,6 +5,11 @@ A timed test attaches its record with
 ``--print-record``, this plugin prints one record block (DESIGN.md, format v1) per record of
 every passed case. It prints from the report hook, after the test body has finished, through the
 terminal reporter, so the block is contiguous even under ``-s``.
+
+Under pytest-xdist (``GPUS=N``, tilekit.gpu_workers) a worker's reports, user_properties
+included, are replayed in the controller's ``pytest_runtest_logreport``: only the controller
+prints, one block at a time, so blocks stay whole and none is printed twice. A worker only turns
+its records into plain JSON types first, since execnet cannot send a torch dtype.
 """
 from __future__ import annotations
 
@@ -12,7 +17,7 @@ import sys
 
 import pytest
 
-from tilekit.records import PROPERTY, format_block
+from tilekit.records import PROPERTY, format_block, plain_record
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -52,6 +57,17 @@ class RecordPrinter:
                 sys.stdout.flush()
 
 
+class RecordForwarder:
+    """Registered in a pytest-xdist worker instead of the printer: the controller prints."""
+
+    @pytest.hookimpl(tryfirst=True)  # before xdist serializes the report for the controller
+    def pytest_runtest_logreport(self, report) -> None:
+        report.user_properties = [(name, plain_record(value) if name == PROPERTY else value)
+                                  for name, value in report.user_properties]
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    if config.getoption("--print-record", default=False):
+    if hasattr(config, "workerinput"):  # a pytest-xdist worker
+        config.pluginmanager.register(RecordForwarder(), "tilekit-record-forwarder")
+    elif config.getoption("--print-record", default=False):
         config.pluginmanager.register(RecordPrinter(config), "tilekit-record-printer")

@@ -51,6 +51,12 @@ def _json_value(value):
                     "use str, int, float, bool or a dtype")
 
 
+def plain_record(record: dict) -> dict:
+    """A copy of a record made of JSON types only (dtypes by short name), so it can cross a process
+    boundary: pytest-xdist sends each report to the controller with execnet, which refuses others."""
+    return _json_value(record)
+
+
 def canonical_config(config: dict) -> str:
     """The canonical JSON of a config: keys sorted, `", "`/`": "` separators, dtype short names."""
     return json.dumps(_json_value(config), sort_keys=True, separators=(", ", ": "))
@@ -250,12 +256,14 @@ def _parse_block(body: str, start: int, kernel: str | None, backend: str | None)
 # pytest's short summary (-r) lines and -v progress lines
 _SUMMARY = re.compile(r"^(FAILED|ERROR) (\S+?\[[^\]]*\]|\S+)(?: - (.*))?$")
 _SKIP = re.compile(r"^SKIPPED \[(\d+)\] (\S+?): (.*)$")
-_PROGRESS = re.compile(r"^(\S+::\S+?(?:\[[^\]]*\])?) (FAILED|ERROR)\b")
+_PROGRESS = re.compile(r"^(?P<case>\S+::\S+?(?:\[[^\]]*\])?) (?P<status>FAILED|ERROR)\b")
+# the same under pytest-xdist (-n N): "[gw1] [ 50%] FAILED tests/x.py::test_perf[a-1]"
+_PROGRESS_XDIST = re.compile(r"^\[gw\d+\] \[ *\d+%\] (?P<status>FAILED|ERROR) (?P<case>\S+::\S+?(?:\[[^\]]*\])?)$")
 _OUTCOME_STARTS = ("FAILED", "ERROR", "SKIPPED", "=")
 _FINAL = re.compile(r"^=+ (.*\b(?:passed|failed|error|errors|skipped|no tests ran)\b.*) in [\d.]+s\b.*=+$")
 
 
-_CANDIDATE = re.compile(r"^(?:FAILED|ERROR|SKIPPED|=|\S+::).*$", re.M)  # lines worth matching
+_CANDIDATE = re.compile(r"^(?:FAILED|ERROR|SKIPPED|=|\S+::|\[gw\d+\] ).*$", re.M)  # lines worth matching
 
 
 def _candidate_lines(chunks: list[tuple[int, str]]):
@@ -280,8 +288,9 @@ def _scan_outcomes(chunks: list[tuple[int, str]]) -> tuple[list[Outcome], int | 
             summary_cases.setdefault((status, case), Outcome(status, case, reason or "(no message)", number))
         elif match := _SKIP.match(line):
             skips.append(Outcome("SKIPPED", match.group(2), match.group(3), number, int(match.group(1))))
-        elif (" FAILED" in line or " ERROR" in line) and (match := _PROGRESS.match(line)):
-            case, status = match.groups()
+        elif (" FAILED" in line or " ERROR" in line) and (
+                (match := _PROGRESS.match(line)) or (match := _PROGRESS_XDIST.match(line))):
+            case, status = match["case"], match["status"]
             progress_cases.setdefault((status, case), Outcome(
                 status, case, "no short-summary line; see the traceback in the raw log", number))
         elif match := _FINAL.match(line):

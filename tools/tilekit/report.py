@@ -199,8 +199,8 @@ def _config_tables(c: Comparison) -> list[str]:
         table = []
         for row in rows:
             value, share = throughput(row.port)
-            verdict = {"missing_port": "MISSING", "missing_reference": "NO_REFERENCE"}.get(
-                row.status, None) or band(row.ratio)
+            verdict = {"missing_port": "MISSING", "missing_reference": "NO_REFERENCE",
+                       "gpu_mismatch": "GPU_MISMATCH"}.get(row.status, None) or band(row.ratio)
             table.append([_cell(config_label(row.config)), _ms(row.reference_ms),
                           _ms(row.port.median_ms if row.port else None), _ratio(row.ratio), value, share, verdict]
                          + [_ratio(row.ratio_to(b)) for b in backends]
@@ -219,6 +219,7 @@ def _lists(c: Comparison) -> list[str]:
         out += ["## Missing data (these configs make the verdict INVESTIGATE, MISSING_DATA)", ""]
         for r in c.missing:
             why = (f"no valid {PORT_BACKEND} median" if r.status == "missing_port"
+                   else r.mismatch_note(c.reference) if r.status == "gpu_mismatch"
                    else f"no valid median from the reference ({c.reference})")
             out.append(f"- {r.config_key}: {why}; see {INVESTIGATION}")
         out.append("")

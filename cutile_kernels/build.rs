@@ -9,6 +9,12 @@ fn main() {
         panic!("tilekit: cannot read {}/../kernels: {e}", manifest.display())
     });
     println!("cargo:rerun-if-changed={}", kernels_dir.display());
+    // Cargo does not hash a path package's location, so two checkouts sharing one target dir
+    // (env/env.sh keys it by Cargo.lock only) share this script's output. Re-run when the
+    // checkout changes (env.sh exports TILEKIT_ROOT), so each build compiles its own kernels/.
+    println!("cargo:rerun-if-env-changed=TILEKIT_ROOT");
+    // Which kernels/ the library was built from; tilekit_abi_json reports it (tests/kit/test_ffi.py).
+    println!("cargo:rustc-env=TILEKIT_KERNELS_DIR={}", kernels_dir.display());
 
     let mut names: Vec<(String, PathBuf)> = fs::read_dir(&kernels_dir)
         .unwrap()

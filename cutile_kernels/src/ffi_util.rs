@@ -166,7 +166,7 @@ fn abi_json() -> String {
     format!(
         "{{\"abi_version\": {ABI_VERSION}, \"max_dims\": {MAX_DIMS}, \"tensor_desc_size\": {size}, \
          \"tensor_desc_offsets\": {{\"data\": {o0}, \"ndim\": {o1}, \"dtype\": {o2}, \"shape\": {o3}, \"strides\": {o4}}}, \
-         \"dtypes\": {{{dtypes}}}, \"return_codes\": {{{codes}}}}}",
+         \"dtypes\": {{{dtypes}}}, \"return_codes\": {{{codes}}}, \"kernels_dir\": {kernels_dir:?}}}",
         size = std::mem::size_of::<TensorDesc>(),
         o0 = off(&d.data as *const u64 as *const u8),
         o1 = off(&d.ndim as *const i32 as *const u8),
@@ -175,6 +175,7 @@ fn abi_json() -> String {
         o4 = off(d.strides.as_ptr() as *const u8),
         dtypes = dtypes.join(", "),
         codes = codes.join(", "),
+        kernels_dir = env!("TILEKIT_KERNELS_DIR"),
     )
 }
 

@@ -2,13 +2,15 @@
 //!
 //!   int32_t cutile_rms_norm(const TensorDesc* out, const TensorDesc* x, const TensorDesc* weight,
 //!                           float eps, int32_t block, int32_t rows, int32_t occupancy,
-//!                           int32_t device_id, uint64_t stream);
+//!                           int32_t programs, int32_t device_id, uint64_t stream);
 //!
 //! x and out are (m, n) with the same shape and dtype (f32, f16 or bf16), contiguous last dim, any
 //! row stride >= n; weight is (n,) contiguous, same dtype. `block` is the tile width (a power of
 //! two; n <= block selects the one-load kernel, else the two-pass one) and `rows` the rows per
 //! tile block; `occupancy` the CTAs per SM tileiras should plan registers for (1..=32). -1 for
-//! any of them picks the default (the compiler's, for occupancy). Every descriptor is validated before anything
+//! any of them picks the default (the compiler's, for occupancy). `programs` > 0 (with n <= block)
+//! launches the persistent kernel on that many tile blocks (the caller sizes it from the SM count);
+//! -1 or 0 launches one tile block per row tile. Every descriptor is validated before anything
 //! touches the GPU: bad input returns -2/-5/-6 with a message, never a launch.
 use crate::ffi_util::{self, check_last_dim_contiguous, check_same_dtype, check_same_shape, check_tensor, desc, invalid, rc, to_i32, DType, FfiResult, TensorDesc};
 use super::kernel::rms_norm_device as device;
@@ -31,6 +33,8 @@ pub struct Plan {
     pub rows: i32,
     /// None: the compiler's default.
     pub occupancy: Option<i32>,
+    /// Some(grid): the persistent kernel on min(grid, row tiles) tile blocks.
+    pub programs: Option<i32>,
 }
 
 /// Default variant, from the H200 sweep that shaped spec.py's autotune space: tiles of ~8K
@@ -63,7 +67,7 @@ fn row_stride(d: &TensorDesc, n: i32, arg: &str) -> FfiResult<i32> {
     Ok(s)
 }
 
-pub fn plan(out: &TensorDesc, x: &TensorDesc, w: &TensorDesc, eps: f32, block: i32, rows: i32, occupancy: i32) -> FfiResult<Plan> {
+pub fn plan(out: &TensorDesc, x: &TensorDesc, w: &TensorDesc, eps: f32, block: i32, rows: i32, occupancy: i32, programs: i32) -> FfiResult<Plan> {
     let dtype = x.dtype()?;
     if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16) {
         return Err(ffi_util::err(rc::UNSUPPORTED_DTYPE, format!("x is {}; rms_norm supports f32, f16, bf16", dtype.name())));
@@ -97,7 +101,13 @@ pub fn plan(out: &TensorDesc, x: &TensorDesc, w: &TensorDesc, eps: f32, block: i
         o if (1..=32).contains(&o) => Some(o),
         o => return Err(invalid(format!("variant occupancy={o}: use 1..=32, or -1 for the compiler's default"))),
     };
-    Ok(Plan { dtype, m, n, stride_x: row_stride(x, n, "x")?, stride_y: row_stride(out, n, "out")?, block, rows, occupancy })
+    let programs = match programs {
+        rc::COMPILER_DEFAULT | 0 => None,
+        g if g > 0 && n <= block => Some(g.min((m + rows - 1) / rows)),
+        g if g > 0 => return Err(invalid(format!("variant programs={g}: the persistent kernel holds whole rows; needs n={n} <= block={block}"))),
+        g => return Err(invalid(format!("variant programs={g}: use > 0 for a persistent grid, or -1/0 for one tile block per row tile"))),
+    };
+    Ok(Plan { dtype, m, n, stride_x: row_stride(x, n, "x")?, stride_y: row_stride(out, n, "out")?, block, rows, occupancy, programs })
 }
 
 fn launch<T: cutile::cuda_core::DType>(p: &Plan, out: &TensorDesc, x: &TensorDesc, w: &TensorDesc, eps: f32, device_id: i32, stream: u64) -> FfiResult<()> {
@@ -109,7 +119,11 @@ fn launch<T: cutile::cuda_core::DType>(p: &Plan, out: &TensorDesc, x: &TensorDes
     // SAFETY: plan() checked shapes, strides and dtypes against the descriptors; the memory is
     // PyTorch's, alive until the caller's stream has run the kernel (stream-ordered allocator).
     unsafe {
-        if p.n <= p.block {
+        if let Some(programs) = p.programs {
+            let op = device::rms_norm_row_persistent(y_ptr, x_ptr, w_ptr, p.m, p.n, p.stride_x, p.stride_y, eps)
+                .generics(generics).grid((programs as u32, 1, 1)).compile_options(options);
+            ffi_util::enqueue(op, &stream)
+        } else if p.n <= p.block {
             let op = device::rms_norm_row(y_ptr, x_ptr, w_ptr, p.m, p.n, p.stride_x, p.stride_y, eps).generics(generics).grid(grid).compile_options(options);
             ffi_util::enqueue(op, &stream)
         } else {
@@ -129,12 +143,13 @@ pub extern "C" fn cutile_rms_norm(
     block: i32,
     rows: i32,
     occupancy: i32,
+    programs: i32,
     device_id: i32,
     stream: u64,
 ) -> i32 {
     ffi_util::guard(KERNEL, || {
         let (out, x, w) = unsafe { (desc(out, "out")?, desc(x, "x")?, desc(weight, "weight")?) };
-        let p = plan(out, x, w, eps, block, rows, occupancy)?;
+        let p = plan(out, x, w, eps, block, rows, occupancy, programs)?;
         match p.dtype {
             DType::F32 => launch::<f32>(&p, out, x, w, eps, device_id, stream),
             DType::F16 => launch::<f16>(&p, out, x, w, eps, device_id, stream),
@@ -164,12 +179,12 @@ mod tests {
         let x = desc2(DType::F16, &[257, 4097], &[5000, 1]);
         let y = desc2(DType::F16, &[257, 4097], &[4097, 1]);
         let w = desc2(DType::F16, &[4097], &[1]);
-        let p = plan(&y, &x, &w, 1e-6, -1, -1, -1).unwrap();
-        assert_eq!(p, Plan { dtype: DType::F16, m: 257, n: 4097, stride_x: 5000, stride_y: 4097, block: 8192, rows: 1, occupancy: None });
-        assert_eq!(plan(&y, &x, &w, 1e-6, 1024, -1, -1).unwrap().rows, 8);
+        let p = plan(&y, &x, &w, 1e-6, -1, -1, -1, -1).unwrap();
+        assert_eq!(p, Plan { dtype: DType::F16, m: 257, n: 4097, stride_x: 5000, stride_y: 4097, block: 8192, rows: 1, occupancy: None, programs: None });
+        assert_eq!(plan(&y, &x, &w, 1e-6, 1024, -1, -1, -1).unwrap().rows, 8);
         assert_eq!(default_rows(16, 1000), 64);
         assert_eq!(default_rows(16, 3), 4);
-        assert_eq!(plan(&y, &x, &w, 1e-6, 16384, 2, 4).unwrap().occupancy, Some(4));
+        assert_eq!(plan(&y, &x, &w, 1e-6, 16384, 2, 4, -1).unwrap().occupancy, Some(4));
         assert_eq!(default_block(16384), 4096);
         assert_eq!(default_block(1), 16);
     }
@@ -187,7 +202,7 @@ mod tests {
             (x, w, -2, "power of two"),
         ];
         for (out, w, block, needle) in cases {
-            let e = plan(&out, &x, &w, 1e-6, block, 1, -1).unwrap_err();
+            let e = plan(&out, &x, &w, 1e-6, block, 1, -1, -1).unwrap_err();
             assert_eq!(e.code, rc::INVALID_ARGUMENT, "{needle}: {}", e.msg);
             assert!(e.msg.contains(needle), "message {:?} should mention {needle:?}", e.msg);
         }
@@ -197,21 +212,37 @@ mod tests {
     fn plan_rejects_integer_dtype_as_unsupported() {
         let x = desc2(DType::I32, &[4, 8], &[8, 1]);
         let w = desc2(DType::I32, &[8], &[1]);
-        assert_eq!(plan(&x, &x, &w, 1e-6, -1, -1, -1).unwrap_err().code, rc::UNSUPPORTED_DTYPE);
+        assert_eq!(plan(&x, &x, &w, 1e-6, -1, -1, -1, -1).unwrap_err().code, rc::UNSUPPORTED_DTYPE);
     }
 
     #[test]
     fn plan_rejects_occupancy_out_of_range() {
         let x = desc2(DType::F32, &[4, 8], &[8, 1]);
         let w = desc2(DType::F32, &[8], &[1]);
-        let e = plan(&x, &x, &w, 1e-6, -1, -1, 33).unwrap_err();
+        let e = plan(&x, &x, &w, 1e-6, -1, -1, 33, -1).unwrap_err();
         assert!(e.code == rc::INVALID_ARGUMENT && e.msg.contains("occupancy=33"), "{}", e.msg);
+    }
+
+    #[test]
+    fn plan_caps_the_persistent_grid_at_the_row_tiles_and_needs_whole_rows() {
+        let x = desc2(DType::F16, &[100, 1000], &[1000, 1]);
+        let w = desc2(DType::F16, &[1000], &[1]);
+        assert_eq!(plan(&x, &x, &w, 1e-6, 1024, 8, 4, 528).unwrap().programs, Some(13)); // ceil(100 / 8)
+        assert_eq!(plan(&x, &x, &w, 1e-6, 1024, 8, 4, 0).unwrap().programs, None);
+        let e = plan(&x, &x, &w, 1e-6, 512, 8, 4, 528).unwrap_err();
+        assert!(e.code == rc::INVALID_ARGUMENT && e.msg.contains("needs n=1000 <= block=512"), "{}", e.msg);
     }
 
     #[test]
     fn both_entries_lower_to_tile_ir_for_sm90() {
         for dtype in ["f32", "f16", "bf16"] {
-            for (entry, rows, block) in [("rms_norm_row", "1", "1024"), ("rms_norm_row", "4", "256"), ("rms_norm_looped", "1", "4096"), ("rms_norm_looped", "2", "512")] {
+            for (entry, rows, block) in [
+                ("rms_norm_row", "1", "1024"),
+                ("rms_norm_row", "4", "256"),
+                ("rms_norm_row_persistent", "8", "1024"),
+                ("rms_norm_looped", "1", "4096"),
+                ("rms_norm_looped", "2", "512"),
+            ] {
                 let artifacts = KernelCompiler::new(device::__module_ast_self, "rms_norm_device", entry)
                     .target("sm_90")
                     .generics(vec![dtype.into(), rows.into(), block.into()])

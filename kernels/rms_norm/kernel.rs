@@ -8,13 +8,16 @@
 //! zero-padded partitions, and stores outside [m, n] are dropped, so any m and n work (n = 4097
 //! included) without masks. Two shapes of the same computation:
 //!   * `rms_norm_row`    — n <= BLOCK: the row block is loaded once and stays in registers.
+//!   * `rms_norm_row_persistent` — the same with a capped grid: each tile block loads w once and
+//!                         walks every grid-th row tile.
 //!   * `rms_norm_looped` — n >  BLOCK: pass 1 sums squares over the column tiles, pass 2 re-reads
 //!                         them (mostly from L2) to scale and store.
 //! The host side (ffi.rs) picks the entry from n and the variant's BLOCK.
 //! The module name is unique across kernels: the JIT keys its kernel cache by module and entry.
-//! `unchecked_accesses`: the launcher (ffi.rs) sizes the grid as ceil(m / ROWS) and the column
-//! loop stops at ceil(n / BLOCK), so every tile index is inside its partition by construction; the
-//! per-access checks would only cost instructions.
+//! `unchecked_accesses`: the launcher (ffi.rs) sizes the grid as ceil(m / ROWS) (or fewer, with the
+//! persistent loop stopping at ceil(m / ROWS)) and the column loop stops at ceil(n / BLOCK), so
+//! every tile index is inside its partition by construction; the per-access checks would only
+//! cost instructions.
 #[cutile::module]
 pub mod rms_norm_device {
     use cutile::core::*;
@@ -63,6 +66,55 @@ pub mod rms_norm_device {
         let w: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(w_row.reshape(shape![1, BLOCK]).broadcast(tile));
         let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(x * inv_rms * w);
         y_part.store(y, [rb, 0i32]);
+    }
+
+    /// n <= BLOCK, persistent: a grid of fewer tile blocks than row tiles; each loads w once and
+    /// walks row tiles pid, pid + grid, ... (the host sizes the grid from the SM count).
+    #[cutile::entry(unchecked_accesses = true)]
+    unsafe fn rms_norm_row_persistent<T: ElementType, const ROWS: i32, const BLOCK: i32>(
+        y_ptr: *mut T,
+        x_ptr: *mut T,
+        w_ptr: *mut T,
+        m: i32,
+        n: i32,
+        stride_x: i32,
+        stride_y: i32,
+        eps: f32,
+    ) {
+        let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
+        let pid: i32 = get_tile_block_id().0;
+        let programs: i32 = get_num_tile_blocks().0;
+        let row_tiles: i32 = (m + ROWS - 1) / ROWS;
+        let tok: Token = new_token_unordered();
+
+        // Strided views over the raw pointers: [m, n] with row strides, unit stride in the last dim.
+        let x_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[m, n] };
+        let x_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[stride_x] };
+        let x_view: Tensor<T, { [-1, -1] }> = unsafe { make_tensor_view(pointer_to_tile(x_ptr), x_shape, x_strides, tok) };
+        let y_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[m, n] };
+        let y_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[stride_y] };
+        let y_view: Tensor<T, { [-1, -1] }> = unsafe { make_tensor_view(pointer_to_tile(y_ptr), y_shape, y_strides, tok) };
+        let w_shape: Shape<{ [-1] }> = Shape::<{ [-1] }> { dims: &[n] };
+        let w_strides: Array<{ [1] }> = Array::<{ [1] }> { dims: &[] };
+        let w_view: Tensor<T, { [-1] }> = unsafe { make_tensor_view(pointer_to_tile(w_ptr), w_shape, w_strides, tok) };
+
+        let x_part: Partition<T, { [ROWS, BLOCK] }> = x_view.partition(tile);
+        let w_part: Partition<T, { [BLOCK] }> = w_view.partition(shape![BLOCK]);
+        let mut y_part: PartitionMut<T, { [ROWS, BLOCK] }> = unsafe { y_view.partition_full_mut(tile) };
+
+        let w_row: Tile<T, { [BLOCK] }> = w_part.load([0i32]);
+        let w: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(w_row.reshape(shape![1, BLOCK]).broadcast(tile));
+        let n_scalar: f32 = convert_scalar(n);
+        let n_f: Tile<f32, { [ROWS] }> = broadcast_scalar(n_scalar, shape![ROWS]);
+        let eps_t: Tile<f32, { [ROWS] }> = broadcast_scalar(eps, shape![ROWS]);
+        for rb in (pid..row_tiles).step_by(programs as usize) {
+            let x: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(x_part.load([rb, 0i32]));
+            let sum_sq: Tile<f32, { [ROWS] }> = reduce_sum(x * x, 1i32);
+            let mean_sq: Tile<f32, { [ROWS] }> = divf(sum_sq, n_f, rounding::NearestEven, ftz::Disabled);
+            let inv_rms: Tile<f32, { [ROWS, BLOCK] }> = rsqrt(mean_sq + eps_t, ftz::Disabled).reshape(shape![ROWS, 1]).broadcast(tile);
+            let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(x * inv_rms * w);
+            y_part.store(y, [rb, 0i32]);
+        }
     }
 
     /// n > BLOCK: two passes over ceil(n / BLOCK) column tiles.

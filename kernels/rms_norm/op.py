@@ -10,6 +10,8 @@ and shape class (tilekit.autotune; candidates from spec.variants); a dict picks 
 """
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from kernels.rms_norm import spec
@@ -19,11 +21,11 @@ from tilekit import autotune, ffi
 CDEF = """
 int32_t cutile_rms_norm(const TensorDesc* out, const TensorDesc* x, const TensorDesc* weight,
                         float eps, int32_t block, int32_t rows, int32_t occupancy,
-                        int32_t device_id, uint64_t stream);
+                        int32_t programs, int32_t device_id, uint64_t stream);
 """
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
-DEFAULT_VARIANT = {"block": -1, "rows": -1, "occupancy": -1}  # ffi.rs picks
+DEFAULT_VARIANT = {"block": -1, "rows": -1, "occupancy": -1, "programs_per_sm": 0}  # ffi.rs picks
 
 
 def _check(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor | None) -> None:
@@ -39,12 +41,21 @@ def _check(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor | None) -> N
         raise ValueError(f"rms_norm: x and weight must be on one CUDA device, got {x.device} and {weight.device}")
 
 
-def launch(x2: torch.Tensor, weight: torch.Tensor, eps: float, y2: torch.Tensor, block: int, rows: int, occupancy: int) -> None:
-    """One call of the export on 2-D views; raises ffi.KernelError on a non-zero code."""
+def launch(x2: torch.Tensor, weight: torch.Tensor, eps: float, y2: torch.Tensor, block: int, rows: int, occupancy: int,
+           programs_per_sm: int = 0) -> None:
+    """One call of the export on 2-D views; raises ffi.KernelError on a non-zero code.
+    programs_per_sm > 0 selects the persistent kernel on SMs x programs_per_sm tile blocks."""
     device_id, stream = ffi.stream_args(x2)
+    programs = programs_per_sm * _sm_count(device_id) if programs_per_sm > 0 else 0
     lib = ffi.library()
     d_out, d_x, d_w = lib.pack(y2), lib.pack(x2), lib.pack(weight)
-    lib.call("rms_norm", "cutile_rms_norm", d_out, d_x, d_w, float(eps), int(block), int(rows), int(occupancy), device_id, stream)
+    lib.call("rms_norm", "cutile_rms_norm", d_out, d_x, d_w, float(eps), int(block), int(rows), int(occupancy),
+             int(programs), device_id, stream)
+
+
+@functools.lru_cache(maxsize=None)
+def _sm_count(device_id: int) -> int:
+    return torch.cuda.get_device_properties(device_id).multi_processor_count
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, *, variant: str | dict = "auto",

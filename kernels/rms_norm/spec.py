@@ -69,12 +69,13 @@ def tune_key(dtype: str, m: int, n: int) -> dict:
 
 
 def variants(m: int, n: int) -> list[dict]:
-    """Candidate (block, rows, occupancy), few enough that tuning a new shape class stays within
+    """Candidate (block, rows, occupancy, programs_per_sm), few enough that tuning a new shape class stays within
     seconds. Chosen from a full sweep on the H200 (scripts/sweep_variants.py, 2026-11-29, f16):
     the fast tiles hold ~8K elements (1024x8 rows: 0.263 ms at 262144x1024; 4096x2 and 2048x4:
     1.03 ms at 262144x4096) with occupancy 2-4; one row per tile block is 3-10x slower (2.58 ms).
     So: the whole row in one tile (8K or 16K elements of rows, or 2 rows of 16K), or for long
-    rows 2K/4K-wide column tiles of 8K elements; occupancy 2 and 4."""
+    rows 2K/4K-wide column tiles of 8K elements; occupancy 2 and 4; plus the persistent form of
+    the 8K-element whole-row tile (programs_per_sm > 0)."""
     pow2 = 1 << max(4, (n - 1).bit_length())
     max_rows = 1 << max(0, (m - 1).bit_length())
     shapes = []
@@ -89,7 +90,12 @@ def variants(m: int, n: int) -> list[dict]:
         if (block, rows) in seen:
             continue
         seen.add((block, rows))
-        out += [{"block": block, "rows": rows, "occupancy": occ} for occ in (4, 2)]
+        out += [{"block": block, "rows": rows, "occupancy": occ, "programs_per_sm": 0} for occ in (4, 2)]
+    if pow2 <= 16384:
+        # persistent: SMs x occupancy tile blocks, each loading w once (NOTES.md: w is re-read per
+        # row tile otherwise, ~25 % extra L2 traffic at n = 16384)
+        block, rows = shapes[0][0], min(shapes[0][1], max_rows)
+        out += [{"block": block, "rows": rows, "occupancy": occ, "programs_per_sm": occ} for occ in (4, 2)]
     return out
 
 

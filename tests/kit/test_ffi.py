@@ -23,8 +23,8 @@ def lib():
     return ffi.Library()
 
 
-def rms_args(lib, x, w, out, eps=1e-6, block=-1, rows=-1, occupancy=-1, device_id=0, stream=0):
-    return [lib.pack(out), lib.pack(x), lib.pack(w), eps, block, rows, occupancy, device_id, stream]
+def rms_args(lib, x, w, out, eps=1e-6, block=-1, rows=-1, occupancy=-1, programs=-1, device_id=0, stream=0):
+    return [lib.pack(out), lib.pack(x), lib.pack(w), eps, block, rows, occupancy, programs, device_id, stream]
 
 
 def call_rms(lib, *args):
@@ -37,6 +37,12 @@ def test_library_abi_matches_python_definitions(lib):
     abi = lib.abi()
     assert ffi.check_abi(abi, lib.ffi) == []
     assert abi["tensor_desc_size"] == 8 + 4 + 4 + 2 * 8 * ffi.MAX_DIMS
+
+
+def test_library_was_built_from_this_checkouts_kernels(lib):
+    if os.environ.get("TILEKIT_PREBUILT") == "1":
+        pytest.skip("prebuilt library from a bundle: built from another checkout by design")
+    assert lib.abi()["kernels_dir"] == str((ROOT / "kernels").resolve())
 
 
 def test_abi_check_reports_a_renumbered_dtype(lib):

@@ -317,7 +317,10 @@ pub unsafe fn enqueue<O: DeviceOp>(op: O, stream: &Arc<Stream>) -> FfiResult<()>
 pub fn assemble_for_sm90_if_tileiras(artifacts: &cutile::compile_api::CompileArtifacts, what: &str) {
     let Ok(tileiras) = std::env::var("CUTILE_TILEIRAS_PATH") else { return };
     let bytecode = artifacts.bytecode().unwrap_or_else(|e| panic!("{what}: no bytecode: {e}"));
-    let dir = std::env::temp_dir().join(format!("tilekit-test-{}", std::process::id()));
+    // One folder per call: cargo runs tests on parallel threads, and kernels share this helper.
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("tilekit-test-{}-{call}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let (bc, cubin) = (dir.join("k.bc"), dir.join("k.cubin"));
     std::fs::write(&bc, bytecode).unwrap();

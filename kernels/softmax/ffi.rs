@@ -1,0 +1,278 @@
+//! C-ABI launcher of softmax: `cutile_softmax` (declared for Python in op.py's CDEF).
+//!
+//!   int32_t cutile_softmax(const TensorDesc* out, const TensorDesc* x,
+//!                          int32_t block, int32_t rows, int32_t occupancy,
+//!                          int32_t device_id, uint64_t stream);
+//!
+//! x and out are (m, n) with the same shape and dtype (f32, f16 or bf16), contiguous last dim, any
+//! row stride >= n. `block` is the tile width (a power of two; n <= block selects the one-load
+//! kernel, else the online two-pass one) and `rows` the rows per tile block; `occupancy` the CTAs
+//! per SM tileiras should plan registers for (1..=32). -1 for any of them picks the default (the
+//! compiler's, for occupancy). Every descriptor is validated before anything touches the GPU: bad
+//! input returns -2/-5/-6 with a message, never a launch.
+use crate::ffi_util::{self, check_last_dim_contiguous, check_same_dtype, check_same_shape, check_tensor, desc, invalid, rc, to_i32, DType, FfiResult, TensorDesc};
+use super::kernel::softmax_device as device;
+use cutile::half::{bf16, f16};
+use cutile::tile_kernel::{CompileOptions, TileKernel};
+
+const KERNEL: &str = "softmax";
+/// Largest tile (ROWS * BLOCK elements) a variant may ask for: beyond it registers spill.
+const MAX_TILE_ELEMS: i32 = 1 << 16;
+/// Widest row the default keeps whole in one tile (16K f32 = 64 KiB of registers per tile block).
+const MAX_DEFAULT_ROW_BLOCK: i32 = 16384;
+/// Column tile of the default looped form, for rows wider than MAX_DEFAULT_ROW_BLOCK.
+const DEFAULT_LOOPED_BLOCK: i32 = 4096;
+
+/// A validated launch: sizes as the kernel indexes them.
+#[derive(Debug, PartialEq)]
+pub struct Plan {
+    pub dtype: DType,
+    pub m: i32,
+    pub n: i32,
+    pub stride_x: i32,
+    pub stride_y: i32,
+    pub block: i32,
+    pub rows: i32,
+    /// None: the compiler's default.
+    pub occupancy: Option<i32>,
+}
+
+/// Default tile width: the whole row (one read of x, one exp per element) up to 16K columns, else
+/// 4096-wide column tiles. rms_norm's H200 sweep found ~8K-element tiles fastest; a softmax row
+/// held whole saves the second read and two exps per element that the looped form costs, so the
+/// whole-row limit is one step wider than rms_norm's.
+pub fn default_block(n: i32) -> i32 {
+    let pow2 = (n.max(16) as u32).next_power_of_two() as i32;
+    if pow2 <= MAX_DEFAULT_ROW_BLOCK { pow2 } else { DEFAULT_LOOPED_BLOCK }
+}
+
+/// ~8K elements per tile, but no more rows than m has (rounded up to a power of two) or 64.
+/// (One row per tile block was 3-10x slower for short rows in rms_norm's H200 sweep.)
+pub fn default_rows(block: i32, m: i32) -> i32 {
+    let m_pow2 = (m.max(1) as u32).next_power_of_two() as i32;
+    (8192 / block).clamp(1, 64).min(m_pow2)
+}
+
+fn pow2_in(v: i32, lo: i32, hi: i32) -> bool {
+    v >= lo && v <= hi && (v & (v - 1)) == 0
+}
+
+/// Row stride of a 2-D descriptor; a single row has no meaningful stride, so n is used.
+fn row_stride(d: &TensorDesc, n: i32, arg: &str) -> FfiResult<i32> {
+    if d.shape[0] == 1 {
+        return Ok(n);
+    }
+    let s = to_i32(d.strides[0], &format!("{arg} row stride"))?;
+    if s < n {
+        return Err(invalid(format!("`{arg}` row stride {s} < n={n}: rows would overlap")));
+    }
+    Ok(s)
+}
+
+pub fn plan(out: &TensorDesc, x: &TensorDesc, block: i32, rows: i32, occupancy: i32) -> FfiResult<Plan> {
+    let dtype = x.dtype()?;
+    if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16) {
+        return Err(ffi_util::err(rc::UNSUPPORTED_DTYPE, format!("x is {}; softmax supports f32, f16, bf16", dtype.name())));
+    }
+    check_same_dtype(x, "x", out, "out")?;
+    check_tensor(x, "x", 2)?;
+    check_tensor(out, "out", 2)?;
+    check_same_shape(x, "x", out, "out")?;
+    for (d, arg) in [(x, "x"), (out, "out")] {
+        check_last_dim_contiguous(d, arg)?;
+    }
+    let m = to_i32(x.shape[0], "m")?;
+    let n = to_i32(x.shape[1], "n")?;
+    let block = if block == rc::COMPILER_DEFAULT { default_block(n) } else { block };
+    let rows = if rows == rc::COMPILER_DEFAULT { default_rows(block, m) } else { rows };
+    if !pow2_in(block, 16, MAX_TILE_ELEMS) || !pow2_in(rows, 1, 64) || block * rows > MAX_TILE_ELEMS {
+        return Err(invalid(format!(
+            "variant block={block} rows={rows}: block must be a power of two in [16, {MAX_TILE_ELEMS}], rows a power of two in [1, 64], block*rows <= {MAX_TILE_ELEMS}"
+        )));
+    }
+    let occupancy = match occupancy {
+        rc::COMPILER_DEFAULT => None,
+        o if (1..=32).contains(&o) => Some(o),
+        o => return Err(invalid(format!("variant occupancy={o}: use 1..=32, or -1 for the compiler's default"))),
+    };
+    Ok(Plan { dtype, m, n, stride_x: row_stride(x, n, "x")?, stride_y: row_stride(out, n, "out")?, block, rows, occupancy })
+}
+
+fn launch<T: cutile::cuda_core::DType>(p: &Plan, out: &TensorDesc, x: &TensorDesc, device_id: i32, stream: u64) -> FfiResult<()> {
+    let stream = ffi_util::caller_stream(device_id, stream)?;
+    let (y_ptr, x_ptr) = unsafe { (ffi_util::device_ptr::<T>(out), ffi_util::device_ptr::<T>(x)) };
+    let generics = vec![T::DTYPE.as_str().to_string(), p.rows.to_string(), p.block.to_string()];
+    let grid = (((p.m + p.rows - 1) / p.rows) as u32, 1, 1);
+    let options = p.occupancy.map_or_else(CompileOptions::default, |o| CompileOptions::default().occupancy(o));
+    // SAFETY: plan() checked shapes, strides and dtypes against the descriptors; the memory is
+    // PyTorch's, alive until the caller's stream has run the kernel (stream-ordered allocator).
+    unsafe {
+        if p.n <= p.block {
+            let op = device::softmax_row(y_ptr, x_ptr, p.m, p.n, p.stride_x, p.stride_y).generics(generics).grid(grid).compile_options(options);
+            ffi_util::enqueue(op, &stream)
+        } else {
+            let op = device::softmax_looped(y_ptr, x_ptr, p.m, p.n, p.stride_x, p.stride_y).generics(generics).grid(grid).compile_options(options);
+            ffi_util::enqueue(op, &stream)
+        }
+    }
+}
+
+/// See the file header for the contract. Returns 0 or a negative code (DESIGN.md "C ABI").
+#[no_mangle]
+pub extern "C" fn cutile_softmax(out: *const TensorDesc, x: *const TensorDesc, block: i32, rows: i32, occupancy: i32, device_id: i32, stream: u64) -> i32 {
+    ffi_util::guard(KERNEL, || {
+        let (out, x) = unsafe { (desc(out, "out")?, desc(x, "x")?) };
+        let p = plan(out, x, block, rows, occupancy)?;
+        match p.dtype {
+            DType::F32 => launch::<f32>(&p, out, x, device_id, stream),
+            DType::F16 => launch::<f16>(&p, out, x, device_id, stream),
+            DType::BF16 => launch::<bf16>(&p, out, x, device_id, stream),
+            _ => unreachable!("plan() admits float dtypes only"),
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    //! CPU tests: validation, and both entries lowered to Tile IR for sm_90 (stage 1 of the JIT,
+    //! which needs no GPU) and assembled by tileiras where the toolchain is present, for every
+    //! dtype — a DSL mistake fails here, not on the GPU.
+    use super::*;
+    use crate::ffi_util::MAX_DIMS;
+    use cutile::compile_api::KernelCompiler;
+
+    fn desc2(dtype: DType, shape: &[i64], strides: &[i64]) -> TensorDesc {
+        let mut d = TensorDesc { data: 0x1000, ndim: shape.len() as i32, dtype: dtype as i32, shape: [0; MAX_DIMS], strides: [0; MAX_DIMS] };
+        d.shape[..shape.len()].copy_from_slice(shape);
+        d.strides[..strides.len()].copy_from_slice(strides);
+        d
+    }
+
+    #[test]
+    fn plan_takes_row_strides_and_defaults() {
+        let x = desc2(DType::F16, &[257, 4097], &[5000, 1]);
+        let y = desc2(DType::F16, &[257, 4097], &[4097, 1]);
+        let p = plan(&y, &x, -1, -1, -1).unwrap();
+        assert_eq!(p, Plan { dtype: DType::F16, m: 257, n: 4097, stride_x: 5000, stride_y: 4097, block: 8192, rows: 1, occupancy: None });
+        assert_eq!(plan(&y, &x, 1024, -1, -1).unwrap().rows, 8);
+        assert_eq!(plan(&y, &x, 16384, 2, 4).unwrap().occupancy, Some(4));
+    }
+
+    #[test]
+    fn defaults_hold_rows_whole_up_to_16k_and_fill_tiles_to_8k_elements() {
+        assert_eq!((default_block(1), default_block(1000), default_block(8192)), (16, 1024, 8192));
+        assert_eq!((default_block(16384), default_block(16385), default_block(32768)), (16384, 4096, 4096));
+        assert_eq!((default_rows(1024, 65536), default_rows(4096, 65536), default_rows(8192, 65536)), (8, 2, 1));
+        assert_eq!((default_rows(16, 1000), default_rows(16, 3), default_rows(16384, 5)), (64, 4, 1));
+    }
+
+    #[test]
+    fn single_row_ignores_its_stride() {
+        let x = desc2(DType::F32, &[1, 1000], &[0, 1]);
+        assert_eq!(plan(&x, &x, -1, -1, -1).unwrap().stride_x, 1000);
+    }
+
+    #[test]
+    fn plan_rejects_bad_input_with_invalid_argument() {
+        let x = desc2(DType::F32, &[4, 8], &[8, 1]);
+        let cases = [
+            (desc2(DType::F32, &[4, 9], &[9, 1]), x, 16, 1, "shape"),
+            (desc2(DType::F32, &[4, 8], &[1, 4]), x, 16, 1, "contiguous"),
+            (x, desc2(DType::F32, &[4, 8], &[4, 1]), 16, 1, "overlap"),
+            (x, desc2(DType::F32, &[32], &[1]), 16, 1, "must have 2 dims"),
+            (x, desc2(DType::F32, &[0, 8], &[8, 1]), 16, 1, "empty"),
+            (x, x, 24, 1, "power of two"),
+            (x, x, -2, 1, "power of two"),
+            (x, x, 8, 1, "power of two"),
+            (x, x, 16, 3, "power of two"),
+            (x, x, 65536, 2, "block*rows"),
+        ];
+        for (out, x, block, rows, needle) in cases {
+            let e = plan(&out, &x, block, rows, -1).unwrap_err();
+            assert_eq!(e.code, rc::INVALID_ARGUMENT, "{needle}: {}", e.msg);
+            assert!(e.msg.contains(needle), "message {:?} should mention {needle:?}", e.msg);
+        }
+    }
+
+    #[test]
+    fn plan_rejects_mixed_dtypes_as_invalid_argument() {
+        let x = desc2(DType::F16, &[4, 8], &[8, 1]);
+        let y = desc2(DType::F32, &[4, 8], &[8, 1]);
+        let e = plan(&y, &x, -1, -1, -1).unwrap_err();
+        assert!(e.code == rc::INVALID_ARGUMENT && e.msg.contains("share one dtype"), "{}", e.msg);
+    }
+
+    #[test]
+    fn plan_rejects_integer_dtype_as_unsupported() {
+        let x = desc2(DType::I64, &[4, 8], &[8, 1]);
+        let e = plan(&x, &x, -1, -1, -1).unwrap_err();
+        assert!(e.code == rc::UNSUPPORTED_DTYPE && e.msg.contains("softmax supports f32, f16, bf16"), "{}", e.msg);
+    }
+
+    #[test]
+    fn plan_rejects_occupancy_out_of_range() {
+        let x = desc2(DType::F32, &[4, 8], &[8, 1]);
+        for occ in [0, 33, -7] {
+            let e = plan(&x, &x, -1, -1, occ).unwrap_err();
+            assert!(e.code == rc::INVALID_ARGUMENT && e.msg.contains(&format!("occupancy={occ}")), "{}", e.msg);
+        }
+    }
+
+    #[test]
+    fn null_descriptor_is_minus5_before_any_device_work() {
+        let x = desc2(DType::F32, &[4, 8], &[8, 1]);
+        assert_eq!(cutile_softmax(std::ptr::null(), &x, -1, -1, -1, 0, 0), rc::NULL_DESCRIPTOR);
+        assert_eq!(cutile_softmax(&x, std::ptr::null(), -1, -1, -1, 0, 0), rc::NULL_DESCRIPTOR);
+    }
+
+    /// ffi_util::assemble_for_sm90_if_tileiras, but in a directory of this test's own.
+    /// WORKAROUND: the shared helper writes `$TMPDIR/tilekit-test-<pid>/k.{bc,cubin}` and removes
+    /// that directory afterwards, so two kernels' tests (cargo runs tests on parallel threads in
+    /// one process) overwrite and delete each other's files and tileiras fails at random. Once the
+    /// shared helper names its files per call, call it instead and delete this.
+    fn assemble_for_sm90_if_tileiras(artifacts: &cutile::compile_api::CompileArtifacts, what: &str) {
+        let Ok(tileiras) = std::env::var("CUTILE_TILEIRAS_PATH") else { return };
+        let bytecode = artifacts.bytecode().unwrap_or_else(|e| panic!("{what}: no bytecode: {e}"));
+        let dir = std::env::temp_dir().join(format!("tilekit-test-softmax-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (bc, cubin) = (dir.join("k.bc"), dir.join("k.cubin"));
+        std::fs::write(&bc, bytecode).unwrap();
+        let out = std::process::Command::new(&tileiras)
+            .args(["--gpu-name", "sm_90", "--opt-level", "3", "-o"])
+            .arg(&cubin)
+            .arg(&bc)
+            .output()
+            .unwrap_or_else(|e| panic!("{what}: cannot run {tileiras}: {e}"));
+        assert!(out.status.success(), "{what}: tileiras failed ({}):\n{}", out.status, String::from_utf8_lossy(&out.stderr));
+        assert!(std::fs::metadata(&cubin).map(|m| m.len() > 0).unwrap_or(false), "{what}: tileiras wrote no cubin");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn both_entries_lower_to_tile_ir_for_sm90() {
+        // Every (ROWS, BLOCK) shape class spec.variants() can hand out, plus the defaults.
+        let shapes = [
+            ("softmax_row", "1", "16"),
+            ("softmax_row", "8", "1024"),
+            ("softmax_row", "16", "1024"),
+            ("softmax_row", "2", "4096"),
+            ("softmax_row", "1", "16384"),
+            ("softmax_looped", "2", "4096"),
+            ("softmax_looped", "1", "8192"),
+            ("softmax_looped", "4", "2048"),
+        ];
+        for dtype in ["f32", "f16", "bf16"] {
+            for (entry, rows, block) in shapes {
+                let artifacts = KernelCompiler::new(device::__module_ast_self, "softmax_device", entry)
+                    .target("sm_90")
+                    .generics(vec![dtype.into(), rows.into(), block.into()])
+                    .compile()
+                    .unwrap_or_else(|e| panic!("{entry}<{dtype}, {rows}, {block}> does not lower: {e}"));
+                let ir = artifacts.ir_text();
+                assert!(ir.contains("exp2") && ir.contains("reduce"), "{entry}<{dtype}>: IR lacks exp2/reduce:\n{ir}");
+                assert!(ir.contains("neg_inf"), "{entry}<{dtype}>: the x partition must pad with -inf:\n{ir}");
+                assemble_for_sm90_if_tileiras(&artifacts, &format!("{entry}<{dtype},{rows},{block}>"));
+            }
+        }
+    }
+}

@@ -225,29 +225,6 @@ mod tests {
         assert_eq!(cutile_softmax(&x, std::ptr::null(), -1, -1, -1, 0, 0), rc::NULL_DESCRIPTOR);
     }
 
-    /// ffi_util::assemble_for_sm90_if_tileiras, but in a directory of this test's own.
-    /// WORKAROUND: the shared helper writes `$TMPDIR/tilekit-test-<pid>/k.{bc,cubin}` and removes
-    /// that directory afterwards, so two kernels' tests (cargo runs tests on parallel threads in
-    /// one process) overwrite and delete each other's files and tileiras fails at random. Once the
-    /// shared helper names its files per call, call it instead and delete this.
-    fn assemble_for_sm90_if_tileiras(artifacts: &cutile::compile_api::CompileArtifacts, what: &str) {
-        let Ok(tileiras) = std::env::var("CUTILE_TILEIRAS_PATH") else { return };
-        let bytecode = artifacts.bytecode().unwrap_or_else(|e| panic!("{what}: no bytecode: {e}"));
-        let dir = std::env::temp_dir().join(format!("tilekit-test-softmax-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let (bc, cubin) = (dir.join("k.bc"), dir.join("k.cubin"));
-        std::fs::write(&bc, bytecode).unwrap();
-        let out = std::process::Command::new(&tileiras)
-            .args(["--gpu-name", "sm_90", "--opt-level", "3", "-o"])
-            .arg(&cubin)
-            .arg(&bc)
-            .output()
-            .unwrap_or_else(|e| panic!("{what}: cannot run {tileiras}: {e}"));
-        assert!(out.status.success(), "{what}: tileiras failed ({}):\n{}", out.status, String::from_utf8_lossy(&out.stderr));
-        assert!(std::fs::metadata(&cubin).map(|m| m.len() > 0).unwrap_or(false), "{what}: tileiras wrote no cubin");
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-
     #[test]
     fn both_entries_lower_to_tile_ir_for_sm90() {
         // Every (ROWS, BLOCK) shape class spec.variants() can hand out, plus the defaults.
@@ -271,7 +248,7 @@ mod tests {
                 let ir = artifacts.ir_text();
                 assert!(ir.contains("exp2") && ir.contains("reduce"), "{entry}<{dtype}>: IR lacks exp2/reduce:\n{ir}");
                 assert!(ir.contains("neg_inf"), "{entry}<{dtype}>: the x partition must pad with -inf:\n{ir}");
-                assemble_for_sm90_if_tileiras(&artifacts, &format!("{entry}<{dtype},{rows},{block}>"));
+                crate::ffi_util::assemble_for_sm90_if_tileiras(&artifacts, &format!("{entry}<{dtype},{rows},{block}>"));
             }
         }
     }

@@ -317,6 +317,38 @@ mod tests {
         assert!(wrote, "{what}: tileiras wrote no cubin");
     }
 
+    /// The specializations the perf configs JIT at run time: the launcher passes a divisibility
+    /// hint for every pointer (bytes) and integer (elements), so with 16-byte-aligned pointers and
+    /// strides tileiras compiles a different (wider-access) kernel than the unhinted one above.
+    #[test]
+    fn perf_config_specializations_lower_and_assemble_for_sm90() {
+        use cutile::cutile_compiler::specialization::DivHint;
+        for (rows, block, m, h) in [("1", "4096", 65536, 4096), ("2", "2048", 16384, 14336)] {
+            let what = format!("silu_and_mul<bf16,{rows},{block}> for {m}x{h}");
+            let ptr = DivHint::from_ptr(0x7f00_0000_0000);
+            let hints = [
+                ("out_ptr", ptr),
+                ("gate_ptr", ptr),
+                ("up_ptr", DivHint::from_ptr(0x7f00_0000_0000 + 2 * h as u64)),
+                ("m", DivHint::from_value(m)),
+                ("h", DivHint::from_value(h)),
+                ("stride_x", DivHint::from_value(2 * h)),
+                ("stride_out", DivHint::from_value(h)),
+            ];
+            let artifacts = KernelCompiler::new(device::__module_ast_self, "silu_and_mul_device", "silu_and_mul")
+                .target("sm_90")
+                .generics(vec!["bf16".into(), rows.into(), block.into()])
+                .scalar_hints(&hints)
+                .options(CompileOptions::default().occupancy(4))
+                .compile()
+                .unwrap_or_else(|e| panic!("{what} does not lower: {e}"));
+            // Each of the 3 pointers and 4 integers is known to divide by 16: the hints reached the IR.
+            let ir = artifacts.ir_text();
+            assert_eq!(ir.matches("assume div_by<16>").count(), 7, "{what}: hints missing from the IR:\n{ir}");
+            assemble_for_sm90_if_tileiras(&artifacts, &what);
+        }
+    }
+
     #[test]
     fn entry_lowers_and_assembles_for_sm90() {
         for dtype in ["f32", "f16", "bf16"] {

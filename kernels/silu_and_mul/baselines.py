@@ -1,0 +1,300 @@
+"""silu_and_mul baselines: the implementations the cuTile Rust port (op.py) is timed against.
+
+    out[r, j] = silu(x[r, j]) * x[r, H + j],   silu(a) = a * sigmoid(a),   j < H
+
+x is a 2-D (m, 2H) tensor (f16, bf16 or f32) whose last dim is contiguous; its row stride may be
+larger than 2H. The output (m, H) has x's dtype, is allocated here with torch.empty (contiguous)
+and written on torch's current stream.
+
+    from kernels.silu_and_mul.baselines import BACKENDS, unavailable_reason
+    y = BACKENDS["triton"](x)                      # or "cutile", "torch"
+
+Backends (every entry takes x and returns out):
+
+* ``torch_silu_and_mul``  -- ``F.silu(x[:, :H]) * x[:, H:]``: what a model without a fused op
+                             runs (two kernels, rounding to x's dtype in between).
+* ``triton_silu_and_mul`` -- our Triton kernels (f32 arithmetic).
+* ``cutile_silu_and_mul`` -- our cuTile Python kernels (``cuda-tile`` 1.7.0, ``import cuda.tile``).
+
+The Triton and cuTile entries share their variants, picked with ``variant=``:
+
+* ``"tiled"`` -- one program per ROWS x BLOCK output tile of ~4K elements (gate and up: 8K loaded
+                 elements), on a 1-D grid of row tiles x column tiles, column tile fastest.
+                 BLOCK is the whole row (next power of two) up to 4096, else the widest
+                 power-of-two tile in [256, 4096] that pads at most 1/8 (H = 14336 -> 2048).
+* ``"wide"``  -- the same with ~8K-element output tiles (twice the rows): more bytes in flight per
+                 program, fewer programs.
+* ``"row"``   -- one program per row, looping over BLOCK-wide (<= 4096) column chunks: the
+                 classic form of this kernel (vLLM's, TileGym's one-row-per-block).
+* ``"auto"``  -- (default) ``"tiled"``. The rule is ``config`` (a pure function, no GPU needed);
+                 every knob (block, rows, num_warps for Triton, occupancy for cuTile) can be
+                 forced by keyword, so a GPU run can time each variant and keep the fastest:
+                 scripts/sweep_variants.py does that run.
+
+Neither triton nor cuda.tile is needed to import this module: each is imported under a guard,
+and ``unavailable_reason(backend)`` says why a backend cannot run here (None when it can).
+
+cuTile Python at run time compiles each kernel with ``tileiras`` (Tile IR -> cubin, sm_90 needs
+tileiras >= 13.3 with the ptxas and libnvvm of its own release); cuda.tile finds it in the
+``nvidia-cuda-tileiras`` pip package, then on PATH, then in ``$CUDA_HOME/bin``, then in
+/usr/local/cuda*. Compiled cubins are cached under ``$CUDA_TILE_CACHE_DIR``.
+"""
+import functools
+
+import torch
+
+try:  # Triton: optional; the kernels below are only defined when it imports.
+    import triton
+    import triton.language as tl
+    _TRITON_ERROR = None
+except Exception as exc:  # ImportError, or a broken install that fails while importing
+    triton = tl = None
+    _TRITON_ERROR = exc
+
+try:  # cuTile Python: optional, not in the project venv; the GPU bundle carries its wheel.
+    import cuda.tile as ct
+    _CUTILE_ERROR = None
+except Exception as exc:
+    ct = None
+    _CUTILE_ERROR = exc
+
+DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+VARIANTS = ("auto", "tiled", "wide", "row")
+
+TILE_ELEMS = {"tiled": 4096, "wide": 8192}  # output elements per program
+MAX_BLOCK = 4096        # widest column tile / row chunk
+MIN_BLOCK = 16          # narrower tiles waste lanes; masks/padding cover H < 16
+MAX_ROWS = 64
+TRITON_ELEMS_PER_THREAD = 8   # per tensor (gate, up): 8 f32 values each -> 16 B bf16 vectors
+CUTILE_OCCUPANCY = 4    # CTAs per SM tileiras plans registers for: the compiler's default was
+                        # 1.5-3x slower for rms_norm's streaming tiles on the H200; -1 = its default
+
+
+def _next_pow2(v: int) -> int:
+    return 1 << max(0, (v - 1).bit_length())
+
+
+def _clamp(v: int, lo: int, hi: int) -> int:
+    return max(lo, min(hi, v))
+
+
+def tile_width(h: int) -> int:
+    """BLOCK of the tiled forms (the same rule as the port's default, ffi.rs default_block)."""
+    if h <= MAX_BLOCK:
+        return max(MIN_BLOCK, _next_pow2(h))
+    for b in (4096, 2048, 1024, 512):
+        if -(-h // b) * b * 8 <= h * 9:
+            return b
+    return 256
+
+
+def _check_variant(variant: str) -> None:
+    if variant not in VARIANTS:
+        raise ValueError(f"silu_and_mul baseline: variant must be one of {VARIANTS}, got {variant!r}")
+
+
+def config(m: int, h: int, variant: str = "auto", *, block=None, rows=None) -> dict:
+    """The launch plan of the Triton and cuTile kernels for an (m, 2h) input:
+    {"variant", "block", "rows", "grid"} (grid = number of programs, 1-D). Pure; keywords force a
+    knob."""
+    _check_variant(variant)
+    if variant == "auto":
+        variant = "tiled"
+    if variant == "row":
+        block = block or min(max(MIN_BLOCK, _next_pow2(h)), MAX_BLOCK)
+        return {"variant": variant, "block": block, "rows": 1, "grid": m}
+    block = block or tile_width(h)
+    rows = rows or _clamp(TILE_ELEMS[variant] // block, 1, min(MAX_ROWS, _next_pow2(m)))
+    grid = -(-m // rows) * -(-h // block)
+    if grid > 2**31 - 1:
+        raise ValueError(f"silu_and_mul: {grid} programs exceed the 1-D grid limit; force a larger block or rows")
+    return {"variant": variant, "block": block, "rows": rows, "grid": grid}
+
+
+def _check_input(x: torch.Tensor) -> int:
+    """Validate x; return H."""
+    if x.dim() != 2:
+        raise ValueError(f"silu_and_mul baseline: x must be 2-D (m, 2H), got shape {tuple(x.shape)}")
+    if x.shape[1] % 2:
+        raise ValueError(f"silu_and_mul baseline: x's last dim must be even (2H), got {x.shape[1]}")
+    if x.dtype not in DTYPES:
+        raise TypeError(f"silu_and_mul baseline: x must be one of {DTYPES}, got {x.dtype}")
+    if x.shape[1] > 1 and x.stride(1) != 1:
+        raise ValueError("silu_and_mul baseline: x's last dim must be contiguous; pass x.contiguous()")
+    return x.shape[1] // 2
+
+
+# -- PyTorch ------------------------------------------------------------------------------------
+
+def torch_silu_and_mul(x: torch.Tensor) -> torch.Tensor:
+    """PyTorch eager: silu of the gate half times the up half."""
+    h = _check_input(x)
+    return torch.nn.functional.silu(x[:, :h]) * x[:, h:]
+
+
+# -- Triton -------------------------------------------------------------------------------------
+
+def _triton_warps(elems: int) -> int:
+    return _clamp(elems // (32 * TRITON_ELEMS_PER_THREAD), 4, 16)
+
+
+if triton is not None:
+
+    @triton.jit
+    def _silu_mul_f32(g, u):
+        # sigmoid as 1 / (1 + exp(-g)): exp(-g) = inf for very negative g gives 0, not NaN.
+        return g / (1.0 + tl.exp(-g)) * u
+
+    @triton.jit
+    def _triton_tiled_kernel(x_ptr, y_ptr, m, h, stride_x, stride_y, ROWS: tl.constexpr, BLOCK: tl.constexpr):
+        """One ROWS x BLOCK output tile per program; the 1-D program id walks column tiles fastest."""
+        pid = tl.program_id(0)
+        col_tiles = tl.cdiv(h, BLOCK)
+        rt = pid // col_tiles
+        cols = (pid - rt * col_tiles) * BLOCK + tl.arange(0, BLOCK)
+        rows = rt * ROWS + tl.arange(0, ROWS)
+        mask = (rows < m)[:, None] & (cols < h)[None, :]
+        rows = rows.to(tl.int64)  # m * stride may exceed 2^31 elements
+        gate = x_ptr + rows[:, None] * stride_x + cols[None, :]
+        # x and out are touched once: evict_first keeps them from displacing anything useful.
+        g = tl.load(gate, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
+        u = tl.load(gate + h, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
+        tl.store(y_ptr + rows[:, None] * stride_y + cols[None, :], _silu_mul_f32(g, u).to(y_ptr.dtype.element_ty),
+                 mask=mask, eviction_policy="evict_first")
+
+    @triton.jit
+    def _triton_row_kernel(x_ptr, y_ptr, h, stride_x, stride_y, BLOCK: tl.constexpr):
+        """One row per program, BLOCK-wide chunks."""
+        row = tl.program_id(0).to(tl.int64)
+        x_row = x_ptr + row * stride_x
+        y_row = y_ptr + row * stride_y
+        cols = tl.arange(0, BLOCK)
+        for start in range(0, h, BLOCK):
+            ok = start + cols < h
+            g = tl.load(x_row + start + cols, mask=ok, other=0.0, eviction_policy="evict_first").to(tl.float32)
+            u = tl.load(x_row + h + start + cols, mask=ok, other=0.0, eviction_policy="evict_first").to(tl.float32)
+            tl.store(y_row + start + cols, _silu_mul_f32(g, u).to(y_ptr.dtype.element_ty), mask=ok,
+                     eviction_policy="evict_first")
+
+
+def triton_silu_and_mul(x: torch.Tensor, *, variant: str = "auto", block=None, rows=None,
+                        num_warps=None) -> torch.Tensor:
+    """silu_and_mul with our Triton kernels; `variant` and the knobs as in `config`."""
+    if triton is None:
+        raise RuntimeError(unavailable_reason("triton"))
+    h = _check_input(x)
+    m = x.shape[0]
+    y = torch.empty((m, h), dtype=x.dtype, device=x.device)
+    if y.numel() == 0:
+        return y
+    cfg = config(m, h, variant, block=block, rows=rows)
+    warps = num_warps or _triton_warps(cfg["rows"] * cfg["block"])
+    if cfg["variant"] == "row":
+        _triton_row_kernel[(cfg["grid"],)](x, y, h, x.stride(0), y.stride(0), BLOCK=cfg["block"], num_warps=warps)
+    else:
+        _triton_tiled_kernel[(cfg["grid"],)](x, y, m, h, x.stride(0), y.stride(0),
+                                             ROWS=cfg["rows"], BLOCK=cfg["block"], num_warps=warps)
+    return y
+
+
+# -- cuTile Python ------------------------------------------------------------------------------
+
+if ct is not None:
+    _ZERO = ct.PaddingMode.ZERO
+    _APPROX = ct.RoundingMode.APPROX
+
+    def _silu_mul_tile(g, u):
+        # 1 / (1 + exp(-g)) saturates to 0 for very negative g (exp -> inf), never NaN.
+        sig = ct.truediv(1.0, 1.0 + ct.exp(-g), flush_to_zero=True, rounding_mode=_APPROX)
+        return g * sig * u
+
+    @ct.kernel
+    def _cutile_tiled_kernel(G, U, Y, ROWS: ct.Constant[int], BLOCK: ct.Constant[int]):
+        """One ROWS x BLOCK output tile per program; G and U are the (m, H) gate and up views of x.
+        Out-of-range lanes read zero and their stores are dropped."""
+        col_tiles = ct.cdiv(G.shape[1], BLOCK)
+        pid = ct.bid(0)
+        rt = pid // col_tiles
+        c = pid - rt * col_tiles
+        g = ct.astype(ct.load(G, index=(rt, c), shape=(ROWS, BLOCK), padding_mode=_ZERO), ct.float32)
+        u = ct.astype(ct.load(U, index=(rt, c), shape=(ROWS, BLOCK), padding_mode=_ZERO), ct.float32)
+        # Plain stores beat TMA stores for streaming writes (TileGym's H100 finding, kept for rms_norm).
+        ct.store(Y, index=(rt, c), tile=ct.astype(_silu_mul_tile(g, u), Y.dtype), allow_tma=False)
+
+    @ct.kernel
+    def _cutile_row_kernel(G, U, Y, BLOCK: ct.Constant[int]):
+        """One row per program, (1, BLOCK) column tiles."""
+        row = ct.bid(0)
+        for j in range(ct.cdiv(G.shape[1], BLOCK)):
+            g = ct.astype(ct.load(G, index=(row, j), shape=(1, BLOCK), padding_mode=_ZERO), ct.float32)
+            u = ct.astype(ct.load(U, index=(row, j), shape=(1, BLOCK), padding_mode=_ZERO), ct.float32)
+            ct.store(Y, index=(row, j), tile=ct.astype(_silu_mul_tile(g, u), Y.dtype), allow_tma=False)
+
+    @functools.lru_cache(maxsize=None)
+    def _cutile_kernel(variant: str, occupancy: int):
+        kernel = _cutile_row_kernel if variant == "row" else _cutile_tiled_kernel
+        return kernel if occupancy == -1 else kernel.replace_hints(occupancy=occupancy)
+
+
+def cutile_silu_and_mul(x: torch.Tensor, *, variant: str = "auto", block=None, rows=None,
+                        occupancy: int = CUTILE_OCCUPANCY) -> torch.Tensor:
+    """silu_and_mul with our cuTile Python kernels; `variant`, block and rows as in `config`;
+    occupancy 1..32, or -1 for the compiler's default."""
+    if ct is None:
+        raise RuntimeError(unavailable_reason("cutile"))
+    h = _check_input(x)
+    if not x.is_cuda:
+        raise ValueError(f"silu_and_mul cutile: x must be a CUDA tensor, got {x.device}")
+    m = x.shape[0]
+    y = torch.empty((m, h), dtype=x.dtype, device=x.device)
+    if y.numel() == 0:
+        return y
+    cfg = config(m, h, variant, block=block, rows=rows)
+    kernel = _cutile_kernel(cfg["variant"], occupancy)
+    args = (x[:, :h], x[:, h:], y) + ((cfg["block"],) if cfg["variant"] == "row" else (cfg["rows"], cfg["block"]))
+    with torch.cuda.device(x.device):
+        ct.launch(torch.cuda.current_stream(x.device), (cfg["grid"],), kernel, args)
+    return y
+
+
+# -- registry -----------------------------------------------------------------------------------
+
+BACKENDS = {"cutile": cutile_silu_and_mul, "triton": triton_silu_and_mul, "torch": torch_silu_and_mul}
+
+
+def _tileiras_missing() -> str | None:
+    """Why cuda.tile would fail to find tileiras at the first launch, by asking cuda.tile's own
+    search (a private helper: if it moves, say nothing rather than guess)."""
+    try:
+        from cuda.tile._compile import _find_compiler_bin
+    except Exception:
+        return None
+    try:
+        _find_compiler_bin()
+    except FileNotFoundError:
+        return ("cuda.tile found no tileiras (Tile IR compiler, >= 13.3 for sm_90): export CUDA_HOME "
+                "to a tree with bin/tileiras, bin/ptxas and nvvm/ (make bundle carries one), "
+                "or put tileiras on PATH")
+    except Exception:
+        return None
+    return None
+
+
+def unavailable_reason(backend: str) -> str | None:
+    """Why `backend` cannot run here, or None when its package imports (and, for cutile, its
+    compiler is found). Says nothing about the GPU itself."""
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown silu_and_mul baseline {backend!r}; known: {sorted(BACKENDS)}")
+    if backend == "torch":
+        return None
+    if backend == "triton":
+        if _TRITON_ERROR is None:
+            return None
+        if isinstance(_TRITON_ERROR, ModuleNotFoundError):
+            return "triton is not installed: pip install triton (it comes with CUDA builds of torch)"
+        return f"triton failed to import: {type(_TRITON_ERROR).__name__}: {_TRITON_ERROR}"
+    if _CUTILE_ERROR is None:
+        return _tileiras_missing()
+    if isinstance(_CUTILE_ERROR, ModuleNotFoundError):
+        return "cuda.tile is not installed: pip install cuda-tile==1.7.0 (the bundle carries it)"
+    return f"cuda.tile failed to import: {type(_CUTILE_ERROR).__name__}: {_CUTILE_ERROR}"

@@ -1,0 +1,368 @@
+//! C-ABI launcher of silu_and_mul: `cutile_silu_and_mul` (declared for Python in op.py's CDEF).
+//!
+//!   int32_t cutile_silu_and_mul(const TensorDesc* out, const TensorDesc* x,
+//!                               int32_t block, int32_t rows, int32_t occupancy,
+//!                               int32_t device_id, uint64_t stream);
+//!
+//! x is (m, 2H) and out is (m, H), one dtype (f32, f16 or bf16), contiguous last dim, any row
+//! stride >= the row length; out must not overlap x. `block` is the tile width (a power of two)
+//! and `rows` the rows per tile block (a power of two); `occupancy` the CTAs per SM tileiras
+//! should plan registers for (1..=32). -1 picks the default: for block and rows ffi.rs's
+//! (~4K-element tiles, see default_block), for occupancy the compiler's. Every descriptor is
+//! validated before anything touches the GPU: bad input returns -2/-5/-6 with a message, never a
+//! launch.
+use crate::ffi_util::{self, check_last_dim_contiguous, check_same_dtype, check_tensor, desc, invalid, rc, to_i32, DType, FfiResult, TensorDesc};
+use super::kernel::silu_and_mul_device as device;
+use cutile::half::{bf16, f16};
+use cutile::tile_kernel::{CompileOptions, TileKernel};
+
+const KERNEL: &str = "silu_and_mul";
+/// Largest output tile (ROWS * BLOCK elements) a variant may ask for. A block holds three tiles of
+/// that size (gate and up in f32, the result), so beyond it registers spill.
+const MAX_TILE_ELEMS: i32 = 1 << 14;
+/// Output elements per tile block of the default variant: with gate and up that is 8K loaded
+/// elements, the load size rms_norm's H200 sweep found fastest (with occupancy 2-4).
+const DEFAULT_TILE_ELEMS: i32 = 4096;
+/// Widest default tile: wider rows are split into column tiles.
+const MAX_DEFAULT_BLOCK: i32 = 4096;
+
+/// A validated launch: sizes as the kernel indexes them.
+#[derive(Debug, PartialEq)]
+pub struct Plan {
+    pub dtype: DType,
+    pub m: i32,
+    /// Output width H (x has 2H columns).
+    pub h: i32,
+    pub stride_x: i32,
+    pub stride_out: i32,
+    pub block: i32,
+    pub rows: i32,
+    /// None: the compiler's default.
+    pub occupancy: Option<i32>,
+    /// Tile blocks: ceil(m / rows) * ceil(h / block).
+    pub grid: u32,
+}
+
+/// Default tile width: the whole row (next power of two) up to 4096; wider rows get the widest
+/// power-of-two column tile in [256, 4096] whose padding wastes at most 1/8 of the lanes
+/// (H = 14336 -> 2048, exact; H = 4097 -> 512), since a mostly empty last tile moves few bytes.
+pub fn default_block(h: i32) -> i32 {
+    if h <= MAX_DEFAULT_BLOCK {
+        return (h.max(16) as u32).next_power_of_two() as i32;
+    }
+    let padded = |b: i64| (h as i64 + b - 1) / b * b;
+    [4096i64, 2048, 1024, 512]
+        .into_iter()
+        .find(|&b| padded(b) * 8 <= h as i64 * 9)
+        .unwrap_or(256) as i32
+}
+
+/// ~4K output elements per tile, but no more rows than m has (rounded up to a power of two) or 64.
+pub fn default_rows(block: i32, m: i32) -> i32 {
+    let m_pow2 = (m.max(1) as u32).next_power_of_two() as i32;
+    (DEFAULT_TILE_ELEMS / block).clamp(1, 64).min(m_pow2)
+}
+
+fn pow2_in(v: i32, lo: i32, hi: i32) -> bool {
+    v >= lo && v <= hi && (v & (v - 1)) == 0
+}
+
+/// Row stride of a 2-D descriptor; a single row has no meaningful stride, so its length is used.
+fn row_stride(d: &TensorDesc, len: i32, arg: &str) -> FfiResult<i32> {
+    if d.shape[0] == 1 {
+        return Ok(len);
+    }
+    let s = to_i32(d.strides[0], &format!("{arg} row stride"))?;
+    if s < len {
+        return Err(invalid(format!("`{arg}` row stride {s} < its row length {len}: rows would overlap")));
+    }
+    Ok(s)
+}
+
+/// Byte range [first, last) a (m, len) row-strided tensor touches.
+fn byte_span(d: &TensorDesc, m: i32, len: i32, stride: i32, size: usize) -> (u128, u128) {
+    let elems = (m as u128 - 1) * stride as u128 + len as u128;
+    (d.data as u128, d.data as u128 + elems * size as u128)
+}
+
+pub fn plan(out: &TensorDesc, x: &TensorDesc, block: i32, rows: i32, occupancy: i32) -> FfiResult<Plan> {
+    let dtype = x.dtype()?;
+    if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16) {
+        return Err(ffi_util::err(rc::UNSUPPORTED_DTYPE, format!("x is {}; silu_and_mul supports f32, f16, bf16", dtype.name())));
+    }
+    check_same_dtype(x, "x", out, "out")?;
+    check_tensor(x, "x", 2)?;
+    check_tensor(out, "out", 2)?;
+    if x.shape[1] % 2 != 0 {
+        return Err(invalid(format!("`x` last dim {} must be even: x is (m, 2H), gate then up", x.shape[1])));
+    }
+    let (m64, h64) = (x.shape[0], x.shape[1] / 2);
+    if out.shape() != [m64, h64] {
+        return Err(invalid(format!("`out` shape {:?} must be [m, H] = {:?} for x of shape {:?}", out.shape(), [m64, h64], x.shape())));
+    }
+    check_last_dim_contiguous(x, "x")?;
+    check_last_dim_contiguous(out, "out")?;
+    let m = to_i32(m64, "m")?;
+    let h = to_i32(h64, "H")?;
+    let two_h = to_i32(x.shape[1], "2H")?;
+    let stride_x = row_stride(x, two_h, "x")?;
+    let stride_out = row_stride(out, h, "out")?;
+    let size = dtype.size_bytes();
+    let (x_lo, x_hi) = byte_span(x, m, two_h, stride_x, size);
+    let (o_lo, o_hi) = byte_span(out, m, h, stride_out, size);
+    if o_lo < x_hi && x_lo < o_hi {
+        return Err(invalid("`out` overlaps `x`: silu_and_mul writes a separate (m, H) tensor".to_string()));
+    }
+
+    let block = if block == rc::COMPILER_DEFAULT { default_block(h) } else { block };
+    let rows = if rows == rc::COMPILER_DEFAULT { default_rows(block, m) } else { rows };
+    if !pow2_in(block, 16, MAX_TILE_ELEMS) || !pow2_in(rows, 1, 256) || block * rows > MAX_TILE_ELEMS {
+        return Err(invalid(format!(
+            "variant block={block} rows={rows}: block must be a power of two in [16, {MAX_TILE_ELEMS}], rows a power of two in [1, 256], block*rows <= {MAX_TILE_ELEMS}"
+        )));
+    }
+    let occupancy = match occupancy {
+        rc::COMPILER_DEFAULT => None,
+        o if (1..=32).contains(&o) => Some(o),
+        o => return Err(invalid(format!("variant occupancy={o}: use 1..=32, or -1 for the compiler's default"))),
+    };
+    let tiles = ((m as i64 + rows as i64 - 1) / rows as i64) * ((h as i64 + block as i64 - 1) / block as i64);
+    if tiles > i32::MAX as i64 {
+        return Err(invalid(format!("{tiles} tile blocks exceed the 1-D grid limit {}; use larger tiles (block, rows)", i32::MAX)));
+    }
+    Ok(Plan { dtype, m, h, stride_x, stride_out, block, rows, occupancy, grid: tiles as u32 })
+}
+
+fn launch<T: cutile::cuda_core::DType>(p: &Plan, out: &TensorDesc, x: &TensorDesc, device_id: i32, stream: u64) -> FfiResult<()> {
+    let stream = ffi_util::caller_stream(device_id, stream)?;
+    // The up half starts H elements into each row of x.
+    let mut up = *x;
+    up.data = x.data + p.h as u64 * std::mem::size_of::<T>() as u64;
+    let (y_ptr, g_ptr, u_ptr) = unsafe { (ffi_util::device_ptr::<T>(out), ffi_util::device_ptr::<T>(x), ffi_util::device_ptr::<T>(&up)) };
+    let generics = vec![T::DTYPE.as_str().to_string(), p.rows.to_string(), p.block.to_string()];
+    let options = p.occupancy.map_or_else(CompileOptions::default, |o| CompileOptions::default().occupancy(o));
+    // SAFETY: plan() checked shapes, strides, dtypes and that out does not overlap x; the memory is
+    // PyTorch's, alive until the caller's stream has run the kernel (stream-ordered allocator).
+    unsafe {
+        let op = device::silu_and_mul(y_ptr, g_ptr, u_ptr, p.m, p.h, p.stride_x, p.stride_out)
+            .generics(generics)
+            .grid((p.grid, 1, 1))
+            .compile_options(options);
+        ffi_util::enqueue(op, &stream)
+    }
+}
+
+/// See the file header for the contract. Returns 0 or a negative code (DESIGN.md "C ABI").
+#[no_mangle]
+pub extern "C" fn cutile_silu_and_mul(
+    out: *const TensorDesc,
+    x: *const TensorDesc,
+    block: i32,
+    rows: i32,
+    occupancy: i32,
+    device_id: i32,
+    stream: u64,
+) -> i32 {
+    ffi_util::guard(KERNEL, || {
+        let (out, x) = unsafe { (desc(out, "out")?, desc(x, "x")?) };
+        let p = plan(out, x, block, rows, occupancy)?;
+        match p.dtype {
+            DType::F32 => launch::<f32>(&p, out, x, device_id, stream),
+            DType::F16 => launch::<f16>(&p, out, x, device_id, stream),
+            DType::BF16 => launch::<bf16>(&p, out, x, device_id, stream),
+            _ => unreachable!("plan() admits float dtypes only"),
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    //! CPU tests: validation and defaults, and the entry lowered to Tile IR for sm_90 (stage 1 of
+    //! the JIT, which needs no GPU) and assembled by tileiras when it is found, for every dtype.
+    use super::*;
+    use crate::ffi_util::MAX_DIMS;
+    use cutile::compile_api::KernelCompiler;
+
+    fn desc_at(data: u64, dtype: DType, shape: &[i64], strides: &[i64]) -> TensorDesc {
+        let mut d = TensorDesc { data, ndim: shape.len() as i32, dtype: dtype as i32, shape: [0; MAX_DIMS], strides: [0; MAX_DIMS] };
+        d.shape[..shape.len()].copy_from_slice(shape);
+        d.strides[..strides.len()].copy_from_slice(strides);
+        d
+    }
+
+    /// x at 0x10000 and out far past it, so they never overlap unless a test says so.
+    fn x_desc(dtype: DType, shape: &[i64], strides: &[i64]) -> TensorDesc {
+        desc_at(0x10000, dtype, shape, strides)
+    }
+
+    fn out_desc(dtype: DType, shape: &[i64], strides: &[i64]) -> TensorDesc {
+        desc_at(0x1_0000_0000, dtype, shape, strides)
+    }
+
+    #[test]
+    fn plan_takes_row_strides_and_default_tiles() {
+        let x = x_desc(DType::BF16, &[257, 8194], &[8300, 1]);
+        let y = out_desc(DType::BF16, &[257, 4097], &[4097, 1]);
+        let p = plan(&y, &x, -1, -1, -1).unwrap();
+        // H = 4097: 512-wide column tiles (9 per row, 11 % padding), 8 rows -> 33 * 9 tile blocks.
+        assert_eq!(p, Plan { dtype: DType::BF16, m: 257, h: 4097, stride_x: 8300, stride_out: 4097, block: 512, rows: 8, occupancy: None, grid: 33 * 9 });
+        assert_eq!(plan(&y, &x, 1024, -1, 4).unwrap().rows, 4);
+        assert_eq!(plan(&y, &x, 1024, 2, 4).unwrap().occupancy, Some(4));
+    }
+
+    #[test]
+    fn default_tiles_cover_the_perf_widths_without_padding() {
+        assert_eq!((default_block(4096), default_rows(4096, 65536)), (4096, 1));
+        assert_eq!((default_block(14336), default_rows(2048, 16384)), (2048, 2));
+        assert_eq!(default_block(1000), 1024);
+        assert_eq!(default_block(1), 16);
+        assert_eq!(default_block(4097), 512);
+        assert_eq!(default_block(6144), 2048);
+        assert_eq!(default_rows(16, 1000), 64);
+        assert_eq!(default_rows(16, 3), 4);
+    }
+
+    #[test]
+    fn single_row_needs_no_row_stride() {
+        let x = x_desc(DType::F32, &[1, 2], &[0, 1]);
+        let y = out_desc(DType::F32, &[1, 1], &[0, 1]);
+        let p = plan(&y, &x, -1, -1, -1).unwrap();
+        assert_eq!((p.stride_x, p.stride_out, p.block, p.rows, p.grid), (2, 1, 16, 1, 1));
+    }
+
+    #[test]
+    fn plan_rejects_bad_input_with_invalid_argument() {
+        let x = x_desc(DType::F32, &[4, 16], &[16, 1]);
+        let y = out_desc(DType::F32, &[4, 8], &[8, 1]);
+        let cases = [
+            (x_desc(DType::F32, &[4, 15], &[15, 1]), out_desc(DType::F32, &[4, 7], &[7, 1]), 16, 1, "must be even"),
+            (x, out_desc(DType::F32, &[4, 16], &[16, 1]), 16, 1, "must be [m, H]"),
+            (x, out_desc(DType::F32, &[3, 8], &[8, 1]), 16, 1, "must be [m, H]"),
+            (x_desc(DType::F32, &[4, 16], &[1, 4]), y, 16, 1, "contiguous"),
+            (x, out_desc(DType::F32, &[4, 8], &[1, 4]), 16, 1, "contiguous"),
+            (x_desc(DType::F32, &[4, 16], &[8, 1]), y, 16, 1, "overlap"),
+            (x, out_desc(DType::F32, &[4, 8], &[4, 1]), 16, 1, "overlap"),
+            (x, y, 24, 1, "power of two"),
+            (x, y, -2, 1, "power of two"),
+            (x, y, 8, 1, "power of two"),
+            (x, y, 16, 3, "power of two"),
+            (x, y, 16384, 2, "block*rows"),
+            (x_desc(DType::F32, &[4, 16], &[16, 1]), desc_at(0x10000 + 8 * 4, DType::F32, &[4, 8], &[16, 1]), 16, 1, "overlaps `x`"),
+            (x_desc(DType::F32, &[4], &[1]), y, 16, 1, "2 dims"),
+        ];
+        for (x, out, block, rows, needle) in cases {
+            let e = plan(&out, &x, block, rows, -1).unwrap_err();
+            assert_eq!(e.code, rc::INVALID_ARGUMENT, "{needle}: {}", e.msg);
+            assert!(e.msg.contains(needle), "message {:?} should mention {needle:?}", e.msg);
+        }
+    }
+
+    #[test]
+    fn plan_rejects_integer_and_mixed_dtypes() {
+        let x = x_desc(DType::I32, &[4, 16], &[16, 1]);
+        let y = out_desc(DType::I32, &[4, 8], &[8, 1]);
+        assert_eq!(plan(&y, &x, -1, -1, -1).unwrap_err().code, rc::UNSUPPORTED_DTYPE);
+        let x = x_desc(DType::F16, &[4, 16], &[16, 1]);
+        let y = out_desc(DType::BF16, &[4, 8], &[8, 1]);
+        let e = plan(&y, &x, -1, -1, -1).unwrap_err();
+        assert!(e.code == rc::INVALID_ARGUMENT && e.msg.contains("share one dtype"), "{}", e.msg);
+    }
+
+    #[test]
+    fn plan_rejects_occupancy_out_of_range() {
+        let x = x_desc(DType::F32, &[4, 16], &[16, 1]);
+        let y = out_desc(DType::F32, &[4, 8], &[8, 1]);
+        for o in [0, 33, -2] {
+            let e = plan(&y, &x, -1, -1, o).unwrap_err();
+            assert!(e.code == rc::INVALID_ARGUMENT && e.msg.contains(&format!("occupancy={o}")), "{}", e.msg);
+        }
+    }
+
+    #[test]
+    fn plan_rejects_more_tile_blocks_than_a_1d_grid_holds() {
+        // m = 2^31 - 1 rows: one column tile per row is exactly the limit, two are over it.
+        let big = i32::MAX as i64;
+        let x = x_desc(DType::BF16, &[big, 2], &[2, 1]);
+        let y = desc_at(0x100_0000_0000, DType::BF16, &[big, 1], &[1, 1]);
+        assert_eq!(plan(&y, &x, 16, 1, -1).unwrap().grid, i32::MAX as u32);
+        let x = x_desc(DType::BF16, &[big, 64], &[64, 1]);
+        let y = desc_at(0x100_0000_0000, DType::BF16, &[big, 32], &[32, 1]);
+        let e = plan(&y, &x, 16, 1, -1).unwrap_err();
+        assert!(e.code == rc::INVALID_ARGUMENT && e.msg.contains("grid limit"), "{}", e.msg);
+    }
+
+    /// ffi_util::assemble_for_sm90_if_tileiras, but in a directory of its own per call: the shared
+    /// helper uses one directory per process (k.bc, k.cubin, removed afterwards), and cargo runs
+    /// this test and rms_norm's in parallel threads of one process, so the two clobbered each
+    /// other's files (tileiras exit status 2, or a vanished input).
+    fn assemble_for_sm90_if_tileiras(artifacts: &cutile::compile_api::CompileArtifacts, what: &str) {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static CALLS: AtomicUsize = AtomicUsize::new(0);
+        let Ok(tileiras) = std::env::var("CUTILE_TILEIRAS_PATH") else { return };
+        let bytecode = artifacts.bytecode().unwrap_or_else(|e| panic!("{what}: no bytecode: {e}"));
+        let call = CALLS.fetch_add(1, Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("tilekit-test-silu_and_mul-{}-{call}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (bc, cubin) = (dir.join("k.bc"), dir.join("k.cubin"));
+        std::fs::write(&bc, bytecode).unwrap();
+        let out = std::process::Command::new(&tileiras)
+            .args(["--gpu-name", "sm_90", "--opt-level", "3", "-o"])
+            .arg(&cubin)
+            .arg(&bc)
+            .output()
+            .unwrap_or_else(|e| panic!("{what}: cannot run {tileiras}: {e}"));
+        let wrote = std::fs::metadata(&cubin).map(|m| m.len() > 0).unwrap_or(false);
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(out.status.success(), "{what}: tileiras failed ({}):\n{}", out.status, String::from_utf8_lossy(&out.stderr));
+        assert!(wrote, "{what}: tileiras wrote no cubin");
+    }
+
+    /// The specializations the perf configs JIT at run time: the launcher passes a divisibility
+    /// hint for every pointer (bytes) and integer (elements), so with 16-byte-aligned pointers and
+    /// strides tileiras compiles a different (wider-access) kernel than the unhinted one above.
+    #[test]
+    fn perf_config_specializations_lower_and_assemble_for_sm90() {
+        use cutile::cutile_compiler::specialization::DivHint;
+        for (rows, block, m, h) in [("1", "4096", 65536, 4096), ("2", "2048", 16384, 14336)] {
+            let what = format!("silu_and_mul<bf16,{rows},{block}> for {m}x{h}");
+            let ptr = DivHint::from_ptr(0x7f00_0000_0000);
+            let hints = [
+                ("out_ptr", ptr),
+                ("gate_ptr", ptr),
+                ("up_ptr", DivHint::from_ptr(0x7f00_0000_0000 + 2 * h as u64)),
+                ("m", DivHint::from_value(m)),
+                ("h", DivHint::from_value(h)),
+                ("stride_x", DivHint::from_value(2 * h)),
+                ("stride_out", DivHint::from_value(h)),
+            ];
+            let artifacts = KernelCompiler::new(device::__module_ast_self, "silu_and_mul_device", "silu_and_mul")
+                .target("sm_90")
+                .generics(vec!["bf16".into(), rows.into(), block.into()])
+                .scalar_hints(&hints)
+                .options(CompileOptions::default().occupancy(4))
+                .compile()
+                .unwrap_or_else(|e| panic!("{what} does not lower: {e}"));
+            // Each of the 3 pointers and 4 integers is known to divide by 16: the hints reached the IR.
+            let ir = artifacts.ir_text();
+            assert_eq!(ir.matches("assume div_by<16>").count(), 7, "{what}: hints missing from the IR:\n{ir}");
+            assemble_for_sm90_if_tileiras(&artifacts, &what);
+        }
+    }
+
+    #[test]
+    fn entry_lowers_and_assembles_for_sm90() {
+        for dtype in ["f32", "f16", "bf16"] {
+            for (rows, block) in [("1", "4096"), ("2", "2048"), ("8", "512"), ("64", "16")] {
+                let what = format!("silu_and_mul<{dtype},{rows},{block}>");
+                let artifacts = KernelCompiler::new(device::__module_ast_self, "silu_and_mul_device", "silu_and_mul")
+                    .target("sm_90")
+                    .generics(vec![dtype.into(), rows.into(), block.into()])
+                    .compile()
+                    .unwrap_or_else(|e| panic!("{what} does not lower: {e}"));
+                let ir = artifacts.ir_text();
+                assert!(ir.contains("exp") && ir.contains("divf"), "{what}: IR lacks exp/divf:\n{ir}");
+                assemble_for_sm90_if_tileiras(&artifacts, &what);
+            }
+        }
+    }
+}

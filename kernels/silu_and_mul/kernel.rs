@@ -1,0 +1,67 @@
+//! silu_and_mul device code: out[r, j] = silu(x[r, j]) * x[r, H + j] for j < H, where x is
+//! (m, 2H), out is (m, H) and silu(a) = a * sigmoid(a) = a / (1 + exp(-a)).
+//!
+//! Element type T is f32, f16 or bf16 (in and out); the arithmetic is done in f32. The entry takes
+//! raw device pointers (PyTorch owns the memory): the gate half x[:, :H] and the up half
+//! x[:, H:] arrive as two pointers into the same rows (ffi.rs offsets the second by H elements),
+//! so both are plain (m, H) strided views with the row stride of x; rows may be padded (row
+//! stride >= 2H), the last dim is contiguous.
+//!
+//! Pure streaming: each tile block owns one ROWS x BLOCK tile of out, loads the matching gate and
+//! up tiles once, and stores once. The launch grid is 1-D, ceil(m / ROWS) * ceil(H / BLOCK) tile
+//! blocks, with the column tile varying fastest so neighbouring blocks walk along a row; the
+//! (row tile, column tile) pair is decoded from the block id. Partitions are zero-padded and
+//! stores outside [m, H] are dropped, so any m and H (H = 1, 1000, 4097, 14336) work without masks
+//! (a padded lane computes silu(0) * 0 = 0 and is never stored).
+//! The module name is unique across kernels: the JIT keys its kernel cache by module and entry.
+//! `unchecked_accesses`: the launcher (ffi.rs) launches exactly row_tiles * col_tiles blocks and
+//! the kernel decodes col_tiles from the same h, so row tile < ceil(m / ROWS) and column tile <
+//! ceil(H / BLOCK) for every block by construction; the per-access checks would only cost
+//! instructions.
+#[cutile::module]
+pub mod silu_and_mul_device {
+    use cutile::core::*;
+
+    #[cutile::entry(unchecked_accesses = true)]
+    unsafe fn silu_and_mul<T: ElementType, const ROWS: i32, const BLOCK: i32>(
+        out_ptr: *mut T,
+        gate_ptr: *mut T,
+        up_ptr: *mut T,
+        m: i32,
+        h: i32,
+        stride_x: i32,
+        stride_out: i32,
+    ) {
+        let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
+        let col_tiles: i32 = (h + BLOCK - 1) / BLOCK;
+        let pid: i32 = get_tile_block_id().0;
+        let rt: i32 = pid / col_tiles;
+        let ct: i32 = pid - rt * col_tiles;
+        let tok: Token = new_token_unordered();
+
+        // Gate and up: two (m, h) views with x's row stride; out: (m, h) with its own.
+        let g_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[m, h] };
+        let g_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[stride_x] };
+        let g_view: Tensor<T, { [-1, -1] }> = unsafe { make_tensor_view(pointer_to_tile(gate_ptr), g_shape, g_strides, tok) };
+        let u_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[m, h] };
+        let u_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[stride_x] };
+        let u_view: Tensor<T, { [-1, -1] }> = unsafe { make_tensor_view(pointer_to_tile(up_ptr), u_shape, u_strides, tok) };
+        let y_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[m, h] };
+        let y_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[stride_out] };
+        let y_view: Tensor<T, { [-1, -1] }> = unsafe { make_tensor_view(pointer_to_tile(out_ptr), y_shape, y_strides, tok) };
+
+        let g_part: Partition<T, { [ROWS, BLOCK] }> = g_view.partition(tile);
+        let u_part: Partition<T, { [ROWS, BLOCK] }> = u_view.partition(tile);
+        let mut y_part: PartitionMut<T, { [ROWS, BLOCK] }> = unsafe { y_view.partition_full_mut(tile) };
+
+        let g: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(g_part.load([rt, ct]));
+        let u: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(u_part.load([rt, ct]));
+        // sigmoid(g) = 1 / (1 + exp(-g)): exp(-g) overflows to +inf for g < ~-88 and 1/inf = 0,
+        // so the result saturates to -0 instead of the NaN that exp(g) / (1 + exp(g)) gives for
+        // g > ~88. The division is the approximate one (a few ulp), ample for every output dtype.
+        let one: Tile<f32, { [ROWS, BLOCK] }> = constant(1.0f32, tile);
+        let sig: Tile<f32, { [ROWS, BLOCK] }> = true_div(one, one + exp(negf(g)));
+        let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(g * sig * u);
+        y_part.store(y, [rt, ct]);
+    }
+}

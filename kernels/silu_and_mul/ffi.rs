@@ -291,32 +291,6 @@ mod tests {
         assert!(e.code == rc::INVALID_ARGUMENT && e.msg.contains("grid limit"), "{}", e.msg);
     }
 
-    /// ffi_util::assemble_for_sm90_if_tileiras, but in a directory of its own per call: the shared
-    /// helper uses one directory per process (k.bc, k.cubin, removed afterwards), and cargo runs
-    /// this test and rms_norm's in parallel threads of one process, so the two clobbered each
-    /// other's files (tileiras exit status 2, or a vanished input).
-    fn assemble_for_sm90_if_tileiras(artifacts: &cutile::compile_api::CompileArtifacts, what: &str) {
-        use std::sync::atomic::{AtomicUsize, Ordering};
-        static CALLS: AtomicUsize = AtomicUsize::new(0);
-        let Ok(tileiras) = std::env::var("CUTILE_TILEIRAS_PATH") else { return };
-        let bytecode = artifacts.bytecode().unwrap_or_else(|e| panic!("{what}: no bytecode: {e}"));
-        let call = CALLS.fetch_add(1, Ordering::Relaxed);
-        let dir = std::env::temp_dir().join(format!("tilekit-test-silu_and_mul-{}-{call}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let (bc, cubin) = (dir.join("k.bc"), dir.join("k.cubin"));
-        std::fs::write(&bc, bytecode).unwrap();
-        let out = std::process::Command::new(&tileiras)
-            .args(["--gpu-name", "sm_90", "--opt-level", "3", "-o"])
-            .arg(&cubin)
-            .arg(&bc)
-            .output()
-            .unwrap_or_else(|e| panic!("{what}: cannot run {tileiras}: {e}"));
-        let wrote = std::fs::metadata(&cubin).map(|m| m.len() > 0).unwrap_or(false);
-        let _ = std::fs::remove_dir_all(&dir);
-        assert!(out.status.success(), "{what}: tileiras failed ({}):\n{}", out.status, String::from_utf8_lossy(&out.stderr));
-        assert!(wrote, "{what}: tileiras wrote no cubin");
-    }
-
     /// The specializations the perf configs JIT at run time: the launcher passes a divisibility
     /// hint for every pointer (bytes) and integer (elements), so with 16-byte-aligned pointers and
     /// strides tileiras compiles a different (wider-access) kernel than the unhinted one above.
@@ -345,7 +319,7 @@ mod tests {
             // Each of the 3 pointers and 4 integers is known to divide by 16: the hints reached the IR.
             let ir = artifacts.ir_text();
             assert_eq!(ir.matches("assume div_by<16>").count(), 7, "{what}: hints missing from the IR:\n{ir}");
-            assemble_for_sm90_if_tileiras(&artifacts, &what);
+            crate::ffi_util::assemble_for_sm90_if_tileiras(&artifacts, &what);
         }
     }
 
@@ -361,7 +335,7 @@ mod tests {
                     .unwrap_or_else(|e| panic!("{what} does not lower: {e}"));
                 let ir = artifacts.ir_text();
                 assert!(ir.contains("exp") && ir.contains("divf"), "{what}: IR lacks exp/divf:\n{ir}");
-                assemble_for_sm90_if_tileiras(&artifacts, &what);
+                crate::ffi_util::assemble_for_sm90_if_tileiras(&artifacts, &what);
             }
         }
     }

@@ -95,13 +95,14 @@ def _v(bm, bn, bk, *, persistent=False, occupancy=1, cga=1, group=8) -> dict:
 
 
 def variants(m: int, n: int, k: int) -> list[dict]:
-    """Candidate variants, at most 8, so tuning a class stays within seconds. Not yet measured on
-    the H200 (scripts/sweep_variants.py --kernel matmul times them all); chosen from Hopper GEMM
-    practice and TileGym's cuTile configs:
+    """Candidate variants, few because tileiras takes ~3-4 s per GEMM tile shape (vs ~0.5 s for
+    an rms_norm variant), so a class costs ~15-20 s of JIT the first time in a process. Not yet
+    measured on the H200 (scripts/sweep_variants.py --kernel matmul times them all); chosen from
+    Hopper GEMM practice and TileGym's cuTile configs:
     * enough 128x256 tiles to fill the GPU (>= one per SM): the 128x256x64 Hopper tile and its
-      transpose, persistent, in 2-CTA clusters (num_cta_in_cga=2; TileGym forwards it, its
-      sm_90 effect is what the sweep must show), TileGym's 256x256x64 2-CTA tile plain and
-      persistent, and 128x128x64 at two tile blocks per SM (plain and persistent);
+      transpose, the same tile persistent and in 2-CTA clusters (num_cta_in_cga=2; TileGym
+      forwards it, its effect on sm_90 is what the sweep must show), TileGym's 256x256x64 2-CTA
+      tile, and 128x128x64 at two tile blocks per SM;
     * fewer output tiles than SMs (small m*n): the default 128x256 tile against smaller tiles that
       spread the work over more SMs, two to four per SM."""
     del k  # K decides the loop length, not the tiling
@@ -112,9 +113,7 @@ def variants(m: int, n: int, k: int) -> list[dict]:
             _v(128, 256, 64, persistent=True),
             _v(128, 256, 64, cga=2),
             _v(256, 256, 64, cga=2),
-            _v(256, 256, 64, cga=2, persistent=True),
             _v(128, 128, 64, occupancy=2),
-            _v(128, 128, 64, occupancy=2, persistent=True),
         ]
     return [
         _v(128, 256, 64),

@@ -128,7 +128,7 @@ def test_cdef_ends_with_device_id_and_stream():
                                    (129, 257, 65), (1, 72, 40), (1000, 1000, 1000)])
 def test_variant_lists_are_small_distinct_and_complete(m, n, k):
     vs = spec.variants(m, n, k)
-    assert 1 <= len(vs) <= 8
+    assert 1 <= len(vs) <= 6
     assert len({tuple(sorted(v.items())) for v in vs}) == len(vs)
     assert all(set(v) == {"bm", "bn", "bk", "group", "persistent", "occupancy", "cga"} for v in vs)
     assert vs[0] == {"bm": 128, "bn": 256, "bk": 64, "group": 8, "persistent": False, "occupancy": 1, "cga": 1}
@@ -139,7 +139,7 @@ def test_small_problems_get_smaller_tiles_and_large_ones_persistent_and_cluster_
     large = spec.variants(4096, 4096, 4096)  # 512
     assert {(v["bm"], v["bn"]) for v in small} == {(128, 256), (128, 128), (64, 128), (128, 64), (64, 64)}
     assert not any(v["persistent"] or v["cga"] > 1 for v in small)
-    assert sum(v["persistent"] for v in large) == 3 and sum(v["cga"] == 2 for v in large) == 3
+    assert sum(v["persistent"] for v in large) == 1 and sum(v["cga"] == 2 for v in large) == 2
 
 
 def test_tune_key_rounds_every_dim_up_to_a_power_of_two():

@@ -340,32 +340,6 @@ mod tests {
         }
     }
 
-    /// `ffi_util::assemble_for_sm90_if_tileiras`, but in a directory of its own per call: the shared
-    /// helper uses one `tilekit-test-<pid>` directory for every call and deletes it afterwards, so
-    /// two kernels' lowering tests running on parallel test threads overwrite and delete each
-    /// other's files (rms_norm's test failed with "tileiras failed (exit status: 2)" beside this
-    /// one). Drop this copy once the shared helper makes its directory unique per call.
-    fn assemble_for_sm90_if_tileiras(artifacts: &cutile::compile_api::CompileArtifacts, what: &str) {
-        use std::sync::atomic::{AtomicUsize, Ordering};
-        static CALLS: AtomicUsize = AtomicUsize::new(0);
-        let Ok(tileiras) = std::env::var("CUTILE_TILEIRAS_PATH") else { return };
-        let bytecode = artifacts.bytecode().unwrap_or_else(|e| panic!("{what}: no bytecode: {e}"));
-        let call = CALLS.fetch_add(1, Ordering::Relaxed);
-        let dir = std::env::temp_dir().join(format!("tilekit-test-matmul-{}-{call}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let (bc, cubin) = (dir.join("k.bc"), dir.join("k.cubin"));
-        std::fs::write(&bc, bytecode).unwrap();
-        let out = std::process::Command::new(&tileiras)
-            .args(["--gpu-name", "sm_90", "--opt-level", "3", "-o"])
-            .arg(&cubin)
-            .arg(&bc)
-            .output()
-            .unwrap_or_else(|e| panic!("{what}: cannot run {tileiras}: {e}"));
-        assert!(out.status.success(), "{what}: tileiras failed ({}):\n{}", out.status, String::from_utf8_lossy(&out.stderr));
-        assert!(std::fs::metadata(&cubin).map(|m| m.len() > 0).unwrap_or(false), "{what}: tileiras wrote no cubin");
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-
     #[test]
     fn both_entries_lower_to_tile_ir_for_sm90() {
         for dtype in ["f16", "bf16"] {
@@ -379,7 +353,7 @@ mod tests {
                         .unwrap_or_else(|e| panic!("{what} does not lower: {e}"));
                     let ir = artifacts.ir_text();
                     assert!(ir.contains("mma") && ir.contains("store_view_tko"), "{what}: IR lacks mma/store:\n{ir}");
-                    assemble_for_sm90_if_tileiras(&artifacts, &what);
+                    crate::ffi_util::assemble_for_sm90_if_tileiras(&artifacts, &what);
                 }
             }
         }

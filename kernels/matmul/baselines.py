@@ -1,0 +1,379 @@
+"""matmul baselines: the implementations the cuTile Rust port (op.py) is timed against.
+
+    C = A @ B      A (m, k), B (k, n), C (m, n); f16 or bf16 in and out, f32 accumulation
+
+A and B are 2-D, contiguous in their last dim (row strides may be larger: column slices). C is
+allocated here with torch.empty (contiguous) and written on torch's current stream.
+
+    from kernels.matmul.baselines import BACKENDS, unavailable_reason
+    c = BACKENDS["triton"](a, b)                 # or "cutile", "torch"
+
+Backends (every entry takes (a, b) and returns c):
+
+* ``torch_matmul``  -- ``torch.matmul``: cuBLAS, what a model would call.
+* ``triton_matmul`` -- our Triton kernel (``tl.dot``, grouped tile order, masks only where needed).
+* ``cutile_matmul`` -- our cuTile Python kernels (``cuda-tile`` 1.7.0, ``import cuda.tile``).
+
+The Triton and cuTile entries share their variants, picked with ``variant=``:
+
+* ``"128x256x64"``, ``"256x128x64"``, ``"128x128x64"`` -- one BM x BN output tile per program,
+  BK-deep K steps, programs in bands of GROUP_M tile rows so that resident programs share A and B
+  tiles in L2.
+* ``"persistent"`` -- 128x256x64 tiles; a grid of one program per SM (cuTile: per cluster) walks
+  the output tiles with a grid stride.
+* ``"auto"`` -- (default) on a GPU, each backend's own small autotune over its candidates, keyed
+  by (M, N, K): Triton's ``triton.autotune`` over TRITON_AUTOTUNE (tile shape x warps x stages);
+  cuTile's ``exhaustive_search`` over CUTILE_AUTOTUNE (tile shape x CTAs per cluster), as
+  TileGym does for its cuTile matmul. Off the GPU (the Triton interpreter) it is 128x256x64.
+  ``triton_config`` / ``cutile_config`` are the pure rules for the named variants.
+
+Neither triton nor cuda.tile is needed to import this module: each is imported under a guard,
+and ``unavailable_reason(backend)`` says why a backend cannot run here (None when it can).
+
+cuTile Python at run time compiles each kernel with ``tileiras`` (Tile IR -> cubin, sm_90 needs
+tileiras >= 13.3 with the ptxas and libnvvm of its own release). cuda.tile looks for it in the
+``nvidia-cuda-tileiras`` pip package, then on PATH, then in ``$CUDA_HOME/bin``, then in
+/usr/local/cuda*. Compiled cubins are cached under ``$CUDA_TILE_CACHE_DIR``.
+"""
+import functools
+
+import torch
+
+try:  # Triton: optional; the kernels below are only defined when it imports.
+    import triton
+    import triton.language as tl
+    _TRITON_ERROR = None
+except Exception as exc:  # ImportError, or a broken install that fails while importing
+    triton = tl = None
+    _TRITON_ERROR = exc
+
+try:  # cuTile Python: optional, not in the project venv; the GPU bundle carries its wheel.
+    import cuda.tile as ct
+    _CUTILE_ERROR = None
+except Exception as exc:
+    ct = None
+    _CUTILE_ERROR = exc
+
+DTYPES = (torch.float16, torch.bfloat16)
+VARIANTS = ("auto", "128x256x64", "256x128x64", "128x128x64", "persistent")
+GROUP_M = 8  # tile rows per band of the grouped order
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@functools.lru_cache(maxsize=None)
+def _sm_count(device_index: int) -> int:
+    return torch.cuda.get_device_properties(device_index).multi_processor_count
+
+
+def _num_sms(t: torch.Tensor) -> int:
+    # A CPU tensor only reaches a kernel under TRITON_INTERPRET=1; one "SM" there makes the
+    # persistent loop take several steps on small test shapes.
+    return _sm_count(t.device.index if t.device.index is not None else torch.cuda.current_device()) if t.is_cuda else 1
+
+
+def _check_inputs(a: torch.Tensor, b: torch.Tensor) -> None:
+    if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
+        raise ValueError(f"matmul baseline: a must be (m, k) and b (k, n), got {tuple(a.shape)} and {tuple(b.shape)}")
+    if a.dtype not in DTYPES or b.dtype != a.dtype:
+        raise TypeError(f"matmul baseline: a and b must share one dtype of {DTYPES}, got {a.dtype} and {b.dtype}")
+    for name, t in (("a", a), ("b", b)):
+        if t.shape[1] > 1 and t.stride(1) != 1:
+            raise ValueError(f"matmul baseline: {name}'s last dim must be contiguous; pass {name}.contiguous()")
+        if t.numel() and (t.shape[0] - 1) * t.stride(0) + t.shape[1] >= 2**31:
+            raise ValueError(f"matmul baseline: {name} spans >= 2^31 elements; the kernels index with int32")
+    if a.device != b.device:
+        raise ValueError(f"matmul baseline: a is on {a.device} but b on {b.device}")
+
+
+def _check_variant(variant: str) -> None:
+    if variant not in VARIANTS:
+        raise ValueError(f"matmul baseline: variant must be one of {VARIANTS}, got {variant!r}")
+
+
+def _tile_of(variant: str) -> tuple[int, int, int]:
+    if variant == "persistent":
+        return 128, 256, 64
+    bm, bn, bk = (int(v) for v in variant.split("x"))
+    return bm, bn, bk
+
+
+# -- PyTorch ------------------------------------------------------------------------------------
+
+def torch_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """cuBLAS through torch.matmul."""
+    return torch.matmul(a, b)
+
+
+# -- Triton -------------------------------------------------------------------------------------
+
+# (BM, BN, BK, num_warps, num_stages) candidates of "auto": Hopper-sized tiles, 2 warpgroups for
+# the 32K-element accumulators, 3-4 pipeline stages within 227 KiB of shared memory.
+TRITON_AUTOTUNE = (
+    (128, 256, 64, 8, 3),
+    (256, 128, 64, 8, 3),
+    (128, 128, 64, 8, 4),
+    (128, 128, 64, 4, 4),
+    (64, 256, 64, 4, 4),
+)
+TRITON_NAMED = {(128, 256, 64): (8, 3), (256, 128, 64): (8, 3), (128, 128, 64): (8, 4)}
+
+
+def triton_config(m: int, n: int, k: int, sms: int, variant: str = "auto", *, on_gpu: bool = True) -> dict | None:
+    """The launch plan of `triton_matmul`: {"variant", "bm", "bn", "bk", "num_warps",
+    "num_stages", "even_k", "grid"}; None for "auto" on a GPU (triton.autotune decides). Pure."""
+    _check_variant(variant)
+    if variant == "auto":
+        if on_gpu:
+            return None
+        variant = "128x256x64"
+    bm, bn, bk = _tile_of(variant)
+    warps, stages = TRITON_NAMED[(bm, bn, bk)]
+    tiles = _cdiv(m, bm) * _cdiv(n, bn)
+    grid = min(tiles, sms) if variant == "persistent" else tiles
+    return {"variant": variant, "bm": bm, "bn": bn, "bk": bk, "num_warps": warps, "num_stages": stages,
+            "even_k": k % bk == 0, "grid": max(1, grid)}
+
+
+if triton is not None:
+
+    @triton.jit
+    def _triton_tile(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, stride_cm, tile_id,
+                     BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr,
+                     EVEN_K: tl.constexpr):
+        """Compute and store output tile `tile_id` (grouped order)."""
+        tiles_m = tl.cdiv(M, BM)
+        tiles_n = tl.cdiv(N, BN)
+        band = GROUP * tiles_n
+        first_m = (tile_id // band) * GROUP
+        rows = tl.minimum(tiles_m - first_m, GROUP)
+        pid_m = first_m + (tile_id % band) % rows
+        pid_n = (tile_id % band) // rows
+        # Rows/cols past the edge wrap onto valid ones (loads stay in bounds without masks); their
+        # results are masked off at the store. With N a multiple of 16 (Triton specializes on it)
+        # the wrapped columns keep their contiguity, so B's loads stay vectorized.
+        rm = (pid_m * BM + tl.arange(0, BM)) % M
+        rn = (pid_n * BN + tl.arange(0, BN)) % N
+        rk = tl.arange(0, BK)
+        a_ptrs = a_ptr + rm[:, None] * stride_am + rk[None, :]
+        b_ptrs = b_ptr + rk[:, None] * stride_bk + rn[None, :]
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for kt in range(0, tl.cdiv(K, BK)):
+            if EVEN_K:
+                a = tl.load(a_ptrs)
+                b = tl.load(b_ptrs)
+            else:  # the last K step reads zeros past K on both sides
+                left = K - kt * BK
+                a = tl.load(a_ptrs, mask=rk[None, :] < left, other=0.0)
+                b = tl.load(b_ptrs, mask=rk[:, None] < left, other=0.0)
+            acc = tl.dot(a, b, acc)
+            a_ptrs += BK
+            b_ptrs += BK * stride_bk
+        cm = pid_m * BM + tl.arange(0, BM)
+        cn = pid_n * BN + tl.arange(0, BN)
+        tl.store(c_ptr + cm[:, None] * stride_cm + cn[None, :], acc.to(c_ptr.dtype.element_ty),
+                 mask=(cm[:, None] < M) & (cn[None, :] < N))
+
+    @triton.jit
+    def _triton_matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, stride_cm,
+                              BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+                              GROUP: tl.constexpr, EVEN_K: tl.constexpr):
+        """One output tile per program."""
+        _triton_tile(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, stride_cm, tl.program_id(0),
+                     BM, BN, BK, GROUP, EVEN_K)
+
+    @triton.jit
+    def _triton_persistent_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, stride_cm,
+                                  BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+                                  GROUP: tl.constexpr, EVEN_K: tl.constexpr):
+        """A fixed grid walks the output tiles with a grid stride."""
+        num_tiles = tl.cdiv(M, BM) * tl.cdiv(N, BN)
+        for tile_id in range(tl.program_id(0), num_tiles, tl.num_programs(0)):
+            _triton_tile(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, stride_cm, tile_id,
+                         BM, BN, BK, GROUP, EVEN_K)
+
+    _triton_autotuned = triton.autotune(
+        configs=[triton.Config({"BM": bm, "BN": bn, "BK": bk}, num_warps=w, num_stages=s)
+                 for bm, bn, bk, w, s in TRITON_AUTOTUNE],
+        key=["M", "N", "K"],
+    )(triton.heuristics({"EVEN_K": lambda args: args["K"] % args["BK"] == 0})(_triton_matmul_kernel))
+
+
+def triton_matmul(a: torch.Tensor, b: torch.Tensor, *, variant: str = "auto") -> torch.Tensor:
+    """C = A @ B with our Triton kernels; `variant` as in `triton_config`."""
+    if triton is None:
+        raise RuntimeError(unavailable_reason("triton"))
+    _check_inputs(a, b)
+    (m, k), n = a.shape, b.shape[1]
+    c = torch.empty((m, n), dtype=a.dtype, device=a.device)
+    if c.numel() == 0:
+        return c
+    if k == 0:
+        return c.zero_()
+    args = (a, b, c, m, n, k, a.stride(0), b.stride(0), c.stride(0))
+    cfg = triton_config(m, n, k, _num_sms(a), variant, on_gpu=a.is_cuda)
+    if cfg is None:
+        _triton_autotuned[lambda meta: (_cdiv(m, meta["BM"]) * _cdiv(n, meta["BN"]),)](*args, GROUP=GROUP_M)
+        return c
+    kernel = _triton_persistent_kernel if cfg["variant"] == "persistent" else _triton_matmul_kernel
+    kernel[(cfg["grid"],)](*args, BM=cfg["bm"], BN=cfg["bn"], BK=cfg["bk"], GROUP=GROUP_M, EVEN_K=cfg["even_k"],
+                           num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+    return c
+
+
+# -- cuTile Python ------------------------------------------------------------------------------
+
+# (BM, BN, BK, CTAs per cluster) candidates of "auto": the Hopper tile and its transpose, the same
+# tile in 2-CTA clusters, and TileGym's 256x256x64 2-CTA tile; 128x128x64 for small problems.
+CUTILE_AUTOTUNE = (
+    (128, 256, 64, 1),
+    (256, 128, 64, 1),
+    (128, 256, 64, 2),
+    (256, 256, 64, 2),
+    (128, 128, 64, 1),
+)
+
+
+def cutile_config(m: int, n: int, sms: int, variant: str) -> dict:
+    """The launch plan of a named `cutile_matmul` variant: {"variant", "bm", "bn", "bk", "grid"}
+    (the compiler picks occupancy and cluster size). Pure; "auto" is tuned on the GPU instead."""
+    _check_variant(variant)
+    if variant == "auto":
+        raise ValueError("matmul cutile: 'auto' is tuned on the GPU (exhaustive_search), not planned")
+    bm, bn, bk = _tile_of(variant)
+    tiles = _cdiv(m, bm) * _cdiv(n, bn)
+    grid = min(tiles, sms) if variant == "persistent" else tiles
+    return {"variant": variant, "bm": bm, "bn": bn, "bk": bk, "grid": max(1, grid)}
+
+
+if ct is not None:
+    # Tiles past the array edge read as zero, so a ragged last K step adds nothing; stores past
+    # the edge are dropped by cuTile.
+    _ZERO = ct.PaddingMode.ZERO
+
+    def _cutile_band_coords(tile_id, tiles_m, tiles_n, GROUP):
+        band = GROUP * tiles_n
+        first_m = (tile_id // band) * GROUP
+        rows = ct.minimum(tiles_m - first_m, GROUP)
+        return first_m + (tile_id % band) % rows, (tile_id % band) // rows
+
+    def _cutile_tile(A, B, C, bid_m, bid_n, BM, BN, BK):
+        acc = ct.full((BM, BN), 0.0, dtype=ct.float32)
+        for kt in range(ct.num_tiles(A, axis=1, shape=(BM, BK))):
+            a = ct.load(A, index=(bid_m, kt), shape=(BM, BK), padding_mode=_ZERO)
+            b = ct.load(B, index=(kt, bid_n), shape=(BK, BN), padding_mode=_ZERO)
+            acc = ct.mma(a, b, acc)
+        ct.store(C, index=(bid_m, bid_n), tile=ct.astype(acc, C.dtype))
+
+    @ct.kernel
+    def _cutile_tiles_kernel(A, B, C, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.Constant[int],
+                             GROUP: ct.Constant[int]):
+        """One output tile per block, grouped order."""
+        tiles_m = ct.cdiv(A.shape[0], BM)
+        tiles_n = ct.cdiv(B.shape[1], BN)
+        bid_m, bid_n = _cutile_band_coords(ct.bid(0), tiles_m, tiles_n, GROUP)
+        _cutile_tile(A, B, C, bid_m, bid_n, BM, BN, BK)
+
+    @ct.kernel
+    def _cutile_persistent_kernel(A, B, C, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.Constant[int],
+                                  GROUP: ct.Constant[int]):
+        """Static persistent: the blocks walk the output tiles with a grid stride."""
+        tiles_m = ct.cdiv(A.shape[0], BM)
+        tiles_n = ct.cdiv(B.shape[1], BN)
+        for tile_id in range(ct.bid(0), tiles_m * tiles_n, ct.num_blocks(0)):
+            bid_m, bid_n = _cutile_band_coords(tile_id, tiles_m, tiles_n, GROUP)
+            _cutile_tile(A, B, C, bid_m, bid_n, BM, BN, BK)
+
+
+_CUTILE_TUNED: dict = {}  # (m, n, k, dtype, device) -> ((bm, bn, bk, ctas), kernel with its hints)
+
+
+def _cutile_autotuned(stream, a, b, c):
+    from cuda.tile.tune import exhaustive_search
+
+    (m, k), n = a.shape, b.shape[1]
+    key = (m, n, k, a.dtype, str(a.device))
+    if key not in _CUTILE_TUNED:
+        result = exhaustive_search(
+            list(CUTILE_AUTOTUNE), stream,
+            lambda cfg: (_cdiv(m, cfg[0]) * _cdiv(n, cfg[1]), 1, 1),
+            _cutile_tiles_kernel,
+            lambda cfg: (a, b, c, cfg[0], cfg[1], cfg[2], GROUP_M),
+            lambda cfg: {"num_ctas": cfg[3]},
+            quiet=True,
+        )
+        best = result.best.config
+        _CUTILE_TUNED[key] = (best, _cutile_tiles_kernel.replace_hints(num_ctas=best[3]))
+    (bm, bn, bk, _), kernel = _CUTILE_TUNED[key]
+    return kernel, (_cdiv(m, bm) * _cdiv(n, bn), 1, 1), (a, b, c, bm, bn, bk, GROUP_M)
+
+
+def cutile_matmul(a: torch.Tensor, b: torch.Tensor, *, variant: str = "auto") -> torch.Tensor:
+    """C = A @ B with our cuTile Python kernels; `variant` as in the module docstring."""
+    if ct is None:
+        raise RuntimeError(unavailable_reason("cutile"))
+    _check_inputs(a, b)
+    _check_variant(variant)
+    if not a.is_cuda:
+        raise ValueError(f"matmul cutile: a must be a CUDA tensor, got {a.device}")
+    (m, k), n = a.shape, b.shape[1]
+    c = torch.empty((m, n), dtype=a.dtype, device=a.device)
+    if c.numel() == 0:
+        return c
+    if k == 0:
+        return c.zero_()
+    stream = torch.cuda.current_stream(a.device)
+    with torch.cuda.device(a.device):
+        if variant == "auto":
+            kernel, grid, args = _cutile_autotuned(stream, a, b, c)
+        else:
+            cfg = cutile_config(m, n, _num_sms(a), variant)
+            kernel = _cutile_persistent_kernel if variant == "persistent" else _cutile_tiles_kernel
+            grid, args = (cfg["grid"], 1, 1), (a, b, c, cfg["bm"], cfg["bn"], cfg["bk"], GROUP_M)
+        ct.launch(stream, grid, kernel, args)
+    return c
+
+
+# -- registry -----------------------------------------------------------------------------------
+
+BACKENDS = {"cutile": cutile_matmul, "triton": triton_matmul, "torch": torch_matmul}
+
+
+def _tileiras_missing() -> str | None:
+    """Why cuda.tile would fail to find tileiras at the first launch, by asking cuda.tile's own
+    search (a private helper: if it moves, say nothing rather than guess)."""
+    try:
+        from cuda.tile._compile import _find_compiler_bin
+    except Exception:
+        return None
+    try:
+        _find_compiler_bin()
+    except FileNotFoundError:
+        return ("cuda.tile found no tileiras (Tile IR compiler, >= 13.3 for sm_90): export CUDA_HOME "
+                "to a tree with bin/tileiras, bin/ptxas and nvvm/ (make bundle carries one), "
+                "or put tileiras on PATH")
+    except Exception:
+        return None
+    return None
+
+
+def unavailable_reason(backend: str) -> str | None:
+    """Why `backend` cannot run here, or None when its package imports (and, for cutile, its
+    compiler is found). Says nothing about the GPU itself."""
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown matmul baseline {backend!r}; known: {sorted(BACKENDS)}")
+    if backend == "torch":
+        return None
+    if backend == "triton":
+        if _TRITON_ERROR is None:
+            return None
+        if isinstance(_TRITON_ERROR, ModuleNotFoundError):
+            return "triton is not installed: pip install triton (it comes with CUDA builds of torch)"
+        return f"triton failed to import: {type(_TRITON_ERROR).__name__}: {_TRITON_ERROR}"
+    if _CUTILE_ERROR is None:
+        return _tileiras_missing()
+    if isinstance(_CUTILE_ERROR, ModuleNotFoundError):
+        return "cuda.tile is not installed: pip install cuda-tile==1.7.0 (the bundle carries it)"
+    return f"cuda.tile failed to import: {type(_CUTILE_ERROR).__name__}: {_CUTILE_ERROR}"

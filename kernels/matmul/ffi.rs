@@ -1,0 +1,361 @@
+//! C-ABI launcher of matmul: `cutile_matmul` (declared for Python in op.py's CDEF).
+//!
+//!   int32_t cutile_matmul(const TensorDesc* c, const TensorDesc* a, const TensorDesc* b,
+//!                         int32_t bm, int32_t bn, int32_t bk, int32_t group, int32_t programs,
+//!                         int32_t occupancy, int32_t num_cta_in_cga,
+//!                         int32_t device_id, uint64_t stream);
+//!
+//! C = A · B: a (m, k), b (k, n), c (m, n), one dtype (f16 or bf16), each contiguous in its last
+//! dim with any row stride >= its column count; c must not be a or b. The variant: `bm`/`bn`/`bk`
+//! the tile shape (powers of two), `group` the tile rows per band of the swizzled tile order,
+//! `programs` 0 for one output tile per tile block or P > 0 for a persistent grid of min(P, tiles)
+//! tile blocks, `occupancy` (1..=32) and `num_cta_in_cga` (1, 2, 4, 8, 16) compile hints for
+//! tileiras. -1 for any of them picks the default (the compiler's, for the two hints). Every
+//! descriptor is validated before anything touches the GPU: bad input returns -2/-5/-6 with a
+//! message, never a launch.
+use crate::ffi_util::{self, check_last_dim_contiguous, check_same_dtype, check_tensor, desc, invalid, rc, to_i32, DType, FfiResult, TensorDesc};
+use super::kernel::matmul_device as device;
+use cutile::half::{bf16, f16};
+use cutile::tile_kernel::{CompileOptions, TileKernel};
+
+const KERNEL: &str = "matmul";
+
+/// Default variant: the Hopper GEMM tile (128 x 256 outputs, 64-deep K steps: 48 KiB of operands
+/// per pipeline stage, a 128 KiB f32 accumulator over two warpgroups), bands of 8 tile rows, one
+/// output tile per tile block, the compiler's occupancy and cluster size.
+pub const DEFAULT_BM: i32 = 128;
+pub const DEFAULT_BN: i32 = 256;
+pub const DEFAULT_BK: i32 = 64;
+pub const DEFAULT_GROUP: i32 = 8;
+/// Largest output tile (BM * BN) a variant may ask for: 256 x 256, the f32 accumulator of which
+/// fills the register file of a CTA pair.
+const MAX_TILE_ELEMS: i32 = 256 * 256;
+
+/// A validated launch: sizes as the kernel indexes them.
+#[derive(Debug, PartialEq)]
+pub struct Plan {
+    pub dtype: DType,
+    pub m: i32,
+    pub n: i32,
+    pub k: i32,
+    pub lda: i32,
+    pub ldb: i32,
+    pub ldc: i32,
+    pub bm: i32,
+    pub bn: i32,
+    pub bk: i32,
+    pub group: i32,
+    /// None: one output tile per tile block; Some(p): persistent grid of p tile blocks.
+    pub programs: Option<u32>,
+    /// None: the compiler's default.
+    pub occupancy: Option<i32>,
+    pub num_cta_in_cga: Option<i32>,
+}
+
+impl Plan {
+    pub fn tiles(&self) -> i64 {
+        ((self.m + self.bm - 1) / self.bm) as i64 * ((self.n + self.bn - 1) / self.bn) as i64
+    }
+
+    /// The launch grid in tile blocks.
+    pub fn grid(&self) -> (u32, u32, u32) {
+        let tiles = self.tiles() as u32; // plan() checked tiles <= i32::MAX
+        (self.programs.map_or(tiles, |p| p.min(tiles)), 1, 1)
+    }
+}
+
+fn pow2_in(v: i32, lo: i32, hi: i32) -> bool {
+    v >= lo && v <= hi && (v & (v - 1)) == 0
+}
+
+/// Row stride of a 2-D descriptor; a single row has no meaningful stride, so `cols` is used. The
+/// whole strided extent must be indexable with i32 (the kernel's views are i32-indexed).
+fn row_stride(d: &TensorDesc, rows: i32, cols: i32, arg: &str) -> FfiResult<i32> {
+    let s = if rows == 1 { cols } else { to_i32(d.strides[0], &format!("{arg} row stride"))? };
+    if s < cols {
+        return Err(invalid(format!("`{arg}` row stride {s} < its {cols} columns: rows would overlap")));
+    }
+    let extent = (rows as i64 - 1) * s as i64 + cols as i64;
+    if extent > i32::MAX as i64 {
+        return Err(invalid(format!("`{arg}` spans {extent} elements; the kernel indexes with i32 (at most {})", i32::MAX)));
+    }
+    Ok(s)
+}
+
+fn pick(v: i32, default: i32) -> i32 {
+    if v == rc::COMPILER_DEFAULT { default } else { v }
+}
+
+fn hint(v: i32, name: &str, ok: impl Fn(i32) -> bool, allowed: &str) -> FfiResult<Option<i32>> {
+    match v {
+        rc::COMPILER_DEFAULT => Ok(None),
+        v if ok(v) => Ok(Some(v)),
+        v => Err(invalid(format!("variant {name}={v}: use {allowed}, or -1 for the compiler's default"))),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+pub fn plan(c: &TensorDesc, a: &TensorDesc, b: &TensorDesc, bm: i32, bn: i32, bk: i32, group: i32, programs: i32, occupancy: i32, num_cta_in_cga: i32) -> FfiResult<Plan> {
+    let dtype = a.dtype()?;
+    if !matches!(dtype, DType::F16 | DType::BF16) {
+        return Err(ffi_util::err(rc::UNSUPPORTED_DTYPE, format!("a is {}; matmul supports f16 and bf16", dtype.name())));
+    }
+    check_same_dtype(a, "a", b, "b")?;
+    check_same_dtype(a, "a", c, "c")?;
+    check_tensor(a, "a", 2)?;
+    check_tensor(b, "b", 2)?;
+    check_tensor(c, "c", 2)?;
+    if a.shape[1] != b.shape[0] {
+        return Err(invalid(format!("inner dims differ: `a` is {:?} and `b` is {:?} (a's columns must equal b's rows)", a.shape(), b.shape())));
+    }
+    if c.shape() != [a.shape[0], b.shape[1]] {
+        return Err(invalid(format!("`c` shape {:?} != (m, n) = ({}, {})", c.shape(), a.shape[0], b.shape[1])));
+    }
+    for (d, arg) in [(a, "a"), (b, "b"), (c, "c")] {
+        check_last_dim_contiguous(d, arg)?;
+    }
+    if c.data == a.data || c.data == b.data {
+        return Err(invalid("`c` must not alias `a` or `b`: tiles of C are written while A and B are still being read"));
+    }
+    let m = to_i32(a.shape[0], "m")?;
+    let k = to_i32(a.shape[1], "k")?;
+    let n = to_i32(b.shape[1], "n")?;
+    let (bm, bn, bk, group) = (pick(bm, DEFAULT_BM), pick(bn, DEFAULT_BN), pick(bk, DEFAULT_BK), pick(group, DEFAULT_GROUP));
+    if !pow2_in(bm, 16, 256) || !pow2_in(bn, 16, 256) || !pow2_in(bk, 16, 256) || bm * bn > MAX_TILE_ELEMS {
+        return Err(invalid(format!(
+            "variant bm={bm} bn={bn} bk={bk}: each must be a power of two in [16, 256], bm*bn <= {MAX_TILE_ELEMS}"
+        )));
+    }
+    if !(1..=64).contains(&group) {
+        return Err(invalid(format!("variant group={group}: use 1..=64 tile rows per band, or -1 for {DEFAULT_GROUP}")));
+    }
+    let programs = match programs {
+        rc::COMPILER_DEFAULT | 0 => None,
+        p if p > 0 => Some(p as u32),
+        p => return Err(invalid(format!("variant programs={p}: use 0 (one tile per tile block), P > 0 (persistent grid), or -1"))),
+    };
+    let occupancy = hint(occupancy, "occupancy", |o| (1..=32).contains(&o), "1..=32")?;
+    let num_cta_in_cga = hint(num_cta_in_cga, "num_cta_in_cga", |v| pow2_in(v, 1, 16), "a power of two in [1, 16]")?;
+    let p = Plan {
+        dtype,
+        m,
+        n,
+        k,
+        lda: row_stride(a, m, k, "a")?,
+        ldb: row_stride(b, k, n, "b")?,
+        ldc: row_stride(c, m, n, "c")?,
+        bm,
+        bn,
+        bk,
+        group,
+        programs,
+        occupancy,
+        num_cta_in_cga,
+    };
+    if p.tiles() > i32::MAX as i64 {
+        return Err(invalid(format!("{} output tiles exceed the i32 tile ids; use larger bm/bn", p.tiles())));
+    }
+    Ok(p)
+}
+
+fn launch<T: cutile::cuda_core::DType>(p: &Plan, c: &TensorDesc, a: &TensorDesc, b: &TensorDesc, device_id: i32, stream: u64) -> FfiResult<()> {
+    let stream = ffi_util::caller_stream(device_id, stream)?;
+    let (c_ptr, a_ptr, b_ptr) = unsafe { (ffi_util::device_ptr::<T>(c), ffi_util::device_ptr::<T>(a), ffi_util::device_ptr::<T>(b)) };
+    let generics = vec![T::DTYPE.as_str().to_string(), p.bm.to_string(), p.bn.to_string(), p.bk.to_string(), p.group.to_string()];
+    let mut options = CompileOptions::default();
+    if let Some(o) = p.occupancy {
+        options = options.occupancy(o);
+    }
+    if let Some(g) = p.num_cta_in_cga {
+        options = options.num_cta_in_cga(g);
+    }
+    // SAFETY: plan() checked shapes, strides and dtypes against the descriptors; the memory is
+    // PyTorch's, alive until the caller's stream has run the kernel (stream-ordered allocator).
+    unsafe {
+        if p.programs.is_some() {
+            let op = device::matmul_persistent(c_ptr, a_ptr, b_ptr, p.m, p.n, p.k, p.lda, p.ldb, p.ldc).generics(generics).grid(p.grid()).compile_options(options);
+            ffi_util::enqueue(op, &stream)
+        } else {
+            let op = device::matmul_tiles(c_ptr, a_ptr, b_ptr, p.m, p.n, p.k, p.lda, p.ldb, p.ldc).generics(generics).grid(p.grid()).compile_options(options);
+            ffi_util::enqueue(op, &stream)
+        }
+    }
+}
+
+/// See the file header for the contract. Returns 0 or a negative code (DESIGN.md "C ABI").
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub extern "C" fn cutile_matmul(
+    c: *const TensorDesc,
+    a: *const TensorDesc,
+    b: *const TensorDesc,
+    bm: i32,
+    bn: i32,
+    bk: i32,
+    group: i32,
+    programs: i32,
+    occupancy: i32,
+    num_cta_in_cga: i32,
+    device_id: i32,
+    stream: u64,
+) -> i32 {
+    ffi_util::guard(KERNEL, || {
+        let (c, a, b) = unsafe { (desc(c, "c")?, desc(a, "a")?, desc(b, "b")?) };
+        let p = plan(c, a, b, bm, bn, bk, group, programs, occupancy, num_cta_in_cga)?;
+        match p.dtype {
+            DType::F16 => launch::<f16>(&p, c, a, b, device_id, stream),
+            DType::BF16 => launch::<bf16>(&p, c, a, b, device_id, stream),
+            _ => unreachable!("plan() admits f16 and bf16 only"),
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    //! CPU tests: validation, the grid, and both entries lowered to Tile IR for sm_90 (stage 1 of
+    //! the JIT, which needs no GPU) for every dtype, then assembled by tileiras when the toolchain
+    //! is there — a DSL mistake fails here, not on the GPU.
+    use super::*;
+    use crate::ffi_util::MAX_DIMS;
+    use cutile::compile_api::KernelCompiler;
+
+    fn desc2(dtype: DType, data: u64, shape: &[i64], strides: &[i64]) -> TensorDesc {
+        let mut d = TensorDesc { data, ndim: shape.len() as i32, dtype: dtype as i32, shape: [0; MAX_DIMS], strides: [0; MAX_DIMS] };
+        d.shape[..shape.len()].copy_from_slice(shape);
+        d.strides[..strides.len()].copy_from_slice(strides);
+        d
+    }
+
+    /// (c, a, b) for an m x n x k problem with contiguous rows.
+    fn mats(dtype: DType, m: i64, n: i64, k: i64) -> (TensorDesc, TensorDesc, TensorDesc) {
+        (desc2(dtype, 0x3000, &[m, n], &[n, 1]), desc2(dtype, 0x1000, &[m, k], &[k, 1]), desc2(dtype, 0x2000, &[k, n], &[n, 1]))
+    }
+
+    #[test]
+    fn plan_takes_row_strides_and_defaults() {
+        let a = desc2(DType::BF16, 0x1000, &[129, 65], &[72, 1]);
+        let b = desc2(DType::BF16, 0x2000, &[65, 257], &[257, 1]);
+        let c = desc2(DType::BF16, 0x3000, &[129, 257], &[264, 1]);
+        let p = plan(&c, &a, &b, -1, -1, -1, -1, -1, -1, -1).unwrap();
+        assert_eq!(
+            p,
+            Plan {
+                dtype: DType::BF16, m: 129, n: 257, k: 65, lda: 72, ldb: 257, ldc: 264,
+                bm: 128, bn: 256, bk: 64, group: 8, programs: None, occupancy: None, num_cta_in_cga: None,
+            }
+        );
+        assert_eq!((p.tiles(), p.grid()), (4, (4, 1, 1)));
+    }
+
+    #[test]
+    fn persistent_grid_is_capped_at_the_tile_count() {
+        let (c, a, b) = mats(DType::F16, 4096, 4096, 4096);
+        let p = plan(&c, &a, &b, 128, 256, 64, 8, 132, 1, 2).unwrap();
+        assert_eq!((p.tiles(), p.grid(), p.occupancy, p.num_cta_in_cga), (512, (132, 1, 1), Some(1), Some(2)));
+        let small = plan(&c, &a, &b, 256, 256, 64, 8, 1000, -1, -1).unwrap();
+        assert_eq!(small.grid(), (256, 1, 1));
+        assert_eq!(plan(&c, &a, &b, 128, 128, 64, 8, 0, -1, -1).unwrap().grid(), (1024, 1, 1));
+    }
+
+    #[test]
+    fn a_single_row_needs_no_row_stride() {
+        let a = desc2(DType::F16, 0x1000, &[1, 8], &[0, 1]);
+        let b = desc2(DType::F16, 0x2000, &[8, 16], &[16, 1]);
+        let c = desc2(DType::F16, 0x3000, &[1, 16], &[0, 1]);
+        let p = plan(&c, &a, &b, -1, -1, -1, -1, -1, -1, -1).unwrap();
+        assert_eq!((p.lda, p.ldb, p.ldc), (8, 16, 16));
+    }
+
+    #[test]
+    fn plan_rejects_bad_input_with_invalid_argument() {
+        let (c, a, b) = mats(DType::F16, 4, 16, 8);
+        let cases = [
+            (c, a, desc2(DType::F16, 0x2000, &[9, 16], &[16, 1]), "inner dims"),
+            (desc2(DType::F16, 0x3000, &[4, 17], &[17, 1]), a, b, "(m, n) = (4, 16)"),
+            (c, desc2(DType::F16, 0x1000, &[4, 8], &[1, 4]), b, "contiguous"),
+            (c, desc2(DType::F16, 0x1000, &[4, 8], &[4, 1]), b, "overlap"),
+            (c, a, desc2(DType::F16, 0x2000, &[8], &[1]), "2 dims"),
+            (desc2(DType::F16, 0x1000, &[4, 16], &[16, 1]), a, b, "alias"),
+            (c, a, desc2(DType::F32, 0x2000, &[8, 16], &[16, 1]), "share one dtype"),
+        ];
+        for (c, a, b, needle) in cases {
+            let e = plan(&c, &a, &b, -1, -1, -1, -1, -1, -1, -1).unwrap_err();
+            assert_eq!(e.code, rc::INVALID_ARGUMENT, "{needle}: {}", e.msg);
+            assert!(e.msg.contains(needle), "message {:?} should mention {needle:?}", e.msg);
+        }
+    }
+
+    #[test]
+    fn plan_rejects_an_extent_beyond_i32() {
+        let a = desc2(DType::BF16, 0x1000, &[65536, 64], &[65536, 1]);
+        let b = desc2(DType::BF16, 0x2000, &[64, 64], &[64, 1]);
+        let c = desc2(DType::BF16, 0x3000, &[65536, 64], &[64, 1]);
+        let e = plan(&c, &a, &b, -1, -1, -1, -1, -1, -1, -1).unwrap_err();
+        assert!(e.code == rc::INVALID_ARGUMENT && e.msg.contains("`a` spans 4294901824 elements"), "{}", e.msg);
+    }
+
+    #[test]
+    fn plan_rejects_bad_variants_naming_the_knob() {
+        let (c, a, b) = mats(DType::BF16, 64, 64, 64);
+        let cases = [
+            ((96, 128, 64, 8, 0, -1, -1), "bm=96"),
+            ((128, 256, 8, 8, 0, -1, -1), "bk=8"),
+            ((512, 256, 64, 8, 0, -1, -1), "bm=512"),
+            ((128, 256, 64, 0, 0, -1, -1), "group=0"),
+            ((128, 256, 64, 8, -3, -1, -1), "programs=-3"),
+            ((128, 256, 64, 8, 0, 33, -1), "occupancy=33"),
+            ((128, 256, 64, 8, 0, 1, 3), "num_cta_in_cga=3"),
+        ];
+        for ((bm, bn, bk, g, prog, occ, cga), needle) in cases {
+            let e = plan(&c, &a, &b, bm, bn, bk, g, prog, occ, cga).unwrap_err();
+            assert!(e.code == rc::INVALID_ARGUMENT && e.msg.contains(needle), "{needle}: {}", e.msg);
+        }
+    }
+
+    #[test]
+    fn band_order_visits_every_output_tile_once() {
+        // The device's own mapping (plain i32 arithmetic, also compiled for the host): every tile
+        // id below tiles_m * tiles_n lands on a distinct in-range tile, which is what makes the
+        // entries' `unchecked_accesses` sound. Ragged last bands included (tiles_m % group != 0).
+        for (tiles_m, tiles_n, group) in [(1, 1, 8), (9, 5, 8), (17, 8, 8), (64, 32, 8), (3, 7, 1), (5, 4, 64)] {
+            let mut seen = vec![false; (tiles_m * tiles_n) as usize];
+            for id in 0..tiles_m * tiles_n {
+                let (bm, bn) = device::tile_coords(id, tiles_m, tiles_n, group);
+                assert!((0..tiles_m).contains(&bm) && (0..tiles_n).contains(&bn), "id {id} -> ({bm}, {bn}) outside {tiles_m}x{tiles_n}");
+                let slot = &mut seen[(bm * tiles_n + bn) as usize];
+                assert!(!*slot, "id {id} -> ({bm}, {bn}) twice in {tiles_m}x{tiles_n}, group {group}");
+                *slot = true;
+            }
+        }
+        // Within a band, consecutive ids walk down the band's tile rows first.
+        assert_eq!((0..4).map(|id| device::tile_coords(id, 16, 16, 2)).collect::<Vec<_>>(), [(0, 0), (1, 0), (0, 1), (1, 1)]);
+    }
+
+    #[test]
+    fn plan_rejects_f32_and_integers_as_unsupported() {
+        for dtype in [DType::F32, DType::I32] {
+            let (c, a, b) = mats(dtype, 4, 16, 8);
+            let e = plan(&c, &a, &b, -1, -1, -1, -1, -1, -1, -1).unwrap_err();
+            assert!(e.code == rc::UNSUPPORTED_DTYPE && e.msg.contains("matmul supports f16 and bf16"), "{}", e.msg);
+        }
+    }
+
+    #[test]
+    fn both_entries_lower_to_tile_ir_for_sm90() {
+        for dtype in ["f16", "bf16"] {
+            for entry in ["matmul_tiles", "matmul_persistent"] {
+                for (bm, bn, bk) in [("128", "256", "64"), ("64", "64", "32")] {
+                    let what = format!("{entry}<{dtype},{bm},{bn},{bk},8>");
+                    let artifacts = KernelCompiler::new(device::__module_ast_self, "matmul_device", entry)
+                        .target("sm_90")
+                        .generics(vec![dtype.into(), bm.into(), bn.into(), bk.into(), "8".into()])
+                        .compile()
+                        .unwrap_or_else(|e| panic!("{what} does not lower: {e}"));
+                    let ir = artifacts.ir_text();
+                    assert!(ir.contains("mma") && ir.contains("store_view_tko"), "{what}: IR lacks mma/store:\n{ir}");
+                    crate::ffi_util::assemble_for_sm90_if_tileiras(&artifacts, &what);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,128 @@
+//! Matmul device code: C = A · B with A (m, k), B (k, n), C (m, n), all of element type T (f16 or
+//! bf16), products accumulated in f32 on the tensor cores (`mma`) and rounded to T once at the end.
+//!
+//! Both entries take raw device pointers (PyTorch owns the memory) and build strided views over
+//! them: every matrix is contiguous in its last dim, its row stride may be larger (a column slice).
+//! A tile block computes one BM x BN tile of C by walking ceil(k / BK) K-tiles. Partitions pad with
+//! zero, so the last K-tile of a k that is not a multiple of BK contributes zeros (A's padded
+//! columns meet B's padded rows), and the ragged M/N edge tiles compute on zeros whose results the
+//! store drops (stores outside the [m, n] view are not written). Any m, n, k work without masks.
+//!
+//! Output tiles are visited in GROUP-row bands ("grouped" or swizzled order): consecutive tile
+//! ids walk down GROUP tile rows of C before moving right, so the tile blocks resident at one time
+//! share A row-tiles and B column-tiles in L2 instead of streaming all of B per tile row.
+//!   * `matmul_tiles`      — one output tile per tile block, grid = tiles_m * tiles_n.
+//!   * `matmul_persistent` — a fixed grid (about one tile block per SM) strides over the tiles,
+//!                           so the epilogue of one tile can overlap the loads of the next.
+//! The host side (ffi.rs) picks the entry and the tile shape (the variant).
+//!
+//! `unchecked_accesses`: every index is in its partition by construction. tile_id < tiles_m *
+//! tiles_n (the grid, or the persistent loop bound), and `tile_coords` maps such an id to
+//! bid_m < tiles_m = ceil(m / BM) and bid_n < tiles_n = ceil(n / BN) (the last band holds exactly
+//! band_rows * tiles_n ids); the K loop stops at ceil(k / BK), the K-tile count of both A and B.
+#[cutile::module]
+pub mod matmul_device {
+    use cutile::core::*;
+
+    /// (bid_m, bid_n) of output tile `tile_id` in GROUP-row band order.
+    pub fn tile_coords(tile_id: i32, tiles_m: i32, tiles_n: i32, group: i32) -> (i32, i32) {
+        let band_tiles: i32 = group * tiles_n;
+        let first_m: i32 = (tile_id / band_tiles) * group;
+        let left: i32 = tiles_m - first_m;
+        // The last band may hold fewer than GROUP tile rows.
+        let band_rows: i32 = if left < group { left } else { group };
+        let in_band: i32 = tile_id % band_tiles;
+        (first_m + in_band % band_rows, in_band / band_rows)
+    }
+
+    /// One BM x BN tile of C per tile block; grid = ceil(m / BM) * ceil(n / BN).
+    #[cutile::entry(unchecked_accesses = true)]
+    unsafe fn matmul_tiles<T: ElementType, const BM: i32, const BN: i32, const BK: i32, const GROUP: i32>(
+        c_ptr: *mut T,
+        a_ptr: *mut T,
+        b_ptr: *mut T,
+        m: i32,
+        n: i32,
+        k: i32,
+        lda: i32,
+        ldb: i32,
+        ldc: i32,
+    ) {
+        let tok: Token = new_token_unordered();
+        let a_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[m, k] };
+        let a_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[lda] };
+        let a_view: Tensor<T, { [-1, -1] }> = unsafe { make_tensor_view(pointer_to_tile(a_ptr), a_shape, a_strides, tok) };
+        let b_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[k, n] };
+        let b_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[ldb] };
+        let b_view: Tensor<T, { [-1, -1] }> = unsafe { make_tensor_view(pointer_to_tile(b_ptr), b_shape, b_strides, tok) };
+        let c_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[m, n] };
+        let c_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[ldc] };
+        let c_view: Tensor<T, { [-1, -1] }> = unsafe { make_tensor_view(pointer_to_tile(c_ptr), c_shape, c_strides, tok) };
+
+        let a_part: Partition<T, { [BM, BK] }> = a_view.partition(shape![BM, BK]);
+        let b_part: Partition<T, { [BK, BN] }> = b_view.partition(shape![BK, BN]);
+        let mut c_part: PartitionMut<T, { [BM, BN] }> = unsafe { c_view.partition_full_mut(shape![BM, BN]) };
+
+        let tiles_m: i32 = (m + BM - 1) / BM;
+        let tiles_n: i32 = (n + BN - 1) / BN;
+        let k_tiles: i32 = (k + BK - 1) / BK;
+        let tile_id: i32 = get_tile_block_id().0;
+        let (bid_m, bid_n) = tile_coords(tile_id, tiles_m, tiles_n, GROUP);
+
+        let mut acc: Tile<f32, { [BM, BN] }> = constant(0.0f32, shape![BM, BN]);
+        for kt in 0i32..k_tiles {
+            let a: Tile<T, { [BM, BK] }> = a_part.load([bid_m, kt]);
+            let b: Tile<T, { [BK, BN] }> = b_part.load([kt, bid_n]);
+            acc = mma(a, b, acc);
+        }
+        let c: Tile<T, { [BM, BN] }> = convert_tile(acc);
+        c_part.store(c, [bid_m, bid_n]);
+    }
+
+    /// Static persistent: the launch grid (host-chosen, <= the tile count) strides over the tiles.
+    #[cutile::entry(unchecked_accesses = true)]
+    unsafe fn matmul_persistent<T: ElementType, const BM: i32, const BN: i32, const BK: i32, const GROUP: i32>(
+        c_ptr: *mut T,
+        a_ptr: *mut T,
+        b_ptr: *mut T,
+        m: i32,
+        n: i32,
+        k: i32,
+        lda: i32,
+        ldb: i32,
+        ldc: i32,
+    ) {
+        let tok: Token = new_token_unordered();
+        let a_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[m, k] };
+        let a_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[lda] };
+        let a_view: Tensor<T, { [-1, -1] }> = unsafe { make_tensor_view(pointer_to_tile(a_ptr), a_shape, a_strides, tok) };
+        let b_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[k, n] };
+        let b_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[ldb] };
+        let b_view: Tensor<T, { [-1, -1] }> = unsafe { make_tensor_view(pointer_to_tile(b_ptr), b_shape, b_strides, tok) };
+        let c_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[m, n] };
+        let c_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[ldc] };
+        let c_view: Tensor<T, { [-1, -1] }> = unsafe { make_tensor_view(pointer_to_tile(c_ptr), c_shape, c_strides, tok) };
+
+        let a_part: Partition<T, { [BM, BK] }> = a_view.partition(shape![BM, BK]);
+        let b_part: Partition<T, { [BK, BN] }> = b_view.partition(shape![BK, BN]);
+        let mut c_part: PartitionMut<T, { [BM, BN] }> = unsafe { c_view.partition_full_mut(shape![BM, BN]) };
+
+        let tiles_m: i32 = (m + BM - 1) / BM;
+        let tiles_n: i32 = (n + BN - 1) / BN;
+        let k_tiles: i32 = (k + BK - 1) / BK;
+        let num_tiles: i32 = tiles_m * tiles_n;
+        let first: i32 = get_tile_block_id().0;
+        let programs: i32 = get_num_tile_blocks().0;
+        for tile_id in (first..num_tiles).step_by(programs as usize) {
+            let (bid_m, bid_n) = tile_coords(tile_id, tiles_m, tiles_n, GROUP);
+            let mut acc: Tile<f32, { [BM, BN] }> = constant(0.0f32, shape![BM, BN]);
+            for kt in 0i32..k_tiles {
+                let a: Tile<T, { [BM, BK] }> = a_part.load([bid_m, kt]);
+                let b: Tile<T, { [BK, BN] }> = b_part.load([kt, bid_n]);
+                acc = mma(a, b, acc);
+            }
+            let c: Tile<T, { [BM, BN] }> = convert_tile(acc);
+            c_part.store(c, [bid_m, bid_n]);
+        }
+    }
+}

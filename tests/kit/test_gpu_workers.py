@@ -429,3 +429,22 @@ def test_report_and_validate_agree_on_a_gpu_mismatch(tmp_path):
             f"(time both on one GPU model); see {report.INVESTIGATION}") in text
     clean = {b: "".join(r.text + "\n" for r in rs) for b, rs in (("cutile-rs", port), ("triton", triton))}
     assert validate.check_performance_numbers(text, "k", clean["cutile-rs"], {"triton": clean["triton"]}) == []
+
+
+def test_plain_record_turns_str_subclasses_into_str_so_execnet_can_send_it():
+    """A two-GPU H200 run died with execnet's DumpError on torch's TorchVersion (a str subclass)
+    inside the record's env; plain_record must hand xdist only plain types."""
+    import execnet.gateway_base as gb
+
+    from tilekit.records import plain_record
+
+    class Version(str):
+        pass
+
+    class Count(int):
+        pass
+
+    rec = {"kernel": "k", "nrep": Count(3), "env": {"torch": Version("2.11.0+cu130")}, "kernels": ("a", "b")}
+    plain = plain_record(rec)
+    assert type(plain["env"]["torch"]) is str and type(plain["nrep"]) is int
+    assert gb.loads_internal(gb.dumps_internal(plain)) == {"kernel": "k", "nrep": 3, "env": {"torch": "2.11.0+cu130"}, "kernels": ["a", "b"]}

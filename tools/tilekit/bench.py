@@ -156,7 +156,7 @@ def environment() -> dict:
         "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else "none",
         "driver": driver,
         "cuda": torch.version.cuda or "none",
-        "torch": torch.__version__,
+        "torch": str(torch.__version__),  # a TorchVersion (str subclass) otherwise
         "triton": _version("triton"),
         "cuda_tile": _version("cuda-tile"),
         "cutile_crate": cutile_crate_version(),

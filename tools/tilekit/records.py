@@ -34,10 +34,18 @@ _MARKER = re.compile(r"^(==== (?:End )?Performance Test Results ====)[ \t]*$", r
 
 def _json_value(value):
     """A JSON-able copy of a config value; dtypes become their short name (float16, bfloat16)."""
-    if value is None or isinstance(value, (bool, str)):
+    # Subclasses become their plain base type: execnet (pytest-xdist) refuses e.g. torch's
+    # TorchVersion, a str subclass (seen on a two-GPU H200 run).
+    if value is None:
         return value
-    if isinstance(value, (int, float)):
-        return value
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
     if isinstance(value, dict):
         return {str(k): _json_value(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

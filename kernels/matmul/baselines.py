@@ -39,6 +39,8 @@ import functools
 
 import torch
 
+from tilekit import baseline_support
+
 try:  # Triton: optional; the kernels below are only defined when it imports.
     import triton
     import triton.language as tl
@@ -341,39 +343,10 @@ def cutile_matmul(a: torch.Tensor, b: torch.Tensor, *, variant: str = "auto") ->
 BACKENDS = {"cutile": cutile_matmul, "triton": triton_matmul, "torch": torch_matmul}
 
 
-def _tileiras_missing() -> str | None:
-    """Why cuda.tile would fail to find tileiras at the first launch, by asking cuda.tile's own
-    search (a private helper: if it moves, say nothing rather than guess)."""
-    try:
-        from cuda.tile._compile import _find_compiler_bin
-    except Exception:
-        return None
-    try:
-        _find_compiler_bin()
-    except FileNotFoundError:
-        return ("cuda.tile found no tileiras (Tile IR compiler, >= 13.3 for sm_90): export CUDA_HOME "
-                "to a tree with bin/tileiras, bin/ptxas and nvvm/ (make bundle carries one), "
-                "or put tileiras on PATH")
-    except Exception:
-        return None
-    return None
+_tileiras_missing = baseline_support.tileiras_missing
 
 
 def unavailable_reason(backend: str) -> str | None:
     """Why `backend` cannot run here, or None when its package imports (and, for cutile, its
     compiler is found). Says nothing about the GPU itself."""
-    if backend not in BACKENDS:
-        raise ValueError(f"unknown matmul baseline {backend!r}; known: {sorted(BACKENDS)}")
-    if backend == "torch":
-        return None
-    if backend == "triton":
-        if _TRITON_ERROR is None:
-            return None
-        if isinstance(_TRITON_ERROR, ModuleNotFoundError):
-            return "triton is not installed: pip install triton (it comes with CUDA builds of torch)"
-        return f"triton failed to import: {type(_TRITON_ERROR).__name__}: {_TRITON_ERROR}"
-    if _CUTILE_ERROR is None:
-        return _tileiras_missing()
-    if isinstance(_CUTILE_ERROR, ModuleNotFoundError):
-        return "cuda.tile is not installed: pip install cuda-tile==1.7.0 (the bundle carries it)"
-    return f"cuda.tile failed to import: {type(_CUTILE_ERROR).__name__}: {_CUTILE_ERROR}"
+    return baseline_support.unavailable_reason("matmul", backend, BACKENDS, _TRITON_ERROR, _CUTILE_ERROR)

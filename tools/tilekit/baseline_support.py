@@ -1,0 +1,45 @@
+"""What every kernel's baselines.py needs the same way: why a baseline backend cannot run here.
+
+Each `kernels/<name>/baselines.py` imports triton and cuda.tile under guards (so it imports
+without them) and keeps the import errors; `unavailable_reason` turns those into the message the
+suites skip with, and asks cuda.tile whether it would find its Tile IR compiler.
+"""
+from __future__ import annotations
+
+
+def tileiras_missing() -> str | None:
+    """Why cuda.tile would fail to find tileiras at the first launch, by asking cuda.tile's own
+    search (a private helper: if it moves, say nothing rather than guess)."""
+    try:
+        from cuda.tile._compile import _find_compiler_bin
+    except Exception:
+        return None
+    try:
+        _find_compiler_bin()
+    except FileNotFoundError:
+        return ("cuda.tile found no tileiras (Tile IR compiler, >= 13.3 for sm_90): export CUDA_HOME "
+                "to a tree with bin/tileiras, bin/ptxas and nvvm/ (make bundle carries one), "
+                "or put tileiras on PATH")
+    except Exception:
+        return None
+    return None
+
+
+def unavailable_reason(kernel: str, backend: str, backends: dict, triton_error, cutile_error) -> str | None:
+    """Why `backend` of `kernel` cannot run here, or None when its package imports (and, for
+    cutile, its compiler is found). Says nothing about the GPU itself."""
+    if backend not in backends:
+        raise ValueError(f"unknown {kernel} baseline {backend!r}; known: {sorted(backends)}")
+    if backend == "torch":
+        return None
+    if backend == "triton":
+        if triton_error is None:
+            return None
+        if isinstance(triton_error, ModuleNotFoundError):
+            return "triton is not installed: pip install triton (it comes with CUDA builds of torch)"
+        return f"triton failed to import: {type(triton_error).__name__}: {triton_error}"
+    if cutile_error is None:
+        return tileiras_missing()
+    if isinstance(cutile_error, ModuleNotFoundError):
+        return "cuda.tile is not installed: pip install cuda-tile==1.7.0 (the bundle carries it)"
+    return f"cuda.tile failed to import: {type(cutile_error).__name__}: {cutile_error}"

@@ -17,20 +17,11 @@ KERNEL = spec.KERNEL
 
 
 def implementation(backend_id):
-    """(inputs, out) -> c for a backend; skips with the reason when a baseline cannot run here."""
-    if backend_id == "cutile_rs":
-        return lambda inp, out=None: spec.run_port(inp, out=out)
-    from kernels.matmul import baselines
-
-    name = harness.RECORD_NAME[backend_id]
-    reason = baselines.unavailable_reason(name)
-    if reason:
-        pytest.skip(f"{backend_id}: {reason}")
-    return lambda inp, out=None: spec.run_baseline(name, inp)
+    return harness.implementation(spec, backend_id)
 
 
 def check(backend_id, cfg, inputs, c):
-    harness.check_close(c, spec.reference(inputs), spec.TOLERANCE[cfg["dtype"]], f"{backend_id} {cfg}")
+    harness.check(spec, backend_id, cfg, inputs, c)
 
 
 def shape_id(shape):

@@ -129,3 +129,32 @@ def test_cutile_crate_version_is_read_from_the_lock(tmp_path):
     assert bench.cutile_crate_version(lock) == "0.5.0"
     assert bench.cutile_crate_version(tmp_path / "missing.lock") == "unknown"
     assert bench.cutile_crate_version() == "0.5.0"  # the project's own lock
+
+
+# -- harness: the glue every kernel suite shares -------------------------------------------------
+
+def test_harness_implementation_runs_a_baseline_through_the_spec_and_checks_it():
+    import torch
+
+    from kernels.rms_norm import spec
+    from tilekit import harness
+
+    cfg = {"dtype": "float32", "m": 3, "n": 1000}
+    inputs = spec.make_inputs(cfg, device="cpu", seed=0)
+    y = harness.implementation(spec, "torch")(inputs)
+    harness.check(spec, "torch", cfg, inputs, y)
+    with pytest.raises(AssertionError, match="rel_l2="):
+        harness.check(spec, "torch", cfg, inputs, y + 0.1)
+    with pytest.raises(AssertionError, match="1 of 3000 elements are NaN"):
+        y[0, 0] = float("nan")
+        harness.check(spec, "torch", cfg, inputs, y)
+    assert torch.isfinite(spec.reference(inputs)).all()
+
+
+def test_harness_implementation_skips_a_baseline_that_cannot_run_with_its_reason(monkeypatch):
+    from kernels.rms_norm import baselines, spec
+    from tilekit import harness
+
+    monkeypatch.setattr(baselines, "_CUTILE_ERROR", ModuleNotFoundError("No module named 'cuda.tile'"))
+    with pytest.raises(pytest.skip.Exception, match="cutile_py: cuda.tile is not installed"):
+        harness.implementation(spec, "cutile_py")

@@ -30,6 +30,28 @@ def check_close(y, ref, tol: tuple[float, float], what: str) -> None:
         f"{tuple(int(i) for i in (diff == diff.max()).nonzero()[0])}")
 
 
+def implementation(spec, backend_id: str):
+    """(inputs, out=None) -> output, for one backend of the kernel `spec` describes (its spec.py's
+    run_port / run_baseline); pytest-skips with the reason when a baseline cannot run here."""
+    if backend_id == "cutile_rs":
+        return lambda inp, out=None: spec.run_port(inp, out=out)
+    import importlib
+
+    import pytest
+
+    baselines = importlib.import_module(f"kernels.{spec.KERNEL}.baselines")
+    name = RECORD_NAME[backend_id]
+    reason = baselines.unavailable_reason(name)
+    if reason:
+        pytest.skip(f"{backend_id}: {reason}")
+    return lambda inp, out=None: spec.run_baseline(name, inp)
+
+
+def check(spec, backend_id: str, cfg: dict, inputs: dict, y) -> None:
+    """check_close against the spec's float64 reference with the spec's tolerance for cfg's dtype."""
+    check_close(y, spec.reference(inputs), spec.TOLERANCE[cfg["dtype"]], f"{backend_id} {cfg}")
+
+
 def nrep() -> int:
     return int(os.environ.get("TILEKIT_NREP", "100"))
 

@@ -26,16 +26,10 @@ The Triton and cuTile entries share three variants, picked with ``variant=``:
 * ``"looped"``   -- one row per program, online softmax over BLOCK-wide column tiles: pass 1
                     keeps a running max and a rescaled running sum per lane, pass 2 re-reads the
                     row (mostly from L2), exponentiates and stores. For rows too long to hold.
-* ``"auto"``     -- (default) looped when next_pow2(n) > 16384; below, Triton takes multirow for
-                    rows up to 2K when there are more row tiles than persistent programs, else
-                    row; cuTile takes multirow (static persistent, as TileGym's softmax does) once
-                    m > 2 x SMs, with 16 / 4 / 2 rows per tile for n <= 1K / up to 8K / 16K,
-                    else row. These are starting points carried over from rms_norm (same
-                    load-reduce-scale-store shape), not yet timed for softmax on the H200:
-                    scripts/sweep_variants.py --kernel softmax times every variant, and the rules
-                    (``triton_config`` / ``cutile_config``, pure functions, no GPU needed) should
-                    follow what it measures. Every knob (block, rows, num_warps, ctas_per_sm)
-                    can be forced by keyword.
+* ``"auto"``     -- (default) looped when next_pow2(n) > 16384, else row for both Triton and
+                    cuTile: on the H200 (scripts/sweep_variants.py --kernel softmax, 2026-11-29)
+                    row beat multirow at every perf shape (the rules are ``triton_config`` /
+                    ``cutile_config``, pure functions, no GPU needed; every knob can be forced).
 
 Neither triton nor cuda.tile is needed to import this module: each is imported under a guard,
 and ``unavailable_reason(backend)`` says why a backend cannot run here (None when it can).
@@ -70,7 +64,6 @@ DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 VARIANTS = ("auto", "row", "multirow", "looped")
 
 MAX_ROW_BLOCK = 16384      # auto: the widest row kept whole in registers (f32 16K = 64 KiB per row)
-MULTIROW_MAX_BLOCK = 2048  # auto (Triton): rows at most this wide go to the persistent multi-row form
 MIN_BLOCK = 16             # tiles narrower than this waste lanes; masks/padding cover n < 16
 # The lowest finite f32: the looped forms start each lane's running max here rather than at -inf,
 # so a lane that sees only -inf (padding, masked logits) rescales by exp(-inf) = 0, never by
@@ -143,10 +136,10 @@ def triton_config(m: int, n: int, sms: int, variant: str = "auto", *, block=None
         if whole > MAX_ROW_BLOCK:
             variant = "looped"
         else:
-            rows_auto = max(1, TRITON_MULTIROW_TILE // whole)
-            programs = sms * (ctas_per_sm or TRITON_CTAS_PER_SM)
-            short = whole <= MULTIROW_MAX_BLOCK and -(-m // rows_auto) > programs
-            variant = "multirow" if short else "row"
+            # row: on the H200 (CUPTI, L2 flushed, 2026-11-29, scripts/sweep_variants.py) one row
+            # per program beat the persistent multirow form at every perf shape: 65536x1024 f16
+            # 0.076 ms (multirow 0.090), 65536x4096 0.278 (0.351), 65536x8192 f32 1.091 (1.165).
+            variant = "row"
     if variant == "looped":
         block = block or min(whole, TRITON_LOOPED_BLOCK)
         return {"variant": variant, "block": block, "rows": 1,
@@ -196,7 +189,8 @@ if triton is not None:
         y_row = y_ptr + row * stride_y
         cols = tl.arange(0, BLOCK)
         # Per-lane running max and sum, folded once at the end: no cross-lane reduction per tile.
-        run_max = tl.full([BLOCK], F32_LOWEST, dtype=tl.float32)
+        # F32_LOWEST as a literal: compiled @triton.jit code cannot read a plain module global.
+        run_max = tl.full([BLOCK], -3.4028234663852886e38, dtype=tl.float32)
         run_sum = tl.zeros([BLOCK], dtype=tl.float32)
         for start in range(0, n, BLOCK):
             ok = start + cols < n
@@ -258,11 +252,10 @@ def cutile_config(m: int, n: int, sms: int, variant: str = "auto", *, block=None
     _check_variant(variant)
     whole = max(MIN_BLOCK, _next_pow2(n))
     if variant == "auto":
-        # Persistent pays off once the row tiles make more than a couple of waves.
-        if whole > MAX_ROW_BLOCK:
-            variant = "looped"
-        else:
-            variant = "multirow" if m > 2 * sms else "row"
+        # row: on the H200 (same sweep) one row per program beat multirow at every perf shape:
+        # 65536x1024 f16 0.096 ms (multirow 0.183), 65536x4096 0.317 (0.423), 65536x8192 f32
+        # 1.034 (1.106).
+        variant = "looped" if whole > MAX_ROW_BLOCK else "row"
     if variant == "looped":
         return {"variant": variant, "block": block or min(whole, CUTILE_LOOPED_BLOCK), "rows": 1, "grid": m}
     block = block or whole

@@ -332,5 +332,12 @@ pub fn assemble_for_sm90_if_tileiras(artifacts: &cutile::compile_api::CompileArt
         .unwrap_or_else(|e| panic!("{what}: cannot run {tileiras}: {e}"));
     assert!(out.status.success(), "{what}: tileiras failed ({}):\n{}", out.status, String::from_utf8_lossy(&out.stderr));
     assert!(std::fs::metadata(&cubin).map(|m| m.len() > 0).unwrap_or(false), "{what}: tileiras wrote no cubin");
+    // TILEKIT_CUBIN_DIR keeps each cubin (named after `what`) for `cuobjdump -sass` / `-res-usage`:
+    // the disassembly and register report of every kernel, with no GPU.
+    if let Ok(keep) = std::env::var("TILEKIT_CUBIN_DIR") {
+        let name: String = what.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '-' }).collect();
+        std::fs::create_dir_all(&keep).unwrap();
+        std::fs::copy(&cubin, std::path::Path::new(&keep).join(format!("{name}.cubin"))).unwrap();
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -233,6 +233,42 @@ mod tests {
         assert!(e.code == rc::INVALID_ARGUMENT && e.msg.contains("needs n=1000 <= block=512"), "{}", e.msg);
     }
 
+    /// The specializations the H200's autotune picked for the f16 perf configs, compiled as the
+    /// launcher compiles them at run time: every pointer and integer argument carries its
+    /// divisibility (16-byte-aligned pointers, sizes and strides divisible by 16), so tileiras can
+    /// emit 16-byte loads. (The unhinted tests above load element by element.)
+    #[test]
+    fn perf_config_specializations_lower_and_assemble_for_sm90() {
+        use cutile::cutile_compiler::specialization::DivHint;
+        for (entry, rows, block, m, n, occupancy) in [
+            ("rms_norm_row", "8", "1024", 262144, 1024, 4),
+            ("rms_norm_row", "2", "4096", 262144, 4096, 4),
+            ("rms_norm_row_persistent", "1", "16384", 65536, 16384, 4),
+        ] {
+            let what = format!("{entry}<f16,{rows},{block}> for {m}x{n}");
+            let ptr = DivHint::from_ptr(0x7f00_0000_0000);
+            let hints = [
+                ("y_ptr", ptr),
+                ("x_ptr", ptr),
+                ("w_ptr", ptr),
+                ("m", DivHint::from_value(m)),
+                ("n", DivHint::from_value(n)),
+                ("stride_x", DivHint::from_value(n)),
+                ("stride_y", DivHint::from_value(n)),
+            ];
+            let artifacts = KernelCompiler::new(device::__module_ast_self, "rms_norm_device", entry)
+                .target("sm_90")
+                .generics(vec!["f16".into(), rows.into(), block.into()])
+                .scalar_hints(&hints)
+                .options(CompileOptions::default().occupancy(occupancy))
+                .compile()
+                .unwrap_or_else(|e| panic!("{what} does not lower: {e}"));
+            let ir = artifacts.ir_text();
+            assert_eq!(ir.matches("assume div_by<16>").count(), 7, "{what}: hints missing from the IR:\n{ir}");
+            crate::ffi_util::assemble_for_sm90_if_tileiras(&artifacts, &what);
+        }
+    }
+
     #[test]
     fn both_entries_lower_to_tile_ir_for_sm90() {
         for dtype in ["f32", "f16", "bf16"] {

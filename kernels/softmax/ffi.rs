@@ -225,6 +225,36 @@ mod tests {
         assert_eq!(cutile_softmax(&x, std::ptr::null(), -1, -1, -1, 0, 0), rc::NULL_DESCRIPTOR);
     }
 
+    /// The specializations the H200's autotune picked for the perf configs, compiled as the
+    /// launcher compiles them at run time (16-byte-aligned pointers, sizes and strides divisible
+    /// by 16, so tileiras can use wide or TMA loads; the unhinted tests below load element-wise).
+    #[test]
+    fn perf_config_specializations_lower_and_assemble_for_sm90() {
+        use cutile::cutile_compiler::specialization::DivHint;
+        for (dtype, rows, block, m, n) in [("f16", "8", "1024", 65536, 1024), ("f16", "2", "4096", 65536, 4096), ("f32", "1", "8192", 65536, 8192)] {
+            let what = format!("softmax_row<{dtype},{rows},{block}> for {m}x{n}");
+            let ptr = DivHint::from_ptr(0x7f00_0000_0000);
+            let hints = [
+                ("y_ptr", ptr),
+                ("x_ptr", ptr),
+                ("m", DivHint::from_value(m)),
+                ("n", DivHint::from_value(n)),
+                ("stride_x", DivHint::from_value(n)),
+                ("stride_y", DivHint::from_value(n)),
+            ];
+            let artifacts = KernelCompiler::new(device::__module_ast_self, "softmax_device", "softmax_row")
+                .target("sm_90")
+                .generics(vec![dtype.into(), rows.into(), block.into()])
+                .scalar_hints(&hints)
+                .options(cutile::tile_kernel::CompileOptions::default().occupancy(4))
+                .compile()
+                .unwrap_or_else(|e| panic!("{what} does not lower: {e}"));
+            let ir = artifacts.ir_text();
+            assert_eq!(ir.matches("assume div_by<16>").count(), 6, "{what}: hints missing from the IR:\n{ir}");
+            crate::ffi_util::assemble_for_sm90_if_tileiras(&artifacts, &what);
+        }
+    }
+
     #[test]
     fn both_entries_lower_to_tile_ir_for_sm90() {
         // Every (ROWS, BLOCK) shape class spec.variants() can hand out, plus the defaults.
@@ -232,6 +262,9 @@ mod tests {
             ("softmax_row", "1", "16"),
             ("softmax_row", "8", "1024"),
             ("softmax_row", "16", "1024"),
+            ("softmax_row", "1", "1024"),
+            ("softmax_row", "2", "1024"),
+            ("softmax_row", "1", "4096"),
             ("softmax_row", "2", "4096"),
             ("softmax_row", "1", "16384"),
             ("softmax_looped", "2", "4096"),

@@ -77,7 +77,7 @@ def tune_key(dtype: str, m: int, n: int) -> dict:
 
 
 def variants(m: int, n: int) -> list[dict]:
-    """Candidate (block, rows, occupancy), at most 8, so tuning a new shape class stays within
+    """Candidate (block, rows, occupancy), at most 10, so tuning a new shape class stays within
     seconds. From rms_norm's H200 sweep (the same load-reduce-scale-store shape): tiles of ~8K
     elements with occupancy 2-4 were fastest and one row per tile block was 3-10x slower. So:
       * n <= 16384: the whole row in one tile (one read of x, one exp per element) with 8K or
@@ -86,7 +86,8 @@ def variants(m: int, n: int) -> list[dict]:
       * n > 8192: also the looped online form with 4096- or 2048-wide column tiles of 8K
         elements (x read twice, mostly from L2; three exps per element), and for n > 16384 also
         8192 x 1 and 4096 x 4.
-    Occupancy 4 and 2 for each. The first candidate is ffi.rs's default shape (what
+    Occupancy 4 and 2 for each; for rows of n <= 4096 also 1 and 2 rows at occupancy 8 (below).
+    The first candidate is ffi.rs's default shape (what
     TILEKIT_AUTOTUNE=0 runs)."""
     pow2 = 1 << max(4, (n - 1).bit_length())
     max_rows = min(MAX_ROWS, 1 << max(0, (m - 1).bit_length()))
@@ -104,6 +105,13 @@ def variants(m: int, n: int) -> list[dict]:
             continue
         seen.add((block, rows))
         out += [{"block": block, "rows": rows, "occupancy": occ} for occ in (4, 2)]
+    if pow2 <= 4096:
+        # Short rows, few rows per tile block, many blocks per SM: the first H200 sweep
+        # (2026-11-29, results/h200/softmax/reports/logs/sweep_variants.txt) had cuTile Python's
+        # one-row-per-program kernel at 0.096 ms and Triton's at 0.076 ms for 65536x1024 f16,
+        # against 0.118 ms for this port's best 8-row tile (its rows reduce through shared memory
+        # with 13 barriers); tileiras keeps these tiles at 64 registers, so 8 CTAs fit an SM.
+        out += [{"block": pow2, "rows": rows, "occupancy": 8} for rows in (1, 2) if rows <= max_rows]
     return out
 
 

@@ -6,19 +6,23 @@ import torch
 from kernels.softmax import spec
 
 
-@pytest.mark.parametrize("m,n,expected", [
-    (65536, 1024, [(1024, 8), (1024, 16)]),
-    (65536, 4096, [(4096, 2), (4096, 4)]),
-    (65536, 8192, [(8192, 1), (8192, 2)]),
-    (4096, 16384, [(16384, 1), (4096, 2), (2048, 4)]),
-    (64, 32768, [(4096, 2), (2048, 4), (8192, 1), (4096, 4)]),
-    (3, 1000, [(1024, 4)]),
-    (1, 1, [(16, 1)]),
+@pytest.mark.parametrize("m,n,expected,short", [
+    (65536, 1024, [(1024, 8), (1024, 16)], [(1024, 1), (1024, 2)]),
+    (65536, 4096, [(4096, 2), (4096, 4)], [(4096, 1), (4096, 2)]),
+    (65536, 8192, [(8192, 1), (8192, 2)], []),
+    (4096, 16384, [(16384, 1), (4096, 2), (2048, 4)], []),
+    (64, 32768, [(4096, 2), (2048, 4), (8192, 1), (4096, 4)], []),
+    (3, 1000, [(1024, 4)], [(1024, 1), (1024, 2)]),
+    (1, 1, [(16, 1)], [(16, 1)]),
 ])
-def test_variants_are_whole_row_tiles_then_looped_tiles_each_at_occupancy_4_and_2(m, n, expected):
+def test_variants_are_whole_row_tiles_then_looped_tiles_each_at_occupancy_4_and_2(m, n, expected, short):
+    """...then, for rows of n <= 4096, 1 and 2 rows per tile block at occupancy 8."""
     vs = spec.variants(m, n)
-    assert [(v["block"], v["rows"]) for v in vs[::2]] == expected
-    assert [v["occupancy"] for v in vs] == [4, 2] * len(expected)
+    wide, few_rows = vs[:2 * len(expected)], vs[2 * len(expected):]
+    assert [(v["block"], v["rows"]) for v in wide[::2]] == expected
+    assert [v["occupancy"] for v in wide] == [4, 2] * len(expected)
+    assert [(v["block"], v["rows"]) for v in few_rows] == short
+    assert all(v["occupancy"] == 8 for v in few_rows)
 
 
 @pytest.mark.parametrize("m,n", [(65536, 1024), (65536, 4096), (65536, 8192), (257, 4097), (100, 20000), (64, 32768), (1, 1), (7, 8195)])

@@ -35,8 +35,6 @@ tileiras >= 13.3 with the ptxas and libnvvm of its own release). cuda.tile looks
 ``nvidia-cuda-tileiras`` pip package, then on PATH, then in ``$CUDA_HOME/bin``, then in
 /usr/local/cuda*. Compiled cubins are cached under ``$CUDA_TILE_CACHE_DIR``.
 """
-import functools
-
 import torch
 
 from tilekit import baseline_support
@@ -65,15 +63,7 @@ def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-@functools.lru_cache(maxsize=None)
-def _sm_count(device_index: int) -> int:
-    return torch.cuda.get_device_properties(device_index).multi_processor_count
-
-
-def _num_sms(t: torch.Tensor) -> int:
-    # A CPU tensor only reaches a kernel under TRITON_INTERPRET=1; one "SM" there makes the
-    # persistent loop take several steps on small test shapes.
-    return _sm_count(t.device.index if t.device.index is not None else torch.cuda.current_device()) if t.is_cuda else 1
+_num_sms = baseline_support.num_sms
 
 
 def _check_inputs(a: torch.Tensor, b: torch.Tensor) -> None:

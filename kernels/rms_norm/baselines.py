@@ -43,8 +43,6 @@ tileiras >= 13.3 with the ptxas and libnvvm of its own release). cuda.tile looks
 /usr/local/cuda*; it loads libcuda.so.1 from the driver and nothing else from a CUDA toolkit.
 Compiled cubins are cached under ``$CUDA_TILE_CACHE_DIR`` (default ~/.cache/cutile-python).
 """
-import functools
-
 import torch
 
 from tilekit import baseline_support
@@ -77,23 +75,9 @@ TRITON_LOOPED_FROM = 1024
 MIN_BLOCK = 16          # tiles narrower than this waste lanes; masks/padding cover n < 16
 
 
-def _next_pow2(v: int) -> int:
-    return 1 << max(0, (v - 1).bit_length())
-
-
-def _clamp(v: int, lo: int, hi: int) -> int:
-    return max(lo, min(hi, v))
-
-
-@functools.lru_cache(maxsize=None)
-def _sm_count(device_index: int) -> int:
-    return torch.cuda.get_device_properties(device_index).multi_processor_count
-
-
-def _num_sms(x: torch.Tensor) -> int:
-    # A CPU tensor only reaches a kernel under TRITON_INTERPRET=1; one "SM" there makes the
-    # persistent loop take several steps on small test shapes.
-    return _sm_count(x.device.index if x.device.index is not None else torch.cuda.current_device()) if x.is_cuda else 1
+_next_pow2 = baseline_support.next_pow2
+_clamp = baseline_support.clamp
+_num_sms = baseline_support.num_sms
 
 
 def _check_inputs(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:

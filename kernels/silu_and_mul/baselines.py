@@ -72,12 +72,8 @@ CUTILE_OCCUPANCY = 4    # CTAs per SM tileiras plans registers for: the compiler
                         # 1.5-3x slower for rms_norm's streaming tiles on the H200; -1 = its default
 
 
-def _next_pow2(v: int) -> int:
-    return 1 << max(0, (v - 1).bit_length())
-
-
-def _clamp(v: int, lo: int, hi: int) -> int:
-    return max(lo, min(hi, v))
+_next_pow2 = baseline_support.next_pow2
+_clamp = baseline_support.clamp
 
 
 def tile_width(h: int) -> int:

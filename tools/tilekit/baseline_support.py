@@ -6,6 +6,8 @@ suites skip with, and asks cuda.tile whether it would find its Tile IR compiler.
 """
 from __future__ import annotations
 
+import functools
+
 
 def tileiras_missing() -> str | None:
     """Why cuda.tile would fail to find tileiras at the first launch, by asking cuda.tile's own
@@ -43,3 +45,30 @@ def unavailable_reason(kernel: str, backend: str, backends: dict, triton_error, 
     if isinstance(cutile_error, ModuleNotFoundError):
         return "cuda.tile is not installed: pip install cuda-tile==1.7.0 (the bundle carries it)"
     return f"cuda.tile failed to import: {type(cutile_error).__name__}: {cutile_error}"
+
+
+# -- small launch helpers the baselines' config functions share ---------------------------------
+
+def next_pow2(v: int) -> int:
+    return 1 << max(0, (v - 1).bit_length())
+
+
+def clamp(v: int, lo: int, hi: int) -> int:
+    return max(lo, min(hi, v))
+
+
+@functools.lru_cache(maxsize=None)
+def _sm_count(device_index: int) -> int:
+    import torch
+
+    return torch.cuda.get_device_properties(device_index).multi_processor_count
+
+
+def num_sms(t) -> int:
+    """SMs of the GPU holding tensor `t`. A CPU tensor only reaches a kernel under
+    TRITON_INTERPRET=1; one "SM" there makes persistent loops take several steps on small shapes."""
+    if not t.is_cuda:
+        return 1
+    import torch
+
+    return _sm_count(t.device.index if t.device.index is not None else torch.cuda.current_device())

@@ -7,18 +7,13 @@ a JSON list of results) and the tests here assert on its answers. The cuTile ker
 cuda.tile (kept out of the project venv): where it is installed they are traced to Tile IR
 bytecode, and compiled for sm_90 where tileiras is also found; elsewhere those tests skip.
 """
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
+import triton_interp
 from kernels.softmax import baselines as B
 
-ROOT = Path(__file__).resolve().parents[2]
 
 # (dtype, m, n, row_stride, masked, variant, knobs). Irregular n (1000, 4097), padded rows, a row
 # tile that runs past m, persistent programs that loop (one "SM" on the CPU), several column
@@ -34,20 +29,7 @@ CASES = [
 # Error bound: max |y - ref| / (1 + |ref|), a few output ulps of each dtype.
 TOL = {"float32": 1e-5, "float16": 2e-3, "bfloat16": 1.6e-2}
 
-CHILD = r"""
-import json, os, sys
-os.environ["TRITON_INTERPRET"] = "1"
-import torch
-import triton.runtime.interpreter as interp
-
-# triton 3.6's interpreter turns a scalar into an int with int(1-element array), which
-# numpy >= 2.4 refuses (triton-lang/triton#9171, fixed after 3.6): take the element instead.
-_orig_patch = interp._patch_lang_tensor
-def _patch(tensor, scope):
-    _orig_patch(tensor, scope)
-    scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0]))
-interp._patch_lang_tensor = _patch
-
+CHILD = triton_interp.PREAMBLE + r"""
 from kernels.softmax import baselines as B
 out = []
 for dt, m, n, ld, masked, variant, knobs in json.loads(sys.stdin.read()):
@@ -76,13 +58,7 @@ def interpreted():
     """Results of every CASE, from one interpreted child process."""
     if B.triton is None:
         pytest.skip(f"Triton interpreter tests need triton: {B.unavailable_reason('triton')}")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "tools"), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.run([sys.executable, "-W", "ignore", "-c", CHILD], input=json.dumps(CASES), capture_output=True,
-                          text=True, cwd=ROOT, env=env, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    results = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert len(results) == len(CASES)
-    return results
+    return triton_interp.run(CHILD, CASES, python_args=("-W", "ignore"), timeout=600)
 
 
 def _case_id(case):

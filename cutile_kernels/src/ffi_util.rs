@@ -192,6 +192,16 @@ pub unsafe fn desc<'a>(p: *const TensorDesc, arg: &str) -> FfiResult<&'a TensorD
 }
 
 impl TensorDesc {
+    /// A descriptor from its parts (the kernels' Rust tests build their inputs with it).
+    /// Panics if `shape` and `strides` differ in length or exceed MAX_DIMS.
+    pub fn from_parts(data: u64, dtype: DType, shape: &[i64], strides: &[i64]) -> TensorDesc {
+        assert!(shape.len() == strides.len() && shape.len() <= MAX_DIMS, "shape {shape:?} / strides {strides:?}");
+        let mut d = TensorDesc { data, ndim: shape.len() as i32, dtype: dtype as i32, shape: [0; MAX_DIMS], strides: [0; MAX_DIMS] };
+        d.shape[..shape.len()].copy_from_slice(shape);
+        d.strides[..strides.len()].copy_from_slice(strides);
+        d
+    }
+
     pub fn dtype(&self) -> FfiResult<DType> {
         DType::from_code(self.dtype).ok_or_else(|| {
             err(rc::UNSUPPORTED_DTYPE, format!("unknown dtype code {} (known: 0 f32, 1 f16, 2 bf16, 3 i32, 4 i64)", self.dtype))

@@ -216,14 +216,10 @@ mod tests {
     //! the JIT, which needs no GPU) for every dtype, then assembled by tileiras when the toolchain
     //! is there — a DSL mistake fails here, not on the GPU.
     use super::*;
-    use crate::ffi_util::MAX_DIMS;
     use cutile::compile_api::KernelCompiler;
 
     fn desc2(dtype: DType, data: u64, shape: &[i64], strides: &[i64]) -> TensorDesc {
-        let mut d = TensorDesc { data, ndim: shape.len() as i32, dtype: dtype as i32, shape: [0; MAX_DIMS], strides: [0; MAX_DIMS] };
-        d.shape[..shape.len()].copy_from_slice(shape);
-        d.strides[..strides.len()].copy_from_slice(strides);
-        d
+        TensorDesc::from_parts(data, dtype, shape, strides)
     }
 
     /// (c, a, b) for an m x n x k problem with contiguous rows.

@@ -164,14 +164,10 @@ mod tests {
     //! CPU tests: validation, and both entries lowered to Tile IR for sm_90 (stage 1 of
     //! the JIT, which needs no GPU) for every dtype — a DSL mistake fails here, not on the GPU.
     use super::*;
-    use crate::ffi_util::MAX_DIMS;
     use cutile::compile_api::KernelCompiler;
 
     fn desc2(dtype: DType, shape: &[i64], strides: &[i64]) -> TensorDesc {
-        let mut d = TensorDesc { data: 0x1000, ndim: shape.len() as i32, dtype: dtype as i32, shape: [0; MAX_DIMS], strides: [0; MAX_DIMS] };
-        d.shape[..shape.len()].copy_from_slice(shape);
-        d.strides[..strides.len()].copy_from_slice(strides);
-        d
+        TensorDesc::from_parts(0x1000, dtype, shape, strides)
     }
 
     #[test]

@@ -180,14 +180,10 @@ mod tests {
     //! CPU tests: validation and defaults, and the entry lowered to Tile IR for sm_90 (stage 1 of
     //! the JIT, which needs no GPU) and assembled by tileiras when it is found, for every dtype.
     use super::*;
-    use crate::ffi_util::MAX_DIMS;
     use cutile::compile_api::KernelCompiler;
 
     fn desc_at(data: u64, dtype: DType, shape: &[i64], strides: &[i64]) -> TensorDesc {
-        let mut d = TensorDesc { data, ndim: shape.len() as i32, dtype: dtype as i32, shape: [0; MAX_DIMS], strides: [0; MAX_DIMS] };
-        d.shape[..shape.len()].copy_from_slice(shape);
-        d.strides[..strides.len()].copy_from_slice(strides);
-        d
+        TensorDesc::from_parts(data, dtype, shape, strides)
     }
 
     /// x at 0x10000 and out far past it, so they never overlap unless a test says so.

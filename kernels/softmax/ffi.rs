@@ -138,14 +138,10 @@ mod tests {
     //! which needs no GPU) and assembled by tileiras where the toolchain is present, for every
     //! dtype — a DSL mistake fails here, not on the GPU.
     use super::*;
-    use crate::ffi_util::MAX_DIMS;
     use cutile::compile_api::KernelCompiler;
 
     fn desc2(dtype: DType, shape: &[i64], strides: &[i64]) -> TensorDesc {
-        let mut d = TensorDesc { data: 0x1000, ndim: shape.len() as i32, dtype: dtype as i32, shape: [0; MAX_DIMS], strides: [0; MAX_DIMS] };
-        d.shape[..shape.len()].copy_from_slice(shape);
-        d.strides[..strides.len()].copy_from_slice(strides);
-        d
+        TensorDesc::from_parts(0x1000, dtype, shape, strides)
     }
 
     #[test]

@@ -1,19 +1,53 @@
 """Time every variant of a kernel's baselines and of its port on the perf configs, to choose the
 baselines' forms (keep the faster) and to see the port's autotune space whole.
 
-    python scripts/sweep_variants.py --kernel rms_norm [--nrep 30] [--backends triton cutile cutile_rs]
+    python scripts/sweep_variants.py --kernel rms_norm [--nrep 30] [--configs 0 2]
+        [--backends triton cutile cutile_rs torch] [--extra '[{"block": 1024, "rows": 2, "occupancy": 8}]']
 
 Same CUPTI timer as the benchmarks (tilekit.bench). Baseline variants come from
-`kernels/<k>/baselines.py` (VARIANTS); port variants from `kernels/<k>/spec.py`
-(`variants(**cfg)`, called with the config minus its dtype); both are called through the spec's
-`run_port` / `run_baseline`. Prints one line per (config, backend, variant)
-and, per config, the fastest of each backend. Failing variants are printed, not fatal.
+`kernels/<k>/baselines.py` (VARIANTS; a backend without variants is timed once); port variants
+from `kernels/<k>/spec.py` (`variants(**cfg)`, called with the config minus its dtype) plus any
+`--extra` ones (a JSON list of variant dicts, candidates not yet in the autotune space); all are
+called through the spec's `run_port` / `run_baseline`. Prints one line per (config, backend,
+variant) with GB/s (and TFLOP/s where the spec defines `flops`) and, per config, the fastest of
+each backend. Failing variants are printed, not fatal.
 """
 from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import sys
+
+
+def config_label(cfg: dict) -> str:
+    """'bfloat16 m=4096 n=4096 k=4096': the dtype, then every size in the config's order."""
+    sizes = " ".join(f"{k}={v}" for k, v in cfg.items() if k != "dtype")
+    return f"{cfg.get('dtype', '?'):<9} {sizes}"
+
+
+def rates(spec, cfg: dict, ms: float) -> str:
+    out = f"{spec.bytes_moved(cfg) / ms / 1e6:7.0f} GB/s"
+    if hasattr(spec, "flops"):
+        out += f" {spec.flops(cfg) / ms / 1e9:7.1f} TFLOP/s"
+    return out
+
+
+def calls_for(backend: str, spec, baselines, cfg: dict, inputs: dict, extra: list[dict]):
+    """{variant name: zero-argument call}, or a string saying why the backend is skipped."""
+    if backend == "cutile_rs":
+        shape = {k: v for k, v in cfg.items() if k != "dtype"}
+        candidates = list(spec.variants(**shape)) + [v for v in extra if v not in spec.variants(**shape)]
+        return {json.dumps(v, sort_keys=True): (lambda v=v: spec.run_port(inputs, variant=v)) for v in candidates}
+    if backend not in baselines.BACKENDS:
+        return f"not a backend of this kernel (have: cutile_rs {' '.join(baselines.BACKENDS)})"
+    reason = baselines.unavailable_reason(backend)
+    if reason:
+        return reason
+    names = getattr(baselines, "VARIANTS", ()) if backend != "torch" else ()
+    if not names:
+        return {"-": lambda: spec.run_baseline(backend, inputs)}
+    return {v: (lambda v=v: spec.run_baseline(backend, inputs, variant=v)) for v in names}
 
 
 def main(argv):
@@ -22,7 +56,14 @@ def main(argv):
     p.add_argument("--nrep", type=int, default=30)
     p.add_argument("--backends", nargs="+", default=["triton", "cutile", "cutile_rs"])
     p.add_argument("--configs", nargs="+", type=int, help="indices into spec.PERF_CONFIGS (default: all)")
+    p.add_argument("--extra", default="[]", help="JSON list of extra port variants to time")
     args = p.parse_args(argv)
+    try:
+        extra = json.loads(args.extra)
+        if not isinstance(extra, list) or not all(isinstance(v, dict) for v in extra):
+            raise ValueError("not a list of objects")
+    except ValueError as e:
+        p.error(f"--extra must be a JSON list of variant dicts, e.g. '[{{\"block\": 1024}}]': {e}")
 
     from tilekit import bench
 
@@ -32,30 +73,26 @@ def main(argv):
     configs = [spec.PERF_CONFIGS[i] for i in args.configs] if args.configs else spec.PERF_CONFIGS
     for cfg in configs:
         inputs = spec.make_inputs(cfg)
-        nbytes = spec.bytes_moved(cfg)
+        label = config_label(cfg)
         for backend in args.backends:
-            if backend == "cutile_rs":
-                shape = {k: v for k, v in cfg.items() if k != "dtype"}
-                calls = {str(v): (lambda v=v: spec.run_port(inputs, variant=v)) for v in spec.variants(**shape)}
-            else:
-                reason = baselines.unavailable_reason(backend)
-                if reason:
-                    print(f"{backend}: skipped: {reason}")
-                    continue
-                calls = {v: (lambda v=v: spec.run_baseline(backend, inputs, variant=v)) for v in baselines.VARIANTS}
+            calls = calls_for(backend, spec, baselines, cfg, inputs, extra)
+            if isinstance(calls, str):
+                print(f"{label} {backend}: skipped: {calls}", flush=True)
+                continue
             for name, call in calls.items():
                 try:
                     ms = bench.time_cupti(call, nrep=args.nrep, warmup=3).stats()["median_ms"]
                 except Exception as e:  # noqa: BLE001 - print and go on
-                    print(f"{cfg} {backend:<9} {name:<50} FAILED {str(e)[:200]}")
+                    print(f"{label} {backend:<9} {name:<50} FAILED {str(e)[:300]}", flush=True)
                     continue
-                print(f"{cfg['dtype']:<9} {cfg['m']:>7}x{cfg['n']:<6} {backend:<9} {name:<50} {ms:9.4f} ms {nbytes / ms / 1e6:7.0f} GB/s", flush=True)
-                key = (str(cfg), backend)
+                print(f"{label} {backend:<9} {name:<50} {ms:9.4f} ms {rates(spec, cfg, ms)}", flush=True)
+                key = (label, backend)
                 if key not in best or ms < best[key][1]:
                     best[key] = (name, ms)
+        del inputs
     print("\nfastest per config and backend:")
-    for (cfg, backend), (name, ms) in best.items():
-        print(f"  {cfg} {backend:<9} {ms:9.4f} ms  {name}")
+    for (label, backend), (name, ms) in best.items():
+        print(f"  {label} {backend:<9} {ms:9.4f} ms  {name}")
     return 0
 
 

@@ -111,6 +111,39 @@ pub fn invalid(msg: impl Into<String>) -> FfiError {
     err(rc::INVALID_ARGUMENT, msg)
 }
 
+/// A variant's compile hint: -1 (`rc::COMPILER_DEFAULT`) leaves it to tileiras, a value `ok`
+/// accepts is passed on, anything else is refused naming the hint and the values it takes.
+pub fn hint(v: i32, name: &str, ok: impl Fn(i32) -> bool, allowed: &str) -> FfiResult<Option<i32>> {
+    match v {
+        rc::COMPILER_DEFAULT => Ok(None),
+        v if ok(v) => Ok(Some(v)),
+        v => Err(invalid(format!("variant {name}={v}: use {allowed}, or -1 for the compiler's default"))),
+    }
+}
+
+/// `occupancy`: the CTAs per SM tileiras plans registers for (Tile IR accepts 1..=32).
+pub fn occupancy_hint(v: i32) -> FfiResult<Option<i32>> {
+    hint(v, "occupancy", |o| (1..=32).contains(&o), "1..=32")
+}
+
+/// `warps`: worker warps per CTA (`num_worker_warps_per_cta`). The Tile IR 13.4 bytecode that
+/// tileiras 13.4 reads accepts only 4 or 8 (13.3 and 13.5 take powers of two up to 32).
+pub fn warps_hint(v: i32) -> FfiResult<Option<i32>> {
+    hint(v, "warps", |w| w == 4 || w == 8, "4 or 8 (what Tile IR 13.4 accepts)")
+}
+
+/// Compile options carrying the optional occupancy and worker-warps hints.
+pub fn compile_options(occupancy: Option<i32>, warps: Option<i32>) -> cutile::tile_kernel::CompileOptions {
+    let mut o = cutile::tile_kernel::CompileOptions::default();
+    if let Some(v) = occupancy {
+        o = o.occupancy(v);
+    }
+    if let Some(v) = warps {
+        o = o.num_worker_warps_per_cta(v);
+    }
+    o
+}
+
 thread_local! {
     static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
 }

@@ -86,14 +86,6 @@ fn pick(v: i32, default: i32) -> i32 {
     if v == rc::COMPILER_DEFAULT { default } else { v }
 }
 
-fn hint(v: i32, name: &str, ok: impl Fn(i32) -> bool, allowed: &str) -> FfiResult<Option<i32>> {
-    match v {
-        rc::COMPILER_DEFAULT => Ok(None),
-        v if ok(v) => Ok(Some(v)),
-        v => Err(invalid(format!("variant {name}={v}: use {allowed}, or -1 for the compiler's default"))),
-    }
-}
-
 #[allow(clippy::too_many_arguments)]
 pub fn plan(c: &TensorDesc, a: &TensorDesc, b: &TensorDesc, bm: i32, bn: i32, bk: i32, group: i32, programs: i32, occupancy: i32, num_cta_in_cga: i32) -> FfiResult<Plan> {
     let dtype = a.dtype()?;
@@ -134,8 +126,8 @@ pub fn plan(c: &TensorDesc, a: &TensorDesc, b: &TensorDesc, bm: i32, bn: i32, bk
         p if p > 0 => Some(p as u32),
         p => return Err(invalid(format!("variant programs={p}: use 0 (one tile per tile block), P > 0 (persistent grid), or -1"))),
     };
-    let occupancy = hint(occupancy, "occupancy", |o| (1..=32).contains(&o), "1..=32")?;
-    let num_cta_in_cga = hint(num_cta_in_cga, "num_cta_in_cga", |v| pow2_in(v, 1, 16), "a power of two in [1, 16]")?;
+    let occupancy = ffi_util::occupancy_hint(occupancy)?;
+    let num_cta_in_cga = ffi_util::hint(num_cta_in_cga, "num_cta_in_cga", |v| pow2_in(v, 1, 16), "a power of two in [1, 16]")?;
     let p = Plan {
         dtype,
         m,

@@ -1,20 +1,21 @@
 //! C-ABI launcher of silu_and_mul: `cutile_silu_and_mul` (declared for Python in op.py's CDEF).
 //!
 //!   int32_t cutile_silu_and_mul(const TensorDesc* out, const TensorDesc* x,
-//!                               int32_t block, int32_t rows, int32_t occupancy,
+//!                               int32_t block, int32_t rows, int32_t occupancy, int32_t warps,
 //!                               int32_t device_id, uint64_t stream);
 //!
 //! x is (m, 2H) and out is (m, H), one dtype (f32, f16 or bf16), contiguous last dim, any row
 //! stride >= the row length; out must not overlap x. `block` is the tile width (a power of two)
 //! and `rows` the rows per tile block (a power of two); `occupancy` the CTAs per SM tileiras
-//! should plan registers for (1..=32). -1 picks the default: for block and rows ffi.rs's
-//! (~4K-element tiles, see default_block), for occupancy the compiler's. Every descriptor is
+//! should plan registers for (1..=32), `warps` the worker warps per CTA (4 or 8, what Tile IR 13.4
+//! accepts). -1 picks the default: for block and rows ffi.rs's (~4K-element tiles, see
+//! default_block), for the two hints the compiler's. Every descriptor is
 //! validated before anything touches the GPU: bad input returns -2/-5/-6 with a message, never a
 //! launch.
 use crate::ffi_util::{self, check_last_dim_contiguous, check_same_dtype, check_tensor, desc, invalid, rc, to_i32, DType, FfiResult, TensorDesc};
 use super::kernel::silu_and_mul_device as device;
 use cutile::half::{bf16, f16};
-use cutile::tile_kernel::{CompileOptions, TileKernel};
+use cutile::tile_kernel::TileKernel;
 
 const KERNEL: &str = "silu_and_mul";
 /// Largest output tile (ROWS * BLOCK elements) a variant may ask for. A block holds three tiles of
@@ -39,6 +40,8 @@ pub struct Plan {
     pub rows: i32,
     /// None: the compiler's default.
     pub occupancy: Option<i32>,
+    /// Worker warps per CTA; None: the compiler's default.
+    pub warps: Option<i32>,
     /// Tile blocks: ceil(m / rows) * ceil(h / block).
     pub grid: u32,
 }
@@ -85,7 +88,7 @@ fn byte_span(d: &TensorDesc, m: i32, len: i32, stride: i32, size: usize) -> (u12
     (d.data as u128, d.data as u128 + elems * size as u128)
 }
 
-pub fn plan(out: &TensorDesc, x: &TensorDesc, block: i32, rows: i32, occupancy: i32) -> FfiResult<Plan> {
+pub fn plan(out: &TensorDesc, x: &TensorDesc, block: i32, rows: i32, occupancy: i32, warps: i32) -> FfiResult<Plan> {
     let dtype = x.dtype()?;
     if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16) {
         return Err(ffi_util::err(rc::UNSUPPORTED_DTYPE, format!("x is {}; silu_and_mul supports f32, f16, bf16", dtype.name())));
@@ -121,16 +124,13 @@ pub fn plan(out: &TensorDesc, x: &TensorDesc, block: i32, rows: i32, occupancy: 
             "variant block={block} rows={rows}: block must be a power of two in [16, {MAX_TILE_ELEMS}], rows a power of two in [1, 256], block*rows <= {MAX_TILE_ELEMS}"
         )));
     }
-    let occupancy = match occupancy {
-        rc::COMPILER_DEFAULT => None,
-        o if (1..=32).contains(&o) => Some(o),
-        o => return Err(invalid(format!("variant occupancy={o}: use 1..=32, or -1 for the compiler's default"))),
-    };
+    let occupancy = ffi_util::occupancy_hint(occupancy)?;
+    let warps = ffi_util::warps_hint(warps)?;
     let tiles = ((m as i64 + rows as i64 - 1) / rows as i64) * ((h as i64 + block as i64 - 1) / block as i64);
     if tiles > i32::MAX as i64 {
         return Err(invalid(format!("{tiles} tile blocks exceed the 1-D grid limit {}; use larger tiles (block, rows)", i32::MAX)));
     }
-    Ok(Plan { dtype, m, h, stride_x, stride_out, block, rows, occupancy, grid: tiles as u32 })
+    Ok(Plan { dtype, m, h, stride_x, stride_out, block, rows, occupancy, warps, grid: tiles as u32 })
 }
 
 fn launch<T: cutile::cuda_core::DType>(p: &Plan, out: &TensorDesc, x: &TensorDesc, device_id: i32, stream: u64) -> FfiResult<()> {
@@ -140,7 +140,7 @@ fn launch<T: cutile::cuda_core::DType>(p: &Plan, out: &TensorDesc, x: &TensorDes
     up.data = x.data + p.h as u64 * std::mem::size_of::<T>() as u64;
     let (y_ptr, g_ptr, u_ptr) = unsafe { (ffi_util::device_ptr::<T>(out), ffi_util::device_ptr::<T>(x), ffi_util::device_ptr::<T>(&up)) };
     let generics = vec![T::DTYPE.as_str().to_string(), p.rows.to_string(), p.block.to_string()];
-    let options = p.occupancy.map_or_else(CompileOptions::default, |o| CompileOptions::default().occupancy(o));
+    let options = ffi_util::compile_options(p.occupancy, p.warps);
     // SAFETY: plan() checked shapes, strides, dtypes and that out does not overlap x; the memory is
     // PyTorch's, alive until the caller's stream has run the kernel (stream-ordered allocator).
     unsafe {
@@ -160,12 +160,13 @@ pub extern "C" fn cutile_silu_and_mul(
     block: i32,
     rows: i32,
     occupancy: i32,
+    warps: i32,
     device_id: i32,
     stream: u64,
 ) -> i32 {
     ffi_util::guard(KERNEL, || {
         let (out, x) = unsafe { (desc(out, "out")?, desc(x, "x")?) };
-        let p = plan(out, x, block, rows, occupancy)?;
+        let p = plan(out, x, block, rows, occupancy, warps)?;
         match p.dtype {
             DType::F32 => launch::<f32>(&p, out, x, device_id, stream),
             DType::F16 => launch::<f16>(&p, out, x, device_id, stream),
@@ -199,11 +200,11 @@ mod tests {
     fn plan_takes_row_strides_and_default_tiles() {
         let x = x_desc(DType::BF16, &[257, 8194], &[8300, 1]);
         let y = out_desc(DType::BF16, &[257, 4097], &[4097, 1]);
-        let p = plan(&y, &x, -1, -1, -1).unwrap();
+        let p = plan(&y, &x, -1, -1, -1, -1).unwrap();
         // H = 4097: 512-wide column tiles (9 per row, 11 % padding), 8 rows -> 33 * 9 tile blocks.
-        assert_eq!(p, Plan { dtype: DType::BF16, m: 257, h: 4097, stride_x: 8300, stride_out: 4097, block: 512, rows: 8, occupancy: None, grid: 33 * 9 });
-        assert_eq!(plan(&y, &x, 1024, -1, 4).unwrap().rows, 4);
-        assert_eq!(plan(&y, &x, 1024, 2, 4).unwrap().occupancy, Some(4));
+        assert_eq!(p, Plan { dtype: DType::BF16, m: 257, h: 4097, stride_x: 8300, stride_out: 4097, block: 512, rows: 8, occupancy: None, warps: None, grid: 33 * 9 });
+        assert_eq!(plan(&y, &x, 1024, -1, 4, -1).unwrap().rows, 4);
+        assert_eq!(plan(&y, &x, 1024, 2, 4, -1).unwrap().occupancy, Some(4));
     }
 
     #[test]
@@ -222,7 +223,7 @@ mod tests {
     fn single_row_needs_no_row_stride() {
         let x = x_desc(DType::F32, &[1, 2], &[0, 1]);
         let y = out_desc(DType::F32, &[1, 1], &[0, 1]);
-        let p = plan(&y, &x, -1, -1, -1).unwrap();
+        let p = plan(&y, &x, -1, -1, -1, -1).unwrap();
         assert_eq!((p.stride_x, p.stride_out, p.block, p.rows, p.grid), (2, 1, 16, 1, 1));
     }
 
@@ -247,7 +248,7 @@ mod tests {
             (x_desc(DType::F32, &[4], &[1]), y, 16, 1, "2 dims"),
         ];
         for (x, out, block, rows, needle) in cases {
-            let e = plan(&out, &x, block, rows, -1).unwrap_err();
+            let e = plan(&out, &x, block, rows, -1, -1).unwrap_err();
             assert_eq!(e.code, rc::INVALID_ARGUMENT, "{needle}: {}", e.msg);
             assert!(e.msg.contains(needle), "message {:?} should mention {needle:?}", e.msg);
         }
@@ -257,10 +258,10 @@ mod tests {
     fn plan_rejects_integer_and_mixed_dtypes() {
         let x = x_desc(DType::I32, &[4, 16], &[16, 1]);
         let y = out_desc(DType::I32, &[4, 8], &[8, 1]);
-        assert_eq!(plan(&y, &x, -1, -1, -1).unwrap_err().code, rc::UNSUPPORTED_DTYPE);
+        assert_eq!(plan(&y, &x, -1, -1, -1, -1).unwrap_err().code, rc::UNSUPPORTED_DTYPE);
         let x = x_desc(DType::F16, &[4, 16], &[16, 1]);
         let y = out_desc(DType::BF16, &[4, 8], &[8, 1]);
-        let e = plan(&y, &x, -1, -1, -1).unwrap_err();
+        let e = plan(&y, &x, -1, -1, -1, -1).unwrap_err();
         assert!(e.code == rc::INVALID_ARGUMENT && e.msg.contains("share one dtype"), "{}", e.msg);
     }
 
@@ -269,8 +270,19 @@ mod tests {
         let x = x_desc(DType::F32, &[4, 16], &[16, 1]);
         let y = out_desc(DType::F32, &[4, 8], &[8, 1]);
         for o in [0, 33, -2] {
-            let e = plan(&y, &x, -1, -1, o).unwrap_err();
+            let e = plan(&y, &x, -1, -1, o, -1).unwrap_err();
             assert!(e.code == rc::INVALID_ARGUMENT && e.msg.contains(&format!("occupancy={o}")), "{}", e.msg);
+        }
+    }
+
+    #[test]
+    fn plan_takes_4_or_8_warps_and_rejects_the_rest() {
+        let x = x_desc(DType::F32, &[4, 16], &[16, 1]);
+        let y = out_desc(DType::F32, &[4, 8], &[8, 1]);
+        assert_eq!(plan(&y, &x, -1, -1, 8, 8).unwrap().warps, Some(8));
+        for w in [0, 1, 16, -2] {
+            let e = plan(&y, &x, -1, -1, -1, w).unwrap_err();
+            assert!(e.code == rc::INVALID_ARGUMENT && e.msg.contains(&format!("warps={w}")) && e.msg.contains("4 or 8"), "{}", e.msg);
         }
     }
 
@@ -280,10 +292,10 @@ mod tests {
         let big = i32::MAX as i64;
         let x = x_desc(DType::BF16, &[big, 2], &[2, 1]);
         let y = desc_at(0x100_0000_0000, DType::BF16, &[big, 1], &[1, 1]);
-        assert_eq!(plan(&y, &x, 16, 1, -1).unwrap().grid, i32::MAX as u32);
+        assert_eq!(plan(&y, &x, 16, 1, -1, -1).unwrap().grid, i32::MAX as u32);
         let x = x_desc(DType::BF16, &[big, 64], &[64, 1]);
         let y = desc_at(0x100_0000_0000, DType::BF16, &[big, 32], &[32, 1]);
-        let e = plan(&y, &x, 16, 1, -1).unwrap_err();
+        let e = plan(&y, &x, 16, 1, -1, -1).unwrap_err();
         assert!(e.code == rc::INVALID_ARGUMENT && e.msg.contains("grid limit"), "{}", e.msg);
     }
 
@@ -293,8 +305,8 @@ mod tests {
     #[test]
     fn perf_config_specializations_lower_and_assemble_for_sm90() {
         use cutile::cutile_compiler::specialization::DivHint;
-        for (rows, block, m, h) in [("1", "4096", 65536, 4096), ("2", "2048", 16384, 14336)] {
-            let what = format!("silu_and_mul<bf16,{rows},{block}> for {m}x{h}");
+        for (rows, block, m, h, occupancy, warps) in [("1", "4096", 65536, 4096, 4, None), ("2", "2048", 16384, 14336, 4, None), ("1", "2048", 65536, 4096, 8, Some(8))] {
+            let what = format!("silu_and_mul<bf16,{rows},{block}> for {m}x{h}, occupancy {occupancy}, warps {warps:?}");
             let ptr = DivHint::from_ptr(0x7f00_0000_0000);
             let hints = [
                 ("out_ptr", ptr),
@@ -309,7 +321,7 @@ mod tests {
                 .target("sm_90")
                 .generics(vec!["bf16".into(), rows.into(), block.into()])
                 .scalar_hints(&hints)
-                .options(CompileOptions::default().occupancy(4))
+                .options(crate::ffi_util::compile_options(Some(occupancy), warps))
                 .compile()
                 .unwrap_or_else(|e| panic!("{what} does not lower: {e}"));
             // Each of the 3 pointers and 4 integers is known to divide by 16: the hints reached the IR.
@@ -330,7 +342,7 @@ mod tests {
                     .compile()
                     .unwrap_or_else(|e| panic!("{what} does not lower: {e}"));
                 let ir = artifacts.ir_text();
-                assert!(ir.contains("exp") && ir.contains("divf"), "{what}: IR lacks exp/divf:\n{ir}");
+                assert!(ir.contains("exp2") && ir.contains("divf") && ir.contains("approx"), "{what}: IR lacks exp2 / approximate divf:\n{ir}");
                 crate::ffi_util::assemble_for_sm90_if_tileiras(&artifacts, &what);
             }
         }

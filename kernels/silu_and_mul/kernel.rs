@@ -56,11 +56,15 @@ pub mod silu_and_mul_device {
 
         let g: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(g_part.load([rt, ct]));
         let u: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(u_part.load([rt, ct]));
-        // sigmoid(g) = 1 / (1 + exp(-g)): exp(-g) overflows to +inf for g < ~-88 and 1/inf = 0,
-        // so the result saturates to -0 instead of the NaN that exp(g) / (1 + exp(g)) gives for
-        // g > ~88. The division is the approximate one (a few ulp), ample for every output dtype.
+        // sigmoid(g) = 1 / (1 + exp(-g)), with exp(-g) = exp2(g * -log2(e)) (the hardware's ex2)
+        // and the approximate, flush-to-zero reciprocal (MUFU.RCP, ~1 ulp) instead of the IEEE
+        // division's refinement sequence. exp2 overflows to +inf for g < ~-88 and 1/inf = 0, so
+        // the result saturates to -0 instead of the NaN that exp(g) / (1 + exp(g)) gives for
+        // g > ~88; flushed subnormals are far below every output dtype's resolution.
         let one: Tile<f32, { [ROWS, BLOCK] }> = constant(1.0f32, tile);
-        let sig: Tile<f32, { [ROWS, BLOCK] }> = true_div(one, one + exp(negf(g)));
+        let neg_log2e: Tile<f32, { [ROWS, BLOCK] }> = constant(-1.4426950408889634f32, tile);
+        let denom: Tile<f32, { [ROWS, BLOCK] }> = one + exp2(g * neg_log2e, ftz::Enabled);
+        let sig: Tile<f32, { [ROWS, BLOCK] }> = divf(one, denom, rounding::Approx, ftz::Enabled);
         let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(g * sig * u);
         y_part.store(y, [rt, ct]);
     }

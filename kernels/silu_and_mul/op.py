@@ -6,7 +6,7 @@
 Calls `cutile_silu_and_mul` in libcutile_kernels.so (kernels/silu_and_mul/ffi.rs) on x's device
 and that device's current torch stream. The output is allocated here with torch.empty (or passed
 as `out`); Rust only borrows. `variant="auto"` (the default) uses the autotuned (block, rows,
-occupancy) for this GPU, dtype and shape class (tilekit.autotune; candidates from spec.variants);
+occupancy[, warps]) for this GPU, dtype and shape class (tilekit.autotune; candidates from spec.variants);
 "default" takes ffi.rs's tile with occupancy 4; a dict picks one explicitly.
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ from tilekit import autotune, ffi
 # The single source of truth for the export's signature (checked against `nm -D` by make symbols).
 CDEF = """
 int32_t cutile_silu_and_mul(const TensorDesc* out, const TensorDesc* x,
-                            int32_t block, int32_t rows, int32_t occupancy,
+                            int32_t block, int32_t rows, int32_t occupancy, int32_t warps,
                             int32_t device_id, uint64_t stream);
 """
 
@@ -43,12 +43,12 @@ def _check(x: torch.Tensor, out: torch.Tensor | None) -> None:
         raise ValueError(f"silu_and_mul: x must be on a CUDA device, got {x.device}")
 
 
-def launch(x2: torch.Tensor, y2: torch.Tensor, block: int, rows: int, occupancy: int) -> None:
+def launch(x2: torch.Tensor, y2: torch.Tensor, block: int, rows: int, occupancy: int, warps: int = -1) -> None:
     """One call of the export on 2-D views; raises ffi.KernelError on a non-zero code."""
     device_id, stream = ffi.stream_args(x2)
     lib = ffi.library()
     d_out, d_x = lib.pack(y2), lib.pack(x2)
-    lib.call("silu_and_mul", "cutile_silu_and_mul", d_out, d_x, int(block), int(rows), int(occupancy), device_id, stream)
+    lib.call("silu_and_mul", "cutile_silu_and_mul", d_out, d_x, int(block), int(rows), int(occupancy), int(warps), device_id, stream)
 
 
 def silu_and_mul(x: torch.Tensor, *, variant: str | dict = "auto", out: torch.Tensor | None = None) -> torch.Tensor:

@@ -1,19 +1,20 @@
 //! C-ABI launcher of softmax: `cutile_softmax` (declared for Python in op.py's CDEF).
 //!
 //!   int32_t cutile_softmax(const TensorDesc* out, const TensorDesc* x,
-//!                          int32_t block, int32_t rows, int32_t occupancy,
+//!                          int32_t block, int32_t rows, int32_t occupancy, int32_t warps,
 //!                          int32_t device_id, uint64_t stream);
 //!
 //! x and out are (m, n) with the same shape and dtype (f32, f16 or bf16), contiguous last dim, any
 //! row stride >= n. `block` is the tile width (a power of two; n <= block selects the one-load
 //! kernel, else the online two-pass one) and `rows` the rows per tile block; `occupancy` the CTAs
-//! per SM tileiras should plan registers for (1..=32). -1 for any of them picks the default (the
-//! compiler's, for occupancy). Every descriptor is validated before anything touches the GPU: bad
+//! per SM tileiras should plan registers for (1..=32) and `warps` the worker warps per CTA (4 or 8,
+//! what Tile IR 13.4 accepts). -1 for any of them picks the default (the compiler's, for the two
+//! hints). Every descriptor is validated before anything touches the GPU: bad
 //! input returns -2/-5/-6 with a message, never a launch.
 use crate::ffi_util::{self, check_last_dim_contiguous, check_same_dtype, check_same_shape, check_tensor, desc, invalid, rc, to_i32, DType, FfiResult, TensorDesc};
 use super::kernel::softmax_device as device;
 use cutile::half::{bf16, f16};
-use cutile::tile_kernel::{CompileOptions, TileKernel};
+use cutile::tile_kernel::TileKernel;
 
 const KERNEL: &str = "softmax";
 /// Largest tile (ROWS * BLOCK elements) a variant may ask for: beyond it registers spill.
@@ -35,6 +36,8 @@ pub struct Plan {
     pub rows: i32,
     /// None: the compiler's default.
     pub occupancy: Option<i32>,
+    /// Worker warps per CTA; None: the compiler's default.
+    pub warps: Option<i32>,
 }
 
 /// Default tile width: the whole row (one read of x, one exp per element) up to 16K columns, else
@@ -69,7 +72,7 @@ fn row_stride(d: &TensorDesc, n: i32, arg: &str) -> FfiResult<i32> {
     Ok(s)
 }
 
-pub fn plan(out: &TensorDesc, x: &TensorDesc, block: i32, rows: i32, occupancy: i32) -> FfiResult<Plan> {
+pub fn plan(out: &TensorDesc, x: &TensorDesc, block: i32, rows: i32, occupancy: i32, warps: i32) -> FfiResult<Plan> {
     let dtype = x.dtype()?;
     if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16) {
         return Err(ffi_util::err(rc::UNSUPPORTED_DTYPE, format!("x is {}; softmax supports f32, f16, bf16", dtype.name())));
@@ -90,12 +93,9 @@ pub fn plan(out: &TensorDesc, x: &TensorDesc, block: i32, rows: i32, occupancy: 
             "variant block={block} rows={rows}: block must be a power of two in [16, {MAX_TILE_ELEMS}], rows a power of two in [1, 64], block*rows <= {MAX_TILE_ELEMS}"
         )));
     }
-    let occupancy = match occupancy {
-        rc::COMPILER_DEFAULT => None,
-        o if (1..=32).contains(&o) => Some(o),
-        o => return Err(invalid(format!("variant occupancy={o}: use 1..=32, or -1 for the compiler's default"))),
-    };
-    Ok(Plan { dtype, m, n, stride_x: row_stride(x, n, "x")?, stride_y: row_stride(out, n, "out")?, block, rows, occupancy })
+    let occupancy = ffi_util::occupancy_hint(occupancy)?;
+    let warps = ffi_util::warps_hint(warps)?;
+    Ok(Plan { dtype, m, n, stride_x: row_stride(x, n, "x")?, stride_y: row_stride(out, n, "out")?, block, rows, occupancy, warps })
 }
 
 fn launch<T: cutile::cuda_core::DType>(p: &Plan, out: &TensorDesc, x: &TensorDesc, device_id: i32, stream: u64) -> FfiResult<()> {
@@ -103,7 +103,7 @@ fn launch<T: cutile::cuda_core::DType>(p: &Plan, out: &TensorDesc, x: &TensorDes
     let (y_ptr, x_ptr) = unsafe { (ffi_util::device_ptr::<T>(out), ffi_util::device_ptr::<T>(x)) };
     let generics = vec![T::DTYPE.as_str().to_string(), p.rows.to_string(), p.block.to_string()];
     let grid = (((p.m + p.rows - 1) / p.rows) as u32, 1, 1);
-    let options = p.occupancy.map_or_else(CompileOptions::default, |o| CompileOptions::default().occupancy(o));
+    let options = ffi_util::compile_options(p.occupancy, p.warps);
     // SAFETY: plan() checked shapes, strides and dtypes against the descriptors; the memory is
     // PyTorch's, alive until the caller's stream has run the kernel (stream-ordered allocator).
     unsafe {
@@ -119,10 +119,10 @@ fn launch<T: cutile::cuda_core::DType>(p: &Plan, out: &TensorDesc, x: &TensorDes
 
 /// See the file header for the contract. Returns 0 or a negative code (DESIGN.md "C ABI").
 #[no_mangle]
-pub extern "C" fn cutile_softmax(out: *const TensorDesc, x: *const TensorDesc, block: i32, rows: i32, occupancy: i32, device_id: i32, stream: u64) -> i32 {
+pub extern "C" fn cutile_softmax(out: *const TensorDesc, x: *const TensorDesc, block: i32, rows: i32, occupancy: i32, warps: i32, device_id: i32, stream: u64) -> i32 {
     ffi_util::guard(KERNEL, || {
         let (out, x) = unsafe { (desc(out, "out")?, desc(x, "x")?) };
-        let p = plan(out, x, block, rows, occupancy)?;
+        let p = plan(out, x, block, rows, occupancy, warps)?;
         match p.dtype {
             DType::F32 => launch::<f32>(&p, out, x, device_id, stream),
             DType::F16 => launch::<f16>(&p, out, x, device_id, stream),
@@ -148,10 +148,10 @@ mod tests {
     fn plan_takes_row_strides_and_defaults() {
         let x = desc2(DType::F16, &[257, 4097], &[5000, 1]);
         let y = desc2(DType::F16, &[257, 4097], &[4097, 1]);
-        let p = plan(&y, &x, -1, -1, -1).unwrap();
-        assert_eq!(p, Plan { dtype: DType::F16, m: 257, n: 4097, stride_x: 5000, stride_y: 4097, block: 8192, rows: 1, occupancy: None });
-        assert_eq!(plan(&y, &x, 1024, -1, -1).unwrap().rows, 8);
-        assert_eq!(plan(&y, &x, 16384, 2, 4).unwrap().occupancy, Some(4));
+        let p = plan(&y, &x, -1, -1, -1, -1).unwrap();
+        assert_eq!(p, Plan { dtype: DType::F16, m: 257, n: 4097, stride_x: 5000, stride_y: 4097, block: 8192, rows: 1, occupancy: None, warps: None });
+        assert_eq!(plan(&y, &x, 1024, -1, -1, -1).unwrap().rows, 8);
+        assert_eq!(plan(&y, &x, 16384, 2, 4, -1).unwrap().occupancy, Some(4));
     }
 
     #[test]
@@ -165,7 +165,7 @@ mod tests {
     #[test]
     fn single_row_ignores_its_stride() {
         let x = desc2(DType::F32, &[1, 1000], &[0, 1]);
-        assert_eq!(plan(&x, &x, -1, -1, -1).unwrap().stride_x, 1000);
+        assert_eq!(plan(&x, &x, -1, -1, -1, -1).unwrap().stride_x, 1000);
     }
 
     #[test]
@@ -184,7 +184,7 @@ mod tests {
             (x, x, 65536, 2, "block*rows"),
         ];
         for (out, x, block, rows, needle) in cases {
-            let e = plan(&out, &x, block, rows, -1).unwrap_err();
+            let e = plan(&out, &x, block, rows, -1, -1).unwrap_err();
             assert_eq!(e.code, rc::INVALID_ARGUMENT, "{needle}: {}", e.msg);
             assert!(e.msg.contains(needle), "message {:?} should mention {needle:?}", e.msg);
         }
@@ -194,14 +194,14 @@ mod tests {
     fn plan_rejects_mixed_dtypes_as_invalid_argument() {
         let x = desc2(DType::F16, &[4, 8], &[8, 1]);
         let y = desc2(DType::F32, &[4, 8], &[8, 1]);
-        let e = plan(&y, &x, -1, -1, -1).unwrap_err();
+        let e = plan(&y, &x, -1, -1, -1, -1).unwrap_err();
         assert!(e.code == rc::INVALID_ARGUMENT && e.msg.contains("share one dtype"), "{}", e.msg);
     }
 
     #[test]
     fn plan_rejects_integer_dtype_as_unsupported() {
         let x = desc2(DType::I64, &[4, 8], &[8, 1]);
-        let e = plan(&x, &x, -1, -1, -1).unwrap_err();
+        let e = plan(&x, &x, -1, -1, -1, -1).unwrap_err();
         assert!(e.code == rc::UNSUPPORTED_DTYPE && e.msg.contains("softmax supports f32, f16, bf16"), "{}", e.msg);
     }
 
@@ -209,16 +209,27 @@ mod tests {
     fn plan_rejects_occupancy_out_of_range() {
         let x = desc2(DType::F32, &[4, 8], &[8, 1]);
         for occ in [0, 33, -7] {
-            let e = plan(&x, &x, -1, -1, occ).unwrap_err();
+            let e = plan(&x, &x, -1, -1, occ, -1).unwrap_err();
             assert!(e.code == rc::INVALID_ARGUMENT && e.msg.contains(&format!("occupancy={occ}")), "{}", e.msg);
+        }
+    }
+
+    #[test]
+    fn plan_takes_4_or_8_warps_and_rejects_the_rest() {
+        let x = desc2(DType::F32, &[4, 8], &[8, 1]);
+        assert_eq!(plan(&x, &x, -1, -1, -1, 8).unwrap().warps, Some(8));
+        assert_eq!(plan(&x, &x, -1, -1, -1, -1).unwrap().warps, None);
+        for w in [0, 2, 16, -3] {
+            let e = plan(&x, &x, -1, -1, -1, w).unwrap_err();
+            assert!(e.code == rc::INVALID_ARGUMENT && e.msg.contains(&format!("warps={w}")) && e.msg.contains("4 or 8"), "{}", e.msg);
         }
     }
 
     #[test]
     fn null_descriptor_is_minus5_before_any_device_work() {
         let x = desc2(DType::F32, &[4, 8], &[8, 1]);
-        assert_eq!(cutile_softmax(std::ptr::null(), &x, -1, -1, -1, 0, 0), rc::NULL_DESCRIPTOR);
-        assert_eq!(cutile_softmax(&x, std::ptr::null(), -1, -1, -1, 0, 0), rc::NULL_DESCRIPTOR);
+        assert_eq!(cutile_softmax(std::ptr::null(), &x, -1, -1, -1, -1, 0, 0), rc::NULL_DESCRIPTOR);
+        assert_eq!(cutile_softmax(&x, std::ptr::null(), -1, -1, -1, -1, 0, 0), rc::NULL_DESCRIPTOR);
     }
 
     /// The specializations the H200's autotune picked for the perf configs, compiled as the
@@ -247,6 +258,23 @@ mod tests {
                 .unwrap_or_else(|e| panic!("{what} does not lower: {e}"));
             let ir = artifacts.ir_text();
             assert_eq!(ir.matches("assume div_by<16>").count(), 6, "{what}: hints missing from the IR:\n{ir}");
+            crate::ffi_util::assemble_for_sm90_if_tileiras(&artifacts, &what);
+        }
+    }
+
+    /// The worker-warps hint reaches the IR and tileiras 13.4 accepts it for sm_90.
+    #[test]
+    fn warps_hint_lowers_and_assembles_for_sm90() {
+        for warps in [4, 8] {
+            let what = format!("softmax_row<f16,1,1024> with occupancy 8, {warps} warps");
+            let artifacts = KernelCompiler::new(device::__module_ast_self, "softmax_device", "softmax_row")
+                .target("sm_90")
+                .generics(vec!["f16".into(), "1".into(), "1024".into()])
+                .options(crate::ffi_util::compile_options(Some(8), Some(warps)))
+                .compile()
+                .unwrap_or_else(|e| panic!("{what} does not lower: {e}"));
+            let ir = artifacts.ir_text();
+            assert!(ir.contains(&format!("num_worker_warps_per_cta = {warps}")), "{what}: hint missing from the IR:\n{ir}");
             crate::ffi_util::assemble_for_sm90_if_tileiras(&artifacts, &what);
         }
     }

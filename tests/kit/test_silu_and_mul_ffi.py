@@ -23,10 +23,10 @@ def lib():
     return ffi.Library()
 
 
-def call(lib, x, out, block=-1, rows=-1, occupancy=-1, device_id=0, stream=0, x_desc=None, out_desc=None):
+def call(lib, x, out, block=-1, rows=-1, occupancy=-1, warps=-1, device_id=0, stream=0, x_desc=None, out_desc=None):
     d_out = out_desc if out_desc is not None else lib.pack(out)
     d_x = x_desc if x_desc is not None else lib.pack(x)
-    lib.call("silu_and_mul", FUNC, d_out, d_x, block, rows, occupancy, device_id, stream)
+    lib.call("silu_and_mul", FUNC, d_out, d_x, block, rows, occupancy, warps, device_id, stream)
 
 
 def test_cdef_declares_one_export_ending_in_device_and_stream():
@@ -73,6 +73,7 @@ INVALID = {
     "block_not_pow2": (lambda: (torch.randn(4, 16), torch.empty(4, 8)), {"block": 24}, "power of two"),
     "tile_too_big": (lambda: (torch.randn(4, 16), torch.empty(4, 8)), {"block": 16384, "rows": 2}, "block*rows <= 16384"),
     "occupancy": (lambda: (torch.randn(4, 16), torch.empty(4, 8)), {"occupancy": 33}, "occupancy=33"),
+    "warps": (lambda: (torch.randn(4, 16), torch.empty(4, 8)), {"warps": 16}, "warps=16: use 4 or 8"),
     "x_1d": (lambda: (torch.randn(16), torch.empty(4, 8)), {}, "`x` must have 2 dims"),
 }
 

@@ -22,14 +22,14 @@ def lib():
     return ffi.Library()
 
 
-def call_softmax(lib, x, out, block=-1, rows=-1, occupancy=-1, device_id=0, stream=0):
-    lib.call("softmax", "cutile_softmax", lib.pack(out), lib.pack(x), block, rows, occupancy, device_id, stream)
+def call_softmax(lib, x, out, block=-1, rows=-1, occupancy=-1, warps=-1, device_id=0, stream=0):
+    lib.call("softmax", "cutile_softmax", lib.pack(out), lib.pack(x), block, rows, occupancy, warps, device_id, stream)
 
 
 def test_null_descriptor_is_minus5(lib):
     x = torch.randn(4, 8)
     with pytest.raises(ffi.KernelError) as e:
-        lib.call("softmax", "cutile_softmax", lib.pack(x), lib.ffi.NULL, -1, -1, -1, 0, 0)
+        lib.call("softmax", "cutile_softmax", lib.pack(x), lib.ffi.NULL, -1, -1, -1, -1, 0, 0)
     assert e.value.code == -5 and e.value.kernel == "softmax"
     assert "NULL_DESCRIPTOR" in str(e.value) and "descriptor `x` is null" in str(e.value)
 
@@ -44,7 +44,7 @@ def test_integer_dtype_is_minus2(lib):
 def test_unknown_dtype_code_is_minus2(lib):
     x = torch.randn(4, 8)
     with pytest.raises(ffi.KernelError) as e:
-        lib.call("softmax", "cutile_softmax", lib.pack(x), lib.desc(x.data_ptr(), (4, 8), (8, 1), 99), -1, -1, -1, 0, 0)
+        lib.call("softmax", "cutile_softmax", lib.pack(x), lib.desc(x.data_ptr(), (4, 8), (8, 1), 99), -1, -1, -1, -1, 0, 0)
     assert e.value.code == -2 and "unknown dtype code 99" in str(e.value)
 
 
@@ -59,6 +59,7 @@ def test_unknown_dtype_code_is_minus2(lib):
     ("rows_too_many", "variant block=16 rows=128"),
     ("tile_too_big", "variant block=65536 rows=2"),
     ("occupancy", "variant occupancy=33"),
+    ("warps", "variant warps=2: use 4 or 8"),
 ])
 def test_invalid_arguments_are_minus6_with_a_message(lib, case, needle):
     x = torch.randn(4, 8)
@@ -84,6 +85,8 @@ def test_invalid_arguments_are_minus6_with_a_message(lib, case, needle):
         variant.update(block=65536, rows=2)
     elif case == "occupancy":
         variant.update(occupancy=33)
+    elif case == "warps":
+        variant.update(warps=2)
     with pytest.raises(ffi.KernelError) as e:
         call_softmax(lib, x, out, **variant)
     assert e.value.code == -6 and "INVALID_ARGUMENT" in str(e.value)
@@ -111,7 +114,7 @@ def test_every_autotune_candidate_passes_validation(lib):
         d = lib.desc(0x1000, (m, n), (n, 1), ffi.DTYPE_CODES["float16"])  # a descriptor only: never read
         for v in spec.variants(m, n):
             with pytest.raises(ffi.KernelError) as e:
-                lib.call("softmax", "cutile_softmax", d, d, v["block"], v["rows"], v["occupancy"], 4096, 0)
+                lib.call("softmax", "cutile_softmax", d, d, v["block"], v["rows"], v["occupancy"], v.get("warps", -1), 4096, 0)
             assert e.value.code == -4, f"{m}x{n} {v}: {e.value}"
 
 

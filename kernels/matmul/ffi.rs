@@ -20,11 +20,13 @@ use cutile::tile_kernel::{CompileOptions, TileKernel};
 
 const KERNEL: &str = "matmul";
 
-/// Default variant: the Hopper GEMM tile (128 x 256 outputs, 64-deep K steps: 48 KiB of operands
-/// per pipeline stage, a 128 KiB f32 accumulator over two warpgroups), bands of 8 tile rows, one
-/// output tile per tile block, the compiler's occupancy and cluster size.
+/// Default variant: 128 x 128 output tiles with 64-deep K steps, bands of 8 tile rows, one output
+/// tile per tile block, the compiler's occupancy and cluster size. On the H200 (sweep of
+/// 2026-11-29, docs in kernels/matmul/NOTES.md) this was the fastest tile tileiras 13.4 builds; the
+/// usual Hopper 128 x 256 tile ran at ~45 TFLOP/s in one CTA (its accumulator does not fit one
+/// CTA's registers: tileiras spills) and reached ~650-690 TFLOP/s only as a 2-CTA cluster.
 pub const DEFAULT_BM: i32 = 128;
-pub const DEFAULT_BN: i32 = 256;
+pub const DEFAULT_BN: i32 = 128;
 pub const DEFAULT_BK: i32 = 64;
 pub const DEFAULT_GROUP: i32 = 8;
 /// Largest output tile (BM * BN) a variant may ask for: 256 x 256, the f32 accumulator of which
@@ -229,10 +231,10 @@ mod tests {
             p,
             Plan {
                 dtype: DType::BF16, m: 129, n: 257, k: 65, lda: 72, ldb: 257, ldc: 264,
-                bm: 128, bn: 256, bk: 64, group: 8, programs: None, occupancy: None, num_cta_in_cga: None,
+                bm: 128, bn: 128, bk: 64, group: 8, programs: None, occupancy: None, num_cta_in_cga: None,
             }
         );
-        assert_eq!((p.tiles(), p.grid()), (4, (4, 1, 1)));
+        assert_eq!((p.tiles(), p.grid()), (6, (6, 1, 1)));
     }
 
     #[test]

@@ -96,27 +96,24 @@ def _v(bm, bn, bk, *, persistent=False, occupancy=1, cga=1, group=8) -> dict:
 
 def variants(m: int, n: int, k: int) -> list[dict]:
     """Candidate variants, few because tileiras takes ~3-4 s per GEMM tile shape (vs ~0.5 s for
-    an rms_norm variant), so a class costs ~15-20 s of JIT the first time in a process. Not yet
-    measured on the H200 (scripts/sweep_variants.py --kernel matmul times them all); chosen from
-    Hopper GEMM practice and TileGym's cuTile configs:
-    * enough 128x256 tiles to fill the GPU (>= one per SM): the 128x256x64 Hopper tile and its
-      transpose, the same tile persistent and in 2-CTA clusters (num_cta_in_cga=2; TileGym
-      forwards it, its effect on sm_90 is what the sweep must show), TileGym's 256x256x64 2-CTA
-      tile, and 128x128x64 at two tile blocks per SM;
-    * fewer output tiles than SMs (small m*n): the default 128x256 tile against smaller tiles that
-      spread the work over more SMs, two to four per SM."""
+    an rms_norm variant), so a class costs ~15-20 s of JIT the first time in a process. From the
+    H200 sweep (2026-11-29, scripts/sweep_variants.py --kernel matmul; kernels/matmul/NOTES.md):
+    128x128x64 at occupancy 2 was the fastest tile on all four perf shapes (93-94 % of cuBLAS at
+    4096^3 and 8192^3), the same at occupancy 1 next; 128x256 and 256x128 tiles spill in one CTA
+    (45-78 TFLOP/s) and only work as 2-CTA clusters (650-700 TFLOP/s); 128x128x128 and 64x256 were
+    slower. So: the 128x128 tile first (ffi.rs's default shape), the clustered wide tiles as the
+    alternatives, and a persistent 128x128 grid; for problems with fewer 128x128 tiles than two
+    per SM, smaller tiles that spread the work over more SMs."""
     del k  # K decides the loop length, not the tiling
-    if -(-m // 128) * -(-n // 256) >= H200_SMS:
+    if -(-m // 128) * -(-n // 128) >= 2 * H200_SMS:
         return [
-            _v(128, 256, 64),
-            _v(256, 128, 64),
-            _v(128, 256, 64, persistent=True),
-            _v(128, 256, 64, cga=2),
-            _v(256, 256, 64, cga=2),
             _v(128, 128, 64, occupancy=2),
+            _v(128, 128, 64),
+            _v(128, 256, 64, cga=2),
+            _v(256, 128, 64, cga=2),
+            _v(128, 128, 64, persistent=True, occupancy=2),
         ]
     return [
-        _v(128, 256, 64),
         _v(128, 128, 64, occupancy=2),
         _v(64, 128, 64, occupancy=2),
         _v(128, 64, 64, occupancy=2),

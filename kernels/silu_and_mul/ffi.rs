@@ -305,7 +305,13 @@ mod tests {
     #[test]
     fn perf_config_specializations_lower_and_assemble_for_sm90() {
         use cutile::cutile_compiler::specialization::DivHint;
-        for (rows, block, m, h, occupancy, warps) in [("1", "4096", 65536, 4096, 4, None), ("2", "2048", 16384, 14336, 4, None), ("1", "2048", 65536, 4096, 8, Some(8))] {
+        for (rows, block, m, h, occupancy, warps) in [
+            ("1", "4096", 65536, 4096, 4, None),
+            ("2", "4096", 65536, 4096, 4, None),
+            ("2", "2048", 16384, 14336, 4, None),
+            ("1", "1024", 16384, 14336, 16, None),
+            ("1", "2048", 65536, 4096, 8, Some(8)),
+        ] {
             let what = format!("silu_and_mul<bf16,{rows},{block}> for {m}x{h}, occupancy {occupancy}, warps {warps:?}");
             let ptr = DivHint::from_ptr(0x7f00_0000_0000);
             let hints = [

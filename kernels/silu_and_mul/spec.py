@@ -93,25 +93,35 @@ def tune_key(dtype: str, m: int, h: int) -> dict:
 
 
 def variants(m: int, h: int) -> list[dict]:
-    """Candidate (block, rows, occupancy), at most 8 so tuning a class stays within seconds; the
-    first is the default (used when TILEKIT_AUTOTUNE=0). Streaming wants many bytes in flight per
-    SM: rms_norm's H200 sweep found tiles of ~8K loaded elements at occupancy 4 (or 16K at 2)
-    fastest and the compiler's default occupancy or one narrow row per block 1.5-10x slower.
-    A silu_and_mul block loads two tiles (gate and up), so: output tiles of 4K and 8K elements,
-    as default_block(h)-wide and half as wide (more rows) tiles, occupancy 4 and 2."""
+    """Candidate (block, rows, occupancy[, warps]), few so tuning a class stays within seconds; the
+    first is what TILEKIT_AUTOTUNE=0 runs. From the H200 sweep (2026-11-29,
+    scripts/sweep_variants.py; kernels/silu_and_mul/NOTES.md): tileiras guards each 16-byte load of
+    a zero-padded tile in its own branch and unpacks it there, so a thread's loads are serialized
+    and what counts is how many CTAs keep loads in flight: 1024-wide one-row tiles at occupancy 8
+    or 16 were the fastest or within 2 % on both perf shapes (0.419 / 0.365 ms); 8K-element tiles
+    at occupancy 4 (4096 x 2, 2048 x 4) next, and 2048-wide tiles with 8 worker warps at
+    occupancy 8. The ffi.rs default tile (4096 x 1 at occupancy 4) ran at 0.70 ms: not a
+    candidate."""
+    pow2 = 1 << max(4, (h - 1).bit_length())
     bw = default_block(h)
     max_rows = min(MAX_ROWS, 1 << max(0, (m - 1).bit_length()))
+    narrow = min(1024, pow2)
+    shapes = [
+        (narrow, max(1, 1024 // narrow), 8, None),
+        (narrow, max(1, 1024 // narrow), 16, None),
+        (bw, max(1, 2 * DEFAULT_TILE // bw), 4, None),
+        (min(2048, pow2), max(1, 2048 // min(2048, pow2)), 8, 8),
+    ]
     seen, out = set(), []
-    for occ in (4, 2):
-        for block in (bw, bw // 2):
-            if block < 16:
-                continue
-            for elems in (DEFAULT_TILE, 2 * DEFAULT_TILE):
-                rows = min(max(1, elems // block), max_rows)
-                if (block, rows, occ) in seen:
-                    continue
-                seen.add((block, rows, occ))
-                out.append({"block": block, "rows": rows, "occupancy": occ})
+    for block, rows, occ, warps in shapes:
+        rows = min(rows, max_rows)
+        if (block, rows, occ, warps) in seen:
+            continue
+        seen.add((block, rows, occ, warps))
+        v = {"block": block, "rows": rows, "occupancy": occ}
+        if warps:
+            v["warps"] = warps
+        out.append(v)
     return out
 
 

@@ -77,41 +77,39 @@ def tune_key(dtype: str, m: int, n: int) -> dict:
 
 
 def variants(m: int, n: int) -> list[dict]:
-    """Candidate (block, rows, occupancy), at most 10, so tuning a new shape class stays within
-    seconds. From rms_norm's H200 sweep (the same load-reduce-scale-store shape): tiles of ~8K
-    elements with occupancy 2-4 were fastest and one row per tile block was 3-10x slower. So:
-      * n <= 16384: the whole row in one tile (one read of x, one exp per element) with 8K or
-        16K elements of rows per tile block -- 8 / 16 rows at n = 1024, 2 / 4 at n = 4096, 1 / 2
-        at n = 8192;
-      * n > 8192: also the looped online form with 4096- or 2048-wide column tiles of 8K
-        elements (x read twice, mostly from L2; three exps per element), and for n > 16384 also
-        8192 x 1 and 4096 x 4.
-    Occupancy 4 and 2 for each; for rows of n <= 4096 also 1 and 2 rows at occupancy 8 (below).
-    The first candidate is ffi.rs's default shape (what
-    TILEKIT_AUTOTUNE=0 runs)."""
+    """Candidate (block, rows, occupancy[, warps]), at most 8, so tuning a new shape class stays
+    within seconds; the first is what TILEKIT_AUTOTUNE=0 runs. From the H200 sweeps (2026-11-29,
+    scripts/sweep_variants.py; kernels/softmax/NOTES.md), occupancy decides more than tile shape:
+      * short rows (n <= 2048): ~4K-element tiles of whole rows at occupancy 8 (1024 x 4: 0.0716
+        ms at 65536 x 1024, ahead of Triton's 0.0753), then 2K at occupancy 8, 8K at occupancy 4;
+      * rows up to 16K held whole: ~8K-element tiles with 8 worker warps at occupancy 4 (4096 x 2:
+        0.300 ms) and without (0.336), one row at occupancy 3 and 4 (8192 x 1 f32: 1.026 / 1.033
+        ms); the compiler's own occupancy was 3-10x slower everywhere;
+      * n > 8192: also the looped online form with 4096- or 2048-wide column tiles of 8K elements
+        (x read twice, mostly from L2; three exps per element), and for n > 16384 also 8192 x 1
+        and 4096 x 4, at occupancy 4."""
     pow2 = 1 << max(4, (n - 1).bit_length())
     max_rows = min(MAX_ROWS, 1 << max(0, (m - 1).bit_length()))
-    shapes = []
-    if pow2 <= MAX_ROW_BLOCK:
-        shapes += [(pow2, max(1, elems // pow2)) for elems in (8192, 16384)]
+    shapes = []  # (block, rows, occupancy, warps)
+    if pow2 <= 2048:
+        shapes += [(pow2, 4096 // pow2, 8, None), (pow2, 2048 // pow2, 8, None), (pow2, 8192 // pow2, 4, None)]
+    elif pow2 <= MAX_ROW_BLOCK:
+        rows = max(1, 8192 // pow2)
+        shapes += [(pow2, rows, 4, 8), (pow2, rows, 4, None), (pow2, 1, 3, None), (pow2, 1, 4, None)]
     if pow2 > 8192:
-        shapes += [(4096, 2), (2048, 4)]
+        shapes += [(4096, 2, 4, None), (2048, 4, 4, None)]
     if pow2 > MAX_ROW_BLOCK:
-        shapes += [(8192, 1), (4096, 4)]
+        shapes += [(8192, 1, 4, None), (4096, 4, 4, None)]
     seen, out = set(), []
-    for block, rows in shapes:
+    for block, rows, occ, warps in shapes:
         rows = min(rows, max_rows)
-        if (block, rows) in seen:
+        if (block, rows, occ, warps) in seen:
             continue
-        seen.add((block, rows))
-        out += [{"block": block, "rows": rows, "occupancy": occ} for occ in (4, 2)]
-    if pow2 <= 4096:
-        # Short rows, few rows per tile block, many blocks per SM: the first H200 sweep
-        # (2026-11-29, results/h200/softmax/reports/logs/sweep_variants.txt) had cuTile Python's
-        # one-row-per-program kernel at 0.096 ms and Triton's at 0.076 ms for 65536x1024 f16,
-        # against 0.118 ms for this port's best 8-row tile (its rows reduce through shared memory
-        # with 13 barriers); tileiras keeps these tiles at 64 registers, so 8 CTAs fit an SM.
-        out += [{"block": pow2, "rows": rows, "occupancy": 8} for rows in (1, 2) if rows <= max_rows]
+        seen.add((block, rows, occ, warps))
+        v = {"block": block, "rows": rows, "occupancy": occ}
+        if warps:
+            v["warps"] = warps
+        out.append(v)
     return out
 
 

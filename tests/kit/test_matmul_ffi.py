@@ -131,15 +131,16 @@ def test_variant_lists_are_small_distinct_and_complete(m, n, k):
     assert 1 <= len(vs) <= 6
     assert len({tuple(sorted(v.items())) for v in vs}) == len(vs)
     assert all(set(v) == {"bm", "bn", "bk", "group", "persistent", "occupancy", "cga"} for v in vs)
-    assert vs[0] == {"bm": 128, "bn": 256, "bk": 64, "group": 8, "persistent": False, "occupancy": 1, "cga": 1}
+    assert vs[0] == {"bm": 128, "bn": 128, "bk": 64, "group": 8, "persistent": False, "occupancy": 2, "cga": 1}
 
 
 def test_small_problems_get_smaller_tiles_and_large_ones_persistent_and_cluster_variants():
-    small = spec.variants(1000, 1000, 1000)  # 32 tiles of 128x256 for 132 SMs
-    large = spec.variants(4096, 4096, 4096)  # 512
-    assert {(v["bm"], v["bn"]) for v in small} == {(128, 256), (128, 128), (64, 128), (128, 64), (64, 64)}
+    small = spec.variants(1000, 1000, 1000)  # 64 tiles of 128x128 for 132 SMs
+    large = spec.variants(4096, 4096, 4096)  # 1024
+    assert {(v["bm"], v["bn"]) for v in small} == {(128, 128), (64, 128), (128, 64), (64, 64)}
     assert not any(v["persistent"] or v["cga"] > 1 for v in small)
     assert sum(v["persistent"] for v in large) == 1 and sum(v["cga"] == 2 for v in large) == 2
+    assert not any(v["bm"] * v["bn"] > 128 * 128 and v["cga"] == 1 for v in large)  # those spill
 
 
 def test_tune_key_rounds_every_dim_up_to_a_power_of_two():

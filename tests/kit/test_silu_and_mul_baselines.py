@@ -108,13 +108,15 @@ def test_unknown_variant_is_rejected():
 
 # -- the port's autotune space (spec.variants) ----------------------------------------------------
 
-@pytest.mark.parametrize("m,h,expected", [
-    (65536, 4096, [(4096, 1), (4096, 2), (2048, 2), (2048, 4)]),
-    (16384, 14336, [(2048, 2), (2048, 4), (1024, 4), (1024, 8)]),
-])
-def test_port_variants_for_perf_configs_are_4k_and_8k_tiles_at_occupancy_4_then_2(m, h, expected):
-    vs = spec.variants(m, h)
-    assert vs == [{"block": b, "rows": r, "occupancy": o} for o in (4, 2) for b, r in expected]
+@pytest.mark.parametrize("m,h,wide", [(65536, 4096, (4096, 2)), (16384, 14336, (2048, 4))])
+def test_port_variants_for_perf_configs_are_the_sweeps_fastest(m, h, wide):
+    """1024 x 1 at occupancy 8 and 16, an 8K-element tile at occupancy 4, 2048 x 1 with 8 warps."""
+    assert spec.variants(m, h) == [
+        {"block": 1024, "rows": 1, "occupancy": 8},
+        {"block": 1024, "rows": 1, "occupancy": 16},
+        {"block": wide[0], "rows": wide[1], "occupancy": 4},
+        {"block": 2048, "rows": 1, "occupancy": 8, "warps": 8},
+    ]
 
 
 @pytest.mark.parametrize("m,h", [(1, 1), (3, 1000), (257, 4097), (4096, 4096), (1000, 14336), (65536, 4096), (37, 16)])
@@ -126,8 +128,8 @@ def test_port_variants_are_few_distinct_valid_and_start_with_the_default(m, h):
         b, r = v["block"], v["rows"]
         # ffi.rs accepts: powers of two, block in [16, 16384], rows in [1, 256], block*rows <= 16384
         assert b & (b - 1) == 0 and r & (r - 1) == 0 and 16 <= b and 1 <= r <= 64 and b * r <= 16384
-    m_pow2 = 1 << max(0, (m - 1).bit_length())
-    assert vs[0] == {"block": spec.default_block(h), "rows": min(max(1, 4096 // spec.default_block(h)), 64, m_pow2), "occupancy": 4}
+        assert v.get("warps", 4) in (4, 8) and 1 <= v["occupancy"] <= 32
+    assert vs[0]["occupancy"] == 8 and vs[0]["block"] * vs[0]["rows"] <= 1024
 
 
 def test_tune_key_keeps_h_and_rounds_m_up_to_a_power_of_two():

@@ -6,23 +6,18 @@ import torch
 from kernels.softmax import spec
 
 
-@pytest.mark.parametrize("m,n,expected,short", [
-    (65536, 1024, [(1024, 8), (1024, 16)], [(1024, 1), (1024, 2)]),
-    (65536, 4096, [(4096, 2), (4096, 4)], [(4096, 1), (4096, 2)]),
-    (65536, 8192, [(8192, 1), (8192, 2)], []),
-    (4096, 16384, [(16384, 1), (4096, 2), (2048, 4)], []),
-    (64, 32768, [(4096, 2), (2048, 4), (8192, 1), (4096, 4)], []),
-    (3, 1000, [(1024, 4)], [(1024, 1), (1024, 2)]),
-    (1, 1, [(16, 1)], [(16, 1)]),
+@pytest.mark.parametrize("m,n,expected", [
+    (65536, 1024, [(1024, 4, 8, None), (1024, 2, 8, None), (1024, 8, 4, None)]),
+    (65536, 4096, [(4096, 2, 4, 8), (4096, 2, 4, None), (4096, 1, 3, None), (4096, 1, 4, None)]),
+    (65536, 8192, [(8192, 1, 4, 8), (8192, 1, 4, None), (8192, 1, 3, None)]),
+    (4096, 16384, [(16384, 1, 4, 8), (16384, 1, 4, None), (16384, 1, 3, None), (4096, 2, 4, None), (2048, 4, 4, None)]),
+    (64, 32768, [(4096, 2, 4, None), (2048, 4, 4, None), (8192, 1, 4, None), (4096, 4, 4, None)]),
+    (3, 1000, [(1024, 4, 8, None), (1024, 2, 8, None), (1024, 4, 4, None)]),  # rows capped at 4
+    (1, 1, [(16, 1, 8, None), (16, 1, 4, None)]),
 ])
-def test_variants_are_whole_row_tiles_then_looped_tiles_each_at_occupancy_4_and_2(m, n, expected, short):
-    """...then, for rows of n <= 4096, 1 and 2 rows per tile block at occupancy 8."""
+def test_variants_follow_the_sweep_short_rows_at_occupancy_8_long_ones_at_3_or_4(m, n, expected):
     vs = spec.variants(m, n)
-    wide, few_rows = vs[:2 * len(expected)], vs[2 * len(expected):]
-    assert [(v["block"], v["rows"]) for v in wide[::2]] == expected
-    assert [v["occupancy"] for v in wide] == [4, 2] * len(expected)
-    assert [(v["block"], v["rows"]) for v in few_rows] == short
-    assert all(v["occupancy"] == 8 for v in few_rows)
+    assert [(v["block"], v["rows"], v["occupancy"], v.get("warps")) for v in vs] == expected
 
 
 @pytest.mark.parametrize("m,n", [(65536, 1024), (65536, 4096), (65536, 8192), (257, 4097), (100, 20000), (64, 32768), (1, 1), (7, 8195)])
@@ -33,6 +28,7 @@ def test_variants_are_few_distinct_and_within_what_ffi_accepts(m, n):
     for v in vs:
         b, r = v["block"], v["rows"]
         assert b >= 16 and b & (b - 1) == 0 and 1 <= r <= 64 and r & (r - 1) == 0 and b * r <= 1 << 16
+        assert v.get("warps", 4) in (4, 8) and 1 <= v["occupancy"] <= 32
 
 
 def test_tune_key_keeps_n_and_rounds_m_up_to_a_power_of_two():

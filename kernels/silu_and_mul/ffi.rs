@@ -5,7 +5,9 @@
 //!                               int32_t device_id, uint64_t stream);
 //!
 //! x is (m, 2H) and out is (m, H), one dtype (f32, f16 or bf16), contiguous last dim, any row
-//! stride >= the row length; out must not overlap x. `block` is the tile width (a power of two)
+//! stride >= the row length; out must not overlap x. When the tile divides (m, H) and every
+//! element offset fits i32 (`exact_fits`), the unmasked `silu_and_mul_exact` entry runs, else
+//! the zero-padded `silu_and_mul`. `block` is the tile width (a power of two)
 //! and `rows` the rows per tile block (a power of two); `occupancy` the CTAs per SM tileiras
 //! should plan registers for (1..=32), `warps` the worker warps per CTA (4 or 8, what Tile IR 13.4
 //! accepts). -1 picks the default: for block and rows ffi.rs's (~4K-element tiles, see
@@ -44,6 +46,20 @@ pub struct Plan {
     pub warps: Option<i32>,
     /// Tile blocks: ceil(m / rows) * ceil(h / block).
     pub grid: u32,
+    /// The tile divides (m, h) and every element offset fits i32: `silu_and_mul_exact` (unmasked
+    /// pointer-tile loads and stores) runs instead of the zero-padded partition entry.
+    pub exact: bool,
+}
+
+/// Whether `silu_and_mul_exact` may run: no partial tile, and the largest element offset the
+/// kernel forms in i32 (from x's start to the last up element, from out's start to its last
+/// element) fits.
+pub fn exact_fits(m: i32, h: i32, rows: i32, block: i32, stride_x: i32, stride_out: i32) -> bool {
+    let (m, h) = (m as i64, h as i64);
+    m % rows as i64 == 0
+        && h % block as i64 == 0
+        && (m - 1) * stride_x as i64 + 2 * h <= i32::MAX as i64
+        && (m - 1) * stride_out as i64 + h <= i32::MAX as i64
 }
 
 /// Default tile width: the whole row (next power of two) up to 4096; wider rows get the widest
@@ -130,7 +146,8 @@ pub fn plan(out: &TensorDesc, x: &TensorDesc, block: i32, rows: i32, occupancy: 
     if tiles > i32::MAX as i64 {
         return Err(invalid(format!("{tiles} tile blocks exceed the 1-D grid limit {}; use larger tiles (block, rows)", i32::MAX)));
     }
-    Ok(Plan { dtype, m, h, stride_x, stride_out, block, rows, occupancy, warps, grid: tiles as u32 })
+    let exact = exact_fits(m, h, rows, block, stride_x, stride_out);
+    Ok(Plan { dtype, m, h, stride_x, stride_out, block, rows, occupancy, warps, grid: tiles as u32, exact })
 }
 
 fn launch<T: cutile::cuda_core::DType>(p: &Plan, out: &TensorDesc, x: &TensorDesc, device_id: i32, stream: u64) -> FfiResult<()> {
@@ -143,12 +160,21 @@ fn launch<T: cutile::cuda_core::DType>(p: &Plan, out: &TensorDesc, x: &TensorDes
     let options = ffi_util::compile_options(p.occupancy, p.warps);
     // SAFETY: plan() checked shapes, strides, dtypes and that out does not overlap x; the memory is
     // PyTorch's, alive until the caller's stream has run the kernel (stream-ordered allocator).
+    // The exact entry additionally relies on plan()'s `exact_fits`: whole tiles, i32 offsets.
     unsafe {
-        let op = device::silu_and_mul(y_ptr, g_ptr, u_ptr, p.m, p.h, p.stride_x, p.stride_out)
-            .generics(generics)
-            .grid((p.grid, 1, 1))
-            .compile_options(options);
-        ffi_util::enqueue(op, &stream)
+        if p.exact {
+            let op = device::silu_and_mul_exact(y_ptr, g_ptr, u_ptr, p.m, p.h, p.stride_x, p.stride_out)
+                .generics(generics)
+                .grid((p.grid, 1, 1))
+                .compile_options(options);
+            ffi_util::enqueue(op, &stream)
+        } else {
+            let op = device::silu_and_mul(y_ptr, g_ptr, u_ptr, p.m, p.h, p.stride_x, p.stride_out)
+                .generics(generics)
+                .grid((p.grid, 1, 1))
+                .compile_options(options);
+            ffi_util::enqueue(op, &stream)
+        }
     }
 }
 
@@ -202,7 +228,7 @@ mod tests {
         let y = out_desc(DType::BF16, &[257, 4097], &[4097, 1]);
         let p = plan(&y, &x, -1, -1, -1, -1).unwrap();
         // H = 4097: 512-wide column tiles (9 per row, 11 % padding), 8 rows -> 33 * 9 tile blocks.
-        assert_eq!(p, Plan { dtype: DType::BF16, m: 257, h: 4097, stride_x: 8300, stride_out: 4097, block: 512, rows: 8, occupancy: None, warps: None, grid: 33 * 9 });
+        assert_eq!(p, Plan { dtype: DType::BF16, m: 257, h: 4097, stride_x: 8300, stride_out: 4097, block: 512, rows: 8, occupancy: None, warps: None, grid: 33 * 9, exact: false });
         assert_eq!(plan(&y, &x, 1024, -1, 4, -1).unwrap().rows, 4);
         assert_eq!(plan(&y, &x, 1024, 2, 4, -1).unwrap().occupancy, Some(4));
     }
@@ -338,18 +364,60 @@ mod tests {
     }
 
     #[test]
+    fn exact_entry_only_for_whole_tiles_and_i32_offsets() {
+        assert!(exact_fits(65536, 4096, 1, 1024, 8192, 4096));
+        assert!(exact_fits(16384, 14336, 4, 2048, 28672, 14336));
+        assert!(!exact_fits(257, 4097, 1, 1024, 8194, 4097)); // partial column tile
+        assert!(!exact_fits(1000, 14336, 16, 1024, 28672, 14336)); // partial row tile
+        assert!(!exact_fits(131072, 16384, 1, 1024, 32768, 16384)); // x spans 2^32 elements
+        let x = x_desc(DType::BF16, &[64, 2048], &[2048, 1]);
+        let y = out_desc(DType::BF16, &[64, 1024], &[1024, 1]);
+        assert!(plan(&y, &x, 1024, 1, 8, -1).unwrap().exact);
+        assert!(!plan(&y, &x, 2048, 1, 8, -1).unwrap().exact); // a 2048 tile over h = 1024
+    }
+
+    /// The unmasked entry for the perf configs' shapes (the tile divides them).
+    #[test]
+    fn exact_entry_lowers_and_assembles_for_sm90() {
+        use cutile::cutile_compiler::specialization::DivHint;
+        for (rows, block, m, h, occupancy) in [("1", "4096", 65536, 4096, 4), ("2", "4096", 65536, 4096, 4), ("1", "1024", 16384, 14336, 16), ("1", "1024", 65536, 4096, 8), ("2", "2048", 16384, 14336, 4)] {
+            let what = format!("silu_and_mul_exact<bf16,{rows},{block}> for {m}x{h}, occupancy {occupancy}");
+            let ptr = DivHint::from_ptr(0x7f00_0000_0000);
+            let hints = [
+                ("out_ptr", ptr),
+                ("gate_ptr", ptr),
+                ("up_ptr", DivHint::from_ptr(0x7f00_0000_0000 + 2 * h as u64)),
+                ("m", DivHint::from_value(m)),
+                ("h", DivHint::from_value(h)),
+                ("stride_x", DivHint::from_value(2 * h)),
+                ("stride_out", DivHint::from_value(h)),
+            ];
+            let artifacts = KernelCompiler::new(device::__module_ast_self, "silu_and_mul_device", "silu_and_mul_exact")
+                .target("sm_90")
+                .generics(vec!["bf16".into(), rows.into(), block.into()])
+                .scalar_hints(&hints)
+                .options(crate::ffi_util::compile_options(Some(occupancy), None))
+                .compile()
+                .unwrap_or_else(|e| panic!("{what} does not lower: {e}"));
+            crate::ffi_util::assemble_for_sm90_if_tileiras(&artifacts, &what);
+        }
+    }
+
+    #[test]
     fn entry_lowers_and_assembles_for_sm90() {
         for dtype in ["f32", "f16", "bf16"] {
             for (rows, block) in [("1", "4096"), ("2", "2048"), ("8", "512"), ("64", "16")] {
-                let what = format!("silu_and_mul<{dtype},{rows},{block}>");
-                let artifacts = KernelCompiler::new(device::__module_ast_self, "silu_and_mul_device", "silu_and_mul")
-                    .target("sm_90")
-                    .generics(vec![dtype.into(), rows.into(), block.into()])
-                    .compile()
-                    .unwrap_or_else(|e| panic!("{what} does not lower: {e}"));
-                let ir = artifacts.ir_text();
-                assert!(ir.contains("exp2") && ir.contains("divf") && ir.contains("approx"), "{what}: IR lacks exp2 / approximate divf:\n{ir}");
-                crate::ffi_util::assemble_for_sm90_if_tileiras(&artifacts, &what);
+                for entry in ["silu_and_mul", "silu_and_mul_exact"] {
+                    let what = format!("{entry}<{dtype},{rows},{block}>");
+                    let artifacts = KernelCompiler::new(device::__module_ast_self, "silu_and_mul_device", entry)
+                        .target("sm_90")
+                        .generics(vec![dtype.into(), rows.into(), block.into()])
+                        .compile()
+                        .unwrap_or_else(|e| panic!("{what} does not lower: {e}"));
+                    let ir = artifacts.ir_text();
+                    assert!(ir.contains("exp2") && ir.contains("divf") && ir.contains("approx"), "{what}: IR lacks exp2 / approximate divf:\n{ir}");
+                    crate::ffi_util::assemble_for_sm90_if_tileiras(&artifacts, &what);
+                }
             }
         }
     }

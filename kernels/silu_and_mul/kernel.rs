@@ -12,7 +12,10 @@
 //! blocks, with the column tile varying fastest so neighbouring blocks walk along a row; the
 //! (row tile, column tile) pair is decoded from the block id. Partitions are zero-padded and
 //! stores outside [m, H] are dropped, so any m and H (H = 1, 1000, 4097, 14336) work without masks
-//! (a padded lane computes silu(0) * 0 = 0 and is never stored).
+//! (a padded lane computes silu(0) * 0 = 0 and is never stored). Two entries:
+//!   * `silu_and_mul`       — any shape: zero-padded partition views, as above.
+//!   * `silu_and_mul_exact` — the tile divides (m, H) and offsets fit i32 (ffi.rs checks):
+//!                            pointer tiles, no masks, so a thread's loads are all in flight at once.
 //! The module name is unique across kernels: the JIT keys its kernel cache by module and entry.
 //! `unchecked_accesses`: the launcher (ffi.rs) launches exactly row_tiles * col_tiles blocks and
 //! the kernel decodes col_tiles from the same h, so row tile < ceil(m / ROWS) and column tile <
@@ -67,5 +70,66 @@ pub mod silu_and_mul_device {
         let sig: Tile<f32, { [ROWS, BLOCK] }> = divf(one, denom, rounding::Approx, ftz::Enabled);
         let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(g * sig * u);
         y_part.store(y, [rt, ct]);
+    }
+
+    /// Same result as `silu_and_mul`, for shapes the tile divides (m % ROWS == 0, h % BLOCK == 0)
+    /// whose every element offset fits i32 (the launcher checks both): the gate, up and out tiles
+    /// are addressed as pointer tiles and loaded and stored without masks. The padded entry's
+    /// partition loads bounds-check each 16-byte access in its own branch and unpack it there,
+    /// which serializes a thread's loads (one DRAM latency each, see NOTES.md); these have no
+    /// branch, so a thread can issue all its loads before it uses the first.
+    #[cutile::entry(unchecked_accesses = true)]
+    unsafe fn silu_and_mul_exact<T: ElementType, const ROWS: i32, const BLOCK: i32>(
+        out_ptr: *mut T,
+        gate_ptr: *mut T,
+        up_ptr: *mut T,
+        m: i32,
+        h: i32,
+        stride_x: i32,
+        stride_out: i32,
+    ) {
+        let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
+        let col_tiles: i32 = h / BLOCK;
+        let pid: i32 = get_tile_block_id().0;
+        let rt: i32 = pid / col_tiles;
+        let ct: i32 = pid - rt * col_tiles;
+        let row0: i32 = rt * ROWS;
+        let col0: i32 = ct * BLOCK;
+
+        // Offsets of the tile's elements from its first one: r * stride + c.
+        let col_ids: Tile<i32, { [BLOCK] }> = iota(shape![BLOCK]);
+        let row_ids: Tile<i32, { [ROWS] }> = iota(shape![ROWS]);
+        let cols: Tile<i32, { [ROWS, BLOCK] }> = col_ids.reshape(shape![1, BLOCK]).broadcast(tile);
+        let rows: Tile<i32, { [ROWS, BLOCK] }> = row_ids.reshape(shape![ROWS, 1]).broadcast(tile);
+        let sx: Tile<i32, { [ROWS, BLOCK] }> = broadcast_scalar(stride_x, tile);
+        let sy: Tile<i32, { [ROWS, BLOCK] }> = broadcast_scalar(stride_out, tile);
+        let x_off: Tile<i32, { [ROWS, BLOCK] }> = rows * sx + cols;
+        let y_off: Tile<i32, { [ROWS, BLOCK] }> = rows * sy + cols;
+
+        let g0: PointerTile<*mut T, { [] }> = pointer_to_tile(gate_ptr).offset(row0 * stride_x + col0);
+        let u0: PointerTile<*mut T, { [] }> = pointer_to_tile(up_ptr).offset(row0 * stride_x + col0);
+        let y0: PointerTile<*mut T, { [] }> = pointer_to_tile(out_ptr).offset(row0 * stride_out + col0);
+        let g1: PointerTile<*mut T, { [1, 1] }> = g0.reshape(shape![1, 1]);
+        let u1: PointerTile<*mut T, { [1, 1] }> = u0.reshape(shape![1, 1]);
+        let y1: PointerTile<*mut T, { [1, 1] }> = y0.reshape(shape![1, 1]);
+        let g_base: PointerTile<*mut T, { [ROWS, BLOCK] }> = g1.broadcast(tile);
+        let u_base: PointerTile<*mut T, { [ROWS, BLOCK] }> = u1.broadcast(tile);
+        let y_base: PointerTile<*mut T, { [ROWS, BLOCK] }> = y1.broadcast(tile);
+        let g_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> = g_base.offset_tile(x_off);
+        let u_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> = u_base.offset_tile(x_off);
+        let y_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> = y_base.offset_tile(y_off);
+
+        let (g_raw, _g_tok): (Tile<T, { [ROWS, BLOCK] }>, Token) =
+            unsafe { load_ptr_tko(g_ptrs, ordering::Weak, None::<scope::TileBlock>, None, None, None, Latency::<3>) };
+        let (u_raw, _u_tok): (Tile<T, { [ROWS, BLOCK] }>, Token) =
+            unsafe { load_ptr_tko(u_ptrs, ordering::Weak, None::<scope::TileBlock>, None, None, None, Latency::<3>) };
+        let g: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(g_raw);
+        let u: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(u_raw);
+        let one: Tile<f32, { [ROWS, BLOCK] }> = constant(1.0f32, tile);
+        let neg_log2e: Tile<f32, { [ROWS, BLOCK] }> = constant(-1.4426950408889634f32, tile);
+        let denom: Tile<f32, { [ROWS, BLOCK] }> = one + exp2(g * neg_log2e, ftz::Enabled);
+        let sig: Tile<f32, { [ROWS, BLOCK] }> = divf(one, denom, rounding::Approx, ftz::Enabled);
+        let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(g * sig * u);
+        let _y_tok: Token = unsafe { store_ptr_tko(y_ptrs, y, ordering::Weak, None::<scope::TileBlock>, None, None, Latency::<3>) };
     }
 }

@@ -95,22 +95,25 @@ def tune_key(dtype: str, m: int, h: int) -> dict:
 def variants(m: int, h: int) -> list[dict]:
     """Candidate (block, rows, occupancy[, warps]), few so tuning a class stays within seconds; the
     first is what TILEKIT_AUTOTUNE=0 runs. From the H200 sweep (2026-11-29,
-    scripts/sweep_variants.py; kernels/silu_and_mul/NOTES.md): tileiras guards each 16-byte load of
-    a zero-padded tile in its own branch and unpacks it there, so a thread's loads are serialized
-    and what counts is how many CTAs keep loads in flight: 1024-wide one-row tiles at occupancy 8
-    or 16 were the fastest or within 2 % on both perf shapes (0.419 / 0.365 ms); 8K-element tiles
-    at occupancy 4 (4096 x 2, 2048 x 4) next, and 2048-wide tiles with 8 worker warps at
-    occupancy 8. The ffi.rs default tile (4096 x 1 at occupancy 4) ran at 0.70 ms: not a
-    candidate."""
+    scripts/sweep_variants.py; kernels/silu_and_mul/NOTES.md), on the zero-padded entry: tileiras
+    guards each 16-byte load of a padded tile in its own branch and unpacks it there, so a
+    thread's loads are serialized and many small CTAs per SM win: 1024-wide one-row tiles at
+    occupancy 8 or 16 were the fastest or within 2 % on both perf shapes (0.419 / 0.365 ms); 8K-
+    element tiles at occupancy 4 (4096 x 2, 2048 x 4) next, then 2048-wide tiles with 8 worker
+    warps at occupancy 8; ffi.rs's default (4096 x 1 at occupancy 4) took 0.70 ms. Shapes the tile
+    divides now run the unmasked entry, whose loads are all in flight at once, so larger tiles at
+    lower occupancy are back in: 4K-element tiles at occupancy 4 and 2K at occupancy 8."""
     pow2 = 1 << max(4, (h - 1).bit_length())
     bw = default_block(h)
     max_rows = min(MAX_ROWS, 1 << max(0, (m - 1).bit_length()))
-    narrow = min(1024, pow2)
+    narrow, mid = min(1024, pow2), min(2048, pow2)
     shapes = [
         (narrow, max(1, 1024 // narrow), 8, None),
         (narrow, max(1, 1024 // narrow), 16, None),
+        (mid, max(1, 2048 // mid), 8, None),
+        (bw, max(1, DEFAULT_TILE // bw), 4, None),
         (bw, max(1, 2 * DEFAULT_TILE // bw), 4, None),
-        (min(2048, pow2), max(1, 2048 // min(2048, pow2)), 8, 8),
+        (mid, max(1, 2048 // mid), 8, 8),
     ]
     seen, out = set(), []
     for block, rows, occ, warps in shapes:

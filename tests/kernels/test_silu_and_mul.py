@@ -50,9 +50,10 @@ def test_op(cuda, backend_id, cfg):
 
 
 # 37 rows: partial row tiles for every rows > 1; H = 1000 one padded tile, H = 14336 seven tiles
-# of 2048 (or fourteen of 1024), H = 4097 a 1-element last tile.
+# of 2048 (or fourteen of 1024: whole tiles, so the one-row variants take the unmasked entry),
+# H = 4097 a 1-element last tile; 64 x 4096 with padded rows: every variant unmasked.
 VARIANT_SHAPES = [{"m": 37, "h": 1000, "dtype": "float16"}, {"m": 19, "h": 14336, "dtype": "bfloat16"},
-                  {"m": 37, "h": 4097, "dtype": "float32"}]
+                  {"m": 37, "h": 4097, "dtype": "float32"}, {"m": 64, "h": 4096, "dtype": "float16", "row_stride": 8200}]
 
 
 @pytest.mark.parametrize("cfg", VARIANT_SHAPES, ids=lambda c: f"{c['m']}x{c['h']}-{c['dtype']}")

@@ -108,13 +108,16 @@ def test_unknown_variant_is_rejected():
 
 # -- the port's autotune space (spec.variants) ----------------------------------------------------
 
-@pytest.mark.parametrize("m,h,wide", [(65536, 4096, (4096, 2)), (16384, 14336, (2048, 4))])
-def test_port_variants_for_perf_configs_are_the_sweeps_fastest(m, h, wide):
-    """1024 x 1 at occupancy 8 and 16, an 8K-element tile at occupancy 4, 2048 x 1 with 8 warps."""
+@pytest.mark.parametrize("m,h,wide", [(65536, 4096, [(4096, 1), (4096, 2)]), (16384, 14336, [(2048, 2), (2048, 4)])])
+def test_port_variants_for_perf_configs_are_the_sweeps_fastest_and_larger_unmasked_tiles(m, h, wide):
+    """1024 x 1 at occupancy 8 and 16, 2048 x 1 at 8, 4K- and 8K-element tiles at 4, 2048 x 1
+    with 8 warps."""
     assert spec.variants(m, h) == [
         {"block": 1024, "rows": 1, "occupancy": 8},
         {"block": 1024, "rows": 1, "occupancy": 16},
-        {"block": wide[0], "rows": wide[1], "occupancy": 4},
+        {"block": 2048, "rows": 1, "occupancy": 8},
+        {"block": wide[0][0], "rows": wide[0][1], "occupancy": 4},
+        {"block": wide[1][0], "rows": wide[1][1], "occupancy": 4},
         {"block": 2048, "rows": 1, "occupancy": 8, "warps": 8},
     ]
 

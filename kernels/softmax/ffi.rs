@@ -38,6 +38,18 @@ pub struct Plan {
     pub occupancy: Option<i32>,
     /// Worker warps per CTA; None: the compiler's default.
     pub warps: Option<i32>,
+    /// n == block, whole row tiles and i32 offsets: `softmax_row_exact` (unmasked) runs.
+    pub exact: bool,
+}
+
+/// Whether `softmax_row_exact` may run: the row is exactly one tile wide, m is a multiple of
+/// rows, and the largest element offset the kernel forms in i32 fits.
+pub fn exact_fits(m: i32, n: i32, rows: i32, block: i32, stride_x: i32, stride_y: i32) -> bool {
+    let (m, n) = (m as i64, n as i64);
+    n == block as i64
+        && m % rows as i64 == 0
+        && (m - 1) * stride_x as i64 + n <= i32::MAX as i64
+        && (m - 1) * stride_y as i64 + n <= i32::MAX as i64
 }
 
 /// Default tile width: the whole row (one read of x, one exp per element) up to 16K columns, else
@@ -95,7 +107,9 @@ pub fn plan(out: &TensorDesc, x: &TensorDesc, block: i32, rows: i32, occupancy: 
     }
     let occupancy = ffi_util::occupancy_hint(occupancy)?;
     let warps = ffi_util::warps_hint(warps)?;
-    Ok(Plan { dtype, m, n, stride_x: row_stride(x, n, "x")?, stride_y: row_stride(out, n, "out")?, block, rows, occupancy, warps })
+    let (stride_x, stride_y) = (row_stride(x, n, "x")?, row_stride(out, n, "out")?);
+    let exact = exact_fits(m, n, rows, block, stride_x, stride_y);
+    Ok(Plan { dtype, m, n, stride_x, stride_y, block, rows, occupancy, warps, exact })
 }
 
 fn launch<T: cutile::cuda_core::DType>(p: &Plan, out: &TensorDesc, x: &TensorDesc, device_id: i32, stream: u64) -> FfiResult<()> {
@@ -106,8 +120,12 @@ fn launch<T: cutile::cuda_core::DType>(p: &Plan, out: &TensorDesc, x: &TensorDes
     let options = ffi_util::compile_options(p.occupancy, p.warps);
     // SAFETY: plan() checked shapes, strides and dtypes against the descriptors; the memory is
     // PyTorch's, alive until the caller's stream has run the kernel (stream-ordered allocator).
+    // softmax_row_exact additionally relies on plan()'s `exact_fits`.
     unsafe {
-        if p.n <= p.block {
+        if p.exact {
+            let op = device::softmax_row_exact(y_ptr, x_ptr, p.m, p.n, p.stride_x, p.stride_y).generics(generics).grid(grid).compile_options(options);
+            ffi_util::enqueue(op, &stream)
+        } else if p.n <= p.block {
             let op = device::softmax_row(y_ptr, x_ptr, p.m, p.n, p.stride_x, p.stride_y).generics(generics).grid(grid).compile_options(options);
             ffi_util::enqueue(op, &stream)
         } else {
@@ -149,7 +167,7 @@ mod tests {
         let x = desc2(DType::F16, &[257, 4097], &[5000, 1]);
         let y = desc2(DType::F16, &[257, 4097], &[4097, 1]);
         let p = plan(&y, &x, -1, -1, -1, -1).unwrap();
-        assert_eq!(p, Plan { dtype: DType::F16, m: 257, n: 4097, stride_x: 5000, stride_y: 4097, block: 8192, rows: 1, occupancy: None, warps: None });
+        assert_eq!(p, Plan { dtype: DType::F16, m: 257, n: 4097, stride_x: 5000, stride_y: 4097, block: 8192, rows: 1, occupancy: None, warps: None, exact: false });
         assert_eq!(plan(&y, &x, 1024, -1, -1, -1).unwrap().rows, 8);
         assert_eq!(plan(&y, &x, 16384, 2, 4, -1).unwrap().occupancy, Some(4));
     }
@@ -238,8 +256,13 @@ mod tests {
     #[test]
     fn perf_config_specializations_lower_and_assemble_for_sm90() {
         use cutile::cutile_compiler::specialization::DivHint;
-        for (dtype, rows, block, m, n) in [("f16", "8", "1024", 65536, 1024), ("f16", "2", "4096", 65536, 4096), ("f32", "1", "8192", 65536, 8192)] {
-            let what = format!("softmax_row<{dtype},{rows},{block}> for {m}x{n}");
+        for (entry, dtype, rows, block, m, n) in [
+            ("softmax_row", "f16", "8", "1024", 65536, 1024),
+            ("softmax_row_exact", "f16", "4", "1024", 65536, 1024),
+            ("softmax_row_exact", "f16", "2", "4096", 65536, 4096),
+            ("softmax_row_exact", "f32", "1", "8192", 65536, 8192),
+        ] {
+            let what = format!("{entry}<{dtype},{rows},{block}> for {m}x{n}");
             let ptr = DivHint::from_ptr(0x7f00_0000_0000);
             let hints = [
                 ("y_ptr", ptr),
@@ -249,7 +272,7 @@ mod tests {
                 ("stride_x", DivHint::from_value(n)),
                 ("stride_y", DivHint::from_value(n)),
             ];
-            let artifacts = KernelCompiler::new(device::__module_ast_self, "softmax_device", "softmax_row")
+            let artifacts = KernelCompiler::new(device::__module_ast_self, "softmax_device", entry)
                 .target("sm_90")
                 .generics(vec![dtype.into(), rows.into(), block.into()])
                 .scalar_hints(&hints)
@@ -260,6 +283,19 @@ mod tests {
             assert_eq!(ir.matches("assume div_by<16>").count(), 6, "{what}: hints missing from the IR:\n{ir}");
             crate::ffi_util::assemble_for_sm90_if_tileiras(&artifacts, &what);
         }
+    }
+
+    #[test]
+    fn exact_entry_only_for_one_whole_tile_per_row_and_i32_offsets() {
+        assert!(exact_fits(65536, 1024, 4, 1024, 1024, 1024));
+        assert!(exact_fits(65536, 8192, 1, 8192, 8192, 8192));
+        assert!(!exact_fits(65536, 1000, 4, 1024, 1000, 1000)); // padded columns
+        assert!(!exact_fits(65535, 1024, 4, 1024, 1024, 1024)); // partial row tile
+        assert!(!exact_fits(65536, 32768, 1, 4096, 32768, 32768)); // looped
+        assert!(!exact_fits(262144, 16384, 1, 16384, 16384, 16384)); // 2^32 elements
+        let x = desc2(DType::F16, &[64, 1024], &[1040, 1]);
+        assert!(plan(&x, &x, 1024, 4, 8, -1).unwrap().exact);
+        assert!(!plan(&x, &x, 2048, 4, 8, -1).unwrap().exact);
     }
 
     /// The worker-warps hint reaches the IR and tileiras 13.4 accepts it for sm_90.
@@ -294,6 +330,9 @@ mod tests {
             ("softmax_looped", "2", "4096"),
             ("softmax_looped", "1", "8192"),
             ("softmax_looped", "4", "2048"),
+            ("softmax_row_exact", "4", "1024"),
+            ("softmax_row_exact", "2", "4096"),
+            ("softmax_row_exact", "1", "8192"),
         ];
         for dtype in ["f32", "f16", "bf16"] {
             for (entry, rows, block) in shapes {
@@ -304,7 +343,9 @@ mod tests {
                     .unwrap_or_else(|e| panic!("{entry}<{dtype}, {rows}, {block}> does not lower: {e}"));
                 let ir = artifacts.ir_text();
                 assert!(ir.contains("exp2") && ir.contains("reduce"), "{entry}<{dtype}>: IR lacks exp2/reduce:\n{ir}");
-                assert!(ir.contains("neg_inf"), "{entry}<{dtype}>: the x partition must pad with -inf:\n{ir}");
+                if entry != "softmax_row_exact" {
+                    assert!(ir.contains("neg_inf"), "{entry}<{dtype}>: the x partition must pad with -inf:\n{ir}");
+                }
                 crate::ffi_util::assemble_for_sm90_if_tileiras(&artifacts, &format!("{entry}<{dtype},{rows},{block}>"));
             }
         }

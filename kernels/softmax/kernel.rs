@@ -20,7 +20,9 @@
 //!                        exponentials per lane (online softmax: rescale the sum when the max
 //!                        grows), then folds the lanes into one max and sum per row; pass 2
 //!                        re-reads the row (mostly from L2), exponentiates, scales and stores.
-//! The host side (ffi.rs) picks the entry from n and the variant's BLOCK.
+//!   * `softmax_row_exact` — n == BLOCK and m % ROWS == 0 (and i32 offsets): `softmax_row` with
+//!                        unmasked pointer-tile loads and stores (no per-lane bounds branches).
+//! The host side (ffi.rs) picks the entry from n, m and the variant's BLOCK and ROWS.
 //! The module name is unique across kernels: the JIT keys its kernel cache by module and entry.
 //! `unchecked_accesses`: the launcher (ffi.rs) sizes the grid as ceil(m / ROWS) and the column
 //! loops stop at ceil(n / BLOCK), so every tile index is inside its partition by construction; the
@@ -129,5 +131,51 @@ pub mod softmax_device {
             let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(exp2((x - mx) * log2e, ftz::Enabled) * inv);
             y_part.store(y, [rb, j]);
         }
+    }
+
+    /// `softmax_row` for n == BLOCK, m % ROWS == 0 and element offsets that fit i32 (ffi.rs checks):
+    /// the row block is addressed as a pointer tile and loaded and stored without masks, so a
+    /// thread's loads are all in flight at once (the -inf-padded partition load guards each
+    /// 16-byte access in its own branch, which serializes them; see silu_and_mul's NOTES.md).
+    #[cutile::entry(unchecked_accesses = true)]
+    unsafe fn softmax_row_exact<T: ElementType, const ROWS: i32, const BLOCK: i32>(
+        y_ptr: *mut T,
+        x_ptr: *mut T,
+        m: i32,
+        n: i32,
+        stride_x: i32,
+        stride_y: i32,
+    ) {
+        let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
+        let row0: i32 = get_tile_block_id().0 * ROWS;
+        let col_ids: Tile<i32, { [BLOCK] }> = iota(shape![BLOCK]);
+        let row_ids: Tile<i32, { [ROWS] }> = iota(shape![ROWS]);
+        let cols: Tile<i32, { [ROWS, BLOCK] }> = col_ids.reshape(shape![1, BLOCK]).broadcast(tile);
+        let rows: Tile<i32, { [ROWS, BLOCK] }> = row_ids.reshape(shape![ROWS, 1]).broadcast(tile);
+        let sx: Tile<i32, { [ROWS, BLOCK] }> = broadcast_scalar(stride_x, tile);
+        let sy: Tile<i32, { [ROWS, BLOCK] }> = broadcast_scalar(stride_y, tile);
+        let x_off: Tile<i32, { [ROWS, BLOCK] }> = rows * sx + cols;
+        let y_off: Tile<i32, { [ROWS, BLOCK] }> = rows * sy + cols;
+        let x0: PointerTile<*mut T, { [] }> = pointer_to_tile(x_ptr).offset(row0 * stride_x);
+        let y0: PointerTile<*mut T, { [] }> = pointer_to_tile(y_ptr).offset(row0 * stride_y);
+        let x1: PointerTile<*mut T, { [1, 1] }> = x0.reshape(shape![1, 1]);
+        let y1: PointerTile<*mut T, { [1, 1] }> = y0.reshape(shape![1, 1]);
+        let x_base: PointerTile<*mut T, { [ROWS, BLOCK] }> = x1.broadcast(tile);
+        let y_base: PointerTile<*mut T, { [ROWS, BLOCK] }> = y1.broadcast(tile);
+        let x_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> = x_base.offset_tile(x_off);
+        let y_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> = y_base.offset_tile(y_off);
+
+        let (x_raw, _x_tok): (Tile<T, { [ROWS, BLOCK] }>, Token) =
+            unsafe { load_ptr_tko(x_ptrs, ordering::Weak, None::<scope::TileBlock>, None, None, None, Latency::<3>) };
+        let log2e: Tile<f32, { [ROWS, BLOCK] }> = constant(1.4426950408889634f32, tile);
+        let x: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(x_raw);
+        let row_max: Tile<f32, { [ROWS] }> = reduce_max(x, 1i32);
+        let mx: Tile<f32, { [ROWS, BLOCK] }> = row_max.reshape(shape![ROWS, 1]).broadcast(tile);
+        let e: Tile<f32, { [ROWS, BLOCK] }> = exp2((x - mx) * log2e, ftz::Enabled);
+        let sum: Tile<f32, { [ROWS] }> = reduce_sum(e, 1i32);
+        let one: Tile<f32, { [ROWS] }> = constant(1.0f32, shape![ROWS]);
+        let inv: Tile<f32, { [ROWS, BLOCK] }> = divf(one, sum, rounding::NearestEven, ftz::Disabled).reshape(shape![ROWS, 1]).broadcast(tile);
+        let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(e * inv);
+        let _y_tok: Token = unsafe { store_ptr_tko(y_ptrs, y, ordering::Weak, None::<scope::TileBlock>, None, None, Latency::<3>) };
     }
 }

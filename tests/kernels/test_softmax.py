@@ -49,10 +49,12 @@ def test_op(cuda, backend_id, cfg):
     check(backend_id, cfg, inputs, y)
 
 
-# One whole-row shape class and one looped (n > 16384) shape class: autotune may pick any
-# candidate variant, so each one must be right.
+# Whole-row shape classes (padded: n = 1000, 8195; unmasked: 64 x 4096 and 64 x 1024 with
+# padded rows, every variant's tile divides them) and a looped one (n > 16384): autotune may
+# pick any candidate variant, so each one must be right.
 VARIANT_SHAPES = [{"m": 37, "n": 1000, "dtype": "float16"}, {"m": 19, "n": 20000, "dtype": "bfloat16"},
-                  {"m": 7, "n": 8195, "dtype": "float32"}]
+                  {"m": 7, "n": 8195, "dtype": "float32"}, {"m": 64, "n": 4096, "dtype": "bfloat16"},
+                  {"m": 64, "n": 1024, "dtype": "float16", "row_stride": 1040}]
 
 
 @pytest.mark.parametrize("cfg", VARIANT_SHAPES, ids=lambda c: f"{c['m']}x{c['n']}-{c['dtype']}")

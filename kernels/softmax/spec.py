@@ -85,6 +85,9 @@ def variants(m: int, n: int) -> list[dict]:
       * rows up to 16K held whole: ~8K-element tiles with 8 worker warps at occupancy 4 (4096 x 2:
         0.300 ms) and without (0.336), one row at occupancy 3 and 4 (8192 x 1 f32: 1.026 / 1.033
         ms); the compiler's own occupancy was 3-10x slower everywhere;
+      * since the unmasked entry (rows exactly one tile wide, third run): 1024 x 4 at occupancy 8
+        0.0645 ms, every whole-row 4096 candidate 0.260-0.267 ms (4096 x 1 with 8 warps fastest);
+        the same candidates stay, the padded entry still needs them for other n;
       * n > 8192: also the looped online form with 4096- or 2048-wide column tiles of 8K elements
         (x read twice, mostly from L2; three exps per element), and for n > 16384 also 8192 x 1
         and 4096 x 4, at occupancy 4."""

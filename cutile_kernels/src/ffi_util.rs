@@ -296,6 +296,25 @@ pub fn check_same_dtype(a: &TensorDesc, an: &str, b: &TensorDesc, bn: &str) -> F
     }
 }
 
+/// `v` is a power of two in [lo, hi] (tile widths, rows per tile block).
+pub fn pow2_in(v: i32, lo: i32, hi: i32) -> bool {
+    v >= lo && v <= hi && (v & (v - 1)) == 0
+}
+
+/// Row stride of a 2-D descriptor whose rows hold `len` elements; a single row has no meaningful
+/// stride, so `len` is used. A stride below `len` is refused (`len_desc` names `len` in the
+/// message, e.g. `n=8`).
+pub fn row_stride(d: &TensorDesc, len: i32, arg: &str, len_desc: std::fmt::Arguments) -> FfiResult<i32> {
+    if d.shape[0] == 1 {
+        return Ok(len);
+    }
+    let s = to_i32(d.strides[0], &format!("{arg} row stride"))?;
+    if s < len {
+        return Err(invalid(format!("`{arg}` row stride {s} < {len_desc}: rows would overlap")));
+    }
+    Ok(s)
+}
+
 /// A value that must fit the i32 the kernels index with.
 pub fn to_i32(v: i64, what: &str) -> FfiResult<i32> {
     i32::try_from(v).map_err(|_| invalid(format!("{what}={v} does not fit in i32")))

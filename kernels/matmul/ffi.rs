@@ -16,7 +16,7 @@
 use crate::ffi_util::{self, check_last_dim_contiguous, check_same_dtype, check_tensor, desc, invalid, rc, to_i32, DType, FfiResult, TensorDesc};
 use super::kernel::matmul_device as device;
 use cutile::half::{bf16, f16};
-use cutile::tile_kernel::{CompileOptions, TileKernel};
+use cutile::tile_kernel::TileKernel;
 
 const KERNEL: &str = "matmul";
 
@@ -66,10 +66,6 @@ impl Plan {
     }
 }
 
-fn pow2_in(v: i32, lo: i32, hi: i32) -> bool {
-    v >= lo && v <= hi && (v & (v - 1)) == 0
-}
-
 /// Row stride of a 2-D descriptor; a single row has no meaningful stride, so `cols` is used. The
 /// whole strided extent must be indexable with i32 (the kernel's views are i32-indexed).
 fn row_stride(d: &TensorDesc, rows: i32, cols: i32, arg: &str) -> FfiResult<i32> {
@@ -115,7 +111,7 @@ pub fn plan(c: &TensorDesc, a: &TensorDesc, b: &TensorDesc, bm: i32, bn: i32, bk
     let k = to_i32(a.shape[1], "k")?;
     let n = to_i32(b.shape[1], "n")?;
     let (bm, bn, bk, group) = (pick(bm, DEFAULT_BM), pick(bn, DEFAULT_BN), pick(bk, DEFAULT_BK), pick(group, DEFAULT_GROUP));
-    if !pow2_in(bm, 16, 256) || !pow2_in(bn, 16, 256) || !pow2_in(bk, 16, 256) || bm * bn > MAX_TILE_ELEMS {
+    if !ffi_util::pow2_in(bm, 16, 256) || !ffi_util::pow2_in(bn, 16, 256) || !ffi_util::pow2_in(bk, 16, 256) || bm * bn > MAX_TILE_ELEMS {
         return Err(invalid(format!(
             "variant bm={bm} bn={bn} bk={bk}: each must be a power of two in [16, 256], bm*bn <= {MAX_TILE_ELEMS}"
         )));
@@ -129,7 +125,7 @@ pub fn plan(c: &TensorDesc, a: &TensorDesc, b: &TensorDesc, bm: i32, bn: i32, bk
         p => return Err(invalid(format!("variant programs={p}: use 0 (one tile per tile block), P > 0 (persistent grid), or -1"))),
     };
     let occupancy = ffi_util::occupancy_hint(occupancy)?;
-    let num_cta_in_cga = ffi_util::hint(num_cta_in_cga, "num_cta_in_cga", |v| pow2_in(v, 1, 16), "a power of two in [1, 16]")?;
+    let num_cta_in_cga = ffi_util::hint(num_cta_in_cga, "num_cta_in_cga", |v| ffi_util::pow2_in(v, 1, 16), "a power of two in [1, 16]")?;
     let p = Plan {
         dtype,
         m,
@@ -156,10 +152,7 @@ fn launch<T: cutile::cuda_core::DType>(p: &Plan, c: &TensorDesc, a: &TensorDesc,
     let stream = ffi_util::caller_stream(device_id, stream)?;
     let (c_ptr, a_ptr, b_ptr) = unsafe { (ffi_util::device_ptr::<T>(c), ffi_util::device_ptr::<T>(a), ffi_util::device_ptr::<T>(b)) };
     let generics = vec![T::DTYPE.as_str().to_string(), p.bm.to_string(), p.bn.to_string(), p.bk.to_string(), p.group.to_string()];
-    let mut options = CompileOptions::default();
-    if let Some(o) = p.occupancy {
-        options = options.occupancy(o);
-    }
+    let mut options = ffi_util::compile_options(p.occupancy, None);
     if let Some(g) = p.num_cta_in_cga {
         options = options.num_cta_in_cga(g);
     }

@@ -15,7 +15,7 @@
 use crate::ffi_util::{self, check_last_dim_contiguous, check_same_dtype, check_same_shape, check_tensor, desc, invalid, rc, to_i32, DType, FfiResult, TensorDesc};
 use super::kernel::rms_norm_device as device;
 use cutile::half::{bf16, f16};
-use cutile::tile_kernel::{CompileOptions, TileKernel};
+use cutile::tile_kernel::TileKernel;
 
 const KERNEL: &str = "rms_norm";
 /// Largest tile (ROWS * BLOCK elements) a variant may ask for: beyond it registers spill.
@@ -51,22 +51,6 @@ pub fn default_rows(block: i32, m: i32) -> i32 {
     (8192 / block).clamp(1, 64).min(m_pow2)
 }
 
-fn pow2_in(v: i32, lo: i32, hi: i32) -> bool {
-    v >= lo && v <= hi && (v & (v - 1)) == 0
-}
-
-/// Row stride of a 2-D descriptor; a single row has no meaningful stride, so n is used.
-fn row_stride(d: &TensorDesc, n: i32, arg: &str) -> FfiResult<i32> {
-    if d.shape[0] == 1 {
-        return Ok(n);
-    }
-    let s = to_i32(d.strides[0], &format!("{arg} row stride"))?;
-    if s < n {
-        return Err(invalid(format!("`{arg}` row stride {s} < n={n}: rows would overlap")));
-    }
-    Ok(s)
-}
-
 pub fn plan(out: &TensorDesc, x: &TensorDesc, w: &TensorDesc, eps: f32, block: i32, rows: i32, occupancy: i32, programs: i32) -> FfiResult<Plan> {
     let dtype = x.dtype()?;
     if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16) {
@@ -91,23 +75,19 @@ pub fn plan(out: &TensorDesc, x: &TensorDesc, w: &TensorDesc, eps: f32, block: i
     }
     let block = if block == rc::COMPILER_DEFAULT { default_block(n) } else { block };
     let rows = if rows == rc::COMPILER_DEFAULT { default_rows(block, to_i32(x.shape[0], "m")?) } else { rows };
-    if !pow2_in(block, 16, MAX_TILE_ELEMS) || !pow2_in(rows, 1, 64) || block * rows > MAX_TILE_ELEMS {
+    if !ffi_util::pow2_in(block, 16, MAX_TILE_ELEMS) || !ffi_util::pow2_in(rows, 1, 64) || block * rows > MAX_TILE_ELEMS {
         return Err(invalid(format!(
             "variant block={block} rows={rows}: block must be a power of two in [16, {MAX_TILE_ELEMS}], rows a power of two in [1, 64], block*rows <= {MAX_TILE_ELEMS}"
         )));
     }
-    let occupancy = match occupancy {
-        rc::COMPILER_DEFAULT => None,
-        o if (1..=32).contains(&o) => Some(o),
-        o => return Err(invalid(format!("variant occupancy={o}: use 1..=32, or -1 for the compiler's default"))),
-    };
+    let occupancy = ffi_util::occupancy_hint(occupancy)?;
     let programs = match programs {
         rc::COMPILER_DEFAULT | 0 => None,
         g if g > 0 && n <= block => Some(g.min((m + rows - 1) / rows)),
         g if g > 0 => return Err(invalid(format!("variant programs={g}: the persistent kernel holds whole rows; needs n={n} <= block={block}"))),
         g => return Err(invalid(format!("variant programs={g}: use > 0 for a persistent grid, or -1/0 for one tile block per row tile"))),
     };
-    Ok(Plan { dtype, m, n, stride_x: row_stride(x, n, "x")?, stride_y: row_stride(out, n, "out")?, block, rows, occupancy, programs })
+    Ok(Plan { dtype, m, n, stride_x: ffi_util::row_stride(x, n, "x", format_args!("n={n}"))?, stride_y: ffi_util::row_stride(out, n, "out", format_args!("n={n}"))?, block, rows, occupancy, programs })
 }
 
 fn launch<T: cutile::cuda_core::DType>(p: &Plan, out: &TensorDesc, x: &TensorDesc, w: &TensorDesc, eps: f32, device_id: i32, stream: u64) -> FfiResult<()> {
@@ -115,7 +95,7 @@ fn launch<T: cutile::cuda_core::DType>(p: &Plan, out: &TensorDesc, x: &TensorDes
     let (y_ptr, x_ptr, w_ptr) = unsafe { (ffi_util::device_ptr::<T>(out), ffi_util::device_ptr::<T>(x), ffi_util::device_ptr::<T>(w)) };
     let generics = vec![T::DTYPE.as_str().to_string(), p.rows.to_string(), p.block.to_string()];
     let grid = (((p.m + p.rows - 1) / p.rows) as u32, 1, 1);
-    let options = p.occupancy.map_or_else(CompileOptions::default, |o| CompileOptions::default().occupancy(o));
+    let options = ffi_util::compile_options(p.occupancy, None);
     // SAFETY: plan() checked shapes, strides and dtypes against the descriptors; the memory is
     // PyTorch's, alive until the caller's stream has run the kernel (stream-ordered allocator).
     unsafe {
@@ -256,7 +236,7 @@ mod tests {
                 .target("sm_90")
                 .generics(vec!["f16".into(), rows.into(), block.into()])
                 .scalar_hints(&hints)
-                .options(CompileOptions::default().occupancy(occupancy))
+                .options(cutile::tile_kernel::CompileOptions::default().occupancy(occupancy))
                 .compile()
                 .unwrap_or_else(|e| panic!("{what} does not lower: {e}"));
             let ir = artifacts.ir_text();

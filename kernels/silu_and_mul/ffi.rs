@@ -82,22 +82,6 @@ pub fn default_rows(block: i32, m: i32) -> i32 {
     (DEFAULT_TILE_ELEMS / block).clamp(1, 64).min(m_pow2)
 }
 
-fn pow2_in(v: i32, lo: i32, hi: i32) -> bool {
-    v >= lo && v <= hi && (v & (v - 1)) == 0
-}
-
-/// Row stride of a 2-D descriptor; a single row has no meaningful stride, so its length is used.
-fn row_stride(d: &TensorDesc, len: i32, arg: &str) -> FfiResult<i32> {
-    if d.shape[0] == 1 {
-        return Ok(len);
-    }
-    let s = to_i32(d.strides[0], &format!("{arg} row stride"))?;
-    if s < len {
-        return Err(invalid(format!("`{arg}` row stride {s} < its row length {len}: rows would overlap")));
-    }
-    Ok(s)
-}
-
 /// Byte range [first, last) a (m, len) row-strided tensor touches.
 fn byte_span(d: &TensorDesc, m: i32, len: i32, stride: i32, size: usize) -> (u128, u128) {
     let elems = (m as u128 - 1) * stride as u128 + len as u128;
@@ -124,8 +108,8 @@ pub fn plan(out: &TensorDesc, x: &TensorDesc, block: i32, rows: i32, occupancy: 
     let m = to_i32(m64, "m")?;
     let h = to_i32(h64, "H")?;
     let two_h = to_i32(x.shape[1], "2H")?;
-    let stride_x = row_stride(x, two_h, "x")?;
-    let stride_out = row_stride(out, h, "out")?;
+    let stride_x = ffi_util::row_stride(x, two_h, "x", format_args!("its row length {two_h}"))?;
+    let stride_out = ffi_util::row_stride(out, h, "out", format_args!("its row length {h}"))?;
     let size = dtype.size_bytes();
     let (x_lo, x_hi) = byte_span(x, m, two_h, stride_x, size);
     let (o_lo, o_hi) = byte_span(out, m, h, stride_out, size);
@@ -135,7 +119,7 @@ pub fn plan(out: &TensorDesc, x: &TensorDesc, block: i32, rows: i32, occupancy: 
 
     let block = if block == rc::COMPILER_DEFAULT { default_block(h) } else { block };
     let rows = if rows == rc::COMPILER_DEFAULT { default_rows(block, m) } else { rows };
-    if !pow2_in(block, 16, MAX_TILE_ELEMS) || !pow2_in(rows, 1, 256) || block * rows > MAX_TILE_ELEMS {
+    if !ffi_util::pow2_in(block, 16, MAX_TILE_ELEMS) || !ffi_util::pow2_in(rows, 1, 256) || block * rows > MAX_TILE_ELEMS {
         return Err(invalid(format!(
             "variant block={block} rows={rows}: block must be a power of two in [16, {MAX_TILE_ELEMS}], rows a power of two in [1, 256], block*rows <= {MAX_TILE_ELEMS}"
         )));

@@ -68,22 +68,6 @@ pub fn default_rows(block: i32, m: i32) -> i32 {
     (8192 / block).clamp(1, 64).min(m_pow2)
 }
 
-fn pow2_in(v: i32, lo: i32, hi: i32) -> bool {
-    v >= lo && v <= hi && (v & (v - 1)) == 0
-}
-
-/// Row stride of a 2-D descriptor; a single row has no meaningful stride, so n is used.
-fn row_stride(d: &TensorDesc, n: i32, arg: &str) -> FfiResult<i32> {
-    if d.shape[0] == 1 {
-        return Ok(n);
-    }
-    let s = to_i32(d.strides[0], &format!("{arg} row stride"))?;
-    if s < n {
-        return Err(invalid(format!("`{arg}` row stride {s} < n={n}: rows would overlap")));
-    }
-    Ok(s)
-}
-
 pub fn plan(out: &TensorDesc, x: &TensorDesc, block: i32, rows: i32, occupancy: i32, warps: i32) -> FfiResult<Plan> {
     let dtype = x.dtype()?;
     if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16) {
@@ -100,14 +84,14 @@ pub fn plan(out: &TensorDesc, x: &TensorDesc, block: i32, rows: i32, occupancy: 
     let n = to_i32(x.shape[1], "n")?;
     let block = if block == rc::COMPILER_DEFAULT { default_block(n) } else { block };
     let rows = if rows == rc::COMPILER_DEFAULT { default_rows(block, m) } else { rows };
-    if !pow2_in(block, 16, MAX_TILE_ELEMS) || !pow2_in(rows, 1, 64) || block * rows > MAX_TILE_ELEMS {
+    if !ffi_util::pow2_in(block, 16, MAX_TILE_ELEMS) || !ffi_util::pow2_in(rows, 1, 64) || block * rows > MAX_TILE_ELEMS {
         return Err(invalid(format!(
             "variant block={block} rows={rows}: block must be a power of two in [16, {MAX_TILE_ELEMS}], rows a power of two in [1, 64], block*rows <= {MAX_TILE_ELEMS}"
         )));
     }
     let occupancy = ffi_util::occupancy_hint(occupancy)?;
     let warps = ffi_util::warps_hint(warps)?;
-    let (stride_x, stride_y) = (row_stride(x, n, "x")?, row_stride(out, n, "out")?);
+    let (stride_x, stride_y) = (ffi_util::row_stride(x, n, "x", format_args!("n={n}"))?, ffi_util::row_stride(out, n, "out", format_args!("n={n}"))?);
     let exact = exact_fits(m, n, rows, block, stride_x, stride_y);
     Ok(Plan { dtype, m, n, stride_x, stride_y, block, rows, occupancy, warps, exact })
 }

@@ -28,6 +28,22 @@ KTEST := tests/kernels/test_$(KERNEL).py
 KERNELS := $(sort $(notdir $(patsubst %/kernel.rs,%,$(wildcard kernels/*/kernel.rs))))
 STRICT_FLAG := $(if $(filter 1,$(STRICT)),--strict,)
 
+# The timed stages run one pytest session per make call: `baseline` every backend of BASELINES,
+# KERNEL=all every kernel, so the GPUs' workers start once and share all the cases
+# (docs/multi-gpu.md). tilekit.stage_logs still writes one raw log per kernel and backend
+# (DESIGN.md's reports/logs/*.full.txt); pytest's whole output goes to the session log ($(1)).
+empty :=
+space := $(empty) $(empty)
+comma := ,
+BASELINE_IDS := $(patsubst cutile,cutile_py,$(strip $(BASELINES)))
+UNKNOWN_BASELINES := $(filter-out cutile triton torch,$(BASELINES))
+perf_session = scripts/pytest_stage.sh $(1) -- $(2) -k "cutile_rs and test_perf" --print-record -v -rs \
+    --timeout=600 --stage-log '$(OUT_ROOT)/{kernel}/reports/logs/perf_{backend}.full.txt' --stage-backends cutile_rs
+baseline_session = scripts/pytest_stage.sh $(1) -- $(2) -k "test_perf and ($(subst $(space), or ,$(BASELINE_IDS)))" \
+    --print-record -v -rs --timeout=600 --stage-log '$(OUT_ROOT)/{kernel}/reports/logs/baseline_perf_{backend}.full.txt' \
+    --stage-backends $(subst $(space),$(comma),$(BASELINE_IDS))
+check_baselines = $(if $(UNKNOWN_BASELINES),{ echo "BASELINES: unknown backend '$(UNKNOWN_BASELINES)' (known: cutile triton torch)" >&2; exit 2; },true)
+
 .DEFAULT_GOAL := help
 .PHONY: help setup doctor build symbols test baseline perf report validate all check bundle clean
 
@@ -45,13 +61,29 @@ doctor: ## diagnose the environment: cargo, headers, libclang, torch, GPU, tilei
 	$(Q)$(ENV) bash env/doctor
 
 ifeq ($(KERNEL),all)
-# KERNEL=all: the target once per kernel, going on past a failing one, then $(OUT_ROOT)/summary.md.
-build symbols test baseline perf report validate all:
+# KERNEL=all: build/symbols/test/report/validate once per kernel, going on past a failing one;
+# baseline and perf as one pytest session over every kernel's suite; then $(OUT_ROOT)/summary.md.
+build symbols test report validate:
 	$(Q)rc=0; for k in $(KERNELS); do \
 	    echo "== make KERNEL=$$k $@"; $(MAKE) --no-print-directory KERNEL=$$k $@ || rc=$$?; \
 	done; \
 	$(PY) -m tilekit summary --out-root $(OUT_ROOT) $(KERNELS) || rc=$$?; \
 	exit $$rc
+
+baseline perf:
+	$(Q)$(check_baselines)
+	$(Q)$(if $(filter perf,$@),$(MAKE) --no-print-directory KERNEL=all build,true)
+	$(Q)mkdir -p $(OUT_ROOT)/logs $(foreach k,$(KERNELS),$(OUT_ROOT)/$(k)/reports/logs)
+	$(Q)rc=0; $(ENV) $(call $@_session,$(OUT_ROOT)/logs/$@.session.txt,$(foreach k,$(KERNELS),tests/kernels/test_$(k).py)) || rc=$$?; \
+	for k in $(KERNELS); do \
+	    $(PY) -m tilekit report --kernel $$k --dir $(OUT_ROOT)/$$k --only performance \
+	        $(if $(filter perf,$@),$(STRICT_FLAG)) || { r=$$?; [ "$@" = baseline ] || [ $$rc -ne 0 ] || rc=$$r; }; \
+	done; \
+	$(PY) -m tilekit summary --out-root $(OUT_ROOT) $(KERNELS) || rc=$$?; \
+	exit $$rc
+
+all:
+	$(Q)$(MAKE) --no-print-directory -k KERNEL=all build test baseline perf validate
 else
 build: ## cargo build the cdylib (a no-op when no source changed), then the symbol check
 	$(Q)mkdir -p $(KDIR)/reports
@@ -69,19 +101,16 @@ test: build ## correctness of the port: pytest -k "cutile_rs and test_op", then 
 	$(PY) -m tilekit report --kernel $(KERNEL) --dir $(KDIR) --only correctness $(STRICT_FLAG) || { r=$$?; [ $$rc -ne 0 ] || rc=$$r; }; \
 	exit $$rc
 
-baseline: ## CUPTI perf of each baseline in BASELINES -> baseline_perf_<backend>.txt
+baseline: ## CUPTI perf of each baseline in BASELINES (one pytest session) -> baseline_perf_<backend>.txt
+	$(Q)$(check_baselines)
 	$(Q)mkdir -p $(KDIR)/reports/logs
-	$(Q)rc=0; for b in $(BASELINES); do \
-	    $(ENV) scripts/pytest_stage.sh $(KDIR)/reports/logs/baseline_perf_$$b.full.txt -- $(KTEST) \
-	        -k "test_perf and $$(test $$b = cutile && echo cutile_py || echo $$b)" --print-record -v -rs --timeout=600 || rc=$$?; \
-	done; \
+	$(Q)rc=0; $(ENV) $(call baseline_session,$(KDIR)/reports/logs/baseline.session.txt,$(KTEST)) || rc=$$?; \
 	$(PY) -m tilekit report --kernel $(KERNEL) --dir $(KDIR) --only performance || true; \
 	exit $$rc
 
 perf: build ## CUPTI perf of the cutile-rs port, then the report
 	$(Q)mkdir -p $(KDIR)/reports/logs
-	$(Q)rc=0; $(ENV) scripts/pytest_stage.sh $(KDIR)/reports/logs/perf_cutile_rs.full.txt -- $(KTEST) \
-	    -k "cutile_rs and test_perf" --print-record -v -rs --timeout=600 || rc=$$?; \
+	$(Q)rc=0; $(ENV) $(call perf_session,$(KDIR)/reports/logs/perf.session.txt,$(KTEST)) || rc=$$?; \
 	$(PY) -m tilekit report --kernel $(KERNEL) --dir $(KDIR) --only performance $(STRICT_FLAG) || { r=$$?; [ $$rc -ne 0 ] || rc=$$r; }; \
 	exit $$rc
 

@@ -5,7 +5,8 @@
 #
 # GPUS (from make; empty = every visible GPU): with more than one GPU, the cases are spread over
 # one pytest-xdist worker per GPU, each pinned with CUDA_VISIBLE_DEVICES (tools/tilekit/gpu_workers.py,
-# docs/multi-gpu.md). With one GPU, or GPUS=1, the command is the single-process one, unchanged.
+# docs/multi-gpu.md); --dist loadscope hands a --stage-log session's cases out by (kernel, backend)
+# (tilekit.gpu_workers.StageScheduler). With one GPU, or GPUS=1, the command is the single-process one.
 set -uo pipefail
 log=${1:?usage: scripts/pytest_stage.sh RAW_LOG -- PYTEST_ARGS...}; shift
 [ "${1:-}" = "--" ] && shift
@@ -20,11 +21,12 @@ if [ "${GPUS:-}" != 1 ]; then
     IFS=, read -ra gpu_list <<<"$gpus"
     if [ "${#gpu_list[@]}" -gt 1 ]; then
         export TILEKIT_GPU_LIST=$gpus
-        set -- -p xdist -n "${#gpu_list[@]}" --dist load "$@"
+        set -- -p xdist -n "${#gpu_list[@]}" --dist loadscope "$@"
         echo "GPUS: one pytest-xdist worker per GPU, pinned to CUDA_VISIBLE_DEVICES $gpus" >&2
     fi
 fi
 echo "\$ python -m pytest $*" >&2
+export TILEKIT_SESSION_LOG=$log  # named in the header of each stage log (tilekit.stage_logs)
 PYTHONUNBUFFERED=1 "$py" -m pytest "$@" 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 echo "pytest exit=$rc; raw log: $log" >&2

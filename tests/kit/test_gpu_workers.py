@@ -337,7 +337,7 @@ def test_stage_with_two_gpus_runs_one_xdist_worker_per_gpu(tmp_path):
     done, calls = run_stage(tmp_path, CUDA_VISIBLE_DEVICES="3,5")
     assert done.returncode == 0, done.stderr
     argv, env = pytest_call(calls)
-    assert argv == ["-p", "xdist", "-n", "2", "--dist", "load"] + STAGE_ARGS
+    assert argv == ["-p", "xdist", "-n", "2", "--dist", "loadscope"] + STAGE_ARGS
     assert env["TILEKIT_GPU_LIST"] == "3,5"
     assert "GPUS: one pytest-xdist worker per GPU, pinned to CUDA_VISIBLE_DEVICES 3,5" in done.stderr
 

@@ -154,6 +154,45 @@ class WorkerPinning:
         return f"tilekit gpu_workers: one worker per GPU, {VISIBLE_VAR} {pairs}"
 
 
+def spread_by_stage(stages: list, workers: int) -> bool:
+    """Whether to hand out whole stages (one (kernel, backend) per worker at a time) rather than
+    single cases: yes when there are at least as many stages as workers, so no GPU sits idle."""
+    return len(set(stages)) >= workers
+
+
+class StageScheduler:
+    """Registered in an xdist controller of a --stage-log session (make baseline/perf, which pass
+    --dist loadscope): xdist's loadscope scheduling with a (kernel, backend) stage as the scope. The cases of one stage share
+    compiled kernels (Triton, cuTile and the port's JIT specialize on dtype and alignment, not on
+    the sizes) and the port's autotune candidates, so a stage run by one worker compiles them once;
+    split over workers, every worker would compile them again. With fewer stages than workers the
+    scope is the single case, as with --dist load, so that every GPU gets work."""
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_xdist_make_scheduler(self, config, log):
+        if config.getvalue("dist") != "loadscope":
+            return None  # another --dist asked for by hand: xdist's own
+        from xdist.scheduler import LoadScopeScheduling
+
+        from tilekit.stage_logs import stage_of
+
+        class StageScheduling(LoadScopeScheduling):
+            by_stage = True
+
+            def _split_scope(self, nodeid: str) -> str:
+                stage = stage_of(nodeid) if self.by_stage else None
+                return "/".join(stage) if stage else nodeid
+
+            def schedule(self) -> None:
+                if self.collection is None and self.registered_collections:
+                    ids = next(iter(self.registered_collections.values()))
+                    self.by_stage = spread_by_stage([stage_of(n) or n for n in ids], len(self.nodes))
+                    self.log("tilekit: scope =", "stage" if self.by_stage else "case")
+                super().schedule()
+
+        return StageScheduling(config, log)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     workers = xdist_workers(config)
     if not workers:
@@ -164,6 +203,8 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(str(exc)) from None
     if gpus:
         config.pluginmanager.register(WorkerPinning(gpus), "tilekit-gpu-pinning")
+    if config.getoption("--stage-log", default=None):
+        config.pluginmanager.register(StageScheduler(), "tilekit-stage-scheduler")
 
 
 # ---------------------------------------------------------------------------------------------

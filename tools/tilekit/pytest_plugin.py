@@ -27,6 +27,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          help="tilekit: print a performance record block for every passed timed case")
     except ValueError:
         pass
+    group = parser.getgroup("tilekit")
+    group.addoption("--stage-log", metavar="TEMPLATE", default=None,
+                    help="tilekit: also write each (kernel, backend) stage's cases to its own log, e.g. "
+                         "out/{kernel}/reports/logs/baseline_perf_{backend}.full.txt (tilekit.stage_logs)")
+    group.addoption("--stage-backends", metavar="IDS", default="",
+                    help="tilekit: backend ids (cutile_py,triton,...) whose stage logs a --stage-log session "
+                         "must write for every kernel file it is given, even if nothing is collected")
 
 
 def record_blocks(report) -> list[str]:
@@ -67,6 +74,9 @@ class RecordForwarder:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    from tilekit import stage_logs
+
+    stage_logs.configure(config)
     if hasattr(config, "workerinput"):  # a pytest-xdist worker
         config.pluginmanager.register(RecordForwarder(), "tilekit-record-forwarder")
     elif config.getoption("--print-record", default=False):

@@ -1,0 +1,267 @@
+"""One pytest session, one log per (kernel, backend): tilekit.stage_logs (--stage-log) and the
+stage scheduler of tilekit.gpu_workers, in real child pytest runs on suites built here; then the
+Makefile's timed stages, which use them."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tilekit import report, validate
+from tilekit.gpu_workers import spread_by_stage
+from tilekit.records import parse_log
+from tilekit.stage_logs import backend_of, kernel_of, stage_of, stage_path
+
+ROOT = Path(__file__).resolve().parents[2]
+GPU_VARS = ("GPUS", "CUDA_VISIBLE_DEVICES", "TILEKIT_GPU_LIST", "PYTEST_XDIST_WORKER", "TILEKIT_SESSION_LOG")
+
+# A kernel suite in miniature: test_perf[<backend id>-<n>] for three backends, with one failing
+# case (triton, n=2) and one skipped case (torch, n=3). KERNEL is replaced per file.
+SUITE = '''
+import os, time
+import pytest
+
+RECORD_NAME = {"cutile_rs": "cutile-rs", "cutile_py": "cutile", "triton": "triton", "torch": "torch"}
+CASES = [(b, n) for b in os.environ.get("SUITE_BACKENDS", "cutile_rs,triton,torch").split(",") for n in (1, 2, 3, 4)]
+
+
+@pytest.mark.parametrize("backend,n", CASES, ids=str)
+def test_perf(request, backend, n):
+    time.sleep(0.05)
+    if os.environ.get("CRASH_AT") == f"{backend}-{n}":
+        os._exit(3)  # a kernel that kills its process
+    if backend == "torch" and n == 3:
+        pytest.skip("torch: no such op here")
+    assert not (backend == "triton" and n == 2), "triton gives a wrong result"
+    request.node.user_properties.append(("tilekit_perf_record", {
+        "test": request.node.nodeid, "kernel": "KERNEL", "backend": RECORD_NAME[backend],
+        "config": {"n": n, "dtype": "float16"}, "timer": "cupti", "median_ms": 0.5, "mean_ms": 0.5,
+        "std_ms": 0.01, "min_ms": 0.4, "max_ms": 0.6, "nrep": 50,
+        "worker": os.environ.get("PYTEST_XDIST_WORKER", "none"),
+        "seen_device": os.environ.get("CUDA_VISIBLE_DEVICES", "unset")}))
+'''
+TEMPLATE = "out/{kernel}/reports/logs/perf_{backend}.full.txt"
+
+
+def child_env(**extra) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in GPU_VARS}
+    return {**env, "PYTHONPATH": str(ROOT / "tools"), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", **extra}
+
+
+def run_session(folder: Path, kernels, *args, files=None, **env) -> tuple[int, str]:
+    """pytest on tests/kernels/test_<kernel>.py for each kernel, with --stage-log TEMPLATE."""
+    (folder / "tests" / "kernels").mkdir(parents=True, exist_ok=True)
+    for kernel in kernels:
+        (folder / "tests" / "kernels" / f"test_{kernel}.py").write_text(SUITE.replace("KERNEL", kernel))
+    (folder / "pytest.ini").write_text("[pytest]\naddopts = -p tilekit.pytest_plugin -p tilekit.gpu_workers\n")
+    files = files or [f"tests/kernels/test_{k}.py" for k in kernels]
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "xdist", *files,
+                           "--print-record", "-v", "-rs", "--stage-log", TEMPLATE, *args],
+                          cwd=folder, env=child_env(**env), capture_output=True, text=True, timeout=300)
+    return done.returncode, done.stdout + done.stderr
+
+
+def stage_log(folder: Path, kernel: str, backend: str) -> str:
+    return (folder / TEMPLATE.format(kernel=kernel, backend=backend)).read_text()
+
+
+# ---------------------------------------------------------------------------------------------
+# A case's stage, from its node id
+
+@pytest.mark.parametrize("nodeid,stage", [
+    ("tests/kernels/test_rms_norm.py::test_perf[cutile_rs-262144-1024-float16]", ("rms_norm", "cutile_rs")),
+    ("tests/kernels/test_rms_norm.py::test_perf[cutile_py-262144-1024-float16]", ("rms_norm", "cutile_py")),
+    ("tests/kernels/test_silu_and_mul.py::test_op[torch-4x8-bfloat16]", ("silu_and_mul", "torch")),
+    ("tests/kernels/test_softmax.py::test_op_every_variant_cutile_rs[37x1000-float16]", ("softmax", "cutile_rs")),
+    ("tests/kernels/test_softmax.py::test_op_bad_input_cutile_rs[cutile_rs-dtype]", ("softmax", "cutile_rs")),
+])
+def test_stage_of_a_kernel_suite_case(nodeid, stage):
+    assert stage_of(nodeid) == stage
+
+
+@pytest.mark.parametrize("nodeid", ["tests/kit/test_records.py::test_parse", "tests/kernels/test_x.py",
+                                    "tests/kernels/test_x.py::test_perf[tritonx-1]", "conftest.py::test_a[torch-1]"])
+def test_a_node_id_without_kernel_or_backend_has_no_stage(nodeid):
+    assert stage_of(nodeid) is None
+
+
+def test_kernel_and_backend_parts():
+    assert kernel_of("tests/kernels/test_matmul.py") == "matmul"
+    assert backend_of("tests/kernels/test_matmul.py::test_perf[triton-4096]") == "triton"
+    assert stage_path(TEMPLATE, "matmul", "cutile_py") == "out/matmul/reports/logs/perf_cutile.full.txt"
+    assert stage_path(TEMPLATE, "matmul", "cutile_rs") == "out/matmul/reports/logs/perf_cutile_rs.full.txt"
+
+
+def test_whole_stages_go_to_workers_only_when_every_worker_gets_one():
+    assert spread_by_stage([("a", "triton"), ("a", "torch"), ("a", "triton")], 2)
+    assert not spread_by_stage([("a", "cutile_rs")] * 6, 2)  # one stage, two GPUs: spread its cases
+    assert not spread_by_stage([("a", "triton"), ("b", "triton")], 8)
+
+
+# ---------------------------------------------------------------------------------------------
+# Stage logs of one session
+
+@pytest.fixture(scope="module")
+def one_process(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("one")
+    code, out = run_session(folder, ["alpha", "beta"], "--stage-backends", "cutile_rs,triton,torch")
+    assert code == 1, out  # the failing triton cases
+    return folder, out
+
+
+@pytest.mark.parametrize("kernel", ["alpha", "beta"])
+def test_each_stage_log_holds_its_own_cases_and_reads_like_a_pytest_run(one_process, kernel):
+    folder, _ = one_process
+    port = parse_log(stage_log(folder, kernel, "cutile_rs"), kernel, "cutile-rs")
+    assert [r.config["n"] for r in port.records] == [1, 2, 3, 4] and port.rejected == []
+    assert port.summary == "4 passed" and port.outcomes == []
+    triton = parse_log(stage_log(folder, kernel, "triton"), kernel, "triton")
+    assert [r.config["n"] for r in triton.records] == [1, 3, 4] and triton.rejected == []
+    assert [(o.status, o.case, o.reason) for o in triton.outcomes] == [
+        ("FAILED", f"tests/kernels/test_{kernel}.py::test_perf[triton-2]", "AssertionError: triton gives a wrong result")]
+    assert triton.summary == "1 failed, 3 passed"
+    torch = parse_log(stage_log(folder, kernel, "torch"), kernel, "torch")
+    assert [r.config["n"] for r in torch.records] == [1, 2, 4]
+    assert [(o.status, o.case, o.reason) for o in torch.outcomes] == [
+        ("SKIPPED", f"tests/kernels/test_{kernel}.py:15", "torch: no such op here")]
+
+
+def test_the_failure_traceback_is_in_the_stage_log_and_the_session_output_is_unchanged(one_process):
+    folder, out = one_process
+    text = stage_log(folder, "alpha", "triton")
+    assert text.startswith("tilekit stage log: kernel alpha, backend triton")
+    assert "E       AssertionError: triton gives a wrong result" in text
+    whole = parse_log(out)  # pytest's own output still holds every block and outcome
+    assert len(whole.records) == 2 * 10 and whole.summary == "2 failed, 20 passed, 2 skipped"
+
+
+def test_sanitize_report_and_validate_accept_stage_logs(one_process, tmp_path):
+    folder, _ = one_process
+    kdir = tmp_path / "alpha"
+    for src, dst in (("cutile_rs", report.PORT_RAW), ("triton", report.baseline_raw("triton"))):
+        (kdir / dst).parent.mkdir(parents=True, exist_ok=True)
+        (kdir / dst).write_text(stage_log(folder, "alpha", src))
+    done = subprocess.run([sys.executable, "-m", "tilekit", "report", "--kernel", "alpha", "--dir", str(kdir),
+                           "--only", "performance"], env=child_env(), capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    text = (kdir / report.PERFORMANCE_MD).read_text()
+    assert "geomean_ratio=1.0000\n" in text and "over 3 matched configs" in text  # n=2 has no triton median
+    assert "- triton: 3 valid blocks, 0 rejected, 1 failed, 0 errored, 0 skipped" in text
+    port = (kdir / report.PORT_CLEAN).read_text()
+    assert validate.check_sanitized(port, (kdir / report.PORT_RAW).read_text(), "alpha", "cutile-rs") == []
+
+
+def test_a_file_that_fails_to_collect_is_named_in_each_of_its_stage_logs(tmp_path):
+    (tmp_path / "tests" / "kernels").mkdir(parents=True)
+    (tmp_path / "tests" / "kernels" / "test_gamma.py").write_text("import no_such_module\n")
+    code, out = run_session(tmp_path, ["alpha"], "--stage-backends", "cutile_rs,triton",
+                            files=["tests/kernels/test_alpha.py", "tests/kernels/test_gamma.py"])
+    assert code == 2, out  # pytest's collection error
+    for backend in ("cutile_rs", "triton"):
+        parsed = parse_log(stage_log(tmp_path, "gamma", backend))
+        assert [(o.status, o.case) for o in parsed.outcomes] == [("ERROR", "tests/kernels/test_gamma.py")]
+        assert "ImportError while importing test module" in parsed.outcomes[0].reason
+        assert "No module named 'no_such_module'" in stage_log(tmp_path, "gamma", backend)
+        assert parsed.summary is None  # the session stopped: the log says the run did not finish
+
+
+def test_a_session_that_dies_leaves_stage_logs_without_their_final_line(tmp_path):
+    code, out = run_session(tmp_path, ["alpha"], "--stage-backends", "cutile_rs,triton,torch", CRASH_AT="triton-3")
+    assert code == 3, out
+    port = parse_log(stage_log(tmp_path, "alpha", "cutile_rs"), "alpha", "cutile-rs")
+    assert len(port.records) == 4 and port.summary is None  # kept, but marked as not finished
+    assert len(parse_log(stage_log(tmp_path, "alpha", "triton")).records) == 1
+    assert parse_log(stage_log(tmp_path, "alpha", "torch")).records == []  # created at the start, never reached
+
+
+def test_a_template_without_its_fields_is_a_usage_error(tmp_path):
+    (tmp_path / "tests" / "kernels").mkdir(parents=True)
+    (tmp_path / "tests" / "kernels" / "test_alpha.py").write_text(SUITE.replace("KERNEL", "alpha"))
+    (tmp_path / "pytest.ini").write_text("[pytest]\naddopts = -p tilekit.pytest_plugin\n")
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "tests/kernels/test_alpha.py",
+                           "--stage-log", "out/perf.txt"], cwd=tmp_path, env=child_env(), capture_output=True, text=True)
+    assert done.returncode == 4 and "--stage-log 'out/perf.txt' must contain {kernel} and {backend}" in done.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# Under xdist: whole stages per worker, or single cases when there are fewer stages than workers
+
+def workers_by_stage(folder: Path, kernels, backends) -> dict:
+    seen = {}
+    for kernel in kernels:
+        for backend in backends:
+            for r in parse_log(stage_log(folder, kernel, backend)).records:
+                seen.setdefault((kernel, backend), set()).add((r.fields["worker"], r.fields["seen_device"]))
+    return seen
+
+
+def test_under_xdist_each_stage_runs_on_one_pinned_worker_and_both_workers_are_used(tmp_path):
+    code, out = run_session(tmp_path, ["alpha", "beta"], "-n", "2", "--dist", "loadscope",
+                            "--stage-backends", "cutile_rs,triton,torch", TILEKIT_GPU_LIST="7,9")
+    assert code == 1, out
+    seen = workers_by_stage(tmp_path, ["alpha", "beta"], ["cutile_rs", "triton", "torch"])
+    assert len(seen) == 6 and all(len(workers) == 1 for workers in seen.values())
+    assert set().union(*seen.values()) == {("gw0", "7"), ("gw1", "9")}
+    triton = parse_log(stage_log(tmp_path, "beta", "triton"), "beta", "triton")
+    assert [o.case for o in triton.outcomes] == ["tests/kernels/test_beta.py::test_perf[triton-2]"]
+    assert triton.summary == "1 failed, 3 passed"
+
+
+def test_under_xdist_a_single_stage_is_spread_case_by_case(tmp_path):
+    code, out = run_session(tmp_path, ["alpha"], "-n", "2", "--dist", "loadscope", "--stage-backends", "cutile_rs",
+                            TILEKIT_GPU_LIST="7,9", SUITE_BACKENDS="cutile_rs")
+    assert code == 0, out
+    seen = workers_by_stage(tmp_path, ["alpha"], ["cutile_rs"])
+    assert seen == {("alpha", "cutile_rs"): {("gw0", "7"), ("gw1", "9")}}
+
+
+def test_a_crashed_worker_is_named_in_its_stage_log_and_the_rest_still_runs(tmp_path):
+    code, out = run_session(tmp_path, ["alpha"], "-n", "2", "--dist", "loadscope",
+                            "--stage-backends", "cutile_rs,triton,torch", TILEKIT_GPU_LIST="7,9", CRASH_AT="triton-3")
+    assert code == 1, out
+    triton = parse_log(stage_log(tmp_path, "alpha", "triton"), "alpha", "triton")
+    assert [o.case for o in triton.outcomes if o.status == "FAILED"] == [
+        "tests/kernels/test_alpha.py::test_perf[triton-2]", "tests/kernels/test_alpha.py::test_perf[triton-3]"]
+    assert "crashed" in stage_log(tmp_path, "alpha", "triton")
+    assert len(parse_log(stage_log(tmp_path, "alpha", "torch")).records) == 3
+    assert len(parse_log(stage_log(tmp_path, "alpha", "cutile_rs")).records) == 4
+
+
+# ---------------------------------------------------------------------------------------------
+# The Makefile's timed stages
+
+def make_dry(*args) -> subprocess.CompletedProcess:
+    return subprocess.run(["make", "-n", "--no-print-directory", "V=1", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120, env={k: v for k, v in os.environ.items() if k != "MAKEFLAGS"})
+
+
+def stage_commands(text: str) -> list[str]:
+    return [line for line in text.splitlines() if "scripts/pytest_stage.sh" in line]
+
+
+def test_make_baseline_times_every_baseline_in_one_session():
+    done = make_dry("KERNEL=softmax", "baseline")
+    assert done.returncode == 0, done.stderr
+    [command] = stage_commands(done.stdout)
+    assert ("scripts/pytest_stage.sh out/softmax/reports/logs/baseline.session.txt -- tests/kernels/test_softmax.py "
+            "-k \"test_perf and (cutile_py or triton or torch)\"") in command
+    assert ("--stage-log 'out/{kernel}/reports/logs/baseline_perf_{backend}.full.txt' "
+            "--stage-backends cutile_py,triton,torch") in command
+
+
+def test_make_all_kernels_perf_is_one_session_over_every_suite():
+    done = make_dry("KERNEL=all", "OUT_ROOT=o", "perf")
+    assert done.returncode == 0, done.stderr
+    [command] = stage_commands(done.stdout)
+    suites = " ".join(f"tests/kernels/test_{k}.py" for k in sorted(p.name for p in (ROOT / "kernels").iterdir()
+                                                                  if (p / "kernel.rs").is_file()))
+    assert f"scripts/pytest_stage.sh o/logs/perf.session.txt -- {suites} -k \"cutile_rs and test_perf\"" in command
+    assert "--stage-log 'o/{kernel}/reports/logs/perf_{backend}.full.txt' --stage-backends cutile_rs" in command
+
+
+def test_an_unknown_baseline_is_refused_before_pytest_runs():
+    done = subprocess.run(["make", "--no-print-directory", "KERNEL=softmax", "BASELINES=triton tritn", "baseline"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert "BASELINES: unknown backend 'tritn' (known: cutile triton torch)" in done.stderr

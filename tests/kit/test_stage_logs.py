@@ -93,10 +93,16 @@ def test_kernel_and_backend_parts():
     assert stage_path(TEMPLATE, "matmul", "cutile_rs") == "out/matmul/reports/logs/perf_cutile_rs.full.txt"
 
 
-def test_whole_stages_go_to_workers_only_when_every_worker_gets_one():
-    assert spread_by_stage([("a", "triton"), ("a", "torch"), ("a", "triton")], 2)
-    assert not spread_by_stage([("a", "cutile_rs")] * 6, 2)  # one stage, two GPUs: spread its cases
-    assert not spread_by_stage([("a", "triton"), ("b", "triton")], 8)
+def test_whole_stages_go_to_workers_only_when_they_can_balance_them():
+    baseline_all = [(k, b) for k, n in (("matmul", 4), ("rms_norm", 6), ("silu", 2), ("softmax", 3))
+                    for b in ("cutile_py", "triton", "torch") for _ in range(n)]  # 45 cases, largest stage 6
+    assert spread_by_stage(baseline_all, 2)
+    assert not spread_by_stage(baseline_all, 8)  # 6 of a fair share of 5.6: spread the cases
+    perf_all = [(k, "cutile_rs") for k, n in (("matmul", 4), ("rms_norm", 6), ("silu", 2), ("softmax", 3))
+                for _ in range(n)]
+    assert not spread_by_stage(perf_all, 2)  # rms_norm alone would keep one GPU busy
+    assert not spread_by_stage([("a", "cutile_rs")] * 6, 2)
+    assert not spread_by_stage([], 2) and not spread_by_stage(baseline_all, 1)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -197,11 +203,12 @@ def workers_by_stage(folder: Path, kernels, backends) -> dict:
 
 
 def test_under_xdist_each_stage_runs_on_one_pinned_worker_and_both_workers_are_used(tmp_path):
-    code, out = run_session(tmp_path, ["alpha", "beta"], "-n", "2", "--dist", "loadscope",
+    kernels = ["alpha", "beta", "gamma", "delta"]  # 12 stages of 4 cases: whole stages balance 2 workers
+    code, out = run_session(tmp_path, kernels, "-n", "2", "--dist", "loadscope",
                             "--stage-backends", "cutile_rs,triton,torch", TILEKIT_GPU_LIST="7,9")
     assert code == 1, out
-    seen = workers_by_stage(tmp_path, ["alpha", "beta"], ["cutile_rs", "triton", "torch"])
-    assert len(seen) == 6 and all(len(workers) == 1 for workers in seen.values())
+    seen = workers_by_stage(tmp_path, kernels, ["cutile_rs", "triton", "torch"])
+    assert len(seen) == 12 and all(len(workers) == 1 for workers in seen.values())
     assert set().union(*seen.values()) == {("gw0", "7"), ("gw1", "9")}
     triton = parse_log(stage_log(tmp_path, "beta", "triton"), "beta", "triton")
     assert [o.case for o in triton.outcomes] == ["tests/kernels/test_beta.py::test_perf[triton-2]"]
@@ -216,10 +223,12 @@ def test_under_xdist_a_single_stage_is_spread_case_by_case(tmp_path):
     assert seen == {("alpha", "cutile_rs"): {("gw0", "7"), ("gw1", "9")}}
 
 
-def test_a_crashed_worker_is_named_in_its_stage_log_and_the_rest_still_runs(tmp_path):
-    code, out = run_session(tmp_path, ["alpha"], "-n", "2", "--dist", "loadscope",
+@pytest.mark.parametrize("kernels", [["alpha"], ["alpha", "beta", "gamma", "delta"]], ids=["by_case", "by_stage"])
+def test_a_crashed_worker_is_named_in_its_stage_log_and_the_rest_still_runs(tmp_path, kernels):
+    code, out = run_session(tmp_path, kernels, "-n", "2", "--dist", "loadscope",
                             "--stage-backends", "cutile_rs,triton,torch", TILEKIT_GPU_LIST="7,9", CRASH_AT="triton-3")
     assert code == 1, out
+    assert out.count("crashed while running") == len(kernels)  # once per crashing case: not run again
     triton = parse_log(stage_log(tmp_path, "alpha", "triton"), "alpha", "triton")
     assert [o.case for o in triton.outcomes if o.status == "FAILED"] == [
         "tests/kernels/test_alpha.py::test_perf[triton-2]", "tests/kernels/test_alpha.py::test_perf[triton-3]"]

@@ -155,9 +155,16 @@ class WorkerPinning:
 
 
 def spread_by_stage(stages: list, workers: int) -> bool:
-    """Whether to hand out whole stages (one (kernel, backend) per worker at a time) rather than
-    single cases: yes when there are at least as many stages as workers, so no GPU sits idle."""
-    return len(set(stages)) >= workers
+    """Whether to hand out whole stages (a (kernel, backend) per worker at a time) rather than single
+    cases, given the stage of every case: only when the largest stage is at most half of a worker's
+    fair share of the cases, so that whole stages can still balance the GPUs. Case counts stand in
+    for time (a stage's cases are timed alike). On two H200s, `make KERNEL=all perf` (four stages,
+    one of them six of the fifteen cases) by stage left one GPU timing rms_norm's six autotuned
+    cases while the other idled (docs/multi-gpu.md)."""
+    if not stages or workers < 2:
+        return False
+    largest = max(stages.count(s) for s in set(stages))
+    return 2 * workers * largest <= len(stages)
 
 
 class StageScheduler:
@@ -165,8 +172,8 @@ class StageScheduler:
     --dist loadscope): xdist's loadscope scheduling with a (kernel, backend) stage as the scope. The cases of one stage share
     compiled kernels (Triton, cuTile and the port's JIT specialize on dtype and alignment, not on
     the sizes) and the port's autotune candidates, so a stage run by one worker compiles them once;
-    split over workers, every worker would compile them again. With fewer stages than workers the
-    scope is the single case, as with --dist load, so that every GPU gets work."""
+    split over workers, every worker would compile them again. When whole stages cannot balance
+    the workers (spread_by_stage) the scope is the single case, as with --dist load."""
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_xdist_make_scheduler(self, config, log):
@@ -189,6 +196,22 @@ class StageScheduler:
                     self.by_stage = spread_by_stage([stage_of(n) or n for n in ids], len(self.nodes))
                     self.log("tilekit: scope =", "stage" if self.by_stage else "case")
                 super().schedule()
+
+            def remove_node(self, node):
+                # loadscope puts a crashed worker's unfinished cases back in the queue, the crashed case
+                # too, so the next worker would run it and crash again; like --dist load, report it
+                # failed once (xdist does, from the value returned here) and requeue only the others.
+                workload = self.assigned_work.pop(node)
+                pending = [(scope, nodeid) for scope, unit in workload.items()
+                           for nodeid, done in unit.items() if not done]
+                if not pending:
+                    return None
+                scope, crashed = pending[0]  # a worker runs its cases in the order they were sent
+                workload[scope][crashed] = True
+                self.workqueue.update({s: unit for s, unit in workload.items() if not all(unit.values())})
+                for other in self.assigned_work:
+                    self._reschedule(other)
+                return crashed
 
         return StageScheduling(config, log)
 

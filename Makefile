@@ -7,7 +7,8 @@
 # `make help` lists every target. Variables can be set on the command line:
 #   KERNEL=rms_norm (or all)  OUT_ROOT=out  BASELINES="cutile triton torch"  STRICT=1  V=1
 #   GPUS=N: test/baseline/perf spread their cases over N GPUs, one pinned pytest-xdist worker
-#           each (default: every visible GPU; 1 = one process, as on a one-GPU host; docs/multi-gpu.md)
+#           each (default: every visible GPU; 1 = one process, as on a one-GPU host; docs/multi-gpu.md).
+#           baseline (all BASELINES) and perf are one pytest session per make call, KERNEL=all included.
 # Each stage writes under $(OUT_ROOT)/$(KERNEL)/ (see docs/ and DESIGN.md's layout).
 
 KERNEL    ?= rms_norm

@@ -135,7 +135,12 @@ def test_missing_port_raw_log_names_file_and_target(tmp_path, capsys):
 def test_missing_baselines_with_port_data_names_the_baseline_target(tmp_path, capsys):
     d = make_dir(tmp_path, baselines={})
     assert run(d, "--only", "performance") == 2
-    assert f"`make KERNEL={KERNEL} baseline` writes them" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"`make KERNEL={KERNEL} baseline` writes them (wrote {d / 'perf_cutile_rs.txt'}; no verdict" in err
+    # the port's own numbers are kept (make KERNEL=all perf before any baseline), but no verdict is made up
+    assert (d / "perf_cutile_rs.txt").read_text().count("==== Performance Test Results ====") == 3
+    assert "valid blocks: 3" in (d / "reports" / "logs" / "perf_investigation.log").read_text()
+    assert not (d / "reports" / "performance.md").exists()
 
 
 def test_duplicate_configs_fail_the_report_naming_the_log(tmp_path, capsys):

@@ -24,6 +24,7 @@ import os
 import re
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Callable, Mapping
 
 import pytest
@@ -163,16 +164,16 @@ def spread_by_stage(stages: list, workers: int) -> bool:
     cases while the other idled (docs/multi-gpu.md)."""
     if not stages or workers < 2:
         return False
-    largest = max(stages.count(s) for s in set(stages))
+    largest = max(Counter(stages).values())
     return 2 * workers * largest <= len(stages)
 
 
 class StageScheduler:
     """Registered in an xdist controller of a --stage-log session (make baseline/perf, which pass
-    --dist loadscope): xdist's loadscope scheduling with a (kernel, backend) stage as the scope. The cases of one stage share
-    compiled kernels (Triton, cuTile and the port's JIT specialize on dtype and alignment, not on
-    the sizes) and the port's autotune candidates, so a stage run by one worker compiles them once;
-    split over workers, every worker would compile them again. When whole stages cannot balance
+    --dist loadscope): xdist's loadscope scheduling with a (kernel, backend) stage as the scope.
+    The cases of one stage share compiled kernels (Triton, cuTile and the port's JIT specialize on
+    dtype and alignment, not on the sizes) and the port's autotune candidates, so a stage run by one
+    worker compiles them once; split over workers, every worker would compile them again. When whole stages cannot balance
     the workers (spread_by_stage) the scope is the single case, as with --dist load."""
 
     @pytest.hookimpl(tryfirst=True)

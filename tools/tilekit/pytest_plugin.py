@@ -10,6 +10,9 @@ Under pytest-xdist (``GPUS=N``, tilekit.gpu_workers) a worker's reports, user_pr
 included, are replayed in the controller's ``pytest_runtest_logreport``: only the controller
 prints, one block at a time, so blocks stay whole and none is printed twice. A worker only turns
 its records into plain JSON types first, since execnet cannot send a torch dtype.
+
+It also registers ``--stage-log`` / ``--stage-backends`` (one raw log per kernel and backend from
+one session: tilekit.stage_logs).
 """
 from __future__ import annotations
 

@@ -416,13 +416,7 @@ def load_perf(kernel: str, kernel_dir: str) -> PerfInputs:
     port = parse_log(read_text(raw), kernel, PORT_BACKEND)
     baselines = {b: parse_log(read_text(_path(kernel_dir, baseline_raw(b))), kernel, b)
                  for b in baselines_on_disk(kernel_dir)}
-    notes = []
-    if not baselines:
-        message = (f"{_path(kernel_dir, baseline_raw('<backend>'))}: no baseline raw log "
-                   f"(backends {', '.join(BASELINE_BACKENDS)}); `make KERNEL={kernel} baseline` writes them")
-        if port.records:
-            raise MissingInput(message)
-        notes.append(message.replace(kernel_dir + os.sep, "", 1))
+    # The clean logs and the investigation log first: a port timed without baselines keeps them.
     write_atomic(_path(kernel_dir, PORT_CLEAN), clean_text(port.records))
     sections = [investigation_text(f"{PORT_RAW} -> {PORT_CLEAN}", port)]
     logs = [PORT_RAW, PORT_CLEAN]
@@ -431,6 +425,13 @@ def load_perf(kernel: str, kernel_dir: str) -> PerfInputs:
         sections.append(investigation_text(f"{baseline_raw(b)} -> {baseline_clean(b)}", parsed))
         logs += [baseline_raw(b), baseline_clean(b)]
     write_atomic(_path(kernel_dir, INVESTIGATION), INVESTIGATION_HEADER + "\n".join(sections))
+    notes = []
+    if not baselines:
+        message = (f"{_path(kernel_dir, baseline_raw('<backend>'))}: no baseline raw log "
+                   f"(backends {', '.join(BASELINE_BACKENDS)}); `make KERNEL={kernel} baseline` writes them")
+        if port.records:
+            raise MissingInput(f"{message} (wrote {_path(kernel_dir, PORT_CLEAN)}; no verdict without a baseline)")
+        notes.append(message.replace(kernel_dir + os.sep, "", 1))
     return PerfInputs(kernel, port, baselines, logs + [INVESTIGATION], notes)
 
 

@@ -217,6 +217,16 @@ def test_everything_skipped_for_want_of_a_gpu_is_blocked_env(tmp_path):
     assert "block_class: env" in lines
 
 
+def test_gpu_cases_skipped_beside_passing_cpu_cases_are_blocked_not_all_pass(tmp_path):
+    _, lines = correctness(tmp_path, case("test_op_bad_input_cutile_rs[cutile_rs-dtype_mix]"),
+                           case("test_op[cutile_rs-4x8-float16]", '<skipped message="no CUDA GPU here"/>'),
+                           case("test_op[cutile_rs-4x9-float16]", '<skipped message="no CUDA GPU here"/>'))
+    assert (lines[0], lines[4]) == ("VERDICT: BLOCKED", "Summary: 1 passed, 0 failed, 2 skipped")
+    assert "block_class: env" in lines
+    assert ("Note: 2 case(s) were skipped because this machine cannot run them (first: no CUDA GPU here); "
+            "the port is not verified on them.") in lines
+
+
 def test_malformed_junit_is_an_error_naming_the_file(tmp_path, capsys):
     d = make_dir(tmp_path, junit_text="<testsuites><testsuite>")
     assert run(d, "--only", "correctness") == 2

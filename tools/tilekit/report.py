@@ -354,8 +354,12 @@ def classify(cases: list[Case], raw_log: str) -> CorrectnessResult:
     failed = sum(c.result in ("FAILED", "ERROR") for c in cases)
     skipped = sum(c.result == "SKIPPED" for c in cases)
     really_failed = sum(c.result == "FAILED" for c in cases)
-    blocked = any(c.collection for c in cases) or (passed == 0 and really_failed == 0)
     bad = [c for c in cases if c.result in ("FAILED", "ERROR")]
+    # A case skipped because this machine cannot run it (no GPU, no driver) did not verify the port:
+    # a run with such skips is not ALL_PASS (a skip by design, e.g. an unsupported dtype, is).
+    env_skipped = [c for c in cases if c.result == "SKIPPED" and _ENV_BLOCK.search(c.message)]
+    blocked = (any(c.collection for c in cases) or (passed == 0 and really_failed == 0)
+               or (bool(env_skipped) and not bad))
     kernel_bad = [c for c in bad if not c.collection and _KERNEL_FAILURE.search(c.message + " " + c.config)]
     host_bad = [c for c in bad if c not in kernel_bad]
     if blocked:
@@ -389,6 +393,10 @@ def render_correctness(kernel: str, result: CorrectnessResult, raw_log: str | No
         lines += ["Note: pytest stopped at the first failure (-x); later cases did not run.", ""]
     if not result.cases:
         lines += ["Note: the JUnit XML holds no test case (empty selection or a run that never started).", ""]
+    env_skipped = [c for c in result.cases if c.result == "SKIPPED" and _ENV_BLOCK.search(c.message)]
+    if env_skipped and result.passed:
+        lines += [f"Note: {len(env_skipped)} case(s) were skipped because this machine cannot run them "
+                  f"(first: {_first_line(env_skipped[0].message)}); the port is not verified on them.", ""]
     rows = [[_cell(c.test), _cell(c.config or "-"), c.result, _cell(_first_line(c.message)) or "-"]
             for c in result.cases]
     lines += [markdown_table(rows, ["Test", "Config", "Result", "Error"]), ""]

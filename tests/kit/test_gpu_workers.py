@@ -295,14 +295,14 @@ exec "$REAL_PYTHON" "$@"
 STAGE_ARGS = ["tests/kernels/test_k.py", "-k", "cutile_rs and test_perf", "--print-record", "-v", "-rs"]
 
 
-def run_stage(tmp_path: Path, **env) -> tuple[subprocess.CompletedProcess, Path]:
+def run_stage(tmp_path: Path, extra=(), **env) -> tuple[subprocess.CompletedProcess, Path]:
     calls = tmp_path / "calls"
     calls.mkdir(exist_ok=True)
     fake = tmp_path / "python"
     fake.write_text(FAKE_PYTHON)
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
     log = tmp_path / "logs" / "perf.full.txt"
-    done = subprocess.run(["bash", str(ROOT / "scripts" / "pytest_stage.sh"), str(log), "--", *STAGE_ARGS],
+    done = subprocess.run(["bash", str(ROOT / "scripts" / "pytest_stage.sh"), str(log), "--", *STAGE_ARGS, *extra],
                           env=child_env(TILEKIT_PYTHON=str(fake), REAL_PYTHON=sys.executable, CALLS=str(calls), **env),
                           capture_output=True, text=True, timeout=120)
     return done, calls
@@ -337,9 +337,16 @@ def test_stage_with_two_gpus_runs_one_xdist_worker_per_gpu(tmp_path):
     done, calls = run_stage(tmp_path, CUDA_VISIBLE_DEVICES="3,5")
     assert done.returncode == 0, done.stderr
     argv, env = pytest_call(calls)
-    assert argv == ["-p", "xdist", "-n", "2", "--dist", "loadscope"] + STAGE_ARGS
+    assert argv == ["-p", "xdist", "-n", "2", "--dist", "load"] + STAGE_ARGS  # make test: case by case
     assert env["TILEKIT_GPU_LIST"] == "3,5"
     assert "GPUS: one pytest-xdist worker per GPU, pinned to CUDA_VISIBLE_DEVICES 3,5" in done.stderr
+
+
+def test_a_stage_log_session_on_two_gpus_is_scheduled_by_stage(tmp_path):
+    done, calls = run_stage(tmp_path, CUDA_VISIBLE_DEVICES="3,5", extra=["--stage-log", "o/{kernel}/{backend}.txt"])
+    assert done.returncode == 0, done.stderr
+    argv, _ = pytest_call(calls)
+    assert argv == ["-p", "xdist", "-n", "2", "--dist", "loadscope"] + STAGE_ARGS + ["--stage-log", "o/{kernel}/{backend}.txt"]
 
 
 def test_stage_with_too_many_gpus_stops_before_pytest_and_logs_why(tmp_path):

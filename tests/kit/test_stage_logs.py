@@ -188,6 +188,31 @@ def test_a_template_without_its_fields_is_a_usage_error(tmp_path):
     done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "tests/kernels/test_alpha.py",
                            "--stage-log", "out/perf.txt"], cwd=tmp_path, env=child_env(), capture_output=True, text=True)
     assert done.returncode == 4 and "--stage-log 'out/perf.txt' must contain {kernel} and {backend}" in done.stderr
+    for bad in ("out/{kernel}/{gpu}/{backend}.txt", "out/{{kernel}}/{backend}.txt", "out/{kernel/{backend}.txt"):
+        done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "tests/kernels/test_alpha.py",
+                               "--stage-log", bad], cwd=tmp_path, env=child_env(), capture_output=True, text=True)
+        assert done.returncode == 4 and "must contain {kernel} and {backend} and no other" in done.stderr, bad
+
+
+def test_xfails_and_a_run_cut_short_by_x_are_told_apart(tmp_path):
+    (tmp_path / "tests" / "kernels").mkdir(parents=True)
+    (tmp_path / "tests" / "kernels" / "test_alpha.py").write_text(
+        "import pytest\n"
+        "@pytest.mark.xfail(run=False, reason='not yet')\n"
+        "def test_perf_a_torch():\n    pass\n"
+        "@pytest.mark.xfail(reason='known')\n"
+        "def test_perf_b_torch():\n    assert False\n"
+        "def test_perf_c_torch():\n    assert False, 'wrong'\n"
+        "def test_perf_d_torch():\n    pass\n")
+    (tmp_path / "pytest.ini").write_text("[pytest]\naddopts = -p tilekit.pytest_plugin\n")
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "tests/kernels/test_alpha.py", "-x",
+                           "--stage-log", TEMPLATE], cwd=tmp_path, env=child_env(), capture_output=True, text=True)
+    assert done.returncode == 1, done.stdout
+    text = stage_log(tmp_path, "alpha", "torch")
+    assert "test_perf_a_torch XFAIL" in text and "test_perf_b_torch XFAIL" in text
+    assert "test_perf_d_torch" not in text  # -x stopped before it
+    parsed = parse_log(text)
+    assert parsed.summary is None and "the pytest session stopped before it finished (stopping after 1 failures)" in text
 
 
 # ---------------------------------------------------------------------------------------------
@@ -259,14 +284,24 @@ def test_make_baseline_times_every_baseline_in_one_session():
             "--stage-backends cutile_py,triton,torch") in command
 
 
-def test_make_all_kernels_perf_is_one_session_over_every_suite():
-    done = make_dry("KERNEL=all", "OUT_ROOT=o", "perf")
+def test_make_all_kernels_perf_is_one_session_over_every_suite(tmp_path):
+    o = tmp_path / "o"
+    done = make_dry("KERNEL=all", f"OUT_ROOT={o}", "perf")
     assert done.returncode == 0, done.stderr
-    [command] = stage_commands(done.stdout)
+    assert not o.exists()  # a dry run writes nothing, not even the summary
+    [command] = stage_commands(done.stdout.replace(str(o), "o"))
     suites = " ".join(f"tests/kernels/test_{k}.py" for k in sorted(p.name for p in (ROOT / "kernels").iterdir()
                                                                   if (p / "kernel.rs").is_file()))
     assert f"scripts/pytest_stage.sh o/logs/perf.session.txt -- {suites} -k \"cutile_rs and test_perf\"" in command
     assert "--stage-log 'o/{kernel}/reports/logs/perf_{backend}.full.txt' --stage-backends cutile_rs" in command
+    assert "--continue-on-collection-errors" in command  # one broken suite must not stop the others
+
+
+def test_an_empty_baselines_is_refused_before_pytest_runs():
+    done = subprocess.run(["make", "--no-print-directory", "KERNEL=softmax", "BASELINES=", "baseline"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert "BASELINES is empty: name at least one of cutile triton torch" in done.stderr
 
 
 def test_an_unknown_baseline_is_refused_before_pytest_runs():

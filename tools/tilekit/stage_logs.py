@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import string
 import time
 from dataclasses import dataclass, field
 
@@ -80,9 +81,9 @@ def _reason(report) -> str:
 
 def _status(report) -> str | None:
     """The -v status word of a report, or None when pytest shows none for this phase."""
+    if hasattr(report, "wasxfail") and (report.skipped or report.when == "call"):
+        return "XPASS" if report.passed else "XFAIL"  # xfail(run=False) and pytest.xfail() skip in setup
     if report.when == "call":
-        if hasattr(report, "wasxfail"):
-            return "XPASS" if report.passed else "XFAIL"
         return report.outcome.upper()
     if report.failed:  # a fixture's failure; xdist's report of a crashed worker has when="???"
         return "ERROR" if report.when in ("setup", "teardown") else "FAILED"
@@ -185,7 +186,8 @@ class StageLogs:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session, exitstatus) -> None:
-        finished = int(exitstatus) in (0, 1, 5)  # ran (passed or failed), or collected nothing
+        # ran (passed or failed) or collected nothing, and was not cut short by -x / --maxfail
+        finished = int(exitstatus) in (0, 1, 5) and not (session.shouldfail or session.shouldstop)
         for stage in self.stages.values():
             lines = ["=" * 20 + " short test summary info (this stage) " + "=" * 20, *stage.summary]
             if finished:
@@ -194,8 +196,9 @@ class StageLogs:
                 lines.append(f"==== {', '.join(parts) or 'no tests ran'} in {stage.seconds:.2f}s "
                              "(this stage's cases) ====")
             else:
-                lines.append(f"tilekit: the pytest session ended with exit status {int(exitstatus)} before "
-                             "it finished; this stage's cases may be missing (see the session log)")
+                why = session.shouldfail or session.shouldstop or f"exit status {int(exitstatus)}"
+                lines.append(f"tilekit: the pytest session stopped before it finished ({why}); this stage's "
+                             "cases may be missing (see the session log)")
             self._append(stage, "\n".join(lines))
 
 
@@ -204,9 +207,13 @@ def configure(config: pytest.Config) -> None:
     template = config.getoption("--stage-log", default=None)
     if not template or hasattr(config, "workerinput"):
         return
-    for name in ("kernel", "backend"):
-        if "{" + name + "}" not in template:
-            raise pytest.UsageError(f"--stage-log {template!r} must contain {{kernel}} and {{backend}}")
+    try:
+        fields = [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
+    except ValueError as exc:
+        fields = [f"a malformed brace ({exc})"]
+    if sorted(set(fields)) != ["backend", "kernel"]:
+        raise pytest.UsageError(f"--stage-log {template!r} must contain {{kernel}} and {{backend}} and no other "
+                                "{field} (double other braces: {{ }})")
     backends = [b for b in (config.getoption("--stage-backends") or "").split(",") if b]
     unknown = [b for b in backends if b not in BACKEND_IDS]
     if unknown:

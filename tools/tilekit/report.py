@@ -314,6 +314,7 @@ class CorrectnessResult:
     host_fix: str
     kernel_followup: str
     block_class: str
+    env_skipped: list = field(default_factory=list)  # cases skipped because this machine cannot run them
 
 
 class MalformedInput(Exception):
@@ -378,7 +379,7 @@ def classify(cases: list[Case], raw_log: str) -> CorrectnessResult:
                        f"first: {kernel_bad[0].test}[{kernel_bad[0].config}]: {_first_line(kernel_bad[0].message)}"
                        ) if kernel_bad else ""
     return CorrectnessResult(verdict, cases, passed, failed, skipped, fail_class, host_fix, kernel_followup,
-                             block_class)
+                             block_class, env_skipped)
 
 
 def _first_line(message: str, limit: int = 160) -> str:
@@ -393,10 +394,9 @@ def render_correctness(kernel: str, result: CorrectnessResult, raw_log: str | No
         lines += ["Note: pytest stopped at the first failure (-x); later cases did not run.", ""]
     if not result.cases:
         lines += ["Note: the JUnit XML holds no test case (empty selection or a run that never started).", ""]
-    env_skipped = [c for c in result.cases if c.result == "SKIPPED" and _ENV_BLOCK.search(c.message)]
-    if env_skipped and result.passed:
-        lines += [f"Note: {len(env_skipped)} case(s) were skipped because this machine cannot run them "
-                  f"(first: {_first_line(env_skipped[0].message)}); the port is not verified on them.", ""]
+    if result.env_skipped and result.passed:
+        lines += [f"Note: {len(result.env_skipped)} case(s) were skipped because this machine cannot run them "
+                  f"(first: {_first_line(result.env_skipped[0].message)}); the port is not verified on them.", ""]
     rows = [[_cell(c.test), _cell(c.config or "-"), c.result, _cell(_first_line(c.message)) or "-"]
             for c in result.cases]
     lines += [markdown_table(rows, ["Test", "Config", "Result", "Error"]), ""]

@@ -38,11 +38,12 @@ space := $(empty) $(empty)
 comma := ,
 BASELINE_IDS := $(patsubst cutile,cutile_py,$(strip $(BASELINES)))
 UNKNOWN_BASELINES := $(filter-out cutile triton torch,$(BASELINES))
+PERF_LOG := $(OUT_ROOT)/{kernel}/reports/logs/perf_{backend}.full.txt
+BASELINE_LOG := $(OUT_ROOT)/{kernel}/reports/logs/baseline_perf_{backend}.full.txt
 perf_session = scripts/pytest_stage.sh $(1) -- $(2) -k "cutile_rs and test_perf" --print-record -v -rs \
-    --timeout=600 --continue-on-collection-errors --stage-log '$(OUT_ROOT)/{kernel}/reports/logs/perf_{backend}.full.txt' --stage-backends cutile_rs
+    --timeout=600 --continue-on-collection-errors --stage-log '$(PERF_LOG)' --stage-backends cutile_rs
 baseline_session = scripts/pytest_stage.sh $(1) -- $(2) -k "test_perf and ($(subst $(space), or ,$(BASELINE_IDS)))" \
-    --print-record -v -rs --timeout=600 --continue-on-collection-errors \
-    --stage-log '$(OUT_ROOT)/{kernel}/reports/logs/baseline_perf_{backend}.full.txt' \
+    --print-record -v -rs --timeout=600 --continue-on-collection-errors --stage-log '$(BASELINE_LOG)' \
     --stage-backends $(subst $(space),$(comma),$(BASELINE_IDS))
 check_baselines = $(if $(UNKNOWN_BASELINES),{ echo "BASELINES: unknown backend '$(UNKNOWN_BASELINES)' (known: cutile triton torch)" >&2; exit 2; },$(if $(BASELINE_IDS),true,{ echo "BASELINES is empty: name at least one of cutile triton torch" >&2; exit 2; }))
 # `make -n` still runs the recipe lines that call $(MAKE) (the KERNEL=all loops); they skip the summary.
@@ -50,8 +51,18 @@ DRY_RUN := $(findstring n,$(firstword -$(MAKEFLAGS)))
 summary = $(if $(DRY_RUN),true,$(PY) -m tilekit summary --out-root $(OUT_ROOT) $(KERNELS))
 # The stage logs a session writes, removed first so that a session that never starts (a bad GPUS)
 # leaves no earlier run's log for the report to take as this one's.
-perf_logs = $(foreach k,$(1),$(OUT_ROOT)/$(k)/reports/logs/perf_cutile_rs.full.txt)
-baseline_logs = $(foreach k,$(1),$(foreach b,$(BASELINES),$(OUT_ROOT)/$(k)/reports/logs/baseline_perf_$(b).full.txt))
+stage_files = $(foreach k,$(2),$(foreach b,$(3),$(subst {backend},$(b),$(subst {kernel},$(k),$(1)))))
+perf_logs = $(call stage_files,$(PERF_LOG),$(1),cutile_rs)
+baseline_logs = $(call stage_files,$(BASELINE_LOG),$(1),$(BASELINES))
+# One timed stage ($(1): baseline or perf) over the kernels $(2), pytest's whole output in $(3):
+# one session, then each kernel's performance report. Only perf's reports set the status (STRICT=1
+# included); a baseline's report is informative. Leaves the status in the shell's rc.
+timed_stage = rm -f $(call $(1)_logs,$(2)); \
+    $(ENV) $(call $(1)_session,$(3),$(foreach k,$(2),tests/kernels/test_$(k).py)) || rc=$$?; \
+    for k in $(2); do \
+        $(PY) -m tilekit report --kernel $$k --dir $(OUT_ROOT)/$$k --only performance \
+            $(if $(filter perf,$(1)),$(STRICT_FLAG) || { r=$$?; [ $$rc -ne 0 ] || rc=$$r; },|| true); \
+    done
 
 .DEFAULT_GOAL := help
 .PHONY: help setup doctor build symbols test baseline perf report validate all check bundle clean
@@ -87,12 +98,7 @@ baseline perf:
 	$(Q)$(if $(filter perf,$@),$(MAKE) --no-print-directory KERNEL=all build || touch $(OUT_ROOT)/logs/$@.build-failed,true)
 	$(Q)rc=0; if [ -e $(OUT_ROOT)/logs/$@.build-failed ]; then rc=2; rm -f $(OUT_ROOT)/logs/$@.build-failed; \
 	    echo "make KERNEL=all $@: a build or symbol check failed (above); timing every suite anyway" >&2; fi; \
-	rm -f $(call $@_logs,$(KERNELS)); \
-	$(ENV) $(call $@_session,$(OUT_ROOT)/logs/$@.session.txt,$(foreach k,$(KERNELS),tests/kernels/test_$(k).py)) || rc=$$?; \
-	for k in $(KERNELS); do \
-	    $(PY) -m tilekit report --kernel $$k --dir $(OUT_ROOT)/$$k --only performance \
-	        $(if $(filter perf,$@),$(STRICT_FLAG)) || { r=$$?; [ "$@" = baseline ] || [ $$rc -ne 0 ] || rc=$$r; }; \
-	done; \
+	$(call timed_stage,$@,$(KERNELS),$(OUT_ROOT)/logs/$@.session.txt); \
 	$(summary) || rc=$$?; \
 	exit $$rc
 
@@ -118,17 +124,11 @@ test: build ## correctness of the port: pytest -k "cutile_rs and test_op", then 
 baseline: ## CUPTI perf of each baseline in BASELINES (one pytest session) -> baseline_perf_<backend>.txt
 	$(Q)$(check_baselines)
 	$(Q)mkdir -p $(KDIR)/reports/logs
-	$(Q)rm -f $(call baseline_logs,$(KERNEL))
-	$(Q)rc=0; $(ENV) $(call baseline_session,$(KDIR)/reports/logs/baseline.session.txt,$(KTEST)) || rc=$$?; \
-	$(PY) -m tilekit report --kernel $(KERNEL) --dir $(KDIR) --only performance || true; \
-	exit $$rc
+	$(Q)rc=0; $(call timed_stage,baseline,$(KERNEL),$(KDIR)/reports/logs/baseline.session.txt); exit $$rc
 
 perf: build ## CUPTI perf of the cutile-rs port, then the report
 	$(Q)mkdir -p $(KDIR)/reports/logs
-	$(Q)rm -f $(call perf_logs,$(KERNEL))
-	$(Q)rc=0; $(ENV) $(call perf_session,$(KDIR)/reports/logs/perf.session.txt,$(KTEST)) || rc=$$?; \
-	$(PY) -m tilekit report --kernel $(KERNEL) --dir $(KDIR) --only performance $(STRICT_FLAG) || { r=$$?; [ $$rc -ne 0 ] || rc=$$r; }; \
-	exit $$rc
+	$(Q)rc=0; $(call timed_stage,perf,$(KERNEL),$(KDIR)/reports/logs/perf.session.txt); exit $$rc
 
 report: ## no GPU: re-sanitize the raw logs on disk and re-render both reports
 	$(Q)$(PY) -m tilekit report --kernel $(KERNEL) --dir $(KDIR) $(STRICT_FLAG)

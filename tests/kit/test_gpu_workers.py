@@ -14,9 +14,9 @@ from tilekit.compare import compare
 from tilekit.gpu_workers import GpuSelectionError, stage_gpus, visible_gpus, worker_gpus
 from tilekit.records import BEGIN, END, format_block, parse_log
 
+from child_env import child_env  # tests/kit/child_env.py
+
 ROOT = Path(__file__).resolve().parents[2]
-TOOLS = str(ROOT / "tools")
-GPU_VARS = ("GPUS", "CUDA_VISIBLE_DEVICES", "TILEKIT_GPU_LIST", "PYTEST_XDIST_WORKER")
 
 
 def no_smi(*_args, **_kwargs):
@@ -33,12 +33,6 @@ def fake_smi(stdout: str, returncode: int = 0):
 SMI_TWO_GPUS = ("GPU 0: NVIDIA H200 (UUID: GPU-aaaa)\n"
                 "  MIG 1g.18gb      Device  0: (UUID: MIG-bbbb)\n"
                 "GPU 1: NVIDIA H200 (UUID: GPU-cccc)\n")
-
-
-def child_env(**extra) -> dict:
-    """The caller's environment without any GPU selection (make exports GPUS), plus ``extra``."""
-    env = {k: v for k, v in os.environ.items() if k not in GPU_VARS}
-    return {**env, "PYTHONPATH": TOOLS, **extra}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -13,8 +13,9 @@ from tilekit.gpu_workers import spread_by_stage
 from tilekit.records import parse_log
 from tilekit.stage_logs import backend_of, kernel_of, stage_of, stage_path
 
+from child_env import child_env as shared_child_env  # tests/kit/child_env.py
+
 ROOT = Path(__file__).resolve().parents[2]
-GPU_VARS = ("GPUS", "CUDA_VISIBLE_DEVICES", "TILEKIT_GPU_LIST", "PYTEST_XDIST_WORKER", "TILEKIT_SESSION_LOG")
 
 # A kernel suite in miniature: test_perf[<backend id>-<n>] for three backends, with one failing
 # case (triton, n=2) and one skipped case (torch, n=3). KERNEL is replaced per file.
@@ -45,8 +46,7 @@ TEMPLATE = "out/{kernel}/reports/logs/perf_{backend}.full.txt"
 
 
 def child_env(**extra) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in GPU_VARS}
-    return {**env, "PYTHONPATH": str(ROOT / "tools"), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", **extra}
+    return shared_child_env(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", **extra)
 
 
 def run_session(folder: Path, kernels, *args, files=None, **env) -> tuple[int, str]:

@@ -27,7 +27,6 @@ import os
 import re
 import shlex
 import string
-import time
 from dataclasses import dataclass, field
 
 import pytest
@@ -92,6 +91,11 @@ def _status(report) -> str | None:
     return None
 
 
+# status word -> the word a final line counts it under, in the order pytest's final line lists them
+_COUNTED = {"FAILED": "failed", "PASSED": "passed", "SKIPPED": "skipped", "XFAIL": "xfailed", "XPASS": "xpassed",
+            "ERROR": "error"}
+
+
 @dataclass
 class Stage:
     path: str
@@ -108,7 +112,6 @@ class StageLogs:
         self.template = template
         self.backends = backends
         self.stages: dict[tuple[str, str], Stage] = {}
-        self.started = time.time()
 
     # -- files ----------------------------------------------------------------------------------
 
@@ -179,8 +182,7 @@ class StageLogs:
             if os.path.isabs(path):  # relative to where pytest was started, as pytest's own -rs lines
                 path = os.path.relpath(path, self.config.invocation_params.dir)
             stage.summary.append(f"SKIPPED [1] {path}:{line}: {reason.removeprefix('Skipped: ')}")
-        word = {"PASSED": "passed", "FAILED": "failed", "ERROR": "error", "SKIPPED": "skipped",
-                "XFAIL": "xfailed", "XPASS": "xpassed"}[status]
+        word = _COUNTED[status]
         stage.counts[word] = stage.counts.get(word, 0) + 1
         self._append(stage, text)
 
@@ -191,8 +193,7 @@ class StageLogs:
         for stage in self.stages.values():
             lines = ["=" * 20 + " short test summary info (this stage) " + "=" * 20, *stage.summary]
             if finished:
-                order = ("failed", "passed", "skipped", "xfailed", "xpassed", "error")
-                parts = [f"{stage.counts[w]} {w}" for w in order if stage.counts.get(w)]
+                parts = [f"{stage.counts[w]} {w}" for w in _COUNTED.values() if stage.counts.get(w)]
                 lines.append(f"==== {', '.join(parts) or 'no tests ran'} in {stage.seconds:.2f}s "
                              "(this stage's cases) ====")
             else:

@@ -59,8 +59,7 @@ print(json.dumps(out))
 @pytest.fixture(scope="module")
 def interpreted():
     """Results of every CASE, from one interpreted child process."""
-    if B.triton is None:
-        pytest.skip(f"Triton interpreter tests need triton: {B.unavailable_reason('triton')}")
+    triton_interp.require_triton(B, "Triton interpreter tests need triton")
     return triton_interp.run(CHILD, CASES, timeout=600)
 
 
@@ -202,8 +201,7 @@ def test_cutile_kernels_compile_for_sm90_with_tileiras():
 @pytest.mark.parametrize("kernel", ["_triton_matmul_kernel", "_triton_persistent_kernel"])
 @pytest.mark.parametrize("even_k", [True, False])
 def test_triton_kernels_compile_for_sm90(kernel, even_k):
-    if B.triton is None:
-        pytest.skip(f"needs triton: {B.unavailable_reason('triton')}")
+    triton_interp.require_triton(B)
     from triton.backends.compiler import GPUTarget
 
     signature = {"a_ptr": "*bf16", "b_ptr": "*bf16", "c_ptr": "*bf16", "M": "i32", "N": "i32", "K": "i32",

@@ -49,8 +49,7 @@ print(json.dumps(out))
 @pytest.fixture(scope="module")
 def interpreted():
     """Results of every CASE, from one interpreted child process."""
-    if B.triton is None:
-        pytest.skip(f"Triton interpreter tests need triton: {B.unavailable_reason('triton')}")
+    triton_interp.require_triton(B, "Triton interpreter tests need triton")
     return triton_interp.run(CHILD, CASES)
 
 

@@ -56,8 +56,7 @@ print(json.dumps(out))
 @pytest.fixture(scope="module")
 def interpreted():
     """Results of every CASE, from one interpreted child process."""
-    if B.triton is None:
-        pytest.skip(f"Triton interpreter tests need triton: {B.unavailable_reason('triton')}")
+    triton_interp.require_triton(B, "Triton interpreter tests need triton")
     return triton_interp.run(CHILD, CASES, python_args=("-W", "ignore"), timeout=600)
 
 
@@ -218,8 +217,7 @@ def test_cutile_kernels_compile_for_sm90_with_tileiras():
                              "stride_y": "i32", "ROWS": "constexpr", "BLOCK": "constexpr"}, {"ROWS": 4, "BLOCK": 1024}),
 ])
 def test_triton_kernels_compile_for_sm90(kernel, signature, constexprs):
-    if B.triton is None:
-        pytest.skip(f"needs triton: {B.unavailable_reason('triton')}")
+    triton_interp.require_triton(B)
     from triton.backends.compiler import GPUTarget
 
     src = B.triton.compiler.ASTSource(fn=getattr(B, kernel), signature=signature, constexprs=constexprs)

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 # The start of every child script: the interpreter switched on, plus a fix for one of its bugs.
@@ -36,3 +38,10 @@ def run(child: str, cases: list, *, python_args: tuple = (), timeout: int = 300)
     results = json.loads(proc.stdout.strip().splitlines()[-1])
     assert len(results) == len(cases)
     return results
+
+
+def require_triton(baselines, why: str = "needs triton") -> None:
+    """Skip the calling test (or module fixture) with the reason when the kernel's baselines
+    module could not import triton."""
+    if baselines.triton is None:
+        pytest.skip(f"{why}: {baselines.unavailable_reason('triton')}")

@@ -29,56 +29,120 @@ KTEST := tests/kernels/test_$(KERNEL).py
 KERNELS := $(sort $(notdir $(patsubst %/kernel.rs,%,$(wildcard kernels/*/kernel.rs))))
 STRICT_FLAG := $(if $(filter 1,$(STRICT)),--strict,)
 
-# The timed stages run one pytest session per make call: `baseline` every backend of BASELINES,
-# KERNEL=all every kernel, so the GPUs' workers start once and share all the cases
-# (docs/multi-gpu.md). tilekit.stage_logs still writes one raw log per kernel and backend
-# (DESIGN.md's reports/logs/*.full.txt); pytest's whole output goes to the session log ($(1)).
+# The environment: a target that needs it runs `make setup` first when its stamp (keyed by the
+# requirement files, like the cache entries of env/env.sh) is missing. A GPU host running from
+# `make bundle` (TILEKIT_PREBUILT=1) brings its own environment and skips this.
+SETUP_STAMP := $(shell . env/env.sh >/dev/null 2>&1 && echo "$$TILEKIT_SETUP_STAMP")
+ENV_READY := $(if $(filter 1,$(TILEKIT_PREBUILT)),,$(SETUP_STAMP))
+
+# What a timed raw log is made from; make re-times a log that is missing or older than any of it
+# (FORCE=1 re-times all). The port: the library, its kernel's folder and suite, the timing code and
+# the environment fingerprint; a baseline: the same less the library and the Rust files.
+LIB         := $(or $(TILEKIT_LIB),build/libcutile_kernels.so)
+FINGERPRINT := $(OUT_ROOT)/.timing-env.txt
+REPORT_CODE := $(wildcard $(addprefix tools/tilekit/,__main__.py charts.py compare.py doctor.py fingerprint.py records.py report.py summary.py validate.py))
+TIMING_CODE := $(filter-out $(REPORT_CODE),$(wildcard tools/tilekit/*.py)) tests/kernels/conftest.py pyproject.toml \
+               scripts/pytest_stage.sh scripts/timed_stage.sh
+kernel_files = $(filter-out %.md,$(wildcard kernels/$(1)/*)) tests/kernels/test_$(1).py
+port_deps    = $(LIB) $(call kernel_files,$(1)) $(TIMING_CODE) $(FINGERPRINT)
+baseline_deps = $(filter-out %.rs,$(call kernel_files,$(1))) $(TIMING_CODE) $(FINGERPRINT)
+SELECTED := $(if $(filter all,$(KERNEL)),$(KERNELS),$(KERNEL))
+
+# The timed stages run one pytest session per make call for what is out of date: `baseline` every
+# backend of BASELINES, KERNEL=all every kernel, so the GPUs' workers start once and share all the
+# cases (docs/multi-gpu.md). tilekit.stage_logs writes one raw log per kernel and backend
+# (DESIGN.md's reports/logs/*.full.txt); pytest's whole output goes to the session log.
 empty :=
 space := $(empty) $(empty)
 comma := ,
+KNOWN_BASELINES := cutile triton torch
 BASELINE_IDS := $(patsubst cutile,cutile_py,$(strip $(BASELINES)))
-UNKNOWN_BASELINES := $(filter-out cutile triton torch,$(BASELINES))
+UNKNOWN_BASELINES := $(filter-out $(KNOWN_BASELINES),$(BASELINES))
 PERF_LOG := $(OUT_ROOT)/{kernel}/reports/logs/perf_{backend}.full.txt
 BASELINE_LOG := $(OUT_ROOT)/{kernel}/reports/logs/baseline_perf_{backend}.full.txt
-perf_session = scripts/pytest_stage.sh $(1) -- $(2) -k "cutile_rs and test_perf" --print-record -v -rs \
-    --timeout=600 --continue-on-collection-errors --stage-log '$(PERF_LOG)' --stage-backends cutile_rs
-baseline_session = scripts/pytest_stage.sh $(1) -- $(2) -k "test_perf and ($(subst $(space), or ,$(BASELINE_IDS)))" \
-    --print-record -v -rs --timeout=600 --continue-on-collection-errors --stage-log '$(BASELINE_LOG)' \
-    --stage-backends $(subst $(space),$(comma),$(BASELINE_IDS))
-check_baselines = $(if $(UNKNOWN_BASELINES),{ echo "BASELINES: unknown backend '$(UNKNOWN_BASELINES)' (known: cutile triton torch)" >&2; exit 2; },$(if $(BASELINE_IDS),true,{ echo "BASELINES is empty: name at least one of cutile triton torch" >&2; exit 2; }))
+stage_file = $(subst {backend},$(3),$(subst {kernel},$(2),$(1)))
+PORT_RAWS := $(foreach k,$(SELECTED),$(call stage_file,$(PERF_LOG),$(k),cutile_rs))
+BASELINE_RAWS := $(foreach k,$(SELECTED),$(foreach b,$(BASELINES),$(call stage_file,$(BASELINE_LOG),$(k),$(b))))
+PERF_MDS := $(foreach k,$(SELECTED),$(OUT_ROOT)/$(k)/reports/performance.md)
+# scripts/timed_stage.sh's SPECs: kernel,backend id,raw log,prerequisites...
+port_specs = $(foreach k,$(SELECTED),$(subst $(space),$(comma),$(strip $(k) cutile_rs \
+    $(call stage_file,$(PERF_LOG),$(k),cutile_rs) $(call port_deps,$(k)))))
+baseline_specs = $(foreach k,$(SELECTED),$(foreach b,$(BASELINES),$(subst $(space),$(comma),$(strip $(k) \
+    $(patsubst cutile,cutile_py,$(b)) $(call stage_file,$(BASELINE_LOG),$(k),$(b)) $(call baseline_deps,$(k))))))
+SESSION_DIR := $(if $(filter all,$(KERNEL)),$(OUT_ROOT)/logs,$(OUT_ROOT)/$(KERNEL)/reports/logs)
+FORCE_FLAG := $(if $(filter 1,$(FORCE)),--force,)
+timed_stage = mkdir -p $(SESSION_DIR) $(foreach k,$(SELECTED),$(OUT_ROOT)/$(k)/reports/logs) && \
+    $(ENV) scripts/timed_stage.sh $(1) $(SESSION_DIR)/$(1).session.txt '$(2)' $(FORCE_FLAG) -- $(3)
+# After the reports: a session that did not end normally makes the target fail, and its raw logs
+# (rendered above, kept) are marked out of date so that the next make re-times them.
+stage_status = f=$(SESSION_DIR)/$(1).session.txt.failed; if [ -s $$f ]; then \
+    while read -r log; do [ ! -f "$$log" ] || touch -d @0 "$$log"; done <$$f; rm -f $$f; \
+    echo "make $(1): a pytest session did not end normally (see $(SESSION_DIR)/$(1).session*.txt); its raw logs are kept and will be re-timed" >&2; exit 2; fi
 # `make -n` still runs the recipe lines that call $(MAKE) (the KERNEL=all loops); they skip the summary.
 DRY_RUN := $(findstring n,$(firstword -$(MAKEFLAGS)))
 summary = $(if $(DRY_RUN),true,$(PY) -m tilekit summary --out-root $(OUT_ROOT) $(KERNELS))
-# The stage logs a session writes, removed first so that a session that never starts (a bad GPUS)
-# leaves no earlier run's log for the report to take as this one's.
-stage_files = $(foreach k,$(2),$(foreach b,$(3),$(subst {backend},$(b),$(subst {kernel},$(k),$(1)))))
-perf_logs = $(call stage_files,$(PERF_LOG),$(1),cutile_rs)
-baseline_logs = $(call stage_files,$(BASELINE_LOG),$(1),$(BASELINES))
-# One timed stage ($(1): baseline or perf) over the kernels $(2), pytest's whole output in $(3):
-# one session, then each kernel's performance report. Only perf's reports set the status (STRICT=1
-# included); a baseline's report is informative. Leaves the status in the shell's rc.
-timed_stage = rm -f $(call $(1)_logs,$(2)); \
-    $(ENV) $(call $(1)_session,$(3),$(foreach k,$(2),tests/kernels/test_$(k).py)) || rc=$$?; \
-    for k in $(2); do \
-        $(PY) -m tilekit report --kernel $$k --dir $(OUT_ROOT)/$$k --only performance \
-            $(if $(filter perf,$(1)),$(STRICT_FLAG) || { r=$$?; [ $$rc -ne 0 ] || rc=$$r; },|| true); \
-    done
+# Prints each selected kernel's verdict line; with STRICT=1 fails unless every one is DONE.
+verdicts = rc=0; for f in $(PERF_MDS); do \
+    v=$$(head -n 1 $$f 2>/dev/null || echo "VERDICT: (no report)"); echo "$$f: $$v"; \
+    $(if $(filter 1,$(STRICT)),[ "$$v" = "VERDICT: DONE" ] || rc=1;,) done; \
+    $(if $(filter 1,$(STRICT)),[ $$rc -eq 0 ] || echo "STRICT=1: a verdict is not DONE" >&2;,) exit $$rc
+
+KERNEL_GOALS := build symbols test baseline perf report validate all bundle
+ifneq ($(filter $(KERNEL_GOALS),$(MAKECMDGOALS)),)
+ifeq ($(filter $(KERNEL),$(KERNELS) all),)
+$(error KERNEL=$(KERNEL): there is no kernels/$(KERNEL)/kernel.rs; use one of: $(KERNELS), or all)
+endif
+endif
+ifneq ($(filter baseline perf all,$(MAKECMDGOALS)),)
+ifneq ($(UNKNOWN_BASELINES),)
+$(error BASELINES: unknown backend '$(UNKNOWN_BASELINES)' (known: $(KNOWN_BASELINES)))
+endif
+ifeq ($(BASELINE_IDS),)
+$(error BASELINES is empty: name at least one of $(KNOWN_BASELINES))
+endif
+endif
 
 .DEFAULT_GOAL := help
-.PHONY: help setup doctor build symbols test baseline perf report validate all check bundle clean
+.PHONY: help setup doctor build symbols test baseline perf report validate all check bundle clean FORCE
 
 help: ## list the targets
-	@echo "usage: make [KERNEL=name] [OUT_ROOT=dir] [BASELINES='cutile triton torch'] [STRICT=1] [V=1] <target>"
+	@echo "usage: make [KERNEL=name|all] [OUT_ROOT=dir] [BASELINES='$(KNOWN_BASELINES)'] [FORCE=1] [STRICT=1] [GPUS=N] [V=1] <target>"
 	@echo
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 	@echo
 	@echo "kernels: $(KERNELS) (KERNEL=all runs a target for each, then writes OUT_ROOT/summary.md)"
 
-setup: ## install Python deps, CUDA >= 13.2 headers and libclang into the cache (idempotent)
+setup: ## install Python deps, CUDA >= 13.2 headers and libclang into the cache (idempotent; other targets run it when needed)
+	$(Q)bash env/setup.sh
+
+# The stamp env/setup.sh leaves when everything is in place (see ENV_READY above).
+$(or $(SETUP_STAMP),.no-setup-stamp):
+	@echo "make: the environment is not set up here (no $@): running make setup first (minutes, once)"
 	$(Q)bash env/setup.sh
 
 doctor: ## diagnose the environment: cargo, headers, libclang, torch, GPU, tileiras/ptxas/libnvvm
 	$(Q)$(ENV) bash env/doctor
+
+# What the timings depend on beyond the sources (GPU, driver, package versions, tileiras), rewritten
+# only when it changes. `+`: also under `make -n`, so that a dry run tells the truth about re-timing.
+$(FINGERPRINT): FORCE | $(ENV_READY)
+	+$(Q)mkdir -p $(OUT_ROOT) && $(PY) -m tilekit fingerprint $@
+
+# Raw logs of the timed stages, each one rule for every selected kernel (see timed_stage).
+$(BASELINE_RAWS) &: $(foreach k,$(SELECTED),$(call baseline_deps,$(k))) $(if $(FORCE_FLAG),FORCE) | $(ENV_READY)
+	$(Q)$(call timed_stage,baseline,$(BASELINE_LOG),$(baseline_specs))
+
+$(PORT_RAWS) &: $(LIB) $(foreach k,$(SELECTED),$(call port_deps,$(k))) $(if $(FORCE_FLAG),FORCE) | build-for-perf $(ENV_READY)
+	$(Q)$(call timed_stage,perf,$(PERF_LOG),$(port_specs))
+
+# A kernel's performance report (and its sanitized perf_*.txt / baseline_perf_*.txt): from its raw logs.
+$(OUT_ROOT)/%/reports/performance.md: $(OUT_ROOT)/%/reports/logs/perf_cutile_rs.full.txt \
+        $(foreach b,$(BASELINES),$(OUT_ROOT)/%/reports/logs/baseline_perf_$(b).full.txt) $(REPORT_CODE) | $(ENV_READY)
+	$(Q)$(PY) -m tilekit report --kernel $* --dir $(OUT_ROOT)/$* --only performance
+
+# The library when a timed stage needs it and no build ran yet (make -n on a fresh clone).
+$(LIB):
+	$(Q)$(MAKE) --no-print-directory KERNEL=$(firstword $(SELECTED)) build
 
 ifeq ($(KERNEL),all)
 # KERNEL=all: build/symbols/test/report/validate once per kernel, going on past a failing one;
@@ -92,28 +156,25 @@ build symbols test report validate:
 
 # A failed build or symbol check does not stop perf: every suite is timed (the failing kernel's
 # cases say why) and the exit status is non-zero.
-baseline perf:
-	$(Q)$(if $(filter baseline,$@),$(check_baselines),true)
-	$(Q)mkdir -p $(OUT_ROOT)/logs $(foreach k,$(KERNELS),$(OUT_ROOT)/$(k)/reports/logs); rm -f $(OUT_ROOT)/logs/$@.build-failed
-	$(Q)$(if $(filter perf,$@),$(MAKE) --no-print-directory KERNEL=all build || touch $(OUT_ROOT)/logs/$@.build-failed,true)
-	$(Q)rc=0; if [ -e $(OUT_ROOT)/logs/$@.build-failed ]; then rc=2; rm -f $(OUT_ROOT)/logs/$@.build-failed; \
-	    echo "make KERNEL=all $@: a build or symbol check failed (above); timing every suite anyway" >&2; fi; \
-	$(call timed_stage,$@,$(KERNELS),$(OUT_ROOT)/logs/$@.session.txt); \
-	$(summary) || rc=$$?; \
-	exit $$rc
+.PHONY: build-for-perf
+build-for-perf: | $(ENV_READY)
+	$(Q)$(MAKE) --no-print-directory KERNEL=all build || { mkdir -p $(OUT_ROOT)/logs; touch $(OUT_ROOT)/logs/perf.build-failed; }
 
 all:
 	$(Q)$(MAKE) --no-print-directory -k KERNEL=all build test baseline perf validate
 else
-build: ## cargo build the cdylib (a no-op when no source changed), then the symbol check
+build: | $(ENV_READY) ## cargo build the cdylib (a no-op when no source changed), then the symbol check
 	$(Q)mkdir -p $(KDIR)/reports
 	$(Q)$(ENV) scripts/build.sh $(KDIR)/reports/build.log
 	$(Q)$(MAKE) --no-print-directory symbols
 
-symbols: ## nm -D proves every export declared in kernels/$(KERNEL)/op.py is there (T)
+.PHONY: build-for-perf
+build-for-perf: build
+
+symbols: | $(ENV_READY) ## nm -D proves every export declared in kernels/$(KERNEL)/op.py is there (T)
 	$(Q)$(ENV) scripts/check_symbols.sh "$$TILEKIT_LIB" $(KERNEL)
 
-test: build ## correctness of the port: pytest -k "cutile_rs and test_op", then reports/correctness.md
+test: build | $(ENV_READY) ## correctness of the port: pytest -k "cutile_rs and test_op", then reports/correctness.md
 	$(Q)mkdir -p $(KDIR)/reports/logs
 	$(Q)rc=0; $(ENV) scripts/pytest_stage.sh $(KDIR)/correctness_cutile_rs.txt -- $(KTEST) \
 	    -k "cutile_rs and test_op" -v -x --timeout=60 -rs \
@@ -121,26 +182,31 @@ test: build ## correctness of the port: pytest -k "cutile_rs and test_op", then 
 	$(PY) -m tilekit report --kernel $(KERNEL) --dir $(KDIR) --only correctness $(STRICT_FLAG) || { r=$$?; [ $$rc -ne 0 ] || rc=$$r; }; \
 	exit $$rc
 
-baseline: ## CUPTI perf of each baseline in BASELINES (one pytest session) -> baseline_perf_<backend>.txt
-	$(Q)$(check_baselines)
-	$(Q)mkdir -p $(KDIR)/reports/logs
-	$(Q)rc=0; $(call timed_stage,baseline,$(KERNEL),$(KDIR)/reports/logs/baseline.session.txt); exit $$rc
-
-perf: build ## CUPTI perf of the cutile-rs port, then the report
-	$(Q)mkdir -p $(KDIR)/reports/logs
-	$(Q)rc=0; $(call timed_stage,perf,$(KERNEL),$(KDIR)/reports/logs/perf.session.txt); exit $$rc
-
-report: ## no GPU: re-sanitize the raw logs on disk and re-render both reports
+report: | $(ENV_READY) ## no GPU: re-sanitize the raw logs on disk and re-render both reports
 	$(Q)$(PY) -m tilekit report --kernel $(KERNEL) --dir $(KDIR) $(STRICT_FLAG)
 
-validate: ## check every output file of the kernel; prints a <VALIDATOR_OUTPUT> block
+validate: | $(ENV_READY) ## check every output file of the kernel; prints a <VALIDATOR_OUTPUT> block
 	$(Q)$(PY) -m tilekit validate --kernel $(KERNEL) --dir $(KDIR) --baselines "$(BASELINES)"
 
 all: ## build test baseline perf validate
 	$(Q)$(MAKE) --no-print-directory build test baseline perf validate
 endif
 
-check: ## the kit's own tests: Rust (kernels lowered and assembled for sm_90 on the CPU), then pytest (GPU tests skip with their reason)
+# baseline and perf, for one kernel or KERNEL=all: real file targets above; these print the outcome.
+baseline: $(BASELINE_RAWS) ## CUPTI perf of each baseline in BASELINES that is missing or stale (one pytest session)
+	$(Q)$(foreach k,$(SELECTED),$(PY) -m tilekit report --kernel $(k) --dir $(OUT_ROOT)/$(k) --only performance \
+	    >/dev/null 2>&1 || true;) true
+	$(Q)for f in $(BASELINE_RAWS); do echo "baseline: $$f"; done
+	$(Q)$(call stage_status,baseline)
+
+perf: build-for-perf $(PERF_MDS) ## CUPTI perf of the port (builds first; times the baselines it lacks), then the report and its verdict
+	$(Q)$(if $(filter all,$(KERNEL)),$(summary) || exit $$?;,)
+	$(Q)$(call stage_status,baseline); $(call stage_status,perf); \
+	    if [ -e $(OUT_ROOT)/logs/perf.build-failed ]; then rm -f $(OUT_ROOT)/logs/perf.build-failed; \
+	        echo "make KERNEL=all perf: a build or symbol check failed (above); every suite was timed anyway" >&2; exit 2; fi
+	$(Q)$(verdicts)
+
+check: | $(ENV_READY) ## the kit's own tests: Rust (kernels lowered and assembled for sm_90 on the CPU), then pytest (GPU tests skip with their reason)
 	$(Q)$(ENV) scripts/build.sh build/check-build.log
 	$(Q)$(ENV) scripts/cargo_test.sh
 	$(Q)$(PY) -m pytest tests -q -rs

@@ -40,6 +40,10 @@ fi
 export TILEKIT_TILEIR="${TILEKIT_TILEIR:-$TILEKIT_CACHE/tileir-toolchain-$(_tk_hash "$_tk_root/env/tileir-toolchain.txt")}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$TILEKIT_CACHE/cargo-target-$(_tk_hash "$_tk_root/cutile_kernels/Cargo.lock")}"
 
+# The stamp make setup leaves when all of the above is in place for these requirement files: make
+# runs setup first when it is missing (the Makefile's ENV_READY).
+export TILEKIT_SETUP_STAMP="${TILEKIT_SETUP_STAMP:-$TILEKIT_CACHE/setup-$( (cat "$_tk_root/env/requirements.txt" "$_tk_root/env/cuda-headers.txt" "$_tk_root/env/tileir-toolchain.txt"; echo "$_tk_pyver") | sha256sum | cut -c1-12).done}"
+
 # The built library: make build copies it here; tilekit.ffi loads $TILEKIT_LIB.
 export TILEKIT_LIB="${TILEKIT_LIB:-$_tk_root/build/libcutile_kernels.so}"
 export PYTHONPATH="$_tk_root/tools:$_tk_root${PYTHONPATH:+:$PYTHONPATH}"

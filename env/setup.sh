@@ -61,4 +61,5 @@ else
     say "cargo NOT found: install Rust >= 1.89 (https://rustup.rs), then re-run make setup" >&2
     exit 1
 fi
+mkdir -p "$(dirname "$TILEKIT_SETUP_STAMP")" && touch "$TILEKIT_SETUP_STAMP"  # make's sign that set-up is complete
 say "done; 'make doctor' shows what was found, 'make check' runs the tests"

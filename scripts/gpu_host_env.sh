@@ -20,7 +20,13 @@ for _tk_tar in "$_tk_dir"/tileir-toolchain*.tar.xz; do
     export PATH="$_tk_tree/bin:$PATH"
 done
 if [ -f "$_tk_dir/libcutile_kernels.so.xz" ]; then
-    xz -dc "$_tk_dir/libcutile_kernels.so.xz" > "$TILEKIT_GPU_HOME/libcutile_kernels.so"
+    # replaced only when it differs: make re-times the port when the library is newer than its logs
+    xz -dc "$_tk_dir/libcutile_kernels.so.xz" > "$TILEKIT_GPU_HOME/libcutile_kernels.so.tmp"
+    if cmp -s "$TILEKIT_GPU_HOME/libcutile_kernels.so.tmp" "$TILEKIT_GPU_HOME/libcutile_kernels.so"; then
+        rm -f "$TILEKIT_GPU_HOME/libcutile_kernels.so.tmp"
+    else
+        mv "$TILEKIT_GPU_HOME/libcutile_kernels.so.tmp" "$TILEKIT_GPU_HOME/libcutile_kernels.so"
+    fi
     export TILEKIT_LIB="$TILEKIT_GPU_HOME/libcutile_kernels.so"
 elif [ -f "$_tk_dir/libcutile_kernels.so" ]; then
     export TILEKIT_LIB="$_tk_dir/libcutile_kernels.so"

@@ -1,7 +1,6 @@
 """One pytest session, one log per (kernel, backend): tilekit.stage_logs (--stage-log) and the
-stage scheduler of tilekit.gpu_workers, in real child pytest runs on suites built here; then the
-Makefile's timed stages, which use them."""
-import os
+stage scheduler of tilekit.gpu_workers, in real child pytest runs on suites built here. The
+Makefile's timed stages, which use them, are tested in test_make_targets.py."""
 import subprocess
 import sys
 from pathlib import Path
@@ -260,52 +259,3 @@ def test_a_crashed_worker_is_named_in_its_stage_log_and_the_rest_still_runs(tmp_
     assert "crashed" in stage_log(tmp_path, "alpha", "triton")
     assert len(parse_log(stage_log(tmp_path, "alpha", "torch")).records) == 3
     assert len(parse_log(stage_log(tmp_path, "alpha", "cutile_rs")).records) == 4
-
-
-# ---------------------------------------------------------------------------------------------
-# The Makefile's timed stages
-
-def make_dry(*args) -> subprocess.CompletedProcess:
-    return subprocess.run(["make", "-n", "--no-print-directory", "V=1", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120, env={k: v for k, v in os.environ.items() if k != "MAKEFLAGS"})
-
-
-def stage_commands(text: str) -> list[str]:
-    return [line for line in text.splitlines() if "scripts/pytest_stage.sh" in line]
-
-
-def test_make_baseline_times_every_baseline_in_one_session():
-    done = make_dry("KERNEL=softmax", "baseline")
-    assert done.returncode == 0, done.stderr
-    [command] = stage_commands(done.stdout)
-    assert ("scripts/pytest_stage.sh out/softmax/reports/logs/baseline.session.txt -- tests/kernels/test_softmax.py "
-            "-k \"test_perf and (cutile_py or triton or torch)\"") in command
-    assert ("--stage-log 'out/{kernel}/reports/logs/baseline_perf_{backend}.full.txt' "
-            "--stage-backends cutile_py,triton,torch") in command
-
-
-def test_make_all_kernels_perf_is_one_session_over_every_suite(tmp_path):
-    o = tmp_path / "o"
-    done = make_dry("KERNEL=all", f"OUT_ROOT={o}", "perf")
-    assert done.returncode == 0, done.stderr
-    assert not o.exists()  # a dry run writes nothing, not even the summary
-    [command] = stage_commands(done.stdout.replace(str(o), "o"))
-    suites = " ".join(f"tests/kernels/test_{k}.py" for k in sorted(p.name for p in (ROOT / "kernels").iterdir()
-                                                                  if (p / "kernel.rs").is_file()))
-    assert f"scripts/pytest_stage.sh o/logs/perf.session.txt -- {suites} -k \"cutile_rs and test_perf\"" in command
-    assert "--stage-log 'o/{kernel}/reports/logs/perf_{backend}.full.txt' --stage-backends cutile_rs" in command
-    assert "--continue-on-collection-errors" in command  # one broken suite must not stop the others
-
-
-def test_an_empty_baselines_is_refused_before_pytest_runs():
-    done = subprocess.run(["make", "--no-print-directory", "KERNEL=softmax", "BASELINES=", "baseline"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 2
-    assert "BASELINES is empty: name at least one of cutile triton torch" in done.stderr
-
-
-def test_an_unknown_baseline_is_refused_before_pytest_runs():
-    done = subprocess.run(["make", "--no-print-directory", "KERNEL=softmax", "BASELINES=triton tritn", "baseline"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 2
-    assert "BASELINES: unknown backend 'tritn' (known: cutile triton torch)" in done.stderr

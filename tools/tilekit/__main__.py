@@ -13,6 +13,7 @@ COMMANDS = {
     "abi": ("tilekit.ffi", "list the exports kernels declare; compare the built library's ABI with Python's"),
     "summary": ("tilekit.summary", "one row per kernel (verdicts, geomean, reference, best % of peak) in OUT_ROOT/summary.md"),
     "doctor": ("tilekit.doctor", "diagnose the build and GPU environment and print the fix for each problem"),
+    "fingerprint": ("tilekit.fingerprint", "write the timing environment (GPU, driver, versions) to FILE when it changed"),
 }
 
 

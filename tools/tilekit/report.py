@@ -141,7 +141,10 @@ def blocked_hint(parsed: ParsedLog) -> str:
     failures = [o for o in parsed.outcomes if o.status in ("FAILED", "ERROR")]
     parts = []
     if skips:
-        reasons = "; ".join(f"[{o.count}] {o.case}: {o.reason}" for o in skips)
+        grouped: dict[tuple[str, str], int] = {}  # the stage logs name each case: one line per reason
+        for o in skips:
+            grouped[(o.case, o.reason)] = grouped.get((o.case, o.reason), 0) + o.count
+        reasons = "; ".join(f"[{count}] {case}: {reason}" for (case, reason), count in grouped.items())
         parts.append(f"pytest skipped {sum(o.count for o in skips)} cases ({reasons})")
     if failures:
         first = failures[0]
@@ -419,11 +422,13 @@ def _path(kernel_dir: str, rel: str) -> str:
 def load_perf(kernel: str, kernel_dir: str) -> PerfInputs:
     """Re-sanitize every raw perf log; write the clean logs and the investigation log."""
     raw = _path(kernel_dir, PORT_RAW)
-    if not os.path.isfile(raw):
-        raise MissingInput(f"{raw}: missing; `make KERNEL={kernel} perf` writes it")
-    port = parse_log(read_text(raw), kernel, PORT_BACKEND)
     baselines = {b: parse_log(read_text(_path(kernel_dir, baseline_raw(b))), kernel, b)
                  for b in baselines_on_disk(kernel_dir)}
+    if not os.path.isfile(raw):
+        for b, parsed in baselines.items():  # `make baseline` alone still gets its clean logs
+            write_atomic(_path(kernel_dir, baseline_clean(b)), clean_text(parsed.records))
+        raise MissingInput(f"{raw}: missing; `make KERNEL={kernel} perf` writes it")
+    port = parse_log(read_text(raw), kernel, PORT_BACKEND)
     # The clean logs and the investigation log first: a port timed without baselines keeps them.
     write_atomic(_path(kernel_dir, PORT_CLEAN), clean_text(port.records))
     sections = [investigation_text(f"{PORT_RAW} -> {PORT_CLEAN}", port)]

@@ -1,0 +1,245 @@
+"""The Makefile's timed stages as real file targets (make's own dependency model): what `make -n`
+says will run, what a real `make KERNEL=rms_norm perf` does on a machine without a GPU (every stage
+tried, VERDICT: BLOCKED, exit 0) and that a second call re-times nothing; and
+scripts/timed_stage.sh, which times only the raw logs that are missing or stale.
+
+Every child process has a deadline well under pytest-timeout's. The real make runs need the built
+library (make check builds it first) and cost two short pytest sessions each (~10 s)."""
+import os
+import re
+import shutil
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from child_env import child_env  # tests/kit/child_env.py
+
+ROOT = Path(__file__).resolve().parents[2]
+KERNELS = sorted(p.name for p in (ROOT / "kernels").iterdir() if (p / "kernel.rs").is_file())
+LIB = ROOT / "build" / "libcutile_kernels.so"
+
+
+def make(*args, dry=False, timeout=240) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in child_env().items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
+    argv = ["make", "--no-print-directory", *(["-n", "V=1"] if dry else []), *args]
+    return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def timed_stages(dry_run_output: str) -> list[str]:
+    """The stage names of the scripts/timed_stage.sh commands a dry run prints."""
+    return re.findall(r"scripts/timed_stage\.sh (\w+) ", dry_run_output)
+
+
+def stage_specs(dry_run_output: str, stage: str) -> list[list[str]]:
+    """[kernel, backend id, raw log, deps...] of each SPEC of one stage's command."""
+    line = next(l for l in dry_run_output.splitlines() if f"scripts/timed_stage.sh {stage} " in l)
+    return [spec.split(",") for spec in line.split(" -- ", 1)[1].split()]
+
+
+# ---------------------------------------------------------------------------------------------
+# make -n: the commands, without running them
+
+def test_make_perf_on_an_empty_out_root_times_the_baselines_and_the_port(tmp_path):
+    done = make("KERNEL=softmax", f"OUT_ROOT={tmp_path / 'o'}", "perf", dry=True)
+    assert done.returncode == 0, done.stderr
+    assert sorted(timed_stages(done.stdout)) == ["baseline", "perf"]
+    baseline = stage_specs(done.stdout, "baseline")
+    assert [(k, b, Path(log).name) for k, b, log, *_ in baseline] == [
+        ("softmax", "cutile_py", "baseline_perf_cutile.full.txt"), ("softmax", "triton", "baseline_perf_triton.full.txt"),
+        ("softmax", "torch", "baseline_perf_torch.full.txt")]
+    [[kernel, backend, log, *deps]] = stage_specs(done.stdout, "perf")
+    assert (kernel, backend, Path(log).name) == ("softmax", "cutile_rs", "perf_cutile_rs.full.txt")
+    # what each raw log is made from: the port needs the library and the Rust files, a baseline not
+    assert {"kernels/softmax/kernel.rs", "kernels/softmax/spec.py", "tests/kernels/test_softmax.py",
+            "tools/tilekit/bench.py"} <= set(deps)
+    assert any(d.endswith("libcutile_kernels.so") for d in deps)
+    assert deps[-1].endswith(".timing-env.txt")
+    for _, _, _, *bdeps in baseline:
+        assert "kernels/softmax/baselines.py" in bdeps and "tools/tilekit/bench.py" in bdeps
+        assert not any(d.endswith(".rs") or d.endswith(".so") for d in bdeps)
+    assert "kernels/softmax/NOTES.md" not in deps  # notes do not re-time anything
+
+
+def test_make_all_kernels_perf_is_one_stage_command_over_every_suite(tmp_path):
+    o = tmp_path / "o"
+    done = make("KERNEL=all", f"OUT_ROOT={o}", "perf", dry=True)
+    assert done.returncode == 0, done.stderr
+    assert sorted(timed_stages(done.stdout)) == ["baseline", "perf"]
+    assert [spec[0] for spec in stage_specs(done.stdout, "perf")] == KERNELS
+    assert f"scripts/timed_stage.sh perf {o}/logs/perf.session.txt '{o}/{{kernel}}/reports/logs/perf_{{backend}}.full.txt'" \
+        in done.stdout
+    # a dry run writes nothing but the environment fingerprint it needs to tell what is stale
+    assert sorted(str(p.relative_to(o)) for p in o.rglob("*")) == [".timing-env.txt"]
+
+
+def test_baselines_selects_the_raw_logs_and_force_retimes(tmp_path):
+    done = make("KERNEL=rms_norm", f"OUT_ROOT={tmp_path}", "BASELINES=triton", "FORCE=1", "baseline", dry=True)
+    assert done.returncode == 0, done.stderr
+    assert [spec[1] for spec in stage_specs(done.stdout, "baseline")] == ["triton"]
+    assert " --force -- " in done.stdout
+
+
+@pytest.mark.parametrize("variables,message", [
+    (["BASELINES="], "BASELINES is empty: name at least one of cutile triton torch"),
+    (["BASELINES=triton tritn"], "BASELINES: unknown backend 'tritn' (known: cutile triton torch)"),
+    (["KERNEL=rmsnorm"], "KERNEL=rmsnorm: there is no kernels/rmsnorm/kernel.rs; use one of: " + " ".join(KERNELS)),
+])
+def test_bad_variables_are_refused_before_anything_runs(tmp_path, variables, message):
+    done = make(*(["KERNEL=softmax"] + variables), f"OUT_ROOT={tmp_path / 'o'}", "baseline")
+    assert done.returncode == 2
+    assert message in done.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_help_lists_every_kernel_and_force():
+    done = make("help")
+    assert done.returncode == 0, done.stderr
+    assert f"kernels: {' '.join(KERNELS)}" in done.stdout and "[FORCE=1]" in done.stdout
+
+
+# ---------------------------------------------------------------------------------------------
+# The real thing on this CPU machine: make KERNEL=rms_norm perf from an empty OUT_ROOT
+
+@pytest.fixture(scope="module")
+def first_perf(tmp_path_factory):
+    if not LIB.is_file():
+        pytest.fail(f"{LIB} is missing: run `make build` (make check does)")
+    out = tmp_path_factory.mktemp("perf") / "o"
+    done = make("KERNEL=rms_norm", f"OUT_ROOT={out}", "GPUS=1", "perf")
+    return out, done
+
+
+def test_make_perf_without_a_gpu_ends_blocked_with_every_baseline_tried(first_perf):
+    out, done = first_perf
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = (out / "rms_norm" / "reports" / "performance.md").read_text()
+    assert report.startswith("VERDICT: BLOCKED\n")
+    assert "no CUDA GPU here" in report
+    logs = out / "rms_norm" / "reports" / "logs"
+    for backend in ("cutile", "triton", "torch"):
+        raw = (logs / f"baseline_perf_{backend}.full.txt").read_text()
+        assert "SKIPPED" in raw and "no CUDA GPU here" in raw, backend
+        assert (out / "rms_norm" / f"baseline_perf_{backend}.txt").is_file()
+    assert "no CUDA GPU here" in (logs / "perf_cutile_rs.full.txt").read_text()
+    assert f"{out}/rms_norm/reports/performance.md: VERDICT: BLOCKED" in done.stdout
+
+
+def test_a_second_make_perf_retimes_nothing(first_perf):
+    out, _ = first_perf
+    assert timed_stages(make("KERNEL=rms_norm", f"OUT_ROOT={out}", "perf", dry=True).stdout) == []
+    again = make("KERNEL=rms_norm", f"OUT_ROOT={out}", "GPUS=1", "perf")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "python -m pytest" not in again.stdout + again.stderr and "timing" not in again.stderr
+    assert f"{out}/rms_norm/reports/performance.md: VERDICT: BLOCKED" in again.stdout
+
+
+def test_a_missing_baseline_log_is_the_only_one_retimed(first_perf):
+    out, _ = first_perf
+    logs = out / "rms_norm" / "reports" / "logs"
+    (logs / "baseline_perf_triton.full.txt").unlink()
+    kept = {b: (logs / f"baseline_perf_{b}.full.txt").stat().st_mtime_ns for b in ("cutile", "torch")}
+    port = (logs / "perf_cutile_rs.full.txt").stat().st_mtime_ns
+    done = make("KERNEL=rms_norm", f"OUT_ROOT={out}", "GPUS=1", "perf")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "baseline: timing rms_norm/triton" in done.stderr
+    assert "-k test_perf and (triton) " in done.stderr
+    assert (logs / "baseline_perf_triton.full.txt").is_file()
+    assert {b: (logs / f"baseline_perf_{b}.full.txt").stat().st_mtime_ns for b in kept} == kept
+    assert (logs / "perf_cutile_rs.full.txt").stat().st_mtime_ns == port
+
+
+def test_a_changed_environment_retimes_every_stage(first_perf):
+    out, _ = first_perf
+    fingerprint = out / ".timing-env.txt"
+    fingerprint.write_text(fingerprint.read_text().replace("python:", "python: 0.0 (another host)\nwas:"))
+    done = make("KERNEL=rms_norm", f"OUT_ROOT={out}", "perf", dry=True)
+    assert sorted(timed_stages(done.stdout)) == ["baseline", "perf"]
+    assert "timing environment is new or changed" in done.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# scripts/timed_stage.sh alone, with a stand-in for scripts/pytest_stage.sh that records its call
+
+FAKE_STAGE = """#!/usr/bin/env bash
+# stands in for scripts/pytest_stage.sh: records its arguments, writes the stage logs it names
+log=$1; shift; shift
+printf '%s\\n' "$*" >> "$CALLS"
+mkdir -p "$(dirname "$log")"; echo session > "$log"
+exit ${FAKE_RC:-0}
+"""
+
+
+@pytest.fixture
+def stage_dir(tmp_path):
+    (tmp_path / "scripts").mkdir()
+    shutil.copy(ROOT / "scripts" / "timed_stage.sh", tmp_path / "scripts" / "timed_stage.sh")
+    fake = tmp_path / "scripts" / "pytest_stage.sh"
+    fake.write_text(FAKE_STAGE)
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    return tmp_path
+
+
+def run_stage(cwd, stage, *specs, force=False, rc=0):
+    argv = ["bash", "scripts/timed_stage.sh", stage, "logs/s.txt", "{kernel}/{backend}.txt",
+            *(["--force"] if force else []), "--", *specs]
+    return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=60,
+                          env=child_env(CALLS=str(cwd / "calls.txt"), FAKE_RC=str(rc)))
+
+
+def calls(cwd) -> list[str]:
+    path = cwd / "calls.txt"
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def test_timed_stage_groups_kernels_by_their_stale_backends(stage_dir):
+    dep = stage_dir / "dep.txt"
+    dep.write_text("x")
+    (stage_dir / "a").mkdir()
+    (stage_dir / "a" / "torch.txt").write_text("current")
+    os.utime(dep, (1, 1))  # older than the log
+    specs = [f"a,triton,a/triton.txt,{dep}", f"a,torch,a/torch.txt,{dep}",
+             f"b,triton,b/triton.txt,{dep}", f"c,triton,c/triton.txt,{dep}", f"c,torch,c/torch.txt,{dep}"]
+    done = run_stage(stage_dir, "baseline", *specs)
+    assert done.returncode == 0, done.stderr
+    assert calls(stage_dir) == [
+        "tests/kernels/test_a.py tests/kernels/test_b.py -k test_perf and (triton) --print-record -v -rs --timeout=600 "
+        "--continue-on-collection-errors --stage-log {kernel}/{backend}.txt --stage-backends triton",
+        "tests/kernels/test_c.py -k test_perf and (triton or torch) --print-record -v -rs --timeout=600 "
+        "--continue-on-collection-errors --stage-log {kernel}/{backend}.txt --stage-backends triton,torch"]
+    assert (stage_dir / "logs" / "s.txt").is_file() and (stage_dir / "logs" / "s-2.txt").is_file()
+    assert (stage_dir / "a" / "torch.txt").read_text() == "current"
+
+
+def test_timed_stage_retimes_a_log_older_than_a_prerequisite_and_nothing_current(stage_dir):
+    dep = stage_dir / "dep.txt"
+    dep.write_text("x")
+    (stage_dir / "k").mkdir()
+    log = stage_dir / "k" / "cutile_rs.txt"
+    log.write_text("old")
+    os.utime(log, (1, 1))
+    done = run_stage(stage_dir, "perf", f"k,cutile_rs,k/cutile_rs.txt,{dep}")
+    assert f"older than {dep}" in done.stderr
+    assert calls(stage_dir) == ["tests/kernels/test_k.py -k cutile_rs and test_perf --print-record -v -rs --timeout=600 "
+                                "--continue-on-collection-errors --stage-log {kernel}/{backend}.txt --stage-backends cutile_rs"]
+    assert not log.exists()  # removed before the session, which would write it
+    log.write_text("new")
+    (stage_dir / "calls.txt").unlink()
+    done = run_stage(stage_dir, "perf", f"k,cutile_rs,k/cutile_rs.txt,{dep}")
+    assert calls(stage_dir) == [] and "every raw log is up to date" in done.stderr
+    run_stage(stage_dir, "perf", f"k,cutile_rs,k/cutile_rs.txt,{dep}", force=True)
+    assert len(calls(stage_dir)) == 1
+
+
+def test_a_session_that_fails_is_listed_for_make_and_the_script_still_exits_0(stage_dir):
+    done = run_stage(stage_dir, "perf", "k,cutile_rs,k/cutile_rs.txt", rc=2)
+    assert done.returncode == 0
+    assert (stage_dir / "logs" / "s.txt.failed").read_text().splitlines() == [
+        "# logs/s.txt: pytest exit 2", "k/cutile_rs.txt"]
+    assert "did not end normally" in done.stderr
+
+
+def test_an_unknown_stage_is_a_usage_error(stage_dir):
+    done = run_stage(stage_dir, "sweep", "k,cutile_rs,k/x.txt")
+    assert done.returncode == 2 and "usage: scripts/timed_stage.sh baseline|perf" in done.stderr

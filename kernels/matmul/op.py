@@ -56,15 +56,25 @@ def persistent_programs(sms: int, occupancy: int, cga: int) -> int:
     return max(1, sms // max(1, cga)) * max(1, occupancy)
 
 
+def export_args(bm: int, bn: int, bk: int, group: int, persistent: bool, occupancy: int, cga: int, *,
+                sms: int) -> tuple[int, ...]:
+    """A variant's arguments of the export, (bm, bn, bk, group, programs, occupancy, num_cta_in_cga),
+    on a GPU with `sms` SMs. Pure, so the CPU tests check spec.variants through exactly what launch
+    passes."""
+    programs = persistent_programs(sms, occupancy, cga) if persistent else 0
+    return int(bm), int(bn), int(bk), int(group), int(programs), int(occupancy), int(cga)
+
+
 def launch(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, bm: int, bn: int, bk: int, group: int,
            persistent: bool, occupancy: int, cga: int) -> None:
-    """One call of the export; raises ffi.KernelError on a non-zero code."""
+    """One call of the export with one variant (export_args); raises ffi.KernelError on a non-zero
+    code."""
     device_id, stream = ffi.stream_args(a)
-    programs = persistent_programs(_sm_count(device_id), occupancy, cga) if persistent else 0
+    sms = _sm_count(device_id) if persistent else 0
     lib = ffi.library()
     d_c, d_a, d_b = lib.pack(c), lib.pack(a), lib.pack(b)
-    lib.call("matmul", "cutile_matmul", d_c, d_a, d_b, int(bm), int(bn), int(bk), int(group), int(programs),
-             int(occupancy), int(cga), device_id, stream)
+    lib.call("matmul", "cutile_matmul", d_c, d_a, d_b,
+             *export_args(bm, bn, bk, group, persistent, occupancy, cga, sms=sms), device_id, stream)
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor, *, variant: str | dict = "auto",

@@ -39,11 +39,33 @@ def _check(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None) -> None:
     for name, t in (("a", a), ("b", b)):
         if t.shape[1] > 1 and t.stride(1) != 1:
             raise ValueError(f"matmul: {name} must be contiguous in its last dim; pass {name}.contiguous()")
-    if a.device.type != "cuda" or a.device != b.device:
-        raise ValueError(f"matmul: a and b must be on one CUDA device, got {a.device} and {b.device}")
     shape = (a.shape[0], b.shape[1])
     if out is not None and (tuple(out.shape) != shape or out.dtype != a.dtype or out.device != a.device):
         raise ValueError(f"matmul: out must be {shape} {a.dtype} on {a.device}, got {tuple(out.shape)} {out.dtype} {out.device}")
+    (m, k), n = a.shape, b.shape[1]
+    check_index_range(m, n, k, a.stride(0), b.stride(0), out.stride(0) if out is not None else n)
+    if a.device.type != "cuda" or a.device != b.device:
+        raise ValueError(f"matmul: a and b must be on one CUDA device, got {a.device} and {b.device}")
+
+
+INDEX_LIMIT = 2**31 - 1  # ffi.rs row_stride(): the kernel's views index each operand with i32
+
+
+def check_index_range(m: int, n: int, k: int, lda: int | None = None, ldb: int | None = None,
+                      ldc: int | None = None) -> None:
+    """ValueError unless every operand (a (m, k), b (k, n), c (m, n); row strides default to the
+    column counts) spans at most INDEX_LIMIT elements, the limit ffi.rs enforces (-6 there). Pure,
+    so it runs before any autotune or launch and the CPU tests can check it for any size."""
+    for name, rows, cols, ld in (("a", m, k, lda), ("b", k, n, ldb), ("c", m, n, ldc)):
+        if rows <= 0 or cols <= 0:
+            continue  # nothing is indexed
+        ld = cols if rows == 1 or ld is None else ld
+        extent = (rows - 1) * ld + cols
+        if extent > INDEX_LIMIT:
+            raise ValueError(
+                f"matmul: {name} ({rows} x {cols}, row stride {ld}) spans {extent} elements for m={m}, n={n}, k={k}; "
+                f"the kernel indexes each operand with i32 (at most {INDEX_LIMIT} elements): split the product into "
+                "smaller blocks")
 
 
 @functools.lru_cache(maxsize=None)
@@ -56,15 +78,25 @@ def persistent_programs(sms: int, occupancy: int, cga: int) -> int:
     return max(1, sms // max(1, cga)) * max(1, occupancy)
 
 
+def export_args(bm: int, bn: int, bk: int, group: int, persistent: bool, occupancy: int, cga: int, *,
+                sms: int) -> tuple[int, ...]:
+    """A variant's arguments of the export, (bm, bn, bk, group, programs, occupancy, num_cta_in_cga),
+    on a GPU with `sms` SMs. Pure, so the CPU tests check spec.variants through exactly what launch
+    passes."""
+    programs = persistent_programs(sms, occupancy, cga) if persistent else 0
+    return int(bm), int(bn), int(bk), int(group), int(programs), int(occupancy), int(cga)
+
+
 def launch(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, bm: int, bn: int, bk: int, group: int,
            persistent: bool, occupancy: int, cga: int) -> None:
-    """One call of the export; raises ffi.KernelError on a non-zero code."""
+    """One call of the export with one variant (export_args); raises ffi.KernelError on a non-zero
+    code."""
     device_id, stream = ffi.stream_args(a)
-    programs = persistent_programs(_sm_count(device_id), occupancy, cga) if persistent else 0
+    sms = _sm_count(device_id) if persistent else 0
     lib = ffi.library()
     d_c, d_a, d_b = lib.pack(c), lib.pack(a), lib.pack(b)
-    lib.call("matmul", "cutile_matmul", d_c, d_a, d_b, int(bm), int(bn), int(bk), int(group), int(programs),
-             int(occupancy), int(cga), device_id, stream)
+    lib.call("matmul", "cutile_matmul", d_c, d_a, d_b,
+             *export_args(bm, bn, bk, group, persistent, occupancy, cga, sms=sms), device_id, stream)
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor, *, variant: str | dict = "auto",

@@ -41,16 +41,24 @@ def _check(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor | None) -> N
         raise ValueError(f"rms_norm: x and weight must be on one CUDA device, got {x.device} and {weight.device}")
 
 
+def export_args(block: int, rows: int, occupancy: int, programs_per_sm: int = 0, *, sms: int) -> tuple[int, ...]:
+    """A variant's arguments of the export, (block, rows, occupancy, programs), on a GPU with `sms`
+    SMs: programs_per_sm > 0 selects the persistent kernel on SMs x programs_per_sm tile blocks.
+    Pure, so the CPU tests check spec.variants through exactly what launch passes."""
+    programs = programs_per_sm * sms if programs_per_sm > 0 else 0
+    return int(block), int(rows), int(occupancy), int(programs)
+
+
 def launch(x2: torch.Tensor, weight: torch.Tensor, eps: float, y2: torch.Tensor, block: int, rows: int, occupancy: int,
            programs_per_sm: int = 0) -> None:
-    """One call of the export on 2-D views; raises ffi.KernelError on a non-zero code.
-    programs_per_sm > 0 selects the persistent kernel on SMs x programs_per_sm tile blocks."""
+    """One call of the export on 2-D views with one variant (export_args); raises
+    ffi.KernelError on a non-zero code."""
     device_id, stream = ffi.stream_args(x2)
-    programs = programs_per_sm * _sm_count(device_id) if programs_per_sm > 0 else 0
+    sms = _sm_count(device_id) if programs_per_sm > 0 else 0
     lib = ffi.library()
     d_out, d_x, d_w = lib.pack(y2), lib.pack(x2), lib.pack(weight)
-    lib.call("rms_norm", "cutile_rms_norm", d_out, d_x, d_w, float(eps), int(block), int(rows), int(occupancy),
-             int(programs), device_id, stream)
+    lib.call("rms_norm", "cutile_rms_norm", d_out, d_x, d_w, float(eps),
+             *export_args(block, rows, occupancy, programs_per_sm, sms=sms), device_id, stream)
 
 
 @functools.lru_cache(maxsize=None)

@@ -63,6 +63,9 @@ def bytes_moved(cfg: dict) -> int:
 
 # -- autotune: the port's variants (ffi.rs: block = tile width, rows per tile block, occupancy) --
 
+MAX_ROWS = 64  # ffi.rs accepts 1..=64 rows per tile block
+
+
 def tune_key(dtype: str, m: int, n: int) -> dict:
     """Problem class: exact n (it decides tiling), m rounded up to a power of two."""
     return {"dtype": dtype, "n": n, "m_class": 1 << max(0, (m - 1).bit_length())}
@@ -75,9 +78,11 @@ def variants(m: int, n: int) -> list[dict]:
     1.03 ms at 262144x4096) with occupancy 2-4; one row per tile block is 3-10x slower (2.58 ms).
     So: the whole row in one tile (8K or 16K elements of rows, or 2 rows of 16K), or for long
     rows 2K/4K-wide column tiles of 8K elements; occupancy 2 and 4; plus the persistent form of
-    the 8K-element whole-row tile (programs_per_sm > 0)."""
+    the 8K-element whole-row tile (programs_per_sm > 0). Rows are capped at what m has (rounded
+    up to a power of two) and at MAX_ROWS, so rows narrower than 128 get smaller tiles (16 x 64
+    for n <= 16), as ffi.rs's default does."""
     pow2 = 1 << max(4, (n - 1).bit_length())
-    max_rows = 1 << max(0, (m - 1).bit_length())
+    max_rows = min(MAX_ROWS, 1 << max(0, (m - 1).bit_length()))
     shapes = []
     if pow2 <= 16384:
         shapes += [(pow2, max(1, elems // pow2)) for elems in (8192, 16384)]

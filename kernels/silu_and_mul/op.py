@@ -43,12 +43,19 @@ def _check(x: torch.Tensor, out: torch.Tensor | None) -> None:
         raise ValueError(f"silu_and_mul: x must be on a CUDA device, got {x.device}")
 
 
+def export_args(block: int, rows: int, occupancy: int, warps: int = -1) -> tuple[int, ...]:
+    """A variant's arguments of the export, (block, rows, occupancy, warps). Pure, so the CPU tests
+    check spec.variants through exactly what launch passes."""
+    return int(block), int(rows), int(occupancy), int(warps)
+
+
 def launch(x2: torch.Tensor, y2: torch.Tensor, block: int, rows: int, occupancy: int, warps: int = -1) -> None:
-    """One call of the export on 2-D views; raises ffi.KernelError on a non-zero code."""
+    """One call of the export on 2-D views with one variant (export_args); raises
+    ffi.KernelError on a non-zero code."""
     device_id, stream = ffi.stream_args(x2)
     lib = ffi.library()
     d_out, d_x = lib.pack(y2), lib.pack(x2)
-    lib.call("silu_and_mul", "cutile_silu_and_mul", d_out, d_x, int(block), int(rows), int(occupancy), int(warps), device_id, stream)
+    lib.call("silu_and_mul", "cutile_silu_and_mul", d_out, d_x, *export_args(block, rows, occupancy, warps), device_id, stream)
 
 
 def silu_and_mul(x: torch.Tensor, *, variant: str | dict = "auto", out: torch.Tensor | None = None) -> torch.Tensor:

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tilekit.records import (BEGIN, END, canonical_config, clean_text, format_block, investigation_text,
-                             parse_log, split_lines, write_atomic)
+                             normalize_text, parse_log, write_atomic)
 
 HEADER = "platform linux -- Python 3.12.3, pytest-9.2.0, pluggy-1.7.0\nrootdir: /work/main\nplugins: timeout-2.4.0\n"
 
@@ -206,8 +206,14 @@ def test_investigation_log_lists_every_rejection_and_failure_with_lines():
     assert "  line 14: t.py::test_perf[a]: AssertionError: boom" in lines
 
 
-def test_split_lines_strips_cr_and_trailing_blanks():
-    assert split_lines("a \r\nb\rc\n") == ["a", "b", "c", ""]
+@pytest.mark.parametrize("odd", ["a \r\nb\rc\n", "\ufeffa \nb\nc\n", "a \nb\nc", "\ufeffa \r\nb\r\nc"])
+def test_crlf_lone_cr_bom_and_missing_final_newline_normalize_to_lf(odd):
+    assert normalize_text(odd) == "a \nb\nc\n"
+
+
+def test_normalized_text_keeps_empty_text_empty_and_lf_text_unchanged():
+    assert normalize_text("") == ""
+    assert normalize_text("a\n\nb\n") == "a\n\nb\n"
 
 
 def test_sanitize_is_idempotent_on_a_messy_log():

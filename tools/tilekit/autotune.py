@@ -19,6 +19,7 @@ import threading
 from pathlib import Path
 
 from tilekit import bench
+from tilekit.records import read_text
 
 _LOCK = threading.Lock()
 _MEMO: dict[tuple, dict] = {}
@@ -37,7 +38,7 @@ def key_string(key: dict) -> str:
 
 def load(path: Path) -> dict:
     try:
-        return json.loads(path.read_text())
+        return json.loads(read_text(path))
     except FileNotFoundError:
         return {}
     except (OSError, json.JSONDecodeError) as e:

@@ -1,7 +1,7 @@
 """Performance record blocks (DESIGN.md, record format v1): print, parse, sanitize.
 
-Parsing is pure functions over text; the only I/O is ``write_atomic`` and ``main`` (the
-``python -m tilekit sanitize`` command). A raw pytest log goes in; out come the valid records,
+Parsing is pure functions over text; the only I/O is ``read_text``, ``write_atomic`` and ``main``
+(the ``python -m tilekit sanitize`` command). A raw pytest log goes in; out come the valid records,
 every rejected block with its reason, and every failed, errored or skipped case, so that nothing
 is dropped silently.
 """
@@ -163,9 +163,17 @@ class ParsedLog:
     summary: str | None = None  # that line, e.g. "3 passed, 1 failed in 2.10s"
 
 
-def split_lines(text: str) -> list[str]:
-    """Lines without their endings; CRLF and lone CR count as line breaks; trailing blanks go."""
-    return [line.rstrip() for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n")]
+def normalize_text(text: str) -> str:
+    """Text as every parser of the kit expects it: LF line ends, no BOM, a final newline.
+
+    Logs rewritten by other tools come with CRLF (Windows) or lone CR (old Mac) line ends, a UTF-8
+    byte order mark, or no final newline; each parses, compares and validates as its plain LF form.
+    Line numbers are kept: CRLF and lone CR are one line break each.
+    """
+    text = text.removeprefix("\ufeff")
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return text if not text or text.endswith("\n") else text + "\n"
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -319,7 +327,7 @@ def parse_log(text: str, kernel: str | None = None, backend: str | None = None) 
     The text is walked marker to marker (regex over the whole text), not line by line: a
     10,000-record log is 150,000 lines.
     """
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    text = normalize_text(text)
     result = ParsedLog()
     outside: list[tuple[int, str]] = []  # text outside blocks, where pytest's outcome lines are
     pos, line_no = 0, 1  # start of the text not yet assigned, and its line number
@@ -403,10 +411,15 @@ def write_atomic(path: str, text: str) -> None:
         raise
 
 
-def read_text(path: str) -> str:
+def read_text(path) -> str:
+    """Every file the kit parses is read here: raw and sanitized logs, JUnit XML, reports, JSON.
+
+    Normalized at this edge (``normalize_text``), so no parser sees a CR or a BOM; what the kit
+    writes is LF (``write_atomic``).
+    """
     # errors="replace": a killed run can leave a cut multi-byte character; that must not stop us.
     with open(path, encoding="utf-8", errors="replace", newline="") as f:
-        return f.read()
+        return normalize_text(f.read())
 
 
 def main(argv: list[str]) -> int:

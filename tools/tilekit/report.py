@@ -326,7 +326,7 @@ class MalformedInput(Exception):
 
 def parse_junit(text: str, path: str = JUNIT) -> list[Case]:
     try:
-        root = ET.fromstring(text)
+        root = ET.fromstring(text.rstrip("\n"))  # a cut-off file's error is on its last line, not after it
     except ET.ParseError as exc:
         line = exc.position[0] if getattr(exc, "position", None) else "?"
         raise MalformedInput(f"{path}:{line}: not valid JUnit XML ({exc}); the run was probably cut off: "

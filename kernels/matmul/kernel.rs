@@ -13,7 +13,8 @@
 //! share A row-tiles and B column-tiles in L2 instead of streaming all of B per tile row.
 //!   * `matmul_tiles`      — one output tile per tile block, grid = tiles_m * tiles_n.
 //!   * `matmul_persistent` — a fixed grid (about one tile block per SM) strides over the tiles,
-//!                           so the epilogue of one tile can overlap the loads of the next.
+//!     so the epilogue of one tile can overlap the loads of the next.
+//!
 //! The host side (ffi.rs) picks the entry and the tile shape (the variant).
 //!
 //! `unchecked_accesses`: every index is in its partition by construction. tile_id < tiles_m *

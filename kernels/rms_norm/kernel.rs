@@ -9,9 +9,10 @@
 //! included) without masks. Two shapes of the same computation:
 //!   * `rms_norm_row`    — n <= BLOCK: the row block is loaded once and stays in registers.
 //!   * `rms_norm_row_persistent` — the same with a capped grid: each tile block loads w once and
-//!                         walks every grid-th row tile.
+//!     walks every grid-th row tile.
 //!   * `rms_norm_looped` — n >  BLOCK: pass 1 sums squares over the column tiles, pass 2 re-reads
-//!                         them (mostly from L2) to scale and store.
+//!     them (mostly from L2) to scale and store.
+//!
 //! The host side (ffi.rs) picks the entry from n and the variant's BLOCK.
 //! The module name is unique across kernels: the JIT keys its kernel cache by module and entry.
 //! `unchecked_accesses`: the launcher (ffi.rs) sizes the grid as ceil(m / ROWS) (or fewer, with the

@@ -15,7 +15,8 @@
 //! (a padded lane computes silu(0) * 0 = 0 and is never stored). Two entries:
 //!   * `silu_and_mul`       — any shape: zero-padded partition views, as above.
 //!   * `silu_and_mul_exact` — the tile divides (m, H) and offsets fit i32 (ffi.rs checks):
-//!                            pointer tiles, no masks, so a thread's loads are all in flight at once.
+//!     pointer tiles, no masks, so a thread's loads are all in flight at once.
+//!
 //! The module name is unique across kernels: the JIT keys its kernel cache by module and entry.
 //! `unchecked_accesses`: the launcher (ffi.rs) launches exactly row_tiles * col_tiles blocks and
 //! the kernel decodes col_tiles from the same h, so row tile < ceil(m / ROWS) and column tile <

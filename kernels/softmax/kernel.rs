@@ -15,13 +15,14 @@
 //! into NaN, but they are never stored. -inf inputs (masked logits) get 0; a row that is all -inf
 //! gets NaN, as torch.softmax gives. Two shapes of the same computation:
 //!   * `softmax_row`    — n <= BLOCK: the row block is loaded once and stays in registers
-//!                        (one read of x, one exp per element).
+//!     (one read of x, one exp per element).
 //!   * `softmax_looped` — n >  BLOCK: pass 1 keeps a running max and a running sum of
-//!                        exponentials per lane (online softmax: rescale the sum when the max
-//!                        grows), then folds the lanes into one max and sum per row; pass 2
-//!                        re-reads the row (mostly from L2), exponentiates, scales and stores.
+//!     exponentials per lane (online softmax: rescale the sum when the max grows), then folds the
+//!     lanes into one max and sum per row; pass 2 re-reads the row (mostly from L2),
+//!     exponentiates, scales and stores.
 //!   * `softmax_row_exact` — n == BLOCK and m % ROWS == 0 (and i32 offsets): `softmax_row` with
-//!                        unmasked pointer-tile loads and stores (no per-lane bounds branches).
+//!     unmasked pointer-tile loads and stores (no per-lane bounds branches).
+//!
 //! The host side (ffi.rs) picks the entry from n, m and the variant's BLOCK and ROWS.
 //! The module name is unique across kernels: the JIT keys its kernel cache by module and entry.
 //! `unchecked_accesses`: the launcher (ffi.rs) sizes the grid as ceil(m / ROWS) and the column

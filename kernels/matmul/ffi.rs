@@ -84,6 +84,7 @@ fn pick(v: i32, default: i32) -> i32 {
     if v == rc::COMPILER_DEFAULT { default } else { v }
 }
 
+// The export's arguments one for one (its C signature is fixed): a struct would only repack them.
 #[allow(clippy::too_many_arguments)]
 pub fn plan(c: &TensorDesc, a: &TensorDesc, b: &TensorDesc, bm: i32, bn: i32, bk: i32, group: i32, programs: i32, occupancy: i32, num_cta_in_cga: i32) -> FfiResult<Plan> {
     let dtype = a.dtype()?;
@@ -170,9 +171,13 @@ fn launch<T: cutile::cuda_core::DType>(p: &Plan, c: &TensorDesc, a: &TensorDesc,
 }
 
 /// See the file header for the contract. Returns 0 or a negative code (DESIGN.md "C ABI").
+///
+/// # Safety
+/// Each descriptor pointer is null (refused with -5) or points to a live `TensorDesc` for the
+/// whole call, whose `data` is a device allocation on `device_id` matching its shape, strides and
+/// dtype; `stream` is 0 or a live CUDA stream of that device. tilekit.ffi packs its arguments so.
 #[no_mangle]
-#[allow(clippy::too_many_arguments)]
-pub extern "C" fn cutile_matmul(
+pub unsafe extern "C" fn cutile_matmul(
     c: *const TensorDesc,
     a: *const TensorDesc,
     b: *const TensorDesc,

@@ -51,6 +51,8 @@ pub fn default_rows(block: i32, m: i32) -> i32 {
     (8192 / block).clamp(1, 64).min(m_pow2)
 }
 
+// The export's arguments one for one (its C signature is fixed): a struct would only repack them.
+#[allow(clippy::too_many_arguments)]
 pub fn plan(out: &TensorDesc, x: &TensorDesc, w: &TensorDesc, eps: f32, block: i32, rows: i32, occupancy: i32, programs: i32) -> FfiResult<Plan> {
     let dtype = x.dtype()?;
     if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16) {
@@ -114,8 +116,13 @@ fn launch<T: cutile::cuda_core::DType>(p: &Plan, out: &TensorDesc, x: &TensorDes
 }
 
 /// See the file header for the contract. Returns 0 or a negative code (DESIGN.md "C ABI").
+///
+/// # Safety
+/// Each descriptor pointer is null (refused with -5) or points to a live `TensorDesc` for the
+/// whole call, whose `data` is a device allocation on `device_id` matching its shape, strides and
+/// dtype; `stream` is 0 or a live CUDA stream of that device. tilekit.ffi packs its arguments so.
 #[no_mangle]
-pub extern "C" fn cutile_rms_norm(
+pub unsafe extern "C" fn cutile_rms_norm(
     out: *const TensorDesc,
     x: *const TensorDesc,
     weight: *const TensorDesc,

@@ -120,8 +120,13 @@ fn launch<T: cutile::cuda_core::DType>(p: &Plan, out: &TensorDesc, x: &TensorDes
 }
 
 /// See the file header for the contract. Returns 0 or a negative code (DESIGN.md "C ABI").
+///
+/// # Safety
+/// Each descriptor pointer is null (refused with -5) or points to a live `TensorDesc` for the
+/// whole call, whose `data` is a device allocation on `device_id` matching its shape, strides and
+/// dtype; `stream` is 0 or a live CUDA stream of that device. tilekit.ffi packs its arguments so.
 #[no_mangle]
-pub extern "C" fn cutile_softmax(out: *const TensorDesc, x: *const TensorDesc, block: i32, rows: i32, occupancy: i32, warps: i32, device_id: i32, stream: u64) -> i32 {
+pub unsafe extern "C" fn cutile_softmax(out: *const TensorDesc, x: *const TensorDesc, block: i32, rows: i32, occupancy: i32, warps: i32, device_id: i32, stream: u64) -> i32 {
     ffi_util::guard(KERNEL, || {
         let (out, x) = unsafe { (desc(out, "out")?, desc(x, "x")?) };
         let p = plan(out, x, block, rows, occupancy, warps)?;
@@ -230,8 +235,11 @@ mod tests {
     #[test]
     fn null_descriptor_is_minus5_before_any_device_work() {
         let x = desc2(DType::F32, &[4, 8], &[8, 1]);
-        assert_eq!(cutile_softmax(std::ptr::null(), &x, -1, -1, -1, -1, 0, 0), rc::NULL_DESCRIPTOR);
-        assert_eq!(cutile_softmax(&x, std::ptr::null(), -1, -1, -1, -1, 0, 0), rc::NULL_DESCRIPTOR);
+        // SAFETY: each pointer is null or a live descriptor; the call returns before the device is touched.
+        unsafe {
+            assert_eq!(cutile_softmax(std::ptr::null(), &x, -1, -1, -1, -1, 0, 0), rc::NULL_DESCRIPTOR);
+            assert_eq!(cutile_softmax(&x, std::ptr::null(), -1, -1, -1, -1, 0, 0), rc::NULL_DESCRIPTOR);
+        }
     }
 
     /// The specializations the H200's autotune picked for the perf configs, compiled as the

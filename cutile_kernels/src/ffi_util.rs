@@ -329,13 +329,16 @@ use cutile::cuda_core::Stream;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+/// Stream wrappers by (device_id, raw stream handle).
+type StreamCache = HashMap<(i32, u64), Arc<Stream>>;
+
 /// The caller's stream on device `device_id`, wrapped once per (device, stream) and kept.
 ///
 /// The context is cutile's process-wide primary-context handle (the one its JIT loads modules
 /// into, and the one PyTorch uses). The `Stream` wrappers are cached and never dropped: dropping
 /// one queries the stream, which is wasted work per call and illegal during graph capture.
 pub fn caller_stream(device_id: i32, stream: u64) -> FfiResult<Arc<Stream>> {
-    static STREAMS: Mutex<Option<HashMap<(i32, u64), Arc<Stream>>>> = Mutex::new(None);
+    static STREAMS: Mutex<Option<StreamCache>> = Mutex::new(None);
     if device_id < 0 {
         return Err(err(rc::DEVICE_OR_STREAM, format!("device_id={device_id} is negative")));
     }

@@ -49,14 +49,17 @@ pub mod softmax_device {
         // Strided views over the raw pointers: [m, n] with row strides, unit stride in the last dim.
         let x_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[m, n] };
         let x_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[stride_x] };
-        let x_view: Tensor<T, { [-1, -1] }> = unsafe { make_tensor_view(pointer_to_tile(x_ptr), x_shape, x_strides, tok) };
+        let x_view: Tensor<T, { [-1, -1] }> =
+            unsafe { make_tensor_view(pointer_to_tile(x_ptr), x_shape, x_strides, tok) };
         let y_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[m, n] };
         let y_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[stride_y] };
-        let y_view: Tensor<T, { [-1, -1] }> = unsafe { make_tensor_view(pointer_to_tile(y_ptr), y_shape, y_strides, tok) };
+        let y_view: Tensor<T, { [-1, -1] }> =
+            unsafe { make_tensor_view(pointer_to_tile(y_ptr), y_shape, y_strides, tok) };
 
         // -inf padding: lanes past n neither raise the max nor add to the sum.
         let x_tok: Token = x_view.token();
-        let x_part: Partition<T, { [ROWS, BLOCK] }> = unsafe { make_partition_view(&x_view, tile, padding::NegInf, dim_map::Identity, x_tok) };
+        let x_part: Partition<T, { [ROWS, BLOCK] }> =
+            unsafe { make_partition_view(&x_view, tile, padding::NegInf, dim_map::Identity, x_tok) };
         let mut y_part: PartitionMut<T, { [ROWS, BLOCK] }> = unsafe { y_view.partition_full_mut(tile) };
 
         let log2e: Tile<f32, { [ROWS, BLOCK] }> = constant(1.4426950408889634f32, tile);
@@ -67,7 +70,8 @@ pub mod softmax_device {
         let sum: Tile<f32, { [ROWS] }> = reduce_sum(e, 1i32);
         // One exact reciprocal per row, then a multiply per element.
         let one: Tile<f32, { [ROWS] }> = constant(1.0f32, shape![ROWS]);
-        let inv: Tile<f32, { [ROWS, BLOCK] }> = divf(one, sum, rounding::NearestEven, ftz::Disabled).reshape(shape![ROWS, 1]).broadcast(tile);
+        let inv: Tile<f32, { [ROWS, BLOCK] }> =
+            divf(one, sum, rounding::NearestEven, ftz::Disabled).reshape(shape![ROWS, 1]).broadcast(tile);
         let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(e * inv);
         y_part.store(y, [rb, 0i32]);
     }
@@ -90,14 +94,17 @@ pub mod softmax_device {
         // Strided views over the raw pointers: [m, n] with row strides, unit stride in the last dim.
         let x_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[m, n] };
         let x_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[stride_x] };
-        let x_view: Tensor<T, { [-1, -1] }> = unsafe { make_tensor_view(pointer_to_tile(x_ptr), x_shape, x_strides, tok) };
+        let x_view: Tensor<T, { [-1, -1] }> =
+            unsafe { make_tensor_view(pointer_to_tile(x_ptr), x_shape, x_strides, tok) };
         let y_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[m, n] };
         let y_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[stride_y] };
-        let y_view: Tensor<T, { [-1, -1] }> = unsafe { make_tensor_view(pointer_to_tile(y_ptr), y_shape, y_strides, tok) };
+        let y_view: Tensor<T, { [-1, -1] }> =
+            unsafe { make_tensor_view(pointer_to_tile(y_ptr), y_shape, y_strides, tok) };
 
         // -inf padding: lanes past n neither raise the max nor add to the sum.
         let x_tok: Token = x_view.token();
-        let x_part: Partition<T, { [ROWS, BLOCK] }> = unsafe { make_partition_view(&x_view, tile, padding::NegInf, dim_map::Identity, x_tok) };
+        let x_part: Partition<T, { [ROWS, BLOCK] }> =
+            unsafe { make_partition_view(&x_view, tile, padding::NegInf, dim_map::Identity, x_tok) };
         let mut y_part: PartitionMut<T, { [ROWS, BLOCK] }> = unsafe { y_view.partition_full_mut(tile) };
         let log2e: Tile<f32, { [ROWS, BLOCK] }> = constant(1.4426950408889634f32, tile);
 
@@ -124,7 +131,8 @@ pub mod softmax_device {
         let lane_sum: Tile<f32, { [ROWS, BLOCK] }> = run_sum * exp2((run_max - mx) * log2e, ftz::Enabled);
         let sum: Tile<f32, { [ROWS] }> = reduce_sum(lane_sum, 1i32);
         let one: Tile<f32, { [ROWS] }> = constant(1.0f32, shape![ROWS]);
-        let inv: Tile<f32, { [ROWS, BLOCK] }> = divf(one, sum, rounding::NearestEven, ftz::Disabled).reshape(shape![ROWS, 1]).broadcast(tile);
+        let inv: Tile<f32, { [ROWS, BLOCK] }> =
+            divf(one, sum, rounding::NearestEven, ftz::Disabled).reshape(shape![ROWS, 1]).broadcast(tile);
 
         // Pass 2: exponentiate against the row max, scale, store.
         for j in 0i32..col_tiles {
@@ -175,8 +183,10 @@ pub mod softmax_device {
         let e: Tile<f32, { [ROWS, BLOCK] }> = exp2((x - mx) * log2e, ftz::Enabled);
         let sum: Tile<f32, { [ROWS] }> = reduce_sum(e, 1i32);
         let one: Tile<f32, { [ROWS] }> = constant(1.0f32, shape![ROWS]);
-        let inv: Tile<f32, { [ROWS, BLOCK] }> = divf(one, sum, rounding::NearestEven, ftz::Disabled).reshape(shape![ROWS, 1]).broadcast(tile);
+        let inv: Tile<f32, { [ROWS, BLOCK] }> =
+            divf(one, sum, rounding::NearestEven, ftz::Disabled).reshape(shape![ROWS, 1]).broadcast(tile);
         let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(e * inv);
-        let _y_tok: Token = unsafe { store_ptr_tko(y_ptrs, y, ordering::Weak, None::<scope::TileBlock>, None, None, Latency::<3>) };
+        let _y_tok: Token =
+            unsafe { store_ptr_tko(y_ptrs, y, ordering::Weak, None::<scope::TileBlock>, None, None, Latency::<3>) };
     }
 }

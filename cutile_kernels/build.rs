@@ -7,9 +7,11 @@ use std::{env, fs, path::PathBuf};
 
 fn main() {
     let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap());
-    let kernels_dir = manifest.join("..").join("kernels").canonicalize().unwrap_or_else(|e| {
-        panic!("tilekit: cannot read {}/../kernels: {e}", manifest.display())
-    });
+    let kernels_dir = manifest
+        .join("..")
+        .join("kernels")
+        .canonicalize()
+        .unwrap_or_else(|e| panic!("tilekit: cannot read {}/../kernels: {e}", manifest.display()));
     println!("cargo:rerun-if-changed={}", kernels_dir.display());
     // Cargo does not hash a path package's location, so two checkouts sharing one target dir
     // (env/env.sh keys it by Cargo.lock only) share this script's output. Re-run when the

@@ -13,7 +13,7 @@ for sym in $declared tilekit_abi_json tilekit_last_error; do
         echo "symbols: T $sym"
     else
         echo "symbols: MISSING $sym: declared in kernels/$kernel/op.py (or ffi_util.rs) but not exported by $lib;" \
-             "check #[no_mangle] pub extern \"C\" fn $sym in kernels/$kernel/ffi.rs" >&2
+             "check #[no_mangle] pub unsafe extern \"C\" fn $sym in kernels/$kernel/ffi.rs" >&2
         missing=1
     fi
 done

@@ -229,7 +229,13 @@ impl TensorDesc {
     /// Panics if `shape` and `strides` differ in length or exceed MAX_DIMS.
     pub fn from_parts(data: u64, dtype: DType, shape: &[i64], strides: &[i64]) -> TensorDesc {
         assert!(shape.len() == strides.len() && shape.len() <= MAX_DIMS, "shape {shape:?} / strides {strides:?}");
-        let mut d = TensorDesc { data, ndim: shape.len() as i32, dtype: dtype as i32, shape: [0; MAX_DIMS], strides: [0; MAX_DIMS] };
+        let mut d = TensorDesc {
+            data,
+            ndim: shape.len() as i32,
+            dtype: dtype as i32,
+            shape: [0; MAX_DIMS],
+            strides: [0; MAX_DIMS],
+        };
         d.shape[..shape.len()].copy_from_slice(shape);
         d.strides[..strides.len()].copy_from_slice(strides);
         d
@@ -237,7 +243,10 @@ impl TensorDesc {
 
     pub fn dtype(&self) -> FfiResult<DType> {
         DType::from_code(self.dtype).ok_or_else(|| {
-            err(rc::UNSUPPORTED_DTYPE, format!("unknown dtype code {} (known: 0 f32, 1 f16, 2 bf16, 3 i32, 4 i64)", self.dtype))
+            err(
+                rc::UNSUPPORTED_DTYPE,
+                format!("unknown dtype code {} (known: 0 f32, 1 f16, 2 bf16, 3 i32, 4 i64)", self.dtype),
+            )
         })
     }
 
@@ -260,7 +269,10 @@ pub fn check_tensor(d: &TensorDesc, arg: &str, ndim: i32) -> FfiResult<()> {
         return Err(invalid(format!("`{arg}` must have {ndim} dims, got ndim={}", d.ndim)));
     }
     if let Some(i) = d.shape().iter().position(|&s| s <= 0) {
-        return Err(invalid(format!("`{arg}` has an empty or negative dim {i} (shape {:?}); empty tensors are not launched", d.shape())));
+        return Err(invalid(format!(
+            "`{arg}` has an empty or negative dim {i} (shape {:?}); empty tensors are not launched",
+            d.shape()
+        )));
     }
     if let Some(i) = d.strides().iter().position(|&s| s < 0) {
         return Err(invalid(format!("`{arg}` has a negative stride in dim {i} (strides {:?})", d.strides())));
@@ -275,7 +287,10 @@ pub fn check_tensor(d: &TensorDesc, arg: &str, ndim: i32) -> FfiResult<()> {
 pub fn check_last_dim_contiguous(d: &TensorDesc, arg: &str) -> FfiResult<()> {
     match d.strides().last() {
         Some(1) => Ok(()),
-        _ => Err(invalid(format!("`{arg}` must be contiguous in its last dim (strides {:?}); pass .contiguous()", d.strides()))),
+        _ => Err(invalid(format!(
+            "`{arg}` must be contiguous in its last dim (strides {:?}); pass .contiguous()",
+            d.strides()
+        ))),
     }
 }
 
@@ -329,13 +344,16 @@ use cutile::cuda_core::Stream;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+/// Stream wrappers by (device_id, raw stream handle).
+type StreamCache = HashMap<(i32, u64), Arc<Stream>>;
+
 /// The caller's stream on device `device_id`, wrapped once per (device, stream) and kept.
 ///
 /// The context is cutile's process-wide primary-context handle (the one its JIT loads modules
 /// into, and the one PyTorch uses). The `Stream` wrappers are cached and never dropped: dropping
 /// one queries the stream, which is wasted work per call and illegal during graph capture.
 pub fn caller_stream(device_id: i32, stream: u64) -> FfiResult<Arc<Stream>> {
-    static STREAMS: Mutex<Option<HashMap<(i32, u64), Arc<Stream>>>> = Mutex::new(None);
+    static STREAMS: Mutex<Option<StreamCache>> = Mutex::new(None);
     if device_id < 0 {
         return Err(err(rc::DEVICE_OR_STREAM, format!("device_id={device_id} is negative")));
     }
@@ -367,9 +385,7 @@ pub unsafe fn device_ptr<T: cutile::cuda_core::DType>(d: &TensorDesc) -> DeviceP
 /// # Safety
 /// Every pointer the op carries stays valid until the stream has executed it.
 pub unsafe fn enqueue<O: DeviceOp>(op: O, stream: &Arc<Stream>) -> FfiResult<()> {
-    op.async_on(stream)
-        .map(|_| ())
-        .map_err(|e| err(rc::JIT_OR_LAUNCH, format!("JIT compile or launch failed: {e}")))
+    op.async_on(stream).map(|_| ()).map_err(|e| err(rc::JIT_OR_LAUNCH, format!("JIT compile or launch failed: {e}")))
 }
 
 /// Test helper: when `CUTILE_TILEIRAS_PATH` names a tileiras (make check sets it when the Tile IR
@@ -392,7 +408,12 @@ pub fn assemble_for_sm90_if_tileiras(artifacts: &cutile::compile_api::CompileArt
         .arg(&bc)
         .output()
         .unwrap_or_else(|e| panic!("{what}: cannot run {tileiras}: {e}"));
-    assert!(out.status.success(), "{what}: tileiras failed ({}):\n{}", out.status, String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{what}: tileiras failed ({}):\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(std::fs::metadata(&cubin).map(|m| m.len() > 0).unwrap_or(false), "{what}: tileiras wrote no cubin");
     // TILEKIT_CUBIN_DIR keeps each cubin (named after `what`) for `cuobjdump -sass` / `-res-usage`:
     // the disassembly and register report of every kernel, with no GPU.

@@ -13,8 +13,11 @@
 //! tileiras. -1 for any of them picks the default (the compiler's, for the two hints). Every
 //! descriptor is validated before anything touches the GPU: bad input returns -2/-5/-6 with a
 //! message, never a launch.
-use crate::ffi_util::{self, check_last_dim_contiguous, check_same_dtype, check_tensor, desc, invalid, rc, to_i32, DType, FfiResult, TensorDesc};
 use super::kernel::matmul_device as device;
+use crate::ffi_util::{
+    self, check_last_dim_contiguous, check_same_dtype, check_tensor, desc, invalid, rc, to_i32, DType, FfiResult,
+    TensorDesc,
+};
 use cutile::half::{bf16, f16};
 use cutile::tile_kernel::TileKernel;
 
@@ -75,20 +78,42 @@ fn row_stride(d: &TensorDesc, rows: i32, cols: i32, arg: &str) -> FfiResult<i32>
     }
     let extent = (rows as i64 - 1) * s as i64 + cols as i64;
     if extent > i32::MAX as i64 {
-        return Err(invalid(format!("`{arg}` spans {extent} elements; the kernel indexes with i32 (at most {})", i32::MAX)));
+        return Err(invalid(format!(
+            "`{arg}` spans {extent} elements; the kernel indexes with i32 (at most {})",
+            i32::MAX
+        )));
     }
     Ok(s)
 }
 
 fn pick(v: i32, default: i32) -> i32 {
-    if v == rc::COMPILER_DEFAULT { default } else { v }
+    if v == rc::COMPILER_DEFAULT {
+        default
+    } else {
+        v
+    }
 }
 
+// The export's arguments one for one (its C signature is fixed): a struct would only repack them.
 #[allow(clippy::too_many_arguments)]
-pub fn plan(c: &TensorDesc, a: &TensorDesc, b: &TensorDesc, bm: i32, bn: i32, bk: i32, group: i32, programs: i32, occupancy: i32, num_cta_in_cga: i32) -> FfiResult<Plan> {
+pub fn plan(
+    c: &TensorDesc,
+    a: &TensorDesc,
+    b: &TensorDesc,
+    bm: i32,
+    bn: i32,
+    bk: i32,
+    group: i32,
+    programs: i32,
+    occupancy: i32,
+    num_cta_in_cga: i32,
+) -> FfiResult<Plan> {
     let dtype = a.dtype()?;
     if !matches!(dtype, DType::F16 | DType::BF16) {
-        return Err(ffi_util::err(rc::UNSUPPORTED_DTYPE, format!("a is {}; matmul supports f16 and bf16", dtype.name())));
+        return Err(ffi_util::err(
+            rc::UNSUPPORTED_DTYPE,
+            format!("a is {}; matmul supports f16 and bf16", dtype.name()),
+        ));
     }
     check_same_dtype(a, "a", b, "b")?;
     check_same_dtype(a, "a", c, "c")?;
@@ -96,7 +121,11 @@ pub fn plan(c: &TensorDesc, a: &TensorDesc, b: &TensorDesc, bm: i32, bn: i32, bk
     check_tensor(b, "b", 2)?;
     check_tensor(c, "c", 2)?;
     if a.shape[1] != b.shape[0] {
-        return Err(invalid(format!("inner dims differ: `a` is {:?} and `b` is {:?} (a's columns must equal b's rows)", a.shape(), b.shape())));
+        return Err(invalid(format!(
+            "inner dims differ: `a` is {:?} and `b` is {:?} (a's columns must equal b's rows)",
+            a.shape(),
+            b.shape()
+        )));
     }
     if c.shape() != [a.shape[0], b.shape[1]] {
         return Err(invalid(format!("`c` shape {:?} != (m, n) = ({}, {})", c.shape(), a.shape[0], b.shape[1])));
@@ -105,27 +134,41 @@ pub fn plan(c: &TensorDesc, a: &TensorDesc, b: &TensorDesc, bm: i32, bn: i32, bk
         check_last_dim_contiguous(d, arg)?;
     }
     if c.data == a.data || c.data == b.data {
-        return Err(invalid("`c` must not alias `a` or `b`: tiles of C are written while A and B are still being read"));
+        return Err(invalid(
+            "`c` must not alias `a` or `b`: tiles of C are written while A and B are still being read",
+        ));
     }
     let m = to_i32(a.shape[0], "m")?;
     let k = to_i32(a.shape[1], "k")?;
     let n = to_i32(b.shape[1], "n")?;
-    let (bm, bn, bk, group) = (pick(bm, DEFAULT_BM), pick(bn, DEFAULT_BN), pick(bk, DEFAULT_BK), pick(group, DEFAULT_GROUP));
-    if !ffi_util::pow2_in(bm, 16, 256) || !ffi_util::pow2_in(bn, 16, 256) || !ffi_util::pow2_in(bk, 16, 256) || bm * bn > MAX_TILE_ELEMS {
+    let (bm, bn, bk, group) =
+        (pick(bm, DEFAULT_BM), pick(bn, DEFAULT_BN), pick(bk, DEFAULT_BK), pick(group, DEFAULT_GROUP));
+    if !ffi_util::pow2_in(bm, 16, 256)
+        || !ffi_util::pow2_in(bn, 16, 256)
+        || !ffi_util::pow2_in(bk, 16, 256)
+        || bm * bn > MAX_TILE_ELEMS
+    {
         return Err(invalid(format!(
             "variant bm={bm} bn={bn} bk={bk}: each must be a power of two in [16, 256], bm*bn <= {MAX_TILE_ELEMS}"
         )));
     }
     if !(1..=64).contains(&group) {
-        return Err(invalid(format!("variant group={group}: use 1..=64 tile rows per band, or -1 for {DEFAULT_GROUP}")));
+        return Err(invalid(format!(
+            "variant group={group}: use 1..=64 tile rows per band, or -1 for {DEFAULT_GROUP}"
+        )));
     }
     let programs = match programs {
         rc::COMPILER_DEFAULT | 0 => None,
         p if p > 0 => Some(p as u32),
-        p => return Err(invalid(format!("variant programs={p}: use 0 (one tile per tile block), P > 0 (persistent grid), or -1"))),
+        p => {
+            return Err(invalid(format!(
+                "variant programs={p}: use 0 (one tile per tile block), P > 0 (persistent grid), or -1"
+            )))
+        }
     };
     let occupancy = ffi_util::occupancy_hint(occupancy)?;
-    let num_cta_in_cga = ffi_util::hint(num_cta_in_cga, "num_cta_in_cga", |v| ffi_util::pow2_in(v, 1, 16), "a power of two in [1, 16]")?;
+    let num_cta_in_cga =
+        ffi_util::hint(num_cta_in_cga, "num_cta_in_cga", |v| ffi_util::pow2_in(v, 1, 16), "a power of two in [1, 16]")?;
     let p = Plan {
         dtype,
         m,
@@ -148,10 +191,19 @@ pub fn plan(c: &TensorDesc, a: &TensorDesc, b: &TensorDesc, bm: i32, bn: i32, bk
     Ok(p)
 }
 
-fn launch<T: cutile::cuda_core::DType>(p: &Plan, c: &TensorDesc, a: &TensorDesc, b: &TensorDesc, device_id: i32, stream: u64) -> FfiResult<()> {
+fn launch<T: cutile::cuda_core::DType>(
+    p: &Plan,
+    c: &TensorDesc,
+    a: &TensorDesc,
+    b: &TensorDesc,
+    device_id: i32,
+    stream: u64,
+) -> FfiResult<()> {
     let stream = ffi_util::caller_stream(device_id, stream)?;
-    let (c_ptr, a_ptr, b_ptr) = unsafe { (ffi_util::device_ptr::<T>(c), ffi_util::device_ptr::<T>(a), ffi_util::device_ptr::<T>(b)) };
-    let generics = vec![T::DTYPE.as_str().to_string(), p.bm.to_string(), p.bn.to_string(), p.bk.to_string(), p.group.to_string()];
+    let (c_ptr, a_ptr, b_ptr) =
+        unsafe { (ffi_util::device_ptr::<T>(c), ffi_util::device_ptr::<T>(a), ffi_util::device_ptr::<T>(b)) };
+    let generics =
+        vec![T::DTYPE.as_str().to_string(), p.bm.to_string(), p.bn.to_string(), p.bk.to_string(), p.group.to_string()];
     let mut options = ffi_util::compile_options(p.occupancy, None);
     if let Some(g) = p.num_cta_in_cga {
         options = options.num_cta_in_cga(g);
@@ -160,19 +212,29 @@ fn launch<T: cutile::cuda_core::DType>(p: &Plan, c: &TensorDesc, a: &TensorDesc,
     // PyTorch's, alive until the caller's stream has run the kernel (stream-ordered allocator).
     unsafe {
         if p.programs.is_some() {
-            let op = device::matmul_persistent(c_ptr, a_ptr, b_ptr, p.m, p.n, p.k, p.lda, p.ldb, p.ldc).generics(generics).grid(p.grid()).compile_options(options);
+            let op = device::matmul_persistent(c_ptr, a_ptr, b_ptr, p.m, p.n, p.k, p.lda, p.ldb, p.ldc)
+                .generics(generics)
+                .grid(p.grid())
+                .compile_options(options);
             ffi_util::enqueue(op, &stream)
         } else {
-            let op = device::matmul_tiles(c_ptr, a_ptr, b_ptr, p.m, p.n, p.k, p.lda, p.ldb, p.ldc).generics(generics).grid(p.grid()).compile_options(options);
+            let op = device::matmul_tiles(c_ptr, a_ptr, b_ptr, p.m, p.n, p.k, p.lda, p.ldb, p.ldc)
+                .generics(generics)
+                .grid(p.grid())
+                .compile_options(options);
             ffi_util::enqueue(op, &stream)
         }
     }
 }
 
 /// See the file header for the contract. Returns 0 or a negative code (DESIGN.md "C ABI").
+///
+/// # Safety
+/// Each descriptor pointer is null (refused with -5) or points to a live `TensorDesc` for the
+/// whole call, whose `data` is a device allocation on `device_id` matching its shape, strides and
+/// dtype; `stream` is 0 or a live CUDA stream of that device. tilekit.ffi packs its arguments so.
 #[no_mangle]
-#[allow(clippy::too_many_arguments)]
-pub extern "C" fn cutile_matmul(
+pub unsafe extern "C" fn cutile_matmul(
     c: *const TensorDesc,
     a: *const TensorDesc,
     b: *const TensorDesc,
@@ -211,7 +273,11 @@ mod tests {
 
     /// (c, a, b) for an m x n x k problem with contiguous rows.
     fn mats(dtype: DType, m: i64, n: i64, k: i64) -> (TensorDesc, TensorDesc, TensorDesc) {
-        (desc2(dtype, 0x3000, &[m, n], &[n, 1]), desc2(dtype, 0x1000, &[m, k], &[k, 1]), desc2(dtype, 0x2000, &[k, n], &[n, 1]))
+        (
+            desc2(dtype, 0x3000, &[m, n], &[n, 1]),
+            desc2(dtype, 0x1000, &[m, k], &[k, 1]),
+            desc2(dtype, 0x2000, &[k, n], &[n, 1]),
+        )
     }
 
     #[test]
@@ -223,8 +289,20 @@ mod tests {
         assert_eq!(
             p,
             Plan {
-                dtype: DType::BF16, m: 129, n: 257, k: 65, lda: 72, ldb: 257, ldc: 264,
-                bm: 128, bn: 128, bk: 64, group: 8, programs: None, occupancy: None, num_cta_in_cga: None,
+                dtype: DType::BF16,
+                m: 129,
+                n: 257,
+                k: 65,
+                lda: 72,
+                ldb: 257,
+                ldc: 264,
+                bm: 128,
+                bn: 128,
+                bk: 64,
+                group: 8,
+                programs: None,
+                occupancy: None,
+                num_cta_in_cga: None,
             }
         );
         assert_eq!((p.tiles(), p.grid()), (6, (6, 1, 1)));
@@ -304,14 +382,20 @@ mod tests {
             let mut seen = vec![false; (tiles_m * tiles_n) as usize];
             for id in 0..tiles_m * tiles_n {
                 let (bm, bn) = device::tile_coords(id, tiles_m, tiles_n, group);
-                assert!((0..tiles_m).contains(&bm) && (0..tiles_n).contains(&bn), "id {id} -> ({bm}, {bn}) outside {tiles_m}x{tiles_n}");
+                assert!(
+                    (0..tiles_m).contains(&bm) && (0..tiles_n).contains(&bn),
+                    "id {id} -> ({bm}, {bn}) outside {tiles_m}x{tiles_n}"
+                );
                 let slot = &mut seen[(bm * tiles_n + bn) as usize];
                 assert!(!*slot, "id {id} -> ({bm}, {bn}) twice in {tiles_m}x{tiles_n}, group {group}");
                 *slot = true;
             }
         }
         // Within a band, consecutive ids walk down the band's tile rows first.
-        assert_eq!((0..4).map(|id| device::tile_coords(id, 16, 16, 2)).collect::<Vec<_>>(), [(0, 0), (1, 0), (0, 1), (1, 1)]);
+        assert_eq!(
+            (0..4).map(|id| device::tile_coords(id, 16, 16, 2)).collect::<Vec<_>>(),
+            [(0, 0), (1, 0), (0, 1), (1, 1)]
+        );
     }
 
     #[test]

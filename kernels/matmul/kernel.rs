@@ -13,7 +13,8 @@
 //! share A row-tiles and B column-tiles in L2 instead of streaming all of B per tile row.
 //!   * `matmul_tiles`      — one output tile per tile block, grid = tiles_m * tiles_n.
 //!   * `matmul_persistent` — a fixed grid (about one tile block per SM) strides over the tiles,
-//!                           so the epilogue of one tile can overlap the loads of the next.
+//!     so the epilogue of one tile can overlap the loads of the next.
+//!
 //! The host side (ffi.rs) picks the entry and the tile shape (the variant).
 //!
 //! `unchecked_accesses`: every index is in its partition by construction. tile_id < tiles_m *
@@ -51,13 +52,16 @@ pub mod matmul_device {
         let tok: Token = new_token_unordered();
         let a_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[m, k] };
         let a_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[lda] };
-        let a_view: Tensor<T, { [-1, -1] }> = unsafe { make_tensor_view(pointer_to_tile(a_ptr), a_shape, a_strides, tok) };
+        let a_view: Tensor<T, { [-1, -1] }> =
+            unsafe { make_tensor_view(pointer_to_tile(a_ptr), a_shape, a_strides, tok) };
         let b_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[k, n] };
         let b_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[ldb] };
-        let b_view: Tensor<T, { [-1, -1] }> = unsafe { make_tensor_view(pointer_to_tile(b_ptr), b_shape, b_strides, tok) };
+        let b_view: Tensor<T, { [-1, -1] }> =
+            unsafe { make_tensor_view(pointer_to_tile(b_ptr), b_shape, b_strides, tok) };
         let c_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[m, n] };
         let c_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[ldc] };
-        let c_view: Tensor<T, { [-1, -1] }> = unsafe { make_tensor_view(pointer_to_tile(c_ptr), c_shape, c_strides, tok) };
+        let c_view: Tensor<T, { [-1, -1] }> =
+            unsafe { make_tensor_view(pointer_to_tile(c_ptr), c_shape, c_strides, tok) };
 
         let a_part: Partition<T, { [BM, BK] }> = a_view.partition(shape![BM, BK]);
         let b_part: Partition<T, { [BK, BN] }> = b_view.partition(shape![BK, BN]);
@@ -95,13 +99,16 @@ pub mod matmul_device {
         let tok: Token = new_token_unordered();
         let a_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[m, k] };
         let a_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[lda] };
-        let a_view: Tensor<T, { [-1, -1] }> = unsafe { make_tensor_view(pointer_to_tile(a_ptr), a_shape, a_strides, tok) };
+        let a_view: Tensor<T, { [-1, -1] }> =
+            unsafe { make_tensor_view(pointer_to_tile(a_ptr), a_shape, a_strides, tok) };
         let b_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[k, n] };
         let b_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[ldb] };
-        let b_view: Tensor<T, { [-1, -1] }> = unsafe { make_tensor_view(pointer_to_tile(b_ptr), b_shape, b_strides, tok) };
+        let b_view: Tensor<T, { [-1, -1] }> =
+            unsafe { make_tensor_view(pointer_to_tile(b_ptr), b_shape, b_strides, tok) };
         let c_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[m, n] };
         let c_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[ldc] };
-        let c_view: Tensor<T, { [-1, -1] }> = unsafe { make_tensor_view(pointer_to_tile(c_ptr), c_shape, c_strides, tok) };
+        let c_view: Tensor<T, { [-1, -1] }> =
+            unsafe { make_tensor_view(pointer_to_tile(c_ptr), c_shape, c_strides, tok) };
 
         let a_part: Partition<T, { [BM, BK] }> = a_view.partition(shape![BM, BK]);
         let b_part: Partition<T, { [BK, BN] }> = b_view.partition(shape![BK, BN]);

@@ -12,8 +12,11 @@
 //! launches the persistent kernel on that many tile blocks (the caller sizes it from the SM count);
 //! -1 or 0 launches one tile block per row tile. Every descriptor is validated before anything
 //! touches the GPU: bad input returns -2/-5/-6 with a message, never a launch.
-use crate::ffi_util::{self, check_last_dim_contiguous, check_same_dtype, check_same_shape, check_tensor, desc, invalid, rc, to_i32, DType, FfiResult, TensorDesc};
 use super::kernel::rms_norm_device as device;
+use crate::ffi_util::{
+    self, check_last_dim_contiguous, check_same_dtype, check_same_shape, check_tensor, desc, invalid, rc, to_i32,
+    DType, FfiResult, TensorDesc,
+};
 use cutile::half::{bf16, f16};
 use cutile::tile_kernel::TileKernel;
 
@@ -42,7 +45,11 @@ pub struct Plan {
 /// column tiles, 2 rows. (One row per tile block was 3-10x slower.)
 pub fn default_block(n: i32) -> i32 {
     let pow2 = (n.max(16) as u32).next_power_of_two() as i32;
-    if pow2 <= 8192 { pow2 } else { 4096 }
+    if pow2 <= 8192 {
+        pow2
+    } else {
+        4096
+    }
 }
 
 /// ~8K elements per tile, but no more rows than m has (rounded up to a power of two) or 64.
@@ -51,10 +58,24 @@ pub fn default_rows(block: i32, m: i32) -> i32 {
     (8192 / block).clamp(1, 64).min(m_pow2)
 }
 
-pub fn plan(out: &TensorDesc, x: &TensorDesc, w: &TensorDesc, eps: f32, block: i32, rows: i32, occupancy: i32, programs: i32) -> FfiResult<Plan> {
+// The export's arguments one for one (its C signature is fixed): a struct would only repack them.
+#[allow(clippy::too_many_arguments)]
+pub fn plan(
+    out: &TensorDesc,
+    x: &TensorDesc,
+    w: &TensorDesc,
+    eps: f32,
+    block: i32,
+    rows: i32,
+    occupancy: i32,
+    programs: i32,
+) -> FfiResult<Plan> {
     let dtype = x.dtype()?;
     if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16) {
-        return Err(ffi_util::err(rc::UNSUPPORTED_DTYPE, format!("x is {}; rms_norm supports f32, f16, bf16", dtype.name())));
+        return Err(ffi_util::err(
+            rc::UNSUPPORTED_DTYPE,
+            format!("x is {}; rms_norm supports f32, f16, bf16", dtype.name()),
+        ));
     }
     check_same_dtype(x, "x", out, "out")?;
     check_same_dtype(x, "x", w, "weight")?;
@@ -75,7 +96,8 @@ pub fn plan(out: &TensorDesc, x: &TensorDesc, w: &TensorDesc, eps: f32, block: i
     }
     let block = if block == rc::COMPILER_DEFAULT { default_block(n) } else { block };
     let rows = if rows == rc::COMPILER_DEFAULT { default_rows(block, to_i32(x.shape[0], "m")?) } else { rows };
-    if !ffi_util::pow2_in(block, 16, MAX_TILE_ELEMS) || !ffi_util::pow2_in(rows, 1, 64) || block * rows > MAX_TILE_ELEMS {
+    if !ffi_util::pow2_in(block, 16, MAX_TILE_ELEMS) || !ffi_util::pow2_in(rows, 1, 64) || block * rows > MAX_TILE_ELEMS
+    {
         return Err(invalid(format!(
             "variant block={block} rows={rows}: block must be a power of two in [16, {MAX_TILE_ELEMS}], rows a power of two in [1, 64], block*rows <= {MAX_TILE_ELEMS}"
         )));
@@ -84,15 +106,42 @@ pub fn plan(out: &TensorDesc, x: &TensorDesc, w: &TensorDesc, eps: f32, block: i
     let programs = match programs {
         rc::COMPILER_DEFAULT | 0 => None,
         g if g > 0 && n <= block => Some(g.min((m + rows - 1) / rows)),
-        g if g > 0 => return Err(invalid(format!("variant programs={g}: the persistent kernel holds whole rows; needs n={n} <= block={block}"))),
-        g => return Err(invalid(format!("variant programs={g}: use > 0 for a persistent grid, or -1/0 for one tile block per row tile"))),
+        g if g > 0 => {
+            return Err(invalid(format!(
+                "variant programs={g}: the persistent kernel holds whole rows; needs n={n} <= block={block}"
+            )))
+        }
+        g => {
+            return Err(invalid(format!(
+                "variant programs={g}: use > 0 for a persistent grid, or -1/0 for one tile block per row tile"
+            )))
+        }
     };
-    Ok(Plan { dtype, m, n, stride_x: ffi_util::row_stride(x, n, "x", format_args!("n={n}"))?, stride_y: ffi_util::row_stride(out, n, "out", format_args!("n={n}"))?, block, rows, occupancy, programs })
+    Ok(Plan {
+        dtype,
+        m,
+        n,
+        stride_x: ffi_util::row_stride(x, n, "x", format_args!("n={n}"))?,
+        stride_y: ffi_util::row_stride(out, n, "out", format_args!("n={n}"))?,
+        block,
+        rows,
+        occupancy,
+        programs,
+    })
 }
 
-fn launch<T: cutile::cuda_core::DType>(p: &Plan, out: &TensorDesc, x: &TensorDesc, w: &TensorDesc, eps: f32, device_id: i32, stream: u64) -> FfiResult<()> {
+fn launch<T: cutile::cuda_core::DType>(
+    p: &Plan,
+    out: &TensorDesc,
+    x: &TensorDesc,
+    w: &TensorDesc,
+    eps: f32,
+    device_id: i32,
+    stream: u64,
+) -> FfiResult<()> {
     let stream = ffi_util::caller_stream(device_id, stream)?;
-    let (y_ptr, x_ptr, w_ptr) = unsafe { (ffi_util::device_ptr::<T>(out), ffi_util::device_ptr::<T>(x), ffi_util::device_ptr::<T>(w)) };
+    let (y_ptr, x_ptr, w_ptr) =
+        unsafe { (ffi_util::device_ptr::<T>(out), ffi_util::device_ptr::<T>(x), ffi_util::device_ptr::<T>(w)) };
     let generics = vec![T::DTYPE.as_str().to_string(), p.rows.to_string(), p.block.to_string()];
     let grid = (((p.m + p.rows - 1) / p.rows) as u32, 1, 1);
     let options = ffi_util::compile_options(p.occupancy, None);
@@ -101,21 +150,34 @@ fn launch<T: cutile::cuda_core::DType>(p: &Plan, out: &TensorDesc, x: &TensorDes
     unsafe {
         if let Some(programs) = p.programs {
             let op = device::rms_norm_row_persistent(y_ptr, x_ptr, w_ptr, p.m, p.n, p.stride_x, p.stride_y, eps)
-                .generics(generics).grid((programs as u32, 1, 1)).compile_options(options);
+                .generics(generics)
+                .grid((programs as u32, 1, 1))
+                .compile_options(options);
             ffi_util::enqueue(op, &stream)
         } else if p.n <= p.block {
-            let op = device::rms_norm_row(y_ptr, x_ptr, w_ptr, p.m, p.n, p.stride_x, p.stride_y, eps).generics(generics).grid(grid).compile_options(options);
+            let op = device::rms_norm_row(y_ptr, x_ptr, w_ptr, p.m, p.n, p.stride_x, p.stride_y, eps)
+                .generics(generics)
+                .grid(grid)
+                .compile_options(options);
             ffi_util::enqueue(op, &stream)
         } else {
-            let op = device::rms_norm_looped(y_ptr, x_ptr, w_ptr, p.m, p.n, p.stride_x, p.stride_y, eps).generics(generics).grid(grid).compile_options(options);
+            let op = device::rms_norm_looped(y_ptr, x_ptr, w_ptr, p.m, p.n, p.stride_x, p.stride_y, eps)
+                .generics(generics)
+                .grid(grid)
+                .compile_options(options);
             ffi_util::enqueue(op, &stream)
         }
     }
 }
 
 /// See the file header for the contract. Returns 0 or a negative code (DESIGN.md "C ABI").
+///
+/// # Safety
+/// Each descriptor pointer is null (refused with -5) or points to a live `TensorDesc` for the
+/// whole call, whose `data` is a device allocation on `device_id` matching its shape, strides and
+/// dtype; `stream` is 0 or a live CUDA stream of that device. tilekit.ffi packs its arguments so.
 #[no_mangle]
-pub extern "C" fn cutile_rms_norm(
+pub unsafe extern "C" fn cutile_rms_norm(
     out: *const TensorDesc,
     x: *const TensorDesc,
     weight: *const TensorDesc,
@@ -156,7 +218,20 @@ mod tests {
         let y = desc2(DType::F16, &[257, 4097], &[4097, 1]);
         let w = desc2(DType::F16, &[4097], &[1]);
         let p = plan(&y, &x, &w, 1e-6, -1, -1, -1, -1).unwrap();
-        assert_eq!(p, Plan { dtype: DType::F16, m: 257, n: 4097, stride_x: 5000, stride_y: 4097, block: 8192, rows: 1, occupancy: None, programs: None });
+        assert_eq!(
+            p,
+            Plan {
+                dtype: DType::F16,
+                m: 257,
+                n: 4097,
+                stride_x: 5000,
+                stride_y: 4097,
+                block: 8192,
+                rows: 1,
+                occupancy: None,
+                programs: None
+            }
+        );
         assert_eq!(plan(&y, &x, &w, 1e-6, 1024, -1, -1, -1).unwrap().rows, 8);
         assert_eq!(default_rows(16, 1000), 64);
         assert_eq!(default_rows(16, 3), 4);
@@ -261,7 +336,10 @@ mod tests {
                     .compile()
                     .unwrap_or_else(|e| panic!("{entry}<{dtype}, {rows}, {block}> does not lower: {e}"));
                 let ir = artifacts.ir_text();
-                assert!(ir.contains("rsqrt") && ir.contains("reduce"), "{entry}<{dtype}>: IR lacks rsqrt/reduce:\n{ir}");
+                assert!(
+                    ir.contains("rsqrt") && ir.contains("reduce"),
+                    "{entry}<{dtype}>: IR lacks rsqrt/reduce:\n{ir}"
+                );
                 crate::ffi_util::assemble_for_sm90_if_tileiras(&artifacts, &format!("{entry}<{dtype},{rows},{block}>"));
             }
         }

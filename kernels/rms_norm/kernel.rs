@@ -9,9 +9,10 @@
 //! included) without masks. Two shapes of the same computation:
 //!   * `rms_norm_row`    — n <= BLOCK: the row block is loaded once and stays in registers.
 //!   * `rms_norm_row_persistent` — the same with a capped grid: each tile block loads w once and
-//!                         walks every grid-th row tile.
+//!     walks every grid-th row tile.
 //!   * `rms_norm_looped` — n >  BLOCK: pass 1 sums squares over the column tiles, pass 2 re-reads
-//!                         them (mostly from L2) to scale and store.
+//!     them (mostly from L2) to scale and store.
+//!
 //! The host side (ffi.rs) picks the entry from n and the variant's BLOCK.
 //! The module name is unique across kernels: the JIT keys its kernel cache by module and entry.
 //! `unchecked_accesses`: the launcher (ffi.rs) sizes the grid as ceil(m / ROWS) (or fewer, with the
@@ -41,10 +42,12 @@ pub mod rms_norm_device {
         // Strided views over the raw pointers: [m, n] with row strides, unit stride in the last dim.
         let x_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[m, n] };
         let x_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[stride_x] };
-        let x_view: Tensor<T, { [-1, -1] }> = unsafe { make_tensor_view(pointer_to_tile(x_ptr), x_shape, x_strides, tok) };
+        let x_view: Tensor<T, { [-1, -1] }> =
+            unsafe { make_tensor_view(pointer_to_tile(x_ptr), x_shape, x_strides, tok) };
         let y_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[m, n] };
         let y_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[stride_y] };
-        let y_view: Tensor<T, { [-1, -1] }> = unsafe { make_tensor_view(pointer_to_tile(y_ptr), y_shape, y_strides, tok) };
+        let y_view: Tensor<T, { [-1, -1] }> =
+            unsafe { make_tensor_view(pointer_to_tile(y_ptr), y_shape, y_strides, tok) };
         let w_shape: Shape<{ [-1] }> = Shape::<{ [-1] }> { dims: &[n] };
         let w_strides: Array<{ [1] }> = Array::<{ [1] }> { dims: &[] };
         let w_view: Tensor<T, { [-1] }> = unsafe { make_tensor_view(pointer_to_tile(w_ptr), w_shape, w_strides, tok) };
@@ -60,7 +63,8 @@ pub mod rms_norm_device {
         let eps_t: Tile<f32, { [ROWS] }> = broadcast_scalar(eps, shape![ROWS]);
         // rsqrt(mean of squares + eps) per row, with exact (round-to-nearest) division.
         let mean_sq: Tile<f32, { [ROWS] }> = divf(sum_sq, n_f, rounding::NearestEven, ftz::Disabled);
-        let inv_rms: Tile<f32, { [ROWS, BLOCK] }> = rsqrt(mean_sq + eps_t, ftz::Disabled).reshape(shape![ROWS, 1]).broadcast(tile);
+        let inv_rms: Tile<f32, { [ROWS, BLOCK] }> =
+            rsqrt(mean_sq + eps_t, ftz::Disabled).reshape(shape![ROWS, 1]).broadcast(tile);
 
         let w_row: Tile<T, { [BLOCK] }> = w_part.load([0i32]);
         let w: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(w_row.reshape(shape![1, BLOCK]).broadcast(tile));
@@ -90,10 +94,12 @@ pub mod rms_norm_device {
         // Strided views over the raw pointers: [m, n] with row strides, unit stride in the last dim.
         let x_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[m, n] };
         let x_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[stride_x] };
-        let x_view: Tensor<T, { [-1, -1] }> = unsafe { make_tensor_view(pointer_to_tile(x_ptr), x_shape, x_strides, tok) };
+        let x_view: Tensor<T, { [-1, -1] }> =
+            unsafe { make_tensor_view(pointer_to_tile(x_ptr), x_shape, x_strides, tok) };
         let y_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[m, n] };
         let y_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[stride_y] };
-        let y_view: Tensor<T, { [-1, -1] }> = unsafe { make_tensor_view(pointer_to_tile(y_ptr), y_shape, y_strides, tok) };
+        let y_view: Tensor<T, { [-1, -1] }> =
+            unsafe { make_tensor_view(pointer_to_tile(y_ptr), y_shape, y_strides, tok) };
         let w_shape: Shape<{ [-1] }> = Shape::<{ [-1] }> { dims: &[n] };
         let w_strides: Array<{ [1] }> = Array::<{ [1] }> { dims: &[] };
         let w_view: Tensor<T, { [-1] }> = unsafe { make_tensor_view(pointer_to_tile(w_ptr), w_shape, w_strides, tok) };
@@ -111,7 +117,8 @@ pub mod rms_norm_device {
             let x: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(x_part.load([rb, 0i32]));
             let sum_sq: Tile<f32, { [ROWS] }> = reduce_sum(x * x, 1i32);
             let mean_sq: Tile<f32, { [ROWS] }> = divf(sum_sq, n_f, rounding::NearestEven, ftz::Disabled);
-            let inv_rms: Tile<f32, { [ROWS, BLOCK] }> = rsqrt(mean_sq + eps_t, ftz::Disabled).reshape(shape![ROWS, 1]).broadcast(tile);
+            let inv_rms: Tile<f32, { [ROWS, BLOCK] }> =
+                rsqrt(mean_sq + eps_t, ftz::Disabled).reshape(shape![ROWS, 1]).broadcast(tile);
             let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(x * inv_rms * w);
             y_part.store(y, [rb, 0i32]);
         }
@@ -137,10 +144,12 @@ pub mod rms_norm_device {
         // Strided views over the raw pointers: [m, n] with row strides, unit stride in the last dim.
         let x_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[m, n] };
         let x_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[stride_x] };
-        let x_view: Tensor<T, { [-1, -1] }> = unsafe { make_tensor_view(pointer_to_tile(x_ptr), x_shape, x_strides, tok) };
+        let x_view: Tensor<T, { [-1, -1] }> =
+            unsafe { make_tensor_view(pointer_to_tile(x_ptr), x_shape, x_strides, tok) };
         let y_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[m, n] };
         let y_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[stride_y] };
-        let y_view: Tensor<T, { [-1, -1] }> = unsafe { make_tensor_view(pointer_to_tile(y_ptr), y_shape, y_strides, tok) };
+        let y_view: Tensor<T, { [-1, -1] }> =
+            unsafe { make_tensor_view(pointer_to_tile(y_ptr), y_shape, y_strides, tok) };
         let w_shape: Shape<{ [-1] }> = Shape::<{ [-1] }> { dims: &[n] };
         let w_strides: Array<{ [1] }> = Array::<{ [1] }> { dims: &[] };
         let w_view: Tensor<T, { [-1] }> = unsafe { make_tensor_view(pointer_to_tile(w_ptr), w_shape, w_strides, tok) };
@@ -161,7 +170,8 @@ pub mod rms_norm_device {
         let eps_t: Tile<f32, { [ROWS] }> = broadcast_scalar(eps, shape![ROWS]);
         // rsqrt(mean of squares + eps) per row, with exact (round-to-nearest) division.
         let mean_sq: Tile<f32, { [ROWS] }> = divf(sum_sq, n_f, rounding::NearestEven, ftz::Disabled);
-        let inv_rms: Tile<f32, { [ROWS, BLOCK] }> = rsqrt(mean_sq + eps_t, ftz::Disabled).reshape(shape![ROWS, 1]).broadcast(tile);
+        let inv_rms: Tile<f32, { [ROWS, BLOCK] }> =
+            rsqrt(mean_sq + eps_t, ftz::Disabled).reshape(shape![ROWS, 1]).broadcast(tile);
 
         // Pass 2: scale by inv_rms and w, store.
         for j in 0i32..col_tiles {

@@ -14,8 +14,11 @@
 //! default_block), for the two hints the compiler's. Every descriptor is
 //! validated before anything touches the GPU: bad input returns -2/-5/-6 with a message, never a
 //! launch.
-use crate::ffi_util::{self, check_last_dim_contiguous, check_same_dtype, check_tensor, desc, invalid, rc, to_i32, DType, FfiResult, TensorDesc};
 use super::kernel::silu_and_mul_device as device;
+use crate::ffi_util::{
+    self, check_last_dim_contiguous, check_same_dtype, check_tensor, desc, invalid, rc, to_i32, DType, FfiResult,
+    TensorDesc,
+};
 use cutile::half::{bf16, f16};
 use cutile::tile_kernel::TileKernel;
 
@@ -70,10 +73,7 @@ pub fn default_block(h: i32) -> i32 {
         return (h.max(16) as u32).next_power_of_two() as i32;
     }
     let padded = |b: i64| (h as i64 + b - 1) / b * b;
-    [4096i64, 2048, 1024, 512]
-        .into_iter()
-        .find(|&b| padded(b) * 8 <= h as i64 * 9)
-        .unwrap_or(256) as i32
+    [4096i64, 2048, 1024, 512].into_iter().find(|&b| padded(b) * 8 <= h as i64 * 9).unwrap_or(256) as i32
 }
 
 /// ~4K output elements per tile, but no more rows than m has (rounded up to a power of two) or 64.
@@ -91,7 +91,10 @@ fn byte_span(d: &TensorDesc, m: i32, len: i32, stride: i32, size: usize) -> (u12
 pub fn plan(out: &TensorDesc, x: &TensorDesc, block: i32, rows: i32, occupancy: i32, warps: i32) -> FfiResult<Plan> {
     let dtype = x.dtype()?;
     if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16) {
-        return Err(ffi_util::err(rc::UNSUPPORTED_DTYPE, format!("x is {}; silu_and_mul supports f32, f16, bf16", dtype.name())));
+        return Err(ffi_util::err(
+            rc::UNSUPPORTED_DTYPE,
+            format!("x is {}; silu_and_mul supports f32, f16, bf16", dtype.name()),
+        ));
     }
     check_same_dtype(x, "x", out, "out")?;
     check_tensor(x, "x", 2)?;
@@ -101,7 +104,12 @@ pub fn plan(out: &TensorDesc, x: &TensorDesc, block: i32, rows: i32, occupancy: 
     }
     let (m64, h64) = (x.shape[0], x.shape[1] / 2);
     if out.shape() != [m64, h64] {
-        return Err(invalid(format!("`out` shape {:?} must be [m, H] = {:?} for x of shape {:?}", out.shape(), [m64, h64], x.shape())));
+        return Err(invalid(format!(
+            "`out` shape {:?} must be [m, H] = {:?} for x of shape {:?}",
+            out.shape(),
+            [m64, h64],
+            x.shape()
+        )));
     }
     check_last_dim_contiguous(x, "x")?;
     check_last_dim_contiguous(out, "out")?;
@@ -119,7 +127,10 @@ pub fn plan(out: &TensorDesc, x: &TensorDesc, block: i32, rows: i32, occupancy: 
 
     let block = if block == rc::COMPILER_DEFAULT { default_block(h) } else { block };
     let rows = if rows == rc::COMPILER_DEFAULT { default_rows(block, m) } else { rows };
-    if !ffi_util::pow2_in(block, 16, MAX_TILE_ELEMS) || !ffi_util::pow2_in(rows, 1, 256) || block * rows > MAX_TILE_ELEMS {
+    if !ffi_util::pow2_in(block, 16, MAX_TILE_ELEMS)
+        || !ffi_util::pow2_in(rows, 1, 256)
+        || block * rows > MAX_TILE_ELEMS
+    {
         return Err(invalid(format!(
             "variant block={block} rows={rows}: block must be a power of two in [16, {MAX_TILE_ELEMS}], rows a power of two in [1, 256], block*rows <= {MAX_TILE_ELEMS}"
         )));
@@ -128,18 +139,28 @@ pub fn plan(out: &TensorDesc, x: &TensorDesc, block: i32, rows: i32, occupancy: 
     let warps = ffi_util::warps_hint(warps)?;
     let tiles = ((m as i64 + rows as i64 - 1) / rows as i64) * ((h as i64 + block as i64 - 1) / block as i64);
     if tiles > i32::MAX as i64 {
-        return Err(invalid(format!("{tiles} tile blocks exceed the 1-D grid limit {}; use larger tiles (block, rows)", i32::MAX)));
+        return Err(invalid(format!(
+            "{tiles} tile blocks exceed the 1-D grid limit {}; use larger tiles (block, rows)",
+            i32::MAX
+        )));
     }
     let exact = exact_fits(m, h, rows, block, stride_x, stride_out);
     Ok(Plan { dtype, m, h, stride_x, stride_out, block, rows, occupancy, warps, grid: tiles as u32, exact })
 }
 
-fn launch<T: cutile::cuda_core::DType>(p: &Plan, out: &TensorDesc, x: &TensorDesc, device_id: i32, stream: u64) -> FfiResult<()> {
+fn launch<T: cutile::cuda_core::DType>(
+    p: &Plan,
+    out: &TensorDesc,
+    x: &TensorDesc,
+    device_id: i32,
+    stream: u64,
+) -> FfiResult<()> {
     let stream = ffi_util::caller_stream(device_id, stream)?;
     // The up half starts H elements into each row of x.
     let mut up = *x;
     up.data = x.data + p.h as u64 * std::mem::size_of::<T>() as u64;
-    let (y_ptr, g_ptr, u_ptr) = unsafe { (ffi_util::device_ptr::<T>(out), ffi_util::device_ptr::<T>(x), ffi_util::device_ptr::<T>(&up)) };
+    let (y_ptr, g_ptr, u_ptr) =
+        unsafe { (ffi_util::device_ptr::<T>(out), ffi_util::device_ptr::<T>(x), ffi_util::device_ptr::<T>(&up)) };
     let generics = vec![T::DTYPE.as_str().to_string(), p.rows.to_string(), p.block.to_string()];
     let options = ffi_util::compile_options(p.occupancy, p.warps);
     // SAFETY: plan() checked shapes, strides, dtypes and that out does not overlap x; the memory is
@@ -163,8 +184,13 @@ fn launch<T: cutile::cuda_core::DType>(p: &Plan, out: &TensorDesc, x: &TensorDes
 }
 
 /// See the file header for the contract. Returns 0 or a negative code (DESIGN.md "C ABI").
+///
+/// # Safety
+/// Each descriptor pointer is null (refused with -5) or points to a live `TensorDesc` for the
+/// whole call, whose `data` is a device allocation on `device_id` matching its shape, strides and
+/// dtype; `stream` is 0 or a live CUDA stream of that device. tilekit.ffi packs its arguments so.
 #[no_mangle]
-pub extern "C" fn cutile_silu_and_mul(
+pub unsafe extern "C" fn cutile_silu_and_mul(
     out: *const TensorDesc,
     x: *const TensorDesc,
     block: i32,
@@ -212,7 +238,22 @@ mod tests {
         let y = out_desc(DType::BF16, &[257, 4097], &[4097, 1]);
         let p = plan(&y, &x, -1, -1, -1, -1).unwrap();
         // H = 4097: 512-wide column tiles (9 per row, 11 % padding), 8 rows -> 33 * 9 tile blocks.
-        assert_eq!(p, Plan { dtype: DType::BF16, m: 257, h: 4097, stride_x: 8300, stride_out: 4097, block: 512, rows: 8, occupancy: None, warps: None, grid: 33 * 9, exact: false });
+        assert_eq!(
+            p,
+            Plan {
+                dtype: DType::BF16,
+                m: 257,
+                h: 4097,
+                stride_x: 8300,
+                stride_out: 4097,
+                block: 512,
+                rows: 8,
+                occupancy: None,
+                warps: None,
+                grid: 33 * 9,
+                exact: false
+            }
+        );
         assert_eq!(plan(&y, &x, 1024, -1, 4, -1).unwrap().rows, 4);
         assert_eq!(plan(&y, &x, 1024, 2, 4, -1).unwrap().occupancy, Some(4));
     }
@@ -254,7 +295,13 @@ mod tests {
             (x, y, 8, 1, "power of two"),
             (x, y, 16, 3, "power of two"),
             (x, y, 16384, 2, "block*rows"),
-            (x_desc(DType::F32, &[4, 16], &[16, 1]), desc_at(0x10000 + 8 * 4, DType::F32, &[4, 8], &[16, 1]), 16, 1, "overlaps `x`"),
+            (
+                x_desc(DType::F32, &[4, 16], &[16, 1]),
+                desc_at(0x10000 + 8 * 4, DType::F32, &[4, 8], &[16, 1]),
+                16,
+                1,
+                "overlaps `x`",
+            ),
             (x_desc(DType::F32, &[4], &[1]), y, 16, 1, "2 dims"),
         ];
         for (x, out, block, rows, needle) in cases {
@@ -292,7 +339,11 @@ mod tests {
         assert_eq!(plan(&y, &x, -1, -1, 8, 8).unwrap().warps, Some(8));
         for w in [0, 1, 16, -2] {
             let e = plan(&y, &x, -1, -1, -1, w).unwrap_err();
-            assert!(e.code == rc::INVALID_ARGUMENT && e.msg.contains(&format!("warps={w}")) && e.msg.contains("4 or 8"), "{}", e.msg);
+            assert!(
+                e.code == rc::INVALID_ARGUMENT && e.msg.contains(&format!("warps={w}")) && e.msg.contains("4 or 8"),
+                "{}",
+                e.msg
+            );
         }
     }
 
@@ -364,7 +415,13 @@ mod tests {
     #[test]
     fn exact_entry_lowers_and_assembles_for_sm90() {
         use cutile::cutile_compiler::specialization::DivHint;
-        for (rows, block, m, h, occupancy) in [("1", "4096", 65536, 4096, 4), ("2", "4096", 65536, 4096, 4), ("1", "1024", 16384, 14336, 16), ("1", "1024", 65536, 4096, 8), ("2", "2048", 16384, 14336, 4)] {
+        for (rows, block, m, h, occupancy) in [
+            ("1", "4096", 65536, 4096, 4),
+            ("2", "4096", 65536, 4096, 4),
+            ("1", "1024", 16384, 14336, 16),
+            ("1", "1024", 65536, 4096, 8),
+            ("2", "2048", 16384, 14336, 4),
+        ] {
             let what = format!("silu_and_mul_exact<bf16,{rows},{block}> for {m}x{h}, occupancy {occupancy}");
             let ptr = DivHint::from_ptr(0x7f00_0000_0000);
             let hints = [
@@ -399,7 +456,10 @@ mod tests {
                         .compile()
                         .unwrap_or_else(|e| panic!("{what} does not lower: {e}"));
                     let ir = artifacts.ir_text();
-                    assert!(ir.contains("exp2") && ir.contains("divf") && ir.contains("approx"), "{what}: IR lacks exp2 / approximate divf:\n{ir}");
+                    assert!(
+                        ir.contains("exp2") && ir.contains("divf") && ir.contains("approx"),
+                        "{what}: IR lacks exp2 / approximate divf:\n{ir}"
+                    );
                     crate::ffi_util::assemble_for_sm90_if_tileiras(&artifacts, &what);
                 }
             }

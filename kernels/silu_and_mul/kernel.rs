@@ -15,7 +15,8 @@
 //! (a padded lane computes silu(0) * 0 = 0 and is never stored). Two entries:
 //!   * `silu_and_mul`       — any shape: zero-padded partition views, as above.
 //!   * `silu_and_mul_exact` — the tile divides (m, H) and offsets fit i32 (ffi.rs checks):
-//!                            pointer tiles, no masks, so a thread's loads are all in flight at once.
+//!     pointer tiles, no masks, so a thread's loads are all in flight at once.
+//!
 //! The module name is unique across kernels: the JIT keys its kernel cache by module and entry.
 //! `unchecked_accesses`: the launcher (ffi.rs) launches exactly row_tiles * col_tiles blocks and
 //! the kernel decodes col_tiles from the same h, so row tile < ceil(m / ROWS) and column tile <
@@ -45,13 +46,16 @@ pub mod silu_and_mul_device {
         // Gate and up: two (m, h) views with x's row stride; out: (m, h) with its own.
         let g_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[m, h] };
         let g_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[stride_x] };
-        let g_view: Tensor<T, { [-1, -1] }> = unsafe { make_tensor_view(pointer_to_tile(gate_ptr), g_shape, g_strides, tok) };
+        let g_view: Tensor<T, { [-1, -1] }> =
+            unsafe { make_tensor_view(pointer_to_tile(gate_ptr), g_shape, g_strides, tok) };
         let u_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[m, h] };
         let u_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[stride_x] };
-        let u_view: Tensor<T, { [-1, -1] }> = unsafe { make_tensor_view(pointer_to_tile(up_ptr), u_shape, u_strides, tok) };
+        let u_view: Tensor<T, { [-1, -1] }> =
+            unsafe { make_tensor_view(pointer_to_tile(up_ptr), u_shape, u_strides, tok) };
         let y_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[m, h] };
         let y_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[stride_out] };
-        let y_view: Tensor<T, { [-1, -1] }> = unsafe { make_tensor_view(pointer_to_tile(out_ptr), y_shape, y_strides, tok) };
+        let y_view: Tensor<T, { [-1, -1] }> =
+            unsafe { make_tensor_view(pointer_to_tile(out_ptr), y_shape, y_strides, tok) };
 
         let g_part: Partition<T, { [ROWS, BLOCK] }> = g_view.partition(tile);
         let u_part: Partition<T, { [ROWS, BLOCK] }> = u_view.partition(tile);
@@ -130,6 +134,7 @@ pub mod silu_and_mul_device {
         let denom: Tile<f32, { [ROWS, BLOCK] }> = one + exp2(g * neg_log2e, ftz::Enabled);
         let sig: Tile<f32, { [ROWS, BLOCK] }> = divf(one, denom, rounding::Approx, ftz::Enabled);
         let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(g * sig * u);
-        let _y_tok: Token = unsafe { store_ptr_tko(y_ptrs, y, ordering::Weak, None::<scope::TileBlock>, None, None, Latency::<3>) };
+        let _y_tok: Token =
+            unsafe { store_ptr_tko(y_ptrs, y, ordering::Weak, None::<scope::TileBlock>, None, None, Latency::<3>) };
     }
 }

@@ -11,8 +11,11 @@
 //! what Tile IR 13.4 accepts). -1 for any of them picks the default (the compiler's, for the two
 //! hints). Every descriptor is validated before anything touches the GPU: bad
 //! input returns -2/-5/-6 with a message, never a launch.
-use crate::ffi_util::{self, check_last_dim_contiguous, check_same_dtype, check_same_shape, check_tensor, desc, invalid, rc, to_i32, DType, FfiResult, TensorDesc};
 use super::kernel::softmax_device as device;
+use crate::ffi_util::{
+    self, check_last_dim_contiguous, check_same_dtype, check_same_shape, check_tensor, desc, invalid, rc, to_i32,
+    DType, FfiResult, TensorDesc,
+};
 use cutile::half::{bf16, f16};
 use cutile::tile_kernel::TileKernel;
 
@@ -58,7 +61,11 @@ pub fn exact_fits(m: i32, n: i32, rows: i32, block: i32, stride_x: i32, stride_y
 /// whole-row limit is one step wider than rms_norm's.
 pub fn default_block(n: i32) -> i32 {
     let pow2 = (n.max(16) as u32).next_power_of_two() as i32;
-    if pow2 <= MAX_DEFAULT_ROW_BLOCK { pow2 } else { DEFAULT_LOOPED_BLOCK }
+    if pow2 <= MAX_DEFAULT_ROW_BLOCK {
+        pow2
+    } else {
+        DEFAULT_LOOPED_BLOCK
+    }
 }
 
 /// ~8K elements per tile, but no more rows than m has (rounded up to a power of two) or 64.
@@ -71,7 +78,10 @@ pub fn default_rows(block: i32, m: i32) -> i32 {
 pub fn plan(out: &TensorDesc, x: &TensorDesc, block: i32, rows: i32, occupancy: i32, warps: i32) -> FfiResult<Plan> {
     let dtype = x.dtype()?;
     if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16) {
-        return Err(ffi_util::err(rc::UNSUPPORTED_DTYPE, format!("x is {}; softmax supports f32, f16, bf16", dtype.name())));
+        return Err(ffi_util::err(
+            rc::UNSUPPORTED_DTYPE,
+            format!("x is {}; softmax supports f32, f16, bf16", dtype.name()),
+        ));
     }
     check_same_dtype(x, "x", out, "out")?;
     check_tensor(x, "x", 2)?;
@@ -84,19 +94,29 @@ pub fn plan(out: &TensorDesc, x: &TensorDesc, block: i32, rows: i32, occupancy: 
     let n = to_i32(x.shape[1], "n")?;
     let block = if block == rc::COMPILER_DEFAULT { default_block(n) } else { block };
     let rows = if rows == rc::COMPILER_DEFAULT { default_rows(block, m) } else { rows };
-    if !ffi_util::pow2_in(block, 16, MAX_TILE_ELEMS) || !ffi_util::pow2_in(rows, 1, 64) || block * rows > MAX_TILE_ELEMS {
+    if !ffi_util::pow2_in(block, 16, MAX_TILE_ELEMS) || !ffi_util::pow2_in(rows, 1, 64) || block * rows > MAX_TILE_ELEMS
+    {
         return Err(invalid(format!(
             "variant block={block} rows={rows}: block must be a power of two in [16, {MAX_TILE_ELEMS}], rows a power of two in [1, 64], block*rows <= {MAX_TILE_ELEMS}"
         )));
     }
     let occupancy = ffi_util::occupancy_hint(occupancy)?;
     let warps = ffi_util::warps_hint(warps)?;
-    let (stride_x, stride_y) = (ffi_util::row_stride(x, n, "x", format_args!("n={n}"))?, ffi_util::row_stride(out, n, "out", format_args!("n={n}"))?);
+    let (stride_x, stride_y) = (
+        ffi_util::row_stride(x, n, "x", format_args!("n={n}"))?,
+        ffi_util::row_stride(out, n, "out", format_args!("n={n}"))?,
+    );
     let exact = exact_fits(m, n, rows, block, stride_x, stride_y);
     Ok(Plan { dtype, m, n, stride_x, stride_y, block, rows, occupancy, warps, exact })
 }
 
-fn launch<T: cutile::cuda_core::DType>(p: &Plan, out: &TensorDesc, x: &TensorDesc, device_id: i32, stream: u64) -> FfiResult<()> {
+fn launch<T: cutile::cuda_core::DType>(
+    p: &Plan,
+    out: &TensorDesc,
+    x: &TensorDesc,
+    device_id: i32,
+    stream: u64,
+) -> FfiResult<()> {
     let stream = ffi_util::caller_stream(device_id, stream)?;
     let (y_ptr, x_ptr) = unsafe { (ffi_util::device_ptr::<T>(out), ffi_util::device_ptr::<T>(x)) };
     let generics = vec![T::DTYPE.as_str().to_string(), p.rows.to_string(), p.block.to_string()];
@@ -107,21 +127,44 @@ fn launch<T: cutile::cuda_core::DType>(p: &Plan, out: &TensorDesc, x: &TensorDes
     // softmax_row_exact additionally relies on plan()'s `exact_fits`.
     unsafe {
         if p.exact {
-            let op = device::softmax_row_exact(y_ptr, x_ptr, p.m, p.n, p.stride_x, p.stride_y).generics(generics).grid(grid).compile_options(options);
+            let op = device::softmax_row_exact(y_ptr, x_ptr, p.m, p.n, p.stride_x, p.stride_y)
+                .generics(generics)
+                .grid(grid)
+                .compile_options(options);
             ffi_util::enqueue(op, &stream)
         } else if p.n <= p.block {
-            let op = device::softmax_row(y_ptr, x_ptr, p.m, p.n, p.stride_x, p.stride_y).generics(generics).grid(grid).compile_options(options);
+            let op = device::softmax_row(y_ptr, x_ptr, p.m, p.n, p.stride_x, p.stride_y)
+                .generics(generics)
+                .grid(grid)
+                .compile_options(options);
             ffi_util::enqueue(op, &stream)
         } else {
-            let op = device::softmax_looped(y_ptr, x_ptr, p.m, p.n, p.stride_x, p.stride_y).generics(generics).grid(grid).compile_options(options);
+            let op = device::softmax_looped(y_ptr, x_ptr, p.m, p.n, p.stride_x, p.stride_y)
+                .generics(generics)
+                .grid(grid)
+                .compile_options(options);
             ffi_util::enqueue(op, &stream)
         }
     }
 }
 
 /// See the file header for the contract. Returns 0 or a negative code (DESIGN.md "C ABI").
+///
+/// # Safety
+/// Each descriptor pointer is null (refused with -5) or points to a live `TensorDesc` for the
+/// whole call, whose `data` is a device allocation on `device_id` matching its shape, strides and
+/// dtype; `stream` is 0 or a live CUDA stream of that device. tilekit.ffi packs its arguments so.
 #[no_mangle]
-pub extern "C" fn cutile_softmax(out: *const TensorDesc, x: *const TensorDesc, block: i32, rows: i32, occupancy: i32, warps: i32, device_id: i32, stream: u64) -> i32 {
+pub unsafe extern "C" fn cutile_softmax(
+    out: *const TensorDesc,
+    x: *const TensorDesc,
+    block: i32,
+    rows: i32,
+    occupancy: i32,
+    warps: i32,
+    device_id: i32,
+    stream: u64,
+) -> i32 {
     ffi_util::guard(KERNEL, || {
         let (out, x) = unsafe { (desc(out, "out")?, desc(x, "x")?) };
         let p = plan(out, x, block, rows, occupancy, warps)?;
@@ -151,7 +194,21 @@ mod tests {
         let x = desc2(DType::F16, &[257, 4097], &[5000, 1]);
         let y = desc2(DType::F16, &[257, 4097], &[4097, 1]);
         let p = plan(&y, &x, -1, -1, -1, -1).unwrap();
-        assert_eq!(p, Plan { dtype: DType::F16, m: 257, n: 4097, stride_x: 5000, stride_y: 4097, block: 8192, rows: 1, occupancy: None, warps: None, exact: false });
+        assert_eq!(
+            p,
+            Plan {
+                dtype: DType::F16,
+                m: 257,
+                n: 4097,
+                stride_x: 5000,
+                stride_y: 4097,
+                block: 8192,
+                rows: 1,
+                occupancy: None,
+                warps: None,
+                exact: false
+            }
+        );
         assert_eq!(plan(&y, &x, 1024, -1, -1, -1).unwrap().rows, 8);
         assert_eq!(plan(&y, &x, 16384, 2, 4, -1).unwrap().occupancy, Some(4));
     }
@@ -223,15 +280,22 @@ mod tests {
         assert_eq!(plan(&x, &x, -1, -1, -1, -1).unwrap().warps, None);
         for w in [0, 2, 16, -3] {
             let e = plan(&x, &x, -1, -1, -1, w).unwrap_err();
-            assert!(e.code == rc::INVALID_ARGUMENT && e.msg.contains(&format!("warps={w}")) && e.msg.contains("4 or 8"), "{}", e.msg);
+            assert!(
+                e.code == rc::INVALID_ARGUMENT && e.msg.contains(&format!("warps={w}")) && e.msg.contains("4 or 8"),
+                "{}",
+                e.msg
+            );
         }
     }
 
     #[test]
     fn null_descriptor_is_minus5_before_any_device_work() {
         let x = desc2(DType::F32, &[4, 8], &[8, 1]);
-        assert_eq!(cutile_softmax(std::ptr::null(), &x, -1, -1, -1, -1, 0, 0), rc::NULL_DESCRIPTOR);
-        assert_eq!(cutile_softmax(&x, std::ptr::null(), -1, -1, -1, -1, 0, 0), rc::NULL_DESCRIPTOR);
+        // SAFETY: each pointer is null or a live descriptor; the call returns before the device is touched.
+        unsafe {
+            assert_eq!(cutile_softmax(std::ptr::null(), &x, -1, -1, -1, -1, 0, 0), rc::NULL_DESCRIPTOR);
+            assert_eq!(cutile_softmax(&x, std::ptr::null(), -1, -1, -1, -1, 0, 0), rc::NULL_DESCRIPTOR);
+        }
     }
 
     /// The specializations the H200's autotune picked for the perf configs, compiled as the
@@ -294,7 +358,10 @@ mod tests {
                 .compile()
                 .unwrap_or_else(|e| panic!("{what} does not lower: {e}"));
             let ir = artifacts.ir_text();
-            assert!(ir.contains(&format!("num_worker_warps_per_cta = {warps}")), "{what}: hint missing from the IR:\n{ir}");
+            assert!(
+                ir.contains(&format!("num_worker_warps_per_cta = {warps}")),
+                "{what}: hint missing from the IR:\n{ir}"
+            );
             crate::ffi_util::assemble_for_sm90_if_tileiras(&artifacts, &what);
         }
     }

@@ -15,13 +15,14 @@
 //! into NaN, but they are never stored. -inf inputs (masked logits) get 0; a row that is all -inf
 //! gets NaN, as torch.softmax gives. Two shapes of the same computation:
 //!   * `softmax_row`    — n <= BLOCK: the row block is loaded once and stays in registers
-//!                        (one read of x, one exp per element).
+//!     (one read of x, one exp per element).
 //!   * `softmax_looped` — n >  BLOCK: pass 1 keeps a running max and a running sum of
-//!                        exponentials per lane (online softmax: rescale the sum when the max
-//!                        grows), then folds the lanes into one max and sum per row; pass 2
-//!                        re-reads the row (mostly from L2), exponentiates, scales and stores.
+//!     exponentials per lane (online softmax: rescale the sum when the max grows), then folds the
+//!     lanes into one max and sum per row; pass 2 re-reads the row (mostly from L2),
+//!     exponentiates, scales and stores.
 //!   * `softmax_row_exact` — n == BLOCK and m % ROWS == 0 (and i32 offsets): `softmax_row` with
-//!                        unmasked pointer-tile loads and stores (no per-lane bounds branches).
+//!     unmasked pointer-tile loads and stores (no per-lane bounds branches).
+//!
 //! The host side (ffi.rs) picks the entry from n, m and the variant's BLOCK and ROWS.
 //! The module name is unique across kernels: the JIT keys its kernel cache by module and entry.
 //! `unchecked_accesses`: the launcher (ffi.rs) sizes the grid as ceil(m / ROWS) and the column
@@ -48,14 +49,17 @@ pub mod softmax_device {
         // Strided views over the raw pointers: [m, n] with row strides, unit stride in the last dim.
         let x_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[m, n] };
         let x_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[stride_x] };
-        let x_view: Tensor<T, { [-1, -1] }> = unsafe { make_tensor_view(pointer_to_tile(x_ptr), x_shape, x_strides, tok) };
+        let x_view: Tensor<T, { [-1, -1] }> =
+            unsafe { make_tensor_view(pointer_to_tile(x_ptr), x_shape, x_strides, tok) };
         let y_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[m, n] };
         let y_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[stride_y] };
-        let y_view: Tensor<T, { [-1, -1] }> = unsafe { make_tensor_view(pointer_to_tile(y_ptr), y_shape, y_strides, tok) };
+        let y_view: Tensor<T, { [-1, -1] }> =
+            unsafe { make_tensor_view(pointer_to_tile(y_ptr), y_shape, y_strides, tok) };
 
         // -inf padding: lanes past n neither raise the max nor add to the sum.
         let x_tok: Token = x_view.token();
-        let x_part: Partition<T, { [ROWS, BLOCK] }> = unsafe { make_partition_view(&x_view, tile, padding::NegInf, dim_map::Identity, x_tok) };
+        let x_part: Partition<T, { [ROWS, BLOCK] }> =
+            unsafe { make_partition_view(&x_view, tile, padding::NegInf, dim_map::Identity, x_tok) };
         let mut y_part: PartitionMut<T, { [ROWS, BLOCK] }> = unsafe { y_view.partition_full_mut(tile) };
 
         let log2e: Tile<f32, { [ROWS, BLOCK] }> = constant(1.4426950408889634f32, tile);
@@ -66,7 +70,8 @@ pub mod softmax_device {
         let sum: Tile<f32, { [ROWS] }> = reduce_sum(e, 1i32);
         // One exact reciprocal per row, then a multiply per element.
         let one: Tile<f32, { [ROWS] }> = constant(1.0f32, shape![ROWS]);
-        let inv: Tile<f32, { [ROWS, BLOCK] }> = divf(one, sum, rounding::NearestEven, ftz::Disabled).reshape(shape![ROWS, 1]).broadcast(tile);
+        let inv: Tile<f32, { [ROWS, BLOCK] }> =
+            divf(one, sum, rounding::NearestEven, ftz::Disabled).reshape(shape![ROWS, 1]).broadcast(tile);
         let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(e * inv);
         y_part.store(y, [rb, 0i32]);
     }
@@ -89,14 +94,17 @@ pub mod softmax_device {
         // Strided views over the raw pointers: [m, n] with row strides, unit stride in the last dim.
         let x_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[m, n] };
         let x_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[stride_x] };
-        let x_view: Tensor<T, { [-1, -1] }> = unsafe { make_tensor_view(pointer_to_tile(x_ptr), x_shape, x_strides, tok) };
+        let x_view: Tensor<T, { [-1, -1] }> =
+            unsafe { make_tensor_view(pointer_to_tile(x_ptr), x_shape, x_strides, tok) };
         let y_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[m, n] };
         let y_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[stride_y] };
-        let y_view: Tensor<T, { [-1, -1] }> = unsafe { make_tensor_view(pointer_to_tile(y_ptr), y_shape, y_strides, tok) };
+        let y_view: Tensor<T, { [-1, -1] }> =
+            unsafe { make_tensor_view(pointer_to_tile(y_ptr), y_shape, y_strides, tok) };
 
         // -inf padding: lanes past n neither raise the max nor add to the sum.
         let x_tok: Token = x_view.token();
-        let x_part: Partition<T, { [ROWS, BLOCK] }> = unsafe { make_partition_view(&x_view, tile, padding::NegInf, dim_map::Identity, x_tok) };
+        let x_part: Partition<T, { [ROWS, BLOCK] }> =
+            unsafe { make_partition_view(&x_view, tile, padding::NegInf, dim_map::Identity, x_tok) };
         let mut y_part: PartitionMut<T, { [ROWS, BLOCK] }> = unsafe { y_view.partition_full_mut(tile) };
         let log2e: Tile<f32, { [ROWS, BLOCK] }> = constant(1.4426950408889634f32, tile);
 
@@ -123,7 +131,8 @@ pub mod softmax_device {
         let lane_sum: Tile<f32, { [ROWS, BLOCK] }> = run_sum * exp2((run_max - mx) * log2e, ftz::Enabled);
         let sum: Tile<f32, { [ROWS] }> = reduce_sum(lane_sum, 1i32);
         let one: Tile<f32, { [ROWS] }> = constant(1.0f32, shape![ROWS]);
-        let inv: Tile<f32, { [ROWS, BLOCK] }> = divf(one, sum, rounding::NearestEven, ftz::Disabled).reshape(shape![ROWS, 1]).broadcast(tile);
+        let inv: Tile<f32, { [ROWS, BLOCK] }> =
+            divf(one, sum, rounding::NearestEven, ftz::Disabled).reshape(shape![ROWS, 1]).broadcast(tile);
 
         // Pass 2: exponentiate against the row max, scale, store.
         for j in 0i32..col_tiles {
@@ -174,8 +183,10 @@ pub mod softmax_device {
         let e: Tile<f32, { [ROWS, BLOCK] }> = exp2((x - mx) * log2e, ftz::Enabled);
         let sum: Tile<f32, { [ROWS] }> = reduce_sum(e, 1i32);
         let one: Tile<f32, { [ROWS] }> = constant(1.0f32, shape![ROWS]);
-        let inv: Tile<f32, { [ROWS, BLOCK] }> = divf(one, sum, rounding::NearestEven, ftz::Disabled).reshape(shape![ROWS, 1]).broadcast(tile);
+        let inv: Tile<f32, { [ROWS, BLOCK] }> =
+            divf(one, sum, rounding::NearestEven, ftz::Disabled).reshape(shape![ROWS, 1]).broadcast(tile);
         let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(e * inv);
-        let _y_tok: Token = unsafe { store_ptr_tko(y_ptrs, y, ordering::Weak, None::<scope::TileBlock>, None, None, Latency::<3>) };
+        let _y_tok: Token =
+            unsafe { store_ptr_tko(y_ptrs, y, ordering::Weak, None::<scope::TileBlock>, None, None, Latency::<3>) };
     }
 }

@@ -103,7 +103,7 @@ endif
 endif
 
 .DEFAULT_GOAL := help
-.PHONY: help setup doctor build symbols test baseline perf report validate all check bundle clean FORCE
+.PHONY: help setup doctor build symbols test baseline perf report validate all lint check bundle clean FORCE
 
 help: ## list the targets
 	@echo "usage: make [KERNEL=name|all] [OUT_ROOT=dir] [BASELINES='$(KNOWN_BASELINES)'] [FORCE=1] [STRICT=1] [GPUS=N] [V=1] <target>"
@@ -206,7 +206,11 @@ perf: build-for-perf $(PERF_MDS) ## CUPTI perf of the port (builds first; times 
 	        echo "make KERNEL=all perf: a build or symbol check failed (above); every suite was timed anyway" >&2; exit 2; fi
 	$(Q)$(verdicts)
 
-check: | $(ENV_READY) ## the kit's own tests: Rust (kernels lowered and assembled for sm_90 on the CPU), then pytest (GPU tests skip with their reason)
+lint: | $(ENV_READY) ## rustfmt + clippy -D warnings (scripts/lint_rust.sh; --fix formats)
+	$(Q)$(ENV) scripts/lint_rust.sh
+
+check: | $(ENV_READY) ## the kit's own tests: lint, Rust (kernels lowered and assembled for sm_90 on the CPU), then pytest (GPU tests skip with their reason)
+	$(Q)$(MAKE) --no-print-directory lint
 	$(Q)$(ENV) scripts/build.sh build/check-build.log
 	$(Q)$(ENV) scripts/cargo_test.sh
 	$(Q)$(PY) -m pytest tests -q -rs

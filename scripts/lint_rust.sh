@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/lint_rust.sh [--fix]: the Rust lint of cutile_kernels and the kernel files.
 #   1. rustfmt: `cargo fmt --check` for the crate (build.rs, src/), and rustfmt --check with
-#      cutile_kernels/rustfmt.toml for kernels/*/*.rs, which cargo fmt does not see (build.rs
+#      rustfmt.toml (repository root) for kernels/*/*.rs, which cargo fmt does not see (build.rs
 #      includes them through generated #[path] modules).
 #   2. clippy: every target (the library and its tests), warnings are errors.
 # --fix applies rustfmt first, then checks as above; clippy findings are fixed by hand.
@@ -19,7 +19,7 @@ case "${1:-}" in
 esac
 
 manifest=cutile_kernels/Cargo.toml
-config=cutile_kernels/rustfmt.toml
+config=rustfmt.toml  # at the root, so editors formatting kernels/*/*.rs find it too
 shopt -s nullglob
 kernel_files=(kernels/*/*.rs)
 shopt -u nullglob

@@ -1,7 +1,9 @@
 """tilekit.report: the `report` command on folders of raw logs built here (no GPU)."""
+import sys
+
 import pytest
 
-from tilekit import report
+from tilekit import charts, report
 from tilekit.records import format_block
 
 KERNEL = "rms_norm"
@@ -76,6 +78,85 @@ def test_report_re_sanitizes_raw_logs_and_is_byte_identical_on_rerun(tmp_path):
     assert first["perf_cutile_rs.txt"].startswith(b"==== Performance Test Results ====\n")
     assert run(d) == 0
     assert {p: (d / p).read_bytes() for p in first} == first
+
+
+IMAGE = "![rms_norm: cutile-rs time relative to each baseline per config, and % of peak](performance.svg)"
+
+
+def test_chart_is_drawn_beside_the_report_and_linked_before_the_tables(tmp_path):
+    d = make_dir(tmp_path)
+    assert run(d) == 0
+    lines = (d / "reports" / "performance.md").read_text().split("\n")
+    at = lines.index(IMAGE)
+    assert lines[at - 2].startswith("Reference: ") and lines[at - 1:at + 3] == ["", IMAGE, "", "## Baselines"]
+    assert [line for line in lines if line.startswith(("![", "Chart:"))] == [IMAGE]
+    svg = (d / "reports" / "performance.svg").read_text()
+    assert svg.startswith("<?xml") and svg.rstrip().endswith("</svg>")
+    assert ">float16 · m=4096, n=4096</text>" in svg and ">vs torch (reference)</text>" in svg
+
+
+def test_chart_data_is_the_tables_numbers(tmp_path):
+    d = make_dir(tmp_path, port={k: v * 1.2 for k, v in SHAPES.items()})
+    inputs = report.load_perf(KERNEL, str(d))
+    chart = report.chart_data(report.compare_inputs(inputs))
+    assert (chart.kernel, chart.reference, chart.baselines) == (KERNEL, "torch", ("torch", "triton"))
+    assert [(r.group, r.label) for r in chart.rows] == [
+        ("bfloat16", "m=4096, n=1024"), ("float16", "m=4096, n=1024"), ("float16", "m=4096, n=4096")]
+    first = chart.rows[0]
+    assert first.ratios == pytest.approx({"torch": 1.2, "triton": 1.2}, rel=1e-12)
+    assert (first.peak_pct, first.peak_text, first.status) == (100 * 3900.0 / 4800.0, "81.2% · 3900.0 GB/s", "")
+
+
+def test_chart_bytes_are_identical_across_renders(tmp_path):
+    d = make_dir(tmp_path)
+    assert run(d) == 0
+    first = (d / "reports" / "performance.svg").read_bytes()
+    assert run(d) == 0
+    assert (d / "reports" / "performance.svg").read_bytes() == first
+
+
+def test_without_matplotlib_the_report_is_written_and_says_why_in_one_line(tmp_path, monkeypatch, capsys):
+    d = make_dir(tmp_path)
+    assert run(d) == 0
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` now raises ImportError
+    assert run(d) == 0
+    text = (d / "reports" / "performance.md").read_text()
+    line = ("Chart: not drawn: matplotlib is not importable (import of matplotlib halted; None in sys.modules); "
+            f"`make setup` installs it, then `make KERNEL={KERNEL} report` draws the chart")
+    assert text.startswith("VERDICT: DONE\n") and "geomean_ratio=1.0000\n" in text
+    assert [ln for ln in text.split("\n") if ln.startswith(("![", "Chart:"))] == [line]
+    assert not (d / "reports" / "performance.svg").exists()  # the earlier chart does not outlive its link
+    assert f"performance.svg: {line}" in capsys.readouterr().err
+
+
+def test_a_chart_that_fails_to_draw_costs_one_line_not_the_report(tmp_path, monkeypatch):
+    def broken(chart, path):
+        raise RuntimeError("no room\nfor bars")
+    monkeypatch.setattr(charts, "write_performance", broken)
+    d = make_dir(tmp_path)
+    assert run(d) == 0
+    lines = (d / "reports" / "performance.md").read_text().split("\n")
+    assert "Chart: not drawn: drawing failed (RuntimeError: no room for bars)" in lines
+    assert not (d / "reports" / "performance.svg").exists()
+
+
+def test_too_many_configs_for_a_chart_are_left_to_the_tables(tmp_path, monkeypatch):
+    monkeypatch.setattr(charts, "MAX_CONFIGS", 2)
+    d = make_dir(tmp_path)
+    assert run(d) == 0
+    lines = (d / "reports" / "performance.md").read_text().split("\n")
+    assert "Chart: not drawn: 3 configs, charts are drawn up to 2; the tables hold every config" in lines
+
+
+def test_blocked_report_has_no_chart_and_no_chart_line(tmp_path):
+    d = make_dir(tmp_path)
+    assert run(d) == 0
+    (d / "reports" / "logs" / "perf_cutile_rs.full.txt").write_text("")
+    assert run(d, "--only", "performance") == 0
+    text = (d / "reports" / "performance.md").read_text()
+    assert text.startswith("VERDICT: BLOCKED\n")
+    assert not [ln for ln in text.split("\n") if ln.startswith(("![", "Chart:"))]
+    assert not (d / "reports" / "performance.svg").exists()
 
 
 def test_gap_is_investigate_with_flagged_rows(tmp_path):

@@ -1,5 +1,6 @@
 """tilekit.validate: the <VALIDATOR_OUTPUT> block, structure checks and recomputed numbers."""
 import re
+import sys
 
 from tilekit import report, validate
 from tilekit.records import format_block
@@ -84,6 +85,27 @@ def test_second_geomean_line_is_a_structure_failure(tmp_path, capsys):
     perf.write_text(perf.read_text() + "geomean_ratio=1.0000\n")
     _, _, err = validate_run(d, capsys)
     assert "expected exactly one `geomean_ratio=X.XXXX` line, found 2" in err
+
+
+def test_a_linked_chart_that_is_missing_fails_naming_the_file_and_the_fix(tmp_path, capsys):
+    d = good_dir(tmp_path)
+    chart = d / "reports" / "performance.svg"
+    assert "\n![softmax: " in (d / "reports" / "performance.md").read_text() and chart.is_file()
+    chart.unlink()
+    status, out, err = validate_run(d, capsys)
+    perf = d / "reports" / "performance.md"
+    assert status == 1
+    assert failed_checks(out) == [f"{perf}: structure (VERDICT, geomean_ratio=, Severity, interval, logs, chart)"]
+    assert (f"links to the chart {chart}, which does not exist; `make KERNEL={KERNEL} report` draws it") in err
+
+
+def test_a_report_written_without_matplotlib_validates(tmp_path, capsys, monkeypatch):
+    d = good_dir(tmp_path)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    assert report.main(["--kernel", KERNEL, "--dir", str(d)]) == 0
+    assert "\nChart: not drawn: matplotlib is not importable" in (d / "reports" / "performance.md").read_text()
+    status, out, _ = validate_run(d, capsys)
+    assert (status, failed_checks(out)) == (0, [])
 
 
 def test_noise_in_a_sanitized_log_fails(tmp_path, capsys):

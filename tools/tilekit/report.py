@@ -16,6 +16,7 @@ import sys
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 
+from tilekit import charts
 from tilekit.compare import BANDS, Comparison, CompareError, band, compare, straddled_edges
 from tilekit.records import (BASELINE_BACKENDS, INVESTIGATION_HEADER, PORT_BACKEND, ParsedLog, clean_text,
                              investigation_text, parse_log, read_text, write_atomic)
@@ -30,6 +31,7 @@ PORT_RAW = "reports/logs/perf_cutile_rs.full.txt"
 PORT_CLEAN = "perf_cutile_rs.txt"
 INVESTIGATION = "reports/logs/perf_investigation.log"
 PERFORMANCE_MD = "reports/performance.md"
+PERFORMANCE_CHART = "reports/performance.svg"
 CORRECTNESS_MD = "reports/correctness.md"
 CORRECTNESS_LOG = "correctness_cutile_rs.txt"
 JUNIT = "reports/logs/correctness.junit.xml"
@@ -100,17 +102,26 @@ def _title_text(key: tuple) -> str:
     return ", ".join(parts) or "all configs"
 
 
-def throughput(record) -> tuple[str, str]:
-    """(value, % of peak) of the port's record, GB/s preferred over TFLOP/s; '-' when absent."""
+def peak_share(record) -> tuple[float, float | None, str] | None:
+    """(throughput, % of peak or None, unit) of the port's record, GB/s preferred over TFLOP/s;
+    None when the record has neither. The table's columns and the chart both read it."""
     if record is None:
-        return "-", "-"
-    for value_key, peak_key in (("gbps", "peak_gbps"), ("tflops", "peak_tflops")):
+        return None
+    for value_key, peak_key, unit in (("gbps", "peak_gbps", "GB/s"), ("tflops", "peak_tflops", "TFLOP/s")):
         value = record.number(value_key)
         if value is not None:
             peak = record.number(peak_key)
-            share = f"{100 * value / peak:.1f}%" if peak else "-"
-            return f"{value:.1f}", share
-    return "-", "-"
+            return value, (100 * value / peak if peak else None), unit
+    return None
+
+
+def throughput(record) -> tuple[str, str]:
+    """(value, % of peak) of the port's record as the table prints them; '-' when absent."""
+    share = peak_share(record)
+    if share is None:
+        return "-", "-"
+    value, pct, _ = share
+    return f"{value:.1f}", "-" if pct is None else f"{pct:.1f}%"
 
 
 def _throughput_header(rows) -> str:
@@ -188,22 +199,29 @@ def _baselines_table(c: Comparison) -> list[str]:
     return ["## Baselines", "", markdown_table(rows, headers)]
 
 
-def _config_tables(c: Comparison) -> list[str]:
-    backends = [s.backend for s in c.baselines]
+# The row verdict where a row has no ratio; otherwise the band of its ratio.
+ROW_STATUS = {"missing_port": "MISSING", "missing_reference": "NO_REFERENCE", "gpu_mismatch": "GPU_MISMATCH"}
+
+
+def grouped_rows(c: Comparison) -> list[tuple[tuple, list]]:
+    """(group key, rows) in the report's order: groups sorted, rows in natural order within."""
     groups: dict[tuple, list] = {}
     for row in c.rows:
         groups.setdefault(group_title(row.config), []).append(row)
+    return [(key, groups[key]) for key in sorted(groups)]
+
+
+def _config_tables(c: Comparison) -> list[str]:
+    backends = [s.backend for s in c.baselines]
     out = []
-    for key in sorted(groups):
-        rows = groups[key]
+    for key, rows in grouped_rows(c):
         unit = _throughput_header(rows)
         headers = (["config", "reference ms", f"{PORT_BACKEND} ms", "ratio", unit, "% of peak", "verdict"]
                    + [f"vs {b}" for b in backends] + ["best baseline", "vs best"])
         table = []
         for row in rows:
             value, share = throughput(row.port)
-            verdict = {"missing_port": "MISSING", "missing_reference": "NO_REFERENCE",
-                       "gpu_mismatch": "GPU_MISMATCH"}.get(row.status, None) or band(row.ratio)
+            verdict = ROW_STATUS.get(row.status) or band(row.ratio)
             table.append([_cell(config_label(row.config)), _ms(row.reference_ms),
                           _ms(row.port.median_ms if row.port else None), _ratio(row.ratio), value, share, verdict]
                          + [_ratio(row.ratio_to(b)) for b in backends]
@@ -281,10 +299,12 @@ def _investigation_summary(inputs: PerfInputs) -> list[str]:
     return out
 
 
-def render_performance(c: Comparison, inputs: PerfInputs) -> str:
+def render_performance(c: Comparison, inputs: PerfInputs, chart_line: str | None = None) -> str:
+    """The report's text; ``chart_line`` (the image, or why there is none) goes after the notes."""
     lines = [f"VERDICT: {c.verdict}", "", f"# {c.kernel}: {PORT_BACKEND} performance", ""]
     lines += _headline(c) + [""]
     lines += [f"- {n}" for n in c.notes + inputs.notes] + ([""] if c.notes or inputs.notes else [])
+    lines += [chart_line, ""] if chart_line else []
     if c.verdict != "BLOCKED":
         lines += _baselines_table(c) + [""] + _config_tables(c) + _lists(c)
     elif c.unmatched:
@@ -292,6 +312,50 @@ def render_performance(c: Comparison, inputs: PerfInputs) -> str:
     lines += _env_lines(inputs, c) + _investigation_summary(inputs)
     lines += ["## Logs (relative to the kernel's output folder)", ""] + [f"- {p}" for p in inputs.logs]
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# reports/performance.svg: the numbers of the tables above, drawn by tilekit.charts
+
+def chart_data(c: Comparison) -> charts.PerformanceChart:
+    """Each row's ratio to every baseline and the port's % of peak, as the tables print them."""
+    backends = tuple(s.backend for s in c.baselines)
+    bars = []
+    for key, rows in grouped_rows(c):
+        for row in rows:
+            share = peak_share(row.port)
+            value, pct = throughput(row.port)
+            text = ("no throughput recorded" if share is None else f"{value} {share[2]}, no peak recorded"
+                    if share[1] is None else f"{pct} · {value} {share[2]}")
+            bars.append(charts.ConfigBars(
+                "" if key == ("", "") else _title_text(key), config_label(row.config),
+                {b: row.ratio_to(b) for b in backends if row.ratio_to(b) is not None},
+                None if share is None else share[1], text, ROW_STATUS.get(row.status, "")))
+    return charts.PerformanceChart(c.kernel, PORT_BACKEND, c.reference, backends, tuple(bars))
+
+
+def write_chart(c: Comparison, kernel_dir: str) -> str | None:
+    """Draw reports/performance.svg; return the report's line for it: the image, or why there is
+    no chart; None on BLOCKED (nothing to draw). A chart never costs the report: a failure to draw
+    becomes that one line, and no stale chart is left beside a report that does not show it."""
+    path = _path(kernel_dir, PERFORMANCE_CHART)
+    why = None
+    if c.verdict == "BLOCKED":
+        pass
+    elif len(c.rows) > charts.MAX_CONFIGS:
+        why = f"{len(c.rows)} configs, charts are drawn up to {charts.MAX_CONFIGS}; the tables hold every config"
+    elif missing := charts.missing_matplotlib():
+        why = f"{missing}; `make setup` installs it, then `make KERNEL={c.kernel} report` draws the chart"
+    else:
+        try:
+            charts.write_performance(chart_data(c), path)
+            return (f"![{c.kernel}: {PORT_BACKEND} time relative to each baseline per config, and % of peak]"
+                    f"({os.path.relpath(PERFORMANCE_CHART, os.path.dirname(PERFORMANCE_MD))})")
+        except Exception as exc:  # noqa: BLE001 - whatever breaks in matplotlib, the report is written
+            why = f"drawing failed ({type(exc).__name__}: {' '.join(str(exc).split())})"
+    if os.path.exists(path):
+        os.remove(path)
+    return None if why is None else f"Chart: not drawn: {why}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -483,12 +547,15 @@ def main(argv: list[str]) -> int:
         try:
             inputs = load_perf(args.kernel, args.dir)
             comparison = compare_inputs(inputs, args.reference)
-            write_atomic(_path(args.dir, PERFORMANCE_MD), render_performance(comparison, inputs))
+            chart_line = write_chart(comparison, args.dir)
+            write_atomic(_path(args.dir, PERFORMANCE_MD), render_performance(comparison, inputs, chart_line))
             print(f"tilekit report: {_path(args.dir, PERFORMANCE_MD)}: VERDICT {comparison.verdict} "
                   f"({comparison.severity}, geomean_ratio="
                   f"{'nan' if comparison.geomean is None else f'{comparison.geomean:.4f}'})")
             for note in inputs.notes:
                 print(f"tilekit report: note: {note}", file=sys.stderr)
+            if chart_line and chart_line.startswith("Chart: "):
+                print(f"tilekit report: note: {_path(args.dir, PERFORMANCE_CHART)}: {chart_line}", file=sys.stderr)
             verdicts.append(comparison.verdict == "DONE")
         except (MissingInput, CompareError) as exc:
             print(f"tilekit report: {exc}", file=sys.stderr)

@@ -77,6 +77,7 @@ def parse_performance_md(text: str) -> tuple[dict, list[str]]:
         fields["reference"], fields["forced"] = refs[0].group(1), refs[0].group(2).startswith("chosen with --reference")
     elif fields.get("verdict") in ("DONE", "INVESTIGATE"):
         problems.append("no `Reference: <backend> (...)` line")
+    fields["images"] = [m.group(1) for m in (re.fullmatch(r"!\[[^\]]*\]\(([^)\s]+)\)", line) for line in lines) if m]
     logs_at = next((i for i, line in enumerate(lines) if line.startswith("## Logs")), None)
     if logs_at is None:
         problems.append("no `## Logs` section")
@@ -204,7 +205,11 @@ def run_checks(kernel: str, kernel_dir: str, baselines: list[str] | None = None)
     fields, structure = parse_performance_md(perf)
     structure += [f"listed log {path(p)} does not exist" for p in fields.get("logs", [])
                   if not os.path.exists(path(p))]
-    checks.append(Check(f"{path(R.PERFORMANCE_MD)}: structure (VERDICT, geomean_ratio=, Severity, interval, logs)",
+    charts_dir = os.path.dirname(path(R.PERFORMANCE_MD))  # image links are relative to the report
+    structure += [f"links to the chart {os.path.normpath(os.path.join(charts_dir, p))}, which does not exist; "
+                  f"`make KERNEL={kernel} report` draws it" for p in fields.get("images", [])
+                  if not os.path.isfile(os.path.join(charts_dir, p))]
+    checks.append(Check(f"{path(R.PERFORMANCE_MD)}: structure (VERDICT, geomean_ratio=, Severity, interval, logs, chart)",
                         structure))
     if PORT_BACKEND in cleans:
         numbers = check_performance_numbers(perf, kernel, cleans[PORT_BACKEND],

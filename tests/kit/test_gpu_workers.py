@@ -336,11 +336,12 @@ def test_stage_with_two_gpus_runs_one_xdist_worker_per_gpu(tmp_path):
     assert "GPUS: one pytest-xdist worker per GPU, pinned to CUDA_VISIBLE_DEVICES 3,5" in done.stderr
 
 
-def test_a_stage_log_session_on_two_gpus_is_scheduled_by_stage(tmp_path):
+def test_a_stage_log_session_on_two_gpus_runs_dist_load_too(tmp_path):
+    # --dist load, which tilekit.gpu_workers schedules by stage in a --stage-log session
     done, calls = run_stage(tmp_path, CUDA_VISIBLE_DEVICES="3,5", extra=["--stage-log", "o/{kernel}/{backend}.txt"])
     assert done.returncode == 0, done.stderr
     argv, _ = pytest_call(calls)
-    assert argv == ["-p", "xdist", "-n", "2", "--dist", "loadscope"] + STAGE_ARGS + ["--stage-log", "o/{kernel}/{backend}.txt"]
+    assert argv == ["-p", "xdist", "-n", "2", "--dist", "load"] + STAGE_ARGS + ["--stage-log", "o/{kernel}/{backend}.txt"]
 
 
 def test_stage_with_too_many_gpus_stops_before_pytest_and_logs_why(tmp_path):

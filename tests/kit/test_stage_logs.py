@@ -229,7 +229,7 @@ def workers_by_stage(folder: Path, kernels, backends) -> dict:
 
 def test_under_xdist_each_stage_runs_on_one_pinned_worker_and_both_workers_are_used(tmp_path):
     kernels = ["alpha", "beta", "gamma", "delta"]  # 12 stages of 4 cases: whole stages balance 2 workers
-    code, out = run_session(tmp_path, kernels, "-n", "2", "--dist", "loadscope",
+    code, out = run_session(tmp_path, kernels, "-n", "2", "--dist", "load",
                             "--stage-backends", "cutile_rs,triton,torch", TILEKIT_GPU_LIST="7,9")
     assert code == 1, out
     seen = workers_by_stage(tmp_path, kernels, ["cutile_rs", "triton", "torch"])
@@ -241,7 +241,7 @@ def test_under_xdist_each_stage_runs_on_one_pinned_worker_and_both_workers_are_u
 
 
 def test_under_xdist_a_single_stage_is_spread_case_by_case(tmp_path):
-    code, out = run_session(tmp_path, ["alpha"], "-n", "2", "--dist", "loadscope", "--stage-backends", "cutile_rs",
+    code, out = run_session(tmp_path, ["alpha"], "-n", "2", "--dist", "load", "--stage-backends", "cutile_rs",
                             TILEKIT_GPU_LIST="7,9", SUITE_BACKENDS="cutile_rs")
     assert code == 0, out
     seen = workers_by_stage(tmp_path, ["alpha"], ["cutile_rs"])
@@ -250,7 +250,7 @@ def test_under_xdist_a_single_stage_is_spread_case_by_case(tmp_path):
 
 @pytest.mark.parametrize("kernels", [["alpha"], ["alpha", "beta", "gamma", "delta"]], ids=["by_case", "by_stage"])
 def test_a_crashed_worker_is_named_in_its_stage_log_and_the_rest_still_runs(tmp_path, kernels):
-    code, out = run_session(tmp_path, kernels, "-n", "2", "--dist", "loadscope",
+    code, out = run_session(tmp_path, kernels, "-n", "2", "--dist", "load",
                             "--stage-backends", "cutile_rs,triton,torch", TILEKIT_GPU_LIST="7,9", CRASH_AT="triton-3")
     assert code == 1, out
     assert out.count("crashed while running") == len(kernels)  # once per crashing case: not run again

@@ -128,7 +128,8 @@ class Session:
                     self.triggershutdown()
                 else:
                     self.shuttingdown = False
-                    clone = Worker(f"gw{len(self.all_workers)}", self.finished, self.crashed_indices)  # _clone_node: same GPU
+                    # DSession._clone_node: the same spec (the same GPU), a new id
+                    clone = Worker(f"gw{len(self.all_workers)}", self.finished, self.crashed_indices)
                     self.active.append(clone)
                     self.all_workers.append(clone)
             else:  # worker_runtest_protocol_complete
@@ -201,8 +202,8 @@ def test_a_single_stage_is_handed_out_case_by_case_to_every_worker():
     session.run()
     assert not session.sched.by_stage
     assert {w.gateway.id: w.sent for w in session.all_workers} == {"gw0": [[0], [1]], "gw1": [[2], [3]]}
-    assert session.config.lines == ["tilekit gpu_workers: 4 cases in 1 stage over 2 workers: handed out one case "
-                                    "at a time"]
+    assert session.config.lines == [("tilekit gpu_workers: 4 cases in 1 stage over 2 workers: handed out one case "
+                                     "at a time")]
 
 
 def test_fewer_units_than_workers_shuts_the_idle_worker_down_at_once():
@@ -214,6 +215,20 @@ def test_fewer_units_than_workers_shuts_the_idle_worker_down_at_once():
     assert [(w.sent, w.shutting_down) for w in session.active] == [([[0]], True), ([], True)]
     session.run()
     assert session.ran == [("alpha/cutile_rs/0", "gw0")]
+
+
+def test_workers_that_collected_different_cases_run_nothing_and_say_so():
+    session = Session(suite({("a", "x"): 2}), 2)
+    gw0, gw1 = session.active
+    for w in (gw0, gw1):
+        session.sched.add_node(w)
+    session.sched.add_node_collection(gw0, ["a/x/0", "a/x/1"])
+    session.sched.add_node_collection(gw1, ["a/x/1", "a/x/0"])  # e.g. parameters from a set
+    session.sched.schedule()
+    assert (gw0.sent, gw1.sent, gw0.shutting_down, gw1.shutting_down) == ([], [], True, True)
+    assert session.sched.tests_finished
+    [report] = session.config.collect_reports
+    assert report.failed and report.longrepr.startswith("tilekit gpu_workers: workers collected different tests")
 
 
 def test_an_empty_collection_ends_the_session():

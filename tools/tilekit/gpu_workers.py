@@ -185,8 +185,8 @@ class StageScheduling:
       one or has been told to shut down. So a worker is topped up to two pending cases while work is
       queued, and is told to shut down as soon as the queue is empty: no worker ever waits for work
       that is not coming, and nothing that finished is ever sent again.
-    - A worker that crashes was running its first pending case (events arrive in order, the crash
-      last): that case is returned to xdist, which reports it failed once and starts a replacement
+    - A worker that crashes was running (or about to run) its first pending case: a worker's events
+      arrive in order, its crash last. That case is returned to xdist, which reports it failed once and starts a replacement
       on the same GPU (WorkerPinning); the worker's other pending cases go back to the front of the
       queue, for the replacement or any worker that asks first. The crashed case is never sent again
       (xdist's own loadscope/loadgroup requeue it, and finished units with it: docs/multi-gpu.md).

@@ -5,9 +5,9 @@
 #
 # GPUS (from make; empty = every visible GPU): with more than one GPU, the cases are spread over
 # one pytest-xdist worker per GPU, each pinned with CUDA_VISIBLE_DEVICES (tools/tilekit/gpu_workers.py,
-# docs/multi-gpu.md); with --stage-log (baseline, perf) --dist loadscope hands the cases out by
-# (kernel, backend) (tilekit.gpu_workers.StageScheduler), else --dist load case by case. With one
-# GPU, or GPUS=1, the command is the single-process one.
+# docs/multi-gpu.md), --dist load; with --stage-log (baseline, perf) the tilekit.gpu_workers plugin
+# hands them out by (kernel, backend) when that balances the GPUs (StageScheduling), else case by
+# case. With one GPU, or GPUS=1, the command is the single-process one.
 set -uo pipefail
 log=${1:?usage: scripts/pytest_stage.sh RAW_LOG -- PYTEST_ARGS...}; shift
 [ "${1:-}" = "--" ] && shift
@@ -22,11 +22,8 @@ if [ "${GPUS:-}" != 1 ]; then
     IFS=, read -ra gpu_list <<<"$gpus"
     if [ "${#gpu_list[@]}" -gt 1 ]; then
         export TILEKIT_GPU_LIST=$gpus
-        # a --stage-log session (baseline, perf) is handed out by stage (StageScheduler, which needs
-        # --dist loadscope); any other (test) case by case
-        dist=load
-        for arg in "$@"; do [ "$arg" = --stage-log ] && dist=loadscope; done
-        set -- -p xdist -n "${#gpu_list[@]}" --dist "$dist" "$@"
+        # --dist load: case by case, or by stage in a --stage-log session (tilekit.gpu_workers)
+        set -- -p xdist -n "${#gpu_list[@]}" --dist load "$@"
         echo "GPUS: one pytest-xdist worker per GPU, pinned to CUDA_VISIBLE_DEVICES $gpus" >&2
     fi
 fi

@@ -14,9 +14,10 @@ from tilekit.compare import compare
 from tilekit.gpu_workers import GpuSelectionError, stage_gpus, visible_gpus, worker_gpus
 from tilekit.records import BEGIN, END, format_block, parse_log
 
-from child_env import child_env  # tests/kit/child_env.py
+from child_env import TEST_TIMEOUT, child_env, run  # tests/kit/child_env.py
 
 ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.timeout(TEST_TIMEOUT)  # each child has a shorter deadline (child_env.run)
 
 
 def no_smi(*_args, **_kwargs):
@@ -128,10 +129,10 @@ def test_cli_reads_a_faked_nvidia_smi_on_path(tmp_path):
     smi.write_text(f"#!/bin/sh\nprintf '{SMI_TWO_GPUS}'\n")
     smi.chmod(smi.stat().st_mode | stat.S_IEXEC)
     env = child_env(PATH=f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
-    done = subprocess.run([sys.executable, "-m", "tilekit.gpu_workers"], env=env, capture_output=True, text=True)
+    done = run([sys.executable, "-m", "tilekit.gpu_workers"], env=env)
     assert (done.returncode, done.stdout, done.stderr) == (0, "0,1\n", "")
     env["GPUS"] = "3"
-    done = subprocess.run([sys.executable, "-m", "tilekit.gpu_workers"], env=env, capture_output=True, text=True)
+    done = run([sys.executable, "-m", "tilekit.gpu_workers"], env=env)
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr == ("tilekit gpu_workers: GPUS=3 but only 2 GPU(s) are visible (nvidia-smi -L lists 0,1): "
                            "set GPUS=2 or fewer, or leave GPUS empty for every visible GPU\n")
@@ -178,9 +179,8 @@ def run_child(folder: Path, test_text: str, *args, **env) -> tuple[int, str]:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "test_timed.py").write_text(test_text)
     (folder / "pytest.ini").write_text(PYTEST_INI)
-    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "xdist", *args],
-                          cwd=folder, env=child_env(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", **env),
-                          capture_output=True, text=True, timeout=300)
+    done = run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "xdist", *args],
+               cwd=folder, env=child_env(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", **env))
     return done.returncode, done.stdout + done.stderr
 
 
@@ -198,6 +198,7 @@ def xdist_logs(tmp_path_factory):
 
 
 def test_each_worker_is_pinned_to_its_own_gpu_and_both_are_used(xdist_logs):
+    # both are used by construction: xdist's load scheduling sends every worker cases at the start
     records = parse_log(xdist_logs["cutile-rs"]).records
     devices: dict[str, set] = {}
     for r in records:
@@ -225,13 +226,11 @@ def test_sanitize_report_and_validate_accept_xdist_logs(xdist_logs, tmp_path):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(xdist_logs[backend])
     tk = [sys.executable, "-m", "tilekit"]
-    done = subprocess.run(tk + ["sanitize", str(raw["cutile-rs"]), "--out", str(tmp_path / "clean.txt"),
-                                "--investigation", str(tmp_path / "inv.log")],
-                          env=child_env(), capture_output=True, text=True)
+    done = run(tk + ["sanitize", str(raw["cutile-rs"]), "--out", str(tmp_path / "clean.txt"),
+                     "--investigation", str(tmp_path / "inv.log")], env=child_env())
     assert done.returncode == 0 and " 8 valid, 0 rejected " in done.stdout, done.stdout + done.stderr
     assert "failed cases: 1\n  line " in (tmp_path / "inv.log").read_text()
-    done = subprocess.run(tk + ["report", "--kernel", "k", "--dir", str(kdir), "--only", "performance"],
-                          env=child_env(), capture_output=True, text=True)
+    done = run(tk + ["report", "--kernel", "k", "--dir", str(kdir), "--only", "performance"], env=child_env())
     assert done.returncode == 0, done.stderr
     text = (kdir / report.PERFORMANCE_MD).read_text()
     assert text.startswith("VERDICT: DONE\n") and "geomean_ratio=1.0000\n" in text
@@ -242,18 +241,19 @@ def test_sanitize_report_and_validate_accept_xdist_logs(xdist_logs, tmp_path):
 
 CRASHING_TESTS = TIMED_TESTS.replace('''    time.sleep(0.05)
 ''', '''    time.sleep(0.05)
-    if n == 1 and not os.path.exists(os.environ["CRASH_FLAG"]):
-        open(os.environ["CRASH_FLAG"], "w").close()
-        os._exit(3)  # a crashing kernel takes its worker down
+    if n == 1:
+        os._exit(3)  # a crashing kernel takes its worker down, every time it runs
 ''')
 
 
 def test_a_worker_restarted_after_a_crash_keeps_its_gpu(tmp_path):
+    # -n 1: one worker runs the cases in collection order, so n=0 runs on gw0 before n=1 kills it
     code, out = run_child(tmp_path / "run", CRASHING_TESTS, "-n", "1", "--print-record", "-v", "-rs",
-                          TILEKIT_GPU_LIST="7,9", CRASH_FLAG=str(tmp_path / "crashed"))
+                          TILEKIT_GPU_LIST="7,9")
     assert code == 1, out
     records = parse_log(out).records
-    assert sorted(r.config["n"] for r in records) == [0, 2, 3, 4, 5, 6, 7]  # n=1 died with gw0
+    assert sorted(r.config["n"] for r in records) == [0, 2, 3, 4, 5, 6, 7]  # n=1 died with gw0, not run again
+    assert out.count("crashed while running 'test_timed.py::test_perf[1]'") == 1
     assert {r.fields["worker"] for r in records} == {"gw0", "gw1"}  # gw1 replaced the crashed gw0 ...
     assert {r.fields["seen_device"] for r in records} == {"7"}  # ... on the same GPU, not on 9
 
@@ -296,9 +296,8 @@ def run_stage(tmp_path: Path, extra=(), **env) -> tuple[subprocess.CompletedProc
     fake.write_text(FAKE_PYTHON)
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
     log = tmp_path / "logs" / "perf.full.txt"
-    done = subprocess.run(["bash", str(ROOT / "scripts" / "pytest_stage.sh"), str(log), "--", *STAGE_ARGS, *extra],
-                          env=child_env(TILEKIT_PYTHON=str(fake), REAL_PYTHON=sys.executable, CALLS=str(calls), **env),
-                          capture_output=True, text=True, timeout=120)
+    done = run(["bash", str(ROOT / "scripts" / "pytest_stage.sh"), str(log), "--", *STAGE_ARGS, *extra],
+               env=child_env(TILEKIT_PYTHON=str(fake), REAL_PYTHON=sys.executable, CALLS=str(calls), **env))
     return done, calls
 
 
@@ -336,11 +335,12 @@ def test_stage_with_two_gpus_runs_one_xdist_worker_per_gpu(tmp_path):
     assert "GPUS: one pytest-xdist worker per GPU, pinned to CUDA_VISIBLE_DEVICES 3,5" in done.stderr
 
 
-def test_a_stage_log_session_on_two_gpus_is_scheduled_by_stage(tmp_path):
+def test_a_stage_log_session_on_two_gpus_runs_dist_load_too(tmp_path):
+    # --dist load, which tilekit.gpu_workers schedules by stage in a --stage-log session
     done, calls = run_stage(tmp_path, CUDA_VISIBLE_DEVICES="3,5", extra=["--stage-log", "o/{kernel}/{backend}.txt"])
     assert done.returncode == 0, done.stderr
     argv, _ = pytest_call(calls)
-    assert argv == ["-p", "xdist", "-n", "2", "--dist", "loadscope"] + STAGE_ARGS + ["--stage-log", "o/{kernel}/{backend}.txt"]
+    assert argv == ["-p", "xdist", "-n", "2", "--dist", "load"] + STAGE_ARGS + ["--stage-log", "o/{kernel}/{backend}.txt"]
 
 
 def test_stage_with_too_many_gpus_stops_before_pytest_and_logs_why(tmp_path):

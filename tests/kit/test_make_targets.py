@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from child_env import child_env  # tests/kit/child_env.py
+from child_env import TEST_TIMEOUT, child_env, run  # tests/kit/child_env.py
+
+pytestmark = pytest.mark.timeout(TEST_TIMEOUT)  # each child has a shorter deadline (child_env.run)
 
 ROOT = Path(__file__).resolve().parents[2]
 KERNELS = sorted(p.name for p in (ROOT / "kernels").iterdir() if (p / "kernel.rs").is_file())
@@ -22,9 +24,11 @@ LIB = ROOT / "build" / "libcutile_kernels.so"
 
 
 def make(*args, dry=False, timeout=240) -> subprocess.CompletedProcess:
+    """make in the repository, killed with every process it started after `timeout` seconds (a
+    real perf run is two short pytest sessions; a dry run, a second)."""
     env = {k: v for k, v in child_env().items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
     argv = ["make", "--no-print-directory", *(["-n", "V=1"] if dry else []), *args]
-    return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env)
+    return run(argv, timeout=timeout, cwd=ROOT, env=env)
 
 
 def timed_stages(dry_run_output: str) -> list[str]:
@@ -184,8 +188,7 @@ def stage_dir(tmp_path):
 def run_stage(cwd, stage, *specs, force=False, rc=0):
     argv = ["bash", "scripts/timed_stage.sh", stage, "logs/s.txt", "{kernel}/{backend}.txt",
             *(["--force"] if force else []), "--", *specs]
-    return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=60,
-                          env=child_env(CALLS=str(cwd / "calls.txt"), FAKE_RC=str(rc)))
+    return run(argv, timeout=60, cwd=cwd, env=child_env(CALLS=str(cwd / "calls.txt"), FAKE_RC=str(rc)))
 
 
 def calls(cwd) -> list[str]:

@@ -1,7 +1,6 @@
 """One pytest session, one log per (kernel, backend): tilekit.stage_logs (--stage-log) and the
 stage scheduler of tilekit.gpu_workers, in real child pytest runs on suites built here. The
 Makefile's timed stages, which use them, are tested in test_make_targets.py."""
-import subprocess
 import sys
 from pathlib import Path
 
@@ -12,9 +11,11 @@ from tilekit.gpu_workers import spread_by_stage
 from tilekit.records import parse_log
 from tilekit.stage_logs import backend_of, kernel_of, stage_of, stage_path
 
-from child_env import child_env as shared_child_env  # tests/kit/child_env.py
+from child_env import TEST_TIMEOUT, run  # tests/kit/child_env.py
+from child_env import child_env as shared_child_env
 
 ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.timeout(TEST_TIMEOUT)  # each child has a shorter deadline (child_env.run)
 
 # A kernel suite in miniature: test_perf[<backend id>-<n>] for three backends, with one failing
 # case (triton, n=2) and one skipped case (torch, n=3). KERNEL is replaced per file.
@@ -55,9 +56,8 @@ def run_session(folder: Path, kernels, *args, files=None, **env) -> tuple[int, s
         (folder / "tests" / "kernels" / f"test_{kernel}.py").write_text(SUITE.replace("KERNEL", kernel))
     (folder / "pytest.ini").write_text("[pytest]\naddopts = -p tilekit.pytest_plugin -p tilekit.gpu_workers\n")
     files = files or [f"tests/kernels/test_{k}.py" for k in kernels]
-    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "xdist", *files,
-                           "--print-record", "-v", "-rs", "--stage-log", TEMPLATE, *args],
-                          cwd=folder, env=child_env(**env), capture_output=True, text=True, timeout=300)
+    done = run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "xdist", *files,
+                "--print-record", "-v", "-rs", "--stage-log", TEMPLATE, *args], cwd=folder, env=child_env(**env))
     return done.returncode, done.stdout + done.stderr
 
 
@@ -147,8 +147,8 @@ def test_sanitize_report_and_validate_accept_stage_logs(one_process, tmp_path):
     for src, dst in (("cutile_rs", report.PORT_RAW), ("triton", report.baseline_raw("triton"))):
         (kdir / dst).parent.mkdir(parents=True, exist_ok=True)
         (kdir / dst).write_text(stage_log(folder, "alpha", src))
-    done = subprocess.run([sys.executable, "-m", "tilekit", "report", "--kernel", "alpha", "--dir", str(kdir),
-                           "--only", "performance"], env=child_env(), capture_output=True, text=True)
+    done = run([sys.executable, "-m", "tilekit", "report", "--kernel", "alpha", "--dir", str(kdir),
+                "--only", "performance"], env=child_env())
     assert done.returncode == 0, done.stderr
     text = (kdir / report.PERFORMANCE_MD).read_text()
     assert "geomean_ratio=1.0000\n" in text and "over 3 matched configs" in text  # n=2 has no triton median
@@ -184,12 +184,12 @@ def test_a_template_without_its_fields_is_a_usage_error(tmp_path):
     (tmp_path / "tests" / "kernels").mkdir(parents=True)
     (tmp_path / "tests" / "kernels" / "test_alpha.py").write_text(SUITE.replace("KERNEL", "alpha"))
     (tmp_path / "pytest.ini").write_text("[pytest]\naddopts = -p tilekit.pytest_plugin\n")
-    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "tests/kernels/test_alpha.py",
-                           "--stage-log", "out/perf.txt"], cwd=tmp_path, env=child_env(), capture_output=True, text=True)
+    done = run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "tests/kernels/test_alpha.py",
+                "--stage-log", "out/perf.txt"], cwd=tmp_path, env=child_env())
     assert done.returncode == 4 and "--stage-log 'out/perf.txt' must contain {kernel} and {backend}" in done.stderr
     for bad in ("out/{kernel}/{gpu}/{backend}.txt", "out/{{kernel}}/{backend}.txt", "out/{kernel/{backend}.txt"):
-        done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "tests/kernels/test_alpha.py",
-                               "--stage-log", bad], cwd=tmp_path, env=child_env(), capture_output=True, text=True)
+        done = run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "tests/kernels/test_alpha.py",
+                    "--stage-log", bad], cwd=tmp_path, env=child_env())
         assert done.returncode == 4 and "must contain {kernel} and {backend} and no other" in done.stderr, bad
 
 
@@ -204,8 +204,8 @@ def test_xfails_and_a_run_cut_short_by_x_are_told_apart(tmp_path):
         "def test_perf_c_torch():\n    assert False, 'wrong'\n"
         "def test_perf_d_torch():\n    pass\n")
     (tmp_path / "pytest.ini").write_text("[pytest]\naddopts = -p tilekit.pytest_plugin\n")
-    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "tests/kernels/test_alpha.py", "-x",
-                           "--stage-log", TEMPLATE], cwd=tmp_path, env=child_env(), capture_output=True, text=True)
+    done = run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "tests/kernels/test_alpha.py", "-x",
+                "--stage-log", TEMPLATE], cwd=tmp_path, env=child_env())
     assert done.returncode == 1, done.stdout
     text = stage_log(tmp_path, "alpha", "torch")
     assert "test_perf_a_torch XFAIL" in text and "test_perf_b_torch XFAIL" in text
@@ -215,7 +215,9 @@ def test_xfails_and_a_run_cut_short_by_x_are_told_apart(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------
-# Under xdist: whole stages per worker, or single cases when there are fewer stages than workers
+# Under xdist (tilekit.gpu_workers.StageScheduling; its every interleaving: test_stage_scheduling.py):
+# whole stages per worker, or single cases when whole stages cannot balance the workers. Each
+# worker gets work when the session starts, so "both workers are used" holds by construction.
 
 def workers_by_stage(folder: Path, kernels, backends) -> dict:
     seen = {}
@@ -228,9 +230,10 @@ def workers_by_stage(folder: Path, kernels, backends) -> dict:
 
 def test_under_xdist_each_stage_runs_on_one_pinned_worker_and_both_workers_are_used(tmp_path):
     kernels = ["alpha", "beta", "gamma", "delta"]  # 12 stages of 4 cases: whole stages balance 2 workers
-    code, out = run_session(tmp_path, kernels, "-n", "2", "--dist", "loadscope",
+    code, out = run_session(tmp_path, kernels, "-n", "2", "--dist", "load",
                             "--stage-backends", "cutile_rs,triton,torch", TILEKIT_GPU_LIST="7,9")
     assert code == 1, out
+    assert "tilekit gpu_workers: 48 cases in 12 stages over 2 workers: handed out by stage" in out
     seen = workers_by_stage(tmp_path, kernels, ["cutile_rs", "triton", "torch"])
     assert len(seen) == 12 and all(len(workers) == 1 for workers in seen.values())
     assert set().union(*seen.values()) == {("gw0", "7"), ("gw1", "9")}
@@ -240,22 +243,33 @@ def test_under_xdist_each_stage_runs_on_one_pinned_worker_and_both_workers_are_u
 
 
 def test_under_xdist_a_single_stage_is_spread_case_by_case(tmp_path):
-    code, out = run_session(tmp_path, ["alpha"], "-n", "2", "--dist", "loadscope", "--stage-backends", "cutile_rs",
+    code, out = run_session(tmp_path, ["alpha"], "-n", "2", "--dist", "load", "--stage-backends", "cutile_rs",
                             TILEKIT_GPU_LIST="7,9", SUITE_BACKENDS="cutile_rs")
     assert code == 0, out
+    assert "tilekit gpu_workers: 4 cases in 1 stage over 2 workers: handed out one case at a time" in out
     seen = workers_by_stage(tmp_path, ["alpha"], ["cutile_rs"])
     assert seen == {("alpha", "cutile_rs"): {("gw0", "7"), ("gw1", "9")}}
 
 
-@pytest.mark.parametrize("kernels", [["alpha"], ["alpha", "beta", "gamma", "delta"]], ids=["by_case", "by_stage"])
-def test_a_crashed_worker_is_named_in_its_stage_log_and_the_rest_still_runs(tmp_path, kernels):
-    code, out = run_session(tmp_path, kernels, "-n", "2", "--dist", "loadscope",
+@pytest.mark.parametrize("kernels,how", [(["alpha"], "one case at a time"),
+                                         (["alpha", "beta", "gamma", "delta"], "by stage")], ids=["by_case", "by_stage"])
+def test_a_crashed_worker_is_named_in_its_stage_log_and_the_rest_still_runs(tmp_path, kernels, how):
+    # triton-3 kills whichever worker runs it, each time it runs: reported once means run once.
+    # Which worker runs what, and in which order the reports come, is up to the scheduler.
+    code, out = run_session(tmp_path, kernels, "-n", "2", "--dist", "load",
                             "--stage-backends", "cutile_rs,triton,torch", TILEKIT_GPU_LIST="7,9", CRASH_AT="triton-3")
     assert code == 1, out
-    assert out.count("crashed while running") == len(kernels)  # once per crashing case: not run again
-    triton = parse_log(stage_log(tmp_path, "alpha", "triton"), "alpha", "triton")
-    assert [o.case for o in triton.outcomes if o.status == "FAILED"] == [
-        "tests/kernels/test_alpha.py::test_perf[triton-2]", "tests/kernels/test_alpha.py::test_perf[triton-3]"]
-    assert "crashed" in stage_log(tmp_path, "alpha", "triton")
-    assert len(parse_log(stage_log(tmp_path, "alpha", "torch")).records) == 3
-    assert len(parse_log(stage_log(tmp_path, "alpha", "cutile_rs")).records) == 4
+    assert f"over 2 workers: handed out {how}" in out
+    assert out.count("crashed while running") == len(kernels)
+    for kernel in kernels:
+        case = f"tests/kernels/test_{kernel}.py::test_perf[triton-%d]"
+        assert out.count(f"crashed while running '{case % 3}'") == 1
+        text = stage_log(tmp_path, kernel, "triton")
+        triton = parse_log(text, kernel, "triton")
+        assert sorted((o.status, o.case) for o in triton.outcomes) == [("FAILED", case % 2), ("FAILED", case % 3)]
+        assert text.count(f"{case % 3} FAILED [gw") == 1 and f"crashed while running '{case % 3}'" in text
+        assert sorted(r.config["n"] for r in triton.records) == [1, 4] and triton.summary == "2 failed, 2 passed"
+        torch = parse_log(stage_log(tmp_path, kernel, "torch"), kernel, "torch")
+        assert sorted(r.config["n"] for r in torch.records) == [1, 2, 4] and torch.summary == "3 passed, 1 skipped"
+        port = parse_log(stage_log(tmp_path, kernel, "cutile_rs"), kernel, "cutile-rs")
+        assert sorted(r.config["n"] for r in port.records) == [1, 2, 3, 4] and port.summary == "4 passed"

@@ -13,6 +13,10 @@ Two halves, one source of truth for "which GPUs":
   (execnet's ``env:`` spec). The variable is set as the worker process starts, before anything
   can initialise CUDA, and a worker that xdist restarts after a crash reuses the spec, so it lands
   on the same GPU. Two workers never share a GPU; with one GPU the stage does not use xdist.
+- In a --stage-log session (make baseline/perf) under ``--dist load`` the plugin also hands out the
+  cases itself (StageScheduling, through xdist's public ``pytest_xdist_make_scheduler`` hook):
+  whole (kernel, backend) stages when they balance the workers, else single cases; a case that
+  crashes its worker is reported once and never run again, the worker's other cases still run.
 
 Without any GPU (a CPU machine running ``pytest -n 4 tests/kit``) workers are left unpinned: there
 is no timed case that could share a GPU.
@@ -24,7 +28,7 @@ import os
 import re
 import subprocess
 import sys
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Mapping
 
 import pytest
@@ -168,53 +172,171 @@ def spread_by_stage(stages: list, workers: int) -> bool:
     return 2 * workers * largest <= len(stages)
 
 
+class StageScheduling:
+    """How the cases of a --stage-log session go to the xdist workers: an implementation of xdist's
+    public ``Scheduling`` protocol (xdist.scheduler.Scheduling), written here and returned from the
+    public ``pytest_xdist_make_scheduler`` hook (StageScheduler). It calls only what the protocol's
+    own implementations call on a worker: ``send_runtest_some``, ``shutdown``, ``shutting_down``.
+
+    - Units of work: whole (kernel, backend) stages, largest first, when spread_by_stage says they
+      balance the workers; else single cases in collection order (as ``--dist load``). Decided once,
+      from the collection the workers report, i.e. after -k and deselection.
+    - A worker runs the cases it was sent one after another, and runs one only when it knows the next
+      one or has been told to shut down. So a worker is topped up to two pending cases while work is
+      queued, and is told to shut down as soon as the queue is empty: no worker ever waits for work
+      that is not coming, and nothing that finished is ever sent again.
+    - A worker that crashes was running (or about to run) its first pending case: a worker's events
+      arrive in order, its crash last. That case is returned to xdist, which reports it failed once and starts a replacement
+      on the same GPU (WorkerPinning); the worker's other pending cases go back to the front of the
+      queue, for the replacement or any worker that asks first. The crashed case is never sent again
+      (xdist's own loadscope/loadgroup requeue it, and finished units with it: docs/multi-gpu.md).
+    """
+
+    def __init__(self, config: pytest.Config, workers: int, log: Callable[..., None] | None = None,
+                 stage: Callable[[str], object] | None = None) -> None:
+        from tilekit.stage_logs import stage_of
+
+        self.config = config
+        self.numnodes = workers  # collections to wait for before the first distribution
+        self.log = log or (lambda *args: None)
+        self.stage = stage or stage_of
+        self.collection: list[str] | None = None  # the node ids every worker collected, once agreed
+        self.collections: dict = {}  # worker -> the node ids it collected (a dead worker's stay counted)
+        self.pending: dict = {}  # live worker -> indices sent and not finished, in the order sent
+        self.queue: deque[list[int]] = deque()  # units of work not sent yet
+        self.by_stage = False
+
+    # -- the Scheduling protocol ------------------------------------------------------------------
+
+    @property
+    def nodes(self) -> list:
+        return list(self.pending)
+
+    @property
+    def collection_is_completed(self) -> bool:
+        return len(self.collections) >= self.numnodes
+
+    @property
+    def tests_finished(self) -> bool:
+        # xdist then tells every worker to shut down, which lets each run its last pending case
+        return (self.collection_is_completed and not self.queue
+                and all(len(indices) < 2 for indices in self.pending.values()))
+
+    @property
+    def has_pending(self) -> bool:
+        return bool(self.queue) or any(self.pending.values())
+
+    def add_node(self, node) -> None:
+        assert node not in self.pending, node
+        self.pending[node] = []
+
+    def add_node_collection(self, node, collection) -> None:
+        collection = list(collection)
+        if self.collection is not None and collection != self.collection:
+            # a replacement that collected other cases: no work for it, and no wait for it either
+            self.log(f"{node.gateway.id} collected other tests than the first workers: shutting it down")
+            node.shutdown()
+            return
+        self.collections[node] = collection
+
+    def schedule(self) -> None:
+        assert self.collection_is_completed
+        if self.collection is None:
+            self.collection = self._agreed_collection()
+            self.queue.extend(self._units(self.collection))
+        for node in self.nodes:
+            self._fill(node)
+
+    def mark_test_complete(self, node, item_index: int, duration: float = 0) -> None:
+        self.pending[node].remove(item_index)
+        self._fill(node)
+
+    def mark_test_pending(self, item: str) -> None:
+        # a pytest_handlecrashitem hook asks to run a crashed case again (pytest-rerunfailures does)
+        assert self.collection is not None
+        self.queue.appendleft([self.collection.index(item)])
+        for node in self.nodes:
+            self._fill(node)
+
+    def remove_pending_tests_from_node(self, node, indices) -> None:
+        raise NotImplementedError("only --dist worksteal takes work back from a worker")
+
+    def remove_node(self, node) -> str | None:
+        pending = self.pending.pop(node)  # KeyError for a worker never added: xdist expects it
+        if not pending:
+            return None  # a worker that finished, or died between cases
+        crashed, rest = pending[0], pending[1:]
+        if rest:
+            self.queue.appendleft(rest)
+        for other in self.nodes:
+            self._fill(other)
+        assert self.collection is not None
+        return self.collection[crashed]
+
+    # -- ours ---------------------------------------------------------------------------------------
+
+    def _fill(self, node) -> None:
+        if node.shutting_down or node not in self.collections:
+            return
+        while self.queue and len(self.pending[node]) < 2:
+            unit = self.queue.popleft()
+            self.pending[node].extend(unit)
+            node.send_runtest_some(unit)
+        if not self.queue:
+            node.shutdown()  # it runs what it holds, then finishes
+
+    def _agreed_collection(self) -> list[str]:
+        """The collection all workers reported; [] (nothing runs) and a collection error if they differ."""
+        (first_node, first), *others = self.collections.items()
+        for node, collection in others:
+            if collection != first:
+                msg = (f"tilekit gpu_workers: workers collected different tests ({first_node.gateway.id}: "
+                       f"{len(first)}, {node.gateway.id}: {len(collection)}); is the collection order "
+                       "random (a set, a random parameter)?")
+                self.config.hook.pytest_collectreport(report=pytest.CollectReport(
+                    nodeid=node.gateway.id, outcome="failed", longrepr=msg, result=[]))
+                return []
+        return first
+
+    def _units(self, collection: list[str]) -> list[list[int]]:
+        stages = [self.stage(nodeid) or nodeid for nodeid in collection]
+        self.by_stage = spread_by_stage(stages, self.numnodes)
+        if not self.by_stage:
+            units = [[i] for i in range(len(collection))]
+        else:
+            grouped: dict = {}
+            for i, stage in enumerate(stages):
+                grouped.setdefault(stage, []).append(i)
+            units = sorted(grouped.values(), key=len, reverse=True)  # largest first (stable)
+        count = len(set(stages))
+        line = (f"tilekit gpu_workers: {len(collection)} cases in {count} stage{'s' * (count != 1)} over "
+                f"{self.numnodes} workers: handed out {'by stage' if self.by_stage else 'one case at a time'}")
+        self.log(line)
+        terminal = self.config.pluginmanager.get_plugin("terminalreporter")
+        if terminal is not None and collection:
+            terminal.write_line(line)
+        return units
+
+
 class StageScheduler:
-    """Registered in an xdist controller of a --stage-log session (make baseline/perf, which pass
-    --dist loadscope): xdist's loadscope scheduling with a (kernel, backend) stage as the scope.
-    The cases of one stage share compiled kernels (Triton, cuTile and the port's JIT specialize on
-    dtype and alignment, not on the sizes) and the port's autotune candidates, so a stage run by one
-    worker compiles them once; split over workers, every worker would compile them again. When whole stages cannot balance
-    the workers (spread_by_stage) the scope is the single case, as with --dist load."""
+    """Registered in an xdist controller of a --stage-log session (make baseline/perf, which
+    scripts/pytest_stage.sh runs with --dist load): StageScheduling instead of xdist's load
+    scheduling. The cases of one stage share compiled kernels (Triton, cuTile and the port's JIT
+    specialize on dtype and alignment, not on the sizes) and the port's autotune candidates, so a
+    stage run by one worker compiles them once; split over workers, every worker would compile them
+    again. Any other --dist asked for by hand is left to xdist."""
+
+    def __init__(self) -> None:
+        self.workers = 0
+
+    def pytest_xdist_setupnodes(self, config, specs) -> None:
+        self.workers = len(specs)  # the workers xdist starts, whatever --tx or -n said
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_xdist_make_scheduler(self, config, log):
-        if config.getvalue("dist") != "loadscope":
-            return None  # another --dist asked for by hand: xdist's own
-        from xdist.scheduler import LoadScopeScheduling
-
-        from tilekit.stage_logs import stage_of
-
-        class StageScheduling(LoadScopeScheduling):
-            by_stage = True
-
-            def _split_scope(self, nodeid: str) -> str:
-                stage = stage_of(nodeid) if self.by_stage else None
-                return "/".join(stage) if stage else nodeid
-
-            def schedule(self) -> None:
-                if self.collection is None and self.registered_collections:
-                    ids = next(iter(self.registered_collections.values()))
-                    self.by_stage = spread_by_stage([stage_of(n) or n for n in ids], len(self.nodes))
-                    self.log("tilekit: scope =", "stage" if self.by_stage else "case")
-                super().schedule()
-
-            def remove_node(self, node):
-                # loadscope puts a crashed worker's unfinished cases back in the queue, the crashed case
-                # too, so the next worker would run it and crash again; like --dist load, report it
-                # failed once (xdist does, from the value returned here) and requeue only the others.
-                workload = self.assigned_work.pop(node)
-                pending = [(scope, nodeid) for scope, unit in workload.items()
-                           for nodeid, done in unit.items() if not done]
-                if not pending:
-                    return None
-                scope, crashed = pending[0]  # a worker runs its cases in the order they were sent
-                workload[scope][crashed] = True
-                self.workqueue.update({s: unit for s, unit in workload.items() if not all(unit.values())})
-                for other in self.assigned_work:
-                    self._reschedule(other)
-                return crashed
-
-        return StageScheduling(config, log)
+        if config.getvalue("dist") != "load" or not self.workers:
+            return None
+        return StageScheduling(config, self.workers, log)
 
 
 def pytest_configure(config: pytest.Config) -> None:

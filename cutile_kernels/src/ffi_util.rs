@@ -336,11 +336,93 @@ pub fn to_i32(v: i64, what: &str) -> FfiResult<i32> {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The steps every plan() shares, in the order the kernels run them.
+
+/// The element types of the row kernels (rms_norm, softmax, silu_and_mul).
+pub const FLOATS: [DType; 3] = [DType::F32, DType::F16, DType::BF16];
+
+/// The checks a plan() starts with: the first tensor's dtype is one of `ok` (else -2, "`x` is i32;
+/// `kernel` supports `ok_names`"), every other tensor has that dtype, then each tensor in turn has
+/// its (arg, ndim) ([`check_tensor`]). Returns the dtype.
+pub fn check_tensors(
+    kernel: &str,
+    ok: &[DType],
+    ok_names: &str,
+    tensors: &[(&TensorDesc, &str, i32)],
+) -> FfiResult<DType> {
+    let (first, first_arg, _) = tensors[0];
+    let dtype = first.dtype()?;
+    if !ok.contains(&dtype) {
+        return Err(err(
+            rc::UNSUPPORTED_DTYPE,
+            format!("{first_arg} is {}; {kernel} supports {ok_names}", dtype.name()),
+        ));
+    }
+    for &(d, arg, _) in &tensors[1..] {
+        check_same_dtype(first, first_arg, d, arg)?;
+    }
+    for &(d, arg, ndim) in tensors {
+        check_tensor(d, arg, ndim)?;
+    }
+    Ok(dtype)
+}
+
+/// [`check_last_dim_contiguous`] for each (descriptor, arg) in turn.
+pub fn check_last_dims_contiguous(tensors: &[(&TensorDesc, &str)]) -> FfiResult<()> {
+    tensors.iter().try_for_each(|&(d, arg)| check_last_dim_contiguous(d, arg))
+}
+
+/// A variant knob: -1 (`rc::COMPILER_DEFAULT`) picks `default`, anything else is kept as given.
+pub fn or_default(v: i32, default: i32) -> i32 {
+    if v == rc::COMPILER_DEFAULT {
+        default
+    } else {
+        v
+    }
+}
+
+/// A row kernel's tile, `block` columns by `rows` rows, after the defaults (-1: `default_block`,
+/// then `default_rows(block)`): block a power of two in [16, max_elems], rows a power of two in
+/// [1, max_rows], block * rows <= max_elems (beyond it registers spill).
+pub fn row_tile(
+    block: i32,
+    rows: i32,
+    default_block: i32,
+    default_rows: impl FnOnce(i32) -> i32,
+    max_rows: i32,
+    max_elems: i32,
+) -> FfiResult<(i32, i32)> {
+    let block = or_default(block, default_block);
+    let rows = if rows == rc::COMPILER_DEFAULT { default_rows(block) } else { rows };
+    if !pow2_in(block, 16, max_elems) || !pow2_in(rows, 1, max_rows) || block * rows > max_elems {
+        return Err(invalid(format!(
+            "variant block={block} rows={rows}: block must be a power of two in [16, {max_elems}], rows a power of two in [1, {max_rows}], block*rows <= {max_elems}"
+        )));
+    }
+    Ok((block, rows))
+}
+
+/// The default tile width that holds a whole row of `n`: the power of two >= n (at least 16), if
+/// it is at most `max`.
+pub fn whole_row_block(n: i32, max: i32) -> Option<i32> {
+    let pow2 = (n.max(16) as u32).next_power_of_two() as i32;
+    (pow2 <= max).then_some(pow2)
+}
+
+/// The default rows per tile block: `tile_elems / block`, but no more rows than m has (rounded up
+/// to a power of two) or 64.
+pub fn default_rows(tile_elems: i32, block: i32, m: i32) -> i32 {
+    let m_pow2 = (m.max(1) as u32).next_power_of_two() as i32;
+    (tile_elems / block).clamp(1, 64).min(m_pow2)
+}
+
+// ---------------------------------------------------------------------------------------------
 // Device, stream and launch, shared by every export.
 
 use cutile::cuda_async::device_buffer::DevicePointer;
 use cutile::cuda_async::device_operation::DeviceOp;
 use cutile::cuda_core::Stream;
+use cutile::tile_kernel::{CompileOptions, TileKernel};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -386,6 +468,49 @@ pub unsafe fn device_ptr<T: cutile::cuda_core::DType>(d: &TensorDesc) -> DeviceP
 /// Every pointer the op carries stays valid until the stream has executed it.
 pub unsafe fn enqueue<O: DeviceOp>(op: O, stream: &Arc<Stream>) -> FfiResult<()> {
     op.async_on(stream).map(|_| ()).map_err(|e| err(rc::JIT_OR_LAUNCH, format!("JIT compile or launch failed: {e}")))
+}
+
+/// How a kernel's entries are launched: the generics (element type T, then the entry's const
+/// generics in order), the grid and the compile options. [`Launch::enqueue`] applies them to one
+/// entry's op.
+pub struct Launch {
+    pub generics: Vec<String>,
+    pub grid: (u32, u32, u32),
+    pub options: CompileOptions,
+}
+
+impl Launch {
+    pub fn new<T: cutile::cuda_core::DType>(consts: &[i32], grid: (u32, u32, u32), options: CompileOptions) -> Launch {
+        let generics =
+            std::iter::once(T::DTYPE.as_str().to_string()).chain(consts.iter().map(i32::to_string)).collect();
+        Launch { generics, grid, options }
+    }
+
+    /// [`enqueue`] `op` with these generics, grid and options.
+    ///
+    /// # Safety
+    /// As for [`enqueue`]: every pointer the op carries stays valid until the stream has run it.
+    pub unsafe fn enqueue<A: Send, D: DeviceOp<Output = S>, S: Send>(
+        self,
+        op: impl TileKernel<A, D, S>,
+        stream: &Arc<Stream>,
+    ) -> FfiResult<()> {
+        enqueue(op.generics(self.generics).grid(self.grid).compile_options(self.options), stream)
+    }
+}
+
+/// `$launch::<T>(args)` with T the element type `dtype` names: f32, f16 or bf16, the dtypes plan()
+/// admits (it refused any other with -2 before the launch).
+#[macro_export]
+macro_rules! launch_as {
+    ($dtype:expr, $launch:ident($($arg:expr),* $(,)?)) => {
+        match $dtype {
+            $crate::ffi_util::DType::F32 => $launch::<f32>($($arg),*),
+            $crate::ffi_util::DType::F16 => $launch::<cutile::half::f16>($($arg),*),
+            $crate::ffi_util::DType::BF16 => $launch::<cutile::half::bf16>($($arg),*),
+            d => unreachable!("plan() admits f32, f16 and bf16 only, not {}", d.name()),
+        }
+    };
 }
 
 /// Test helper: when `CUTILE_TILEIRAS_PATH` names a tileiras (make check sets it when the Tile IR

@@ -14,12 +14,9 @@
 //! descriptor is validated before anything touches the GPU: bad input returns -2/-5/-6 with a
 //! message, never a launch.
 use super::kernel::matmul_device as device;
-use crate::ffi_util::{
-    self, check_last_dim_contiguous, check_same_dtype, check_tensor, desc, invalid, rc, to_i32, DType, FfiResult,
-    TensorDesc,
-};
-use cutile::half::{bf16, f16};
-use cutile::tile_kernel::TileKernel;
+use crate::ffi_util::{self, desc, invalid, or_default, rc, to_i32, DType, FfiResult, Launch, TensorDesc};
+use cutile::cuda_core::Stream;
+use std::sync::Arc;
 
 const KERNEL: &str = "matmul";
 
@@ -86,14 +83,6 @@ fn row_stride(d: &TensorDesc, rows: i32, cols: i32, arg: &str) -> FfiResult<i32>
     Ok(s)
 }
 
-fn pick(v: i32, default: i32) -> i32 {
-    if v == rc::COMPILER_DEFAULT {
-        default
-    } else {
-        v
-    }
-}
-
 // The export's arguments one for one (its C signature is fixed): a struct would only repack them.
 #[allow(clippy::too_many_arguments)]
 pub fn plan(
@@ -108,18 +97,8 @@ pub fn plan(
     occupancy: i32,
     num_cta_in_cga: i32,
 ) -> FfiResult<Plan> {
-    let dtype = a.dtype()?;
-    if !matches!(dtype, DType::F16 | DType::BF16) {
-        return Err(ffi_util::err(
-            rc::UNSUPPORTED_DTYPE,
-            format!("a is {}; matmul supports f16 and bf16", dtype.name()),
-        ));
-    }
-    check_same_dtype(a, "a", b, "b")?;
-    check_same_dtype(a, "a", c, "c")?;
-    check_tensor(a, "a", 2)?;
-    check_tensor(b, "b", 2)?;
-    check_tensor(c, "c", 2)?;
+    let tensors = [(a, "a", 2), (b, "b", 2), (c, "c", 2)];
+    let dtype = ffi_util::check_tensors(KERNEL, &[DType::F16, DType::BF16], "f16 and bf16", &tensors)?;
     if a.shape[1] != b.shape[0] {
         return Err(invalid(format!(
             "inner dims differ: `a` is {:?} and `b` is {:?} (a's columns must equal b's rows)",
@@ -130,9 +109,7 @@ pub fn plan(
     if c.shape() != [a.shape[0], b.shape[1]] {
         return Err(invalid(format!("`c` shape {:?} != (m, n) = ({}, {})", c.shape(), a.shape[0], b.shape[1])));
     }
-    for (d, arg) in [(a, "a"), (b, "b"), (c, "c")] {
-        check_last_dim_contiguous(d, arg)?;
-    }
+    ffi_util::check_last_dims_contiguous(&[(a, "a"), (b, "b"), (c, "c")])?;
     if c.data == a.data || c.data == b.data {
         return Err(invalid(
             "`c` must not alias `a` or `b`: tiles of C are written while A and B are still being read",
@@ -141,8 +118,12 @@ pub fn plan(
     let m = to_i32(a.shape[0], "m")?;
     let k = to_i32(a.shape[1], "k")?;
     let n = to_i32(b.shape[1], "n")?;
-    let (bm, bn, bk, group) =
-        (pick(bm, DEFAULT_BM), pick(bn, DEFAULT_BN), pick(bk, DEFAULT_BK), pick(group, DEFAULT_GROUP));
+    let (bm, bn, bk, group) = (
+        or_default(bm, DEFAULT_BM),
+        or_default(bn, DEFAULT_BN),
+        or_default(bk, DEFAULT_BK),
+        or_default(group, DEFAULT_GROUP),
+    );
     if !ffi_util::pow2_in(bm, 16, 256)
         || !ffi_util::pow2_in(bn, 16, 256)
         || !ffi_util::pow2_in(bk, 16, 256)
@@ -196,33 +177,23 @@ fn launch<T: cutile::cuda_core::DType>(
     c: &TensorDesc,
     a: &TensorDesc,
     b: &TensorDesc,
-    device_id: i32,
-    stream: u64,
+    stream: &Arc<Stream>,
 ) -> FfiResult<()> {
-    let stream = ffi_util::caller_stream(device_id, stream)?;
     let (c_ptr, a_ptr, b_ptr) =
         unsafe { (ffi_util::device_ptr::<T>(c), ffi_util::device_ptr::<T>(a), ffi_util::device_ptr::<T>(b)) };
-    let generics =
-        vec![T::DTYPE.as_str().to_string(), p.bm.to_string(), p.bn.to_string(), p.bk.to_string(), p.group.to_string()];
     let mut options = ffi_util::compile_options(p.occupancy, None);
     if let Some(g) = p.num_cta_in_cga {
         options = options.num_cta_in_cga(g);
     }
+    let launch = Launch::new::<T>(&[p.bm, p.bn, p.bk, p.group], p.grid(), options);
+    let (m, n, k, lda, ldb, ldc) = (p.m, p.n, p.k, p.lda, p.ldb, p.ldc);
     // SAFETY: plan() checked shapes, strides and dtypes against the descriptors; the memory is
     // PyTorch's, alive until the caller's stream has run the kernel (stream-ordered allocator).
     unsafe {
         if p.programs.is_some() {
-            let op = device::matmul_persistent(c_ptr, a_ptr, b_ptr, p.m, p.n, p.k, p.lda, p.ldb, p.ldc)
-                .generics(generics)
-                .grid(p.grid())
-                .compile_options(options);
-            ffi_util::enqueue(op, &stream)
+            launch.enqueue(device::matmul_persistent(c_ptr, a_ptr, b_ptr, m, n, k, lda, ldb, ldc), stream)
         } else {
-            let op = device::matmul_tiles(c_ptr, a_ptr, b_ptr, p.m, p.n, p.k, p.lda, p.ldb, p.ldc)
-                .generics(generics)
-                .grid(p.grid())
-                .compile_options(options);
-            ffi_util::enqueue(op, &stream)
+            launch.enqueue(device::matmul_tiles(c_ptr, a_ptr, b_ptr, m, n, k, lda, ldb, ldc), stream)
         }
     }
 }
@@ -251,11 +222,8 @@ pub unsafe extern "C" fn cutile_matmul(
     ffi_util::guard(KERNEL, || {
         let (c, a, b) = unsafe { (desc(c, "c")?, desc(a, "a")?, desc(b, "b")?) };
         let p = plan(c, a, b, bm, bn, bk, group, programs, occupancy, num_cta_in_cga)?;
-        match p.dtype {
-            DType::F16 => launch::<f16>(&p, c, a, b, device_id, stream),
-            DType::BF16 => launch::<bf16>(&p, c, a, b, device_id, stream),
-            _ => unreachable!("plan() admits f16 and bf16 only"),
-        }
+        let stream = ffi_util::caller_stream(device_id, stream)?;
+        crate::launch_as!(p.dtype, launch(&p, c, a, b, &stream))
     })
 }
 

@@ -13,12 +13,9 @@
 //! -1 or 0 launches one tile block per row tile. Every descriptor is validated before anything
 //! touches the GPU: bad input returns -2/-5/-6 with a message, never a launch.
 use super::kernel::rms_norm_device as device;
-use crate::ffi_util::{
-    self, check_last_dim_contiguous, check_same_dtype, check_same_shape, check_tensor, desc, invalid, rc, to_i32,
-    DType, FfiResult, TensorDesc,
-};
-use cutile::half::{bf16, f16};
-use cutile::tile_kernel::TileKernel;
+use crate::ffi_util::{self, check_same_shape, desc, invalid, rc, to_i32, DType, FfiResult, Launch, TensorDesc};
+use cutile::cuda_core::Stream;
+use std::sync::Arc;
 
 const KERNEL: &str = "rms_norm";
 /// Largest tile (ROWS * BLOCK elements) a variant may ask for: beyond it registers spill.
@@ -44,18 +41,12 @@ pub struct Plan {
 /// elements — the whole row with 8192/n rows per tile block up to n = 8192, else 4096-wide
 /// column tiles, 2 rows. (One row per tile block was 3-10x slower.)
 pub fn default_block(n: i32) -> i32 {
-    let pow2 = (n.max(16) as u32).next_power_of_two() as i32;
-    if pow2 <= 8192 {
-        pow2
-    } else {
-        4096
-    }
+    ffi_util::whole_row_block(n, 8192).unwrap_or(4096)
 }
 
 /// ~8K elements per tile, but no more rows than m has (rounded up to a power of two) or 64.
 pub fn default_rows(block: i32, m: i32) -> i32 {
-    let m_pow2 = (m.max(1) as u32).next_power_of_two() as i32;
-    (8192 / block).clamp(1, 64).min(m_pow2)
+    ffi_util::default_rows(8192, block, m)
 }
 
 // The export's arguments one for one (its C signature is fixed): a struct would only repack them.
@@ -70,38 +61,19 @@ pub fn plan(
     occupancy: i32,
     programs: i32,
 ) -> FfiResult<Plan> {
-    let dtype = x.dtype()?;
-    if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16) {
-        return Err(ffi_util::err(
-            rc::UNSUPPORTED_DTYPE,
-            format!("x is {}; rms_norm supports f32, f16, bf16", dtype.name()),
-        ));
-    }
-    check_same_dtype(x, "x", out, "out")?;
-    check_same_dtype(x, "x", w, "weight")?;
-    check_tensor(x, "x", 2)?;
-    check_tensor(out, "out", 2)?;
-    check_tensor(w, "weight", 1)?;
+    let tensors = [(x, "x", 2), (out, "out", 2), (w, "weight", 1)];
+    let dtype = ffi_util::check_tensors(KERNEL, &ffi_util::FLOATS, "f32, f16, bf16", &tensors)?;
     check_same_shape(x, "x", out, "out")?;
     if w.shape[0] != x.shape[1] {
         return Err(invalid(format!("`weight` has {} elements but x has n={} columns", w.shape[0], x.shape[1])));
     }
-    for (d, arg) in [(x, "x"), (out, "out"), (w, "weight")] {
-        check_last_dim_contiguous(d, arg)?;
-    }
+    ffi_util::check_last_dims_contiguous(&[(x, "x"), (out, "out"), (w, "weight")])?;
     let m = to_i32(x.shape[0], "m")?;
     let n = to_i32(x.shape[1], "n")?;
     if !eps.is_finite() || eps < 0.0 {
         return Err(invalid(format!("eps={eps} must be finite and >= 0")));
     }
-    let block = if block == rc::COMPILER_DEFAULT { default_block(n) } else { block };
-    let rows = if rows == rc::COMPILER_DEFAULT { default_rows(block, to_i32(x.shape[0], "m")?) } else { rows };
-    if !ffi_util::pow2_in(block, 16, MAX_TILE_ELEMS) || !ffi_util::pow2_in(rows, 1, 64) || block * rows > MAX_TILE_ELEMS
-    {
-        return Err(invalid(format!(
-            "variant block={block} rows={rows}: block must be a power of two in [16, {MAX_TILE_ELEMS}], rows a power of two in [1, 64], block*rows <= {MAX_TILE_ELEMS}"
-        )));
-    }
+    let (block, rows) = ffi_util::row_tile(block, rows, default_block(n), |b| default_rows(b, m), 64, MAX_TILE_ELEMS)?;
     let occupancy = ffi_util::occupancy_hint(occupancy)?;
     let programs = match programs {
         rc::COMPILER_DEFAULT | 0 => None,
@@ -136,36 +108,24 @@ fn launch<T: cutile::cuda_core::DType>(
     x: &TensorDesc,
     w: &TensorDesc,
     eps: f32,
-    device_id: i32,
-    stream: u64,
+    stream: &Arc<Stream>,
 ) -> FfiResult<()> {
-    let stream = ffi_util::caller_stream(device_id, stream)?;
     let (y_ptr, x_ptr, w_ptr) =
         unsafe { (ffi_util::device_ptr::<T>(out), ffi_util::device_ptr::<T>(x), ffi_util::device_ptr::<T>(w)) };
-    let generics = vec![T::DTYPE.as_str().to_string(), p.rows.to_string(), p.block.to_string()];
-    let grid = (((p.m + p.rows - 1) / p.rows) as u32, 1, 1);
-    let options = ffi_util::compile_options(p.occupancy, None);
+    // One tile block per row tile, or the persistent grid plan() capped at the row tiles.
+    let row_tiles = ((p.m + p.rows - 1) / p.rows) as u32;
+    let grid = (p.programs.map_or(row_tiles, |programs| programs as u32), 1, 1);
+    let launch = Launch::new::<T>(&[p.rows, p.block], grid, ffi_util::compile_options(p.occupancy, None));
+    let (m, n, sx, sy) = (p.m, p.n, p.stride_x, p.stride_y);
     // SAFETY: plan() checked shapes, strides and dtypes against the descriptors; the memory is
     // PyTorch's, alive until the caller's stream has run the kernel (stream-ordered allocator).
     unsafe {
-        if let Some(programs) = p.programs {
-            let op = device::rms_norm_row_persistent(y_ptr, x_ptr, w_ptr, p.m, p.n, p.stride_x, p.stride_y, eps)
-                .generics(generics)
-                .grid((programs as u32, 1, 1))
-                .compile_options(options);
-            ffi_util::enqueue(op, &stream)
+        if p.programs.is_some() {
+            launch.enqueue(device::rms_norm_row_persistent(y_ptr, x_ptr, w_ptr, m, n, sx, sy, eps), stream)
         } else if p.n <= p.block {
-            let op = device::rms_norm_row(y_ptr, x_ptr, w_ptr, p.m, p.n, p.stride_x, p.stride_y, eps)
-                .generics(generics)
-                .grid(grid)
-                .compile_options(options);
-            ffi_util::enqueue(op, &stream)
+            launch.enqueue(device::rms_norm_row(y_ptr, x_ptr, w_ptr, m, n, sx, sy, eps), stream)
         } else {
-            let op = device::rms_norm_looped(y_ptr, x_ptr, w_ptr, p.m, p.n, p.stride_x, p.stride_y, eps)
-                .generics(generics)
-                .grid(grid)
-                .compile_options(options);
-            ffi_util::enqueue(op, &stream)
+            launch.enqueue(device::rms_norm_looped(y_ptr, x_ptr, w_ptr, m, n, sx, sy, eps), stream)
         }
     }
 }
@@ -192,12 +152,8 @@ pub unsafe extern "C" fn cutile_rms_norm(
     ffi_util::guard(KERNEL, || {
         let (out, x, w) = unsafe { (desc(out, "out")?, desc(x, "x")?, desc(weight, "weight")?) };
         let p = plan(out, x, w, eps, block, rows, occupancy, programs)?;
-        match p.dtype {
-            DType::F32 => launch::<f32>(&p, out, x, w, eps, device_id, stream),
-            DType::F16 => launch::<f16>(&p, out, x, w, eps, device_id, stream),
-            DType::BF16 => launch::<bf16>(&p, out, x, w, eps, device_id, stream),
-            _ => unreachable!("plan() admits float dtypes only"),
-        }
+        let stream = ffi_util::caller_stream(device_id, stream)?;
+        crate::launch_as!(p.dtype, launch(&p, out, x, w, eps, &stream))
     })
 }
 

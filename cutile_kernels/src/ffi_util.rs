@@ -516,8 +516,15 @@ macro_rules! launch_as {
 /// Test helper: when `CUTILE_TILEIRAS_PATH` names a tileiras (make check sets it when the Tile IR
 /// toolchain of env/tileir-toolchain.txt is in the cache), assemble the kernel's bytecode to an
 /// sm_90 cubin on the CPU, so a kernel tileiras rejects fails `make check`, not the first GPU run.
+/// TILEKIT_IR_DIR keeps each kernel's Tile IR text (`<what>.tileir`), e.g. to diff two versions of
+/// the device code.
 #[cfg(test)]
 pub fn assemble_for_sm90_if_tileiras(artifacts: &cutile::compile_api::CompileArtifacts, what: &str) {
+    let name: String = what.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '-' }).collect();
+    if let Ok(keep) = std::env::var("TILEKIT_IR_DIR") {
+        std::fs::create_dir_all(&keep).unwrap();
+        std::fs::write(std::path::Path::new(&keep).join(format!("{name}.tileir")), artifacts.ir_text()).unwrap();
+    }
     let Ok(tileiras) = std::env::var("CUTILE_TILEIRAS_PATH") else { return };
     let bytecode = artifacts.bytecode().unwrap_or_else(|e| panic!("{what}: no bytecode: {e}"));
     // One folder per call: cargo runs tests on parallel threads, and kernels share this helper.
@@ -543,9 +550,96 @@ pub fn assemble_for_sm90_if_tileiras(artifacts: &cutile::compile_api::CompileArt
     // TILEKIT_CUBIN_DIR keeps each cubin (named after `what`) for `cuobjdump -sass` / `-res-usage`:
     // the disassembly and register report of every kernel, with no GPU.
     if let Ok(keep) = std::env::var("TILEKIT_CUBIN_DIR") {
-        let name: String = what.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '-' }).collect();
         std::fs::create_dir_all(&keep).unwrap();
         std::fs::copy(&cubin, std::path::Path::new(&keep).join(format!("{name}.cubin"))).unwrap();
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Test helpers shared by the kernels' Rust tests.
+
+/// Test helper: `result` is an error with `code` whose message mentions `needle`.
+#[cfg(test)]
+pub fn assert_fails<T: std::fmt::Debug>(result: FfiResult<T>, code: i32, needle: &str) {
+    match result {
+        Err(e) => assert!(
+            e.code == code && e.msg.contains(needle),
+            "expected code {code} and a message mentioning {needle:?}, got code {}: {:?}",
+            e.code,
+            e.msg
+        ),
+        Ok(v) => panic!("expected code {code} ({needle:?}), got Ok({v:?})"),
+    }
+}
+
+/// Test helper: `plan(occupancy, warps)` takes -1 for both, and refuses with -6 naming the knob and
+/// its values an occupancy outside 1..=32 and (where the kernel has the knob, `warps`) warps other
+/// than 4 or 8.
+#[cfg(test)]
+pub fn assert_hints_checked<T: std::fmt::Debug>(warps: bool, plan: impl Fn(i32, i32) -> FfiResult<T>) {
+    plan(-1, -1).unwrap();
+    for occupancy in [0, 33, -2, -7] {
+        assert_fails(plan(occupancy, -1), rc::INVALID_ARGUMENT, &format!("occupancy={occupancy}: use 1..=32"));
+    }
+    if warps {
+        plan(8, 8).unwrap();
+        for w in [0, 1, 2, 16, -2, -3] {
+            assert_fails(plan(-1, w), rc::INVALID_ARGUMENT, &format!("warps={w}: use 4 or 8"));
+        }
+    }
+}
+
+/// A 16-byte-aligned device address, as PyTorch's allocator hands out: the pointer hints of the
+/// perf-config specializations.
+#[cfg(test)]
+pub const ALIGNED_PTR: u64 = 0x7f00_0000_0000;
+
+/// Test helper: the divisibility hints the launcher passes at run time, for pointer arguments at
+/// these addresses and integer arguments of these values.
+#[cfg(test)]
+pub fn div_hints<'a>(
+    ptrs: &[(&'a str, u64)],
+    ints: &[(&'a str, i32)],
+) -> Vec<(&'a str, cutile::cutile_compiler::specialization::DivHint)> {
+    use cutile::cutile_compiler::specialization::DivHint;
+    let ptrs = ptrs.iter().map(|&(name, p)| (name, DivHint::from_ptr(p)));
+    ptrs.chain(ints.iter().map(|&(name, v)| (name, DivHint::from_value(v)))).collect()
+}
+
+/// A kernel's device module, as its Rust tests compile it.
+#[cfg(test)]
+pub struct DeviceModule {
+    /// `device::__module_ast_self`, which `#[cutile::module]` generates.
+    pub ast: fn() -> cutile::cutile_compiler::ast::Module,
+    /// The module's name, e.g. "softmax_device".
+    pub name: &'static str,
+}
+
+#[cfg(test)]
+impl DeviceModule {
+    /// Test helper: `entry<generics>` lowered to Tile IR for sm_90 with these scalar hints and
+    /// options (stage 1 of the JIT, which needs no GPU), then assembled by tileiras where it is found
+    /// ([`assemble_for_sm90_if_tileiras`]). Panics naming the kernel when either fails; returns the
+    /// IR text. `what_suffix` tells specializations of the same generics apart (their cubins'
+    /// names under TILEKIT_CUBIN_DIR).
+    pub fn lower(
+        &self,
+        entry: &str,
+        generics: &[&str],
+        hints: &[(&str, cutile::cutile_compiler::specialization::DivHint)],
+        options: CompileOptions,
+        what_suffix: &str,
+    ) -> String {
+        let what = format!("{entry}<{}>{what_suffix}", generics.join(","));
+        let artifacts = cutile::compile_api::KernelCompiler::new(self.ast, self.name, entry)
+            .target("sm_90")
+            .generics(generics.iter().map(|g| g.to_string()).collect())
+            .scalar_hints(hints)
+            .options(options)
+            .compile()
+            .unwrap_or_else(|e| panic!("{what} does not lower: {e}"));
+        assemble_for_sm90_if_tileiras(&artifacts, &what);
+        artifacts.ir_text()
+    }
 }

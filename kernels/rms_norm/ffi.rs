@@ -162,7 +162,10 @@ mod tests {
     //! CPU tests: validation, and both entries lowered to Tile IR for sm_90 (stage 1 of
     //! the JIT, which needs no GPU) for every dtype — a DSL mistake fails here, not on the GPU.
     use super::*;
-    use cutile::compile_api::KernelCompiler;
+    use crate::ffi_util::{assert_fails, div_hints, DeviceModule, ALIGNED_PTR};
+    use cutile::tile_kernel::CompileOptions;
+
+    const DEVICE: DeviceModule = DeviceModule { ast: device::__module_ast_self, name: "rms_norm_device" };
 
     fn desc2(dtype: DType, shape: &[i64], strides: &[i64]) -> TensorDesc {
         TensorDesc::from_parts(0x1000, dtype, shape, strides)
@@ -209,9 +212,7 @@ mod tests {
             (x, w, -2, "power of two"),
         ];
         for (out, w, block, needle) in cases {
-            let e = plan(&out, &x, &w, 1e-6, block, 1, -1, -1).unwrap_err();
-            assert_eq!(e.code, rc::INVALID_ARGUMENT, "{needle}: {}", e.msg);
-            assert!(e.msg.contains(needle), "message {:?} should mention {needle:?}", e.msg);
+            assert_fails(plan(&out, &x, &w, 1e-6, block, 1, -1, -1), rc::INVALID_ARGUMENT, needle);
         }
     }
 
@@ -219,15 +220,14 @@ mod tests {
     fn plan_rejects_integer_dtype_as_unsupported() {
         let x = desc2(DType::I32, &[4, 8], &[8, 1]);
         let w = desc2(DType::I32, &[8], &[1]);
-        assert_eq!(plan(&x, &x, &w, 1e-6, -1, -1, -1, -1).unwrap_err().code, rc::UNSUPPORTED_DTYPE);
+        assert_fails(plan(&x, &x, &w, 1e-6, -1, -1, -1, -1), rc::UNSUPPORTED_DTYPE, "rms_norm supports f32, f16, bf16");
     }
 
     #[test]
     fn plan_rejects_occupancy_out_of_range() {
         let x = desc2(DType::F32, &[4, 8], &[8, 1]);
         let w = desc2(DType::F32, &[8], &[1]);
-        let e = plan(&x, &x, &w, 1e-6, -1, -1, 33, -1).unwrap_err();
-        assert!(e.code == rc::INVALID_ARGUMENT && e.msg.contains("occupancy=33"), "{}", e.msg);
+        ffi_util::assert_hints_checked(false, |occupancy, _| plan(&x, &x, &w, 1e-6, -1, -1, occupancy, -1));
     }
 
     #[test]
@@ -236,8 +236,7 @@ mod tests {
         let w = desc2(DType::F16, &[1000], &[1]);
         assert_eq!(plan(&x, &x, &w, 1e-6, 1024, 8, 4, 528).unwrap().programs, Some(13)); // ceil(100 / 8)
         assert_eq!(plan(&x, &x, &w, 1e-6, 1024, 8, 4, 0).unwrap().programs, None);
-        let e = plan(&x, &x, &w, 1e-6, 512, 8, 4, 528).unwrap_err();
-        assert!(e.code == rc::INVALID_ARGUMENT && e.msg.contains("needs n=1000 <= block=512"), "{}", e.msg);
+        assert_fails(plan(&x, &x, &w, 1e-6, 512, 8, 4, 528), rc::INVALID_ARGUMENT, "needs n=1000 <= block=512");
     }
 
     /// The specializations the H200's autotune picked for the f16 perf configs, compiled as the
@@ -246,33 +245,20 @@ mod tests {
     /// emit 16-byte loads. (The unhinted tests above load element by element.)
     #[test]
     fn perf_config_specializations_lower_and_assemble_for_sm90() {
-        use cutile::cutile_compiler::specialization::DivHint;
         for (entry, rows, block, m, n, occupancy) in [
             ("rms_norm_row", "8", "1024", 262144, 1024, 4),
             ("rms_norm_row", "2", "4096", 262144, 4096, 4),
             ("rms_norm_row_persistent", "1", "16384", 65536, 16384, 4),
         ] {
-            let what = format!("{entry}<f16,{rows},{block}> for {m}x{n}");
-            let ptr = DivHint::from_ptr(0x7f00_0000_0000);
-            let hints = [
-                ("y_ptr", ptr),
-                ("x_ptr", ptr),
-                ("w_ptr", ptr),
-                ("m", DivHint::from_value(m)),
-                ("n", DivHint::from_value(n)),
-                ("stride_x", DivHint::from_value(n)),
-                ("stride_y", DivHint::from_value(n)),
-            ];
-            let artifacts = KernelCompiler::new(device::__module_ast_self, "rms_norm_device", entry)
-                .target("sm_90")
-                .generics(vec!["f16".into(), rows.into(), block.into()])
-                .scalar_hints(&hints)
-                .options(cutile::tile_kernel::CompileOptions::default().occupancy(occupancy))
-                .compile()
-                .unwrap_or_else(|e| panic!("{what} does not lower: {e}"));
-            let ir = artifacts.ir_text();
-            assert_eq!(ir.matches("assume div_by<16>").count(), 7, "{what}: hints missing from the IR:\n{ir}");
-            crate::ffi_util::assemble_for_sm90_if_tileiras(&artifacts, &what);
+            let ptrs = [("y_ptr", ALIGNED_PTR), ("x_ptr", ALIGNED_PTR), ("w_ptr", ALIGNED_PTR)];
+            let hints = div_hints(&ptrs, &[("m", m), ("n", n), ("stride_x", n), ("stride_y", n)]);
+            let options = CompileOptions::default().occupancy(occupancy);
+            let ir = DEVICE.lower(entry, &["f16", rows, block], &hints, options, &format!(" for {m}x{n}"));
+            assert_eq!(
+                ir.matches("assume div_by<16>").count(),
+                7,
+                "{entry} for {m}x{n}: hints missing from the IR:\n{ir}"
+            );
         }
     }
 
@@ -286,17 +272,11 @@ mod tests {
                 ("rms_norm_looped", "1", "4096"),
                 ("rms_norm_looped", "2", "512"),
             ] {
-                let artifacts = KernelCompiler::new(device::__module_ast_self, "rms_norm_device", entry)
-                    .target("sm_90")
-                    .generics(vec![dtype.into(), rows.into(), block.into()])
-                    .compile()
-                    .unwrap_or_else(|e| panic!("{entry}<{dtype}, {rows}, {block}> does not lower: {e}"));
-                let ir = artifacts.ir_text();
+                let ir = DEVICE.lower(entry, &[dtype, rows, block], &[], CompileOptions::default(), "");
                 assert!(
                     ir.contains("rsqrt") && ir.contains("reduce"),
                     "{entry}<{dtype}>: IR lacks rsqrt/reduce:\n{ir}"
                 );
-                crate::ffi_util::assemble_for_sm90_if_tileiras(&artifacts, &format!("{entry}<{dtype},{rows},{block}>"));
             }
         }
     }

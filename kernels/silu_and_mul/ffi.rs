@@ -180,8 +180,10 @@ mod tests {
     //! CPU tests: validation and defaults, and the entry lowered to Tile IR for sm_90 (stage 1 of
     //! the JIT, which needs no GPU) and assembled by tileiras when it is found, for every dtype.
     use super::*;
-    use crate::ffi_util::rc;
-    use cutile::compile_api::KernelCompiler;
+    use crate::ffi_util::{assert_fails, div_hints, rc, DeviceModule, ALIGNED_PTR};
+    use cutile::tile_kernel::CompileOptions;
+
+    const DEVICE: DeviceModule = DeviceModule { ast: device::__module_ast_self, name: "silu_and_mul_device" };
 
     fn desc_at(data: u64, dtype: DType, shape: &[i64], strides: &[i64]) -> TensorDesc {
         TensorDesc::from_parts(data, dtype, shape, strides)
@@ -269,9 +271,7 @@ mod tests {
             (x_desc(DType::F32, &[4], &[1]), y, 16, 1, "2 dims"),
         ];
         for (x, out, block, rows, needle) in cases {
-            let e = plan(&out, &x, block, rows, -1, -1).unwrap_err();
-            assert_eq!(e.code, rc::INVALID_ARGUMENT, "{needle}: {}", e.msg);
-            assert!(e.msg.contains(needle), "message {:?} should mention {needle:?}", e.msg);
+            assert_fails(plan(&out, &x, block, rows, -1, -1), rc::INVALID_ARGUMENT, needle);
         }
     }
 
@@ -279,36 +279,18 @@ mod tests {
     fn plan_rejects_integer_and_mixed_dtypes() {
         let x = x_desc(DType::I32, &[4, 16], &[16, 1]);
         let y = out_desc(DType::I32, &[4, 8], &[8, 1]);
-        assert_eq!(plan(&y, &x, -1, -1, -1, -1).unwrap_err().code, rc::UNSUPPORTED_DTYPE);
+        assert_fails(plan(&y, &x, -1, -1, -1, -1), rc::UNSUPPORTED_DTYPE, "silu_and_mul supports f32, f16, bf16");
         let x = x_desc(DType::F16, &[4, 16], &[16, 1]);
         let y = out_desc(DType::BF16, &[4, 8], &[8, 1]);
-        let e = plan(&y, &x, -1, -1, -1, -1).unwrap_err();
-        assert!(e.code == rc::INVALID_ARGUMENT && e.msg.contains("share one dtype"), "{}", e.msg);
+        assert_fails(plan(&y, &x, -1, -1, -1, -1), rc::INVALID_ARGUMENT, "share one dtype");
     }
 
     #[test]
-    fn plan_rejects_occupancy_out_of_range() {
+    fn plan_checks_the_occupancy_and_warps_hints() {
         let x = x_desc(DType::F32, &[4, 16], &[16, 1]);
         let y = out_desc(DType::F32, &[4, 8], &[8, 1]);
-        for o in [0, 33, -2] {
-            let e = plan(&y, &x, -1, -1, o, -1).unwrap_err();
-            assert!(e.code == rc::INVALID_ARGUMENT && e.msg.contains(&format!("occupancy={o}")), "{}", e.msg);
-        }
-    }
-
-    #[test]
-    fn plan_takes_4_or_8_warps_and_rejects_the_rest() {
-        let x = x_desc(DType::F32, &[4, 16], &[16, 1]);
-        let y = out_desc(DType::F32, &[4, 8], &[8, 1]);
+        ffi_util::assert_hints_checked(true, |occupancy, warps| plan(&y, &x, -1, -1, occupancy, warps));
         assert_eq!(plan(&y, &x, -1, -1, 8, 8).unwrap().warps, Some(8));
-        for w in [0, 1, 16, -2] {
-            let e = plan(&y, &x, -1, -1, -1, w).unwrap_err();
-            assert!(
-                e.code == rc::INVALID_ARGUMENT && e.msg.contains(&format!("warps={w}")) && e.msg.contains("4 or 8"),
-                "{}",
-                e.msg
-            );
-        }
     }
 
     #[test]
@@ -320,45 +302,35 @@ mod tests {
         assert_eq!(plan(&y, &x, 16, 1, -1, -1).unwrap().grid, i32::MAX as u32);
         let x = x_desc(DType::BF16, &[big, 64], &[64, 1]);
         let y = desc_at(0x100_0000_0000, DType::BF16, &[big, 32], &[32, 1]);
-        let e = plan(&y, &x, 16, 1, -1, -1).unwrap_err();
-        assert!(e.code == rc::INVALID_ARGUMENT && e.msg.contains("grid limit"), "{}", e.msg);
+        assert_fails(plan(&y, &x, 16, 1, -1, -1), rc::INVALID_ARGUMENT, "grid limit");
     }
 
-    /// The specializations the perf configs JIT at run time: the launcher passes a divisibility
-    /// hint for every pointer (bytes) and integer (elements), so with 16-byte-aligned pointers and
-    /// strides tileiras compiles a different (wider-access) kernel than the unhinted one above.
+    /// The specializations the perf configs JIT at run time, of both entries (the shapes the tile
+    /// divides run the unmasked one): the launcher passes a divisibility hint for every pointer
+    /// (bytes) and integer (elements), so with 16-byte-aligned pointers and strides tileiras
+    /// compiles a different (wider-access) kernel than the unhinted one below.
     #[test]
     fn perf_config_specializations_lower_and_assemble_for_sm90() {
-        use cutile::cutile_compiler::specialization::DivHint;
-        for (rows, block, m, h, occupancy, warps) in [
-            ("1", "4096", 65536, 4096, 4, None),
-            ("2", "4096", 65536, 4096, 4, None),
-            ("2", "2048", 16384, 14336, 4, None),
-            ("1", "1024", 16384, 14336, 16, None),
-            ("1", "2048", 65536, 4096, 8, Some(8)),
+        for (entry, rows, block, m, h, occupancy, warps) in [
+            ("silu_and_mul", "1", "4096", 65536, 4096, 4, None),
+            ("silu_and_mul", "2", "4096", 65536, 4096, 4, None),
+            ("silu_and_mul", "2", "2048", 16384, 14336, 4, None),
+            ("silu_and_mul", "1", "1024", 16384, 14336, 16, None),
+            ("silu_and_mul", "1", "2048", 65536, 4096, 8, Some(8)),
+            ("silu_and_mul_exact", "1", "4096", 65536, 4096, 4, None),
+            ("silu_and_mul_exact", "2", "4096", 65536, 4096, 4, None),
+            ("silu_and_mul_exact", "1", "1024", 16384, 14336, 16, None),
+            ("silu_and_mul_exact", "1", "1024", 65536, 4096, 8, None),
+            ("silu_and_mul_exact", "2", "2048", 16384, 14336, 4, None),
         ] {
-            let what = format!("silu_and_mul<bf16,{rows},{block}> for {m}x{h}, occupancy {occupancy}, warps {warps:?}");
-            let ptr = DivHint::from_ptr(0x7f00_0000_0000);
-            let hints = [
-                ("out_ptr", ptr),
-                ("gate_ptr", ptr),
-                ("up_ptr", DivHint::from_ptr(0x7f00_0000_0000 + 2 * h as u64)),
-                ("m", DivHint::from_value(m)),
-                ("h", DivHint::from_value(h)),
-                ("stride_x", DivHint::from_value(2 * h)),
-                ("stride_out", DivHint::from_value(h)),
-            ];
-            let artifacts = KernelCompiler::new(device::__module_ast_self, "silu_and_mul_device", "silu_and_mul")
-                .target("sm_90")
-                .generics(vec!["bf16".into(), rows.into(), block.into()])
-                .scalar_hints(&hints)
-                .options(crate::ffi_util::compile_options(Some(occupancy), warps))
-                .compile()
-                .unwrap_or_else(|e| panic!("{what} does not lower: {e}"));
+            // up_ptr is gate_ptr + H elements of bf16.
+            let ptrs = [("out_ptr", ALIGNED_PTR), ("gate_ptr", ALIGNED_PTR), ("up_ptr", ALIGNED_PTR + 2 * h as u64)];
+            let hints = div_hints(&ptrs, &[("m", m), ("h", h), ("stride_x", 2 * h), ("stride_out", h)]);
+            let options = ffi_util::compile_options(Some(occupancy), warps);
+            let what = format!(" for {m}x{h}, occupancy {occupancy}, warps {warps:?}");
+            let ir = DEVICE.lower(entry, &["bf16", rows, block], &hints, options, &what);
             // Each of the 3 pointers and 4 integers is known to divide by 16: the hints reached the IR.
-            let ir = artifacts.ir_text();
-            assert_eq!(ir.matches("assume div_by<16>").count(), 7, "{what}: hints missing from the IR:\n{ir}");
-            crate::ffi_util::assemble_for_sm90_if_tileiras(&artifacts, &what);
+            assert_eq!(ir.matches("assume div_by<16>").count(), 7, "{entry}{what}: hints missing from the IR:\n{ir}");
         }
     }
 
@@ -375,56 +347,16 @@ mod tests {
         assert!(!plan(&y, &x, 2048, 1, 8, -1).unwrap().exact); // a 2048 tile over h = 1024
     }
 
-    /// The unmasked entry for the perf configs' shapes (the tile divides them).
-    #[test]
-    fn exact_entry_lowers_and_assembles_for_sm90() {
-        use cutile::cutile_compiler::specialization::DivHint;
-        for (rows, block, m, h, occupancy) in [
-            ("1", "4096", 65536, 4096, 4),
-            ("2", "4096", 65536, 4096, 4),
-            ("1", "1024", 16384, 14336, 16),
-            ("1", "1024", 65536, 4096, 8),
-            ("2", "2048", 16384, 14336, 4),
-        ] {
-            let what = format!("silu_and_mul_exact<bf16,{rows},{block}> for {m}x{h}, occupancy {occupancy}");
-            let ptr = DivHint::from_ptr(0x7f00_0000_0000);
-            let hints = [
-                ("out_ptr", ptr),
-                ("gate_ptr", ptr),
-                ("up_ptr", DivHint::from_ptr(0x7f00_0000_0000 + 2 * h as u64)),
-                ("m", DivHint::from_value(m)),
-                ("h", DivHint::from_value(h)),
-                ("stride_x", DivHint::from_value(2 * h)),
-                ("stride_out", DivHint::from_value(h)),
-            ];
-            let artifacts = KernelCompiler::new(device::__module_ast_self, "silu_and_mul_device", "silu_and_mul_exact")
-                .target("sm_90")
-                .generics(vec!["bf16".into(), rows.into(), block.into()])
-                .scalar_hints(&hints)
-                .options(crate::ffi_util::compile_options(Some(occupancy), None))
-                .compile()
-                .unwrap_or_else(|e| panic!("{what} does not lower: {e}"));
-            crate::ffi_util::assemble_for_sm90_if_tileiras(&artifacts, &what);
-        }
-    }
-
     #[test]
     fn entry_lowers_and_assembles_for_sm90() {
         for dtype in ["f32", "f16", "bf16"] {
             for (rows, block) in [("1", "4096"), ("2", "2048"), ("8", "512"), ("64", "16")] {
                 for entry in ["silu_and_mul", "silu_and_mul_exact"] {
-                    let what = format!("{entry}<{dtype},{rows},{block}>");
-                    let artifacts = KernelCompiler::new(device::__module_ast_self, "silu_and_mul_device", entry)
-                        .target("sm_90")
-                        .generics(vec![dtype.into(), rows.into(), block.into()])
-                        .compile()
-                        .unwrap_or_else(|e| panic!("{what} does not lower: {e}"));
-                    let ir = artifacts.ir_text();
+                    let ir = DEVICE.lower(entry, &[dtype, rows, block], &[], CompileOptions::default(), "");
                     assert!(
                         ir.contains("exp2") && ir.contains("divf") && ir.contains("approx"),
-                        "{what}: IR lacks exp2 / approximate divf:\n{ir}"
+                        "{entry}<{dtype},{rows},{block}>: IR lacks exp2 / approximate divf:\n{ir}"
                     );
-                    crate::ffi_util::assemble_for_sm90_if_tileiras(&artifacts, &what);
                 }
             }
         }

@@ -138,8 +138,10 @@ mod tests {
     //! which needs no GPU) and assembled by tileiras where the toolchain is present, for every
     //! dtype — a DSL mistake fails here, not on the GPU.
     use super::*;
-    use crate::ffi_util::rc;
-    use cutile::compile_api::KernelCompiler;
+    use crate::ffi_util::{assert_fails, div_hints, rc, DeviceModule, ALIGNED_PTR};
+    use cutile::tile_kernel::CompileOptions;
+
+    const DEVICE: DeviceModule = DeviceModule { ast: device::__module_ast_self, name: "softmax_device" };
 
     fn desc2(dtype: DType, shape: &[i64], strides: &[i64]) -> TensorDesc {
         TensorDesc::from_parts(0x1000, dtype, shape, strides)
@@ -197,51 +199,25 @@ mod tests {
             (x, x, 8, 1, "power of two"),
             (x, x, 16, 3, "power of two"),
             (x, x, 65536, 2, "block*rows"),
+            (x, desc2(DType::F16, &[4, 8], &[8, 1]), -1, -1, "share one dtype"),
         ];
         for (out, x, block, rows, needle) in cases {
-            let e = plan(&out, &x, block, rows, -1, -1).unwrap_err();
-            assert_eq!(e.code, rc::INVALID_ARGUMENT, "{needle}: {}", e.msg);
-            assert!(e.msg.contains(needle), "message {:?} should mention {needle:?}", e.msg);
+            assert_fails(plan(&out, &x, block, rows, -1, -1), rc::INVALID_ARGUMENT, needle);
         }
-    }
-
-    #[test]
-    fn plan_rejects_mixed_dtypes_as_invalid_argument() {
-        let x = desc2(DType::F16, &[4, 8], &[8, 1]);
-        let y = desc2(DType::F32, &[4, 8], &[8, 1]);
-        let e = plan(&y, &x, -1, -1, -1, -1).unwrap_err();
-        assert!(e.code == rc::INVALID_ARGUMENT && e.msg.contains("share one dtype"), "{}", e.msg);
     }
 
     #[test]
     fn plan_rejects_integer_dtype_as_unsupported() {
         let x = desc2(DType::I64, &[4, 8], &[8, 1]);
-        let e = plan(&x, &x, -1, -1, -1, -1).unwrap_err();
-        assert!(e.code == rc::UNSUPPORTED_DTYPE && e.msg.contains("softmax supports f32, f16, bf16"), "{}", e.msg);
+        assert_fails(plan(&x, &x, -1, -1, -1, -1), rc::UNSUPPORTED_DTYPE, "softmax supports f32, f16, bf16");
     }
 
     #[test]
-    fn plan_rejects_occupancy_out_of_range() {
+    fn plan_checks_the_occupancy_and_warps_hints() {
         let x = desc2(DType::F32, &[4, 8], &[8, 1]);
-        for occ in [0, 33, -7] {
-            let e = plan(&x, &x, -1, -1, occ, -1).unwrap_err();
-            assert!(e.code == rc::INVALID_ARGUMENT && e.msg.contains(&format!("occupancy={occ}")), "{}", e.msg);
-        }
-    }
-
-    #[test]
-    fn plan_takes_4_or_8_warps_and_rejects_the_rest() {
-        let x = desc2(DType::F32, &[4, 8], &[8, 1]);
+        ffi_util::assert_hints_checked(true, |occupancy, warps| plan(&x, &x, -1, -1, occupancy, warps));
         assert_eq!(plan(&x, &x, -1, -1, -1, 8).unwrap().warps, Some(8));
         assert_eq!(plan(&x, &x, -1, -1, -1, -1).unwrap().warps, None);
-        for w in [0, 2, 16, -3] {
-            let e = plan(&x, &x, -1, -1, -1, w).unwrap_err();
-            assert!(
-                e.code == rc::INVALID_ARGUMENT && e.msg.contains(&format!("warps={w}")) && e.msg.contains("4 or 8"),
-                "{}",
-                e.msg
-            );
-        }
     }
 
     #[test]
@@ -259,33 +235,21 @@ mod tests {
     /// by 16, so tileiras can use wide or TMA loads; the unhinted tests below load element-wise).
     #[test]
     fn perf_config_specializations_lower_and_assemble_for_sm90() {
-        use cutile::cutile_compiler::specialization::DivHint;
         for (entry, dtype, rows, block, m, n) in [
             ("softmax_row", "f16", "8", "1024", 65536, 1024),
             ("softmax_row_exact", "f16", "4", "1024", 65536, 1024),
             ("softmax_row_exact", "f16", "2", "4096", 65536, 4096),
             ("softmax_row_exact", "f32", "1", "8192", 65536, 8192),
         ] {
-            let what = format!("{entry}<{dtype},{rows},{block}> for {m}x{n}");
-            let ptr = DivHint::from_ptr(0x7f00_0000_0000);
-            let hints = [
-                ("y_ptr", ptr),
-                ("x_ptr", ptr),
-                ("m", DivHint::from_value(m)),
-                ("n", DivHint::from_value(n)),
-                ("stride_x", DivHint::from_value(n)),
-                ("stride_y", DivHint::from_value(n)),
-            ];
-            let artifacts = KernelCompiler::new(device::__module_ast_self, "softmax_device", entry)
-                .target("sm_90")
-                .generics(vec![dtype.into(), rows.into(), block.into()])
-                .scalar_hints(&hints)
-                .options(cutile::tile_kernel::CompileOptions::default().occupancy(4))
-                .compile()
-                .unwrap_or_else(|e| panic!("{what} does not lower: {e}"));
-            let ir = artifacts.ir_text();
-            assert_eq!(ir.matches("assume div_by<16>").count(), 6, "{what}: hints missing from the IR:\n{ir}");
-            crate::ffi_util::assemble_for_sm90_if_tileiras(&artifacts, &what);
+            let ptrs = [("y_ptr", ALIGNED_PTR), ("x_ptr", ALIGNED_PTR)];
+            let hints = div_hints(&ptrs, &[("m", m), ("n", n), ("stride_x", n), ("stride_y", n)]);
+            let options = CompileOptions::default().occupancy(4);
+            let ir = DEVICE.lower(entry, &[dtype, rows, block], &hints, options, &format!(" for {m}x{n}"));
+            assert_eq!(
+                ir.matches("assume div_by<16>").count(),
+                6,
+                "{entry} for {m}x{n}: hints missing from the IR:\n{ir}"
+            );
         }
     }
 
@@ -306,19 +270,13 @@ mod tests {
     #[test]
     fn warps_hint_lowers_and_assembles_for_sm90() {
         for warps in [4, 8] {
-            let what = format!("softmax_row<f16,1,1024> with occupancy 8, {warps} warps");
-            let artifacts = KernelCompiler::new(device::__module_ast_self, "softmax_device", "softmax_row")
-                .target("sm_90")
-                .generics(vec!["f16".into(), "1".into(), "1024".into()])
-                .options(crate::ffi_util::compile_options(Some(8), Some(warps)))
-                .compile()
-                .unwrap_or_else(|e| panic!("{what} does not lower: {e}"));
-            let ir = artifacts.ir_text();
+            let options = ffi_util::compile_options(Some(8), Some(warps));
+            let what = format!(" with occupancy 8, {warps} warps");
+            let ir = DEVICE.lower("softmax_row", &["f16", "1", "1024"], &[], options, &what);
             assert!(
                 ir.contains(&format!("num_worker_warps_per_cta = {warps}")),
                 "{what}: hint missing from the IR:\n{ir}"
             );
-            crate::ffi_util::assemble_for_sm90_if_tileiras(&artifacts, &what);
         }
     }
 
@@ -343,17 +301,11 @@ mod tests {
         ];
         for dtype in ["f32", "f16", "bf16"] {
             for (entry, rows, block) in shapes {
-                let artifacts = KernelCompiler::new(device::__module_ast_self, "softmax_device", entry)
-                    .target("sm_90")
-                    .generics(vec![dtype.into(), rows.into(), block.into()])
-                    .compile()
-                    .unwrap_or_else(|e| panic!("{entry}<{dtype}, {rows}, {block}> does not lower: {e}"));
-                let ir = artifacts.ir_text();
+                let ir = DEVICE.lower(entry, &[dtype, rows, block], &[], CompileOptions::default(), "");
                 assert!(ir.contains("exp2") && ir.contains("reduce"), "{entry}<{dtype}>: IR lacks exp2/reduce:\n{ir}");
                 if entry != "softmax_row_exact" {
                     assert!(ir.contains("neg_inf"), "{entry}<{dtype}>: the x partition must pad with -inf:\n{ir}");
                 }
-                crate::ffi_util::assemble_for_sm90_if_tileiras(&artifacts, &format!("{entry}<{dtype},{rows},{block}>"));
             }
         }
     }

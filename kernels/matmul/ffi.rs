@@ -242,20 +242,27 @@ mod tests {
         TensorDesc::from_parts(data, dtype, shape, strides)
     }
 
+    /// (c, a, b) for an m x n x k problem whose rows are [ldc, lda, ldb] elements apart.
+    fn strided_mats(
+        dtype: DType,
+        [m, n, k]: [i64; 3],
+        [ldc, lda, ldb]: [i64; 3],
+    ) -> (TensorDesc, TensorDesc, TensorDesc) {
+        (
+            desc2(dtype, 0x3000, &[m, n], &[ldc, 1]),
+            desc2(dtype, 0x1000, &[m, k], &[lda, 1]),
+            desc2(dtype, 0x2000, &[k, n], &[ldb, 1]),
+        )
+    }
+
     /// (c, a, b) for an m x n x k problem with contiguous rows.
     fn mats(dtype: DType, m: i64, n: i64, k: i64) -> (TensorDesc, TensorDesc, TensorDesc) {
-        (
-            desc2(dtype, 0x3000, &[m, n], &[n, 1]),
-            desc2(dtype, 0x1000, &[m, k], &[k, 1]),
-            desc2(dtype, 0x2000, &[k, n], &[n, 1]),
-        )
+        strided_mats(dtype, [m, n, k], [n, k, n])
     }
 
     #[test]
     fn plan_takes_row_strides_and_defaults() {
-        let a = desc2(DType::BF16, 0x1000, &[129, 65], &[72, 1]);
-        let b = desc2(DType::BF16, 0x2000, &[65, 257], &[257, 1]);
-        let c = desc2(DType::BF16, 0x3000, &[129, 257], &[264, 1]);
+        let (c, a, b) = strided_mats(DType::BF16, [129, 257, 65], [264, 72, 257]);
         let p = plan(&c, &a, &b, -1, -1, -1, -1, -1, -1, -1).unwrap();
         assert_eq!(
             p,
@@ -291,9 +298,7 @@ mod tests {
 
     #[test]
     fn a_single_row_needs_no_row_stride() {
-        let a = desc2(DType::F16, 0x1000, &[1, 8], &[0, 1]);
-        let b = desc2(DType::F16, 0x2000, &[8, 16], &[16, 1]);
-        let c = desc2(DType::F16, 0x3000, &[1, 16], &[0, 1]);
+        let (c, a, b) = strided_mats(DType::F16, [1, 16, 8], [0, 0, 16]);
         let p = plan(&c, &a, &b, -1, -1, -1, -1, -1, -1, -1).unwrap();
         assert_eq!((p.lda, p.ldb, p.ldc), (8, 16, 16));
     }

@@ -336,11 +336,93 @@ pub fn to_i32(v: i64, what: &str) -> FfiResult<i32> {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The steps every plan() shares, in the order the kernels run them.
+
+/// The element types of the row kernels (rms_norm, softmax, silu_and_mul).
+pub const FLOATS: [DType; 3] = [DType::F32, DType::F16, DType::BF16];
+
+/// The checks a plan() starts with: the first tensor's dtype is one of `ok` (else -2, "`x` is i32;
+/// `kernel` supports `ok_names`"), every other tensor has that dtype, then each tensor in turn has
+/// its (arg, ndim) ([`check_tensor`]). Returns the dtype.
+pub fn check_tensors(
+    kernel: &str,
+    ok: &[DType],
+    ok_names: &str,
+    tensors: &[(&TensorDesc, &str, i32)],
+) -> FfiResult<DType> {
+    let (first, first_arg, _) = tensors[0];
+    let dtype = first.dtype()?;
+    if !ok.contains(&dtype) {
+        return Err(err(
+            rc::UNSUPPORTED_DTYPE,
+            format!("{first_arg} is {}; {kernel} supports {ok_names}", dtype.name()),
+        ));
+    }
+    for &(d, arg, _) in &tensors[1..] {
+        check_same_dtype(first, first_arg, d, arg)?;
+    }
+    for &(d, arg, ndim) in tensors {
+        check_tensor(d, arg, ndim)?;
+    }
+    Ok(dtype)
+}
+
+/// [`check_last_dim_contiguous`] for each (descriptor, arg) in turn.
+pub fn check_last_dims_contiguous(tensors: &[(&TensorDesc, &str)]) -> FfiResult<()> {
+    tensors.iter().try_for_each(|&(d, arg)| check_last_dim_contiguous(d, arg))
+}
+
+/// A variant knob: -1 (`rc::COMPILER_DEFAULT`) picks `default`, anything else is kept as given.
+pub fn or_default(v: i32, default: i32) -> i32 {
+    if v == rc::COMPILER_DEFAULT {
+        default
+    } else {
+        v
+    }
+}
+
+/// A row kernel's tile, `block` columns by `rows` rows, after the defaults (-1: `default_block`,
+/// then `default_rows(block)`): block a power of two in [16, max_elems], rows a power of two in
+/// [1, max_rows], block * rows <= max_elems (beyond it registers spill).
+pub fn row_tile(
+    block: i32,
+    rows: i32,
+    default_block: i32,
+    default_rows: impl FnOnce(i32) -> i32,
+    max_rows: i32,
+    max_elems: i32,
+) -> FfiResult<(i32, i32)> {
+    let block = or_default(block, default_block);
+    let rows = if rows == rc::COMPILER_DEFAULT { default_rows(block) } else { rows };
+    if !pow2_in(block, 16, max_elems) || !pow2_in(rows, 1, max_rows) || block * rows > max_elems {
+        return Err(invalid(format!(
+            "variant block={block} rows={rows}: block must be a power of two in [16, {max_elems}], rows a power of two in [1, {max_rows}], block*rows <= {max_elems}"
+        )));
+    }
+    Ok((block, rows))
+}
+
+/// The default tile width that holds a whole row of `n`: the power of two >= n (at least 16), if
+/// it is at most `max`.
+pub fn whole_row_block(n: i32, max: i32) -> Option<i32> {
+    let pow2 = (n.max(16) as u32).next_power_of_two() as i32;
+    (pow2 <= max).then_some(pow2)
+}
+
+/// The default rows per tile block: `tile_elems / block`, but no more rows than m has (rounded up
+/// to a power of two) or 64.
+pub fn default_rows(tile_elems: i32, block: i32, m: i32) -> i32 {
+    let m_pow2 = (m.max(1) as u32).next_power_of_two() as i32;
+    (tile_elems / block).clamp(1, 64).min(m_pow2)
+}
+
+// ---------------------------------------------------------------------------------------------
 // Device, stream and launch, shared by every export.
 
 use cutile::cuda_async::device_buffer::DevicePointer;
 use cutile::cuda_async::device_operation::DeviceOp;
 use cutile::cuda_core::Stream;
+use cutile::tile_kernel::{CompileOptions, TileKernel};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -388,11 +470,61 @@ pub unsafe fn enqueue<O: DeviceOp>(op: O, stream: &Arc<Stream>) -> FfiResult<()>
     op.async_on(stream).map(|_| ()).map_err(|e| err(rc::JIT_OR_LAUNCH, format!("JIT compile or launch failed: {e}")))
 }
 
+/// How a kernel's entries are launched: the generics (element type T, then the entry's const
+/// generics in order), the grid and the compile options. [`Launch::enqueue`] applies them to one
+/// entry's op.
+pub struct Launch {
+    pub generics: Vec<String>,
+    pub grid: (u32, u32, u32),
+    pub options: CompileOptions,
+}
+
+impl Launch {
+    pub fn new<T: cutile::cuda_core::DType>(consts: &[i32], grid: (u32, u32, u32), options: CompileOptions) -> Launch {
+        let generics =
+            std::iter::once(T::DTYPE.as_str().to_string()).chain(consts.iter().map(i32::to_string)).collect();
+        Launch { generics, grid, options }
+    }
+
+    /// [`enqueue`] `op` with these generics, grid and options.
+    ///
+    /// # Safety
+    /// As for [`enqueue`]: every pointer the op carries stays valid until the stream has run it.
+    pub unsafe fn enqueue<A: Send, D: DeviceOp<Output = S>, S: Send>(
+        self,
+        op: impl TileKernel<A, D, S>,
+        stream: &Arc<Stream>,
+    ) -> FfiResult<()> {
+        enqueue(op.generics(self.generics).grid(self.grid).compile_options(self.options), stream)
+    }
+}
+
+/// `$launch::<T>(args)` with T the element type `dtype` names: f32, f16 or bf16, the dtypes plan()
+/// admits (it refused any other with -2 before the launch).
+#[macro_export]
+macro_rules! launch_as {
+    ($dtype:expr, $launch:ident($($arg:expr),* $(,)?)) => {
+        match $dtype {
+            $crate::ffi_util::DType::F32 => $launch::<f32>($($arg),*),
+            $crate::ffi_util::DType::F16 => $launch::<cutile::half::f16>($($arg),*),
+            $crate::ffi_util::DType::BF16 => $launch::<cutile::half::bf16>($($arg),*),
+            d => unreachable!("plan() admits f32, f16 and bf16 only, not {}", d.name()),
+        }
+    };
+}
+
 /// Test helper: when `CUTILE_TILEIRAS_PATH` names a tileiras (make check sets it when the Tile IR
 /// toolchain of env/tileir-toolchain.txt is in the cache), assemble the kernel's bytecode to an
 /// sm_90 cubin on the CPU, so a kernel tileiras rejects fails `make check`, not the first GPU run.
+/// TILEKIT_IR_DIR keeps each kernel's Tile IR text (`<what>.tileir`), e.g. to diff two versions of
+/// the device code.
 #[cfg(test)]
 pub fn assemble_for_sm90_if_tileiras(artifacts: &cutile::compile_api::CompileArtifacts, what: &str) {
+    let name: String = what.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '-' }).collect();
+    if let Ok(keep) = std::env::var("TILEKIT_IR_DIR") {
+        std::fs::create_dir_all(&keep).unwrap();
+        std::fs::write(std::path::Path::new(&keep).join(format!("{name}.tileir")), artifacts.ir_text()).unwrap();
+    }
     let Ok(tileiras) = std::env::var("CUTILE_TILEIRAS_PATH") else { return };
     let bytecode = artifacts.bytecode().unwrap_or_else(|e| panic!("{what}: no bytecode: {e}"));
     // One folder per call: cargo runs tests on parallel threads, and kernels share this helper.
@@ -418,9 +550,96 @@ pub fn assemble_for_sm90_if_tileiras(artifacts: &cutile::compile_api::CompileArt
     // TILEKIT_CUBIN_DIR keeps each cubin (named after `what`) for `cuobjdump -sass` / `-res-usage`:
     // the disassembly and register report of every kernel, with no GPU.
     if let Ok(keep) = std::env::var("TILEKIT_CUBIN_DIR") {
-        let name: String = what.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '-' }).collect();
         std::fs::create_dir_all(&keep).unwrap();
         std::fs::copy(&cubin, std::path::Path::new(&keep).join(format!("{name}.cubin"))).unwrap();
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Test helpers shared by the kernels' Rust tests.
+
+/// Test helper: `result` is an error with `code` whose message mentions `needle`.
+#[cfg(test)]
+pub fn assert_fails<T: std::fmt::Debug>(result: FfiResult<T>, code: i32, needle: &str) {
+    match result {
+        Err(e) => assert!(
+            e.code == code && e.msg.contains(needle),
+            "expected code {code} and a message mentioning {needle:?}, got code {}: {:?}",
+            e.code,
+            e.msg
+        ),
+        Ok(v) => panic!("expected code {code} ({needle:?}), got Ok({v:?})"),
+    }
+}
+
+/// Test helper: `plan(occupancy, warps)` takes -1 for both, and refuses with -6 naming the knob and
+/// its values an occupancy outside 1..=32 and (where the kernel has the knob, `warps`) warps other
+/// than 4 or 8.
+#[cfg(test)]
+pub fn assert_hints_checked<T: std::fmt::Debug>(warps: bool, plan: impl Fn(i32, i32) -> FfiResult<T>) {
+    plan(-1, -1).unwrap();
+    for occupancy in [0, 33, -2, -7] {
+        assert_fails(plan(occupancy, -1), rc::INVALID_ARGUMENT, &format!("occupancy={occupancy}: use 1..=32"));
+    }
+    if warps {
+        plan(8, 8).unwrap();
+        for w in [0, 1, 2, 16, -2, -3] {
+            assert_fails(plan(-1, w), rc::INVALID_ARGUMENT, &format!("warps={w}: use 4 or 8"));
+        }
+    }
+}
+
+/// A 16-byte-aligned device address, as PyTorch's allocator hands out: the pointer hints of the
+/// perf-config specializations.
+#[cfg(test)]
+pub const ALIGNED_PTR: u64 = 0x7f00_0000_0000;
+
+/// Test helper: the divisibility hints the launcher passes at run time, for pointer arguments at
+/// these addresses and integer arguments of these values.
+#[cfg(test)]
+pub fn div_hints<'a>(
+    ptrs: &[(&'a str, u64)],
+    ints: &[(&'a str, i32)],
+) -> Vec<(&'a str, cutile::cutile_compiler::specialization::DivHint)> {
+    use cutile::cutile_compiler::specialization::DivHint;
+    let ptrs = ptrs.iter().map(|&(name, p)| (name, DivHint::from_ptr(p)));
+    ptrs.chain(ints.iter().map(|&(name, v)| (name, DivHint::from_value(v)))).collect()
+}
+
+/// A kernel's device module, as its Rust tests compile it.
+#[cfg(test)]
+pub struct DeviceModule {
+    /// `device::__module_ast_self`, which `#[cutile::module]` generates.
+    pub ast: fn() -> cutile::cutile_compiler::ast::Module,
+    /// The module's name, e.g. "softmax_device".
+    pub name: &'static str,
+}
+
+#[cfg(test)]
+impl DeviceModule {
+    /// Test helper: `entry<generics>` lowered to Tile IR for sm_90 with these scalar hints and
+    /// options (stage 1 of the JIT, which needs no GPU), then assembled by tileiras where it is found
+    /// ([`assemble_for_sm90_if_tileiras`]). Panics naming the kernel when either fails; returns the
+    /// IR text. `what_suffix` tells specializations of the same generics apart (their cubins'
+    /// names under TILEKIT_CUBIN_DIR).
+    pub fn lower(
+        &self,
+        entry: &str,
+        generics: &[&str],
+        hints: &[(&str, cutile::cutile_compiler::specialization::DivHint)],
+        options: CompileOptions,
+        what_suffix: &str,
+    ) -> String {
+        let what = format!("{entry}<{}>{what_suffix}", generics.join(","));
+        let artifacts = cutile::compile_api::KernelCompiler::new(self.ast, self.name, entry)
+            .target("sm_90")
+            .generics(generics.iter().map(|g| g.to_string()).collect())
+            .scalar_hints(hints)
+            .options(options)
+            .compile()
+            .unwrap_or_else(|e| panic!("{what} does not lower: {e}"));
+        assemble_for_sm90_if_tileiras(&artifacts, &what);
+        artifacts.ir_text()
+    }
 }

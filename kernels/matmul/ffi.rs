@@ -14,12 +14,9 @@
 //! descriptor is validated before anything touches the GPU: bad input returns -2/-5/-6 with a
 //! message, never a launch.
 use super::kernel::matmul_device as device;
-use crate::ffi_util::{
-    self, check_last_dim_contiguous, check_same_dtype, check_tensor, desc, invalid, rc, to_i32, DType, FfiResult,
-    TensorDesc,
-};
-use cutile::half::{bf16, f16};
-use cutile::tile_kernel::TileKernel;
+use crate::ffi_util::{self, desc, invalid, or_default, rc, to_i32, DType, FfiResult, Launch, TensorDesc};
+use cutile::cuda_core::Stream;
+use std::sync::Arc;
 
 const KERNEL: &str = "matmul";
 
@@ -86,14 +83,6 @@ fn row_stride(d: &TensorDesc, rows: i32, cols: i32, arg: &str) -> FfiResult<i32>
     Ok(s)
 }
 
-fn pick(v: i32, default: i32) -> i32 {
-    if v == rc::COMPILER_DEFAULT {
-        default
-    } else {
-        v
-    }
-}
-
 // The export's arguments one for one (its C signature is fixed): a struct would only repack them.
 #[allow(clippy::too_many_arguments)]
 pub fn plan(
@@ -108,18 +97,8 @@ pub fn plan(
     occupancy: i32,
     num_cta_in_cga: i32,
 ) -> FfiResult<Plan> {
-    let dtype = a.dtype()?;
-    if !matches!(dtype, DType::F16 | DType::BF16) {
-        return Err(ffi_util::err(
-            rc::UNSUPPORTED_DTYPE,
-            format!("a is {}; matmul supports f16 and bf16", dtype.name()),
-        ));
-    }
-    check_same_dtype(a, "a", b, "b")?;
-    check_same_dtype(a, "a", c, "c")?;
-    check_tensor(a, "a", 2)?;
-    check_tensor(b, "b", 2)?;
-    check_tensor(c, "c", 2)?;
+    let tensors = [(a, "a", 2), (b, "b", 2), (c, "c", 2)];
+    let dtype = ffi_util::check_tensors(KERNEL, &[DType::F16, DType::BF16], "f16 and bf16", &tensors)?;
     if a.shape[1] != b.shape[0] {
         return Err(invalid(format!(
             "inner dims differ: `a` is {:?} and `b` is {:?} (a's columns must equal b's rows)",
@@ -130,9 +109,7 @@ pub fn plan(
     if c.shape() != [a.shape[0], b.shape[1]] {
         return Err(invalid(format!("`c` shape {:?} != (m, n) = ({}, {})", c.shape(), a.shape[0], b.shape[1])));
     }
-    for (d, arg) in [(a, "a"), (b, "b"), (c, "c")] {
-        check_last_dim_contiguous(d, arg)?;
-    }
+    ffi_util::check_last_dims_contiguous(&[(a, "a"), (b, "b"), (c, "c")])?;
     if c.data == a.data || c.data == b.data {
         return Err(invalid(
             "`c` must not alias `a` or `b`: tiles of C are written while A and B are still being read",
@@ -141,8 +118,12 @@ pub fn plan(
     let m = to_i32(a.shape[0], "m")?;
     let k = to_i32(a.shape[1], "k")?;
     let n = to_i32(b.shape[1], "n")?;
-    let (bm, bn, bk, group) =
-        (pick(bm, DEFAULT_BM), pick(bn, DEFAULT_BN), pick(bk, DEFAULT_BK), pick(group, DEFAULT_GROUP));
+    let (bm, bn, bk, group) = (
+        or_default(bm, DEFAULT_BM),
+        or_default(bn, DEFAULT_BN),
+        or_default(bk, DEFAULT_BK),
+        or_default(group, DEFAULT_GROUP),
+    );
     if !ffi_util::pow2_in(bm, 16, 256)
         || !ffi_util::pow2_in(bn, 16, 256)
         || !ffi_util::pow2_in(bk, 16, 256)
@@ -196,33 +177,23 @@ fn launch<T: cutile::cuda_core::DType>(
     c: &TensorDesc,
     a: &TensorDesc,
     b: &TensorDesc,
-    device_id: i32,
-    stream: u64,
+    stream: &Arc<Stream>,
 ) -> FfiResult<()> {
-    let stream = ffi_util::caller_stream(device_id, stream)?;
     let (c_ptr, a_ptr, b_ptr) =
         unsafe { (ffi_util::device_ptr::<T>(c), ffi_util::device_ptr::<T>(a), ffi_util::device_ptr::<T>(b)) };
-    let generics =
-        vec![T::DTYPE.as_str().to_string(), p.bm.to_string(), p.bn.to_string(), p.bk.to_string(), p.group.to_string()];
     let mut options = ffi_util::compile_options(p.occupancy, None);
     if let Some(g) = p.num_cta_in_cga {
         options = options.num_cta_in_cga(g);
     }
+    let launch = Launch::new::<T>(&[p.bm, p.bn, p.bk, p.group], p.grid(), options);
+    let (m, n, k, lda, ldb, ldc) = (p.m, p.n, p.k, p.lda, p.ldb, p.ldc);
     // SAFETY: plan() checked shapes, strides and dtypes against the descriptors; the memory is
     // PyTorch's, alive until the caller's stream has run the kernel (stream-ordered allocator).
     unsafe {
         if p.programs.is_some() {
-            let op = device::matmul_persistent(c_ptr, a_ptr, b_ptr, p.m, p.n, p.k, p.lda, p.ldb, p.ldc)
-                .generics(generics)
-                .grid(p.grid())
-                .compile_options(options);
-            ffi_util::enqueue(op, &stream)
+            launch.enqueue(device::matmul_persistent(c_ptr, a_ptr, b_ptr, m, n, k, lda, ldb, ldc), stream)
         } else {
-            let op = device::matmul_tiles(c_ptr, a_ptr, b_ptr, p.m, p.n, p.k, p.lda, p.ldb, p.ldc)
-                .generics(generics)
-                .grid(p.grid())
-                .compile_options(options);
-            ffi_util::enqueue(op, &stream)
+            launch.enqueue(device::matmul_tiles(c_ptr, a_ptr, b_ptr, m, n, k, lda, ldb, ldc), stream)
         }
     }
 }
@@ -251,11 +222,8 @@ pub unsafe extern "C" fn cutile_matmul(
     ffi_util::guard(KERNEL, || {
         let (c, a, b) = unsafe { (desc(c, "c")?, desc(a, "a")?, desc(b, "b")?) };
         let p = plan(c, a, b, bm, bn, bk, group, programs, occupancy, num_cta_in_cga)?;
-        match p.dtype {
-            DType::F16 => launch::<f16>(&p, c, a, b, device_id, stream),
-            DType::BF16 => launch::<bf16>(&p, c, a, b, device_id, stream),
-            _ => unreachable!("plan() admits f16 and bf16 only"),
-        }
+        let stream = ffi_util::caller_stream(device_id, stream)?;
+        crate::launch_as!(p.dtype, launch(&p, c, a, b, &stream))
     })
 }
 
@@ -265,26 +233,36 @@ mod tests {
     //! the JIT, which needs no GPU) for every dtype, then assembled by tileiras when the toolchain
     //! is there — a DSL mistake fails here, not on the GPU.
     use super::*;
-    use cutile::compile_api::KernelCompiler;
+    use crate::ffi_util::{assert_fails, DeviceModule};
+    use cutile::tile_kernel::CompileOptions;
+
+    const DEVICE: DeviceModule = DeviceModule { ast: device::__module_ast_self, name: "matmul_device" };
 
     fn desc2(dtype: DType, data: u64, shape: &[i64], strides: &[i64]) -> TensorDesc {
         TensorDesc::from_parts(data, dtype, shape, strides)
     }
 
+    /// (c, a, b) for an m x n x k problem whose rows are [ldc, lda, ldb] elements apart.
+    fn strided_mats(
+        dtype: DType,
+        [m, n, k]: [i64; 3],
+        [ldc, lda, ldb]: [i64; 3],
+    ) -> (TensorDesc, TensorDesc, TensorDesc) {
+        (
+            desc2(dtype, 0x3000, &[m, n], &[ldc, 1]),
+            desc2(dtype, 0x1000, &[m, k], &[lda, 1]),
+            desc2(dtype, 0x2000, &[k, n], &[ldb, 1]),
+        )
+    }
+
     /// (c, a, b) for an m x n x k problem with contiguous rows.
     fn mats(dtype: DType, m: i64, n: i64, k: i64) -> (TensorDesc, TensorDesc, TensorDesc) {
-        (
-            desc2(dtype, 0x3000, &[m, n], &[n, 1]),
-            desc2(dtype, 0x1000, &[m, k], &[k, 1]),
-            desc2(dtype, 0x2000, &[k, n], &[n, 1]),
-        )
+        strided_mats(dtype, [m, n, k], [n, k, n])
     }
 
     #[test]
     fn plan_takes_row_strides_and_defaults() {
-        let a = desc2(DType::BF16, 0x1000, &[129, 65], &[72, 1]);
-        let b = desc2(DType::BF16, 0x2000, &[65, 257], &[257, 1]);
-        let c = desc2(DType::BF16, 0x3000, &[129, 257], &[264, 1]);
+        let (c, a, b) = strided_mats(DType::BF16, [129, 257, 65], [264, 72, 257]);
         let p = plan(&c, &a, &b, -1, -1, -1, -1, -1, -1, -1).unwrap();
         assert_eq!(
             p,
@@ -320,9 +298,7 @@ mod tests {
 
     #[test]
     fn a_single_row_needs_no_row_stride() {
-        let a = desc2(DType::F16, 0x1000, &[1, 8], &[0, 1]);
-        let b = desc2(DType::F16, 0x2000, &[8, 16], &[16, 1]);
-        let c = desc2(DType::F16, 0x3000, &[1, 16], &[0, 1]);
+        let (c, a, b) = strided_mats(DType::F16, [1, 16, 8], [0, 0, 16]);
         let p = plan(&c, &a, &b, -1, -1, -1, -1, -1, -1, -1).unwrap();
         assert_eq!((p.lda, p.ldb, p.ldc), (8, 16, 16));
     }
@@ -340,9 +316,7 @@ mod tests {
             (c, a, desc2(DType::F32, 0x2000, &[8, 16], &[16, 1]), "share one dtype"),
         ];
         for (c, a, b, needle) in cases {
-            let e = plan(&c, &a, &b, -1, -1, -1, -1, -1, -1, -1).unwrap_err();
-            assert_eq!(e.code, rc::INVALID_ARGUMENT, "{needle}: {}", e.msg);
-            assert!(e.msg.contains(needle), "message {:?} should mention {needle:?}", e.msg);
+            assert_fails(plan(&c, &a, &b, -1, -1, -1, -1, -1, -1, -1), rc::INVALID_ARGUMENT, needle);
         }
     }
 
@@ -351,8 +325,8 @@ mod tests {
         let a = desc2(DType::BF16, 0x1000, &[65536, 64], &[65536, 1]);
         let b = desc2(DType::BF16, 0x2000, &[64, 64], &[64, 1]);
         let c = desc2(DType::BF16, 0x3000, &[65536, 64], &[64, 1]);
-        let e = plan(&c, &a, &b, -1, -1, -1, -1, -1, -1, -1).unwrap_err();
-        assert!(e.code == rc::INVALID_ARGUMENT && e.msg.contains("`a` spans 4294901824 elements"), "{}", e.msg);
+        let e = plan(&c, &a, &b, -1, -1, -1, -1, -1, -1, -1);
+        assert_fails(e, rc::INVALID_ARGUMENT, "`a` spans 4294901824 elements");
     }
 
     #[test]
@@ -368,8 +342,7 @@ mod tests {
             ((128, 256, 64, 8, 0, 1, 3), "num_cta_in_cga=3"),
         ];
         for ((bm, bn, bk, g, prog, occ, cga), needle) in cases {
-            let e = plan(&c, &a, &b, bm, bn, bk, g, prog, occ, cga).unwrap_err();
-            assert!(e.code == rc::INVALID_ARGUMENT && e.msg.contains(needle), "{needle}: {}", e.msg);
+            assert_fails(plan(&c, &a, &b, bm, bn, bk, g, prog, occ, cga), rc::INVALID_ARGUMENT, needle);
         }
     }
 
@@ -402,8 +375,8 @@ mod tests {
     fn plan_rejects_f32_and_integers_as_unsupported() {
         for dtype in [DType::F32, DType::I32] {
             let (c, a, b) = mats(dtype, 4, 16, 8);
-            let e = plan(&c, &a, &b, -1, -1, -1, -1, -1, -1, -1).unwrap_err();
-            assert!(e.code == rc::UNSUPPORTED_DTYPE && e.msg.contains("matmul supports f16 and bf16"), "{}", e.msg);
+            let e = plan(&c, &a, &b, -1, -1, -1, -1, -1, -1, -1);
+            assert_fails(e, rc::UNSUPPORTED_DTYPE, "matmul supports f16 and bf16");
         }
     }
 
@@ -412,15 +385,9 @@ mod tests {
         for dtype in ["f16", "bf16"] {
             for entry in ["matmul_tiles", "matmul_persistent"] {
                 for (bm, bn, bk) in [("128", "256", "64"), ("64", "64", "32")] {
+                    let ir = DEVICE.lower(entry, &[dtype, bm, bn, bk, "8"], &[], CompileOptions::default(), "");
                     let what = format!("{entry}<{dtype},{bm},{bn},{bk},8>");
-                    let artifacts = KernelCompiler::new(device::__module_ast_self, "matmul_device", entry)
-                        .target("sm_90")
-                        .generics(vec![dtype.into(), bm.into(), bn.into(), bk.into(), "8".into()])
-                        .compile()
-                        .unwrap_or_else(|e| panic!("{what} does not lower: {e}"));
-                    let ir = artifacts.ir_text();
                     assert!(ir.contains("mma") && ir.contains("store_view_tko"), "{what}: IR lacks mma/store:\n{ir}");
-                    crate::ffi_util::assemble_for_sm90_if_tileiras(&artifacts, &what);
                 }
             }
         }

@@ -23,6 +23,7 @@
 //! band_rows * tiles_n ids); the K loop stops at ceil(k / BK), the K-tile count of both A and B.
 #[cutile::module]
 pub mod matmul_device {
+    use crate::device_util::views::strided_view;
     use cutile::core::*;
 
     /// (bid_m, bid_n) of output tile `tile_id` in GROUP-row band order.
@@ -34,6 +35,53 @@ pub mod matmul_device {
         let band_rows: i32 = if left < group { left } else { group };
         let in_band: i32 = tile_id % band_tiles;
         (first_m + in_band % band_rows, in_band / band_rows)
+    }
+
+    /// A, B and C as (m, k), (k, n) and (m, n) views with their row strides.
+    // The entries' sizes one for one: a struct would only repack them.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn matmul_views<T: ElementType>(
+        c_ptr: *mut T,
+        a_ptr: *mut T,
+        b_ptr: *mut T,
+        m: i32,
+        n: i32,
+        k: i32,
+        lda: i32,
+        ldb: i32,
+        ldc: i32,
+    ) -> (Tensor<T, { [-1, -1] }>, Tensor<T, { [-1, -1] }>, Tensor<T, { [-1, -1] }>) {
+        let tok: Token = new_token_unordered();
+        let a_view: Tensor<T, { [-1, -1] }> = strided_view(a_ptr, m, k, lda, tok);
+        let b_view: Tensor<T, { [-1, -1] }> = strided_view(b_ptr, k, n, ldb, tok);
+        let c_view: Tensor<T, { [-1, -1] }> = strided_view(c_ptr, m, n, ldc, tok);
+        (a_view, b_view, c_view)
+    }
+
+    /// (tiles_m, tiles_n, k_tiles): the tile rows and columns of C and the K-tiles of A and B.
+    fn tile_counts<const BM: i32, const BN: i32, const BK: i32>(m: i32, n: i32, k: i32) -> (i32, i32, i32) {
+        let tiles_m: i32 = (m + BM - 1) / BM;
+        let tiles_n: i32 = (n + BN - 1) / BN;
+        let k_tiles: i32 = (k + BK - 1) / BK;
+        (tiles_m, tiles_n, k_tiles)
+    }
+
+    /// Output tile (bid_m, bid_n) of C: the products of its K-tiles accumulated in f32, rounded to T.
+    fn mma_tile<T: ElementType, const BM: i32, const BN: i32, const BK: i32>(
+        a_part: &Partition<T, { [BM, BK] }>,
+        b_part: &Partition<T, { [BK, BN] }>,
+        bid_m: i32,
+        bid_n: i32,
+        k_tiles: i32,
+    ) -> Tile<T, { [BM, BN] }> {
+        let mut acc: Tile<f32, { [BM, BN] }> = constant(0.0f32, shape![BM, BN]);
+        for kt in 0i32..k_tiles {
+            let a: Tile<T, { [BM, BK] }> = a_part.load([bid_m, kt]);
+            let b: Tile<T, { [BK, BN] }> = b_part.load([kt, bid_n]);
+            acc = mma(a, b, acc);
+        }
+        let c: Tile<T, { [BM, BN] }> = convert_tile(acc);
+        c
     }
 
     /// One BM x BN tile of C per tile block; grid = ceil(m / BM) * ceil(n / BN).
@@ -49,37 +97,15 @@ pub mod matmul_device {
         ldb: i32,
         ldc: i32,
     ) {
-        let tok: Token = new_token_unordered();
-        let a_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[m, k] };
-        let a_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[lda] };
-        let a_view: Tensor<T, { [-1, -1] }> =
-            unsafe { make_tensor_view(pointer_to_tile(a_ptr), a_shape, a_strides, tok) };
-        let b_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[k, n] };
-        let b_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[ldb] };
-        let b_view: Tensor<T, { [-1, -1] }> =
-            unsafe { make_tensor_view(pointer_to_tile(b_ptr), b_shape, b_strides, tok) };
-        let c_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[m, n] };
-        let c_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[ldc] };
-        let c_view: Tensor<T, { [-1, -1] }> =
-            unsafe { make_tensor_view(pointer_to_tile(c_ptr), c_shape, c_strides, tok) };
-
+        let (a_view, b_view, c_view) = matmul_views(c_ptr, a_ptr, b_ptr, m, n, k, lda, ldb, ldc);
         let a_part: Partition<T, { [BM, BK] }> = a_view.partition(shape![BM, BK]);
         let b_part: Partition<T, { [BK, BN] }> = b_view.partition(shape![BK, BN]);
         let mut c_part: PartitionMut<T, { [BM, BN] }> = unsafe { c_view.partition_full_mut(shape![BM, BN]) };
 
-        let tiles_m: i32 = (m + BM - 1) / BM;
-        let tiles_n: i32 = (n + BN - 1) / BN;
-        let k_tiles: i32 = (k + BK - 1) / BK;
+        let (tiles_m, tiles_n, k_tiles) = tile_counts::<BM, BN, BK>(m, n, k);
         let tile_id: i32 = get_tile_block_id().0;
         let (bid_m, bid_n) = tile_coords(tile_id, tiles_m, tiles_n, GROUP);
-
-        let mut acc: Tile<f32, { [BM, BN] }> = constant(0.0f32, shape![BM, BN]);
-        for kt in 0i32..k_tiles {
-            let a: Tile<T, { [BM, BK] }> = a_part.load([bid_m, kt]);
-            let b: Tile<T, { [BK, BN] }> = b_part.load([kt, bid_n]);
-            acc = mma(a, b, acc);
-        }
-        let c: Tile<T, { [BM, BN] }> = convert_tile(acc);
+        let c: Tile<T, { [BM, BN] }> = mma_tile::<T, BM, BN, BK>(&a_part, &b_part, bid_m, bid_n, k_tiles);
         c_part.store(c, [bid_m, bid_n]);
     }
 
@@ -96,39 +122,18 @@ pub mod matmul_device {
         ldb: i32,
         ldc: i32,
     ) {
-        let tok: Token = new_token_unordered();
-        let a_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[m, k] };
-        let a_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[lda] };
-        let a_view: Tensor<T, { [-1, -1] }> =
-            unsafe { make_tensor_view(pointer_to_tile(a_ptr), a_shape, a_strides, tok) };
-        let b_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[k, n] };
-        let b_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[ldb] };
-        let b_view: Tensor<T, { [-1, -1] }> =
-            unsafe { make_tensor_view(pointer_to_tile(b_ptr), b_shape, b_strides, tok) };
-        let c_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[m, n] };
-        let c_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[ldc] };
-        let c_view: Tensor<T, { [-1, -1] }> =
-            unsafe { make_tensor_view(pointer_to_tile(c_ptr), c_shape, c_strides, tok) };
-
+        let (a_view, b_view, c_view) = matmul_views(c_ptr, a_ptr, b_ptr, m, n, k, lda, ldb, ldc);
         let a_part: Partition<T, { [BM, BK] }> = a_view.partition(shape![BM, BK]);
         let b_part: Partition<T, { [BK, BN] }> = b_view.partition(shape![BK, BN]);
         let mut c_part: PartitionMut<T, { [BM, BN] }> = unsafe { c_view.partition_full_mut(shape![BM, BN]) };
 
-        let tiles_m: i32 = (m + BM - 1) / BM;
-        let tiles_n: i32 = (n + BN - 1) / BN;
-        let k_tiles: i32 = (k + BK - 1) / BK;
+        let (tiles_m, tiles_n, k_tiles) = tile_counts::<BM, BN, BK>(m, n, k);
         let num_tiles: i32 = tiles_m * tiles_n;
         let first: i32 = get_tile_block_id().0;
         let programs: i32 = get_num_tile_blocks().0;
         for tile_id in (first..num_tiles).step_by(programs as usize) {
             let (bid_m, bid_n) = tile_coords(tile_id, tiles_m, tiles_n, GROUP);
-            let mut acc: Tile<f32, { [BM, BN] }> = constant(0.0f32, shape![BM, BN]);
-            for kt in 0i32..k_tiles {
-                let a: Tile<T, { [BM, BK] }> = a_part.load([bid_m, kt]);
-                let b: Tile<T, { [BK, BN] }> = b_part.load([kt, bid_n]);
-                acc = mma(a, b, acc);
-            }
-            let c: Tile<T, { [BM, BN] }> = convert_tile(acc);
+            let c: Tile<T, { [BM, BN] }> = mma_tile::<T, BM, BN, BK>(&a_part, &b_part, bid_m, bid_n, k_tiles);
             c_part.store(c, [bid_m, bid_n]);
         }
     }

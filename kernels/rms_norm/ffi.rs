@@ -13,12 +13,9 @@
 //! -1 or 0 launches one tile block per row tile. Every descriptor is validated before anything
 //! touches the GPU: bad input returns -2/-5/-6 with a message, never a launch.
 use super::kernel::rms_norm_device as device;
-use crate::ffi_util::{
-    self, check_last_dim_contiguous, check_same_dtype, check_same_shape, check_tensor, desc, invalid, rc, to_i32,
-    DType, FfiResult, TensorDesc,
-};
-use cutile::half::{bf16, f16};
-use cutile::tile_kernel::TileKernel;
+use crate::ffi_util::{self, check_same_shape, desc, invalid, rc, to_i32, DType, FfiResult, Launch, TensorDesc};
+use cutile::cuda_core::Stream;
+use std::sync::Arc;
 
 const KERNEL: &str = "rms_norm";
 /// Largest tile (ROWS * BLOCK elements) a variant may ask for: beyond it registers spill.
@@ -44,18 +41,12 @@ pub struct Plan {
 /// elements — the whole row with 8192/n rows per tile block up to n = 8192, else 4096-wide
 /// column tiles, 2 rows. (One row per tile block was 3-10x slower.)
 pub fn default_block(n: i32) -> i32 {
-    let pow2 = (n.max(16) as u32).next_power_of_two() as i32;
-    if pow2 <= 8192 {
-        pow2
-    } else {
-        4096
-    }
+    ffi_util::whole_row_block(n, 8192).unwrap_or(4096)
 }
 
 /// ~8K elements per tile, but no more rows than m has (rounded up to a power of two) or 64.
 pub fn default_rows(block: i32, m: i32) -> i32 {
-    let m_pow2 = (m.max(1) as u32).next_power_of_two() as i32;
-    (8192 / block).clamp(1, 64).min(m_pow2)
+    ffi_util::default_rows(8192, block, m)
 }
 
 // The export's arguments one for one (its C signature is fixed): a struct would only repack them.
@@ -70,38 +61,19 @@ pub fn plan(
     occupancy: i32,
     programs: i32,
 ) -> FfiResult<Plan> {
-    let dtype = x.dtype()?;
-    if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16) {
-        return Err(ffi_util::err(
-            rc::UNSUPPORTED_DTYPE,
-            format!("x is {}; rms_norm supports f32, f16, bf16", dtype.name()),
-        ));
-    }
-    check_same_dtype(x, "x", out, "out")?;
-    check_same_dtype(x, "x", w, "weight")?;
-    check_tensor(x, "x", 2)?;
-    check_tensor(out, "out", 2)?;
-    check_tensor(w, "weight", 1)?;
+    let tensors = [(x, "x", 2), (out, "out", 2), (w, "weight", 1)];
+    let dtype = ffi_util::check_tensors(KERNEL, &ffi_util::FLOATS, "f32, f16, bf16", &tensors)?;
     check_same_shape(x, "x", out, "out")?;
     if w.shape[0] != x.shape[1] {
         return Err(invalid(format!("`weight` has {} elements but x has n={} columns", w.shape[0], x.shape[1])));
     }
-    for (d, arg) in [(x, "x"), (out, "out"), (w, "weight")] {
-        check_last_dim_contiguous(d, arg)?;
-    }
+    ffi_util::check_last_dims_contiguous(&[(x, "x"), (out, "out"), (w, "weight")])?;
     let m = to_i32(x.shape[0], "m")?;
     let n = to_i32(x.shape[1], "n")?;
     if !eps.is_finite() || eps < 0.0 {
         return Err(invalid(format!("eps={eps} must be finite and >= 0")));
     }
-    let block = if block == rc::COMPILER_DEFAULT { default_block(n) } else { block };
-    let rows = if rows == rc::COMPILER_DEFAULT { default_rows(block, to_i32(x.shape[0], "m")?) } else { rows };
-    if !ffi_util::pow2_in(block, 16, MAX_TILE_ELEMS) || !ffi_util::pow2_in(rows, 1, 64) || block * rows > MAX_TILE_ELEMS
-    {
-        return Err(invalid(format!(
-            "variant block={block} rows={rows}: block must be a power of two in [16, {MAX_TILE_ELEMS}], rows a power of two in [1, 64], block*rows <= {MAX_TILE_ELEMS}"
-        )));
-    }
+    let (block, rows) = ffi_util::row_tile(block, rows, default_block(n), |b| default_rows(b, m), 64, MAX_TILE_ELEMS)?;
     let occupancy = ffi_util::occupancy_hint(occupancy)?;
     let programs = match programs {
         rc::COMPILER_DEFAULT | 0 => None,
@@ -136,36 +108,24 @@ fn launch<T: cutile::cuda_core::DType>(
     x: &TensorDesc,
     w: &TensorDesc,
     eps: f32,
-    device_id: i32,
-    stream: u64,
+    stream: &Arc<Stream>,
 ) -> FfiResult<()> {
-    let stream = ffi_util::caller_stream(device_id, stream)?;
     let (y_ptr, x_ptr, w_ptr) =
         unsafe { (ffi_util::device_ptr::<T>(out), ffi_util::device_ptr::<T>(x), ffi_util::device_ptr::<T>(w)) };
-    let generics = vec![T::DTYPE.as_str().to_string(), p.rows.to_string(), p.block.to_string()];
-    let grid = (((p.m + p.rows - 1) / p.rows) as u32, 1, 1);
-    let options = ffi_util::compile_options(p.occupancy, None);
+    // One tile block per row tile, or the persistent grid plan() capped at the row tiles.
+    let row_tiles = ((p.m + p.rows - 1) / p.rows) as u32;
+    let grid = (p.programs.map_or(row_tiles, |programs| programs as u32), 1, 1);
+    let launch = Launch::new::<T>(&[p.rows, p.block], grid, ffi_util::compile_options(p.occupancy, None));
+    let (m, n, sx, sy) = (p.m, p.n, p.stride_x, p.stride_y);
     // SAFETY: plan() checked shapes, strides and dtypes against the descriptors; the memory is
     // PyTorch's, alive until the caller's stream has run the kernel (stream-ordered allocator).
     unsafe {
-        if let Some(programs) = p.programs {
-            let op = device::rms_norm_row_persistent(y_ptr, x_ptr, w_ptr, p.m, p.n, p.stride_x, p.stride_y, eps)
-                .generics(generics)
-                .grid((programs as u32, 1, 1))
-                .compile_options(options);
-            ffi_util::enqueue(op, &stream)
+        if p.programs.is_some() {
+            launch.enqueue(device::rms_norm_row_persistent(y_ptr, x_ptr, w_ptr, m, n, sx, sy, eps), stream)
         } else if p.n <= p.block {
-            let op = device::rms_norm_row(y_ptr, x_ptr, w_ptr, p.m, p.n, p.stride_x, p.stride_y, eps)
-                .generics(generics)
-                .grid(grid)
-                .compile_options(options);
-            ffi_util::enqueue(op, &stream)
+            launch.enqueue(device::rms_norm_row(y_ptr, x_ptr, w_ptr, m, n, sx, sy, eps), stream)
         } else {
-            let op = device::rms_norm_looped(y_ptr, x_ptr, w_ptr, p.m, p.n, p.stride_x, p.stride_y, eps)
-                .generics(generics)
-                .grid(grid)
-                .compile_options(options);
-            ffi_util::enqueue(op, &stream)
+            launch.enqueue(device::rms_norm_looped(y_ptr, x_ptr, w_ptr, m, n, sx, sy, eps), stream)
         }
     }
 }
@@ -192,12 +152,8 @@ pub unsafe extern "C" fn cutile_rms_norm(
     ffi_util::guard(KERNEL, || {
         let (out, x, w) = unsafe { (desc(out, "out")?, desc(x, "x")?, desc(weight, "weight")?) };
         let p = plan(out, x, w, eps, block, rows, occupancy, programs)?;
-        match p.dtype {
-            DType::F32 => launch::<f32>(&p, out, x, w, eps, device_id, stream),
-            DType::F16 => launch::<f16>(&p, out, x, w, eps, device_id, stream),
-            DType::BF16 => launch::<bf16>(&p, out, x, w, eps, device_id, stream),
-            _ => unreachable!("plan() admits float dtypes only"),
-        }
+        let stream = ffi_util::caller_stream(device_id, stream)?;
+        crate::launch_as!(p.dtype, launch(&p, out, x, w, eps, &stream))
     })
 }
 
@@ -206,7 +162,10 @@ mod tests {
     //! CPU tests: validation, and both entries lowered to Tile IR for sm_90 (stage 1 of
     //! the JIT, which needs no GPU) for every dtype — a DSL mistake fails here, not on the GPU.
     use super::*;
-    use cutile::compile_api::KernelCompiler;
+    use crate::ffi_util::{assert_fails, div_hints, DeviceModule, ALIGNED_PTR};
+    use cutile::tile_kernel::CompileOptions;
+
+    const DEVICE: DeviceModule = DeviceModule { ast: device::__module_ast_self, name: "rms_norm_device" };
 
     fn desc2(dtype: DType, shape: &[i64], strides: &[i64]) -> TensorDesc {
         TensorDesc::from_parts(0x1000, dtype, shape, strides)
@@ -253,9 +212,7 @@ mod tests {
             (x, w, -2, "power of two"),
         ];
         for (out, w, block, needle) in cases {
-            let e = plan(&out, &x, &w, 1e-6, block, 1, -1, -1).unwrap_err();
-            assert_eq!(e.code, rc::INVALID_ARGUMENT, "{needle}: {}", e.msg);
-            assert!(e.msg.contains(needle), "message {:?} should mention {needle:?}", e.msg);
+            assert_fails(plan(&out, &x, &w, 1e-6, block, 1, -1, -1), rc::INVALID_ARGUMENT, needle);
         }
     }
 
@@ -263,15 +220,14 @@ mod tests {
     fn plan_rejects_integer_dtype_as_unsupported() {
         let x = desc2(DType::I32, &[4, 8], &[8, 1]);
         let w = desc2(DType::I32, &[8], &[1]);
-        assert_eq!(plan(&x, &x, &w, 1e-6, -1, -1, -1, -1).unwrap_err().code, rc::UNSUPPORTED_DTYPE);
+        assert_fails(plan(&x, &x, &w, 1e-6, -1, -1, -1, -1), rc::UNSUPPORTED_DTYPE, "rms_norm supports f32, f16, bf16");
     }
 
     #[test]
     fn plan_rejects_occupancy_out_of_range() {
         let x = desc2(DType::F32, &[4, 8], &[8, 1]);
         let w = desc2(DType::F32, &[8], &[1]);
-        let e = plan(&x, &x, &w, 1e-6, -1, -1, 33, -1).unwrap_err();
-        assert!(e.code == rc::INVALID_ARGUMENT && e.msg.contains("occupancy=33"), "{}", e.msg);
+        ffi_util::assert_hints_checked(false, |occupancy, _| plan(&x, &x, &w, 1e-6, -1, -1, occupancy, -1));
     }
 
     #[test]
@@ -280,8 +236,7 @@ mod tests {
         let w = desc2(DType::F16, &[1000], &[1]);
         assert_eq!(plan(&x, &x, &w, 1e-6, 1024, 8, 4, 528).unwrap().programs, Some(13)); // ceil(100 / 8)
         assert_eq!(plan(&x, &x, &w, 1e-6, 1024, 8, 4, 0).unwrap().programs, None);
-        let e = plan(&x, &x, &w, 1e-6, 512, 8, 4, 528).unwrap_err();
-        assert!(e.code == rc::INVALID_ARGUMENT && e.msg.contains("needs n=1000 <= block=512"), "{}", e.msg);
+        assert_fails(plan(&x, &x, &w, 1e-6, 512, 8, 4, 528), rc::INVALID_ARGUMENT, "needs n=1000 <= block=512");
     }
 
     /// The specializations the H200's autotune picked for the f16 perf configs, compiled as the
@@ -290,33 +245,20 @@ mod tests {
     /// emit 16-byte loads. (The unhinted tests above load element by element.)
     #[test]
     fn perf_config_specializations_lower_and_assemble_for_sm90() {
-        use cutile::cutile_compiler::specialization::DivHint;
         for (entry, rows, block, m, n, occupancy) in [
             ("rms_norm_row", "8", "1024", 262144, 1024, 4),
             ("rms_norm_row", "2", "4096", 262144, 4096, 4),
             ("rms_norm_row_persistent", "1", "16384", 65536, 16384, 4),
         ] {
-            let what = format!("{entry}<f16,{rows},{block}> for {m}x{n}");
-            let ptr = DivHint::from_ptr(0x7f00_0000_0000);
-            let hints = [
-                ("y_ptr", ptr),
-                ("x_ptr", ptr),
-                ("w_ptr", ptr),
-                ("m", DivHint::from_value(m)),
-                ("n", DivHint::from_value(n)),
-                ("stride_x", DivHint::from_value(n)),
-                ("stride_y", DivHint::from_value(n)),
-            ];
-            let artifacts = KernelCompiler::new(device::__module_ast_self, "rms_norm_device", entry)
-                .target("sm_90")
-                .generics(vec!["f16".into(), rows.into(), block.into()])
-                .scalar_hints(&hints)
-                .options(cutile::tile_kernel::CompileOptions::default().occupancy(occupancy))
-                .compile()
-                .unwrap_or_else(|e| panic!("{what} does not lower: {e}"));
-            let ir = artifacts.ir_text();
-            assert_eq!(ir.matches("assume div_by<16>").count(), 7, "{what}: hints missing from the IR:\n{ir}");
-            crate::ffi_util::assemble_for_sm90_if_tileiras(&artifacts, &what);
+            let ptrs = [("y_ptr", ALIGNED_PTR), ("x_ptr", ALIGNED_PTR), ("w_ptr", ALIGNED_PTR)];
+            let hints = div_hints(&ptrs, &[("m", m), ("n", n), ("stride_x", n), ("stride_y", n)]);
+            let options = CompileOptions::default().occupancy(occupancy);
+            let ir = DEVICE.lower(entry, &["f16", rows, block], &hints, options, &format!(" for {m}x{n}"));
+            assert_eq!(
+                ir.matches("assume div_by<16>").count(),
+                7,
+                "{entry} for {m}x{n}: hints missing from the IR:\n{ir}"
+            );
         }
     }
 
@@ -330,17 +272,11 @@ mod tests {
                 ("rms_norm_looped", "1", "4096"),
                 ("rms_norm_looped", "2", "512"),
             ] {
-                let artifacts = KernelCompiler::new(device::__module_ast_self, "rms_norm_device", entry)
-                    .target("sm_90")
-                    .generics(vec![dtype.into(), rows.into(), block.into()])
-                    .compile()
-                    .unwrap_or_else(|e| panic!("{entry}<{dtype}, {rows}, {block}> does not lower: {e}"));
-                let ir = artifacts.ir_text();
+                let ir = DEVICE.lower(entry, &[dtype, rows, block], &[], CompileOptions::default(), "");
                 assert!(
                     ir.contains("rsqrt") && ir.contains("reduce"),
                     "{entry}<{dtype}>: IR lacks rsqrt/reduce:\n{ir}"
                 );
-                crate::ffi_util::assemble_for_sm90_if_tileiras(&artifacts, &format!("{entry}<{dtype},{rows},{block}>"));
             }
         }
     }

@@ -21,7 +21,59 @@
 //! cost instructions.
 #[cutile::module]
 pub mod rms_norm_device {
+    use crate::device_util::views::strided_view;
     use cutile::core::*;
+
+    /// x and y as (m, n) views with their row strides, and w as n contiguous elements.
+    unsafe fn rms_views<T: ElementType>(
+        y_ptr: *mut T,
+        x_ptr: *mut T,
+        w_ptr: *mut T,
+        m: i32,
+        n: i32,
+        stride_x: i32,
+        stride_y: i32,
+    ) -> (Tensor<T, { [-1, -1] }>, Tensor<T, { [-1, -1] }>, Tensor<T, { [-1] }>) {
+        let tok: Token = new_token_unordered();
+        let x_view: Tensor<T, { [-1, -1] }> = strided_view(x_ptr, m, n, stride_x, tok);
+        let y_view: Tensor<T, { [-1, -1] }> = strided_view(y_ptr, m, n, stride_y, tok);
+        let w_shape: Shape<{ [-1] }> = Shape::<{ [-1] }> { dims: &[n] };
+        let w_strides: Array<{ [1] }> = Array::<{ [1] }> { dims: &[] };
+        let w_view: Tensor<T, { [-1] }> = make_tensor_view(pointer_to_tile(w_ptr), w_shape, w_strides, tok);
+        (x_view, y_view, w_view)
+    }
+
+    /// rsqrt(mean of squares + eps) per row, broadcast over the row block: the mean with exact
+    /// (round-to-nearest) division of `sum_sq` by `n_f`.
+    fn inv_rms<const ROWS: i32, const BLOCK: i32>(
+        sum_sq: Tile<f32, { [ROWS] }>,
+        n_f: Tile<f32, { [ROWS] }>,
+        eps_t: Tile<f32, { [ROWS] }>,
+    ) -> Tile<f32, { [ROWS, BLOCK] }> {
+        let mean_sq: Tile<f32, { [ROWS] }> = divf(sum_sq, n_f, rounding::NearestEven, ftz::Disabled);
+        rsqrt(mean_sq + eps_t, ftz::Disabled).reshape(shape![ROWS, 1]).broadcast(shape![ROWS, BLOCK])
+    }
+
+    /// `inv_rms` with n and eps turned into per-row f32 tiles first.
+    fn inv_rms_of<const ROWS: i32, const BLOCK: i32>(
+        sum_sq: Tile<f32, { [ROWS] }>,
+        n: i32,
+        eps: f32,
+    ) -> Tile<f32, { [ROWS, BLOCK] }> {
+        let n_scalar: f32 = convert_scalar(n);
+        let n_f: Tile<f32, { [ROWS] }> = broadcast_scalar(n_scalar, shape![ROWS]);
+        let eps_t: Tile<f32, { [ROWS] }> = broadcast_scalar(eps, shape![ROWS]);
+        inv_rms::<ROWS, BLOCK>(sum_sq, n_f, eps_t)
+    }
+
+    /// Column tile j of w, in f32, repeated for each of the ROWS rows.
+    fn weight_tile<T: ElementType, const ROWS: i32, const BLOCK: i32>(
+        w_part: &Partition<T, { [BLOCK] }>,
+        j: i32,
+    ) -> Tile<f32, { [ROWS, BLOCK] }> {
+        let w_row: Tile<T, { [BLOCK] }> = w_part.load([j]);
+        convert_tile(w_row.reshape(shape![1, BLOCK]).broadcast(shape![ROWS, BLOCK]))
+    }
 
     /// n <= BLOCK: one load, one store per element.
     #[cutile::entry(unchecked_accesses = true)]
@@ -37,37 +89,15 @@ pub mod rms_norm_device {
     ) {
         let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
         let rb: i32 = get_tile_block_id().0;
-        let tok: Token = new_token_unordered();
-
-        // Strided views over the raw pointers: [m, n] with row strides, unit stride in the last dim.
-        let x_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[m, n] };
-        let x_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[stride_x] };
-        let x_view: Tensor<T, { [-1, -1] }> =
-            unsafe { make_tensor_view(pointer_to_tile(x_ptr), x_shape, x_strides, tok) };
-        let y_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[m, n] };
-        let y_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[stride_y] };
-        let y_view: Tensor<T, { [-1, -1] }> =
-            unsafe { make_tensor_view(pointer_to_tile(y_ptr), y_shape, y_strides, tok) };
-        let w_shape: Shape<{ [-1] }> = Shape::<{ [-1] }> { dims: &[n] };
-        let w_strides: Array<{ [1] }> = Array::<{ [1] }> { dims: &[] };
-        let w_view: Tensor<T, { [-1] }> = unsafe { make_tensor_view(pointer_to_tile(w_ptr), w_shape, w_strides, tok) };
-
+        let (x_view, y_view, w_view) = rms_views(y_ptr, x_ptr, w_ptr, m, n, stride_x, stride_y);
         let x_part: Partition<T, { [ROWS, BLOCK] }> = x_view.partition(tile);
         let w_part: Partition<T, { [BLOCK] }> = w_view.partition(shape![BLOCK]);
         let mut y_part: PartitionMut<T, { [ROWS, BLOCK] }> = unsafe { y_view.partition_full_mut(tile) };
 
         let x: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(x_part.load([rb, 0i32]));
         let sum_sq: Tile<f32, { [ROWS] }> = reduce_sum(x * x, 1i32);
-        let n_scalar: f32 = convert_scalar(n);
-        let n_f: Tile<f32, { [ROWS] }> = broadcast_scalar(n_scalar, shape![ROWS]);
-        let eps_t: Tile<f32, { [ROWS] }> = broadcast_scalar(eps, shape![ROWS]);
-        // rsqrt(mean of squares + eps) per row, with exact (round-to-nearest) division.
-        let mean_sq: Tile<f32, { [ROWS] }> = divf(sum_sq, n_f, rounding::NearestEven, ftz::Disabled);
-        let inv_rms: Tile<f32, { [ROWS, BLOCK] }> =
-            rsqrt(mean_sq + eps_t, ftz::Disabled).reshape(shape![ROWS, 1]).broadcast(tile);
-
-        let w_row: Tile<T, { [BLOCK] }> = w_part.load([0i32]);
-        let w: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(w_row.reshape(shape![1, BLOCK]).broadcast(tile));
+        let inv_rms: Tile<f32, { [ROWS, BLOCK] }> = inv_rms_of::<ROWS, BLOCK>(sum_sq, n, eps);
+        let w: Tile<f32, { [ROWS, BLOCK] }> = weight_tile::<T, ROWS, BLOCK>(&w_part, 0i32);
         let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(x * inv_rms * w);
         y_part.store(y, [rb, 0i32]);
     }
@@ -89,36 +119,19 @@ pub mod rms_norm_device {
         let pid: i32 = get_tile_block_id().0;
         let programs: i32 = get_num_tile_blocks().0;
         let row_tiles: i32 = (m + ROWS - 1) / ROWS;
-        let tok: Token = new_token_unordered();
-
-        // Strided views over the raw pointers: [m, n] with row strides, unit stride in the last dim.
-        let x_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[m, n] };
-        let x_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[stride_x] };
-        let x_view: Tensor<T, { [-1, -1] }> =
-            unsafe { make_tensor_view(pointer_to_tile(x_ptr), x_shape, x_strides, tok) };
-        let y_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[m, n] };
-        let y_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[stride_y] };
-        let y_view: Tensor<T, { [-1, -1] }> =
-            unsafe { make_tensor_view(pointer_to_tile(y_ptr), y_shape, y_strides, tok) };
-        let w_shape: Shape<{ [-1] }> = Shape::<{ [-1] }> { dims: &[n] };
-        let w_strides: Array<{ [1] }> = Array::<{ [1] }> { dims: &[] };
-        let w_view: Tensor<T, { [-1] }> = unsafe { make_tensor_view(pointer_to_tile(w_ptr), w_shape, w_strides, tok) };
-
+        let (x_view, y_view, w_view) = rms_views(y_ptr, x_ptr, w_ptr, m, n, stride_x, stride_y);
         let x_part: Partition<T, { [ROWS, BLOCK] }> = x_view.partition(tile);
         let w_part: Partition<T, { [BLOCK] }> = w_view.partition(shape![BLOCK]);
         let mut y_part: PartitionMut<T, { [ROWS, BLOCK] }> = unsafe { y_view.partition_full_mut(tile) };
 
-        let w_row: Tile<T, { [BLOCK] }> = w_part.load([0i32]);
-        let w: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(w_row.reshape(shape![1, BLOCK]).broadcast(tile));
+        let w: Tile<f32, { [ROWS, BLOCK] }> = weight_tile::<T, ROWS, BLOCK>(&w_part, 0i32);
         let n_scalar: f32 = convert_scalar(n);
         let n_f: Tile<f32, { [ROWS] }> = broadcast_scalar(n_scalar, shape![ROWS]);
         let eps_t: Tile<f32, { [ROWS] }> = broadcast_scalar(eps, shape![ROWS]);
         for rb in (pid..row_tiles).step_by(programs as usize) {
             let x: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(x_part.load([rb, 0i32]));
             let sum_sq: Tile<f32, { [ROWS] }> = reduce_sum(x * x, 1i32);
-            let mean_sq: Tile<f32, { [ROWS] }> = divf(sum_sq, n_f, rounding::NearestEven, ftz::Disabled);
-            let inv_rms: Tile<f32, { [ROWS, BLOCK] }> =
-                rsqrt(mean_sq + eps_t, ftz::Disabled).reshape(shape![ROWS, 1]).broadcast(tile);
+            let inv_rms: Tile<f32, { [ROWS, BLOCK] }> = inv_rms::<ROWS, BLOCK>(sum_sq, n_f, eps_t);
             let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(x * inv_rms * w);
             y_part.store(y, [rb, 0i32]);
         }
@@ -139,21 +152,7 @@ pub mod rms_norm_device {
         let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
         let col_tiles: i32 = (n + BLOCK - 1) / BLOCK;
         let rb: i32 = get_tile_block_id().0;
-        let tok: Token = new_token_unordered();
-
-        // Strided views over the raw pointers: [m, n] with row strides, unit stride in the last dim.
-        let x_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[m, n] };
-        let x_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[stride_x] };
-        let x_view: Tensor<T, { [-1, -1] }> =
-            unsafe { make_tensor_view(pointer_to_tile(x_ptr), x_shape, x_strides, tok) };
-        let y_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[m, n] };
-        let y_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[stride_y] };
-        let y_view: Tensor<T, { [-1, -1] }> =
-            unsafe { make_tensor_view(pointer_to_tile(y_ptr), y_shape, y_strides, tok) };
-        let w_shape: Shape<{ [-1] }> = Shape::<{ [-1] }> { dims: &[n] };
-        let w_strides: Array<{ [1] }> = Array::<{ [1] }> { dims: &[] };
-        let w_view: Tensor<T, { [-1] }> = unsafe { make_tensor_view(pointer_to_tile(w_ptr), w_shape, w_strides, tok) };
-
+        let (x_view, y_view, w_view) = rms_views(y_ptr, x_ptr, w_ptr, m, n, stride_x, stride_y);
         let x_part: Partition<T, { [ROWS, BLOCK] }> = x_view.partition(tile);
         let w_part: Partition<T, { [BLOCK] }> = w_view.partition(shape![BLOCK]);
         let mut y_part: PartitionMut<T, { [ROWS, BLOCK] }> = unsafe { y_view.partition_full_mut(tile) };
@@ -165,19 +164,12 @@ pub mod rms_norm_device {
             acc = acc + x * x;
         }
         let sum_sq: Tile<f32, { [ROWS] }> = reduce_sum(acc, 1i32);
-        let n_scalar: f32 = convert_scalar(n);
-        let n_f: Tile<f32, { [ROWS] }> = broadcast_scalar(n_scalar, shape![ROWS]);
-        let eps_t: Tile<f32, { [ROWS] }> = broadcast_scalar(eps, shape![ROWS]);
-        // rsqrt(mean of squares + eps) per row, with exact (round-to-nearest) division.
-        let mean_sq: Tile<f32, { [ROWS] }> = divf(sum_sq, n_f, rounding::NearestEven, ftz::Disabled);
-        let inv_rms: Tile<f32, { [ROWS, BLOCK] }> =
-            rsqrt(mean_sq + eps_t, ftz::Disabled).reshape(shape![ROWS, 1]).broadcast(tile);
+        let inv_rms: Tile<f32, { [ROWS, BLOCK] }> = inv_rms_of::<ROWS, BLOCK>(sum_sq, n, eps);
 
         // Pass 2: scale by inv_rms and w, store.
         for j in 0i32..col_tiles {
             let x: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(x_part.load([rb, j]));
-            let w_row: Tile<T, { [BLOCK] }> = w_part.load([j]);
-            let w: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(w_row.reshape(shape![1, BLOCK]).broadcast(tile));
+            let w: Tile<f32, { [ROWS, BLOCK] }> = weight_tile::<T, ROWS, BLOCK>(&w_part, j);
             let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(x * inv_rms * w);
             y_part.store(y, [rb, j]);
         }

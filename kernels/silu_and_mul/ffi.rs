@@ -15,12 +15,9 @@
 //! validated before anything touches the GPU: bad input returns -2/-5/-6 with a message, never a
 //! launch.
 use super::kernel::silu_and_mul_device as device;
-use crate::ffi_util::{
-    self, check_last_dim_contiguous, check_same_dtype, check_tensor, desc, invalid, rc, to_i32, DType, FfiResult,
-    TensorDesc,
-};
-use cutile::half::{bf16, f16};
-use cutile::tile_kernel::TileKernel;
+use crate::ffi_util::{self, desc, invalid, to_i32, DType, FfiResult, Launch, TensorDesc};
+use cutile::cuda_core::Stream;
+use std::sync::Arc;
 
 const KERNEL: &str = "silu_and_mul";
 /// Largest output tile (ROWS * BLOCK elements) a variant may ask for. A block holds three tiles of
@@ -69,8 +66,8 @@ pub fn exact_fits(m: i32, h: i32, rows: i32, block: i32, stride_x: i32, stride_o
 /// power-of-two column tile in [256, 4096] whose padding wastes at most 1/8 of the lanes
 /// (H = 14336 -> 2048, exact; H = 4097 -> 512), since a mostly empty last tile moves few bytes.
 pub fn default_block(h: i32) -> i32 {
-    if h <= MAX_DEFAULT_BLOCK {
-        return (h.max(16) as u32).next_power_of_two() as i32;
+    if let Some(block) = ffi_util::whole_row_block(h, MAX_DEFAULT_BLOCK) {
+        return block;
     }
     let padded = |b: i64| (h as i64 + b - 1) / b * b;
     [4096i64, 2048, 1024, 512].into_iter().find(|&b| padded(b) * 8 <= h as i64 * 9).unwrap_or(256) as i32
@@ -78,8 +75,7 @@ pub fn default_block(h: i32) -> i32 {
 
 /// ~4K output elements per tile, but no more rows than m has (rounded up to a power of two) or 64.
 pub fn default_rows(block: i32, m: i32) -> i32 {
-    let m_pow2 = (m.max(1) as u32).next_power_of_two() as i32;
-    (DEFAULT_TILE_ELEMS / block).clamp(1, 64).min(m_pow2)
+    ffi_util::default_rows(DEFAULT_TILE_ELEMS, block, m)
 }
 
 /// Byte range [first, last) a (m, len) row-strided tensor touches.
@@ -89,16 +85,7 @@ fn byte_span(d: &TensorDesc, m: i32, len: i32, stride: i32, size: usize) -> (u12
 }
 
 pub fn plan(out: &TensorDesc, x: &TensorDesc, block: i32, rows: i32, occupancy: i32, warps: i32) -> FfiResult<Plan> {
-    let dtype = x.dtype()?;
-    if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16) {
-        return Err(ffi_util::err(
-            rc::UNSUPPORTED_DTYPE,
-            format!("x is {}; silu_and_mul supports f32, f16, bf16", dtype.name()),
-        ));
-    }
-    check_same_dtype(x, "x", out, "out")?;
-    check_tensor(x, "x", 2)?;
-    check_tensor(out, "out", 2)?;
+    let dtype = ffi_util::check_tensors(KERNEL, &ffi_util::FLOATS, "f32, f16, bf16", &[(x, "x", 2), (out, "out", 2)])?;
     if x.shape[1] % 2 != 0 {
         return Err(invalid(format!("`x` last dim {} must be even: x is (m, 2H), gate then up", x.shape[1])));
     }
@@ -111,8 +98,7 @@ pub fn plan(out: &TensorDesc, x: &TensorDesc, block: i32, rows: i32, occupancy: 
             x.shape()
         )));
     }
-    check_last_dim_contiguous(x, "x")?;
-    check_last_dim_contiguous(out, "out")?;
+    ffi_util::check_last_dims_contiguous(&[(x, "x"), (out, "out")])?;
     let m = to_i32(m64, "m")?;
     let h = to_i32(h64, "H")?;
     let two_h = to_i32(x.shape[1], "2H")?;
@@ -125,16 +111,7 @@ pub fn plan(out: &TensorDesc, x: &TensorDesc, block: i32, rows: i32, occupancy: 
         return Err(invalid("`out` overlaps `x`: silu_and_mul writes a separate (m, H) tensor".to_string()));
     }
 
-    let block = if block == rc::COMPILER_DEFAULT { default_block(h) } else { block };
-    let rows = if rows == rc::COMPILER_DEFAULT { default_rows(block, m) } else { rows };
-    if !ffi_util::pow2_in(block, 16, MAX_TILE_ELEMS)
-        || !ffi_util::pow2_in(rows, 1, 256)
-        || block * rows > MAX_TILE_ELEMS
-    {
-        return Err(invalid(format!(
-            "variant block={block} rows={rows}: block must be a power of two in [16, {MAX_TILE_ELEMS}], rows a power of two in [1, 256], block*rows <= {MAX_TILE_ELEMS}"
-        )));
-    }
+    let (block, rows) = ffi_util::row_tile(block, rows, default_block(h), |b| default_rows(b, m), 256, MAX_TILE_ELEMS)?;
     let occupancy = ffi_util::occupancy_hint(occupancy)?;
     let warps = ffi_util::warps_hint(warps)?;
     let tiles = ((m as i64 + rows as i64 - 1) / rows as i64) * ((h as i64 + block as i64 - 1) / block as i64);
@@ -152,33 +129,23 @@ fn launch<T: cutile::cuda_core::DType>(
     p: &Plan,
     out: &TensorDesc,
     x: &TensorDesc,
-    device_id: i32,
-    stream: u64,
+    stream: &Arc<Stream>,
 ) -> FfiResult<()> {
-    let stream = ffi_util::caller_stream(device_id, stream)?;
     // The up half starts H elements into each row of x.
     let mut up = *x;
     up.data = x.data + p.h as u64 * std::mem::size_of::<T>() as u64;
     let (y_ptr, g_ptr, u_ptr) =
         unsafe { (ffi_util::device_ptr::<T>(out), ffi_util::device_ptr::<T>(x), ffi_util::device_ptr::<T>(&up)) };
-    let generics = vec![T::DTYPE.as_str().to_string(), p.rows.to_string(), p.block.to_string()];
-    let options = ffi_util::compile_options(p.occupancy, p.warps);
+    let launch = Launch::new::<T>(&[p.rows, p.block], (p.grid, 1, 1), ffi_util::compile_options(p.occupancy, p.warps));
+    let (m, h, sx, so) = (p.m, p.h, p.stride_x, p.stride_out);
     // SAFETY: plan() checked shapes, strides, dtypes and that out does not overlap x; the memory is
     // PyTorch's, alive until the caller's stream has run the kernel (stream-ordered allocator).
     // The exact entry additionally relies on plan()'s `exact_fits`: whole tiles, i32 offsets.
     unsafe {
         if p.exact {
-            let op = device::silu_and_mul_exact(y_ptr, g_ptr, u_ptr, p.m, p.h, p.stride_x, p.stride_out)
-                .generics(generics)
-                .grid((p.grid, 1, 1))
-                .compile_options(options);
-            ffi_util::enqueue(op, &stream)
+            launch.enqueue(device::silu_and_mul_exact(y_ptr, g_ptr, u_ptr, m, h, sx, so), stream)
         } else {
-            let op = device::silu_and_mul(y_ptr, g_ptr, u_ptr, p.m, p.h, p.stride_x, p.stride_out)
-                .generics(generics)
-                .grid((p.grid, 1, 1))
-                .compile_options(options);
-            ffi_util::enqueue(op, &stream)
+            launch.enqueue(device::silu_and_mul(y_ptr, g_ptr, u_ptr, m, h, sx, so), stream)
         }
     }
 }
@@ -203,12 +170,8 @@ pub unsafe extern "C" fn cutile_silu_and_mul(
     ffi_util::guard(KERNEL, || {
         let (out, x) = unsafe { (desc(out, "out")?, desc(x, "x")?) };
         let p = plan(out, x, block, rows, occupancy, warps)?;
-        match p.dtype {
-            DType::F32 => launch::<f32>(&p, out, x, device_id, stream),
-            DType::F16 => launch::<f16>(&p, out, x, device_id, stream),
-            DType::BF16 => launch::<bf16>(&p, out, x, device_id, stream),
-            _ => unreachable!("plan() admits float dtypes only"),
-        }
+        let stream = ffi_util::caller_stream(device_id, stream)?;
+        crate::launch_as!(p.dtype, launch(&p, out, x, &stream))
     })
 }
 
@@ -217,7 +180,10 @@ mod tests {
     //! CPU tests: validation and defaults, and the entry lowered to Tile IR for sm_90 (stage 1 of
     //! the JIT, which needs no GPU) and assembled by tileiras when it is found, for every dtype.
     use super::*;
-    use cutile::compile_api::KernelCompiler;
+    use crate::ffi_util::{assert_fails, div_hints, rc, DeviceModule, ALIGNED_PTR};
+    use cutile::tile_kernel::CompileOptions;
+
+    const DEVICE: DeviceModule = DeviceModule { ast: device::__module_ast_self, name: "silu_and_mul_device" };
 
     fn desc_at(data: u64, dtype: DType, shape: &[i64], strides: &[i64]) -> TensorDesc {
         TensorDesc::from_parts(data, dtype, shape, strides)
@@ -305,9 +271,7 @@ mod tests {
             (x_desc(DType::F32, &[4], &[1]), y, 16, 1, "2 dims"),
         ];
         for (x, out, block, rows, needle) in cases {
-            let e = plan(&out, &x, block, rows, -1, -1).unwrap_err();
-            assert_eq!(e.code, rc::INVALID_ARGUMENT, "{needle}: {}", e.msg);
-            assert!(e.msg.contains(needle), "message {:?} should mention {needle:?}", e.msg);
+            assert_fails(plan(&out, &x, block, rows, -1, -1), rc::INVALID_ARGUMENT, needle);
         }
     }
 
@@ -315,36 +279,18 @@ mod tests {
     fn plan_rejects_integer_and_mixed_dtypes() {
         let x = x_desc(DType::I32, &[4, 16], &[16, 1]);
         let y = out_desc(DType::I32, &[4, 8], &[8, 1]);
-        assert_eq!(plan(&y, &x, -1, -1, -1, -1).unwrap_err().code, rc::UNSUPPORTED_DTYPE);
+        assert_fails(plan(&y, &x, -1, -1, -1, -1), rc::UNSUPPORTED_DTYPE, "silu_and_mul supports f32, f16, bf16");
         let x = x_desc(DType::F16, &[4, 16], &[16, 1]);
         let y = out_desc(DType::BF16, &[4, 8], &[8, 1]);
-        let e = plan(&y, &x, -1, -1, -1, -1).unwrap_err();
-        assert!(e.code == rc::INVALID_ARGUMENT && e.msg.contains("share one dtype"), "{}", e.msg);
+        assert_fails(plan(&y, &x, -1, -1, -1, -1), rc::INVALID_ARGUMENT, "share one dtype");
     }
 
     #[test]
-    fn plan_rejects_occupancy_out_of_range() {
+    fn plan_checks_the_occupancy_and_warps_hints() {
         let x = x_desc(DType::F32, &[4, 16], &[16, 1]);
         let y = out_desc(DType::F32, &[4, 8], &[8, 1]);
-        for o in [0, 33, -2] {
-            let e = plan(&y, &x, -1, -1, o, -1).unwrap_err();
-            assert!(e.code == rc::INVALID_ARGUMENT && e.msg.contains(&format!("occupancy={o}")), "{}", e.msg);
-        }
-    }
-
-    #[test]
-    fn plan_takes_4_or_8_warps_and_rejects_the_rest() {
-        let x = x_desc(DType::F32, &[4, 16], &[16, 1]);
-        let y = out_desc(DType::F32, &[4, 8], &[8, 1]);
+        ffi_util::assert_hints_checked(true, |occupancy, warps| plan(&y, &x, -1, -1, occupancy, warps));
         assert_eq!(plan(&y, &x, -1, -1, 8, 8).unwrap().warps, Some(8));
-        for w in [0, 1, 16, -2] {
-            let e = plan(&y, &x, -1, -1, -1, w).unwrap_err();
-            assert!(
-                e.code == rc::INVALID_ARGUMENT && e.msg.contains(&format!("warps={w}")) && e.msg.contains("4 or 8"),
-                "{}",
-                e.msg
-            );
-        }
     }
 
     #[test]
@@ -356,45 +302,35 @@ mod tests {
         assert_eq!(plan(&y, &x, 16, 1, -1, -1).unwrap().grid, i32::MAX as u32);
         let x = x_desc(DType::BF16, &[big, 64], &[64, 1]);
         let y = desc_at(0x100_0000_0000, DType::BF16, &[big, 32], &[32, 1]);
-        let e = plan(&y, &x, 16, 1, -1, -1).unwrap_err();
-        assert!(e.code == rc::INVALID_ARGUMENT && e.msg.contains("grid limit"), "{}", e.msg);
+        assert_fails(plan(&y, &x, 16, 1, -1, -1), rc::INVALID_ARGUMENT, "grid limit");
     }
 
-    /// The specializations the perf configs JIT at run time: the launcher passes a divisibility
-    /// hint for every pointer (bytes) and integer (elements), so with 16-byte-aligned pointers and
-    /// strides tileiras compiles a different (wider-access) kernel than the unhinted one above.
+    /// The specializations the perf configs JIT at run time, of both entries (the shapes the tile
+    /// divides run the unmasked one): the launcher passes a divisibility hint for every pointer
+    /// (bytes) and integer (elements), so with 16-byte-aligned pointers and strides tileiras
+    /// compiles a different (wider-access) kernel than the unhinted one below.
     #[test]
     fn perf_config_specializations_lower_and_assemble_for_sm90() {
-        use cutile::cutile_compiler::specialization::DivHint;
-        for (rows, block, m, h, occupancy, warps) in [
-            ("1", "4096", 65536, 4096, 4, None),
-            ("2", "4096", 65536, 4096, 4, None),
-            ("2", "2048", 16384, 14336, 4, None),
-            ("1", "1024", 16384, 14336, 16, None),
-            ("1", "2048", 65536, 4096, 8, Some(8)),
+        for (entry, rows, block, m, h, occupancy, warps) in [
+            ("silu_and_mul", "1", "4096", 65536, 4096, 4, None),
+            ("silu_and_mul", "2", "4096", 65536, 4096, 4, None),
+            ("silu_and_mul", "2", "2048", 16384, 14336, 4, None),
+            ("silu_and_mul", "1", "1024", 16384, 14336, 16, None),
+            ("silu_and_mul", "1", "2048", 65536, 4096, 8, Some(8)),
+            ("silu_and_mul_exact", "1", "4096", 65536, 4096, 4, None),
+            ("silu_and_mul_exact", "2", "4096", 65536, 4096, 4, None),
+            ("silu_and_mul_exact", "1", "1024", 16384, 14336, 16, None),
+            ("silu_and_mul_exact", "1", "1024", 65536, 4096, 8, None),
+            ("silu_and_mul_exact", "2", "2048", 16384, 14336, 4, None),
         ] {
-            let what = format!("silu_and_mul<bf16,{rows},{block}> for {m}x{h}, occupancy {occupancy}, warps {warps:?}");
-            let ptr = DivHint::from_ptr(0x7f00_0000_0000);
-            let hints = [
-                ("out_ptr", ptr),
-                ("gate_ptr", ptr),
-                ("up_ptr", DivHint::from_ptr(0x7f00_0000_0000 + 2 * h as u64)),
-                ("m", DivHint::from_value(m)),
-                ("h", DivHint::from_value(h)),
-                ("stride_x", DivHint::from_value(2 * h)),
-                ("stride_out", DivHint::from_value(h)),
-            ];
-            let artifacts = KernelCompiler::new(device::__module_ast_self, "silu_and_mul_device", "silu_and_mul")
-                .target("sm_90")
-                .generics(vec!["bf16".into(), rows.into(), block.into()])
-                .scalar_hints(&hints)
-                .options(crate::ffi_util::compile_options(Some(occupancy), warps))
-                .compile()
-                .unwrap_or_else(|e| panic!("{what} does not lower: {e}"));
+            // up_ptr is gate_ptr + H elements of bf16.
+            let ptrs = [("out_ptr", ALIGNED_PTR), ("gate_ptr", ALIGNED_PTR), ("up_ptr", ALIGNED_PTR + 2 * h as u64)];
+            let hints = div_hints(&ptrs, &[("m", m), ("h", h), ("stride_x", 2 * h), ("stride_out", h)]);
+            let options = ffi_util::compile_options(Some(occupancy), warps);
+            let what = format!(" for {m}x{h}, occupancy {occupancy}, warps {warps:?}");
+            let ir = DEVICE.lower(entry, &["bf16", rows, block], &hints, options, &what);
             // Each of the 3 pointers and 4 integers is known to divide by 16: the hints reached the IR.
-            let ir = artifacts.ir_text();
-            assert_eq!(ir.matches("assume div_by<16>").count(), 7, "{what}: hints missing from the IR:\n{ir}");
-            crate::ffi_util::assemble_for_sm90_if_tileiras(&artifacts, &what);
+            assert_eq!(ir.matches("assume div_by<16>").count(), 7, "{entry}{what}: hints missing from the IR:\n{ir}");
         }
     }
 
@@ -411,56 +347,16 @@ mod tests {
         assert!(!plan(&y, &x, 2048, 1, 8, -1).unwrap().exact); // a 2048 tile over h = 1024
     }
 
-    /// The unmasked entry for the perf configs' shapes (the tile divides them).
-    #[test]
-    fn exact_entry_lowers_and_assembles_for_sm90() {
-        use cutile::cutile_compiler::specialization::DivHint;
-        for (rows, block, m, h, occupancy) in [
-            ("1", "4096", 65536, 4096, 4),
-            ("2", "4096", 65536, 4096, 4),
-            ("1", "1024", 16384, 14336, 16),
-            ("1", "1024", 65536, 4096, 8),
-            ("2", "2048", 16384, 14336, 4),
-        ] {
-            let what = format!("silu_and_mul_exact<bf16,{rows},{block}> for {m}x{h}, occupancy {occupancy}");
-            let ptr = DivHint::from_ptr(0x7f00_0000_0000);
-            let hints = [
-                ("out_ptr", ptr),
-                ("gate_ptr", ptr),
-                ("up_ptr", DivHint::from_ptr(0x7f00_0000_0000 + 2 * h as u64)),
-                ("m", DivHint::from_value(m)),
-                ("h", DivHint::from_value(h)),
-                ("stride_x", DivHint::from_value(2 * h)),
-                ("stride_out", DivHint::from_value(h)),
-            ];
-            let artifacts = KernelCompiler::new(device::__module_ast_self, "silu_and_mul_device", "silu_and_mul_exact")
-                .target("sm_90")
-                .generics(vec!["bf16".into(), rows.into(), block.into()])
-                .scalar_hints(&hints)
-                .options(crate::ffi_util::compile_options(Some(occupancy), None))
-                .compile()
-                .unwrap_or_else(|e| panic!("{what} does not lower: {e}"));
-            crate::ffi_util::assemble_for_sm90_if_tileiras(&artifacts, &what);
-        }
-    }
-
     #[test]
     fn entry_lowers_and_assembles_for_sm90() {
         for dtype in ["f32", "f16", "bf16"] {
             for (rows, block) in [("1", "4096"), ("2", "2048"), ("8", "512"), ("64", "16")] {
                 for entry in ["silu_and_mul", "silu_and_mul_exact"] {
-                    let what = format!("{entry}<{dtype},{rows},{block}>");
-                    let artifacts = KernelCompiler::new(device::__module_ast_self, "silu_and_mul_device", entry)
-                        .target("sm_90")
-                        .generics(vec![dtype.into(), rows.into(), block.into()])
-                        .compile()
-                        .unwrap_or_else(|e| panic!("{what} does not lower: {e}"));
-                    let ir = artifacts.ir_text();
+                    let ir = DEVICE.lower(entry, &[dtype, rows, block], &[], CompileOptions::default(), "");
                     assert!(
                         ir.contains("exp2") && ir.contains("divf") && ir.contains("approx"),
-                        "{what}: IR lacks exp2 / approximate divf:\n{ir}"
+                        "{entry}<{dtype},{rows},{block}>: IR lacks exp2 / approximate divf:\n{ir}"
                     );
-                    crate::ffi_util::assemble_for_sm90_if_tileiras(&artifacts, &what);
                 }
             }
         }

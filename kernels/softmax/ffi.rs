@@ -12,12 +12,9 @@
 //! hints). Every descriptor is validated before anything touches the GPU: bad
 //! input returns -2/-5/-6 with a message, never a launch.
 use super::kernel::softmax_device as device;
-use crate::ffi_util::{
-    self, check_last_dim_contiguous, check_same_dtype, check_same_shape, check_tensor, desc, invalid, rc, to_i32,
-    DType, FfiResult, TensorDesc,
-};
-use cutile::half::{bf16, f16};
-use cutile::tile_kernel::TileKernel;
+use crate::ffi_util::{self, check_same_shape, desc, to_i32, DType, FfiResult, Launch, TensorDesc};
+use cutile::cuda_core::Stream;
+use std::sync::Arc;
 
 const KERNEL: &str = "softmax";
 /// Largest tile (ROWS * BLOCK elements) a variant may ask for: beyond it registers spill.
@@ -60,46 +57,22 @@ pub fn exact_fits(m: i32, n: i32, rows: i32, block: i32, stride_x: i32, stride_y
 /// held whole saves the second read and two exps per element that the looped form costs, so the
 /// whole-row limit is one step wider than rms_norm's.
 pub fn default_block(n: i32) -> i32 {
-    let pow2 = (n.max(16) as u32).next_power_of_two() as i32;
-    if pow2 <= MAX_DEFAULT_ROW_BLOCK {
-        pow2
-    } else {
-        DEFAULT_LOOPED_BLOCK
-    }
+    ffi_util::whole_row_block(n, MAX_DEFAULT_ROW_BLOCK).unwrap_or(DEFAULT_LOOPED_BLOCK)
 }
 
 /// ~8K elements per tile, but no more rows than m has (rounded up to a power of two) or 64.
 /// (One row per tile block was 3-10x slower for short rows in rms_norm's H200 sweep.)
 pub fn default_rows(block: i32, m: i32) -> i32 {
-    let m_pow2 = (m.max(1) as u32).next_power_of_two() as i32;
-    (8192 / block).clamp(1, 64).min(m_pow2)
+    ffi_util::default_rows(8192, block, m)
 }
 
 pub fn plan(out: &TensorDesc, x: &TensorDesc, block: i32, rows: i32, occupancy: i32, warps: i32) -> FfiResult<Plan> {
-    let dtype = x.dtype()?;
-    if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16) {
-        return Err(ffi_util::err(
-            rc::UNSUPPORTED_DTYPE,
-            format!("x is {}; softmax supports f32, f16, bf16", dtype.name()),
-        ));
-    }
-    check_same_dtype(x, "x", out, "out")?;
-    check_tensor(x, "x", 2)?;
-    check_tensor(out, "out", 2)?;
+    let dtype = ffi_util::check_tensors(KERNEL, &ffi_util::FLOATS, "f32, f16, bf16", &[(x, "x", 2), (out, "out", 2)])?;
     check_same_shape(x, "x", out, "out")?;
-    for (d, arg) in [(x, "x"), (out, "out")] {
-        check_last_dim_contiguous(d, arg)?;
-    }
+    ffi_util::check_last_dims_contiguous(&[(x, "x"), (out, "out")])?;
     let m = to_i32(x.shape[0], "m")?;
     let n = to_i32(x.shape[1], "n")?;
-    let block = if block == rc::COMPILER_DEFAULT { default_block(n) } else { block };
-    let rows = if rows == rc::COMPILER_DEFAULT { default_rows(block, m) } else { rows };
-    if !ffi_util::pow2_in(block, 16, MAX_TILE_ELEMS) || !ffi_util::pow2_in(rows, 1, 64) || block * rows > MAX_TILE_ELEMS
-    {
-        return Err(invalid(format!(
-            "variant block={block} rows={rows}: block must be a power of two in [16, {MAX_TILE_ELEMS}], rows a power of two in [1, 64], block*rows <= {MAX_TILE_ELEMS}"
-        )));
-    }
+    let (block, rows) = ffi_util::row_tile(block, rows, default_block(n), |b| default_rows(b, m), 64, MAX_TILE_ELEMS)?;
     let occupancy = ffi_util::occupancy_hint(occupancy)?;
     let warps = ffi_util::warps_hint(warps)?;
     let (stride_x, stride_y) = (
@@ -114,36 +87,22 @@ fn launch<T: cutile::cuda_core::DType>(
     p: &Plan,
     out: &TensorDesc,
     x: &TensorDesc,
-    device_id: i32,
-    stream: u64,
+    stream: &Arc<Stream>,
 ) -> FfiResult<()> {
-    let stream = ffi_util::caller_stream(device_id, stream)?;
     let (y_ptr, x_ptr) = unsafe { (ffi_util::device_ptr::<T>(out), ffi_util::device_ptr::<T>(x)) };
-    let generics = vec![T::DTYPE.as_str().to_string(), p.rows.to_string(), p.block.to_string()];
     let grid = (((p.m + p.rows - 1) / p.rows) as u32, 1, 1);
-    let options = ffi_util::compile_options(p.occupancy, p.warps);
+    let launch = Launch::new::<T>(&[p.rows, p.block], grid, ffi_util::compile_options(p.occupancy, p.warps));
+    let (m, n, sx, sy) = (p.m, p.n, p.stride_x, p.stride_y);
     // SAFETY: plan() checked shapes, strides and dtypes against the descriptors; the memory is
     // PyTorch's, alive until the caller's stream has run the kernel (stream-ordered allocator).
     // softmax_row_exact additionally relies on plan()'s `exact_fits`.
     unsafe {
         if p.exact {
-            let op = device::softmax_row_exact(y_ptr, x_ptr, p.m, p.n, p.stride_x, p.stride_y)
-                .generics(generics)
-                .grid(grid)
-                .compile_options(options);
-            ffi_util::enqueue(op, &stream)
+            launch.enqueue(device::softmax_row_exact(y_ptr, x_ptr, m, n, sx, sy), stream)
         } else if p.n <= p.block {
-            let op = device::softmax_row(y_ptr, x_ptr, p.m, p.n, p.stride_x, p.stride_y)
-                .generics(generics)
-                .grid(grid)
-                .compile_options(options);
-            ffi_util::enqueue(op, &stream)
+            launch.enqueue(device::softmax_row(y_ptr, x_ptr, m, n, sx, sy), stream)
         } else {
-            let op = device::softmax_looped(y_ptr, x_ptr, p.m, p.n, p.stride_x, p.stride_y)
-                .generics(generics)
-                .grid(grid)
-                .compile_options(options);
-            ffi_util::enqueue(op, &stream)
+            launch.enqueue(device::softmax_looped(y_ptr, x_ptr, m, n, sx, sy), stream)
         }
     }
 }
@@ -168,12 +127,8 @@ pub unsafe extern "C" fn cutile_softmax(
     ffi_util::guard(KERNEL, || {
         let (out, x) = unsafe { (desc(out, "out")?, desc(x, "x")?) };
         let p = plan(out, x, block, rows, occupancy, warps)?;
-        match p.dtype {
-            DType::F32 => launch::<f32>(&p, out, x, device_id, stream),
-            DType::F16 => launch::<f16>(&p, out, x, device_id, stream),
-            DType::BF16 => launch::<bf16>(&p, out, x, device_id, stream),
-            _ => unreachable!("plan() admits float dtypes only"),
-        }
+        let stream = ffi_util::caller_stream(device_id, stream)?;
+        crate::launch_as!(p.dtype, launch(&p, out, x, &stream))
     })
 }
 
@@ -183,7 +138,10 @@ mod tests {
     //! which needs no GPU) and assembled by tileiras where the toolchain is present, for every
     //! dtype — a DSL mistake fails here, not on the GPU.
     use super::*;
-    use cutile::compile_api::KernelCompiler;
+    use crate::ffi_util::{assert_fails, div_hints, rc, DeviceModule, ALIGNED_PTR};
+    use cutile::tile_kernel::CompileOptions;
+
+    const DEVICE: DeviceModule = DeviceModule { ast: device::__module_ast_self, name: "softmax_device" };
 
     fn desc2(dtype: DType, shape: &[i64], strides: &[i64]) -> TensorDesc {
         TensorDesc::from_parts(0x1000, dtype, shape, strides)
@@ -241,51 +199,25 @@ mod tests {
             (x, x, 8, 1, "power of two"),
             (x, x, 16, 3, "power of two"),
             (x, x, 65536, 2, "block*rows"),
+            (x, desc2(DType::F16, &[4, 8], &[8, 1]), -1, -1, "share one dtype"),
         ];
         for (out, x, block, rows, needle) in cases {
-            let e = plan(&out, &x, block, rows, -1, -1).unwrap_err();
-            assert_eq!(e.code, rc::INVALID_ARGUMENT, "{needle}: {}", e.msg);
-            assert!(e.msg.contains(needle), "message {:?} should mention {needle:?}", e.msg);
+            assert_fails(plan(&out, &x, block, rows, -1, -1), rc::INVALID_ARGUMENT, needle);
         }
-    }
-
-    #[test]
-    fn plan_rejects_mixed_dtypes_as_invalid_argument() {
-        let x = desc2(DType::F16, &[4, 8], &[8, 1]);
-        let y = desc2(DType::F32, &[4, 8], &[8, 1]);
-        let e = plan(&y, &x, -1, -1, -1, -1).unwrap_err();
-        assert!(e.code == rc::INVALID_ARGUMENT && e.msg.contains("share one dtype"), "{}", e.msg);
     }
 
     #[test]
     fn plan_rejects_integer_dtype_as_unsupported() {
         let x = desc2(DType::I64, &[4, 8], &[8, 1]);
-        let e = plan(&x, &x, -1, -1, -1, -1).unwrap_err();
-        assert!(e.code == rc::UNSUPPORTED_DTYPE && e.msg.contains("softmax supports f32, f16, bf16"), "{}", e.msg);
+        assert_fails(plan(&x, &x, -1, -1, -1, -1), rc::UNSUPPORTED_DTYPE, "softmax supports f32, f16, bf16");
     }
 
     #[test]
-    fn plan_rejects_occupancy_out_of_range() {
+    fn plan_checks_the_occupancy_and_warps_hints() {
         let x = desc2(DType::F32, &[4, 8], &[8, 1]);
-        for occ in [0, 33, -7] {
-            let e = plan(&x, &x, -1, -1, occ, -1).unwrap_err();
-            assert!(e.code == rc::INVALID_ARGUMENT && e.msg.contains(&format!("occupancy={occ}")), "{}", e.msg);
-        }
-    }
-
-    #[test]
-    fn plan_takes_4_or_8_warps_and_rejects_the_rest() {
-        let x = desc2(DType::F32, &[4, 8], &[8, 1]);
+        ffi_util::assert_hints_checked(true, |occupancy, warps| plan(&x, &x, -1, -1, occupancy, warps));
         assert_eq!(plan(&x, &x, -1, -1, -1, 8).unwrap().warps, Some(8));
         assert_eq!(plan(&x, &x, -1, -1, -1, -1).unwrap().warps, None);
-        for w in [0, 2, 16, -3] {
-            let e = plan(&x, &x, -1, -1, -1, w).unwrap_err();
-            assert!(
-                e.code == rc::INVALID_ARGUMENT && e.msg.contains(&format!("warps={w}")) && e.msg.contains("4 or 8"),
-                "{}",
-                e.msg
-            );
-        }
     }
 
     #[test]
@@ -303,33 +235,21 @@ mod tests {
     /// by 16, so tileiras can use wide or TMA loads; the unhinted tests below load element-wise).
     #[test]
     fn perf_config_specializations_lower_and_assemble_for_sm90() {
-        use cutile::cutile_compiler::specialization::DivHint;
         for (entry, dtype, rows, block, m, n) in [
             ("softmax_row", "f16", "8", "1024", 65536, 1024),
             ("softmax_row_exact", "f16", "4", "1024", 65536, 1024),
             ("softmax_row_exact", "f16", "2", "4096", 65536, 4096),
             ("softmax_row_exact", "f32", "1", "8192", 65536, 8192),
         ] {
-            let what = format!("{entry}<{dtype},{rows},{block}> for {m}x{n}");
-            let ptr = DivHint::from_ptr(0x7f00_0000_0000);
-            let hints = [
-                ("y_ptr", ptr),
-                ("x_ptr", ptr),
-                ("m", DivHint::from_value(m)),
-                ("n", DivHint::from_value(n)),
-                ("stride_x", DivHint::from_value(n)),
-                ("stride_y", DivHint::from_value(n)),
-            ];
-            let artifacts = KernelCompiler::new(device::__module_ast_self, "softmax_device", entry)
-                .target("sm_90")
-                .generics(vec![dtype.into(), rows.into(), block.into()])
-                .scalar_hints(&hints)
-                .options(cutile::tile_kernel::CompileOptions::default().occupancy(4))
-                .compile()
-                .unwrap_or_else(|e| panic!("{what} does not lower: {e}"));
-            let ir = artifacts.ir_text();
-            assert_eq!(ir.matches("assume div_by<16>").count(), 6, "{what}: hints missing from the IR:\n{ir}");
-            crate::ffi_util::assemble_for_sm90_if_tileiras(&artifacts, &what);
+            let ptrs = [("y_ptr", ALIGNED_PTR), ("x_ptr", ALIGNED_PTR)];
+            let hints = div_hints(&ptrs, &[("m", m), ("n", n), ("stride_x", n), ("stride_y", n)]);
+            let options = CompileOptions::default().occupancy(4);
+            let ir = DEVICE.lower(entry, &[dtype, rows, block], &hints, options, &format!(" for {m}x{n}"));
+            assert_eq!(
+                ir.matches("assume div_by<16>").count(),
+                6,
+                "{entry} for {m}x{n}: hints missing from the IR:\n{ir}"
+            );
         }
     }
 
@@ -350,19 +270,13 @@ mod tests {
     #[test]
     fn warps_hint_lowers_and_assembles_for_sm90() {
         for warps in [4, 8] {
-            let what = format!("softmax_row<f16,1,1024> with occupancy 8, {warps} warps");
-            let artifacts = KernelCompiler::new(device::__module_ast_self, "softmax_device", "softmax_row")
-                .target("sm_90")
-                .generics(vec!["f16".into(), "1".into(), "1024".into()])
-                .options(crate::ffi_util::compile_options(Some(8), Some(warps)))
-                .compile()
-                .unwrap_or_else(|e| panic!("{what} does not lower: {e}"));
-            let ir = artifacts.ir_text();
+            let options = ffi_util::compile_options(Some(8), Some(warps));
+            let what = format!(" with occupancy 8, {warps} warps");
+            let ir = DEVICE.lower("softmax_row", &["f16", "1", "1024"], &[], options, &what);
             assert!(
                 ir.contains(&format!("num_worker_warps_per_cta = {warps}")),
                 "{what}: hint missing from the IR:\n{ir}"
             );
-            crate::ffi_util::assemble_for_sm90_if_tileiras(&artifacts, &what);
         }
     }
 
@@ -387,17 +301,11 @@ mod tests {
         ];
         for dtype in ["f32", "f16", "bf16"] {
             for (entry, rows, block) in shapes {
-                let artifacts = KernelCompiler::new(device::__module_ast_self, "softmax_device", entry)
-                    .target("sm_90")
-                    .generics(vec![dtype.into(), rows.into(), block.into()])
-                    .compile()
-                    .unwrap_or_else(|e| panic!("{entry}<{dtype}, {rows}, {block}> does not lower: {e}"));
-                let ir = artifacts.ir_text();
+                let ir = DEVICE.lower(entry, &[dtype, rows, block], &[], CompileOptions::default(), "");
                 assert!(ir.contains("exp2") && ir.contains("reduce"), "{entry}<{dtype}>: IR lacks exp2/reduce:\n{ir}");
                 if entry != "softmax_row_exact" {
                     assert!(ir.contains("neg_inf"), "{entry}<{dtype}>: the x partition must pad with -inf:\n{ir}");
                 }
-                crate::ffi_util::assemble_for_sm90_if_tileiras(&artifacts, &format!("{entry}<{dtype},{rows},{block}>"));
             }
         }
     }

@@ -30,7 +30,29 @@
 //! per-access checks would only cost instructions.
 #[cutile::module]
 pub mod softmax_device {
+    use crate::device_util::views::{strided_view, tile_pointers};
     use cutile::core::*;
+
+    /// 1 / sum per row, one exact reciprocal per row (then a multiply per element), broadcast over
+    /// the row block.
+    fn row_reciprocal<const ROWS: i32, const BLOCK: i32>(sum: Tile<f32, { [ROWS] }>) -> Tile<f32, { [ROWS, BLOCK] }> {
+        let one: Tile<f32, { [ROWS] }> = constant(1.0f32, shape![ROWS]);
+        divf(one, sum, rounding::NearestEven, ftz::Disabled).reshape(shape![ROWS, 1]).broadcast(shape![ROWS, BLOCK])
+    }
+
+    /// The softmax of each row of a row block held whole in one tile, rounded to T.
+    fn softmax_rows<T: ElementType, const ROWS: i32, const BLOCK: i32>(
+        x: Tile<f32, { [ROWS, BLOCK] }>,
+    ) -> Tile<T, { [ROWS, BLOCK] }> {
+        let log2e: Tile<f32, { [ROWS, BLOCK] }> = constant(1.4426950408889634f32, shape![ROWS, BLOCK]);
+        let row_max: Tile<f32, { [ROWS] }> = reduce_max(x, 1i32);
+        let mx: Tile<f32, { [ROWS, BLOCK] }> = row_max.reshape(shape![ROWS, 1]).broadcast(shape![ROWS, BLOCK]);
+        let e: Tile<f32, { [ROWS, BLOCK] }> = exp2((x - mx) * log2e, ftz::Enabled);
+        let sum: Tile<f32, { [ROWS] }> = reduce_sum(e, 1i32);
+        let inv: Tile<f32, { [ROWS, BLOCK] }> = row_reciprocal::<ROWS, BLOCK>(sum);
+        let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(e * inv);
+        y
+    }
 
     /// n <= BLOCK: one load, one store per element.
     #[cutile::entry(unchecked_accesses = true)]
@@ -45,16 +67,13 @@ pub mod softmax_device {
         let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
         let rb: i32 = get_tile_block_id().0;
         let tok: Token = new_token_unordered();
-
-        // Strided views over the raw pointers: [m, n] with row strides, unit stride in the last dim.
+        // x is viewed here, not through `strided_view`: make_partition_view cannot infer its
+        // result type for a view an inlined helper returned (cutile 0.5).
         let x_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[m, n] };
         let x_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[stride_x] };
         let x_view: Tensor<T, { [-1, -1] }> =
             unsafe { make_tensor_view(pointer_to_tile(x_ptr), x_shape, x_strides, tok) };
-        let y_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[m, n] };
-        let y_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[stride_y] };
-        let y_view: Tensor<T, { [-1, -1] }> =
-            unsafe { make_tensor_view(pointer_to_tile(y_ptr), y_shape, y_strides, tok) };
+        let y_view: Tensor<T, { [-1, -1] }> = unsafe { strided_view(y_ptr, m, n, stride_y, tok) };
 
         // -inf padding: lanes past n neither raise the max nor add to the sum.
         let x_tok: Token = x_view.token();
@@ -62,17 +81,8 @@ pub mod softmax_device {
             unsafe { make_partition_view(&x_view, tile, padding::NegInf, dim_map::Identity, x_tok) };
         let mut y_part: PartitionMut<T, { [ROWS, BLOCK] }> = unsafe { y_view.partition_full_mut(tile) };
 
-        let log2e: Tile<f32, { [ROWS, BLOCK] }> = constant(1.4426950408889634f32, tile);
         let x: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(x_part.load([rb, 0i32]));
-        let row_max: Tile<f32, { [ROWS] }> = reduce_max(x, 1i32);
-        let mx: Tile<f32, { [ROWS, BLOCK] }> = row_max.reshape(shape![ROWS, 1]).broadcast(tile);
-        let e: Tile<f32, { [ROWS, BLOCK] }> = exp2((x - mx) * log2e, ftz::Enabled);
-        let sum: Tile<f32, { [ROWS] }> = reduce_sum(e, 1i32);
-        // One exact reciprocal per row, then a multiply per element.
-        let one: Tile<f32, { [ROWS] }> = constant(1.0f32, shape![ROWS]);
-        let inv: Tile<f32, { [ROWS, BLOCK] }> =
-            divf(one, sum, rounding::NearestEven, ftz::Disabled).reshape(shape![ROWS, 1]).broadcast(tile);
-        let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(e * inv);
+        let y: Tile<T, { [ROWS, BLOCK] }> = softmax_rows::<T, ROWS, BLOCK>(x);
         y_part.store(y, [rb, 0i32]);
     }
 
@@ -90,16 +100,13 @@ pub mod softmax_device {
         let col_tiles: i32 = (n + BLOCK - 1) / BLOCK;
         let rb: i32 = get_tile_block_id().0;
         let tok: Token = new_token_unordered();
-
-        // Strided views over the raw pointers: [m, n] with row strides, unit stride in the last dim.
+        // x is viewed here, not through `strided_view`: make_partition_view cannot infer its
+        // result type for a view an inlined helper returned (cutile 0.5).
         let x_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[m, n] };
         let x_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[stride_x] };
         let x_view: Tensor<T, { [-1, -1] }> =
             unsafe { make_tensor_view(pointer_to_tile(x_ptr), x_shape, x_strides, tok) };
-        let y_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[m, n] };
-        let y_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[stride_y] };
-        let y_view: Tensor<T, { [-1, -1] }> =
-            unsafe { make_tensor_view(pointer_to_tile(y_ptr), y_shape, y_strides, tok) };
+        let y_view: Tensor<T, { [-1, -1] }> = unsafe { strided_view(y_ptr, m, n, stride_y, tok) };
 
         // -inf padding: lanes past n neither raise the max nor add to the sum.
         let x_tok: Token = x_view.token();
@@ -130,9 +137,7 @@ pub mod softmax_device {
         let mx: Tile<f32, { [ROWS, BLOCK] }> = row_max.reshape(shape![ROWS, 1]).broadcast(tile);
         let lane_sum: Tile<f32, { [ROWS, BLOCK] }> = run_sum * exp2((run_max - mx) * log2e, ftz::Enabled);
         let sum: Tile<f32, { [ROWS] }> = reduce_sum(lane_sum, 1i32);
-        let one: Tile<f32, { [ROWS] }> = constant(1.0f32, shape![ROWS]);
-        let inv: Tile<f32, { [ROWS, BLOCK] }> =
-            divf(one, sum, rounding::NearestEven, ftz::Disabled).reshape(shape![ROWS, 1]).broadcast(tile);
+        let inv: Tile<f32, { [ROWS, BLOCK] }> = row_reciprocal::<ROWS, BLOCK>(sum);
 
         // Pass 2: exponentiate against the row max, scale, store.
         for j in 0i32..col_tiles {
@@ -155,37 +160,16 @@ pub mod softmax_device {
         stride_x: i32,
         stride_y: i32,
     ) {
-        let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
         let row0: i32 = get_tile_block_id().0 * ROWS;
-        let col_ids: Tile<i32, { [BLOCK] }> = iota(shape![BLOCK]);
-        let row_ids: Tile<i32, { [ROWS] }> = iota(shape![ROWS]);
-        let cols: Tile<i32, { [ROWS, BLOCK] }> = col_ids.reshape(shape![1, BLOCK]).broadcast(tile);
-        let rows: Tile<i32, { [ROWS, BLOCK] }> = row_ids.reshape(shape![ROWS, 1]).broadcast(tile);
-        let sx: Tile<i32, { [ROWS, BLOCK] }> = broadcast_scalar(stride_x, tile);
-        let sy: Tile<i32, { [ROWS, BLOCK] }> = broadcast_scalar(stride_y, tile);
-        let x_off: Tile<i32, { [ROWS, BLOCK] }> = rows * sx + cols;
-        let y_off: Tile<i32, { [ROWS, BLOCK] }> = rows * sy + cols;
-        let x0: PointerTile<*mut T, { [] }> = pointer_to_tile(x_ptr).offset(row0 * stride_x);
-        let y0: PointerTile<*mut T, { [] }> = pointer_to_tile(y_ptr).offset(row0 * stride_y);
-        let x1: PointerTile<*mut T, { [1, 1] }> = x0.reshape(shape![1, 1]);
-        let y1: PointerTile<*mut T, { [1, 1] }> = y0.reshape(shape![1, 1]);
-        let x_base: PointerTile<*mut T, { [ROWS, BLOCK] }> = x1.broadcast(tile);
-        let y_base: PointerTile<*mut T, { [ROWS, BLOCK] }> = y1.broadcast(tile);
-        let x_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> = x_base.offset_tile(x_off);
-        let y_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> = y_base.offset_tile(y_off);
+        let x_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
+            tile_pointers::<T, ROWS, BLOCK>(x_ptr, row0 * stride_x, stride_x);
+        let y_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
+            tile_pointers::<T, ROWS, BLOCK>(y_ptr, row0 * stride_y, stride_y);
 
         let (x_raw, _x_tok): (Tile<T, { [ROWS, BLOCK] }>, Token) =
             unsafe { load_ptr_tko(x_ptrs, ordering::Weak, None::<scope::TileBlock>, None, None, None, Latency::<3>) };
-        let log2e: Tile<f32, { [ROWS, BLOCK] }> = constant(1.4426950408889634f32, tile);
         let x: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(x_raw);
-        let row_max: Tile<f32, { [ROWS] }> = reduce_max(x, 1i32);
-        let mx: Tile<f32, { [ROWS, BLOCK] }> = row_max.reshape(shape![ROWS, 1]).broadcast(tile);
-        let e: Tile<f32, { [ROWS, BLOCK] }> = exp2((x - mx) * log2e, ftz::Enabled);
-        let sum: Tile<f32, { [ROWS] }> = reduce_sum(e, 1i32);
-        let one: Tile<f32, { [ROWS] }> = constant(1.0f32, shape![ROWS]);
-        let inv: Tile<f32, { [ROWS, BLOCK] }> =
-            divf(one, sum, rounding::NearestEven, ftz::Disabled).reshape(shape![ROWS, 1]).broadcast(tile);
-        let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(e * inv);
+        let y: Tile<T, { [ROWS, BLOCK] }> = softmax_rows::<T, ROWS, BLOCK>(x);
         let _y_tok: Token =
             unsafe { store_ptr_tko(y_ptrs, y, ordering::Weak, None::<scope::TileBlock>, None, None, Latency::<3>) };
     }

@@ -1,0 +1,45 @@
+//! Device helpers shared by the kernels' device code (kernels/*/kernel.rs): a cuTile module with
+//! no entries. A kernel module imports what it needs (`use crate::device_util::views::...`); the
+//! JIT finds this module through that `use` (cutile's module registry) and inlines each call, so a
+//! helper costs nothing at run time: the entry lowers to the ops the helper's body lowers to.
+#[cutile::module]
+pub mod views {
+    use cutile::core::*;
+
+    /// `rows` x `cols` elements at `ptr`, rows `stride` elements apart, the last dim contiguous:
+    /// how every kernel views the row-major (possibly row-padded or column-sliced) tensors PyTorch
+    /// passes as raw pointers.
+    pub unsafe fn strided_view<T: ElementType>(
+        ptr: *mut T,
+        rows: i32,
+        cols: i32,
+        stride: i32,
+        tok: Token,
+    ) -> Tensor<T, { [-1, -1] }> {
+        let shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[rows, cols] };
+        let strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[stride] };
+        make_tensor_view(pointer_to_tile(ptr), shape, strides, tok)
+    }
+
+    /// The ROWS x BLOCK pointers of the tile whose first element is `first` elements past `ptr`,
+    /// in rows `stride` elements apart: a tile to load or store without masks (`load_ptr_tko`,
+    /// `store_ptr_tko`), which the launcher allows only where the tile lies inside the tensor.
+    pub fn tile_pointers<T: ElementType, const ROWS: i32, const BLOCK: i32>(
+        ptr: *mut T,
+        first: i32,
+        stride: i32,
+    ) -> PointerTile<*mut T, { [ROWS, BLOCK] }> {
+        let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
+        // Offsets of the tile's elements from its first one: r * stride + c.
+        let col_ids: Tile<i32, { [BLOCK] }> = iota(shape![BLOCK]);
+        let row_ids: Tile<i32, { [ROWS] }> = iota(shape![ROWS]);
+        let cols: Tile<i32, { [ROWS, BLOCK] }> = col_ids.reshape(shape![1, BLOCK]).broadcast(tile);
+        let rows: Tile<i32, { [ROWS, BLOCK] }> = row_ids.reshape(shape![ROWS, 1]).broadcast(tile);
+        let strides: Tile<i32, { [ROWS, BLOCK] }> = broadcast_scalar(stride, tile);
+        let offsets: Tile<i32, { [ROWS, BLOCK] }> = rows * strides + cols;
+        let p0: PointerTile<*mut T, { [] }> = pointer_to_tile(ptr).offset(first);
+        let p1: PointerTile<*mut T, { [1, 1] }> = p0.reshape(shape![1, 1]);
+        let base: PointerTile<*mut T, { [ROWS, BLOCK] }> = p1.broadcast(tile);
+        base.offset_tile(offsets)
+    }
+}

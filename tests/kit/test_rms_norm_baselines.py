@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import triton_interp
+from tilekit import baseline_support as bs
 from kernels.rms_norm import baselines as B
 
 EPS = 1e-6
@@ -91,7 +92,7 @@ def test_cutile_auto_picks_variant_by_shape(m, n, expected):
 def test_triton_multirow_is_persistent_with_one_weight_load_per_program():
     cfg = B.triton_config(262144, 1024, H200_SMS, "multirow")
     assert cfg == {"variant": "multirow", "block": 1024, "rows": 8, "num_warps": 16,
-                   "grid": H200_SMS * B.TRITON_CTAS_PER_SM}
+                   "grid": H200_SMS * bs.TRITON_CTAS_PER_SM}
 
 
 def test_triton_row_holds_the_whole_row_and_scales_warps_with_it():
@@ -184,8 +185,8 @@ def test_cutile_kernels_trace_to_tile_ir_bytecode():
 
 @pytest.mark.skipif(B.ct is None, reason="cuda.tile is not installed here (kept out of the project venv)")
 def test_cutile_kernels_compile_for_sm90_with_tileiras():
-    if B._tileiras_missing() is not None:
-        pytest.skip(B._tileiras_missing())
+    if bs.tileiras_missing() is not None:
+        pytest.skip(bs.tileiras_missing())
     import io
     from cuda.tile.compilation import export_kernel
     kernel, sig = next(_cutile_signatures())

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import triton_interp
+from tilekit import baseline_support as bs
 from kernels.softmax import baselines as B
 
 
@@ -99,7 +100,7 @@ def test_cutile_auto_picks_variant_by_shape(m, n, expected):
 def test_triton_multirow_is_persistent_over_8k_element_tiles():
     cfg = B.triton_config(65536, 1024, H200_SMS, "multirow")
     assert cfg == {"variant": "multirow", "block": 1024, "rows": 8, "num_warps": 16,
-                   "grid": H200_SMS * B.TRITON_CTAS_PER_SM}
+                   "grid": H200_SMS * bs.TRITON_CTAS_PER_SM}
 
 
 def test_triton_row_holds_the_whole_row_and_scales_warps_with_it():
@@ -147,7 +148,7 @@ def test_unknown_variant_is_rejected(config):
 ])
 def test_bad_inputs_are_rejected_before_any_launch(x, exc, match):
     with pytest.raises(exc, match=match):
-        B._check_input(x)
+        B._check_inputs(x)
 
 
 def test_backends_name_the_three_baselines():
@@ -195,8 +196,8 @@ def test_cutile_kernels_trace_to_tile_ir_bytecode():
 
 @pytest.mark.skipif(B.ct is None, reason="cuda.tile is not installed here (kept out of the project venv)")
 def test_cutile_kernels_compile_for_sm90_with_tileiras():
-    if B._tileiras_missing() is not None:
-        pytest.skip(B._tileiras_missing())
+    if bs.tileiras_missing() is not None:
+        pytest.skip(bs.tileiras_missing())
     import io
     from cuda.tile.compilation import export_kernel
     for kernel, sig in _cutile_signatures():

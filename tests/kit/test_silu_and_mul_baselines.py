@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import triton_interp
+from tilekit import baseline_support as bs
 from kernels.silu_and_mul import baselines as B
 from kernels.silu_and_mul import spec
 
@@ -171,7 +172,7 @@ def test_torch_baseline_matches_float64_reference():
 ])
 def test_bad_inputs_are_rejected_before_any_launch(x, exc, match):
     with pytest.raises(exc, match=match):
-        B._check_input(x)
+        B._check_inputs(x)
 
 
 def test_backends_name_the_three_baselines():
@@ -214,8 +215,8 @@ def test_cutile_kernels_trace_to_tile_ir_bytecode():
 
 @pytest.mark.skipif(B.ct is None, reason="cuda.tile is not installed here (kept out of the project venv)")
 def test_cutile_kernels_compile_for_sm90_with_tileiras():
-    if B._tileiras_missing() is not None:
-        pytest.skip(B._tileiras_missing())
+    if bs.tileiras_missing() is not None:
+        pytest.skip(bs.tileiras_missing())
     import io
     from cuda.tile.compilation import export_kernel
     for kernel, sig in list(_cutile_signatures())[:3]:  # one dtype, every kernel

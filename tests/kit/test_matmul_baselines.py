@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import triton_interp
+from tilekit import baseline_support as bs
 from kernels.matmul import baselines as B
 
 
@@ -182,8 +183,8 @@ def test_cutile_kernels_trace_to_tile_ir_bytecode():
 
 @pytest.mark.skipif(B.ct is None, reason="cuda.tile is not installed here (kept out of the project venv)")
 def test_cutile_kernels_compile_for_sm90_with_tileiras():
-    if B._tileiras_missing() is not None:
-        pytest.skip(B._tileiras_missing())
+    if bs.tileiras_missing() is not None:
+        pytest.skip(bs.tileiras_missing())
     import io
     from cuda.tile.compilation import export_kernel
     sigs = list(_cutile_signatures())

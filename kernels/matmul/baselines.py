@@ -8,13 +8,11 @@ allocated here with torch.empty (contiguous) and written on torch's current stre
     from kernels.matmul.baselines import BACKENDS, unavailable_reason
     c = BACKENDS["triton"](a, b)                 # or "cutile", "torch"
 
-Backends (every entry takes (a, b) and returns c):
-
-* ``torch_matmul``  -- ``torch.matmul``: cuBLAS, what a model would call.
-* ``triton_matmul`` -- our Triton kernel (``tl.dot``, grouped tile order, masks only where needed).
-* ``cutile_matmul`` -- our cuTile Python kernels (``cuda-tile`` 1.7.0, ``import cuda.tile``).
-
-The Triton and cuTile entries share their variants, picked with ``variant=``:
+Backends (every entry takes (a, b) and returns c): ``torch_matmul`` (``torch.matmul``: cuBLAS,
+what a model would call), ``triton_matmul`` (our Triton kernel: ``tl.dot``, grouped tile order,
+masks only where needed) and ``cutile_matmul`` (our cuTile Python kernels, ``cuda-tile`` 1.7.0).
+The last two share their variants, picked with ``variant=`` (tilekit.baseline_support says what
+triton and cuda.tile need):
 
 * ``"128x256x64"``, ``"256x128x64"``, ``"128x128x64"`` -- one BM x BN output tile per program,
   BK-deep K steps, programs in bands of GROUP_M tile rows so that resident programs share A and B
@@ -26,44 +24,18 @@ The Triton and cuTile entries share their variants, picked with ``variant=``:
   cuTile's ``exhaustive_search`` over CUTILE_AUTOTUNE (tile shape x CTAs per cluster), as
   TileGym does for its cuTile matmul. Off the GPU (the Triton interpreter) it is 128x256x64.
   ``triton_config`` / ``cutile_config`` are the pure rules for the named variants.
-
-Neither triton nor cuda.tile is needed to import this module: each is imported under a guard,
-and ``unavailable_reason(backend)`` says why a backend cannot run here (None when it can).
-
-cuTile Python at run time compiles each kernel with ``tileiras`` (Tile IR -> cubin, sm_90 needs
-tileiras >= 13.3 with the ptxas and libnvvm of its own release). cuda.tile looks for it in the
-``nvidia-cuda-tileiras`` pip package, then on PATH, then in ``$CUDA_HOME/bin``, then in
-/usr/local/cuda*. Compiled cubins are cached under ``$CUDA_TILE_CACHE_DIR``.
 """
 import torch
 
-from tilekit import baseline_support
+from tilekit import baseline_support as bs
 
-try:  # Triton: optional; the kernels below are only defined when it imports.
-    import triton
-    import triton.language as tl
-    _TRITON_ERROR = None
-except Exception as exc:  # ImportError, or a broken install that fails while importing
-    triton = tl = None
-    _TRITON_ERROR = exc
+triton, tl, _TRITON_ERROR = bs.import_triton()
+ct, _CUTILE_ERROR = bs.import_cutile()
 
-try:  # cuTile Python: optional, not in the project venv; the GPU bundle carries its wheel.
-    import cuda.tile as ct
-    _CUTILE_ERROR = None
-except Exception as exc:
-    ct = None
-    _CUTILE_ERROR = exc
-
+KERNEL = "matmul"
 DTYPES = (torch.float16, torch.bfloat16)
 VARIANTS = ("auto", "128x256x64", "256x128x64", "128x128x64", "persistent")
 GROUP_M = 8  # tile rows per band of the grouped order
-
-
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
-
-
-_num_sms = baseline_support.num_sms
 
 
 def _check_inputs(a: torch.Tensor, b: torch.Tensor) -> None:
@@ -80,19 +52,14 @@ def _check_inputs(a: torch.Tensor, b: torch.Tensor) -> None:
         raise ValueError(f"matmul baseline: a is on {a.device} but b on {b.device}")
 
 
-def _check_variant(variant: str) -> None:
-    if variant not in VARIANTS:
-        raise ValueError(f"matmul baseline: variant must be one of {VARIANTS}, got {variant!r}")
+def _tile_plan(m: int, n: int, sms: int, variant: str) -> dict:
+    """{"variant", "bm", "bn", "bk", "grid"} of a named variant: one program per output tile, or
+    per SM (at most one per tile) for the persistent one."""
+    bm, bn, bk = (128, 256, 64) if variant == "persistent" else (int(v) for v in variant.split("x"))
+    tiles = bs.cdiv(m, bm) * bs.cdiv(n, bn)
+    grid = min(tiles, sms) if variant == "persistent" else tiles
+    return {"variant": variant, "bm": bm, "bn": bn, "bk": bk, "grid": max(1, grid)}
 
-
-def _tile_of(variant: str) -> tuple[int, int, int]:
-    if variant == "persistent":
-        return 128, 256, 64
-    bm, bn, bk = (int(v) for v in variant.split("x"))
-    return bm, bn, bk
-
-
-# -- PyTorch ------------------------------------------------------------------------------------
 
 def torch_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """cuBLAS through torch.matmul."""
@@ -116,17 +83,14 @@ TRITON_NAMED = {(128, 256, 64): (8, 3), (256, 128, 64): (8, 3), (128, 128, 64): 
 def triton_config(m: int, n: int, k: int, sms: int, variant: str = "auto", *, on_gpu: bool = True) -> dict | None:
     """The launch plan of `triton_matmul`: {"variant", "bm", "bn", "bk", "num_warps",
     "num_stages", "even_k", "grid"}; None for "auto" on a GPU (triton.autotune decides). Pure."""
-    _check_variant(variant)
+    bs.check_variant(KERNEL, variant, VARIANTS)
     if variant == "auto":
         if on_gpu:
             return None
         variant = "128x256x64"
-    bm, bn, bk = _tile_of(variant)
-    warps, stages = TRITON_NAMED[(bm, bn, bk)]
-    tiles = _cdiv(m, bm) * _cdiv(n, bn)
-    grid = min(tiles, sms) if variant == "persistent" else tiles
-    return {"variant": variant, "bm": bm, "bn": bn, "bk": bk, "num_warps": warps, "num_stages": stages,
-            "even_k": k % bk == 0, "grid": max(1, grid)}
+    plan = _tile_plan(m, n, sms, variant)
+    warps, stages = TRITON_NAMED[(plan["bm"], plan["bn"], plan["bk"])]
+    return dict(plan, num_warps=warps, num_stages=stages, even_k=k % plan["bk"] == 0)
 
 
 if triton is not None:
@@ -195,8 +159,7 @@ if triton is not None:
 
 def triton_matmul(a: torch.Tensor, b: torch.Tensor, *, variant: str = "auto") -> torch.Tensor:
     """C = A @ B with our Triton kernels; `variant` as in `triton_config`."""
-    if triton is None:
-        raise RuntimeError(unavailable_reason("triton"))
+    bs.require(triton, unavailable_reason, "triton")
     _check_inputs(a, b)
     (m, k), n = a.shape, b.shape[1]
     c = torch.empty((m, n), dtype=a.dtype, device=a.device)
@@ -205,9 +168,9 @@ def triton_matmul(a: torch.Tensor, b: torch.Tensor, *, variant: str = "auto") ->
     if k == 0:
         return c.zero_()
     args = (a, b, c, m, n, k, a.stride(0), b.stride(0), c.stride(0))
-    cfg = triton_config(m, n, k, _num_sms(a), variant, on_gpu=a.is_cuda)
+    cfg = triton_config(m, n, k, bs.num_sms(a), variant, on_gpu=a.is_cuda)
     if cfg is None:
-        _triton_autotuned[lambda meta: (_cdiv(m, meta["BM"]) * _cdiv(n, meta["BN"]),)](*args, GROUP=GROUP_M)
+        _triton_autotuned[lambda meta: (bs.cdiv(m, meta["BM"]) * bs.cdiv(n, meta["BN"]),)](*args, GROUP=GROUP_M)
         return c
     kernel = _triton_persistent_kernel if cfg["variant"] == "persistent" else _triton_matmul_kernel
     kernel[(cfg["grid"],)](*args, BM=cfg["bm"], BN=cfg["bn"], BK=cfg["bk"], GROUP=GROUP_M, EVEN_K=cfg["even_k"],
@@ -231,13 +194,10 @@ CUTILE_AUTOTUNE = (
 def cutile_config(m: int, n: int, sms: int, variant: str) -> dict:
     """The launch plan of a named `cutile_matmul` variant: {"variant", "bm", "bn", "bk", "grid"}
     (the compiler picks occupancy and cluster size). Pure; "auto" is tuned on the GPU instead."""
-    _check_variant(variant)
+    bs.check_variant(KERNEL, variant, VARIANTS)
     if variant == "auto":
         raise ValueError("matmul cutile: 'auto' is tuned on the GPU (exhaustive_search), not planned")
-    bm, bn, bk = _tile_of(variant)
-    tiles = _cdiv(m, bm) * _cdiv(n, bn)
-    grid = min(tiles, sms) if variant == "persistent" else tiles
-    return {"variant": variant, "bm": bm, "bn": bn, "bk": bk, "grid": max(1, grid)}
+    return _tile_plan(m, n, sms, variant)
 
 
 if ct is not None:
@@ -290,7 +250,7 @@ def _cutile_autotuned(stream, a, b, c):
     if key not in _CUTILE_TUNED:
         result = exhaustive_search(
             list(CUTILE_AUTOTUNE), stream,
-            lambda cfg: (_cdiv(m, cfg[0]) * _cdiv(n, cfg[1]), 1, 1),
+            lambda cfg: (bs.cdiv(m, cfg[0]) * bs.cdiv(n, cfg[1]), 1, 1),
             _cutile_tiles_kernel,
             lambda cfg: (a, b, c, cfg[0], cfg[1], cfg[2], GROUP_M),
             lambda cfg: {"num_ctas": cfg[3]},
@@ -299,17 +259,15 @@ def _cutile_autotuned(stream, a, b, c):
         best = result.best.config
         _CUTILE_TUNED[key] = (best, _cutile_tiles_kernel.replace_hints(num_ctas=best[3]))
     (bm, bn, bk, _), kernel = _CUTILE_TUNED[key]
-    return kernel, (_cdiv(m, bm) * _cdiv(n, bn), 1, 1), (a, b, c, bm, bn, bk, GROUP_M)
+    return kernel, (bs.cdiv(m, bm) * bs.cdiv(n, bn), 1, 1), (a, b, c, bm, bn, bk, GROUP_M)
 
 
 def cutile_matmul(a: torch.Tensor, b: torch.Tensor, *, variant: str = "auto") -> torch.Tensor:
     """C = A @ B with our cuTile Python kernels; `variant` as in the module docstring."""
-    if ct is None:
-        raise RuntimeError(unavailable_reason("cutile"))
+    bs.require(ct, unavailable_reason, "cutile")
     _check_inputs(a, b)
-    _check_variant(variant)
-    if not a.is_cuda:
-        raise ValueError(f"matmul cutile: a must be a CUDA tensor, got {a.device}")
+    bs.check_variant(KERNEL, variant, VARIANTS)
+    bs.require_cuda(KERNEL, "a", a)
     (m, k), n = a.shape, b.shape[1]
     c = torch.empty((m, n), dtype=a.dtype, device=a.device)
     if c.numel() == 0:
@@ -321,22 +279,16 @@ def cutile_matmul(a: torch.Tensor, b: torch.Tensor, *, variant: str = "auto") ->
         if variant == "auto":
             kernel, grid, args = _cutile_autotuned(stream, a, b, c)
         else:
-            cfg = cutile_config(m, n, _num_sms(a), variant)
+            cfg = cutile_config(m, n, bs.num_sms(a), variant)
             kernel = _cutile_persistent_kernel if variant == "persistent" else _cutile_tiles_kernel
             grid, args = (cfg["grid"], 1, 1), (a, b, c, cfg["bm"], cfg["bn"], cfg["bk"], GROUP_M)
         ct.launch(stream, grid, kernel, args)
     return c
 
 
-# -- registry -----------------------------------------------------------------------------------
-
 BACKENDS = {"cutile": cutile_matmul, "triton": triton_matmul, "torch": torch_matmul}
 
 
-_tileiras_missing = baseline_support.tileiras_missing
-
-
 def unavailable_reason(backend: str) -> str | None:
-    """Why `backend` cannot run here, or None when its package imports (and, for cutile, its
-    compiler is found). Says nothing about the GPU itself."""
-    return baseline_support.unavailable_reason("matmul", backend, BACKENDS, _TRITON_ERROR, _CUTILE_ERROR)
+    """Why `backend` cannot run here, or None when it can (tilekit.baseline_support)."""
+    return bs.unavailable_reason(KERNEL, backend, BACKENDS, _TRITON_ERROR, _CUTILE_ERROR)

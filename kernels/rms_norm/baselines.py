@@ -9,99 +9,49 @@ x's dtype, is allocated here with torch.empty (contiguous) and written on torch'
     from kernels.rms_norm.baselines import BACKENDS, unavailable_reason
     y = BACKENDS["triton"](x, w, 1e-6)                  # or "cutile", "torch"
 
-Backends (every entry takes (x, w, eps) and returns y):
-
-* ``torch_rms_norm``  -- ``torch.nn.functional.rms_norm``, PyTorch's fused op.
-* ``triton_rms_norm`` -- our Triton kernels.
-* ``cutile_rms_norm`` -- our cuTile Python kernels (``cuda-tile`` 1.7.0, ``import cuda.tile``).
-
-The Triton and cuTile entries share three variants, picked with ``variant=``:
-
-* ``"row"``      -- one row per program; the whole row is one BLOCK = next_pow2(n) tile held in
-                    registers, so x is read once. Good up to n ~ 16K.
-* ``"multirow"`` -- static persistent: min(#row tiles, SMs x ctas_per_sm) programs, each walks
-                    row tiles of ROWS x BLOCK with a grid stride and loads w once. Short rows
-                    (n <= 2K) give a program too little work per row; this amortizes it.
-* ``"looped"``   -- one row per program, two passes over BLOCK-wide column tiles: sum squares,
-                    then re-read (mostly from L2), scale and store. For rows too long to hold.
-* ``"auto"``     -- (default) looped when next_pow2(n) > 16384. Triton takes looped from
-                    n >= 1024 on (measured fastest on the H200, see TRITON_LOOPED_FROM); below,
-                    multirow when there are more row tiles than persistent programs, else row;
-                    cuTile takes multirow (as TileGym's static-persistent mode does)
-                    once m > 2 x SMs, with 16 / 4 / 2 rows per tile for n <= 1K / up to 8K / 16K,
-                    else row. The rules are ``triton_config`` / ``cutile_config`` (pure
-                    functions, no GPU needed); every knob (block, rows, num_warps, ctas_per_sm)
-                    can be forced by keyword, so a GPU run can time each variant and keep the
-                    faster. scripts/sweep_variants.py does that run.
-
-Neither triton nor cuda.tile is needed to import this module: each is imported under a guard,
-and ``unavailable_reason(backend)`` says why a backend cannot run here (None when it can).
-
-cuTile Python at run time compiles each kernel with ``tileiras`` (Tile IR -> cubin, sm_90 needs
-tileiras >= 13.3 with the ptxas and libnvvm of its own release). cuda.tile looks for it in the
-``nvidia-cuda-tileiras`` pip package, then on PATH, then in ``$CUDA_HOME/bin``, then in
-/usr/local/cuda*; it loads libcuda.so.1 from the driver and nothing else from a CUDA toolkit.
-Compiled cubins are cached under ``$CUDA_TILE_CACHE_DIR`` (default ~/.cache/cutile-python).
+Backends (every entry takes (x, w, eps) and returns y): ``torch_rms_norm``
+(``torch.nn.functional.rms_norm``, PyTorch's fused op), ``triton_rms_norm`` (our Triton kernels),
+``cutile_rms_norm`` (our cuTile Python kernels, ``cuda-tile`` 1.7.0). The last two share the row
+reductions' variants, picked with ``variant=``: row, multirow (persistent; loads w once per
+program) and looped (tilekit.baseline_support describes them, and what triton and cuda.tile need).
+``"auto"`` (default) takes looped when next_pow2(n) > 16384; else Triton takes looped from n >=
+1024 on (measured fastest on the H200), multirow when there are more row tiles than persistent
+programs, else row; cuTile takes multirow (as TileGym's static-persistent mode does) once m > 2 x
+SMs, else row. The rules are ``triton_config`` / ``cutile_config`` (pure, no GPU needed); every
+knob can be forced by keyword, so a GPU run can time each variant and keep the faster:
+scripts/sweep_variants.py does that run.
 """
 import torch
 
-from tilekit import baseline_support
+from tilekit import baseline_support as bs
 
-try:  # Triton: optional; the kernels below are only defined when it imports.
-    import triton
-    import triton.language as tl
-    _TRITON_ERROR = None
-except Exception as exc:  # ImportError, or a broken install that fails while importing
-    triton = tl = None
-    _TRITON_ERROR = exc
+triton, tl, _TRITON_ERROR = bs.import_triton()
+ct, _CUTILE_ERROR = bs.import_cutile()
 
-try:  # cuTile Python: optional, not in the project venv; the GPU bundle carries its wheel.
-    import cuda.tile as ct
-    _CUTILE_ERROR = None
-except Exception as exc:
-    ct = None
-    _CUTILE_ERROR = exc
-
+KERNEL = "rms_norm"
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
-VARIANTS = ("auto", "row", "multirow", "looped")
+VARIANTS = bs.ROW_VARIANTS  # ("auto", "row", "multirow", "looped")
 
-MAX_ROW_BLOCK = 16384   # auto: the widest row kept whole in registers (f32 16K = 64 KiB per row)
 MULTIROW_MAX_BLOCK = 2048  # auto: rows at most this wide go to the persistent multi-row form
 # Triton auto takes the two-pass looped form from this row width on: on the H200 (CUPTI, L2
 # flushed, 2026-11-29, scripts/sweep_variants.py) it beat row and multirow at every f16 perf
 # shape timed: 262144x1024 0.289 ms (row 0.296, multirow 0.309), 262144x4096 1.026 (1.086,
 # 1.267), 65536x16384 1.130 (1.442, 1.279).
 TRITON_LOOPED_FROM = 1024
-MIN_BLOCK = 16          # tiles narrower than this waste lanes; masks/padding cover n < 16
-
-
-_next_pow2 = baseline_support.next_pow2
-_clamp = baseline_support.clamp
-_num_sms = baseline_support.num_sms
 
 
 def _check_inputs(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     """Validate (x, w); return w as a contiguous vector (it is n elements: copying is free)."""
-    if x.dim() != 2:
-        raise ValueError(f"rms_norm baseline: x must be 2-D (m, n), got shape {tuple(x.shape)}")
-    m, n = x.shape
-    if x.dtype not in DTYPES or w.dtype != x.dtype:
+    bs.check_matrix(KERNEL, "x", x, DTYPES)
+    if w.dtype != x.dtype:
         raise TypeError(f"rms_norm baseline: x and w must share one dtype of {DTYPES}, got {x.dtype} and {w.dtype}")
-    if tuple(w.shape) != (n,):
-        raise ValueError(f"rms_norm baseline: w must have shape ({n},) for x of shape {(m, n)}, got {tuple(w.shape)}")
-    if n > 1 and x.stride(1) != 1:
-        raise ValueError("rms_norm baseline: x's last dim must be contiguous; pass x.contiguous()")
+    if tuple(w.shape) != (x.shape[1],):
+        raise ValueError(f"rms_norm baseline: w must have shape ({x.shape[1]},) for x of shape {tuple(x.shape)}, "
+                         f"got {tuple(w.shape)}")
     if x.device != w.device:
         raise ValueError(f"rms_norm baseline: x is on {x.device} but w on {w.device}")
     return w.contiguous()
 
-
-def _check_variant(variant: str) -> None:
-    if variant not in VARIANTS:
-        raise ValueError(f"rms_norm baseline: variant must be one of {VARIANTS}, got {variant!r}")
-
-
-# -- PyTorch ------------------------------------------------------------------------------------
 
 def torch_rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
     """PyTorch's fused RMSNorm (the op a model would call)."""
@@ -110,48 +60,19 @@ def torch_rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor
 
 # -- Triton -------------------------------------------------------------------------------------
 
-TRITON_ROW_ELEMS_PER_THREAD = 16  # f32 registers per thread the row/multirow tiles aim for
-TRITON_MULTIROW_TILE = 8192       # elements per ROWS x BLOCK tile in the multirow form
-TRITON_LOOPED_BLOCK = 4096        # column tile of the looped form
-TRITON_CTAS_PER_SM = 2            # persistent programs per SM: >1 to hide latency, few enough
-                                  # (2 x 16 warps) that all stay resident and none forms a tail
-
-
-def _triton_warps(tile_elems: int) -> int:
-    # Enough threads that each holds ~16 f32 values of the tile: fewer spills than Triton's
-    # default 4 warps for wide rows, and no idle warps for narrow ones.
-    return _clamp(tile_elems // (32 * TRITON_ROW_ELEMS_PER_THREAD), 4, 16)
-
-
 def triton_config(m: int, n: int, sms: int, variant: str = "auto", *, block=None, rows=None,
                   num_warps=None, ctas_per_sm=None) -> dict:
     """The launch plan of `triton_rms_norm` for an (m, n) problem on a GPU with `sms` SMs:
     {"variant", "block", "rows", "num_warps", "grid"}. Pure; keywords force a knob."""
-    _check_variant(variant)
-    whole = max(MIN_BLOCK, _next_pow2(n))
+    bs.check_variant(KERNEL, variant, VARIANTS)
     if variant == "auto":
-        if whole > MAX_ROW_BLOCK or whole >= TRITON_LOOPED_FROM:
-            variant = "looped"
-        else:
-            rows_auto = max(1, TRITON_MULTIROW_TILE // whole)
-            programs = sms * (ctas_per_sm or TRITON_CTAS_PER_SM)
-            short = whole <= MULTIROW_MAX_BLOCK and -(-m // rows_auto) > programs
-            variant = "multirow" if short else "row"
-    if variant == "looped":
-        block = block or min(whole, TRITON_LOOPED_BLOCK)
-        return {"variant": variant, "block": block, "rows": 1,
-                "num_warps": num_warps or _triton_warps(block), "grid": m}
-    block = block or whole
-    if block < n:
-        raise ValueError(f"rms_norm triton: variant {variant!r} holds a whole row, block={block} < n={n}")
-    if variant == "row":
-        return {"variant": variant, "block": block, "rows": 1,
-                "num_warps": num_warps or _triton_warps(block), "grid": m}
-    rows = rows or max(1, TRITON_MULTIROW_TILE // block)
-    row_tiles = -(-m // rows)
-    grid = min(row_tiles, sms * (ctas_per_sm or TRITON_CTAS_PER_SM))
-    return {"variant": variant, "block": block, "rows": rows,
-            "num_warps": num_warps or _triton_warps(rows * block), "grid": max(1, grid)}
+        whole = bs.row_block(n)
+        programs = sms * (ctas_per_sm or bs.TRITON_CTAS_PER_SM)
+        short = whole <= MULTIROW_MAX_BLOCK and bs.cdiv(m, max(1, bs.TRITON_MULTIROW_TILE // whole)) > programs
+        looped = whole > bs.MAX_ROW_BLOCK or whole >= TRITON_LOOPED_FROM
+        variant = "looped" if looped else "multirow" if short else "row"
+    return bs.triton_row_plan(KERNEL, m, n, sms, variant, block=block, rows=rows, num_warps=num_warps,
+                              ctas_per_sm=ctas_per_sm)
 
 
 if triton is not None:
@@ -202,63 +123,28 @@ if triton is not None:
 
 
 def triton_rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float, *, variant: str = "auto",
-                    block=None, rows=None, num_warps=None, ctas_per_sm=None) -> torch.Tensor:
+                    **knobs) -> torch.Tensor:
     """RMSNorm with our Triton kernels; `variant` and the knobs as in `triton_config`."""
-    if triton is None:
-        raise RuntimeError(unavailable_reason("triton"))
+    bs.require(triton, unavailable_reason, "triton")
     w = _check_inputs(x, w)
-    m, n = x.shape
-    y = torch.empty((m, n), dtype=x.dtype, device=x.device)
-    if y.numel() == 0:
-        return y
-    cfg = triton_config(m, n, _num_sms(x), variant, block=block, rows=rows,
-                        num_warps=num_warps, ctas_per_sm=ctas_per_sm)
-    grid = (cfg["grid"],)
-    if cfg["variant"] == "looped":
-        _triton_looped_kernel[grid](x, w, y, n, x.stride(0), y.stride(0), eps,
-                                    BLOCK=cfg["block"], num_warps=cfg["num_warps"])
-    else:
-        _triton_rows_kernel[grid](x, w, y, m, n, x.stride(0), y.stride(0), eps,
-                                  ROWS=cfg["rows"], BLOCK=cfg["block"], num_warps=cfg["num_warps"])
+    y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    if y.numel():
+        cfg = triton_config(*x.shape, bs.num_sms(x), variant, **knobs)
+        kernel = _triton_looped_kernel if cfg["variant"] == "looped" else _triton_rows_kernel
+        bs.launch_triton_rows(kernel, cfg, (x, w), y, (eps,))
     return y
 
 
 # -- cuTile Python ------------------------------------------------------------------------------
 
-CUTILE_LOOPED_BLOCK = 4096  # column tile of the looped form
-CUTILE_CTAS_PER_SM = 1      # static persistent: one program per SM; tileiras sizes the CTA
-
-
-def _cutile_rows_per_tile(block: int) -> int:
-    # Short rows: many per tile so a program moves enough bytes per step; very long rows: 2,
-    # which keeps a (rows, block) f32 tile within the register file. Starting points to time.
-    if block <= 1024:
-        return 16
-    return 2 if block >= 16384 else 4
-
-
 def cutile_config(m: int, n: int, sms: int, variant: str = "auto", *, block=None, rows=None,
                   ctas_per_sm=None) -> dict:
     """The launch plan of `cutile_rms_norm` for an (m, n) problem on a GPU with `sms` SMs:
     {"variant", "block", "rows", "grid"}. Pure; keywords force a knob."""
-    _check_variant(variant)
-    whole = max(MIN_BLOCK, _next_pow2(n))
-    if variant == "auto":
-        # Persistent pays off once the row tiles make more than a couple of waves.
-        if whole > MAX_ROW_BLOCK:
-            variant = "looped"
-        else:
-            variant = "multirow" if m > 2 * sms else "row"
-    if variant == "looped":
-        return {"variant": variant, "block": block or min(whole, CUTILE_LOOPED_BLOCK), "rows": 1, "grid": m}
-    block = block or whole
-    if block < n:
-        raise ValueError(f"rms_norm cutile: variant {variant!r} holds a whole row, block={block} < n={n}")
-    if variant == "row":
-        return {"variant": variant, "block": block, "rows": 1, "grid": m}
-    rows = rows or _cutile_rows_per_tile(block)
-    grid = min(-(-m // rows), sms * (ctas_per_sm or CUTILE_CTAS_PER_SM))
-    return {"variant": variant, "block": block, "rows": rows, "grid": max(1, grid)}
+    bs.check_variant(KERNEL, variant, VARIANTS)
+    if variant == "auto":  # persistent pays off once the row tiles make more than a couple of waves
+        variant = "looped" if bs.row_block(n) > bs.MAX_ROW_BLOCK else "multirow" if m > 2 * sms else "row"
+    return bs.cutile_row_plan(KERNEL, m, n, sms, variant, block=block, rows=rows, ctas_per_sm=ctas_per_sm)
 
 
 if ct is not None:
@@ -302,38 +188,23 @@ if ct is not None:
 
 
 def cutile_rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float, *, variant: str = "auto",
-                    block=None, rows=None, ctas_per_sm=None) -> torch.Tensor:
+                    **knobs) -> torch.Tensor:
     """RMSNorm with our cuTile Python kernels; `variant` and the knobs as in `cutile_config`.
     eps is a compile-time constant of the kernel (one compile per distinct eps)."""
-    if ct is None:
-        raise RuntimeError(unavailable_reason("cutile"))
+    bs.require(ct, unavailable_reason, "cutile")
     w = _check_inputs(x, w)
-    if not x.is_cuda:
-        raise ValueError(f"rms_norm cutile: x must be a CUDA tensor, got {x.device}")
-    m, n = x.shape
-    y = torch.empty((m, n), dtype=x.dtype, device=x.device)
-    if y.numel() == 0:
-        return y
-    cfg = cutile_config(m, n, _num_sms(x), variant, block=block, rows=rows, ctas_per_sm=ctas_per_sm)
-    stream = torch.cuda.current_stream(x.device)
-    eps = float(eps)
-    with torch.cuda.device(x.device):
-        if cfg["variant"] == "looped":
-            ct.launch(stream, (cfg["grid"],), _cutile_looped_kernel, (x, w, y, eps, cfg["block"]))
-        else:
-            ct.launch(stream, (cfg["grid"],), _cutile_rows_kernel, (x, w, y, eps, cfg["rows"], cfg["block"]))
+    bs.require_cuda(KERNEL, "x", x)
+    y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    if y.numel():
+        cfg = cutile_config(*x.shape, bs.num_sms(x), variant, **knobs)
+        kernel = _cutile_looped_kernel if cfg["variant"] == "looped" else _cutile_rows_kernel
+        bs.launch_cutile_rows(ct, kernel, cfg, (x, w, y, float(eps)), x.device)
     return y
 
-
-# -- registry -----------------------------------------------------------------------------------
 
 BACKENDS = {"cutile": cutile_rms_norm, "triton": triton_rms_norm, "torch": torch_rms_norm}
 
 
-_tileiras_missing = baseline_support.tileiras_missing
-
-
 def unavailable_reason(backend: str) -> str | None:
-    """Why `backend` cannot run here, or None when its package imports (and, for cutile, its
-    compiler is found). Says nothing about the GPU itself."""
-    return baseline_support.unavailable_reason("rms_norm", backend, BACKENDS, _TRITON_ERROR, _CUTILE_ERROR)
+    """Why `backend` cannot run here, or None when it can (tilekit.baseline_support)."""
+    return bs.unavailable_reason(KERNEL, backend, BACKENDS, _TRITON_ERROR, _CUTILE_ERROR)

@@ -9,14 +9,11 @@ and written on torch's current stream.
     from kernels.silu_and_mul.baselines import BACKENDS, unavailable_reason
     y = BACKENDS["triton"](x)                      # or "cutile", "torch"
 
-Backends (every entry takes x and returns out):
-
-* ``torch_silu_and_mul``  -- ``F.silu(x[:, :H]) * x[:, H:]``: what a model without a fused op
-                             runs (two kernels, rounding to x's dtype in between).
-* ``triton_silu_and_mul`` -- our Triton kernels (f32 arithmetic).
-* ``cutile_silu_and_mul`` -- our cuTile Python kernels (``cuda-tile`` 1.7.0, ``import cuda.tile``).
-
-The Triton and cuTile entries share their variants, picked with ``variant=``:
+Backends (every entry takes x and returns out): ``torch_silu_and_mul`` (``F.silu(x[:, :H]) *
+x[:, H:]``: what a model without a fused op runs, two kernels rounding to x's dtype in between),
+``triton_silu_and_mul`` (our Triton kernels, f32 arithmetic) and ``cutile_silu_and_mul`` (our
+cuTile Python kernels, ``cuda-tile`` 1.7.0). The last two share their variants, picked with
+``variant=`` (tilekit.baseline_support says what triton and cuda.tile need):
 
 * ``"tiled"`` -- one program per ROWS x BLOCK output tile of ~4K elements (gate and up: 8K loaded
                  elements), on a 1-D grid of row tiles x column tiles, column tile fastest.
@@ -30,111 +27,71 @@ The Triton and cuTile entries share their variants, picked with ``variant=``:
                  every knob (block, rows, num_warps for Triton, occupancy for cuTile) can be
                  forced by keyword, so a GPU run can time each variant and keep the fastest:
                  scripts/sweep_variants.py does that run.
-
-Neither triton nor cuda.tile is needed to import this module: each is imported under a guard,
-and ``unavailable_reason(backend)`` says why a backend cannot run here (None when it can).
-
-cuTile Python at run time compiles each kernel with ``tileiras`` (Tile IR -> cubin, sm_90 needs
-tileiras >= 13.3 with the ptxas and libnvvm of its own release); cuda.tile finds it in the
-``nvidia-cuda-tileiras`` pip package, then on PATH, then in ``$CUDA_HOME/bin``, then in
-/usr/local/cuda*. Compiled cubins are cached under ``$CUDA_TILE_CACHE_DIR``.
 """
 import functools
 
 import torch
 
-from tilekit import baseline_support
+from tilekit import baseline_support as bs
 
-try:  # Triton: optional; the kernels below are only defined when it imports.
-    import triton
-    import triton.language as tl
-    _TRITON_ERROR = None
-except Exception as exc:  # ImportError, or a broken install that fails while importing
-    triton = tl = None
-    _TRITON_ERROR = exc
+triton, tl, _TRITON_ERROR = bs.import_triton()
+ct, _CUTILE_ERROR = bs.import_cutile()
 
-try:  # cuTile Python: optional, not in the project venv; the GPU bundle carries its wheel.
-    import cuda.tile as ct
-    _CUTILE_ERROR = None
-except Exception as exc:
-    ct = None
-    _CUTILE_ERROR = exc
-
+KERNEL = "silu_and_mul"
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 VARIANTS = ("auto", "tiled", "wide", "row")
 
 TILE_ELEMS = {"tiled": 4096, "wide": 8192}  # output elements per program
 MAX_BLOCK = 4096        # widest column tile / row chunk
-MIN_BLOCK = 16          # narrower tiles waste lanes; masks/padding cover H < 16
 MAX_ROWS = 64
 TRITON_ELEMS_PER_THREAD = 8   # per tensor (gate, up): 8 f32 values each -> 16 B bf16 vectors
 CUTILE_OCCUPANCY = 4    # CTAs per SM tileiras plans registers for: the compiler's default was
                         # 1.5-3x slower for rms_norm's streaming tiles on the H200; -1 = its default
 
 
-_next_pow2 = baseline_support.next_pow2
-_clamp = baseline_support.clamp
-
-
 def tile_width(h: int) -> int:
     """BLOCK of the tiled forms (the same rule as the port's default, ffi.rs default_block)."""
     if h <= MAX_BLOCK:
-        return max(MIN_BLOCK, _next_pow2(h))
+        return bs.row_block(h)
     for b in (4096, 2048, 1024, 512):
-        if -(-h // b) * b * 8 <= h * 9:
+        if bs.cdiv(h, b) * b * 8 <= h * 9:
             return b
     return 256
-
-
-def _check_variant(variant: str) -> None:
-    if variant not in VARIANTS:
-        raise ValueError(f"silu_and_mul baseline: variant must be one of {VARIANTS}, got {variant!r}")
 
 
 def config(m: int, h: int, variant: str = "auto", *, block=None, rows=None) -> dict:
     """The launch plan of the Triton and cuTile kernels for an (m, 2h) input:
     {"variant", "block", "rows", "grid"} (grid = number of programs, 1-D). Pure; keywords force a
     knob."""
-    _check_variant(variant)
+    bs.check_variant(KERNEL, variant, VARIANTS)
     if variant == "auto":
         variant = "tiled"
     if variant == "row":
-        block = block or min(max(MIN_BLOCK, _next_pow2(h)), MAX_BLOCK)
+        block = block or min(bs.row_block(h), MAX_BLOCK)
         return {"variant": variant, "block": block, "rows": 1, "grid": m}
     block = block or tile_width(h)
-    rows = rows or _clamp(TILE_ELEMS[variant] // block, 1, min(MAX_ROWS, _next_pow2(m)))
-    grid = -(-m // rows) * -(-h // block)
+    rows = rows or bs.clamp(TILE_ELEMS[variant] // block, 1, min(MAX_ROWS, bs.next_pow2(m)))
+    grid = bs.cdiv(m, rows) * bs.cdiv(h, block)
     if grid > 2**31 - 1:
         raise ValueError(f"silu_and_mul: {grid} programs exceed the 1-D grid limit; force a larger block or rows")
     return {"variant": variant, "block": block, "rows": rows, "grid": grid}
 
 
-def _check_input(x: torch.Tensor) -> int:
+def _check_inputs(x: torch.Tensor) -> int:
     """Validate x; return H."""
-    if x.dim() != 2:
-        raise ValueError(f"silu_and_mul baseline: x must be 2-D (m, 2H), got shape {tuple(x.shape)}")
+    bs.check_matrix(KERNEL, "x", x, DTYPES, "(m, 2H)")
     if x.shape[1] % 2:
         raise ValueError(f"silu_and_mul baseline: x's last dim must be even (2H), got {x.shape[1]}")
-    if x.dtype not in DTYPES:
-        raise TypeError(f"silu_and_mul baseline: x must be one of {DTYPES}, got {x.dtype}")
-    if x.shape[1] > 1 and x.stride(1) != 1:
-        raise ValueError("silu_and_mul baseline: x's last dim must be contiguous; pass x.contiguous()")
     return x.shape[1] // 2
 
 
-# -- PyTorch ------------------------------------------------------------------------------------
-
 def torch_silu_and_mul(x: torch.Tensor) -> torch.Tensor:
     """PyTorch eager: silu of the gate half times the up half."""
-    h = _check_input(x)
+    h = _check_inputs(x)
     return torch.nn.functional.silu(x[:, :h]) * x[:, h:]
 
 
 # -- Triton -------------------------------------------------------------------------------------
-
-def _triton_warps(elems: int) -> int:
-    return _clamp(elems // (32 * TRITON_ELEMS_PER_THREAD), 4, 16)
-
 
 if triton is not None:
 
@@ -178,20 +135,14 @@ if triton is not None:
 def triton_silu_and_mul(x: torch.Tensor, *, variant: str = "auto", block=None, rows=None,
                         num_warps=None) -> torch.Tensor:
     """silu_and_mul with our Triton kernels; `variant` and the knobs as in `config`."""
-    if triton is None:
-        raise RuntimeError(unavailable_reason("triton"))
-    h = _check_input(x)
-    m = x.shape[0]
-    y = torch.empty((m, h), dtype=x.dtype, device=x.device)
-    if y.numel() == 0:
-        return y
-    cfg = config(m, h, variant, block=block, rows=rows)
-    warps = num_warps or _triton_warps(cfg["rows"] * cfg["block"])
-    if cfg["variant"] == "row":
-        _triton_row_kernel[(cfg["grid"],)](x, y, h, x.stride(0), y.stride(0), BLOCK=cfg["block"], num_warps=warps)
-    else:
-        _triton_tiled_kernel[(cfg["grid"],)](x, y, m, h, x.stride(0), y.stride(0),
-                                             ROWS=cfg["rows"], BLOCK=cfg["block"], num_warps=warps)
+    bs.require(triton, unavailable_reason, "triton")
+    h = _check_inputs(x)
+    y = torch.empty((x.shape[0], h), dtype=x.dtype, device=x.device)
+    if y.numel():
+        cfg = config(x.shape[0], h, variant, block=block, rows=rows)
+        cfg["num_warps"] = num_warps or bs.triton_warps(cfg["rows"] * cfg["block"], TRITON_ELEMS_PER_THREAD)
+        kernel = _triton_row_kernel if cfg["variant"] == "row" else _triton_tiled_kernel
+        bs.launch_triton_rows(kernel, cfg, (x,), y, one_row="row")
     return y
 
 
@@ -238,32 +189,20 @@ def cutile_silu_and_mul(x: torch.Tensor, *, variant: str = "auto", block=None, r
                         occupancy: int = CUTILE_OCCUPANCY) -> torch.Tensor:
     """silu_and_mul with our cuTile Python kernels; `variant`, block and rows as in `config`;
     occupancy 1..32, or -1 for the compiler's default."""
-    if ct is None:
-        raise RuntimeError(unavailable_reason("cutile"))
-    h = _check_input(x)
-    if not x.is_cuda:
-        raise ValueError(f"silu_and_mul cutile: x must be a CUDA tensor, got {x.device}")
-    m = x.shape[0]
-    y = torch.empty((m, h), dtype=x.dtype, device=x.device)
-    if y.numel() == 0:
-        return y
-    cfg = config(m, h, variant, block=block, rows=rows)
-    kernel = _cutile_kernel(cfg["variant"], occupancy)
-    args = (x[:, :h], x[:, h:], y) + ((cfg["block"],) if cfg["variant"] == "row" else (cfg["rows"], cfg["block"]))
-    with torch.cuda.device(x.device):
-        ct.launch(torch.cuda.current_stream(x.device), (cfg["grid"],), kernel, args)
+    bs.require(ct, unavailable_reason, "cutile")
+    h = _check_inputs(x)
+    bs.require_cuda(KERNEL, "x", x)
+    y = torch.empty((x.shape[0], h), dtype=x.dtype, device=x.device)
+    if y.numel():
+        cfg = config(x.shape[0], h, variant, block=block, rows=rows)
+        kernel = _cutile_kernel(cfg["variant"], occupancy)
+        bs.launch_cutile_rows(ct, kernel, cfg, (x[:, :h], x[:, h:], y), x.device, one_row="row")
     return y
 
-
-# -- registry -----------------------------------------------------------------------------------
 
 BACKENDS = {"cutile": cutile_silu_and_mul, "triton": triton_silu_and_mul, "torch": torch_silu_and_mul}
 
 
-_tileiras_missing = baseline_support.tileiras_missing
-
-
 def unavailable_reason(backend: str) -> str | None:
-    """Why `backend` cannot run here, or None when its package imports (and, for cutile, its
-    compiler is found). Says nothing about the GPU itself."""
-    return baseline_support.unavailable_reason("silu_and_mul", backend, BACKENDS, _TRITON_ERROR, _CUTILE_ERROR)
+    """Why `backend` cannot run here, or None when it can (tilekit.baseline_support)."""
+    return bs.unavailable_reason(KERNEL, backend, BACKENDS, _TRITON_ERROR, _CUTILE_ERROR)

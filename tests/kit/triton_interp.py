@@ -1,6 +1,6 @@
-"""Shared by the baselines' Triton-interpreter tests (tests/kit/test_<kernel>_baselines.py): run a
-child Python with TRITON_INTERPRET=1 (set before triton is imported, hence a child) on a list of
-cases, and return the JSON list it prints last."""
+"""Runs a kernel's Triton baselines on the CPU for test_baselines.py: a child Python with
+TRITON_INTERPRET=1 (set before triton is imported, hence a child) calls the kernel's triton entry on
+each case of baseline_cases.py and prints one JSON list of results, one per case."""
 import json
 import os
 import subprocess
@@ -10,11 +10,14 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
 
-# The start of every child script: the interpreter switched on, plus a fix for one of its bugs.
+# The interpreter switched on, plus fixes for two of its bugs (neither touches a GPU run).
 PREAMBLE = r"""import json, os, sys
 os.environ["TRITON_INTERPRET"] = "1"
+import numpy as np
 import torch
+import triton.language as tl
 import triton.runtime.interpreter as interp
 
 # triton 3.6's interpreter turns a scalar into an int with int(1-element array), which
@@ -25,15 +28,48 @@ def _patch(tensor, scope):
     scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0]))
 interp._patch_lang_tensor = _patch
 
+# triton 3.6's interpreter keeps bf16 as its uint16 bit patterns and its tl.dot multiplies those
+# integers (a 16x16 bf16 dot is off by ~2e10; the same dot after .to(tl.float32) is right): widen
+# bf16 operands to the float32 values they encode first.
+_orig_dot = interp.InterpreterBuilder.create_dot
+def _dot(self, a, b, d, *args):
+    def widen(x):
+        if x.dtype != tl.bfloat16:
+            return x
+        return interp.TensorHandle((x.data.astype(np.uint32) << 16).view(np.float32), tl.float32)
+    return _orig_dot(self, widen(a), widen(b), d, *args)
+interp.InterpreterBuilder.create_dot = _dot
+"""
+
+CHILD = PREAMBLE + r"""
+import importlib
+import baseline_cases
+
+kernel = sys.argv[1]
+spec = baseline_cases.KERNELS[kernel]
+B = importlib.import_module(f"kernels.{kernel}.baselines")
+out = []
+for dt, shape, variant, knobs in json.loads(sys.stdin.read()):
+    inputs = spec.inputs(dt, shape)
+    ref = spec.reference(inputs)
+    try:
+        y = B.BACKENDS["triton"](*inputs["args"], variant=variant, **knobs)
+        err = ((y.double() - ref).abs() / (1 + ref.abs())).max().item()
+        out.append({"err": err, "dtype": str(y.dtype), "shape": list(y.shape), "contiguous": y.is_contiguous(),
+                    "zero": {"NaN outputs": int(torch.isnan(y).sum()), **spec.zero_counts(y, inputs)}})
+    except Exception as exc:
+        out.append({"error": f"{type(exc).__name__}: {exc}"})
+print(json.dumps(out))
 """
 
 
-def run(child: str, cases: list, *, python_args: tuple = (), timeout: int = 300) -> list:
-    """Run `child` (a script that starts with PREAMBLE, reads the cases as JSON on stdin and prints
-    one JSON list, one result per case) and return that list."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "tools"), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.run([sys.executable, *python_args, "-c", child], input=json.dumps(cases), capture_output=True,
-                          text=True, cwd=ROOT, env=env, timeout=timeout)
+def run(kernel: str, cases: list, *, timeout: int = 45) -> list:
+    """Results of `cases` (baseline_cases' (dtype, shape, variant, knobs)) of `kernel`'s triton entry
+    under the interpreter, from one child process; its deadline stays well under pytest-timeout's
+    60 s, which counts this fixture's time in the first test that uses it."""
+    path = os.pathsep.join([str(ROOT), str(ROOT / "tools"), str(HERE), os.environ.get("PYTHONPATH", "")])
+    proc = subprocess.run([sys.executable, "-W", "ignore", "-c", CHILD, kernel], input=json.dumps(cases),
+                          capture_output=True, text=True, cwd=ROOT, env=dict(os.environ, PYTHONPATH=path), timeout=timeout)
     assert proc.returncode == 0, proc.stderr[-4000:]
     results = json.loads(proc.stdout.strip().splitlines()[-1])
     assert len(results) == len(cases)
@@ -41,7 +77,7 @@ def run(child: str, cases: list, *, python_args: tuple = (), timeout: int = 300)
 
 
 def require_triton(baselines, why: str = "needs triton") -> None:
-    """Skip the calling test (or module fixture) with the reason when the kernel's baselines
-    module could not import triton."""
+    """Skip the calling test with the reason when the kernel's baselines module could not import
+    triton."""
     if baselines.triton is None:
         pytest.skip(f"{why}: {baselines.unavailable_reason('triton')}")

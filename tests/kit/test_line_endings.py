@@ -148,7 +148,8 @@ def test_odd_committed_run_validates_reports_and_summarizes_as_its_lf_form(tmp_p
     shutil.copytree(RUN, lf)
     for d in (other, lf):  # the odd sanitized logs and reports as committed, before report rewrites them
         assert [(c.description, c.problems) for c in validate.run_checks(KERNEL, str(d)) if c.problems] == []
-    rows = [summary.render(str(d.parent), [KERNEL]).replace(str(d.parent), "OUT") for d in (other, lf)]
+    rows = [summary.render(str(d.parent), [KERNEL], summary.collect(str(d.parent), [KERNEL])[0])
+            .replace(str(d.parent), "OUT") for d in (other, lf)]
     assert rows[0] == rows[1]
     assert [report.main(["--kernel", KERNEL, "--dir", str(d)]) for d in (other, lf)] == [0, 0]
     for rel in REPORT_OUTPUTS:

@@ -23,6 +23,7 @@ class Case:
     result: str  # PASSED | FAILED | ERROR | SKIPPED
     message: str
     collection: bool = False  # an ERROR collecting a module
+    exc_type: str = ""  # the exception class of a FAILED or ERROR case, e.g. "AssertionError"; "" when unknown
 
 
 @dataclass(frozen=True)
@@ -60,16 +61,62 @@ def parse_junit(text: str, path: str = JUNIT) -> list[Case]:
         result = ("FAILED" if "failure" in tags else "ERROR" if "error" in tags
                   else "SKIPPED" if "skipped" in tags else "PASSED")
         message = "" if outcome is None else (outcome.get("message") or (outcome.text or "").strip())
+        exc_type = ""
         if result in ("FAILED", "ERROR"):
             bad = node.find("failure") if result == "FAILED" else node.find("error")
             message = bad.get("message") or (bad.text or "").strip()
+            exc_type = bad.get("type") or exception_type(message)
         cases.append(Case(f"{module}::{test}" if module else test, config.rstrip("]"), result, message,
-                          collection=result == "ERROR" and message == "collection failure"))
+                          collection=result == "ERROR" and message == "collection failure", exc_type=exc_type))
     return cases
 
 
-_KERNEL_FAILURE = re.compile(r"not close|mismatch|allclose|nan\b|Tensor-likes|-3\b|JIT|compile", re.I)
-_ENV_BLOCK = re.compile(r"cuda|gpu|driver|cupti|nvidia|no module named|device", re.I)
+# Failures are classified by structure, never by a word anywhere in the text (a value check whose
+# message says "cuda:0" is still a value check): the exception class pytest reports, whether the
+# test body failed (<failure>) or its set-up / tear-down or collection did (<error>), and for skips
+# the reason's own statement that this machine lacks something.
+_EXC_NAME = re.compile(r"^((?:[A-Za-z_]\w*\.)*[A-Z]\w*)(?::\s|:?$)")
+# pytest's <error> message for a fixture that raised: failed on setup with "ExcType: text"
+_PHASE_ERROR = re.compile(r'^failed on (?:setup|teardown) with "(.*)"$', re.S)
+_RAW_EXC = re.compile(r"^E?\s*((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)):", re.M)  # E   Foo: ...
+# A test body's failed value check: torch.testing.assert_close, harness.check_close, numpy, assert.
+KERNEL_EXCEPTIONS = ("AssertionError",)
+# ffi.KernelError for a non-zero return code; code -3 (ffi.RETURN_CODES) is the device code's own:
+# its JIT compile or launch failed. Any other code is a refused call, a host-side error.
+_KERNEL_ERROR_JIT = re.compile(r"\breturned -3 \(JIT_OR_LAUNCH\b")
+# The machine lacks a module or a usable device: not something the port's code can fix.
+ENV_EXCEPTIONS = ("ModuleNotFoundError", "ImportError", "torch.OutOfMemoryError", "torch.AcceleratorError")  # and torch.cuda.*
+# A skip reason that says this machine cannot run the case ("no CUDA GPU here", "triton: requires a
+# GPU", "CUDA is not available", importorskip's "could not import 'torch'"), at the reason's start.
+_MACHINE_SKIP = re.compile(
+    r"^(?:[\w.-]+: )?(?:(?:no|without|requires?|needs?) (?:an? )?(?:cuda|gpu|nvidia|driver|cupti)\b"
+    r"|(?:cuda|gpu|nvidia driver|driver|cupti)\b[\w ]{0,20}?\b(?:not available|unavailable|not found)\b"
+    r"|could not import\b|no module named\b)", re.I)
+
+
+def exception_type(message: str) -> str:
+    """The exception class a JUnit failure or error message starts with ("AssertionError: ..."); a
+    set-up error's inner one; "" when the message does not start with one."""
+    phase = _PHASE_ERROR.match(message.strip())
+    first = (phase.group(1) if phase else message).strip().split("\n", 1)[0]
+    found = _EXC_NAME.match(first)
+    return found.group(1) if found else ""
+
+
+def is_env_exception(exc_type: str) -> bool:
+    return exc_type in ENV_EXCEPTIONS or exc_type.startswith("torch.cuda.")
+
+
+def is_kernel_failure(case: Case) -> bool:
+    """The test body ran and the port's results were wrong, or its JIT compile / launch failed."""
+    if case.result != "FAILED":
+        return False  # set-up, tear-down and collection errors happen before or after the kernel
+    name = case.exc_type.rsplit(".", 1)[-1]
+    return name in KERNEL_EXCEPTIONS or (name == "KernelError" and bool(_KERNEL_ERROR_JIT.search(case.message)))
+
+
+def is_machine_skip(case: Case) -> bool:
+    return case.result == "SKIPPED" and bool(_MACHINE_SKIP.match(case.message.strip()))
 
 
 def classify(cases: list[Case], raw_log: str) -> CorrectnessResult:
@@ -80,18 +127,19 @@ def classify(cases: list[Case], raw_log: str) -> CorrectnessResult:
     bad = [c for c in cases if c.result in ("FAILED", "ERROR")]
     # A case skipped because this machine cannot run it (no GPU, no driver) did not verify the port:
     # a run with such skips is not ALL_PASS (a skip by design, e.g. an unsupported dtype, is).
-    env_skipped = [c for c in cases if c.result == "SKIPPED" and _ENV_BLOCK.search(c.message)]
+    env_skipped = [c for c in cases if is_machine_skip(c)]
     blocked = (any(c.collection for c in cases) or (passed == 0 and really_failed == 0)
                or (bool(env_skipped) and not bad))
-    kernel_bad = [c for c in bad if not c.collection and _KERNEL_FAILURE.search(c.message + " " + c.config)]
+    kernel_bad = [c for c in bad if is_kernel_failure(c)]
     host_bad = [c for c in bad if c not in kernel_bad]
     if blocked:
         verdict = "BLOCKED"
-        texts = " ".join(c.message for c in cases if c.result != "PASSED") or raw_log[-2000:]
-        block_class = ("env" if _ENV_BLOCK.search(texts) and not host_bad
-                       else "kernel" if kernel_bad and not host_bad else "host")
-        if not cases:
-            block_class = "env" if _ENV_BLOCK.search(raw_log[-4000:]) else "host"
+        if not cases:  # nothing ran: the exceptions pytest printed say why
+            block_class = "env" if any(is_env_exception(e) for e in _RAW_EXC.findall(raw_log[-4000:])) else "host"
+        elif (env_skipped or bad) and all(is_env_exception(c.exc_type) for c in bad):
+            block_class = "env"
+        else:
+            block_class = "kernel" if kernel_bad and not host_bad else "host"
     else:
         verdict, block_class = ("FAIL" if bad else "ALL_PASS"), ""
     fail_class = "" if not bad or verdict == "BLOCKED" else ("host" if host_bad else "kernel")

@@ -40,7 +40,7 @@ ENV_READY := $(if $(filter 1,$(TILEKIT_PREBUILT)),,$(SETUP_STAMP))
 # the environment fingerprint; a baseline: the same less the library and the Rust files.
 LIB         := $(or $(TILEKIT_LIB),build/libcutile_kernels.so)
 FINGERPRINT := $(OUT_ROOT)/.timing-env.txt
-REPORT_CODE := $(wildcard $(addprefix tools/tilekit/,__main__.py charts.py compare.py doctor.py fingerprint.py records.py report.py summary.py validate.py))
+REPORT_CODE := $(wildcard $(addprefix tools/tilekit/,__main__.py charts.py compare.py correctness.py doctor.py fingerprint.py layout.py markdown.py records.py report.py summary.py validate.py))
 TIMING_CODE := $(filter-out $(REPORT_CODE),$(wildcard tools/tilekit/*.py)) tests/kernels/conftest.py pyproject.toml \
                scripts/pytest_stage.sh scripts/timed_stage.sh
 kernel_files = $(filter-out %.md,$(wildcard kernels/$(1)/*)) tests/kernels/test_$(1).py

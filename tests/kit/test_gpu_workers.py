@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tilekit import bench, gpu_workers, report, validate
+from tilekit import bench, gpu_workers, layout, report, validate
 from tilekit.compare import compare
 from tilekit.gpu_workers import GpuSelectionError, stage_gpus, visible_gpus, worker_gpus
 from tilekit.records import BEGIN, END, format_block, parse_log
@@ -221,7 +221,7 @@ def test_every_block_is_printed_once_and_whole_by_the_controller(xdist_logs):
 
 def test_sanitize_report_and_validate_accept_xdist_logs(xdist_logs, tmp_path):
     kdir = tmp_path / "k"
-    raw = {"cutile-rs": kdir / report.PORT_RAW, "triton": kdir / report.baseline_raw("triton")}
+    raw = {"cutile-rs": kdir / layout.PORT_RAW, "triton": kdir / layout.baseline_raw("triton")}
     for backend, path in raw.items():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(xdist_logs[backend])
@@ -232,9 +232,9 @@ def test_sanitize_report_and_validate_accept_xdist_logs(xdist_logs, tmp_path):
     assert "failed cases: 1\n  line " in (tmp_path / "inv.log").read_text()
     done = run(tk + ["report", "--kernel", "k", "--dir", str(kdir), "--only", "performance"], env=child_env())
     assert done.returncode == 0, done.stderr
-    text = (kdir / report.PERFORMANCE_MD).read_text()
+    text = (kdir / layout.PERFORMANCE_MD).read_text()
     assert text.startswith("VERDICT: DONE\n") and "geomean_ratio=1.0000\n" in text
-    port, triton = (kdir / report.PORT_CLEAN).read_text(), (kdir / report.baseline_clean("triton")).read_text()
+    port, triton = (kdir / layout.PORT_CLEAN).read_text(), (kdir / layout.baseline_clean("triton")).read_text()
     assert validate.check_sanitized(port, raw["cutile-rs"].read_text(), "k", "cutile-rs") == []
     assert validate.check_performance_numbers(text, "k", port, {"triton": triton}) == []
 
@@ -427,7 +427,7 @@ def test_report_and_validate_agree_on_a_gpu_mismatch(tmp_path):
     assert text.startswith("VERDICT: INVESTIGATE\n") and "Severity: MISSING_DATA\n" in text
     assert "| GPU_MISMATCH |" in text
     assert (f'- {{"dtype": "float16", "n": 2}}: triton was timed on {H100}, cutile-rs on {H200}; not compared '
-            f"(time both on one GPU model); see {report.INVESTIGATION}") in text
+            f"(time both on one GPU model); see {layout.INVESTIGATION}") in text
     clean = {b: "".join(r.text + "\n" for r in rs) for b, rs in (("cutile-rs", port), ("triton", triton))}
     assert validate.check_performance_numbers(text, "k", clean["cutile-rs"], {"triton": clean["triton"]}) == []
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tilekit import autotune, report, summary, validate
+from tilekit import autotune, correctness, layout, report, summary, validate
 from tilekit.records import format_block, investigation_text, parse_log, read_text
 
 from child_env import child_env  # tests/kit/child_env.py
@@ -30,8 +30,8 @@ ODD = {
     "bom_lone_cr_no_final_newline": lambda b: b"\xef\xbb\xbf" + b.removesuffix(b"\n").replace(b"\n", b"\r"),
 }
 # Everything `report` writes.
-REPORT_OUTPUTS = [report.PERFORMANCE_MD, report.CORRECTNESS_MD, report.PORT_CLEAN, report.INVESTIGATION] + [
-    report.baseline_clean(b) for b in ("cutile", "triton", "torch")]
+REPORT_OUTPUTS = [layout.PERFORMANCE_MD, layout.CORRECTNESS_MD, layout.PORT_CLEAN, layout.INVESTIGATION] + [
+    layout.baseline_clean(b) for b in ("cutile", "triton", "torch")]
 
 
 def odd_copy(src: Path, dst: Path, odd: str) -> Path:
@@ -112,11 +112,11 @@ def test_odd_junit_and_correctness_log_render_the_same_correctness_report(tmp_pa
     for folder in ("lf", odd):
         d = tmp_path / folder / KERNEL
         (d / "reports" / "logs").mkdir(parents=True)
-        (d / report.JUNIT).write_bytes(junit.encode() if folder == "lf" else ODD[odd](junit.encode()))
-        (d / report.CORRECTNESS_LOG).write_bytes(raw.encode() if folder == "lf" else ODD[odd](raw.encode()))
-        texts[folder], result, _ = report.build_correctness(KERNEL, str(d))
+        (d / layout.JUNIT).write_bytes(junit.encode() if folder == "lf" else ODD[odd](junit.encode()))
+        (d / layout.CORRECTNESS_LOG).write_bytes(raw.encode() if folder == "lf" else ODD[odd](raw.encode()))
+        texts[folder], result, _ = correctness.build_correctness(KERNEL, str(d))
         assert result.verdict == "FAIL"
-        assert validate.check_pytest_header(read_text(d / report.CORRECTNESS_LOG)) == []
+        assert validate.check_pytest_header(read_text(d / layout.CORRECTNESS_LOG)) == []
     assert "Note: pytest stopped at the first failure (-x); later cases did not run." in texts["lf"]
     assert texts[odd] == texts["lf"]
 
@@ -126,8 +126,8 @@ def test_odd_cut_off_junit_names_the_same_line_as_its_lf_form(tmp_path, odd):
     cut = '<?xml version="1.0" encoding="utf-8"?>\n<testsuites>\n<testsuite name="pytest">\n<testcase name="a"\n'
     messages = []
     for path in write_pair(tmp_path, "junit.xml", cut, odd):
-        with pytest.raises(report.MalformedInput) as caught:
-            report.parse_junit(read_text(path), "junit.xml")
+        with pytest.raises(correctness.MalformedInput) as caught:
+            correctness.parse_junit(read_text(path), "junit.xml")
         messages.append(str(caught.value))
     assert messages[0].startswith("junit.xml:4: not valid JUnit XML")  # the line where the run was cut off
     assert messages[1] == messages[0]
@@ -148,7 +148,8 @@ def test_odd_committed_run_validates_reports_and_summarizes_as_its_lf_form(tmp_p
     shutil.copytree(RUN, lf)
     for d in (other, lf):  # the odd sanitized logs and reports as committed, before report rewrites them
         assert [(c.description, c.problems) for c in validate.run_checks(KERNEL, str(d)) if c.problems] == []
-    rows = [summary.render(str(d.parent), [KERNEL]).replace(str(d.parent), "OUT") for d in (other, lf)]
+    rows = [summary.render(str(d.parent), [KERNEL], summary.collect(str(d.parent), [KERNEL])[0])
+            .replace(str(d.parent), "OUT") for d in (other, lf)]
     assert rows[0] == rows[1]
     assert [report.main(["--kernel", KERNEL, "--dir", str(d)]) for d in (other, lf)] == [0, 0]
     for rel in REPORT_OUTPUTS:

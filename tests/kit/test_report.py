@@ -4,6 +4,7 @@ import sys
 import pytest
 
 from tilekit import charts, report
+from tilekit import correctness as correctness_mod
 from tilekit.records import format_block
 
 KERNEL = "rms_norm"
@@ -306,6 +307,77 @@ def test_gpu_cases_skipped_beside_passing_cpu_cases_are_blocked_not_all_pass(tmp
     assert "block_class: env" in lines
     assert ("Note: 2 case(s) were skipped because this machine cannot run them (first: no CUDA GPU here); "
             "the port is not verified on them.") in lines
+
+
+def test_value_check_whose_message_mentions_cuda_is_a_kernel_failure(tmp_path):
+    # the old rule matched words ("cuda") anywhere and called this a host failure
+    _, lines = correctness(tmp_path, case("test_op[a]"), case(
+        "test_op[b]", "<failure message=\"AssertionError: cutile_rs {'dtype': 'float16'} on cuda:0: "
+                      "rel_l2=3.1e-01 (tol 1.0e-02)\">tb</failure>"))
+    assert lines[0] == "VERDICT: FAIL"
+    assert "fail_class: kernel" in lines
+    assert not any(l.startswith("host_fix: 1") for l in lines)
+
+
+def test_declared_failure_type_wins_over_the_message(tmp_path):
+    _, lines = correctness(tmp_path, case("test_op[a]"), case(
+        "test_op[b]", '<failure type="AssertionError" message="values differ on cuda:0">tb</failure>'))
+    assert "fail_class: kernel" in lines
+
+
+def test_jit_return_code_is_a_kernel_failure_other_codes_are_host(tmp_path):
+    _, lines = correctness(tmp_path, case("test_op[a]"), case(
+        "test_op[b]", '<failure message="tilekit.ffi.KernelError: kernel rms_norm: rms_norm_f16 returned -3 '
+                      '(JIT_OR_LAUNCH: JIT compile or kernel launch failed)">tb</failure>'))
+    assert "fail_class: kernel" in lines
+    _, lines = correctness(tmp_path / "x", case("test_op[a]"), case(
+        "test_op[b]", '<failure message="tilekit.ffi.KernelError: kernel rms_norm: rms_norm_f16 returned -2 '
+                      '(BAD_ARG: CUDA device pointer is null)">tb</failure>'))
+    assert "fail_class: host" in lines
+
+
+def test_runtime_error_mentioning_cuda_is_a_host_failure(tmp_path):
+    _, lines = correctness(tmp_path, case("test_op[a]"), case(
+        "test_op[b]", '<failure message="ValueError: tensor is on cpu; cuTile kernels need CUDA tensors">tb</failure>'))
+    assert "fail_class: host" in lines
+
+
+def test_skip_by_design_that_mentions_cuda_is_still_all_pass(tmp_path):
+    # the old rule read "cuda" in the reason as "this machine has no GPU" and said BLOCKED
+    status, lines = correctness(tmp_path, case("test_op[cutile_rs-float16]"),
+                                case("test_op[cutile_rs-float64]", '<skipped type="pytest.skip" '
+                                     'message="float64 is not supported by the cuda:0 port"/>'))
+    assert (status, lines[0]) == (0, "VERDICT: ALL_PASS")
+    assert not any(l.startswith("Note: 1 case(s) were skipped because") for l in lines)
+
+
+def test_only_by_design_skips_mentioning_a_device_are_blocked_host_not_env(tmp_path):
+    _, lines = correctness(tmp_path, case("test_op[a]", '<skipped message="float64 unsupported on this device"/>'))
+    assert lines[0] == "VERDICT: BLOCKED"
+    assert "block_class: host" in lines
+
+
+def test_missing_module_at_set_up_is_blocked_env(tmp_path):
+    _, lines = correctness(tmp_path, case("test_op[a]", '<error message="failed on setup with &quot;'
+                                                        'ModuleNotFoundError: No module named \'torch\'&quot;">tb</error>'))
+    assert lines[0] == "VERDICT: BLOCKED"
+    assert "block_class: env" in lines
+
+
+def test_set_up_error_mentioning_cuda_is_blocked_host(tmp_path):
+    _, lines = correctness(tmp_path, case("test_op[a]", '<error message="failed on setup with &quot;'
+                                                        'FileNotFoundError: libcutile_kernels.so (cuda build) not built; '
+                                                        'run `make build`&quot;">tb</error>'))
+    assert lines[0] == "VERDICT: BLOCKED"
+    assert "block_class: host" in lines
+
+
+def test_exception_type_reads_the_class_a_message_starts_with():
+    assert correctness_mod.exception_type("AssertionError: Tensor-likes are not close!\nMismatched") == "AssertionError"
+    assert correctness_mod.exception_type("torch.OutOfMemoryError: CUDA out of memory") == "torch.OutOfMemoryError"
+    assert correctness_mod.exception_type('failed on setup with "ImportError: cannot import name x"') == "ImportError"
+    assert correctness_mod.exception_type("no CUDA GPU here") == ""
+    assert correctness_mod.exception_type("assert 1 == 2") == ""
 
 
 def test_malformed_junit_is_an_error_naming_the_file(tmp_path, capsys):

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tilekit import report, validate
+from tilekit import layout, validate
 from tilekit.gpu_workers import spread_by_stage
 from tilekit.records import parse_log
 from tilekit.stage_logs import backend_of, kernel_of, stage_of, stage_path
@@ -144,17 +144,17 @@ def test_the_failure_traceback_is_in_the_stage_log_and_the_session_output_is_unc
 def test_sanitize_report_and_validate_accept_stage_logs(one_process, tmp_path):
     folder, _ = one_process
     kdir = tmp_path / "alpha"
-    for src, dst in (("cutile_rs", report.PORT_RAW), ("triton", report.baseline_raw("triton"))):
+    for src, dst in (("cutile_rs", layout.PORT_RAW), ("triton", layout.baseline_raw("triton"))):
         (kdir / dst).parent.mkdir(parents=True, exist_ok=True)
         (kdir / dst).write_text(stage_log(folder, "alpha", src))
     done = run([sys.executable, "-m", "tilekit", "report", "--kernel", "alpha", "--dir", str(kdir),
                 "--only", "performance"], env=child_env())
     assert done.returncode == 0, done.stderr
-    text = (kdir / report.PERFORMANCE_MD).read_text()
+    text = (kdir / layout.PERFORMANCE_MD).read_text()
     assert "geomean_ratio=1.0000\n" in text and "over 3 matched configs" in text  # n=2 has no triton median
     assert "- triton: 3 valid blocks, 0 rejected, 1 failed, 0 errored, 0 skipped" in text
-    port = (kdir / report.PORT_CLEAN).read_text()
-    assert validate.check_sanitized(port, (kdir / report.PORT_RAW).read_text(), "alpha", "cutile-rs") == []
+    port = (kdir / layout.PORT_CLEAN).read_text()
+    assert validate.check_sanitized(port, (kdir / layout.PORT_RAW).read_text(), "alpha", "cutile-rs") == []
 
 
 def test_a_file_that_fails_to_collect_is_named_in_each_of_its_stage_logs(tmp_path):

@@ -2,6 +2,7 @@
 
 Runtime side: ``ffi`` (load the cdylib, pack tensor descriptors), ``bench`` (CUPTI timing),
 ``autotune``. Report side (no GPU): ``records`` (perf record blocks, sanitize), ``compare``
-(ratios, geomean, verdict), ``report`` (markdown), ``validate``. ``python -m tilekit`` is the CLI
-that Make calls.
+(ratios, geomean, verdict), ``layout`` (output paths), ``markdown``, ``report`` (performance.md,
+the CLI), ``correctness`` (correctness.md), ``charts``, ``validate``, ``summary``.
+``python -m tilekit`` is the CLI that Make calls.
 """

@@ -1,7 +1,7 @@
 """The charts beside the reports: ``reports/performance.svg`` and ``summary.svg`` (DESIGN.md, "Reports").
 
 Data in, file out. ``report`` and ``summary`` gather numbers they already have (tilekit.compare's
-per-config ratios, geomean and interval; ``report.peak_share``'s % of peak) into the dataclasses
+per-config ratios, geomean and interval; ``markdown.peak_share``'s % of peak) into the dataclasses
 below; this module computes nothing new, it only draws. matplotlib is imported on first use, so
 the report tools work without it: ``missing_matplotlib()`` says why there is no chart and the
 report says so in one line.

@@ -275,7 +275,6 @@ _SKIP = re.compile(r"^SKIPPED \[(\d+)\] (\S+?): (.*)$")
 _PROGRESS = re.compile(r"^(?P<case>\S+::\S+?(?:\[[^\]]*\])?) (?P<status>FAILED|ERROR)\b")
 # the same under pytest-xdist (-n N): "[gw1] [ 50%] FAILED tests/x.py::test_perf[a-1]"
 _PROGRESS_XDIST = re.compile(r"^\[gw\d+\] \[ *\d+%\] (?P<status>FAILED|ERROR) (?P<case>\S+::\S+?(?:\[[^\]]*\])?)$")
-_OUTCOME_STARTS = ("FAILED", "ERROR", "SKIPPED", "=")
 _FINAL = re.compile(r"^=+ (.*\b(?:passed|failed|error|errors|skipped|no tests ran)\b.*) in [\d.]+s\b.*=+$")
 
 

@@ -1,23 +1,25 @@
-"""Render reports/performance.md and reports/correctness.md (DESIGN.md, "Reports").
+"""The performance report and the ``report`` CLI (DESIGN.md, "Reports").
 
 ``python -m tilekit report --kernel K --dir out/K`` re-sanitizes every raw perf log under
-``reports/logs/``, compares, and renders both reports from what is on disk (no GPU). Rendering is
-pure and deterministic (no timestamps, natural config order), so running it twice gives
-byte-identical files; files are written atomically.
+``reports/logs/``, compares, and renders reports/performance.md (here) and reports/correctness.md
+(tilekit.correctness) from what is on disk (no GPU). Rendering is pure and deterministic (no
+timestamps, natural config order), so running it twice gives byte-identical files; files are
+written atomically. Paths come from tilekit.layout, table cells from tilekit.markdown.
 """
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import os
-import re
 import sys
-import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 
 from tilekit import charts
 from tilekit.compare import BANDS, Comparison, CompareError, band, compare, straddled_edges
+from tilekit.correctness import MalformedInput, build_correctness
+from tilekit.layout import (CORRECTNESS_LOG, CORRECTNESS_MD, INVESTIGATION, PERFORMANCE_CHART, PERFORMANCE_MD, PORT_CLEAN,
+                            PORT_RAW, MissingInput, baseline_clean, baseline_raw, baselines_on_disk)
+from tilekit.markdown import cell, markdown_table, ms_text, peak_share, ratio_text, throughput
 from tilekit.records import (BASELINE_BACKENDS, INVESTIGATION_HEADER, PORT_BACKEND, ParsedLog, clean_text,
                              investigation_text, parse_log, read_text, write_atomic)
 
@@ -25,65 +27,7 @@ ENV_KEYS = ("gpu", "driver", "cuda", "torch", "triton", "cuda_tile", "cutile_cra
 
 
 # ---------------------------------------------------------------------------------------------
-# The output tree (DESIGN.md, Make interface); every path is relative to the kernel's folder.
-
-PORT_RAW = "reports/logs/perf_cutile_rs.full.txt"
-PORT_CLEAN = "perf_cutile_rs.txt"
-INVESTIGATION = "reports/logs/perf_investigation.log"
-PERFORMANCE_MD = "reports/performance.md"
-PERFORMANCE_CHART = "reports/performance.svg"
-CORRECTNESS_MD = "reports/correctness.md"
-CORRECTNESS_LOG = "correctness_cutile_rs.txt"
-JUNIT = "reports/logs/correctness.junit.xml"
-BUILD_LOG = "reports/build.log"
-
-
-def baseline_raw(backend: str) -> str:
-    return f"reports/logs/baseline_perf_{backend}.full.txt"
-
-
-def baseline_clean(backend: str) -> str:
-    return f"baseline_perf_{backend}.txt"
-
-
-def baselines_on_disk(kernel_dir: str) -> list[str]:
-    """Backends that have a raw baseline log, in name order."""
-    pattern = os.path.join(kernel_dir, baseline_raw("*"))
-    names = [os.path.basename(p)[len("baseline_perf_"):-len(".full.txt")] for p in glob.glob(pattern)]
-    return sorted(names)
-
-
-class MissingInput(Exception):
-    """An input file is absent; the message names the file and the make target that writes it."""
-
-
-# ---------------------------------------------------------------------------------------------
-# Small formatting helpers
-
-def _ms(value) -> str:
-    return "-" if value is None else f"{value:.6f}"
-
-
-def _ratio(value) -> str:
-    return "-" if value is None else f"{value:.4f}"
-
-
-def markdown_table(rows: list[list[str]], headers: list[str]) -> str:
-    """A GitHub pipe table of preformatted cells, columns padded to their widest cell.
-
-    Written here rather than with tabulate: tabulate infers a type for every cell, which took
-    most of the 2 s budget on a 10,000-config report whose cells are all strings already.
-    """
-    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
-
-    def line(cells):
-        return "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths)) + " |"
-    return "\n".join([line(headers), "|" + "|".join("-" * (w + 2) for w in widths) + "|"] + [line(r) for r in rows])
-
-
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
+# Labels of configs and tables
 
 def config_label(config: dict, drop=("dtype", "variant")) -> str:
     items = [f"{k}={v if isinstance(v, (int, float, str)) else json.dumps(v)}"
@@ -100,28 +44,6 @@ def _title_text(key: tuple) -> str:
     variant, dtype = key
     parts = ([f"variant {variant}"] if variant else []) + ([dtype] if dtype else [])
     return ", ".join(parts) or "all configs"
-
-
-def peak_share(record) -> tuple[float, float | None, str] | None:
-    """(throughput, % of peak or None, unit) of the port's record, GB/s preferred over TFLOP/s;
-    None when the record has neither. The table's columns and the chart both read it."""
-    if record is None:
-        return None
-    for value_key, peak_key, unit in (("gbps", "peak_gbps", "GB/s"), ("tflops", "peak_tflops", "TFLOP/s")):
-        value = record.number(value_key)
-        if value is not None:
-            peak = record.number(peak_key)
-            return value, (100 * value / peak if peak else None), unit
-    return None
-
-
-def throughput(record) -> tuple[str, str]:
-    """(value, % of peak) of the port's record as the table prints them; '-' when absent."""
-    share = peak_share(record)
-    if share is None:
-        return "-", "-"
-    value, pct, _ = share
-    return f"{value:.1f}", "-" if pct is None else f"{pct:.1f}%"
 
 
 def _throughput_header(rows) -> str:
@@ -194,7 +116,7 @@ def _headline(c: Comparison) -> list[str]:
 
 def _baselines_table(c: Comparison) -> list[str]:
     rows = [[s.backend + (" (reference)" if s.backend == c.reference else ""), str(s.configs),
-             _ms(s.common_geomean_ms), _ratio(s.ratio_geomean)] for s in c.baselines]
+             ms_text(s.common_geomean_ms), ratio_text(s.ratio_geomean)] for s in c.baselines]
     headers = ["baseline", "configs", "geomean ms (configs all baselines have)", f"{PORT_BACKEND} / baseline (geomean)"]
     return ["## Baselines", "", markdown_table(rows, headers)]
 
@@ -222,10 +144,10 @@ def _config_tables(c: Comparison) -> list[str]:
         for row in rows:
             value, share = throughput(row.port)
             verdict = ROW_STATUS.get(row.status) or band(row.ratio)
-            table.append([_cell(config_label(row.config)), _ms(row.reference_ms),
-                          _ms(row.port.median_ms if row.port else None), _ratio(row.ratio), value, share, verdict]
-                         + [_ratio(row.ratio_to(b)) for b in backends]
-                         + [row.best_backend or "-", _ratio(row.ratio_to_best)])
+            table.append([cell(config_label(row.config)), ms_text(row.reference_ms),
+                          ms_text(row.port.median_ms if row.port else None), ratio_text(row.ratio), value, share, verdict]
+                         + [ratio_text(row.ratio_to(b)) for b in backends]
+                         + [row.best_backend or "-", ratio_text(row.ratio_to_best)])
         out += [f"## {_title_text(key)}", "", markdown_table(table, headers), ""]
     return out
 
@@ -265,7 +187,7 @@ def _env_lines(inputs: PerfInputs, c: Comparison) -> list[str]:
         return out + ["No valid port record, so no environment was recorded.", ""]
     env = record_env(port[0])
     keys = [k for k in ENV_KEYS if k in env] + sorted(k for k in env if k not in ENV_KEYS)
-    rows = [[k, _cell(str(env[k]))] for k in keys]
+    rows = [[k, cell(str(env[k]))] for k in keys]
     rows.append(["timer", ", ".join(sorted({r.timer for r in port}))])
     if "l2_flush" in port[0].fields:
         rows.append(["l2_flush", port[0].fields["l2_flush"]])
@@ -358,123 +280,6 @@ def write_chart(c: Comparison, kernel_dir: str) -> str | None:
     return None if why is None else f"Chart: not drawn: {why}"
 
 
-# ---------------------------------------------------------------------------------------------
-# correctness.md, from pytest's JUnit XML
-
-@dataclass(frozen=True)
-class Case:
-    test: str
-    config: str
-    result: str  # PASSED | FAILED | ERROR | SKIPPED
-    message: str
-    collection: bool = False  # an ERROR collecting a module
-
-
-@dataclass(frozen=True)
-class CorrectnessResult:
-    verdict: str
-    cases: list
-    passed: int
-    failed: int  # FAILED and ERROR cases together
-    skipped: int
-    fail_class: str
-    host_fix: str
-    kernel_followup: str
-    block_class: str
-    env_skipped: list = field(default_factory=list)  # cases skipped because this machine cannot run them
-
-
-class MalformedInput(Exception):
-    pass
-
-
-def parse_junit(text: str, path: str = JUNIT) -> list[Case]:
-    try:
-        root = ET.fromstring(text.rstrip("\n"))  # a cut-off file's error is on its last line, not after it
-    except ET.ParseError as exc:
-        line = exc.position[0] if getattr(exc, "position", None) else "?"
-        raise MalformedInput(f"{path}:{line}: not valid JUnit XML ({exc}); the run was probably cut off: "
-                             "re-run the correctness stage (make test)") from None
-    cases = []
-    for node in root.iter("testcase"):
-        name = node.get("name", "")
-        module = node.get("classname", "").rsplit(".", 1)[-1]
-        test, _, config = name.partition("[")
-        outcome = next((child for child in node if child.tag in ("failure", "error", "skipped")), None)
-        tags = {child.tag for child in node}
-        result = ("FAILED" if "failure" in tags else "ERROR" if "error" in tags
-                  else "SKIPPED" if "skipped" in tags else "PASSED")
-        message = "" if outcome is None else (outcome.get("message") or (outcome.text or "").strip())
-        if result in ("FAILED", "ERROR"):
-            bad = node.find("failure") if result == "FAILED" else node.find("error")
-            message = bad.get("message") or (bad.text or "").strip()
-        cases.append(Case(f"{module}::{test}" if module else test, config.rstrip("]"), result, message,
-                          collection=result == "ERROR" and message == "collection failure"))
-    return cases
-
-
-_KERNEL_FAILURE = re.compile(r"not close|mismatch|allclose|nan\b|Tensor-likes|-3\b|JIT|compile", re.I)
-_ENV_BLOCK = re.compile(r"cuda|gpu|driver|cupti|nvidia|no module named|device", re.I)
-
-
-def classify(cases: list[Case], raw_log: str) -> CorrectnessResult:
-    passed = sum(c.result == "PASSED" for c in cases)
-    failed = sum(c.result in ("FAILED", "ERROR") for c in cases)
-    skipped = sum(c.result == "SKIPPED" for c in cases)
-    really_failed = sum(c.result == "FAILED" for c in cases)
-    bad = [c for c in cases if c.result in ("FAILED", "ERROR")]
-    # A case skipped because this machine cannot run it (no GPU, no driver) did not verify the port:
-    # a run with such skips is not ALL_PASS (a skip by design, e.g. an unsupported dtype, is).
-    env_skipped = [c for c in cases if c.result == "SKIPPED" and _ENV_BLOCK.search(c.message)]
-    blocked = (any(c.collection for c in cases) or (passed == 0 and really_failed == 0)
-               or (bool(env_skipped) and not bad))
-    kernel_bad = [c for c in bad if not c.collection and _KERNEL_FAILURE.search(c.message + " " + c.config)]
-    host_bad = [c for c in bad if c not in kernel_bad]
-    if blocked:
-        verdict = "BLOCKED"
-        texts = " ".join(c.message for c in cases if c.result != "PASSED") or raw_log[-2000:]
-        block_class = ("env" if _ENV_BLOCK.search(texts) and not host_bad
-                       else "kernel" if kernel_bad and not host_bad else "host")
-        if not cases:
-            block_class = "env" if _ENV_BLOCK.search(raw_log[-4000:]) else "host"
-    else:
-        verdict, block_class = ("FAIL" if bad else "ALL_PASS"), ""
-    fail_class = "" if not bad or verdict == "BLOCKED" else ("host" if host_bad else "kernel")
-    host_fix = (f"{len(host_bad)} case(s) fail in the host code (op.py, ffi.rs, the test): fix those first; "
-                f"first: {host_bad[0].test}[{host_bad[0].config}]: {_first_line(host_bad[0].message)}") if host_bad else ""
-    kernel_followup = (f"{len(kernel_bad)} case(s) give wrong results from the device code (kernel.rs); "
-                       f"first: {kernel_bad[0].test}[{kernel_bad[0].config}]: {_first_line(kernel_bad[0].message)}"
-                       ) if kernel_bad else ""
-    return CorrectnessResult(verdict, cases, passed, failed, skipped, fail_class, host_fix, kernel_followup,
-                             block_class, env_skipped)
-
-
-def _first_line(message: str, limit: int = 160) -> str:
-    line = message.strip().split("\n", 1)[0]
-    return line if len(line) <= limit else line[: limit - 3] + "..."
-
-
-def render_correctness(kernel: str, result: CorrectnessResult, raw_log: str | None) -> str:
-    lines = [f"VERDICT: {result.verdict}", "", f"# {kernel}: {PORT_BACKEND} correctness", "",
-             f"Summary: {result.passed} passed, {result.failed} failed, {result.skipped} skipped", ""]
-    if raw_log is not None and re.search(r"^!+ stopping after \d+ failures? !+$", raw_log, re.M):
-        lines += ["Note: pytest stopped at the first failure (-x); later cases did not run.", ""]
-    if not result.cases:
-        lines += ["Note: the JUnit XML holds no test case (empty selection or a run that never started).", ""]
-    if result.env_skipped and result.passed:
-        lines += [f"Note: {len(result.env_skipped)} case(s) were skipped because this machine cannot run them "
-                  f"(first: {_first_line(result.env_skipped[0].message)}); the port is not verified on them.", ""]
-    rows = [[_cell(c.test), _cell(c.config or "-"), c.result, _cell(_first_line(c.message)) or "-"]
-            for c in result.cases]
-    lines += [markdown_table(rows, ["Test", "Config", "Result", "Error"]), ""]
-    lines += [f"fail_class: {result.fail_class}", f"host_fix: {result.host_fix}",
-              f"kernel_followup: {result.kernel_followup}"]
-    if result.verdict == "BLOCKED":
-        lines.append(f"block_class: {result.block_class}")
-    missing = "" if raw_log is not None else " (missing: make KERNEL=" + kernel + " test writes it)"
-    lines += [f"pytest_log: {CORRECTNESS_LOG}{missing}", f"junit_xml: {JUNIT}"]
-    return "\n".join(line.rstrip() for line in lines) + "\n"
-
 
 # ---------------------------------------------------------------------------------------------
 # I/O: sanitize what is on disk, then render
@@ -517,15 +322,6 @@ def compare_inputs(inputs: PerfInputs, reference: str | None = None) -> Comparis
     return compare(inputs.kernel, inputs.port.records, {b: p.records for b, p in inputs.baselines.items()},
                    reference=reference, blocked_hint=blocked_hint(inputs.port), labels=labels)
 
-
-def build_correctness(kernel: str, kernel_dir: str) -> tuple[str, CorrectnessResult, bool]:
-    junit = _path(kernel_dir, JUNIT)
-    if not os.path.isfile(junit):
-        raise MissingInput(f"{junit}: missing; `make KERNEL={kernel} test` writes it")
-    raw_path = _path(kernel_dir, CORRECTNESS_LOG)
-    raw = read_text(raw_path) if os.path.isfile(raw_path) else None
-    result = classify(parse_junit(read_text(junit), junit), raw or "")
-    return render_correctness(kernel, result, raw), result, raw is not None
 
 
 def main(argv: list[str]) -> int:

@@ -16,7 +16,7 @@ import os
 import sys
 from dataclasses import dataclass
 
-from tilekit import charts, records, report
+from tilekit import charts, correctness, layout, markdown, records
 from tilekit.compare import CompareError, Comparison, compare
 
 CHART = "summary.svg"  # beside summary.md
@@ -25,7 +25,7 @@ CHART = "summary.svg"  # beside summary.md
 def best_peak(port_records) -> str:
     shares = []
     for rec in port_records:
-        value, share = report.throughput(rec)
+        value, share = markdown.throughput(rec)
         if share != "-":
             shares.append((float(share.rstrip("%")), f"{share} ({value} {'GB/s' if rec.number('gbps') is not None else 'TFLOP/s'})"))
     return max(shares)[1] if shares else "-"
@@ -42,13 +42,13 @@ class KernelPerf:
 
 
 def kernel_perf(kernel: str, kernel_dir: str) -> KernelPerf:
-    port_path = os.path.join(kernel_dir, report.PORT_CLEAN)
+    port_path = os.path.join(kernel_dir, layout.PORT_CLEAN)
     if not os.path.isfile(port_path):
         return KernelPerf(kernel, None, [], False)
-    port = records.parse_log(records.read_text(port_path), kernel, report.PORT_BACKEND).records
+    port = records.parse_log(records.read_text(port_path), kernel, records.PORT_BACKEND).records
     baselines = {}
-    for b in report.BASELINE_BACKENDS:
-        path = os.path.join(kernel_dir, report.baseline_clean(b))
+    for b in records.BASELINE_BACKENDS:
+        path = os.path.join(kernel_dir, layout.baseline_clean(b))
         if os.path.isfile(path):
             baselines[b] = records.parse_log(records.read_text(path), kernel, b).records
     return KernelPerf(kernel, compare(kernel, port, baselines), port, bool(baselines))
@@ -57,7 +57,7 @@ def kernel_perf(kernel: str, kernel_dir: str) -> KernelPerf:
 def perf_row(perf: KernelPerf) -> list[str]:
     c, kernel = perf.comparison, perf.kernel
     if c is None:
-        return ["not run", "-", "-", "-", "-", f"`make KERNEL={kernel} perf` writes {report.PORT_CLEAN}"]
+        return ["not run", "-", "-", "-", "-", f"`make KERNEL={kernel} perf` writes {layout.PORT_CLEAN}"]
     geomean = "-" if c.geomean is None else f"{c.geomean:.4f}"
     ci = "-" if not c.ci95 else f"[{c.ci95[0]:.4f}, {c.ci95[1]:.4f}]"
     note = "" if perf.has_baselines else f"no baseline log: `make KERNEL={kernel} baseline`"
@@ -65,10 +65,10 @@ def perf_row(perf: KernelPerf) -> list[str]:
 
 
 def correctness_cell(kernel: str, kernel_dir: str) -> str:
-    junit = os.path.join(kernel_dir, report.JUNIT)
+    junit = os.path.join(kernel_dir, layout.JUNIT)
     if not os.path.isfile(junit):
         return f"not run (`make KERNEL={kernel} test`)"
-    result = report.classify(report.parse_junit(records.read_text(junit), junit), "")
+    result = correctness.classify(correctness.parse_junit(records.read_text(junit), junit), "")
     return result.verdict
 
 
@@ -86,7 +86,7 @@ def chart_data(perfs: list[KernelPerf]) -> charts.SummaryChart | None:
                                                tuple(r.ratio for r in c.matched), c.severity))
     if all(k.geomean is None for k in kernels):
         return None
-    return charts.SummaryChart(report.PORT_BACKEND, tuple(kernels))
+    return charts.SummaryChart(records.PORT_BACKEND, tuple(kernels))
 
 
 def write_chart(chart: charts.SummaryChart | None, out_root: str) -> str | None:
@@ -101,7 +101,7 @@ def write_chart(chart: charts.SummaryChart | None, out_root: str) -> str | None:
     else:
         try:
             charts.write_summary(chart, path)
-            return f"![{report.PORT_BACKEND}: geomean ratio per kernel against its reference baseline]({CHART})"
+            return f"![{records.PORT_BACKEND}: geomean ratio per kernel against its reference baseline]({CHART})"
         except Exception as exc:  # noqa: BLE001 - whatever breaks in matplotlib, the summary is written
             why = f"drawing failed ({type(exc).__name__}: {' '.join(str(exc).split())})"
     if os.path.exists(path):
@@ -124,7 +124,7 @@ def render(out_root: str, kernels: list[str], rows: list[list[str]], chart_line:
     lines = ["# tilekit summary", "",
              f"Kernels: {', '.join(kernels)}. Each row is recomputed from `{out_root}/<kernel>/` "
              "(sanitized logs, JUnit XML); the kernel's own reports give the details.", "",
-             report.markdown_table(rows, headers)]
+             markdown.markdown_table(rows, headers)]
     lines += ["", chart_line] if chart_line else []
     return "\n".join(lines) + "\n"
 
@@ -136,7 +136,7 @@ def main(argv: list[str]) -> int:
     args = p.parse_args(argv)
     try:
         rows, perfs = collect(args.out_root, args.kernels)
-    except (report.MalformedInput, CompareError, ValueError) as e:
+    except (correctness.MalformedInput, CompareError, ValueError) as e:
         print(f"tilekit summary: {e}", file=sys.stderr)
         return 2
     os.makedirs(args.out_root, exist_ok=True)

@@ -12,7 +12,9 @@ import os
 import re
 import sys
 
-from tilekit import report as R
+from tilekit.correctness import MalformedInput, classify, parse_junit
+from tilekit.layout import (BUILD_LOG, CORRECTNESS_LOG, CORRECTNESS_MD, INVESTIGATION, JUNIT, PERFORMANCE_MD, PORT_CLEAN,
+                            PORT_RAW, baseline_clean, baseline_raw, baselines_on_disk)
 from tilekit.compare import CompareError, compare
 from tilekit.records import BASELINE_BACKENDS, PORT_BACKEND, clean_text, parse_log, read_text
 
@@ -129,8 +131,8 @@ def check_correctness_md(text: str, junit: str, raw_log: str | None, kernel: str
     if verdict == "BLOCKED" and not any(re.fullmatch(r"block_class: (env|host|kernel)", b) for b in block):
         problems.append("BLOCKED without a `block_class: env|host|kernel` line")
     try:
-        result = R.classify(R.parse_junit(junit), raw_log or "")
-    except R.MalformedInput as exc:
+        result = classify(parse_junit(junit), raw_log or "")
+    except MalformedInput as exc:
         return problems + [str(exc)]
     if verdict is not None and verdict != result.verdict:
         problems.append(f"verdict: report says {verdict}, the JUnit XML gives {result.verdict}")
@@ -165,27 +167,27 @@ def run_checks(kernel: str, kernel_dir: str, baselines: list[str] | None = None)
         return [f"{path(rel)} is missing; `make KERNEL={kernel} {target}` writes it"]
 
     checks = []
-    build = _read(kernel_dir, R.BUILD_LOG)
-    checks.append(Check(f"test -s {path(R.BUILD_LOG)}",
-                        missing(R.BUILD_LOG, "build") if build is None else
-                        ([] if build.strip() else [f"{path(R.BUILD_LOG)} is empty"])))
+    build = _read(kernel_dir, BUILD_LOG)
+    checks.append(Check(f"test -s {path(BUILD_LOG)}",
+                        missing(BUILD_LOG, "build") if build is None else
+                        ([] if build.strip() else [f"{path(BUILD_LOG)} is empty"])))
 
-    raw_correctness = _read(kernel_dir, R.CORRECTNESS_LOG)
-    checks.append(Check(f"pytest header (platform, rootdir:, plugins:) in {path(R.CORRECTNESS_LOG)}",
-                        missing(R.CORRECTNESS_LOG, "test") if raw_correctness is None
+    raw_correctness = _read(kernel_dir, CORRECTNESS_LOG)
+    checks.append(Check(f"pytest header (platform, rootdir:, plugins:) in {path(CORRECTNESS_LOG)}",
+                        missing(CORRECTNESS_LOG, "test") if raw_correctness is None
                         else check_pytest_header(raw_correctness)))
-    junit = _read(kernel_dir, R.JUNIT)
-    correctness = _read(kernel_dir, R.CORRECTNESS_MD)
-    checks.append(Check(f"{path(R.CORRECTNESS_MD)}: structure; verdict and counts recomputed from {path(R.JUNIT)}",
-                        missing(R.JUNIT, "test") if junit is None else missing(R.CORRECTNESS_MD, "test")
+    junit = _read(kernel_dir, JUNIT)
+    correctness = _read(kernel_dir, CORRECTNESS_MD)
+    checks.append(Check(f"{path(CORRECTNESS_MD)}: structure; verdict and counts recomputed from {path(JUNIT)}",
+                        missing(JUNIT, "test") if junit is None else missing(CORRECTNESS_MD, "test")
                         if correctness is None else check_correctness_md(correctness, junit, raw_correctness, kernel)))
 
-    backends = baselines if baselines is not None else R.baselines_on_disk(kernel_dir)
+    backends = baselines if baselines is not None else baselines_on_disk(kernel_dir)
     if not backends:
-        checks.append(Check(f"a baseline raw log {path(R.baseline_raw('<backend>'))}",
-                            missing(R.baseline_raw("<backend>"), "baseline")))
-    logs = [(PORT_BACKEND, R.PORT_RAW, R.PORT_CLEAN, "perf")] + [
-        (b, R.baseline_raw(b), R.baseline_clean(b), "baseline") for b in backends]
+        checks.append(Check(f"a baseline raw log {path(baseline_raw('<backend>'))}",
+                            missing(baseline_raw("<backend>"), "baseline")))
+    logs = [(PORT_BACKEND, PORT_RAW, PORT_CLEAN, "perf")] + [
+        (b, baseline_raw(b), baseline_clean(b), "baseline") for b in backends]
     cleans: dict[str, str] = {}
     for backend, raw_rel, clean_rel, target in logs:
         raw, clean = _read(kernel_dir, raw_rel), _read(kernel_dir, clean_rel)
@@ -195,28 +197,28 @@ def run_checks(kernel: str, kernel_dir: str, baselines: list[str] | None = None)
                             problems))
         if clean is not None:
             cleans[backend] = clean
-    checks.append(Check(f"test -f {path(R.INVESTIGATION)}",
-                        [] if _read(kernel_dir, R.INVESTIGATION) is not None else missing(R.INVESTIGATION, "perf")))
+    checks.append(Check(f"test -f {path(INVESTIGATION)}",
+                        [] if _read(kernel_dir, INVESTIGATION) is not None else missing(INVESTIGATION, "perf")))
 
-    perf = _read(kernel_dir, R.PERFORMANCE_MD)
+    perf = _read(kernel_dir, PERFORMANCE_MD)
     if perf is None:
-        checks.append(Check(f"{path(R.PERFORMANCE_MD)}: structure", missing(R.PERFORMANCE_MD, "perf")))
+        checks.append(Check(f"{path(PERFORMANCE_MD)}: structure", missing(PERFORMANCE_MD, "perf")))
         return checks
     fields, structure = parse_performance_md(perf)
     structure += [f"listed log {path(p)} does not exist" for p in fields.get("logs", [])
                   if not os.path.exists(path(p))]
-    charts_dir = os.path.dirname(path(R.PERFORMANCE_MD))  # image links are relative to the report
+    charts_dir = os.path.dirname(path(PERFORMANCE_MD))  # image links are relative to the report
     structure += [f"links to the chart {os.path.normpath(os.path.join(charts_dir, p))}, which does not exist; "
                   f"`make KERNEL={kernel} report` draws it" for p in fields.get("images", [])
                   if not os.path.isfile(os.path.join(charts_dir, p))]
-    checks.append(Check(f"{path(R.PERFORMANCE_MD)}: structure (VERDICT, geomean_ratio=, Severity, interval, logs, chart)",
+    checks.append(Check(f"{path(PERFORMANCE_MD)}: structure (VERDICT, geomean_ratio=, Severity, interval, logs, chart)",
                         structure))
     if PORT_BACKEND in cleans:
         numbers = check_performance_numbers(perf, kernel, cleans[PORT_BACKEND],
                                             {b: t for b, t in cleans.items() if b != PORT_BACKEND})
     else:
-        numbers = missing(R.PORT_CLEAN, "perf")
-    checks.append(Check(f"{path(R.PERFORMANCE_MD)}: geomean, interval and verdict recomputed from the sanitized logs",
+        numbers = missing(PORT_CLEAN, "perf")
+    checks.append(Check(f"{path(PERFORMANCE_MD)}: geomean, interval and verdict recomputed from the sanitized logs",
                         numbers))
     return checks
 

@@ -147,13 +147,12 @@ def _v(bm, bn, bk, *, persistent=False, occupancy=1, cga=1, group=8) -> dict:
 def variants(m: int, n: int, k: int) -> list[dict]:
     """Candidate variants, few because tileiras takes ~3-4 s per GEMM tile shape (vs ~0.5 s for
     an rms_norm variant), so a class costs ~15-20 s of JIT the first time in a process. From the
-    H200 sweep (2026-11-29, scripts/sweep_variants.py --kernel matmul; kernels/matmul/NOTES.md):
-    128x128x64 at occupancy 2 was the fastest tile on all four perf shapes (93-94 % of cuBLAS at
-    4096^3 and 8192^3), the same at occupancy 1 next; 128x256 and 256x128 tiles spill in one CTA
-    (45-78 TFLOP/s) and only work as 2-CTA clusters (650-700 TFLOP/s); 128x128x128 and 64x256 were
-    slower. So: the 128x128 tile first (ffi.rs's default shape), the clustered wide tiles as the
-    alternatives, and a persistent 128x128 grid; for problems with fewer 128x128 tiles than two
-    per SM, smaller tiles that spread the work over more SMs:
+    H200 sweep (kernels/matmul/NOTES.md): 128x128x64 at occupancy 2 was the fastest tile on all
+    four perf shapes, the same at occupancy 1 next; 128x256 and 256x128 tiles spill in one CTA and
+    only work as 2-CTA clusters; 128x128x128 and 64x256 were slower. So: the 128x128 tile first
+    (ffi.rs's default shape), the clustered wide tiles as the alternatives, and a persistent
+    128x128 grid; for problems with fewer 128x128 tiles than two per SM, smaller tiles that spread
+    the work over more SMs:
 
     >>> [(v["bm"], v["bn"], v["cga"], v["persistent"]) for v in variants(1000, 1000, 1000)]  # 64 tiles for 132 SMs
     [(128, 128, 1, False), (64, 128, 1, False), (128, 64, 1, False), (64, 64, 1, False)]

@@ -85,16 +85,15 @@ def tune_key(dtype: str, m: int, n: int) -> dict:
 
 
 def variants(m: int, n: int) -> list[dict]:
-    """Candidate (block, rows, occupancy, programs_per_sm), few enough that tuning a new shape class stays within
-    seconds. Chosen from a full sweep on the H200 (scripts/sweep_variants.py, 2026-11-29, f16):
-    the fast tiles hold ~8K elements (1024x8 rows: 0.263 ms at 262144x1024; 4096x2 and 2048x4:
-    1.03 ms at 262144x4096) with occupancy 2-4; one row per tile block is 3-10x slower (2.58 ms).
-    So: the whole row in one tile (8K or 16K elements of rows, or 2 rows of 16K), or for long
-    rows 2K/4K-wide column tiles of 8K elements; occupancy 2 and 4; plus the persistent form of
-    the 8K-element whole-row tile (programs_per_sm > 0). Rows are capped at what m has (rounded
-    up to a power of two) and at MAX_ROWS, so rows narrower than 128 get smaller tiles (16 x 64
-    for n <= 16), as ffi.rs's default does. Issue 11: (1000, 1) got 512 and 1024 rows, which
-    ffi.rs refuses, so autotune raised "every variant failed":
+    """Candidate (block, rows, occupancy, programs_per_sm), few enough that tuning a new shape
+    class stays within seconds. From the H200 sweep (kernels/rms_norm/NOTES.md): tiles of ~8K
+    elements at occupancy 2-4 are fast, one row per tile block 3-10x slower. So: the whole row in
+    one tile (8K or 16K elements of rows, or 2 rows of 16K), or for long rows 2K/4K-wide column
+    tiles of 8K elements; occupancy 2 and 4; plus the persistent form of the 8K-element whole-row
+    tile (programs_per_sm > 0). Rows are capped at what m has (rounded up to a power of two) and
+    at MAX_ROWS, so rows narrower than 128 get smaller tiles (16 x 64 for n <= 16), as ffi.rs's
+    default does. Issue 11: (1000, 1) got 512 and 1024 rows, which ffi.rs refuses, so autotune
+    raised "every variant failed":
 
     >>> [(v["block"], v["rows"], v["occupancy"], v["programs_per_sm"]) for v in variants(1000, 1)]
     [(16, 64, 4, 0), (16, 64, 2, 0), (16, 64, 4, 4), (16, 64, 2, 2)]

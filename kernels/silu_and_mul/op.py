@@ -89,15 +89,17 @@ def tune_key(dtype: str, m: int, h: int) -> dict:
 
 def variants(m: int, h: int) -> list[dict]:
     """Candidate (block, rows, occupancy[, warps]), few so tuning a class stays within seconds; the
-    first is what TILEKIT_AUTOTUNE=0 runs. From the H200 sweep (2026-11-29,
-    scripts/sweep_variants.py; kernels/silu_and_mul/NOTES.md), on the zero-padded entry: tileiras
-    guards each 16-byte load of a padded tile in its own branch and unpacks it there, so a
-    thread's loads are serialized and many small CTAs per SM win: 1024-wide one-row tiles at
-    occupancy 8 or 16 were the fastest or within 2 % on both perf shapes (0.419 / 0.365 ms); 8K-
-    element tiles at occupancy 4 (4096 x 2, 2048 x 4) next, then 2048-wide tiles with 8 worker
-    warps at occupancy 8; ffi.rs's default (4096 x 1 at occupancy 4) took 0.70 ms. Shapes the tile
-    divides now run the unmasked entry, whose loads are all in flight at once, so larger tiles at
-    lower occupancy are back in: 4K-element tiles at occupancy 4 and 2K at occupancy 8."""
+    first is what TILEKIT_AUTOTUNE=0 runs. From the H200 sweep (kernels/silu_and_mul/NOTES.md), on
+    the zero-padded entry, whose loads tileiras serializes (each 16-byte load guarded and unpacked
+    in its own branch), many small CTAs per SM win: 1024-wide one-row tiles at occupancy 8 or 16,
+    then 8K-element tiles at occupancy 4 (4096 x 2, 2048 x 4), then 2048-wide tiles with 8 worker
+    warps at occupancy 8; ffi.rs's default (4096 x 1 at occupancy 4) was 1.7x slower. Shapes the
+    tile divides run the unmasked entry, whose loads are all in flight at once, so larger tiles at
+    lower occupancy are in too: 4K-element tiles at occupancy 4 and 2K at occupancy 8.
+
+    >>> [tuple(v.values()) for v in variants(65536, 4096)]
+    [(1024, 1, 8), (1024, 1, 16), (2048, 1, 8), (4096, 1, 4), (4096, 2, 4), (2048, 1, 8, 8)]
+    """
     pow2 = 1 << max(4, (h - 1).bit_length())
     bw = default_block(h)
     max_rows = min(MAX_ROWS, 1 << max(0, (m - 1).bit_length()))

@@ -78,19 +78,15 @@ def tune_key(dtype: str, m: int, n: int) -> dict:
 
 def variants(m: int, n: int) -> list[dict]:
     """Candidate (block, rows, occupancy[, warps]), at most 8, so tuning a new shape class stays
-    within seconds; the first is what TILEKIT_AUTOTUNE=0 runs. From the H200 sweeps (2026-11-29,
-    scripts/sweep_variants.py; kernels/softmax/NOTES.md), occupancy decides more than tile shape:
-      * short rows (n <= 2048): ~4K-element tiles of whole rows at occupancy 8 (1024 x 4: 0.0716
-        ms at 65536 x 1024, ahead of Triton's 0.0753), then 2K at occupancy 8, 8K at occupancy 4;
-      * rows up to 16K held whole: ~8K-element tiles with 8 worker warps at occupancy 4 (4096 x 2:
-        0.300 ms) and without (0.336), one row at occupancy 3 and 4 (8192 x 1 f32: 1.026 / 1.033
-        ms); the compiler's own occupancy was 3-10x slower everywhere;
-      * since the unmasked entry (rows exactly one tile wide, third run): 1024 x 4 at occupancy 8
-        0.0645 ms, every whole-row 4096 candidate 0.260-0.267 ms (4096 x 1 with 8 warps fastest);
-        the same candidates stay, the padded entry still needs them for other n;
-      * n > 8192: also the looped online form with 4096- or 2048-wide column tiles of 8K elements
-        (x read twice, mostly from L2; three exps per element), and for n > 16384 also 8192 x 1
-        and 4096 x 4, at occupancy 4.
+    within seconds; the first is what TILEKIT_AUTOTUNE=0 runs. From the H200 sweeps
+    (kernels/softmax/NOTES.md, scripts/sweep_variants.py), where occupancy decided more than tile
+    shape and the compiler's own occupancy was 3-10x slower everywhere: short rows (n <= 2048)
+    ~4K-element tiles of whole rows at occupancy 8, then 2K at 8, 8K at 4; rows up to 16K held
+    whole: ~8K-element tiles at occupancy 4 with 8 worker warps and without, one row at occupancy
+    3 and 4; n > 8192 also the looped online form (x read twice, mostly from L2; three exps per
+    element) with 4096- or 2048-wide column tiles of 8K elements, and for n > 16384 also 8192 x 1
+    and 4096 x 4, at occupancy 4. The unmasked entry (rows exactly one tile wide) kept the same
+    candidates: the padded entry still needs them for other n.
 
     >>> def table(m, n): return [(v["block"], v["rows"], v["occupancy"], v.get("warps")) for v in variants(m, n)]
     >>> table(65536, 1024)

@@ -6,16 +6,15 @@ baselines' forms (keep the faster) and to see the port's autotune space whole.
 
 Same CUPTI timer as the benchmarks (tilekit.bench). Baseline variants come from
 `kernels/<k>/baselines.py` (VARIANTS; a backend without variants is timed once); port variants
-from `kernels/<k>/spec.py` (`variants(**cfg)`, called with the config minus its dtype) plus any
-`--extra` ones (a JSON list of variant dicts, candidates not yet in the autotune space); all are
-called through the spec's `run_port` / `run_baseline`. Prints one line per (config, backend,
-variant) with GB/s (and TFLOP/s where the spec defines `flops`) and, per config, the fastest of
+from `kernels/<k>/op.py` (`variants(**dims)`) plus any `--extra` ones (a JSON list of variant
+dicts, candidates not yet in the autotune space); all are called through the kernel's declaration
+(`kernels/<k>/spec.py`'s SPEC: run_port / run_baseline). Prints one line per (config, backend,
+variant) with GB/s (and TFLOP/s where the declaration has `flops`) and, per config, the fastest of
 each backend. Failing variants are printed, not fatal.
 """
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import sys
 
@@ -28,7 +27,7 @@ def config_label(cfg: dict) -> str:
 
 def rates(spec, cfg: dict, ms: float) -> str:
     out = f"{spec.bytes_moved(cfg) / ms / 1e6:7.0f} GB/s"
-    if hasattr(spec, "flops"):
+    if spec.flops:
         out += f" {spec.flops(cfg) / ms / 1e9:7.1f} TFLOP/s"
     return out
 
@@ -36,8 +35,7 @@ def rates(spec, cfg: dict, ms: float) -> str:
 def calls_for(backend: str, spec, baselines, cfg: dict, inputs: dict, extra: list[dict]):
     """{variant name: zero-argument call}, or a string saying why the backend is skipped."""
     if backend == "cutile_rs":
-        shape = {k: v for k, v in cfg.items() if k != "dtype"}
-        candidates = list(spec.variants(**shape)) + [v for v in extra if v not in spec.variants(**shape)]
+        candidates = spec.variants(cfg) + [v for v in extra if v not in spec.variants(cfg)]
         return {json.dumps(v, sort_keys=True): (lambda v=v: spec.run_port(inputs, variant=v)) for v in candidates}
     if backend not in baselines.BACKENDS:
         return f"not a backend of this kernel (have: cutile_rs {' '.join(baselines.BACKENDS)})"
@@ -55,7 +53,7 @@ def main(argv):
     p.add_argument("--kernel", default="rms_norm")
     p.add_argument("--nrep", type=int, default=30)
     p.add_argument("--backends", nargs="+", default=["triton", "cutile", "cutile_rs"])
-    p.add_argument("--configs", nargs="+", type=int, help="indices into spec.PERF_CONFIGS (default: all)")
+    p.add_argument("--configs", nargs="+", type=int, help="indices into SPEC.perf_configs (default: all)")
     p.add_argument("--extra", default="[]", help="JSON list of extra port variants to time")
     args = p.parse_args(argv)
     try:
@@ -65,12 +63,12 @@ def main(argv):
     except ValueError as e:
         p.error(f"--extra must be a JSON list of variant dicts, e.g. '[{{\"block\": 1024}}]': {e}")
 
-    from tilekit import bench
+    from tilekit import bench, kernel
 
-    spec = importlib.import_module(f"kernels.{args.kernel}.spec")
-    baselines = importlib.import_module(f"kernels.{args.kernel}.baselines")
+    spec = kernel.load(args.kernel)
+    baselines = spec.baselines()
     best = {}
-    configs = [spec.PERF_CONFIGS[i] for i in args.configs] if args.configs else spec.PERF_CONFIGS
+    configs = [spec.perf_configs[i] for i in args.configs] if args.configs else spec.perf_configs
     for cfg in configs:
         inputs = spec.make_inputs(cfg)
         label = config_label(cfg)

@@ -1,6 +1,6 @@
-"""silu_and_mul: what to test and time, and how to judge it. Read by
-tests/kernels/test_silu_and_mul.py, scripts/sweep_variants.py and op.py's autotune; nothing here
-touches the GPU at import.
+"""silu_and_mul: what to test and time, and how to judge it (the declaration tilekit.kernel
+describes; its suites, CPU contract tests and scripts/sweep_variants.py read SPEC). Touches no GPU
+at import.
 
 x is (m, 2H) = [gate | up] (last dim contiguous, row stride may exceed 2H); out is (m, H) =
 silu(gate) * up with silu(a) = a * sigmoid(a); f32 arithmetic, output in x's dtype. Configs name
@@ -10,48 +10,22 @@ from __future__ import annotations
 
 import torch
 
-KERNEL = "silu_and_mul"
-DTYPES = ("float16", "bfloat16", "float32")
-
-# Correctness: tiny to large and irregular H; row_stride > 2H exercises padded rows; H = 14336
-# is the perf width (seven 2048-wide column tiles per row), 4097 leaves a 1-element last tile.
-CORRECTNESS_SHAPES = [
-    {"m": 1, "h": 1},
-    {"m": 3, "h": 1000},
-    {"m": 257, "h": 4097},
-    {"m": 4096, "h": 4096, "row_stride": 8320},
-    {"m": 1000, "h": 14336},
-    {"m": 65536, "h": 4096},
-]
-
-# Benchmarks (the issue's perf configs): out is m x h, x is m x 2h.
-PERF_CONFIGS = [
-    {"dtype": "bfloat16", "m": 65536, "h": 4096},
-    {"dtype": "bfloat16", "m": 16384, "h": 14336},
-]
-
-# ||y - ref|| / ||ref|| and max |y - ref| / (1 + |ref|) against the float64 reference: a few
-# output ulps (the torch baseline rounds twice: silu in x's dtype, then the product).
-TOLERANCE = {"float16": (2e-3, 1e-2), "bfloat16": (1.6e-2, 6e-2), "float32": (1e-5, 1e-5)}
+from kernels.silu_and_mul import op
+from kernels.silu_and_mul.op import default_block, tune_key, variants  # noqa: F401 -- tests/kit/test_silu_and_mul_baselines.py reads them here
+from tilekit.kernel import BadInput, FfiCase, KernelSpec, call, generator, torch_dtype
 
 # Written into the first gate entries of row 0: silu saturates to 0 and to the identity there,
 # and a sigmoid written exp(a) / (1 + exp(a)) turns 100 into NaN.
 SATURATING_GATES = (-100.0, -30.0, 30.0, 100.0)
 
 
-def torch_dtype(name: str) -> torch.dtype:
-    return getattr(torch, name)
-
-
 def make_inputs(cfg: dict, device="cuda", seed: int | None = None) -> dict:
     """Fresh random inputs (never zeros): x ~ N(0, 2^2), so gates reach silu's curved and flat
     parts, plus SATURATING_GATES at the start of row 0's gate."""
-    g = torch.Generator(device=device)
-    g.seed() if seed is None else g.manual_seed(seed)
+    g = generator(device, seed)
     dt = torch_dtype(cfg["dtype"])
     m, h = cfg["m"], cfg["h"]
-    ld = cfg.get("row_stride", 2 * h)
-    x = (2 * torch.randn(m, ld, generator=g, device=device, dtype=torch.float32)).to(dt)[:, :2 * h]
+    x = (2 * torch.randn(m, cfg.get("row_stride", 2 * h), generator=g, device=device, dtype=torch.float32)).to(dt)[:, :2 * h]
     k = min(h, len(SATURATING_GATES))
     x[0, :k] = torch.tensor(SATURATING_GATES[:k], dtype=dt, device=device)
     return {"x": x}
@@ -66,80 +40,56 @@ def reference(inputs: dict) -> torch.Tensor:
 
 def bytes_moved(cfg: dict) -> int:
     """Fewest bytes: read x once (m * 2h), write out once (m * h)."""
-    size = torch.finfo(torch_dtype(cfg["dtype"])).bits // 8
-    return 3 * cfg["m"] * cfg["h"] * size
+    return 3 * cfg["m"] * cfg["h"] * torch.finfo(torch_dtype(cfg["dtype"])).bits // 8
 
 
-# -- autotune: the port's variants (ffi.rs: block = tile width, rows per tile block, occupancy) --
-
-DEFAULT_TILE = 4096   # output elements per tile block of the default (ffi.rs DEFAULT_TILE_ELEMS)
-MAX_ROWS = 64
-
-
-def default_block(h: int) -> int:
-    """ffi.rs's default_block: the whole row (next power of two, >= 16) up to 4096, else the
-    widest power-of-two column tile in [256, 4096] whose padding wastes at most 1/8 of the lanes."""
-    if h <= 4096:
-        return max(16, 1 << max(0, (h - 1).bit_length()))
-    for b in (4096, 2048, 1024, 512):
-        if -(-h // b) * b * 8 <= h * 9:
-            return b
-    return 256
+def x_out(x=(4, 16), out=(4, 8), dtype=torch.float32):
+    """An FfiCase's x and out."""
+    return {"x": torch.randn(*x), "out": torch.empty(*out, dtype=dtype)}
 
 
-def tune_key(dtype: str, m: int, h: int) -> dict:
-    """Problem class: exact h (it decides tiling), m rounded up to a power of two."""
-    return {"dtype": dtype, "h": h, "m_class": 1 << max(0, (m - 1).bit_length())}
-
-
-def variants(m: int, h: int) -> list[dict]:
-    """Candidate (block, rows, occupancy[, warps]), few so tuning a class stays within seconds; the
-    first is what TILEKIT_AUTOTUNE=0 runs. From the H200 sweep (2026-11-29,
-    scripts/sweep_variants.py; kernels/silu_and_mul/NOTES.md), on the zero-padded entry: tileiras
-    guards each 16-byte load of a padded tile in its own branch and unpacks it there, so a
-    thread's loads are serialized and many small CTAs per SM win: 1024-wide one-row tiles at
-    occupancy 8 or 16 were the fastest or within 2 % on both perf shapes (0.419 / 0.365 ms); 8K-
-    element tiles at occupancy 4 (4096 x 2, 2048 x 4) next, then 2048-wide tiles with 8 worker
-    warps at occupancy 8; ffi.rs's default (4096 x 1 at occupancy 4) took 0.70 ms. Shapes the tile
-    divides now run the unmasked entry, whose loads are all in flight at once, so larger tiles at
-    lower occupancy are back in: 4K-element tiles at occupancy 4 and 2K at occupancy 8."""
-    pow2 = 1 << max(4, (h - 1).bit_length())
-    bw = default_block(h)
-    max_rows = min(MAX_ROWS, 1 << max(0, (m - 1).bit_length()))
-    narrow, mid = min(1024, pow2), min(2048, pow2)
-    shapes = [
-        (narrow, max(1, 1024 // narrow), 8, None),
-        (narrow, max(1, 1024 // narrow), 16, None),
-        (mid, max(1, 2048 // mid), 8, None),
-        (bw, max(1, DEFAULT_TILE // bw), 4, None),
-        (bw, max(1, 2 * DEFAULT_TILE // bw), 4, None),
-        (mid, max(1, 2048 // mid), 8, 8),
-    ]
-    seen, out = set(), []
-    for block, rows, occ, warps in shapes:
-        rows = min(rows, max_rows)
-        if (block, rows, occ, warps) in seen:
-            continue
-        seen.add((block, rows, occ, warps))
-        v = {"block": block, "rows": rows, "occupancy": occ}
-        if warps:
-            v["warps"] = warps
-        out.append(v)
-    return out
-
-
-# -- how the suites and scripts call each side (the only kernel-specific glue they need) --------
-
-def run_port(inputs: dict, out=None, variant="auto"):
-    from kernels.silu_and_mul.op import silu_and_mul
-
-    return silu_and_mul(inputs["x"], variant=variant, out=out)
-
-
-def run_baseline(backend: str, inputs: dict, variant: str | None = None):
-    """backend: "cutile" | "triton" | "torch" (baselines.BACKENDS); variant: one of
-    baselines.VARIANTS for the backends that have variants."""
-    from kernels.silu_and_mul import baselines
-
-    kwargs = {} if variant is None else {"variant": variant}
-    return baselines.BACKENDS[backend](inputs["x"], **kwargs)
+SPEC = KernelSpec(
+    op=op,
+    dims={"m": 1 << 20, "h": 1 << 18},
+    strides={"row_stride": "ld"},
+    # Tiny to large and irregular H; row_stride > 2H exercises padded rows; H = 14336 is the perf
+    # width (seven 2048-wide column tiles per row), 4097 leaves a 1-element last tile.
+    correctness_shapes=[{"m": 1, "h": 1}, {"m": 3, "h": 1000}, {"m": 257, "h": 4097},
+                        {"m": 4096, "h": 4096, "row_stride": 8320}, {"m": 1000, "h": 14336}, {"m": 65536, "h": 4096}],
+    perf_configs=[{"dtype": "bfloat16", "m": 65536, "h": 4096}, {"dtype": "bfloat16", "m": 16384, "h": 14336}],  # the issue's
+    # a few output ulps (the torch baseline rounds twice: silu in x's dtype, then the product)
+    tolerance={"float16": (2e-3, 1e-2), "bfloat16": (1.6e-2, 6e-2), "float32": (1e-5, 1e-5)},
+    make_inputs=make_inputs, reference=reference, bytes_moved=bytes_moved,
+    out_shape=lambda cfg: (cfg["m"], cfg["h"]),
+    # 37 rows: partial row tiles for every rows > 1; H = 1000 one padded tile, H = 14336 seven tiles
+    # of 2048 (or fourteen of 1024: whole tiles, so the one-row variants take the unmasked entry),
+    # H = 4097 a 1-element last tile; 64 x 4096 with padded rows: every variant unmasked.
+    # "default" (ffi.rs's tile) is checked there too.
+    variant_shapes=[{"m": 37, "h": 1000, "dtype": "float16"}, {"m": 19, "h": 14336, "dtype": "bfloat16"},
+                    {"m": 37, "h": 4097, "dtype": "float32"}, {"m": 64, "h": 4096, "dtype": "float16", "row_stride": 8200}],
+    every_variant_default=True,
+    autotune_edges=[{"m": m, "h": h} for m, h in [(1000, 1), (4097, 4097), (1000, 11008), (3, 151936), (5, 16385)]],
+    bad_inputs={
+        "odd_last_dim": BadInput(lambda: call(torch.randn(4, 7)), ValueError, "even last dim"),
+        "cpu_tensor": BadInput(lambda: call(torch.randn(4, 8)), ValueError, "CUDA device"),
+        "float64": BadInput(lambda: call(torch.randn(4, 8, dtype=torch.float64)), TypeError, "must be one of"),
+        "int32": BadInput(lambda: call(torch.ones(4, 8, dtype=torch.int32)), TypeError, "must be one of"),
+        "out_shape": BadInput(lambda: call(torch.randn(4, 8), out=torch.empty(4, 8)), ValueError, "out must be (4, 4)"),
+    },
+    ffi_example={"m": 4, "h": 8, "dtype": "float32"},
+    ffi_cases={
+        "odd_last_dim": FfiCase(lambda: x_out((4, 15), (4, 7)), message="must be even"),
+        "out_shape": FfiCase(lambda: x_out(out=(4, 16)), message="must be [m, H] = [4, 8]"),
+        "dtype_mix": FfiCase(lambda: x_out(dtype=torch.float16), message="share one dtype"),
+        "x_last_dim_stride": FfiCase(lambda: {"x": torch.randn(16, 4).t()}, message="`x` must be contiguous in its last dim"),
+        "out_is_gate_half_of_x": FfiCase(lambda: (lambda x: {"x": x, "out": x[:, :8]})(torch.randn(4, 16)),
+                                         message="`out` overlaps `x`"),
+        "block_not_pow2": FfiCase(variant={"block": 24}, message="power of two"),
+        "tile_too_big": FfiCase(variant={"block": 16384, "rows": 2}, message="block*rows <= 16384"),
+        "occupancy": FfiCase(variant={"occupancy": 33}, message="occupancy=33"),
+        "warps": FfiCase(variant={"warps": 16}, message="warps=16: use 4 or 8"),
+        "x_1d": FfiCase(lambda: {"x": torch.randn(16)}, message="`x` must have 2 dims"),
+        # x (4, 16) in rows of 20, out (4, 8) in rows of 12: valid, so the call reaches device set-up
+        "padded_rows": FfiCase(lambda: {"x": torch.randn(4, 20)[:, :16], "out": torch.empty(4, 12)[:, :8]}, code=-4),
+    },
+)

@@ -100,6 +100,19 @@ def test_autotune_off_takes_the_first_variant(cache, monkeypatch):
 ENV = {"gpu": "NVIDIA H200", "driver": "580", "cuda": "13.0"}
 
 
+def test_unique_drops_unset_knobs_and_repeats_keeping_the_order():
+    candidates = [{"block": 16, "warps": None}, {"block": 16}, {"block": 32, "warps": 8}, {"block": 16, "warps": None}]
+    assert autotune.unique(candidates) == [{"block": 16}, {"block": 32, "warps": 8}]
+
+
+def test_pick_resolves_auto_default_and_an_explicit_variant(cache, monkeypatch):
+    monkeypatch.setenv("TILEKIT_AUTOTUNE", "0")
+    kw = {"default": {"block": -1}, "key": {"n": 6}, "candidates": VARIANTS, "make_call": make_call}
+    assert autotune.pick("k", "auto", **kw) == VARIANTS[0]
+    assert autotune.pick("k", "default", **kw) == {"block": -1}
+    assert autotune.pick("k", {"block": 64}, **kw) == {"block": 64}
+
+
 def test_timing_stats_are_median_mean_std_min_max():
     t = bench.Timing(samples_ms=[1.0, 3.0, 2.0, 10.0])
     assert t.stats() == {"median_ms": 2.5, "mean_ms": 4.0, "std_ms": pytest.approx(3.5355, abs=1e-4),
@@ -136,7 +149,7 @@ def test_cutile_crate_version_is_read_from_the_lock(tmp_path):
 def test_harness_implementation_runs_a_baseline_through_the_spec_and_checks_it():
     import torch
 
-    from kernels.rms_norm import spec
+    from kernels.rms_norm.spec import SPEC as spec
     from tilekit import harness
 
     cfg = {"dtype": "float32", "m": 3, "n": 1000}
@@ -151,8 +164,17 @@ def test_harness_implementation_runs_a_baseline_through_the_spec_and_checks_it()
     assert torch.isfinite(spec.reference(inputs)).all()
 
 
+def test_case_ids_start_with_the_backend():
+    from tilekit import harness
+
+    assert harness.case_id("cutile_rs", "4096x4096ld4160", "float16") == "cutile_rs-4096x4096ld4160-float16"
+    assert harness.backend_of_case_id("cutile_py-65536-1024-float16") == "cutile_py"
+    assert harness.backend_of_case_id("37x1000-float16") is None
+
+
 def test_harness_implementation_skips_a_baseline_that_cannot_run_with_its_reason(monkeypatch):
-    from kernels.rms_norm import baselines, spec
+    from kernels.rms_norm import baselines
+    from kernels.rms_norm.spec import SPEC as spec
     from tilekit import harness
 
     monkeypatch.setattr(baselines, "_CUTILE_ERROR", ModuleNotFoundError("No module named 'cuda.tile'"))

@@ -1,5 +1,7 @@
 """tilekit: build, check and benchmark cuTile Rust kernel ports against cuTile Python, Triton and PyTorch.
 
+Kernel side: ``kernel`` (the contract a kernel declares in kernels/<name>/spec.py), ``suite``
+(its GPU suites, generated from that declaration), ``checks`` (op.py's argument checks).
 Runtime side: ``ffi`` (load the cdylib, pack tensor descriptors), ``bench`` (CUPTI timing),
 ``autotune``. Report side (no GPU): ``records`` (perf record blocks, sanitize), ``compare``
 (ratios, geomean, verdict), ``layout`` (output paths), ``markdown``, ``report`` (performance.md,

@@ -97,6 +97,24 @@ def best(kernel: str, key: dict, variants: list[dict], make_call, *, gpu: str | 
         return entry["variant"]
 
 
+def unique(candidates) -> list[dict]:
+    """Variant dicts in order, without their None knobs (the export's default) and repeats."""
+    out = []
+    for v in candidates:
+        v = {k: x for k, x in v.items() if x is not None}
+        if v not in out:
+            out.append(v)
+    return out
+
+
+def pick(kernel: str, variant, *, default: dict, key: dict, candidates: list[dict], make_call) -> dict:
+    """What an op's `variant` argument names: "auto" the cached winner of `candidates` for `key`
+    (best), "default" `default` (the export's own choice, knobs at -1), a dict itself."""
+    if variant == "auto":
+        return best(kernel, key, candidates, make_call)
+    return default if variant == "default" else variant
+
+
 def _gpu_name() -> str:
     import torch
 

@@ -1,6 +1,6 @@
 """What every kernel suite does the same way: compare with the float64 reference, run the timed
-case and attach its record. The per-kernel test files (tests/kernels/test_<name>.py) only say
-which backends and configs exist.
+case and attach its record, and name each case. The suites themselves are generated from each
+kernel's declaration (tilekit.kernel, tilekit.suite).
 """
 from __future__ import annotations
 
@@ -30,17 +30,29 @@ def check_close(y, ref, tol: tuple[float, float], what: str) -> None:
         f"{tuple(int(i) for i in (diff == diff.max()).nonzero()[0])}")
 
 
+def case_id(backend_id: str, *parts) -> str:
+    """A suite case's parameter id, backend first: ``cutile_rs-4096x4096ld4160-float16``. The one
+    place these ids are made (the Makefile's -k selectors and tilekit.stage_logs read them)."""
+    return "-".join(str(p) for p in (backend_id, *parts))
+
+
+def backend_of_case_id(param_id: str) -> str | None:
+    """The backend id a parameter id made by case_id starts with, or None."""
+    first = param_id.split("-", 1)[0]
+    return first if first in BACKEND_IDS else None
+
+
 def implementation(spec, backend_id: str):
-    """(inputs, out=None) -> output, for one backend of the kernel `spec` describes (its spec.py's
-    run_port / run_baseline); pytest-skips with the reason when a baseline cannot run here."""
+    """(inputs, out=None) -> output, for one backend of the kernel (a tilekit.kernel.KernelSpec);
+    pytest-skips with the reason when a baseline cannot run here."""
     if backend_id == "cutile_rs":
         return lambda inp, out=None: spec.run_port(inp, out=out)
-    import importlib
-
     import pytest
 
-    baselines = importlib.import_module(f"kernels.{spec.KERNEL}.baselines")
+    baselines = spec.baselines()
     name = RECORD_NAME[backend_id]
+    if name not in baselines.BACKENDS:
+        pytest.skip(f"{backend_id}: kernels/{spec.name}/baselines.py has no {name} baseline")
     reason = baselines.unavailable_reason(name)
     if reason:
         pytest.skip(f"{backend_id}: {reason}")
@@ -49,7 +61,7 @@ def implementation(spec, backend_id: str):
 
 def check(spec, backend_id: str, cfg: dict, inputs: dict, y) -> None:
     """check_close against the spec's float64 reference with the spec's tolerance for cfg's dtype."""
-    check_close(y, spec.reference(inputs), spec.TOLERANCE[cfg["dtype"]], f"{backend_id} {cfg}")
+    check_close(y, spec.reference(inputs), spec.tolerance[cfg["dtype"]], f"{backend_id} {cfg}")
 
 
 def nrep() -> int:

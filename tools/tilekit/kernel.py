@@ -1,0 +1,197 @@
+"""The kernel contract: what a kernel declares once, in kernels/<name>/spec.py as
+``SPEC = KernelSpec(op=op, ...)``, and what its GPU suites (tilekit.suite), the CPU contract tests
+(tests/kit/test_kernel_contract.py) and the scripts read from it. docs/kernels.md is the guide.
+
+kernels/<name>/op.py, the runtime, imports nothing from spec.py (spec.py imports op) and holds:
+  CDEF              the C declaration of the export `cutile_<name>` (read by `make symbols` via ast)
+  DTYPES            the dtypes the port supports, as torch's short names: the one statement of them
+  <name>(*args, variant="auto", out=None)   the entry; bad input raises TypeError/ValueError
+  DEFAULT_VARIANT, variants(**dims), tune_key(dtype, **dims)   the autotune space
+  export_args(**variant[, sms=])            a variant -> the export's variant arguments (pure)
+The export takes the output's descriptor first, then the entry's arguments in order (tensors as
+descriptors, scalars as they are), then the variant's arguments, then device_id and stream.
+"""
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+
+from tilekit import ffi
+
+
+def names(kernels_dir: Path | None = None) -> list[str]:
+    """Every kernel: a folder of kernels/ holding kernel.rs (as the Makefile and build.rs find them)."""
+    return sorted(p.parent.name for p in (kernels_dir or ffi.KERNELS_DIR).glob("*/kernel.rs"))
+
+
+def load(name: str) -> KernelSpec:
+    """kernels/<name>/spec.py's SPEC."""
+    spec = getattr(importlib.import_module(f"kernels.{name}.spec"), "SPEC", None)
+    if not isinstance(spec, KernelSpec):
+        raise TypeError(f"kernels/{name}/spec.py: declare the kernel as SPEC = tilekit.kernel.KernelSpec(...)")
+    return spec
+
+
+def torch_dtype(name: str):
+    import torch
+
+    return getattr(torch, name)
+
+
+def generator(device, seed: int | None = None):
+    """A torch.Generator on `device`, seeded (fresh random when seed is None); None on the meta
+    device, where make_inputs lays tensors out without data (the CPU tests' descriptors)."""
+    import torch
+
+    if torch.device(device).type == "meta":
+        return None
+    g = torch.Generator(device=device)
+    g.seed() if seed is None else g.manual_seed(seed)
+    return g
+
+
+def call(*args, **kwargs) -> tuple[tuple, dict]:
+    """The arguments of one call of the entry, for BadInput."""
+    return args, kwargs
+
+
+@dataclass(frozen=True)
+class BadInput:
+    """A call the entry refuses in Python, before the GPU: make() -> call(...), the exception and
+    a substring of its message."""
+    make: Callable[[], tuple[tuple, dict]]
+    error: type[Exception]
+    message: str
+
+
+@dataclass(frozen=True)
+class FfiCase:
+    """One call of the export on CPU tensors and its return code: `tensors()` replaces some of the
+    ffi_example's ({"out": ..., <input name>: ...}), `variant` some knobs of DEFAULT_VARIANT;
+    `message` is a substring of the error. The device is one no machine has, so -4 means valid."""
+    tensors: Callable[[], dict] = dict
+    variant: dict = field(default_factory=dict)
+    code: int = -6
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    op: ModuleType                    # kernels/<name>/op.py: the name, entry, dtypes and autotune space
+    dims: dict                        # the problem's sizes, in id order -> the largest the CPU property draws
+    correctness_shapes: list          # shapes (dims, optional strides): test_op runs each with every dtype
+    perf_configs: list                # test_perf's configs (dims and dtype)
+    tolerance: dict                   # dtype -> (relative L2, max |y - ref| / (1 + |ref|)) against reference
+    make_inputs: Callable             # (cfg, device="cuda", seed=None) -> {name: tensor or scalar}: the entry's args, in order
+    reference: Callable               # inputs -> the float64 result
+    out_shape: Callable               # cfg -> the output's shape
+    bytes_moved: Callable             # cfg -> the fewest bytes a call moves (GB/s)
+    variant_shapes: list              # test_op_every_variant_cutile_rs: every candidate on each of these
+    bad_inputs: dict                  # case -> BadInput (test_op_bad_input_cutile_rs, on the CPU)
+    ffi_example: dict                 # a small cfg: the CPU tensors the FfiCases and the generic CPU calls start from
+    ffi_cases: dict = field(default_factory=dict)  # case -> FfiCase: what ffi.rs's validation returns
+    flops: Callable | None = None     # cfg -> flops; where declared, records report TFLOP/s instead of GB/s
+    strides: dict = field(default_factory=dict)    # optional row-stride keys of a shape -> their prefix in ids
+    out_row_stride: str | None = None  # the cfg key of the output's row stride, when a shape can pad it
+    perf_id_sep: str = "-"            # joins the dims in test_perf ids
+    max_variants: int = 12            # variants() stays this short (each candidate is a JIT when tuning)
+    autotune_edges: list = field(default_factory=list)  # shapes the CPU property always tries
+    size_check: Callable | None = None  # (**dims): op.py's ValueError for sizes no variant can serve
+    every_variant_default: bool = False  # test_op_every_variant_cutile_rs also runs variant="default"
+
+    # -- what is derived, never restated ----------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return self.op.__name__.split(".")[-2]
+
+    @property
+    def dtypes(self) -> tuple[str, ...]:
+        return tuple(self.op.DTYPES)
+
+    @property
+    def entry(self) -> Callable:
+        return getattr(self.op, self.name)
+
+    def dims_of(self, cfg: dict) -> dict:
+        return {d: cfg[d] for d in self.dims}
+
+    def variants(self, cfg: dict) -> list[dict]:
+        return self.op.variants(**self.dims_of(cfg))
+
+    def tune_key(self, cfg: dict) -> dict:
+        return self.op.tune_key(cfg["dtype"], **self.dims_of(cfg))
+
+    def export_args(self, variant: dict, sms: int) -> tuple:
+        """The variant's arguments of the export as op.launch passes them (on a GPU with `sms` SMs)."""
+        takes_sms = "sms" in inspect.signature(self.op.export_args).parameters
+        return self.op.export_args(**variant, **({"sms": sms} if takes_sms else {}))
+
+    def shape_id(self, shape: dict, sep: str = "x", strides: bool = True) -> str:
+        """'257x4097', '4096x4096ld4160', '777x1280x2000-lda2048-ldb1344-ldc1408'."""
+        text = sep.join(str(shape[d]) for d in self.dims)
+        return text + "".join(f"{p}{shape[k]}" for k, p in self.strides.items() if strides and k in shape)
+
+    # -- calling each side ----------------------------------------------------------------------
+
+    def run_port(self, inputs: dict, out=None, variant="auto"):
+        return self.entry(*inputs.values(), variant=variant, out=out)
+
+    def baselines(self) -> ModuleType:
+        """kernels/<name>/baselines.py (BACKENDS, VARIANTS, unavailable_reason), imported on first use."""
+        return importlib.import_module(f"kernels.{self.name}.baselines")
+
+    def run_baseline(self, backend: str, inputs: dict, variant: str | None = None):
+        """backend: a record name of baselines.BACKENDS; variant: one of baselines.VARIANTS."""
+        kwargs = {} if variant is None else {"variant": variant}
+        return self.baselines().BACKENDS[backend](*inputs.values(), **kwargs)
+
+    def make_out(self, cfg: dict, inputs: dict):
+        """The output the caller passes in, NaN-poisoned (an element the kernel does not write fails
+        the check), inside rows of cfg[out_row_stride] elements when the shape has that key."""
+        import torch
+
+        like = next(v for v in inputs.values() if isinstance(v, torch.Tensor))
+        shape = tuple(self.out_shape(cfg))
+        padded = (*shape[:-1], cfg.get(self.out_row_stride, shape[-1])) if self.out_row_stride else shape
+        out = torch.full(padded, float("nan"), dtype=like.dtype, device=like.device)
+        return out[..., :shape[-1]] if padded != shape else out
+
+    # -- the declaration checks itself (tests/kit/test_kernel_contract.py) ---------------------------
+
+    def problems(self) -> list[str]:
+        """What is missing or inconsistent in the declaration and op.py; [] when complete."""
+        op, out = self.op, []
+        for attr in ("CDEF", "DTYPES", "DEFAULT_VARIANT", "variants", "tune_key", "export_args", self.name):
+            if not hasattr(op, attr):
+                out.append(f"kernels/{self.name}/op.py has no {attr}")
+        if out:
+            return out
+        if ffi.declared_functions(op.CDEF)[:1] != [f"cutile_{self.name}"]:
+            out.append(f"op.CDEF must declare cutile_{self.name} first, got {ffi.declared_functions(op.CDEF)}")
+        if not " ".join(op.CDEF.split()).endswith("int32_t device_id, uint64_t stream);"):
+            out.append("op.CDEF: the last two arguments must be int32_t device_id, uint64_t stream")
+        if not self.dtypes or not set(self.dtypes) <= set(ffi.DTYPE_CODES):
+            out.append(f"op.DTYPES {self.dtypes} must name dtypes of {list(ffi.DTYPE_CODES)}")
+        if set(self.tolerance) != set(self.dtypes):
+            out.append(f"tolerance has {sorted(self.tolerance)}, op.DTYPES {sorted(self.dtypes)}")
+        known = set(self.dims) | set(self.strides) | {"dtype", self.out_row_stride}
+        for what, cfgs in (("correctness_shapes", self.correctness_shapes), ("perf_configs", self.perf_configs),
+                           ("variant_shapes", self.variant_shapes)):
+            if not cfgs:
+                out.append(f"{what} is empty")
+            for cfg in cfgs:
+                if not set(self.dims) <= set(cfg) <= known:
+                    out.append(f"{what}: {cfg} must have {list(self.dims)} and only {sorted(known - {None})}")
+        for cfg in self.perf_configs + self.variant_shapes:
+            if cfg.get("dtype") not in self.dtypes:
+                out.append(f"{cfg}: dtype must be one of {self.dtypes}")
+        if not self.bad_inputs or not all(isinstance(b, BadInput) for b in self.bad_inputs.values()):
+            out.append("bad_inputs: declare at least one BadInput")
+        if not all(isinstance(c, FfiCase) for c in self.ffi_cases.values()):
+            out.append("ffi_cases: every case must be an FfiCase")
+        return out

@@ -1,0 +1,118 @@
+"""Every kernel's GPU suites, generated from its declaration (kernels/<name>/spec.py, tilekit.kernel):
+
+    test_op[<backend>-<shape>-<dtype>]            correctness of the port and each baseline
+    test_op_every_variant_cutile_rs[<shape>-<dtype>]   each autotune candidate on the variant shapes
+    test_op_bad_input_cutile_rs[cutile_rs-<case>]      bad input refused in Python (runs on the CPU)
+    test_perf[<backend>-<config>-<dtype>]         CUPTI time and record (tilekit.pytest_plugin prints it)
+
+plus the kernel's own GPU tests, the test_* functions of kernels/<name>/tests.py when it exists.
+tests/kernels/test_<name>.py is a name-free stub that gives them their path: `make` names that file
+and selects with -k "cutile_rs and test_op"; tilekit.stage_logs reads the kernel from the file name
+and the backend from the id's first part. A kernel folder without a stub is collected all the same,
+under the same node ids (tests/conftest.py), so copying a folder is enough for pytest.
+"""
+from __future__ import annotations
+
+import importlib
+import re
+from pathlib import Path
+
+import pytest
+
+from tilekit import harness, kernel
+
+
+def cases(spec) -> dict[str, list]:
+    """{test name: [pytest.param(..., id=...)]}: every parametrized case of the kernel's suite and
+    its id, made here and nowhere else (ids: harness.case_id)."""
+    b_ids = harness.BACKEND_IDS
+    return {
+        "test_op": [pytest.param(b, dict(s, dtype=d), id=harness.case_id(b, spec.shape_id(s), d))
+                    for b in b_ids for s in spec.correctness_shapes for d in spec.dtypes],
+        "test_op_every_variant_cutile_rs": [pytest.param(c, id=f"{spec.shape_id(c, strides=False)}-{c['dtype']}")
+                                            for c in spec.variant_shapes],
+        "test_op_bad_input_cutile_rs": [pytest.param(case, id=harness.case_id("cutile_rs", case)) for case in spec.bad_inputs],
+        "test_perf": [pytest.param(b, c, id=harness.case_id(b, spec.shape_id(c, sep=spec.perf_id_sep), c["dtype"]))
+                      for b in b_ids for c in spec.perf_configs],
+    }
+
+
+def generate(name: str) -> dict:
+    """{test function name: function} of kernels/<name>'s suite, for a test module's namespace."""
+    import torch
+
+    spec = kernel.load(name)
+    params = cases(spec)
+
+    @pytest.mark.parametrize("backend_id,cfg", params["test_op"])
+    def test_op(cuda, backend_id, cfg):
+        fn = harness.implementation(spec, backend_id)
+        inputs = spec.make_inputs(cfg)
+        out = spec.make_out(cfg, inputs)
+        y = fn(inputs, out)
+        torch.cuda.synchronize()
+        if backend_id == "cutile_rs":
+            assert y is out, "the port must write the caller's out tensor"
+        harness.check(spec, backend_id, cfg, inputs, y)
+
+    @pytest.mark.parametrize("cfg", params["test_op_every_variant_cutile_rs"])
+    def test_op_every_variant_cutile_rs(cuda, cfg):
+        """Autotune may pick any candidate variant, so each one must be right."""
+        inputs = spec.make_inputs(cfg)
+        for v in spec.variants(cfg) + (["default"] if spec.every_variant_default else []):
+            out = spec.make_out(cfg, inputs)
+            spec.run_port(inputs, out=out, variant=v)
+            harness.check(spec, "cutile_rs", dict(cfg, variant=v), inputs, out)
+
+    @pytest.mark.parametrize("case", params["test_op_bad_input_cutile_rs"])
+    def test_op_bad_input_cutile_rs(case):
+        """Rejected in Python before the GPU is touched, with a message that says what to fix (runs on
+        CPU tensors, so also on machines without a GPU)."""
+        bad = spec.bad_inputs[case]
+        args, kwargs = bad.make()
+        with pytest.raises(bad.error, match=re.escape(bad.message)):
+            spec.entry(*args, **kwargs)
+
+    @pytest.mark.parametrize("backend_id,cfg", params["test_perf"])
+    def test_perf(cuda, request, backend_id, cfg):
+        fn = harness.implementation(spec, backend_id)
+        inputs = spec.make_inputs(cfg)
+        harness.check(spec, backend_id, cfg, inputs, fn(inputs))  # a fast wrong answer is not a result
+        rate = {"flops": spec.flops(cfg)} if spec.flops else {"bytes_moved": spec.bytes_moved(cfg)}
+        harness.run_perf(request, kernel=spec.name, backend_id=backend_id, cfg=cfg, call=lambda: fn(inputs), **rate)
+
+    tests = {"test_op": test_op, "test_op_every_variant_cutile_rs": test_op_every_variant_cutile_rs}
+    if (kernel.ffi.KERNELS_DIR / name / "tests.py").is_file():
+        extra = importlib.import_module(f"kernels.{name}.tests")
+        tests.update((k, v) for k, v in vars(extra).items() if k.startswith("test_") and callable(v))
+    tests.update(test_op_bad_input_cutile_rs=test_op_bad_input_cutile_rs, test_perf=test_perf)
+    return tests
+
+
+def suite(file: str) -> dict:
+    """The namespace of tests/kernels/test_<name>.py: kernels/<name>'s generated suite."""
+    return generate(Path(file).stem.removeprefix("test_"))
+
+
+class GeneratedModule(pytest.Module):
+    """tests/kernels/test_<name>.py for a kernel folder that has no such file: the same tests,
+    built in memory instead of imported from the stub."""
+
+    def _getobj(self):
+        import types
+
+        module = types.ModuleType(self.path.stem, f"kernels/{self.path.stem.removeprefix('test_')}'s generated suite")
+        module.__file__ = str(self.path)
+        vars(module).update(suite(str(self.path)))
+        return module
+
+
+class KernelSuites(pytest.Dir):
+    """tests/kernels/: its files, plus a GeneratedModule for every kernel folder without a stub."""
+
+    def collect(self):
+        yield from super().collect()
+        for name in kernel.names():
+            path = self.path / f"test_{name}.py"
+            if not path.exists():
+                yield GeneratedModule.from_parent(self, path=path)

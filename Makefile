@@ -206,7 +206,8 @@ perf: build-for-perf $(PERF_MDS) ## CUPTI perf of the port (builds first; times 
 	        echo "make KERNEL=all perf: a build or symbol check failed (above); every suite was timed anyway" >&2; exit 2; fi
 	$(Q)$(verdicts)
 
-lint: | $(ENV_READY) ## rustfmt + clippy -D warnings (scripts/lint_rust.sh; --fix formats)
+lint: | $(ENV_READY) ## ruff check + ruff format --check (Python), rustfmt + clippy -D warnings (scripts/lint_rust.sh)
+	$(Q)$(ENV) ruff check . && $(ENV) ruff format --check . || { echo "lint: fix with: ruff check --fix . && ruff format ." >&2; exit 1; }
 	$(Q)$(ENV) scripts/lint_rust.sh
 
 check: | $(ENV_READY) ## the kit's own tests: lint, Rust (kernels lowered and assembled for sm_90 on the CPU), then pytest (GPU tests skip with their reason)

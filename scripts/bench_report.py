@@ -8,6 +8,7 @@ both reports through `tilekit.report.main` (what `make report` runs), best of --
 The goal is < 2 s; this prints the times and exits 1 above the goal. Not a timed test: timing
 depends on the machine and its load.
 """
+
 import argparse
 import os
 import sys
@@ -28,11 +29,27 @@ def raw_log(backend: str, count: int, scale: float) -> str:
     for i in range(count):
         median = (0.05 + (i % 97) / 100) * scale * (1 + (i % 7) / 50)
         node = f"tests/kernels/test_bench.py::test_perf[{backend}-{i}]"
-        parts += [f"{node} PASSED", format_block(dict(
-            test=node, kernel="bench", backend=backend,
-            config={"dtype": ("float16", "bfloat16")[i % 2], "m": 1024 + i, "n": 4096}, timer="cupti",
-            median_ms=median, mean_ms=median * 1.01, std_ms=0.001, min_ms=median * 0.99, max_ms=median * 1.05,
-            nrep=100, gbps=1000.0 + i % 500, peak_gbps=4800.0, env={"gpu": "bench"}))]
+        parts += [
+            f"{node} PASSED",
+            format_block(
+                dict(
+                    test=node,
+                    kernel="bench",
+                    backend=backend,
+                    config={"dtype": ("float16", "bfloat16")[i % 2], "m": 1024 + i, "n": 4096},
+                    timer="cupti",
+                    median_ms=median,
+                    mean_ms=median * 1.01,
+                    std_ms=0.001,
+                    min_ms=median * 0.99,
+                    max_ms=median * 1.05,
+                    nrep=100,
+                    gbps=1000.0 + i % 500,
+                    peak_gbps=4800.0,
+                    env={"gpu": "bench"},
+                )
+            ),
+        ]
     parts.append(f"===== {count} passed in 1.00s =====")
     return "\n".join(parts) + "\n"
 
@@ -45,14 +62,22 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         logs = os.path.join(tmp, "reports", "logs")
         os.makedirs(logs)
-        for name, backend, scale in (("perf_cutile_rs", "cutile-rs", 1.0), ("baseline_perf_cutile", "cutile", 1.02),
-                                     ("baseline_perf_triton", "triton", 1.05), ("baseline_perf_torch", "torch", 1.3)):
+        for name, backend, scale in (
+            ("perf_cutile_rs", "cutile-rs", 1.0),
+            ("baseline_perf_cutile", "cutile", 1.02),
+            ("baseline_perf_triton", "triton", 1.05),
+            ("baseline_perf_torch", "torch", 1.3),
+        ):
             with open(os.path.join(logs, f"{name}.full.txt"), "w") as f:
                 f.write(raw_log(backend, args.records, scale))
         with open(os.path.join(logs, "correctness.junit.xml"), "w") as f:
-            f.write("<testsuites><testsuite>" + "".join(
-                f'<testcase classname="tests.kernels.test_bench" name="test_op[{i}]"/>' for i in range(args.records))
-                + "</testsuite></testsuites>")
+            f.write(
+                "<testsuites><testsuite>"
+                + "".join(
+                    f'<testcase classname="tests.kernels.test_bench" name="test_op[{i}]"/>' for i in range(args.records)
+                )
+                + "</testsuite></testsuites>"
+            )
         times, cpu = [], []
         for _ in range(args.repeat):
             records._config_key.cache_clear()  # every run starts cold
@@ -62,9 +87,11 @@ def main() -> int:
             cpu.append(time.process_time() - start_cpu)
         elapsed = min(times)
     total = 4 * args.records
-    print(f"bench_report: {args.records} port records ({total} records in 4 logs) + {args.records} junit cases: "
-          f"report in {elapsed:.2f} s wall, best of {args.repeat} (all: {', '.join(f'{t:.2f}' for t in times)}; "
-          f"CPU {min(cpu):.2f} s; goal < {GOAL_S:.0f} s wall)")
+    print(
+        f"bench_report: {args.records} port records ({total} records in 4 logs) + {args.records} junit cases: "
+        f"report in {elapsed:.2f} s wall, best of {args.repeat} (all: {', '.join(f'{t:.2f}' for t in times)}; "
+        f"CPU {min(cpu):.2f} s; goal < {GOAL_S:.0f} s wall)"
+    )
     return 0 if status == 0 and elapsed < GOAL_S else 1
 
 

@@ -12,6 +12,7 @@ CUDA-event timed calls, L2 not flushed) with GB/s, or TFLOP/s where the kernel d
 This is a smoke test: the results of record are `make test` and `make perf` (CUPTI). Set
 CUTILE_JIT_TIMING=1 to see cutile's per-stage compile times on stderr.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,10 +52,14 @@ def smoke(spec, cfg: dict, reps: int) -> bool:
         b.synchronize()
         times.append(a.elapsed_time(b))
     ms = sorted(times)[len(times) // 2]
-    rate = f"{spec.flops(cfg) / ms / 1e9:7.1f} TFLOP/s" if spec.flops else f"{spec.bytes_moved(cfg) / ms / 1e6:7.0f} GB/s"
+    rate = (
+        f"{spec.flops(cfg) / ms / 1e9:7.1f} TFLOP/s" if spec.flops else f"{spec.bytes_moved(cfg) / ms / 1e6:7.0f} GB/s"
+    )
     tol = spec.tolerance[cfg["dtype"]]
     ok = nan == 0 and rel <= tol[0] and worst <= tol[1]
-    print(f"{label} {rel:9.2e} {worst:9.2e} {nan:4d} {first_ms:9.1f} {ms:9.4f} {rate}{'' if ok else '  FAIL'}", flush=True)
+    print(
+        f"{label} {rel:9.2e} {worst:9.2e} {nan:4d} {first_ms:9.1f} {ms:9.4f} {rate}{'' if ok else '  FAIL'}", flush=True
+    )
     return ok
 
 
@@ -67,7 +72,9 @@ def main(argv):
         print("gpu_smoke: BLOCKED: torch sees no CUDA GPU")
         return 2
     print(f"gpu_smoke: {torch.cuda.get_device_name()} torch {torch.__version__}")
-    print(f"{'kernel':<13} {'dtype':<9} {'shape':<28} {'rel_l2':>9} {'max_err':>9} {'nan':>4} {'first_ms':>9} {'call_ms':>9} rate")
+    print(
+        f"{'kernel':<13} {'dtype':<9} {'shape':<28} {'rel_l2':>9} {'max_err':>9} {'nan':>4} {'first_ms':>9} {'call_ms':>9} rate"
+    )
     failures = 0
     for name in args.kernel:
         spec = kernel.load(name)

@@ -12,6 +12,7 @@ dicts, candidates not yet in the autotune space); all are called through the ker
 variant) with GB/s (and TFLOP/s where the declaration has `flops`) and, per config, the fastest of
 each backend. Failing variants are printed, not fatal.
 """
+
 from __future__ import annotations
 
 import argparse

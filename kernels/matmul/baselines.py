@@ -25,6 +25,7 @@ triton and cuda.tile need):
   TileGym does for its cuTile matmul. Off the GPU (the Triton interpreter) it is 128x256x64.
   ``triton_config`` / ``cutile_config`` are the pure rules for the named variants.
 """
+
 import torch
 
 from tilekit import baseline_support as bs
@@ -96,9 +97,23 @@ def triton_config(m: int, n: int, k: int, sms: int, variant: str = "auto", *, on
 if triton is not None:
 
     @triton.jit
-    def _triton_tile(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, stride_cm, tile_id,
-                     BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr,
-                     EVEN_K: tl.constexpr):
+    def _triton_tile(
+        a_ptr,
+        b_ptr,
+        c_ptr,
+        M,
+        N,
+        K,
+        stride_am,
+        stride_bk,
+        stride_cm,
+        tile_id,
+        BM: tl.constexpr,
+        BN: tl.constexpr,
+        BK: tl.constexpr,
+        GROUP: tl.constexpr,
+        EVEN_K: tl.constexpr,
+    ):
         """Compute and store output tile `tile_id` (grouped order)."""
         tiles_m = tl.cdiv(M, BM)
         tiles_n = tl.cdiv(N, BN)
@@ -129,30 +144,63 @@ if triton is not None:
             b_ptrs += BK * stride_bk
         cm = pid_m * BM + tl.arange(0, BM)
         cn = pid_n * BN + tl.arange(0, BN)
-        tl.store(c_ptr + cm[:, None] * stride_cm + cn[None, :], acc.to(c_ptr.dtype.element_ty),
-                 mask=(cm[:, None] < M) & (cn[None, :] < N))
+        tl.store(
+            c_ptr + cm[:, None] * stride_cm + cn[None, :],
+            acc.to(c_ptr.dtype.element_ty),
+            mask=(cm[:, None] < M) & (cn[None, :] < N),
+        )
 
     @triton.jit
-    def _triton_matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, stride_cm,
-                              BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
-                              GROUP: tl.constexpr, EVEN_K: tl.constexpr):
+    def _triton_matmul_kernel(
+        a_ptr,
+        b_ptr,
+        c_ptr,
+        M,
+        N,
+        K,
+        stride_am,
+        stride_bk,
+        stride_cm,
+        BM: tl.constexpr,
+        BN: tl.constexpr,
+        BK: tl.constexpr,
+        GROUP: tl.constexpr,
+        EVEN_K: tl.constexpr,
+    ):
         """One output tile per program."""
-        _triton_tile(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, stride_cm, tl.program_id(0),
-                     BM, BN, BK, GROUP, EVEN_K)
+        _triton_tile(
+            a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, stride_cm, tl.program_id(0), BM, BN, BK, GROUP, EVEN_K
+        )
 
     @triton.jit
-    def _triton_persistent_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, stride_cm,
-                                  BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
-                                  GROUP: tl.constexpr, EVEN_K: tl.constexpr):
+    def _triton_persistent_kernel(
+        a_ptr,
+        b_ptr,
+        c_ptr,
+        M,
+        N,
+        K,
+        stride_am,
+        stride_bk,
+        stride_cm,
+        BM: tl.constexpr,
+        BN: tl.constexpr,
+        BK: tl.constexpr,
+        GROUP: tl.constexpr,
+        EVEN_K: tl.constexpr,
+    ):
         """A fixed grid walks the output tiles with a grid stride."""
         num_tiles = tl.cdiv(M, BM) * tl.cdiv(N, BN)
         for tile_id in range(tl.program_id(0), num_tiles, tl.num_programs(0)):
-            _triton_tile(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, stride_cm, tile_id,
-                         BM, BN, BK, GROUP, EVEN_K)
+            _triton_tile(
+                a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, stride_cm, tile_id, BM, BN, BK, GROUP, EVEN_K
+            )
 
     _triton_autotuned = triton.autotune(
-        configs=[triton.Config({"BM": bm, "BN": bn, "BK": bk}, num_warps=w, num_stages=s)
-                 for bm, bn, bk, w, s in TRITON_AUTOTUNE],
+        configs=[
+            triton.Config({"BM": bm, "BN": bn, "BK": bk}, num_warps=w, num_stages=s)
+            for bm, bn, bk, w, s in TRITON_AUTOTUNE
+        ],
         key=["M", "N", "K"],
     )(triton.heuristics({"EVEN_K": lambda args: args["K"] % args["BK"] == 0})(_triton_matmul_kernel))
 
@@ -173,8 +221,16 @@ def triton_matmul(a: torch.Tensor, b: torch.Tensor, *, variant: str = "auto") ->
         _triton_autotuned[lambda meta: (bs.cdiv(m, meta["BM"]) * bs.cdiv(n, meta["BN"]),)](*args, GROUP=GROUP_M)
         return c
     kernel = _triton_persistent_kernel if cfg["variant"] == "persistent" else _triton_matmul_kernel
-    kernel[(cfg["grid"],)](*args, BM=cfg["bm"], BN=cfg["bn"], BK=cfg["bk"], GROUP=GROUP_M, EVEN_K=cfg["even_k"],
-                           num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+    kernel[(cfg["grid"],)](
+        *args,
+        BM=cfg["bm"],
+        BN=cfg["bn"],
+        BK=cfg["bk"],
+        GROUP=GROUP_M,
+        EVEN_K=cfg["even_k"],
+        num_warps=cfg["num_warps"],
+        num_stages=cfg["num_stages"],
+    )
     return c
 
 
@@ -220,8 +276,9 @@ if ct is not None:
         ct.store(C, index=(bid_m, bid_n), tile=ct.astype(acc, C.dtype))
 
     @ct.kernel
-    def _cutile_tiles_kernel(A, B, C, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.Constant[int],
-                             GROUP: ct.Constant[int]):
+    def _cutile_tiles_kernel(
+        A, B, C, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.Constant[int], GROUP: ct.Constant[int]
+    ):
         """One output tile per block, grouped order."""
         tiles_m = ct.cdiv(A.shape[0], BM)
         tiles_n = ct.cdiv(B.shape[1], BN)
@@ -229,8 +286,9 @@ if ct is not None:
         _cutile_tile(A, B, C, bid_m, bid_n, BM, BN, BK)
 
     @ct.kernel
-    def _cutile_persistent_kernel(A, B, C, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.Constant[int],
-                                  GROUP: ct.Constant[int]):
+    def _cutile_persistent_kernel(
+        A, B, C, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.Constant[int], GROUP: ct.Constant[int]
+    ):
         """Static persistent: the blocks walk the output tiles with a grid stride."""
         tiles_m = ct.cdiv(A.shape[0], BM)
         tiles_n = ct.cdiv(B.shape[1], BN)
@@ -249,7 +307,8 @@ def _cutile_autotuned(stream, a, b, c):
     key = (m, n, k, a.dtype, str(a.device))
     if key not in _CUTILE_TUNED:
         result = exhaustive_search(
-            list(CUTILE_AUTOTUNE), stream,
+            list(CUTILE_AUTOTUNE),
+            stream,
             lambda cfg: (bs.cdiv(m, cfg[0]) * bs.cdiv(n, cfg[1]), 1, 1),
             _cutile_tiles_kernel,
             lambda cfg: (a, b, c, cfg[0], cfg[1], cfg[2], GROUP_M),

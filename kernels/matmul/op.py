@@ -10,6 +10,7 @@ device's current torch stream. The output is allocated here with torch.empty (or
 (tilekit.autotune over `variants`); "default" takes ffi.rs's defaults; a dict
 {"bm", "bn", "bk", "group", "persistent", "occupancy", "cga"} picks one explicitly.
 """
+
 from __future__ import annotations
 
 import functools
@@ -33,8 +34,9 @@ DEFAULT_VARIANT = {"bm": -1, "bn": -1, "bk": -1, "group": -1, "persistent": Fals
 INDEX_LIMIT = 2**31 - 1  # ffi.rs row_stride(): the kernel's views index each operand with i32
 
 
-def check_index_range(m: int, n: int, k: int, lda: int | None = None, ldb: int | None = None,
-                      ldc: int | None = None) -> None:
+def check_index_range(
+    m: int, n: int, k: int, lda: int | None = None, ldb: int | None = None, ldc: int | None = None
+) -> None:
     """ValueError unless every operand (a (m, k), b (k, n), c (m, n); row strides default to the
     column counts) spans at most INDEX_LIMIT elements, the limit ffi.rs enforces (-6 there). Pure,
     so it runs before any autotune or launch and the CPU tests can check it for any size. A column
@@ -62,7 +64,8 @@ def check_index_range(m: int, n: int, k: int, lda: int | None = None, ldb: int |
             raise ValueError(
                 f"matmul: {name} ({rows} x {cols}, row stride {ld}) spans {extent} elements for m={m}, n={n}, k={k}; "
                 f"the kernel indexes each operand with i32 (at most {INDEX_LIMIT} elements): split the product into "
-                "smaller blocks")
+                "smaller blocks"
+            )
 
 
 @functools.lru_cache(maxsize=None)
@@ -79,8 +82,9 @@ def persistent_programs(sms: int, occupancy: int, cga: int) -> int:
     return max(1, sms // max(1, cga)) * max(1, occupancy)
 
 
-def export_args(bm: int, bn: int, bk: int, group: int, persistent: bool, occupancy: int, cga: int, *,
-                sms: int) -> tuple[int, ...]:
+def export_args(
+    bm: int, bn: int, bk: int, group: int, persistent: bool, occupancy: int, cga: int, *, sms: int
+) -> tuple[int, ...]:
     """A variant's arguments of the export, (bm, bn, bk, group, programs, occupancy, num_cta_in_cga),
     on a GPU with `sms` SMs. Pure, so the CPU tests check `variants` through exactly what launch
     passes."""
@@ -88,19 +92,38 @@ def export_args(bm: int, bn: int, bk: int, group: int, persistent: bool, occupan
     return int(bm), int(bn), int(bk), int(group), int(programs), int(occupancy), int(cga)
 
 
-def launch(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, bm: int, bn: int, bk: int, group: int,
-           persistent: bool, occupancy: int, cga: int) -> None:
+def launch(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    c: torch.Tensor,
+    bm: int,
+    bn: int,
+    bk: int,
+    group: int,
+    persistent: bool,
+    occupancy: int,
+    cga: int,
+) -> None:
     """One call of the export with one variant; raises ffi.KernelError on a non-zero code."""
     device_id, stream = ffi.stream_args(a)
     sms = _sm_count(device_id) if persistent else 0
     lib = ffi.library()
     d_c, d_a, d_b = lib.pack(c), lib.pack(a), lib.pack(b)
-    lib.call("matmul", "cutile_matmul", d_c, d_a, d_b,
-             *export_args(bm, bn, bk, group, persistent, occupancy, cga, sms=sms), device_id, stream)
+    lib.call(
+        "matmul",
+        "cutile_matmul",
+        d_c,
+        d_a,
+        d_b,
+        *export_args(bm, bn, bk, group, persistent, occupancy, cga, sms=sms),
+        device_id,
+        stream,
+    )
 
 
-def matmul(a: torch.Tensor, b: torch.Tensor, *, variant: str | dict = "auto",
-           out: torch.Tensor | None = None) -> torch.Tensor:
+def matmul(
+    a: torch.Tensor, b: torch.Tensor, *, variant: str | dict = "auto", out: torch.Tensor | None = None
+) -> torch.Tensor:
     """C = A @ B. Raises ValueError/TypeError on bad input and ffi.KernelError on a non-zero
     return code."""
     if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
@@ -116,8 +139,14 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, variant: str | dict = "auto",
         return c
     if k == 0:
         return c.zero_()
-    variant = autotune.pick("matmul", variant, default=DEFAULT_VARIANT, key=tune_key(str(a.dtype).removeprefix("torch."), m, n, k),
-                            candidates=variants(m, n, k), make_call=lambda v: (lambda: launch(a, b, c, **v)))
+    variant = autotune.pick(
+        "matmul",
+        variant,
+        default=DEFAULT_VARIANT,
+        key=tune_key(str(a.dtype).removeprefix("torch."), m, n, k),
+        candidates=variants(m, n, k),
+        make_call=lambda v: lambda: launch(a, b, c, **v),
+    )
     launch(a, b, c, **variant)
     return c
 

@@ -1,5 +1,6 @@
 """matmul's GPU tests beyond the generated suite (tilekit.suite adds them to
 tests/kernels/test_matmul.py)."""
+
 from kernels.matmul.spec import SPEC
 from tilekit import harness
 

@@ -21,6 +21,7 @@ SMs, else row. The rules are ``triton_config`` / ``cutile_config`` (pure, no GPU
 knob can be forced by keyword, so a GPU run can time each variant and keep the faster:
 scripts/sweep_variants.py does that run.
 """
+
 import torch
 
 from tilekit import baseline_support as bs
@@ -46,8 +47,10 @@ def _check_inputs(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     if w.dtype != x.dtype:
         raise TypeError(f"rms_norm baseline: x and w must share one dtype of {DTYPES}, got {x.dtype} and {w.dtype}")
     if tuple(w.shape) != (x.shape[1],):
-        raise ValueError(f"rms_norm baseline: w must have shape ({x.shape[1]},) for x of shape {tuple(x.shape)}, "
-                         f"got {tuple(w.shape)}")
+        raise ValueError(
+            f"rms_norm baseline: w must have shape ({x.shape[1]},) for x of shape {tuple(x.shape)}, "
+            f"got {tuple(w.shape)}"
+        )
     if x.device != w.device:
         raise ValueError(f"rms_norm baseline: x is on {x.device} but w on {w.device}")
     return w.contiguous()
@@ -60,8 +63,10 @@ def torch_rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor
 
 # -- Triton -------------------------------------------------------------------------------------
 
-def triton_config(m: int, n: int, sms: int, variant: str = "auto", *, block=None, rows=None,
-                  num_warps=None, ctas_per_sm=None) -> dict:
+
+def triton_config(
+    m: int, n: int, sms: int, variant: str = "auto", *, block=None, rows=None, num_warps=None, ctas_per_sm=None
+) -> dict:
     """The launch plan of `triton_rms_norm` for an (m, n) problem on a GPU with `sms` SMs:
     {"variant", "block", "rows", "num_warps", "grid"}. Pure; keywords force a knob."""
     bs.check_variant(KERNEL, variant, VARIANTS)
@@ -71,15 +76,17 @@ def triton_config(m: int, n: int, sms: int, variant: str = "auto", *, block=None
         short = whole <= MULTIROW_MAX_BLOCK and bs.cdiv(m, max(1, bs.TRITON_MULTIROW_TILE // whole)) > programs
         looped = whole > bs.MAX_ROW_BLOCK or whole >= TRITON_LOOPED_FROM
         variant = "looped" if looped else "multirow" if short else "row"
-    return bs.triton_row_plan(KERNEL, m, n, sms, variant, block=block, rows=rows, num_warps=num_warps,
-                              ctas_per_sm=ctas_per_sm)
+    return bs.triton_row_plan(
+        KERNEL, m, n, sms, variant, block=block, rows=rows, num_warps=num_warps, ctas_per_sm=ctas_per_sm
+    )
 
 
 if triton is not None:
 
     @triton.jit
-    def _triton_rows_kernel(x_ptr, w_ptr, y_ptr, m, n, stride_x, stride_y, eps,
-                            ROWS: tl.constexpr, BLOCK: tl.constexpr):
+    def _triton_rows_kernel(
+        x_ptr, w_ptr, y_ptr, m, n, stride_x, stride_y, eps, ROWS: tl.constexpr, BLOCK: tl.constexpr
+    ):
         """Row and multirow forms: ROWS x BLOCK tiles (BLOCK >= n), grid-strided over row
         tiles. With ROWS=1 and one program per row it is the plain one-row-per-program kernel."""
         cols = tl.arange(0, BLOCK)
@@ -91,12 +98,17 @@ if triton is not None:
             mask = (rows < m)[:, None] & col_ok[None, :]
             rows = rows.to(tl.int64)  # m * stride may exceed 2^31 elements
             # x and y are streamed once: evict_first keeps them from pushing w out of L2.
-            x = tl.load(x_ptr + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0,
-                        eviction_policy="evict_first").to(tl.float32)
+            x = tl.load(
+                x_ptr + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0, eviction_policy="evict_first"
+            ).to(tl.float32)
             inv_rms = tl.rsqrt(tl.sum(x * x, axis=1) / n + eps)
             y = x * inv_rms[:, None] * w[None, :]
-            tl.store(y_ptr + rows[:, None] * stride_y + cols[None, :], y.to(y_ptr.dtype.element_ty),
-                     mask=mask, eviction_policy="evict_first")
+            tl.store(
+                y_ptr + rows[:, None] * stride_y + cols[None, :],
+                y.to(y_ptr.dtype.element_ty),
+                mask=mask,
+                eviction_policy="evict_first",
+            )
 
     @triton.jit
     def _triton_looped_kernel(x_ptr, w_ptr, y_ptr, n, stride_x, stride_y, eps, BLOCK: tl.constexpr):
@@ -118,12 +130,15 @@ if triton is not None:
             ok = start + cols < n
             x = tl.load(x_row + start + cols, mask=ok, other=0.0, eviction_policy="evict_first").to(tl.float32)
             w = tl.load(w_ptr + start + cols, mask=ok, other=0.0, eviction_policy="evict_last").to(tl.float32)
-            tl.store(y_row + start + cols, (x * inv_rms * w).to(y_ptr.dtype.element_ty), mask=ok,
-                     eviction_policy="evict_first")
+            tl.store(
+                y_row + start + cols,
+                (x * inv_rms * w).to(y_ptr.dtype.element_ty),
+                mask=ok,
+                eviction_policy="evict_first",
+            )
 
 
-def triton_rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float, *, variant: str = "auto",
-                    **knobs) -> torch.Tensor:
+def triton_rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float, *, variant: str = "auto", **knobs) -> torch.Tensor:
     """RMSNorm with our Triton kernels; `variant` and the knobs as in `triton_config`."""
     bs.require(triton, unavailable_reason, "triton")
     w = _check_inputs(x, w)
@@ -137,8 +152,8 @@ def triton_rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float, *, variant: st
 
 # -- cuTile Python ------------------------------------------------------------------------------
 
-def cutile_config(m: int, n: int, sms: int, variant: str = "auto", *, block=None, rows=None,
-                  ctas_per_sm=None) -> dict:
+
+def cutile_config(m: int, n: int, sms: int, variant: str = "auto", *, block=None, rows=None, ctas_per_sm=None) -> dict:
     """The launch plan of `cutile_rms_norm` for an (m, n) problem on a GPU with `sms` SMs:
     {"variant", "block", "rows", "grid"}. Pure; keywords force a knob."""
     bs.check_variant(KERNEL, variant, VARIANTS)
@@ -153,8 +168,7 @@ if ct is not None:
     _ZERO = ct.PaddingMode.ZERO
 
     @ct.kernel
-    def _cutile_rows_kernel(X, W, Y, eps: ct.Constant[float], ROWS: ct.Constant[int],
-                            BLOCK: ct.Constant[int]):
+    def _cutile_rows_kernel(X, W, Y, eps: ct.Constant[float], ROWS: ct.Constant[int], BLOCK: ct.Constant[int]):
         """Row and multirow forms: ROWS x BLOCK tiles (BLOCK >= n), grid-strided over row
         tiles (static persistent when the grid is smaller than the number of row tiles)."""
         n = X.shape[1]
@@ -162,8 +176,7 @@ if ct is not None:
         w = ct.reshape(w, (1, BLOCK))
         for tile in range(ct.bid(0), ct.cdiv(X.shape[0], ROWS), ct.num_blocks(0)):
             # latency: a DRAM-bound load; the hint lets tileiras issue it deeper ahead.
-            x = ct.astype(ct.load(X, index=(tile, 0), shape=(ROWS, BLOCK), padding_mode=_ZERO,
-                                  latency=10), ct.float32)
+            x = ct.astype(ct.load(X, index=(tile, 0), shape=(ROWS, BLOCK), padding_mode=_ZERO, latency=10), ct.float32)
             mean_sq = ct.sum(x * x, axis=1, keepdims=True) / n
             y = x * ct.rsqrt(mean_sq + eps) * w
             # Plain stores beat TMA stores for this streaming write (TileGym's H100 finding).
@@ -187,8 +200,7 @@ if ct is not None:
             ct.store(Y, index=(row, j), tile=ct.astype(y, Y.dtype), allow_tma=False)
 
 
-def cutile_rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float, *, variant: str = "auto",
-                    **knobs) -> torch.Tensor:
+def cutile_rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float, *, variant: str = "auto", **knobs) -> torch.Tensor:
     """RMSNorm with our cuTile Python kernels; `variant` and the knobs as in `cutile_config`.
     eps is a compile-time constant of the kernel (one compile per distinct eps)."""
     bs.require(ct, unavailable_reason, "cutile")

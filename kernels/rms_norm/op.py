@@ -8,6 +8,7 @@ device's current torch stream. The output is allocated here with torch.empty; Ru
 `variant="auto"` (the default) uses the autotuned (block, rows, occupancy) for this GPU, dtype
 and shape class (tilekit.autotune over `variants`); a dict picks one explicitly.
 """
+
 from __future__ import annotations
 
 import functools
@@ -35,15 +36,32 @@ def export_args(block: int, rows: int, occupancy: int, programs_per_sm: int = 0,
     return int(block), int(rows), int(occupancy), int(programs)
 
 
-def launch(x2: torch.Tensor, weight: torch.Tensor, eps: float, y2: torch.Tensor, block: int, rows: int, occupancy: int,
-           programs_per_sm: int = 0) -> None:
+def launch(
+    x2: torch.Tensor,
+    weight: torch.Tensor,
+    eps: float,
+    y2: torch.Tensor,
+    block: int,
+    rows: int,
+    occupancy: int,
+    programs_per_sm: int = 0,
+) -> None:
     """One call of the export on 2-D views with one variant; raises ffi.KernelError on a non-zero code."""
     device_id, stream = ffi.stream_args(x2)
     sms = _sm_count(device_id) if programs_per_sm > 0 else 0
     lib = ffi.library()
     d_out, d_x, d_w = lib.pack(y2), lib.pack(x2), lib.pack(weight)
-    lib.call("rms_norm", "cutile_rms_norm", d_out, d_x, d_w, float(eps),
-             *export_args(block, rows, occupancy, programs_per_sm, sms=sms), device_id, stream)
+    lib.call(
+        "rms_norm",
+        "cutile_rms_norm",
+        d_out,
+        d_x,
+        d_w,
+        float(eps),
+        *export_args(block, rows, occupancy, programs_per_sm, sms=sms),
+        device_id,
+        stream,
+    )
 
 
 @functools.lru_cache(maxsize=None)
@@ -51,12 +69,20 @@ def _sm_count(device_id: int) -> int:
     return torch.cuda.get_device_properties(device_id).multi_processor_count
 
 
-def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, *, variant: str | dict = "auto",
-             out: torch.Tensor | None = None) -> torch.Tensor:
+def rms_norm(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    eps: float = 1e-6,
+    *,
+    variant: str | dict = "auto",
+    out: torch.Tensor | None = None,
+) -> torch.Tensor:
     """RMSNorm over the last dim. Raises ValueError/TypeError on bad input and ffi.KernelError
     on a non-zero return code."""
     if x.dim() < 1 or weight.dim() != 1 or weight.shape[0] != x.shape[-1]:
-        raise ValueError(f"rms_norm: weight must be ({x.shape[-1]},) for x of shape {tuple(x.shape)}, got {tuple(weight.shape)}")
+        raise ValueError(
+            f"rms_norm: weight must be ({x.shape[-1]},) for x of shape {tuple(x.shape)}, got {tuple(weight.shape)}"
+        )
     checks.dtypes("rms_norm", DTYPES, x=x, weight=weight)
     checks.contiguous_last_dim("rms_norm", x=x)
     checks.out_matches("rms_norm", out, x.shape, x)
@@ -68,8 +94,14 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, *, varian
     if x2.numel() == 0:
         return y
     m, dtype = x2.shape[0], str(x.dtype).removeprefix("torch.")
-    variant = autotune.pick("rms_norm", variant, default=DEFAULT_VARIANT, key=tune_key(dtype, m, n),
-                            candidates=variants(m, n), make_call=lambda v: (lambda: launch(x2, weight, eps, y2, **v)))
+    variant = autotune.pick(
+        "rms_norm",
+        variant,
+        default=DEFAULT_VARIANT,
+        key=tune_key(dtype, m, n),
+        candidates=variants(m, n),
+        make_call=lambda v: lambda: launch(x2, weight, eps, y2, **v),
+    )
     launch(x2, weight, eps, y2, **variant)
     return y
 
@@ -106,8 +138,11 @@ def variants(m: int, n: int) -> list[dict]:
         if pow2 == 16384:
             shapes.append((pow2, 2))
     shapes += [(block, 8192 // block) for block in (2048, 4096) if block < n]
-    out = autotune.unique({"block": b, "rows": min(r, max_rows), "occupancy": occ, "programs_per_sm": 0}
-                          for b, r in shapes for occ in (4, 2))
+    out = autotune.unique(
+        {"block": b, "rows": min(r, max_rows), "occupancy": occ, "programs_per_sm": 0}
+        for b, r in shapes
+        for occ in (4, 2)
+    )
     if pow2 <= 16384:
         # persistent: SMs x occupancy tile blocks, each loading w once (NOTES.md: w is re-read per
         # row tile otherwise, ~25 % extra L2 traffic at n = 16384)

@@ -3,6 +3,7 @@ its suites, CPU contract tests and scripts/sweep_variants.py read SPEC). Touches
 
 y = x * rsqrt(mean(x^2, -1) + eps) * w over the last dim of an (m, n) tensor; f32 accumulation.
 """
+
 from __future__ import annotations
 
 import torch
@@ -38,23 +39,42 @@ SPEC = KernelSpec(
     dims={"m": 1 << 20, "n": 1 << 18},
     strides={"row_stride": "ld"},
     # tiny to large and irregular; row_stride > n exercises padded rows
-    correctness_shapes=[{"m": 1, "n": 1}, {"m": 3, "n": 1000}, {"m": 257, "n": 4097},
-                        {"m": 4096, "n": 4096, "row_stride": 4160}, {"m": 65536, "n": 8192}],
-    perf_configs=[{"dtype": "float16", "m": 262144, "n": 1024}, {"dtype": "float16", "m": 262144, "n": 2048},
-                  {"dtype": "float16", "m": 262144, "n": 4096}, {"dtype": "float16", "m": 65536, "n": 8192},
-                  {"dtype": "float16", "m": 65536, "n": 16384}, {"dtype": "bfloat16", "m": 65536, "n": 8192}],  # the issue's
+    correctness_shapes=[
+        {"m": 1, "n": 1},
+        {"m": 3, "n": 1000},
+        {"m": 257, "n": 4097},
+        {"m": 4096, "n": 4096, "row_stride": 4160},
+        {"m": 65536, "n": 8192},
+    ],
+    perf_configs=[
+        {"dtype": "float16", "m": 262144, "n": 1024},
+        {"dtype": "float16", "m": 262144, "n": 2048},
+        {"dtype": "float16", "m": 262144, "n": 4096},
+        {"dtype": "float16", "m": 65536, "n": 8192},
+        {"dtype": "float16", "m": 65536, "n": 16384},
+        {"dtype": "bfloat16", "m": 65536, "n": 8192},
+    ],  # the issue's
     tolerance={"float16": (2e-3, 1e-2), "bfloat16": (1.6e-2, 6e-2), "float32": (1e-5, 1e-5)},
-    make_inputs=make_inputs, reference=reference, bytes_moved=bytes_moved,
+    make_inputs=make_inputs,
+    reference=reference,
+    bytes_moved=bytes_moved,
     out_shape=lambda cfg: (cfg["m"], cfg["n"]),
     variant_shapes=[{"m": 37, "n": 1000, "dtype": "float16"}, {"m": 19, "n": 8195, "dtype": "bfloat16"}],
     autotune_edges=[{"m": m, "n": n} for m, n in [(1000, 1), (4097, 4097), (1000, 11008), (3, 151936), (5, 16385)]],
     bad_inputs={
-        "dtype_mix": BadInput(lambda: call(torch.randn(4, 8, dtype=torch.float16), torch.randn(8)), TypeError, "share one dtype"),
+        "dtype_mix": BadInput(
+            lambda: call(torch.randn(4, 8, dtype=torch.float16), torch.randn(8)), TypeError, "share one dtype"
+        ),
         "weight_shape": BadInput(lambda: call(torch.randn(4, 8), torch.randn(7)), ValueError, "weight must be (8,)"),
         "cpu_tensor": BadInput(lambda: call(torch.randn(4, 8), torch.randn(8)), ValueError, "CUDA device"),
-        "last_dim_stride": BadInput(lambda: call(torch.randn(8, 4).t(), torch.randn(8)), ValueError, "contiguous in its last dim"),
-        "float64": BadInput(lambda: call(torch.randn(4, 8, dtype=torch.float64), torch.randn(8, dtype=torch.float64)),
-                            TypeError, "share one dtype"),
+        "last_dim_stride": BadInput(
+            lambda: call(torch.randn(8, 4).t(), torch.randn(8)), ValueError, "contiguous in its last dim"
+        ),
+        "float64": BadInput(
+            lambda: call(torch.randn(4, 8, dtype=torch.float64), torch.randn(8, dtype=torch.float64)),
+            TypeError,
+            "share one dtype",
+        ),
     },
     ffi_example={"m": 4, "n": 8, "dtype": "float32"},
     ffi_cases={

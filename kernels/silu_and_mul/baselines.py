@@ -28,6 +28,7 @@ cuTile Python kernels, ``cuda-tile`` 1.7.0). The last two share their variants, 
                  forced by keyword, so a GPU run can time each variant and keep the fastest:
                  scripts/sweep_variants.py does that run.
 """
+
 import functools
 
 import torch
@@ -42,11 +43,11 @@ DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 VARIANTS = ("auto", "tiled", "wide", "row")
 
 TILE_ELEMS = {"tiled": 4096, "wide": 8192}  # output elements per program
-MAX_BLOCK = 4096        # widest column tile / row chunk
+MAX_BLOCK = 4096  # widest column tile / row chunk
 MAX_ROWS = 64
-TRITON_ELEMS_PER_THREAD = 8   # per tensor (gate, up): 8 f32 values each -> 16 B bf16 vectors
-CUTILE_OCCUPANCY = 4    # CTAs per SM tileiras plans registers for: the compiler's default was
-                        # 1.5-3x slower for rms_norm's streaming tiles on the H200; -1 = its default
+TRITON_ELEMS_PER_THREAD = 8  # per tensor (gate, up): 8 f32 values each -> 16 B bf16 vectors
+CUTILE_OCCUPANCY = 4  # CTAs per SM tileiras plans registers for: the compiler's default was
+# 1.5-3x slower for rms_norm's streaming tiles on the H200; -1 = its default
 
 
 def tile_width(h: int) -> int:
@@ -114,8 +115,12 @@ if triton is not None:
         # x and out are touched once: evict_first keeps them from displacing anything useful.
         g = tl.load(gate, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
         u = tl.load(gate + h, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
-        tl.store(y_ptr + rows[:, None] * stride_y + cols[None, :], _silu_mul_f32(g, u).to(y_ptr.dtype.element_ty),
-                 mask=mask, eviction_policy="evict_first")
+        tl.store(
+            y_ptr + rows[:, None] * stride_y + cols[None, :],
+            _silu_mul_f32(g, u).to(y_ptr.dtype.element_ty),
+            mask=mask,
+            eviction_policy="evict_first",
+        )
 
     @triton.jit
     def _triton_row_kernel(x_ptr, y_ptr, h, stride_x, stride_y, BLOCK: tl.constexpr):
@@ -128,12 +133,17 @@ if triton is not None:
             ok = start + cols < h
             g = tl.load(x_row + start + cols, mask=ok, other=0.0, eviction_policy="evict_first").to(tl.float32)
             u = tl.load(x_row + h + start + cols, mask=ok, other=0.0, eviction_policy="evict_first").to(tl.float32)
-            tl.store(y_row + start + cols, _silu_mul_f32(g, u).to(y_ptr.dtype.element_ty), mask=ok,
-                     eviction_policy="evict_first")
+            tl.store(
+                y_row + start + cols,
+                _silu_mul_f32(g, u).to(y_ptr.dtype.element_ty),
+                mask=ok,
+                eviction_policy="evict_first",
+            )
 
 
-def triton_silu_and_mul(x: torch.Tensor, *, variant: str = "auto", block=None, rows=None,
-                        num_warps=None) -> torch.Tensor:
+def triton_silu_and_mul(
+    x: torch.Tensor, *, variant: str = "auto", block=None, rows=None, num_warps=None
+) -> torch.Tensor:
     """silu_and_mul with our Triton kernels; `variant` and the knobs as in `config`."""
     bs.require(triton, unavailable_reason, "triton")
     h = _check_inputs(x)
@@ -185,8 +195,9 @@ if ct is not None:
         return kernel if occupancy == -1 else kernel.replace_hints(occupancy=occupancy)
 
 
-def cutile_silu_and_mul(x: torch.Tensor, *, variant: str = "auto", block=None, rows=None,
-                        occupancy: int = CUTILE_OCCUPANCY) -> torch.Tensor:
+def cutile_silu_and_mul(
+    x: torch.Tensor, *, variant: str = "auto", block=None, rows=None, occupancy: int = CUTILE_OCCUPANCY
+) -> torch.Tensor:
     """silu_and_mul with our cuTile Python kernels; `variant`, block and rows as in `config`;
     occupancy 1..32, or -1 for the compiler's default."""
     bs.require(ct, unavailable_reason, "cutile")

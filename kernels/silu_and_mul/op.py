@@ -9,6 +9,7 @@ as `out`); Rust only borrows. `variant="auto"` (the default) uses the autotuned 
 occupancy[, warps]) for this GPU, dtype and shape class (tilekit.autotune over `variants`);
 "default" takes ffi.rs's tile with occupancy 4; a dict picks one explicitly.
 """
+
 from __future__ import annotations
 
 import torch
@@ -39,7 +40,15 @@ def launch(x2: torch.Tensor, y2: torch.Tensor, block: int, rows: int, occupancy:
     device_id, stream = ffi.stream_args(x2)
     lib = ffi.library()
     d_out, d_x = lib.pack(y2), lib.pack(x2)
-    lib.call("silu_and_mul", "cutile_silu_and_mul", d_out, d_x, *export_args(block, rows, occupancy, warps), device_id, stream)
+    lib.call(
+        "silu_and_mul",
+        "cutile_silu_and_mul",
+        d_out,
+        d_x,
+        *export_args(block, rows, occupancy, warps),
+        device_id,
+        stream,
+    )
 
 
 def silu_and_mul(x: torch.Tensor, *, variant: str | dict = "auto", out: torch.Tensor | None = None) -> torch.Tensor:
@@ -59,15 +68,21 @@ def silu_and_mul(x: torch.Tensor, *, variant: str | dict = "auto", out: torch.Te
     if y2.numel() == 0:
         return y
     m, dtype = x2.shape[0], str(x.dtype).removeprefix("torch.")
-    variant = autotune.pick("silu_and_mul", variant, default=DEFAULT_VARIANT, key=tune_key(dtype, m, h),
-                            candidates=variants(m, h), make_call=lambda v: (lambda: launch(x2, y2, **v)))
+    variant = autotune.pick(
+        "silu_and_mul",
+        variant,
+        default=DEFAULT_VARIANT,
+        key=tune_key(dtype, m, h),
+        candidates=variants(m, h),
+        make_call=lambda v: lambda: launch(x2, y2, **v),
+    )
     launch(x2, y2, **variant)
     return y
 
 
 # -- autotune: the port's variants (ffi.rs: block = tile width, rows per tile block, occupancy) --
 
-DEFAULT_TILE = 4096   # output elements per tile block of the default (ffi.rs DEFAULT_TILE_ELEMS)
+DEFAULT_TILE = 4096  # output elements per tile block of the default (ffi.rs DEFAULT_TILE_ELEMS)
 MAX_ROWS = 64
 
 

@@ -6,6 +6,7 @@ x is (m, 2H) = [gate | up] (last dim contiguous, row stride may exceed 2H); out 
 silu(gate) * up with silu(a) = a * sigmoid(a); f32 arithmetic, output in x's dtype. Configs name
 the output width `h`.
 """
+
 from __future__ import annotations
 
 import torch
@@ -25,7 +26,9 @@ def make_inputs(cfg: dict, device="cuda", seed: int | None = None) -> dict:
     g = generator(device, seed)
     dt = torch_dtype(cfg["dtype"])
     m, h = cfg["m"], cfg["h"]
-    x = (2 * torch.randn(m, cfg.get("row_stride", 2 * h), generator=g, device=device, dtype=torch.float32)).to(dt)[:, :2 * h]
+    x = (2 * torch.randn(m, cfg.get("row_stride", 2 * h), generator=g, device=device, dtype=torch.float32)).to(dt)[
+        :, : 2 * h
+    ]
     k = min(h, len(SATURATING_GATES))
     x[0, :k] = torch.tensor(SATURATING_GATES[:k], dtype=dt, device=device)
     return {"x": x}
@@ -54,19 +57,34 @@ SPEC = KernelSpec(
     strides={"row_stride": "ld"},
     # Tiny to large and irregular H; row_stride > 2H exercises padded rows; H = 14336 is the perf
     # width (seven 2048-wide column tiles per row), 4097 leaves a 1-element last tile.
-    correctness_shapes=[{"m": 1, "h": 1}, {"m": 3, "h": 1000}, {"m": 257, "h": 4097},
-                        {"m": 4096, "h": 4096, "row_stride": 8320}, {"m": 1000, "h": 14336}, {"m": 65536, "h": 4096}],
-    perf_configs=[{"dtype": "bfloat16", "m": 65536, "h": 4096}, {"dtype": "bfloat16", "m": 16384, "h": 14336}],  # the issue's
+    correctness_shapes=[
+        {"m": 1, "h": 1},
+        {"m": 3, "h": 1000},
+        {"m": 257, "h": 4097},
+        {"m": 4096, "h": 4096, "row_stride": 8320},
+        {"m": 1000, "h": 14336},
+        {"m": 65536, "h": 4096},
+    ],
+    perf_configs=[
+        {"dtype": "bfloat16", "m": 65536, "h": 4096},
+        {"dtype": "bfloat16", "m": 16384, "h": 14336},
+    ],  # the issue's
     # a few output ulps (the torch baseline rounds twice: silu in x's dtype, then the product)
     tolerance={"float16": (2e-3, 1e-2), "bfloat16": (1.6e-2, 6e-2), "float32": (1e-5, 1e-5)},
-    make_inputs=make_inputs, reference=reference, bytes_moved=bytes_moved,
+    make_inputs=make_inputs,
+    reference=reference,
+    bytes_moved=bytes_moved,
     out_shape=lambda cfg: (cfg["m"], cfg["h"]),
     # 37 rows: partial row tiles for every rows > 1; H = 1000 one padded tile, H = 14336 seven tiles
     # of 2048 (or fourteen of 1024: whole tiles, so the one-row variants take the unmasked entry),
     # H = 4097 a 1-element last tile; 64 x 4096 with padded rows: every variant unmasked.
     # "default" (ffi.rs's tile) is checked there too.
-    variant_shapes=[{"m": 37, "h": 1000, "dtype": "float16"}, {"m": 19, "h": 14336, "dtype": "bfloat16"},
-                    {"m": 37, "h": 4097, "dtype": "float32"}, {"m": 64, "h": 4096, "dtype": "float16", "row_stride": 8200}],
+    variant_shapes=[
+        {"m": 37, "h": 1000, "dtype": "float16"},
+        {"m": 19, "h": 14336, "dtype": "bfloat16"},
+        {"m": 37, "h": 4097, "dtype": "float32"},
+        {"m": 64, "h": 4096, "dtype": "float16", "row_stride": 8200},
+    ],
     every_variant_default=True,
     autotune_edges=[{"m": m, "h": h} for m, h in [(1000, 1), (4097, 4097), (1000, 11008), (3, 151936), (5, 16385)]],
     bad_inputs={
@@ -81,9 +99,12 @@ SPEC = KernelSpec(
         "odd_last_dim": FfiCase(lambda: x_out((4, 15), (4, 7)), message="must be even"),
         "out_shape": FfiCase(lambda: x_out(out=(4, 16)), message="must be [m, H] = [4, 8]"),
         "dtype_mix": FfiCase(lambda: x_out(dtype=torch.float16), message="share one dtype"),
-        "x_last_dim_stride": FfiCase(lambda: {"x": torch.randn(16, 4).t()}, message="`x` must be contiguous in its last dim"),
-        "out_is_gate_half_of_x": FfiCase(lambda: (lambda x: {"x": x, "out": x[:, :8]})(torch.randn(4, 16)),
-                                         message="`out` overlaps `x`"),
+        "x_last_dim_stride": FfiCase(
+            lambda: {"x": torch.randn(16, 4).t()}, message="`x` must be contiguous in its last dim"
+        ),
+        "out_is_gate_half_of_x": FfiCase(
+            lambda: (lambda x: {"x": x, "out": x[:, :8]})(torch.randn(4, 16)), message="`out` overlaps `x`"
+        ),
         "block_not_pow2": FfiCase(variant={"block": 24}, message="power of two"),
         "tile_too_big": FfiCase(variant={"block": 16384, "rows": 2}, message="block*rows <= 16384"),
         "occupancy": FfiCase(variant={"occupancy": 33}, message="occupancy=33"),

@@ -1,5 +1,6 @@
 """silu_and_mul's GPU tests beyond the generated suite (tilekit.suite adds them to
 tests/kernels/test_silu_and_mul.py)."""
+
 import torch
 
 from kernels.silu_and_mul.spec import SPEC

@@ -21,6 +21,7 @@ for both Triton and cuTile: on the H200 (scripts/sweep_variants.py --kernel soft
 row beat multirow at every perf shape. The rules are ``triton_config`` / ``cutile_config`` (pure,
 no GPU needed); every knob can be forced by keyword.
 """
+
 import torch
 
 from tilekit import baseline_support as bs
@@ -49,8 +50,10 @@ def torch_softmax(x: torch.Tensor) -> torch.Tensor:
 
 # -- Triton -------------------------------------------------------------------------------------
 
-def triton_config(m: int, n: int, sms: int, variant: str = "auto", *, block=None, rows=None,
-                  num_warps=None, ctas_per_sm=None) -> dict:
+
+def triton_config(
+    m: int, n: int, sms: int, variant: str = "auto", *, block=None, rows=None, num_warps=None, ctas_per_sm=None
+) -> dict:
     """The launch plan of `triton_softmax` for an (m, n) problem on a GPU with `sms` SMs:
     {"variant", "block", "rows", "num_warps", "grid"}. Pure; keywords force a knob."""
     bs.check_variant(KERNEL, variant, VARIANTS)
@@ -59,15 +62,15 @@ def triton_config(m: int, n: int, sms: int, variant: str = "auto", *, block=None
         # program beat the persistent multirow form at every perf shape: 65536x1024 f16 0.076 ms
         # (multirow 0.090), 65536x4096 0.278 (0.351), 65536x8192 f32 1.091 (1.165).
         variant = "looped" if bs.row_block(n) > bs.MAX_ROW_BLOCK else "row"
-    return bs.triton_row_plan(KERNEL, m, n, sms, variant, block=block, rows=rows, num_warps=num_warps,
-                              ctas_per_sm=ctas_per_sm)
+    return bs.triton_row_plan(
+        KERNEL, m, n, sms, variant, block=block, rows=rows, num_warps=num_warps, ctas_per_sm=ctas_per_sm
+    )
 
 
 if triton is not None:
 
     @triton.jit
-    def _triton_rows_kernel(x_ptr, y_ptr, m, n, stride_x, stride_y,
-                            ROWS: tl.constexpr, BLOCK: tl.constexpr):
+    def _triton_rows_kernel(x_ptr, y_ptr, m, n, stride_x, stride_y, ROWS: tl.constexpr, BLOCK: tl.constexpr):
         """Row and multirow forms: ROWS x BLOCK tiles (BLOCK >= n), grid-strided over row
         tiles. With ROWS=1 and one program per row it is the plain one-row-per-program kernel."""
         cols = tl.arange(0, BLOCK)
@@ -78,13 +81,21 @@ if triton is not None:
             rows = rows.to(tl.int64)  # m * stride may exceed 2^31 elements
             # -inf past n: never the max, exp(-inf) = 0 adds nothing to the sum. x and y are
             # streamed once: evict_first keeps them from crowding L2.
-            x = tl.load(x_ptr + rows[:, None] * stride_x + cols[None, :], mask=mask, other=float("-inf"),
-                        eviction_policy="evict_first").to(tl.float32)
+            x = tl.load(
+                x_ptr + rows[:, None] * stride_x + cols[None, :],
+                mask=mask,
+                other=float("-inf"),
+                eviction_policy="evict_first",
+            ).to(tl.float32)
             # Rows past m are all -inf and turn into NaN; the store mask drops them.
             e = tl.exp(x - tl.max(x, axis=1)[:, None])
             inv_sum = 1.0 / tl.sum(e, axis=1)
-            tl.store(y_ptr + rows[:, None] * stride_y + cols[None, :], (e * inv_sum[:, None]).to(y_ptr.dtype.element_ty),
-                     mask=mask, eviction_policy="evict_first")
+            tl.store(
+                y_ptr + rows[:, None] * stride_y + cols[None, :],
+                (e * inv_sum[:, None]).to(y_ptr.dtype.element_ty),
+                mask=mask,
+                eviction_policy="evict_first",
+            )
 
     @triton.jit
     def _triton_looped_kernel(x_ptr, y_ptr, n, stride_x, stride_y, BLOCK: tl.constexpr):
@@ -109,9 +120,15 @@ if triton is not None:
         inv_sum = 1.0 / tl.sum(run_sum * tl.exp(run_max - row_max), axis=0)
         for start in range(0, n, BLOCK):
             ok = start + cols < n
-            x = tl.load(x_row + start + cols, mask=ok, other=float("-inf"), eviction_policy="evict_first").to(tl.float32)
-            tl.store(y_row + start + cols, (tl.exp(x - row_max) * inv_sum).to(y_ptr.dtype.element_ty), mask=ok,
-                     eviction_policy="evict_first")
+            x = tl.load(x_row + start + cols, mask=ok, other=float("-inf"), eviction_policy="evict_first").to(
+                tl.float32
+            )
+            tl.store(
+                y_row + start + cols,
+                (tl.exp(x - row_max) * inv_sum).to(y_ptr.dtype.element_ty),
+                mask=ok,
+                eviction_policy="evict_first",
+            )
 
 
 def triton_softmax(x: torch.Tensor, *, variant: str = "auto", **knobs) -> torch.Tensor:
@@ -129,8 +146,8 @@ def triton_softmax(x: torch.Tensor, *, variant: str = "auto", **knobs) -> torch.
 
 # -- cuTile Python ------------------------------------------------------------------------------
 
-def cutile_config(m: int, n: int, sms: int, variant: str = "auto", *, block=None, rows=None,
-                  ctas_per_sm=None) -> dict:
+
+def cutile_config(m: int, n: int, sms: int, variant: str = "auto", *, block=None, rows=None, ctas_per_sm=None) -> dict:
     """The launch plan of `cutile_softmax` for an (m, n) problem on a GPU with `sms` SMs:
     {"variant", "block", "rows", "grid"}. Pure; keywords force a knob."""
     bs.check_variant(KERNEL, variant, VARIANTS)
@@ -153,8 +170,9 @@ if ct is not None:
         tiles (static persistent when the grid is smaller than the number of row tiles)."""
         for tile in range(ct.bid(0), ct.cdiv(X.shape[0], ROWS), ct.num_blocks(0)):
             # latency: a DRAM-bound load; the hint lets tileiras issue it deeper ahead.
-            x = ct.astype(ct.load(X, index=(tile, 0), shape=(ROWS, BLOCK), padding_mode=_NEG_INF,
-                                  latency=10), ct.float32)
+            x = ct.astype(
+                ct.load(X, index=(tile, 0), shape=(ROWS, BLOCK), padding_mode=_NEG_INF, latency=10), ct.float32
+            )
             e = ct.exp(x - ct.max(x, axis=1, keepdims=True))
             y = e * (1.0 / ct.sum(e, axis=1, keepdims=True))
             # Plain stores beat TMA stores for this streaming write (TileGym's H100 finding).

@@ -8,6 +8,7 @@ device's current torch stream. The output is allocated here with torch.empty; Ru
 `variant="auto"` (the default) uses the autotuned (block, rows, occupancy[, warps]) for this GPU, dtype
 and shape class (tilekit.autotune over `variants`); "default" lets ffi.rs pick; a dict picks one.
 """
+
 from __future__ import annotations
 
 import torch
@@ -55,8 +56,14 @@ def softmax(x: torch.Tensor, *, variant: str | dict = "auto", out: torch.Tensor 
     if x2.numel() == 0:
         return y
     m, dtype = x2.shape[0], str(x.dtype).removeprefix("torch.")
-    variant = autotune.pick("softmax", variant, default=DEFAULT_VARIANT, key=tune_key(dtype, m, n),
-                            candidates=variants(m, n), make_call=lambda v: (lambda: launch(x2, y2, **v)))
+    variant = autotune.pick(
+        "softmax",
+        variant,
+        default=DEFAULT_VARIANT,
+        key=tune_key(dtype, m, n),
+        candidates=variants(m, n),
+        make_call=lambda v: lambda: launch(x2, y2, **v),
+    )
     launch(x2, y2, **variant)
     return y
 
@@ -64,7 +71,7 @@ def softmax(x: torch.Tensor, *, variant: str | dict = "auto", out: torch.Tensor 
 # -- autotune: the port's variants (ffi.rs: block = tile width, rows per tile block, occupancy) --
 
 MAX_ROW_BLOCK = 16384  # widest row a candidate holds whole in one tile (ffi.rs MAX_DEFAULT_ROW_BLOCK)
-MAX_ROWS = 64          # ffi.rs accepts 1..=64 rows per tile block
+MAX_ROWS = 64  # ffi.rs accepts 1..=64 rows per tile block
 
 
 def tune_key(dtype: str, m: int, n: int) -> dict:

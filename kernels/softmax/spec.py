@@ -4,6 +4,7 @@ its suites, CPU contract tests and scripts/sweep_variants.py read SPEC). Touches
 y = exp(x - max(x, -1)) / sum(exp(x - max(x, -1)), -1) over the last dim of an (m, n) tensor;
 f32 math, output in x's dtype.
 """
+
 from __future__ import annotations
 
 import torch
@@ -54,20 +55,35 @@ SPEC = KernelSpec(
     strides={"row_stride": "ld"},
     # Tiny to large and irregular n (1, 1000, 4097, 20000, 32768); row_stride > n exercises padded
     # rows; n > 16384 takes the looped (online) kernel by default.
-    correctness_shapes=[{"m": 1, "n": 1}, {"m": 3, "n": 1000}, {"m": 257, "n": 4097},
-                        {"m": 4096, "n": 4096, "row_stride": 4160}, {"m": 65536, "n": 1024},
-                        {"m": 100, "n": 20000, "row_stride": 20032}, {"m": 64, "n": 32768}],
-    perf_configs=[{"dtype": "float16", "m": 65536, "n": 1024}, {"dtype": "float16", "m": 65536, "n": 4096},
-                  {"dtype": "float32", "m": 65536, "n": 8192}],  # the issue's
+    correctness_shapes=[
+        {"m": 1, "n": 1},
+        {"m": 3, "n": 1000},
+        {"m": 257, "n": 4097},
+        {"m": 4096, "n": 4096, "row_stride": 4160},
+        {"m": 65536, "n": 1024},
+        {"m": 100, "n": 20000, "row_stride": 20032},
+        {"m": 64, "n": 32768},
+    ],
+    perf_configs=[
+        {"dtype": "float16", "m": 65536, "n": 1024},
+        {"dtype": "float16", "m": 65536, "n": 4096},
+        {"dtype": "float32", "m": 65536, "n": 8192},
+    ],  # the issue's
     # a few output ulps of each dtype (softmax values are in [0, 1])
     tolerance={"float16": (2e-3, 1e-2), "bfloat16": (1.6e-2, 6e-2), "float32": (1e-5, 1e-5)},
-    make_inputs=make_inputs, reference=reference, bytes_moved=bytes_moved,
+    make_inputs=make_inputs,
+    reference=reference,
+    bytes_moved=bytes_moved,
     out_shape=lambda cfg: (cfg["m"], cfg["n"]),
     # Whole-row shape classes (padded: n = 1000, 8195; unmasked: 64 x 4096 and 64 x 1024 with
     # padded rows, every variant's tile divides them) and a looped one (n > 16384).
-    variant_shapes=[{"m": 37, "n": 1000, "dtype": "float16"}, {"m": 19, "n": 20000, "dtype": "bfloat16"},
-                    {"m": 7, "n": 8195, "dtype": "float32"}, {"m": 64, "n": 4096, "dtype": "bfloat16"},
-                    {"m": 64, "n": 1024, "dtype": "float16", "row_stride": 1040}],
+    variant_shapes=[
+        {"m": 37, "n": 1000, "dtype": "float16"},
+        {"m": 19, "n": 20000, "dtype": "bfloat16"},
+        {"m": 7, "n": 8195, "dtype": "float32"},
+        {"m": 64, "n": 4096, "dtype": "bfloat16"},
+        {"m": 64, "n": 1024, "dtype": "float16", "row_stride": 1040},
+    ],
     autotune_edges=[{"m": m, "n": n} for m, n in [(1000, 1), (4097, 4097), (1000, 11008), (3, 151936), (5, 16385)]],
     max_variants=8,
     bad_inputs={
@@ -80,13 +96,20 @@ SPEC = KernelSpec(
     ffi_example={"m": 4, "n": 8, "dtype": "float32"},
     ffi_cases={
         "out_shape": FfiCase(lambda: {"out": torch.empty(4, 9)}, message="`x` shape [4, 8] != `out` shape [4, 9]"),
-        "dtype_mix": FfiCase(lambda: {"out": torch.empty(4, 8, dtype=torch.float16)},
-                             message="`x` is f32 but `out` is f16: all tensors must share one dtype"),
-        "last_dim_stride": FfiCase(lambda: {"x": torch.randn(8, 4).t()}, message="`x` must be contiguous in its last dim"),
-        "overlapping_rows": FfiCase(lambda: {"x": torch.randn(40).as_strided((4, 8), (4, 1))},
-                                    message="`x` row stride 4 < n=8: rows would overlap"),
-        "three_dims": FfiCase(lambda: {"x": torch.randn(2, 2, 8), "out": torch.empty(2, 2, 8)},
-                              message="`x` must have 2 dims, got ndim=3"),
+        "dtype_mix": FfiCase(
+            lambda: {"out": torch.empty(4, 8, dtype=torch.float16)},
+            message="`x` is f32 but `out` is f16: all tensors must share one dtype",
+        ),
+        "last_dim_stride": FfiCase(
+            lambda: {"x": torch.randn(8, 4).t()}, message="`x` must be contiguous in its last dim"
+        ),
+        "overlapping_rows": FfiCase(
+            lambda: {"x": torch.randn(40).as_strided((4, 8), (4, 1))},
+            message="`x` row stride 4 < n=8: rows would overlap",
+        ),
+        "three_dims": FfiCase(
+            lambda: {"x": torch.randn(2, 2, 8), "out": torch.empty(2, 2, 8)}, message="`x` must have 2 dims, got ndim=3"
+        ),
         "block_not_pow2": FfiCase(variant={"block": 24, "rows": 1}, message="variant block=24 rows=1"),
         "block_too_small": FfiCase(variant={"block": 8, "rows": 1}, message="variant block=8 rows=1"),
         "rows_too_many": FfiCase(variant={"block": 16, "rows": 128}, message="variant block=16 rows=128"),

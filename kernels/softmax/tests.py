@@ -1,5 +1,6 @@
 """softmax's GPU tests beyond the generated suite (tilekit.suite adds them to
 tests/kernels/test_softmax.py): masked logits, as attention masks make them."""
+
 import pytest
 import torch
 
@@ -9,11 +10,15 @@ from tilekit import harness
 # -inf entries must come out as exactly 0 and leave the rest of the row finite, in the whole-row
 # kernel and in the looped one, including a column tile of the looped kernel whose lanes see
 # nothing but -inf.
-MASKED = [({"m": 33, "n": 1000, "dtype": "float16"}, {"block": 1024, "rows": 8, "occupancy": -1}),
-          ({"m": 33, "n": 10000, "dtype": "float32"}, {"block": 2048, "rows": 4, "occupancy": -1})]
+MASKED = [
+    ({"m": 33, "n": 1000, "dtype": "float16"}, {"block": 1024, "rows": 8, "occupancy": -1}),
+    ({"m": 33, "n": 10000, "dtype": "float32"}, {"block": 2048, "rows": 4, "occupancy": -1}),
+]
 
 
-@pytest.mark.parametrize("cfg,variant", MASKED, ids=lambda p: f"{p['m']}x{p['n']}-{p['dtype']}" if "m" in p else f"block{p['block']}")
+@pytest.mark.parametrize(
+    "cfg,variant", MASKED, ids=lambda p: f"{p['m']}x{p['n']}-{p['dtype']}" if "m" in p else f"block{p['block']}"
+)
 def test_op_masked_logits_cutile_rs(cuda, cfg, variant):
     x = SPEC.make_inputs(cfg)["x"]
     cols = torch.arange(cfg["n"], device=x.device)

@@ -8,6 +8,7 @@ printed so far. A test that starts several children gets TEST_TIMEOUT from pytes
 (``pytestmark`` of those modules), well above one child's deadline, so a stuck child is reported
 by its own deadline, with its output, and never hangs the suite.
 """
+
 import os
 import signal
 import subprocess
@@ -27,13 +28,16 @@ def child_env(**extra) -> dict:
 def run(argv, timeout: float = CHILD_TIMEOUT, **kwargs) -> subprocess.CompletedProcess:
     """subprocess.run(argv, capture_output=True, text=True, **kwargs) with a deadline that kills the
     child's whole process group and fails the test with the child's output."""
-    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          start_new_session=True, **kwargs) as child:
+    with subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, **kwargs
+    ) as child:
         try:
             out, err = child.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
             os.killpg(child.pid, signal.SIGKILL)
             out, err = child.communicate()
-            raise AssertionError(f"{' '.join(map(str, argv))} did not finish in {timeout} s (killed with its "
-                                 f"process group)\n--- stdout\n{out}\n--- stderr\n{err}") from None
+            raise AssertionError(
+                f"{' '.join(map(str, argv))} did not finish in {timeout} s (killed with its "
+                f"process group)\n--- stdout\n{out}\n--- stderr\n{err}"
+            ) from None
     return subprocess.CompletedProcess(argv, child.returncode, out, err)

@@ -1,5 +1,6 @@
 """tilekit.autotune and the GPU-free parts of tilekit.bench: the winner and its cache, skipped
 variants, and the record a timed case produces."""
+
 import json
 
 import pytest
@@ -17,11 +18,13 @@ class FakeTiming:
 
 def fake_timer(times: dict):
     """A timer that returns a fixed median per variant (fails for variants mapped to an exception)."""
+
     def timer(call):
         result = call()
         if isinstance(result, Exception):
             raise result
         return FakeTiming(times[result])
+
     return timer
 
 
@@ -57,19 +60,24 @@ def test_cached_winner_is_reused_without_timing(cache):
 
     def no_timer(call):
         raise AssertionError("tuned again although the cache had a winner")
+
     assert autotune.best("k", key, VARIANTS, make_call, gpu="G", timer=no_timer) == VARIANTS[0]
 
 
 def test_another_gpu_name_tunes_again(cache):
     key = {"n": 1}
     autotune.best("k", key, VARIANTS, make_call, gpu="G1", timer=fake_timer({8: 1.0, 16: 2.0, 4: 3.0}))
-    assert autotune.best("k", key, VARIANTS, make_call, gpu="G2", timer=fake_timer({8: 3.0, 16: 2.0, 4: 1.0})) == VARIANTS[2]
+    assert (
+        autotune.best("k", key, VARIANTS, make_call, gpu="G2", timer=fake_timer({8: 3.0, 16: 2.0, 4: 1.0}))
+        == VARIANTS[2]
+    )
     assert set(json.loads(cache.read_text())) == {"G1", "G2"}
 
 
 def test_a_variant_that_fails_is_skipped_with_a_note(cache):
     def call(v):
         return lambda: RuntimeError("tileiras failed") if v["rows"] == 16 else v["rows"]
+
     timer = fake_timer({8: 0.5, 4: 0.4})
     assert autotune.best("k", {"n": 2}, VARIANTS, call, gpu="G", timer=timer) == VARIANTS[2]
     entry = json.loads(cache.read_text())["G"]["k"]['{"n":2}']
@@ -79,6 +87,7 @@ def test_a_variant_that_fails_is_skipped_with_a_note(cache):
 def test_every_variant_failing_raises_with_the_last_error(cache):
     def call(v):
         return lambda: RuntimeError(f"bad {v['rows']}")
+
     with pytest.raises(RuntimeError, match="every variant failed; last error: bad 4"):
         autotune.best("k", {"n": 3}, VARIANTS, call, gpu="G", timer=fake_timer({}))
 
@@ -86,7 +95,10 @@ def test_every_variant_failing_raises_with_the_last_error(cache):
 def test_stale_cached_variant_outside_the_current_space_is_retuned(cache):
     key = autotune.key_string({"n": 4})
     cache.write_text(json.dumps({"G": {"k": {key: {"variant": {"block": 64, "rows": 1}, "median_ms": 0.1}}}}))
-    assert autotune.best("k", {"n": 4}, VARIANTS, make_call, gpu="G", timer=fake_timer({8: 3.0, 16: 1.0, 4: 2.0})) == VARIANTS[1]
+    assert (
+        autotune.best("k", {"n": 4}, VARIANTS, make_call, gpu="G", timer=fake_timer({8: 3.0, 16: 1.0, 4: 2.0}))
+        == VARIANTS[1]
+    )
 
 
 def test_autotune_off_takes_the_first_variant(cache, monkeypatch):
@@ -115,14 +127,27 @@ def test_pick_resolves_auto_default_and_an_explicit_variant(cache, monkeypatch):
 
 def test_timing_stats_are_median_mean_std_min_max():
     t = bench.Timing(samples_ms=[1.0, 3.0, 2.0, 10.0])
-    assert t.stats() == {"median_ms": 2.5, "mean_ms": 4.0, "std_ms": pytest.approx(3.5355, abs=1e-4),
-                         "min_ms": 1.0, "max_ms": 10.0, "nrep": 4}
+    assert t.stats() == {
+        "median_ms": 2.5,
+        "mean_ms": 4.0,
+        "std_ms": pytest.approx(3.5355, abs=1e-4),
+        "min_ms": 1.0,
+        "max_ms": 10.0,
+        "nrep": 4,
+    }
 
 
 def test_record_has_throughput_peak_inventory_and_env():
     t = bench.Timing(samples_ms=[0.5, 0.5, 0.5], kernels=["k_b", "k_a", "k_a"])
-    rec = bench.perf_record(kernel="rms_norm", backend="cutile-rs", config={"m": 1}, timing=t, test="t::x",
-                            bytes_moved=2_000_000_000, env=ENV)
+    rec = bench.perf_record(
+        kernel="rms_norm",
+        backend="cutile-rs",
+        config={"m": 1},
+        timing=t,
+        test="t::x",
+        bytes_moved=2_000_000_000,
+        env=ENV,
+    )
     assert rec["gbps"] == 4000.0 and rec["peak_gbps"] == 4800.0
     assert rec["launches"] == 3 and rec["kernels"] == ["k_a", "k_b"]
     assert rec["timer"] == "cupti" and rec["l2_flush"] is True and rec["env"] == ENV
@@ -131,20 +156,25 @@ def test_record_has_throughput_peak_inventory_and_env():
 
 def test_record_flags_a_kernel_inventory_that_changed_between_samples():
     t = bench.Timing(samples_ms=[1.0], kernels=["k"], inventory_stable=False)
-    rec = bench.perf_record(kernel="k", backend="torch", config={}, timing=t, test="t", flops=2e12, env={"gpu": "other"})
+    rec = bench.perf_record(
+        kernel="k", backend="torch", config={}, timing=t, test="t", flops=2e12, env={"gpu": "other"}
+    )
     assert rec["inventory_stable"] is False
     assert rec["tflops"] == 2000.0 and "peak_tflops" not in rec  # no peak known for that GPU
 
 
 def test_cutile_crate_version_is_read_from_the_lock(tmp_path):
     lock = tmp_path / "Cargo.lock"
-    lock.write_text('[[package]]\nname = "cutile-ir"\nversion = "9.9.9"\n\n[[package]]\nname = "cutile"\nversion = "0.5.0"\n')
+    lock.write_text(
+        '[[package]]\nname = "cutile-ir"\nversion = "9.9.9"\n\n[[package]]\nname = "cutile"\nversion = "0.5.0"\n'
+    )
     assert bench.cutile_crate_version(lock) == "0.5.0"
     assert bench.cutile_crate_version(tmp_path / "missing.lock") == "unknown"
     assert bench.cutile_crate_version() == "0.5.0"  # the project's own lock
 
 
 # -- harness: the glue every kernel suite shares -------------------------------------------------
+
 
 def test_harness_implementation_runs_a_baseline_through_the_spec_and_checks_it():
     import torch

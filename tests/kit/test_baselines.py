@@ -10,6 +10,7 @@ The interpreter must be switched on (TRITON_INTERPRET=1) before the kernels are 
 before baselines.py is imported, so each kernel's interpreted cases run in ONE child process
 (triton_interp.py) and the tests here assert on its answers.
 """
+
 import importlib
 import io
 import os
@@ -48,6 +49,7 @@ def test_every_kernel_with_baselines_has_its_cases():
 
 # -- the module contract --------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_backends_are_the_three_entries_and_torch_always_runs(kernel):
     B = baselines(kernel)
@@ -75,7 +77,10 @@ def test_missing_packages_say_how_to_install_them(kernel, monkeypatch):
 def test_a_broken_import_is_reported_with_its_error(kernel, monkeypatch):
     B = baselines(kernel)
     monkeypatch.setattr(B, "_CUTILE_ERROR", OSError("libcuda.so.1: cannot open shared object file"))
-    assert B.unavailable_reason("cutile") == "cuda.tile failed to import: OSError: libcuda.so.1: cannot open shared object file"
+    assert (
+        B.unavailable_reason("cutile")
+        == "cuda.tile failed to import: OSError: libcuda.so.1: cannot open shared object file"
+    )
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
@@ -98,8 +103,12 @@ def imported_without_packages():
         "    B = importlib.import_module(f'kernels.{k}.baselines')\n"
         "    print(k, B.unavailable_reason('triton'), sep='\\t'); print(k, B.unavailable_reason('cutile'), sep='\\t')\n"
     )
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "tools"), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.run([sys.executable, "-c", code, *KERNELS], capture_output=True, text=True, cwd=ROOT, env=env, timeout=45)
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "tools"), os.environ.get("PYTHONPATH", "")])
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, *KERNELS], capture_output=True, text=True, cwd=ROOT, env=env, timeout=45
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     reasons = {}
     for line in proc.stdout.splitlines():
@@ -113,10 +122,13 @@ def test_module_imports_without_triton_or_cuda_tile(imported_without_packages, k
     assert imported_without_packages[kernel] == [TRITON_MISSING, CUTILE_MISSING]
 
 
-@pytest.mark.parametrize("backend,package,error,message", [
-    ("cutile", "ct", "_CUTILE_ERROR", "cuda.tile is not installed"),
-    ("triton", "triton", "_TRITON_ERROR", "triton is not installed"),
-])
+@pytest.mark.parametrize(
+    "backend,package,error,message",
+    [
+        ("cutile", "ct", "_CUTILE_ERROR", "cuda.tile is not installed"),
+        ("triton", "triton", "_TRITON_ERROR", "triton is not installed"),
+    ],
+)
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_missing_backend_raises_its_reason_when_called(kernel, backend, package, error, message, monkeypatch):
     B, spec = baselines(kernel), CASES[kernel]
@@ -127,6 +139,7 @@ def test_missing_backend_raises_its_reason_when_called(kernel, backend, package,
 
 
 # -- inputs and the torch entry -------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("kernel,index", each("bad_inputs"))
 def test_bad_inputs_are_rejected_before_any_launch(kernel, index):
@@ -148,6 +161,7 @@ def test_torch_entry_matches_float64_reference(kernel):
 
 # -- Triton kernels under the interpreter ---------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def interpreted():
     """kernel -> results of its interpreted cases, from one child process per kernel (on first use)."""
@@ -164,11 +178,14 @@ def interpreted():
 
 def _case_id(kernel, case):
     dt, shape, variant, knobs = case
-    return "-".join([kernel, dt, "-".join(f"{k}{v}" for k, v in shape.items()), variant] + [f"{k}{v}" for k, v in knobs.items()])
+    return "-".join(
+        [kernel, dt, "-".join(f"{k}{v}" for k, v in shape.items()), variant] + [f"{k}{v}" for k, v in knobs.items()]
+    )
 
 
-@pytest.mark.parametrize("kernel,index", [pytest.param(k, i, id=_case_id(k, c)) for k in KERNELS
-                                          for i, c in enumerate(CASES[k].interpreted)])
+@pytest.mark.parametrize(
+    "kernel,index", [pytest.param(k, i, id=_case_id(k, c)) for k in KERNELS for i, c in enumerate(CASES[k].interpreted)]
+)
 def test_triton_variant_matches_float64_reference_under_interpreter(interpreted, kernel, index):
     dt, shape, _, _ = CASES[kernel].interpreted[index]
     res = interpreted(kernel)[index]
@@ -180,9 +197,11 @@ def test_triton_variant_matches_float64_reference_under_interpreter(interpreted,
 
 # -- the pure config functions --------------------------------------------------------------------
 
+
 @pytest.fixture
 def no_gpu(monkeypatch):
     """A plan is pure: any CUDA query fails the test."""
+
     def fail(*args, **kwargs):
         raise AssertionError("a config function queried the GPU")
 
@@ -216,6 +235,7 @@ def test_pinned_values(kernel, index):
 
 # -- compiled for sm_90 on the CPU ----------------------------------------------------------------
 
+
 @pytest.mark.parametrize("kernel,index", each("triton_compile"))
 def test_triton_kernels_compile_for_sm90(kernel, index):
     B, spec = baselines(kernel), CASES[kernel]
@@ -237,8 +257,19 @@ def _cutile_kernel(kernel, index):
     name, dt, args, cubin = CASES[kernel].cutile_kernels[index]
     fn = getattr(B, name) if isinstance(name, str) else getattr(B, name[0])(*name[1])
     dtype = getattr(B.ct, dt)
-    sig = [ArrayConstraint(dtype, int(a[1]), index_dtype=B.ct.int32, stride_lower_bound_incl=0, alias_groups=(),
-                           may_alias_internally=False) if isinstance(a, str) else a for a in args]
+    sig = [
+        ArrayConstraint(
+            dtype,
+            int(a[1]),
+            index_dtype=B.ct.int32,
+            stride_lower_bound_incl=0,
+            alias_groups=(),
+            may_alias_internally=False,
+        )
+        if isinstance(a, str)
+        else a
+        for a in args
+    ]
     return fn, KernelSignature(sig, CallingConvention.cutile_python_v1()), cubin
 
 
@@ -254,7 +285,9 @@ def test_cutile_kernels_trace_to_tile_ir_bytecode(kernel, index):
     assert len(buf.getvalue()) > 0
 
 
-@pytest.mark.parametrize("kernel,index", [p for p in each("cutile_kernels") if CASES[p.values[0]].cutile_kernels[p.values[1]][3]])
+@pytest.mark.parametrize(
+    "kernel,index", [p for p in each("cutile_kernels") if CASES[p.values[0]].cutile_kernels[p.values[1]][3]]
+)
 def test_cutile_kernels_compile_for_sm90_with_tileiras(kernel, index):
     if baselines(kernel).ct is None:
         pytest.skip(NO_CUTILE)

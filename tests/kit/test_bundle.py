@@ -5,6 +5,7 @@ exists, the real make) to prove what the GPU host gets.
 The overrides used (BUNDLE_OUT, BUNDLE_LIB, BUNDLE_TOOLCHAIN_TARXZ, BUNDLE_NO_DOWNLOAD,
 BUNDLE_WHEELS_DIR, BUNDLE_PY) are documented in scripts/bundle.sh's header.
 """
+
 import hashlib
 import lzma
 import os
@@ -25,7 +26,8 @@ HOST_PY = "%d.%d" % sys.version_info[:2]
 
 pytestmark = pytest.mark.skipif(
     not all(shutil.which(t) for t in ("git", "strip", "xz", "tar")) or not (ROOT / ".git").exists(),
-    reason="make bundle needs a git checkout and git, strip, xz, tar on PATH")
+    reason="make bundle needs a git checkout and git, strip, xz, tar on PATH",
+)
 
 
 def pins() -> list[tuple[str, str]]:
@@ -71,10 +73,18 @@ def make_library(folder: Path) -> tuple[Path, bool]:
     lib = folder / "libcutile_kernels.so"
     cc = shutil.which("cc") or shutil.which("gcc")
     if cc:
-        declared = subprocess.run([sys.executable, "-m", "tilekit", "abi", "--declared"], cwd=ROOT, text=True,
-                                  capture_output=True, check=True, env=dict(os.environ, PYTHONPATH=str(ROOT / "tools"))).stdout.split()
+        declared = subprocess.run(
+            [sys.executable, "-m", "tilekit", "abi", "--declared"],
+            cwd=ROOT,
+            text=True,
+            capture_output=True,
+            check=True,
+            env=dict(os.environ, PYTHONPATH=str(ROOT / "tools")),
+        ).stdout.split()
         src = folder / "lib.c"
-        src.write_text("".join(f"int {s}(void) {{ return 0; }}\n" for s in declared + ["tilekit_abi_json", "tilekit_last_error"]))
+        src.write_text(
+            "".join(f"int {s}(void) {{ return 0; }}\n" for s in declared + ["tilekit_abi_json", "tilekit_last_error"])
+        )
         subprocess.run([cc, "-shared", "-fPIC", "-g", "-o", str(lib), str(src)], check=True)
         return lib, True
     shutil.copy(shutil.which("true"), lib)
@@ -82,9 +92,15 @@ def make_library(folder: Path) -> tuple[Path, bool]:
 
 
 def bundle_env(tmp: Path, **over) -> dict:
-    env = dict(os.environ, TILEKIT_CACHE=str(tmp / "cache"), TILEKIT_TILEIR=str(tmp / "no-toolchain"),
-               BUNDLE_OUT=str(tmp / "dist"), BUNDLE_NO_DOWNLOAD="1", BUNDLE_WHEELS_DIR=str(tmp / "whl"),
-               BUNDLE_PY=HOST_PY)
+    env = dict(
+        os.environ,
+        TILEKIT_CACHE=str(tmp / "cache"),
+        TILEKIT_TILEIR=str(tmp / "no-toolchain"),
+        BUNDLE_OUT=str(tmp / "dist"),
+        BUNDLE_NO_DOWNLOAD="1",
+        BUNDLE_WHEELS_DIR=str(tmp / "whl"),
+        BUNDLE_PY=HOST_PY,
+    )
     env.update(over)
     return {k: v for k, v in env.items() if v is not None}
 
@@ -123,6 +139,7 @@ def git(*args) -> str:
 
 # -- the tarball ----------------------------------------------------------------------------------
 
+
 def test_tarball_is_named_by_git_sha_and_has_one_top_folder(built):
     assert re.fullmatch(rf"tilekit-bundle-{git('rev-parse', '--short', 'HEAD')}(-dirty)?\.tar", built["tar"].name)
     with tarfile.open(built["tar"]) as t:
@@ -135,10 +152,23 @@ def test_tarball_is_named_by_git_sha_and_has_one_top_folder(built):
 
 def test_bundle_holds_sources_runner_and_bundle_folder(built):
     top = built["top"]
-    for rel in ("run.sh", "MANIFEST.txt", "Makefile", "pyproject.toml", "env/env.sh", "env/bundle-wheels.txt",
-                "scripts/gpu_host_env.sh", "scripts/build.sh", "scripts/check_symbols.sh", "tools/tilekit/ffi.py",
-                "tests/conftest.py", "kernels/rms_norm/op.py", "cutile_kernels/Cargo.lock",
-                "bundle/libcutile_kernels.so.xz", "bundle/tileir-toolchain-fake.tar.xz"):
+    for rel in (
+        "run.sh",
+        "MANIFEST.txt",
+        "Makefile",
+        "pyproject.toml",
+        "env/env.sh",
+        "env/bundle-wheels.txt",
+        "scripts/gpu_host_env.sh",
+        "scripts/build.sh",
+        "scripts/check_symbols.sh",
+        "tools/tilekit/ffi.py",
+        "tests/conftest.py",
+        "kernels/rms_norm/op.py",
+        "cutile_kernels/Cargo.lock",
+        "bundle/libcutile_kernels.so.xz",
+        "bundle/tileir-toolchain-fake.tar.xz",
+    ):
         assert (top / rel).is_file(), rel
     wheels = sorted(p.name for p in (top / "bundle" / "whl").iterdir())
     assert wheels == sorted(f"{n}-{v}-py3-none-any.whl" for n, v in pins())
@@ -177,8 +207,13 @@ def test_manifest_lists_every_file_with_its_sha256_and_size(built):
 
 
 def test_manifest_checks_with_sha256sum_as_its_header_says(built):
-    r = subprocess.run("awk 'length($1) == 64 { print $1 \"  \" $3 }' MANIFEST.txt | sha256sum -c --quiet",
-                       shell=True, cwd=built["top"], capture_output=True, text=True)
+    r = subprocess.run(
+        "awk 'length($1) == 64 { print $1 \"  \" $3 }' MANIFEST.txt | sha256sum -c --quiet",
+        shell=True,
+        cwd=built["top"],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
 
 
@@ -210,11 +245,17 @@ def host(tmp: Path, built: dict, fake_make: bool) -> tuple[Path, dict]:
         (fakes / "make").write_text(FAKE_MAKE)
     for f in fakes.iterdir():
         f.chmod(0o755)
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("TILEKIT_", "CUDA_", "CARGO_", "BUNDLE_", "PYTHON", "VIRTUAL_ENV", "MAKE"))
-           and k not in ("MFLAGS", "LIBCLANG_PATH")}
-    env.update(PATH=f"{fakes}:{Path(sys.executable).parent}:/usr/bin:/bin", FAKE_MAKE_LOG=str(tmp / "make.log"),
-               TILEKIT_CACHE=str(tmp / "cache"))
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("TILEKIT_", "CUDA_", "CARGO_", "BUNDLE_", "PYTHON", "VIRTUAL_ENV", "MAKE"))
+        and k not in ("MFLAGS", "LIBCLANG_PATH")
+    }
+    env.update(
+        PATH=f"{fakes}:{Path(sys.executable).parent}:/usr/bin:/bin",
+        FAKE_MAKE_LOG=str(tmp / "make.log"),
+        TILEKIT_CACHE=str(tmp / "cache"),
+    )
     return top, env
 
 
@@ -237,8 +278,14 @@ def test_runner_is_an_executable_bash_script(built):
 
 def test_runner_forwards_make_args_with_the_prebuilt_library_and_the_toolchain(built, tmp_path):
     top, env = host(tmp_path, built, fake_make=True)
-    r = subprocess.run(["./run.sh", "KERNEL=rms_norm", "test", "baseline", "perf"], cwd=top, env=env,
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        ["./run.sh", "KERNEL=rms_norm", "test", "baseline", "perf"],
+        cwd=top,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     [call] = fake_make_calls(tmp_path)
     tree = top / ".gpu-home" / "tileir-toolchain-fake"
@@ -289,8 +336,9 @@ def test_real_make_build_uses_the_prebuilt_library_without_cargo(built, tmp_path
     if not shutil.which("make"):
         pytest.skip("no make on PATH")
     top, env = host(tmp_path, built, fake_make=False)
-    r = subprocess.run(["./run.sh", "KERNEL=rms_norm", "build"], cwd=top, env=env, capture_output=True, text=True,
-                       timeout=120)
+    r = subprocess.run(
+        ["./run.sh", "KERNEL=rms_norm", "build"], cwd=top, env=env, capture_output=True, text=True, timeout=120
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert "TILEKIT_PREBUILT=1: cargo is not run" in r.stdout
     assert "symbols: T cutile_rms_norm" in r.stdout
@@ -300,17 +348,31 @@ def test_real_make_build_uses_the_prebuilt_library_without_cargo(built, tmp_path
 
 # -- clear failures -------------------------------------------------------------------------------
 
+
 def test_missing_library_names_make_build(pieces, tmp_path):
-    r = run_bundle(bundle_env(pieces["tmp"], BUNDLE_LIB=str(tmp_path / "nope.so"),
-                              BUNDLE_TOOLCHAIN_TARXZ=str(pieces["toolchain"]), BUNDLE_OUT=str(tmp_path / "dist")))
+    r = run_bundle(
+        bundle_env(
+            pieces["tmp"],
+            BUNDLE_LIB=str(tmp_path / "nope.so"),
+            BUNDLE_TOOLCHAIN_TARXZ=str(pieces["toolchain"]),
+            BUNDLE_OUT=str(tmp_path / "dist"),
+        )
+    )
     assert r.returncode != 0
     assert f"no library at {tmp_path / 'nope.so'}" in r.stderr and "run 'make build' first" in r.stderr
     assert not (tmp_path / "dist").exists()
 
 
 def test_missing_toolchain_names_make_setup(pieces, tmp_path):
-    r = run_bundle(bundle_env(pieces["tmp"], BUNDLE_LIB=str(pieces["lib"]), BUNDLE_TOOLCHAIN_TARXZ=None,
-                              TILEKIT_TILEIR=str(tmp_path / "no-toolchain"), BUNDLE_OUT=str(tmp_path / "dist")))
+    r = run_bundle(
+        bundle_env(
+            pieces["tmp"],
+            BUNDLE_LIB=str(pieces["lib"]),
+            BUNDLE_TOOLCHAIN_TARXZ=None,
+            TILEKIT_TILEIR=str(tmp_path / "no-toolchain"),
+            BUNDLE_OUT=str(tmp_path / "dist"),
+        )
+    )
     assert r.returncode != 0
     assert f"no Tile IR toolchain at {tmp_path / 'no-toolchain'}; run 'make setup' first" in r.stderr
 
@@ -320,7 +382,14 @@ def test_wheel_folder_missing_a_pinned_wheel_is_an_error(pieces, tmp_path):
     *present, (name, ver) = pins()
     for n, v in present:
         make_wheel(tmp_path / "whl", n, v)
-    r = run_bundle(bundle_env(pieces["tmp"], BUNDLE_LIB=str(pieces["lib"]), BUNDLE_TOOLCHAIN_TARXZ=str(pieces["toolchain"]),
-                              BUNDLE_WHEELS_DIR=str(tmp_path / "whl"), BUNDLE_OUT=str(tmp_path / "dist")))
+    r = run_bundle(
+        bundle_env(
+            pieces["tmp"],
+            BUNDLE_LIB=str(pieces["lib"]),
+            BUNDLE_TOOLCHAIN_TARXZ=str(pieces["toolchain"]),
+            BUNDLE_WHEELS_DIR=str(tmp_path / "whl"),
+            BUNDLE_OUT=str(tmp_path / "dist"),
+        )
+    )
     assert r.returncode != 0
     assert re.search(rf"no wheel for '[^']*{re.escape(ver)}' \(env/bundle-wheels.txt\)", r.stderr), r.stderr

@@ -1,4 +1,5 @@
 """tilekit.compare: matching on config, the winning baseline, ratios, geomean, interval, verdict."""
+
 import random
 
 import pytest
@@ -11,10 +12,24 @@ from tilekit.records import format_block, parse_log
 
 def recs(backend: str, medians: dict) -> list:
     """Records of one backend: {n: median_ms}, config {"dtype": "float16", "n": n}."""
-    blocks = [format_block(dict(test=f"t.py::test_perf[{backend}-{n}]", kernel="k", backend=backend,
-                                config={"dtype": "float16", "n": n}, timer="cupti", median_ms=med, mean_ms=med,
-                                std_ms=0.0, min_ms=med, max_ms=med, nrep=10))
-              for n, med in medians.items()]
+    blocks = [
+        format_block(
+            dict(
+                test=f"t.py::test_perf[{backend}-{n}]",
+                kernel="k",
+                backend=backend,
+                config={"dtype": "float16", "n": n},
+                timer="cupti",
+                median_ms=med,
+                mean_ms=med,
+                std_ms=0.0,
+                min_ms=med,
+                max_ms=med,
+                nrep=10,
+            )
+        )
+        for n, med in medians.items()
+    ]
     return parse_log("\n".join(blocks)).records
 
 
@@ -27,9 +42,11 @@ def test_matched_configs_give_ratio_to_the_reference():
 
 def test_winning_baseline_is_lowest_geomean_even_when_it_loses_some_configs():
     port = recs("cutile-rs", {1: 1.0, 2: 1.0, 3: 1.0})
-    baselines = {"cutile": recs("cutile", {1: 1.0, 2: 1.0, 3: 1.0}),
-                 "triton": recs("triton", {1: 0.9, 2: 1.2, 3: 1.2}),
-                 "torch": recs("torch", {1: 1.5, 2: 1.5, 3: 1.5})}
+    baselines = {
+        "cutile": recs("cutile", {1: 1.0, 2: 1.0, 3: 1.0}),
+        "triton": recs("triton", {1: 0.9, 2: 1.2, 3: 1.2}),
+        "torch": recs("torch", {1: 1.5, 2: 1.5, 3: 1.5}),
+    }
     c = compare("k", port, baselines)
     assert c.reference == "cutile"
     first = c.rows[0]
@@ -58,18 +75,24 @@ def test_reference_can_be_forced():
         compare("k", recs("cutile-rs", {1: 1.0}), baselines, reference="triton")
 
 
-@pytest.mark.parametrize("port_ms, severity, verdict", [
-    (1.05, "DONE", "DONE"),
-    (1.050001, "MILD_GAP", "INVESTIGATE"),
-    (1.10, "MILD_GAP", "INVESTIGATE"),
-    (1.100001, "MODERATE_GAP", "INVESTIGATE"),
-    (1.50, "MODERATE_GAP", "INVESTIGATE"),
-    (1.500001, "LARGE_GAP", "INVESTIGATE"),
-    (0.5, "DONE", "DONE"),
-])
+@pytest.mark.parametrize(
+    "port_ms, severity, verdict",
+    [
+        (1.05, "DONE", "DONE"),
+        (1.050001, "MILD_GAP", "INVESTIGATE"),
+        (1.10, "MILD_GAP", "INVESTIGATE"),
+        (1.100001, "MODERATE_GAP", "INVESTIGATE"),
+        (1.50, "MODERATE_GAP", "INVESTIGATE"),
+        (1.500001, "LARGE_GAP", "INVESTIGATE"),
+        (0.5, "DONE", "DONE"),
+    ],
+)
 def test_band_edges_are_inclusive_on_the_unrounded_geomean(port_ms, severity, verdict):
-    c = compare("k", recs("cutile-rs", {1: port_ms, 2: port_ms, 3: port_ms}),
-                {"triton": recs("triton", {1: 1.0, 2: 1.0, 3: 1.0})})
+    c = compare(
+        "k",
+        recs("cutile-rs", {1: port_ms, 2: port_ms, 3: port_ms}),
+        {"triton": recs("triton", {1: 1.0, 2: 1.0, 3: 1.0})},
+    )
     assert (c.severity, c.verdict) == (severity, verdict)
 
 
@@ -102,8 +125,10 @@ def test_duplicate_configs_in_one_log_are_an_error_naming_them():
     port = parse_log(once + "\nnoise\n" + once).records  # a run appended to its own log
     with pytest.raises(CompareError) as err:
         compare("k", port, {"triton": recs("triton", {1: 1.0})}, labels={"cutile-rs": "perf.full.txt"})
-    assert str(err.value).startswith('perf.full.txt: duplicate configs (config {"dtype": "float16", "n": 1} at '
-                                     'lines 1, 28; config {"dtype": "float16", "n": 2} at lines 14, 41)')
+    assert str(err.value).startswith(
+        'perf.full.txt: duplicate configs (config {"dtype": "float16", "n": 1} at '
+        'lines 1, 28; config {"dtype": "float16", "n": 2} at lines 14, 41)'
+    )
 
 
 def test_no_port_data_is_blocked_with_the_hint():

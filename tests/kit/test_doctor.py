@@ -1,5 +1,6 @@
 """make doctor's Tile IR checks on fake toolkit trees: the release of tileiras, the ptxas beside
 it, and the CUDA_HOME trap (an older toolkit's libnvvm makes tileiras fail)."""
+
 import stat
 
 import pytest

@@ -5,6 +5,7 @@ kernel's export returns for null, unsupported and invalid arguments is test_kern
 These load build/libcutile_kernels.so (make check builds it first). Nothing here launches a
 kernel: every call is rejected before the GPU is touched, or fails to find a device.
 """
+
 import os
 import subprocess
 from pathlib import Path
@@ -25,6 +26,7 @@ def lib():
 
 
 # -- ABI agreement ------------------------------------------------------------------------------
+
 
 def test_library_abi_matches_python_definitions(lib):
     abi = lib.abi()
@@ -47,7 +49,10 @@ def test_abi_check_reports_a_renumbered_dtype(lib):
 
 # -- descriptor packing -------------------------------------------------------------------------
 
-@pytest.mark.parametrize("dtype,code", [(torch.float32, 0), (torch.float16, 1), (torch.bfloat16, 2), (torch.int32, 3), (torch.int64, 4)])
+
+@pytest.mark.parametrize(
+    "dtype,code", [(torch.float32, 0), (torch.float16, 1), (torch.bfloat16, 2), (torch.int32, 3), (torch.int64, 4)]
+)
 def test_pack_writes_pointer_shape_element_strides_and_dtype(lib, dtype, code):
     base = torch.zeros(6, 10, dtype=dtype)
     t = base[1:, 2:9:1]  # a view: offset pointer, row stride 10 (elements), shape (5, 7)
@@ -75,12 +80,17 @@ def test_pack_rejects_more_dims_than_the_descriptor_holds(lib):
 
 # -- return codes become exceptions -------------------------------------------------------------
 
+
 def test_kernel_error_names_kernel_code_and_meaning():
     e = ffi.KernelError("softmax", "cutile_softmax", -3, "tileiras failed")
-    assert str(e) == "kernel softmax: cutile_softmax returned -3 (JIT_OR_LAUNCH: JIT compile or kernel launch failed): tileiras failed"
+    assert (
+        str(e)
+        == "kernel softmax: cutile_softmax returned -3 (JIT_OR_LAUNCH: JIT compile or kernel launch failed): tileiras failed"
+    )
 
 
 # -- declarations and the symbol check ----------------------------------------------------------
+
 
 def test_declared_functions_are_read_from_cdef_without_import():
     cdef = "int32_t cutile_a(const TensorDesc* x, int32_t n); /* c */\nint32_t cutile_b(void);"
@@ -91,8 +101,12 @@ def test_declared_functions_are_read_from_cdef_without_import():
 def test_symbol_check_fails_naming_a_declared_but_missing_export(tmp_path):
     fake = tmp_path / "kernels" / "fake"
     fake.mkdir(parents=True)
-    (fake / "op.py").write_text('CDEF = "int32_t cutile_fake(const TensorDesc* x, int32_t device_id, uint64_t stream);"\n')
+    (fake / "op.py").write_text(
+        'CDEF = "int32_t cutile_fake(const TensorDesc* x, int32_t device_id, uint64_t stream);"\n'
+    )
     env = dict(os.environ, TILEKIT_ROOT=str(tmp_path))
-    r = subprocess.run(["scripts/check_symbols.sh", str(ffi.library_path()), "fake"], cwd=ROOT, capture_output=True, text=True, env=env)
+    r = subprocess.run(
+        ["scripts/check_symbols.sh", str(ffi.library_path()), "fake"], cwd=ROOT, capture_output=True, text=True, env=env
+    )
     assert r.returncode == 1
     assert "MISSING cutile_fake" in r.stderr and "kernels/fake/ffi.rs" in r.stderr

@@ -1,5 +1,6 @@
 """tilekit.fingerprint: the timing environment make's timed stages depend on, written only when it
 changes (so an unchanged host re-times nothing and a new GPU, driver or package re-times all)."""
+
 import subprocess
 
 from tilekit import fingerprint
@@ -7,11 +8,13 @@ from tilekit import fingerprint
 
 def fake_run(outputs: dict):
     """A subprocess.run stand-in answering by the command's first word (missing: OSError)."""
+
     def run(argv, **_):
         if argv[0] not in outputs:
             raise FileNotFoundError(argv[0])
         rc, out = outputs[argv[0]]
         return subprocess.CompletedProcess(argv, rc, stdout=out, stderr="")
+
     return run
 
 

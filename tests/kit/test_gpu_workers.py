@@ -1,6 +1,7 @@
 """GPUS=N on the CPU: which GPUs a stage uses, one pinned pytest-xdist worker per GPU (real child
 pytest runs with faked GPU lists), the record blocks under xdist, scripts/pytest_stage.sh's command
 line, gpu_index in records, and compare refusing to compare across GPU models."""
+
 import os
 import stat
 import subprocess
@@ -28,16 +29,20 @@ def fake_smi(stdout: str, returncode: int = 0):
     def run(argv, **_kwargs):
         assert argv == ["nvidia-smi", "-L"]
         return subprocess.CompletedProcess(argv, returncode, stdout, "")
+
     return run
 
 
-SMI_TWO_GPUS = ("GPU 0: NVIDIA H200 (UUID: GPU-aaaa)\n"
-                "  MIG 1g.18gb      Device  0: (UUID: MIG-bbbb)\n"
-                "GPU 1: NVIDIA H200 (UUID: GPU-cccc)\n")
+SMI_TWO_GPUS = (
+    "GPU 0: NVIDIA H200 (UUID: GPU-aaaa)\n"
+    "  MIG 1g.18gb      Device  0: (UUID: MIG-bbbb)\n"
+    "GPU 1: NVIDIA H200 (UUID: GPU-cccc)\n"
+)
 
 
 # ---------------------------------------------------------------------------------------------
 # Which GPUs
+
 
 def test_cuda_visible_devices_entries_are_the_visible_gpus():
     assert visible_gpus({"CUDA_VISIBLE_DEVICES": "7, 9"}, no_smi) == (["7", "9"], "CUDA_VISIBLE_DEVICES=7, 9")
@@ -51,8 +56,9 @@ def test_nvidia_smi_gpu_lines_are_the_visible_gpus_without_cuda_visible_devices(
     assert visible_gpus({}, fake_smi(SMI_TWO_GPUS)) == (["0", "1"], "nvidia-smi -L lists 0,1")
 
 
-@pytest.mark.parametrize("run", [fake_smi("", returncode=9), fake_smi("No devices found.\n")],
-                         ids=["nvidia-smi-fails", "no-device"])
+@pytest.mark.parametrize(
+    "run", [fake_smi("", returncode=9), fake_smi("No devices found.\n")], ids=["nvidia-smi-fails", "no-device"]
+)
 def test_no_gpu_when_nvidia_smi_finds_none(run):
     assert visible_gpus({}, run) == ([], "nvidia-smi -L lists no GPU")
 
@@ -77,13 +83,18 @@ def test_gpus_1_is_the_single_process_path_without_asking_nvidia_smi():
 def test_gpus_larger_than_visible_is_an_error_naming_the_variable_and_the_fix():
     with pytest.raises(GpuSelectionError) as err:
         stage_gpus({"GPUS": "3", "CUDA_VISIBLE_DEVICES": "7,9"}, no_smi, lambda: True)
-    assert str(err.value) == ("GPUS=3 but only 2 GPU(s) are visible (CUDA_VISIBLE_DEVICES=7,9): set GPUS=2 or "
-                              "fewer, or leave GPUS empty for every visible GPU")
+    assert str(err.value) == (
+        "GPUS=3 but only 2 GPU(s) are visible (CUDA_VISIBLE_DEVICES=7,9): set GPUS=2 or "
+        "fewer, or leave GPUS empty for every visible GPU"
+    )
 
 
 def test_gpus_on_a_host_without_gpu_is_an_error():
-    with pytest.raises(GpuSelectionError, match=r"^GPUS=2 but only 0 GPU\(s\) are visible \(nvidia-smi -L lists "
-                       r"no GPU\): set GPUS=1 or leave it empty"):
+    with pytest.raises(
+        GpuSelectionError,
+        match=r"^GPUS=2 but only 0 GPU\(s\) are visible \(nvidia-smi -L lists "
+        r"no GPU\): set GPUS=1 or leave it empty",
+    ):
         stage_gpus({"GPUS": "2"}, fake_smi(""), lambda: True)
 
 
@@ -99,8 +110,11 @@ def test_a_gpu_listed_twice_is_refused():
 
 
 def test_without_xdist_gpus_n_is_an_error_and_the_default_falls_back_to_one_gpu():
-    with pytest.raises(GpuSelectionError, match=r"^GPUS=2 needs pytest-xdist, which is not installed: pip install "
-                       r"pytest-xdist==3.8.0 \(make setup installs it\), or set GPUS=1$"):
+    with pytest.raises(
+        GpuSelectionError,
+        match=r"^GPUS=2 needs pytest-xdist, which is not installed: pip install "
+        r"pytest-xdist==3.8.0 \(make setup installs it\), or set GPUS=1$",
+    ):
         stage_gpus({"GPUS": "2", "CUDA_VISIBLE_DEVICES": "0,1"}, no_smi, lambda: False)
     gpus, note = stage_gpus({"CUDA_VISIBLE_DEVICES": "0,1"}, no_smi, lambda: False)
     assert gpus == ["0"]
@@ -116,8 +130,10 @@ def test_worker_gpus_take_the_stage_list_first():
 def test_more_workers_than_gpus_is_refused():
     with pytest.raises(GpuSelectionError) as err:
         worker_gpus({"TILEKIT_GPU_LIST": "7,9"}, 3, no_smi)
-    assert str(err.value) == ("pytest -n 3 starts 3 workers but only 2 GPU(s) are available (TILEKIT_GPU_LIST=7,9); "
-                              "timed cases must not share a GPU: use -n 2 (make GPUS=2) or fewer")
+    assert str(err.value) == (
+        "pytest -n 3 starts 3 workers but only 2 GPU(s) are available (TILEKIT_GPU_LIST=7,9); "
+        "timed cases must not share a GPU: use -n 2 (make GPUS=2) or fewer"
+    )
 
 
 def test_workers_stay_unpinned_without_any_gpu():
@@ -134,14 +150,16 @@ def test_cli_reads_a_faked_nvidia_smi_on_path(tmp_path):
     env["GPUS"] = "3"
     done = run([sys.executable, "-m", "tilekit.gpu_workers"], env=env)
     assert (done.returncode, done.stdout) == (2, "")
-    assert done.stderr == ("tilekit gpu_workers: GPUS=3 but only 2 GPU(s) are visible (nvidia-smi -L lists 0,1): "
-                           "set GPUS=2 or fewer, or leave GPUS empty for every visible GPU\n")
+    assert done.stderr == (
+        "tilekit gpu_workers: GPUS=3 but only 2 GPU(s) are visible (nvidia-smi -L lists 0,1): "
+        "set GPUS=2 or fewer, or leave GPUS empty for every visible GPU\n"
+    )
 
 
 # ---------------------------------------------------------------------------------------------
 # Real pytest-xdist runs on a generated test file, with a faked GPU list
 
-TIMED_TESTS = '''
+TIMED_TESTS = """
 import os
 import time
 
@@ -168,7 +186,7 @@ def test_perf(request, n):
 
 def test_fails():
     assert False, "wrong result"
-'''
+"""
 
 PYTEST_INI = "[pytest]\naddopts = -p tilekit.pytest_plugin -p tilekit.gpu_workers\n"
 
@@ -179,8 +197,11 @@ def run_child(folder: Path, test_text: str, *args, **env) -> tuple[int, str]:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "test_timed.py").write_text(test_text)
     (folder / "pytest.ini").write_text(PYTEST_INI)
-    done = run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "xdist", *args],
-               cwd=folder, env=child_env(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", **env))
+    done = run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "xdist", *args],
+        cwd=folder,
+        env=child_env(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", **env),
+    )
     return done.returncode, done.stdout + done.stderr
 
 
@@ -190,8 +211,17 @@ def xdist_logs(tmp_path_factory):
     folder = tmp_path_factory.mktemp("xdist")
     logs = {}
     for backend in ("cutile-rs", "triton"):
-        code, out = run_child(folder / backend, TIMED_TESTS, "-n", "2", "--print-record", "-v", "-rs",
-                              TILEKIT_GPU_LIST="7,9", FAKE_BACKEND=backend)
+        code, out = run_child(
+            folder / backend,
+            TIMED_TESTS,
+            "-n",
+            "2",
+            "--print-record",
+            "-v",
+            "-rs",
+            TILEKIT_GPU_LIST="7,9",
+            FAKE_BACKEND=backend,
+        )
         assert code == 1, out  # test_fails
         logs[backend] = out
     return logs
@@ -215,7 +245,8 @@ def test_every_block_is_printed_once_and_whole_by_the_controller(xdist_logs):
     assert out.count(BEGIN) == out.count(END) == 8
     assert parsed.rejected == []
     assert sorted(r.config_key for r in parsed.records) == sorted(
-        f'{{"dtype": "float16", "n": {n}}}' for n in range(8))  # each once; the dtype crossed as its name
+        f'{{"dtype": "float16", "n": {n}}}' for n in range(8)
+    )  # each once; the dtype crossed as its name
     assert [(o.status, o.case) for o in parsed.outcomes] == [("FAILED", "test_timed.py::test_fails")]
 
 
@@ -226,8 +257,18 @@ def test_sanitize_report_and_validate_accept_xdist_logs(xdist_logs, tmp_path):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(xdist_logs[backend])
     tk = [sys.executable, "-m", "tilekit"]
-    done = run(tk + ["sanitize", str(raw["cutile-rs"]), "--out", str(tmp_path / "clean.txt"),
-                     "--investigation", str(tmp_path / "inv.log")], env=child_env())
+    done = run(
+        tk
+        + [
+            "sanitize",
+            str(raw["cutile-rs"]),
+            "--out",
+            str(tmp_path / "clean.txt"),
+            "--investigation",
+            str(tmp_path / "inv.log"),
+        ],
+        env=child_env(),
+    )
     assert done.returncode == 0 and " 8 valid, 0 rejected " in done.stdout, done.stdout + done.stderr
     assert "failed cases: 1\n  line " in (tmp_path / "inv.log").read_text()
     done = run(tk + ["report", "--kernel", "k", "--dir", str(kdir), "--only", "performance"], env=child_env())
@@ -239,17 +280,21 @@ def test_sanitize_report_and_validate_accept_xdist_logs(xdist_logs, tmp_path):
     assert validate.check_performance_numbers(text, "k", port, {"triton": triton}) == []
 
 
-CRASHING_TESTS = TIMED_TESTS.replace('''    time.sleep(0.05)
-''', '''    time.sleep(0.05)
+CRASHING_TESTS = TIMED_TESTS.replace(
+    """    time.sleep(0.05)
+""",
+    """    time.sleep(0.05)
     if n == 1:
         os._exit(3)  # a crashing kernel takes its worker down, every time it runs
-''')
+""",
+)
 
 
 def test_a_worker_restarted_after_a_crash_keeps_its_gpu(tmp_path):
     # -n 1: one worker runs the cases in collection order, so n=0 runs on gw0 before n=1 kills it
-    code, out = run_child(tmp_path / "run", CRASHING_TESTS, "-n", "1", "--print-record", "-v", "-rs",
-                          TILEKIT_GPU_LIST="7,9")
+    code, out = run_child(
+        tmp_path / "run", CRASHING_TESTS, "-n", "1", "--print-record", "-v", "-rs", TILEKIT_GPU_LIST="7,9"
+    )
     assert code == 1, out
     records = parse_log(out).records
     assert sorted(r.config["n"] for r in records) == [0, 2, 3, 4, 5, 6, 7]  # n=1 died with gw0, not run again
@@ -275,7 +320,7 @@ def test_more_workers_than_gpus_stops_pytest_with_the_reason(tmp_path):
 # ---------------------------------------------------------------------------------------------
 # scripts/pytest_stage.sh: the command line it runs
 
-FAKE_PYTHON = '''#!/usr/bin/env bash
+FAKE_PYTHON = """#!/usr/bin/env bash
 # stands in for python: records how pytest would be started; anything else runs the real python
 if [ "$1 $2" = "-m pytest" ]; then
     printf '%s\\n' "${@:3}" > "$CALLS/pytest.argv"
@@ -285,7 +330,7 @@ if [ "$1 $2" = "-m pytest" ]; then
 fi
 echo "$*" >> "$CALLS/python.calls"
 exec "$REAL_PYTHON" "$@"
-'''
+"""
 STAGE_ARGS = ["tests/kernels/test_k.py", "-k", "cutile_rs and test_perf", "--print-record", "-v", "-rs"]
 
 
@@ -296,8 +341,10 @@ def run_stage(tmp_path: Path, extra=(), **env) -> tuple[subprocess.CompletedProc
     fake.write_text(FAKE_PYTHON)
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
     log = tmp_path / "logs" / "perf.full.txt"
-    done = run(["bash", str(ROOT / "scripts" / "pytest_stage.sh"), str(log), "--", *STAGE_ARGS, *extra],
-               env=child_env(TILEKIT_PYTHON=str(fake), REAL_PYTHON=sys.executable, CALLS=str(calls), **env))
+    done = run(
+        ["bash", str(ROOT / "scripts" / "pytest_stage.sh"), str(log), "--", *STAGE_ARGS, *extra],
+        env=child_env(TILEKIT_PYTHON=str(fake), REAL_PYTHON=sys.executable, CALLS=str(calls), **env),
+    )
     return done, calls
 
 
@@ -340,7 +387,10 @@ def test_a_stage_log_session_on_two_gpus_runs_dist_load_too(tmp_path):
     done, calls = run_stage(tmp_path, CUDA_VISIBLE_DEVICES="3,5", extra=["--stage-log", "o/{kernel}/{backend}.txt"])
     assert done.returncode == 0, done.stderr
     argv, _ = pytest_call(calls)
-    assert argv == ["-p", "xdist", "-n", "2", "--dist", "load"] + STAGE_ARGS + ["--stage-log", "o/{kernel}/{backend}.txt"]
+    assert argv == ["-p", "xdist", "-n", "2", "--dist", "load"] + STAGE_ARGS + [
+        "--stage-log",
+        "o/{kernel}/{backend}.txt",
+    ]
 
 
 def test_stage_with_too_many_gpus_stops_before_pytest_and_logs_why(tmp_path):
@@ -354,15 +404,24 @@ def test_stage_with_too_many_gpus_stops_before_pytest_and_logs_why(tmp_path):
 # ---------------------------------------------------------------------------------------------
 # gpu_index in records
 
-@pytest.mark.parametrize("visible,device,expected", [("7,9", 0, 7), ("7,9", 1, 9), (None, 2, 2),
-                                                     ("GPU-8932f937", 0, "GPU-8932f937")])
+
+@pytest.mark.parametrize(
+    "visible,device,expected", [("7,9", 0, 7), ("7,9", 1, 9), (None, 2, 2), ("GPU-8932f937", 0, "GPU-8932f937")]
+)
 def test_gpu_index_is_the_physical_gpu(visible, device, expected):
     assert bench.physical_gpu(visible, device) == expected
 
 
 def test_record_carries_gpu_index_and_gpu_name():
-    rec = bench.perf_record(kernel="k", backend="cutile-rs", config={"n": 1}, test="t::x", gpu_index=9,
-                            timing=bench.Timing(samples_ms=[0.5]), env={"gpu": "NVIDIA H200"})
+    rec = bench.perf_record(
+        kernel="k",
+        backend="cutile-rs",
+        config={"n": 1},
+        test="t::x",
+        gpu_index=9,
+        timing=bench.Timing(samples_ms=[0.5]),
+        env={"gpu": "NVIDIA H200"},
+    )
     block = format_block(rec)
     assert "\ngpu_index: 9\n" in block and '\nenv: {"gpu": "NVIDIA H200"}\n' in block
     assert parse_log(block).records[0].fields["gpu_index"] == "9"
@@ -378,9 +437,19 @@ def recs(backend: str, medians: dict, gpus: dict | None = None) -> list:
     """{n: median_ms} -> records; gpus {n: model} puts an env on them (none: an old log without env)."""
     blocks = []
     for n, med in medians.items():
-        rec = dict(test=f"t.py::test_perf[{backend}-{n}]", kernel="k", backend=backend,
-                   config={"dtype": "float16", "n": n}, timer="cupti", median_ms=med, mean_ms=med,
-                   std_ms=0.0, min_ms=med, max_ms=med, nrep=10)
+        rec = dict(
+            test=f"t.py::test_perf[{backend}-{n}]",
+            kernel="k",
+            backend=backend,
+            config={"dtype": "float16", "n": n},
+            timer="cupti",
+            median_ms=med,
+            mean_ms=med,
+            std_ms=0.0,
+            min_ms=med,
+            max_ms=med,
+            nrep=10,
+        )
         if gpus is not None:
             rec["env"] = {"gpu": gpus[n]}
         blocks.append(format_block(rec))
@@ -389,19 +458,24 @@ def recs(backend: str, medians: dict, gpus: dict | None = None) -> list:
 
 def test_a_config_timed_on_another_gpu_model_is_missing_with_both_models_named():
     port = recs("cutile-rs", {1: 1.0, 2: 1.0}, {1: H200, 2: H200})
-    baselines = {"triton": recs("triton", {1: 1.0, 2: 0.5}, {1: H200, 2: H100}),
-                 "torch": recs("torch", {1: 2.0, 2: 2.0}, {1: H200, 2: H200})}
+    baselines = {
+        "triton": recs("triton", {1: 1.0, 2: 0.5}, {1: H200, 2: H100}),
+        "torch": recs("torch", {1: 2.0, 2: 2.0}, {1: H200, 2: H200}),
+    }
     c = compare("k", port, baselines)
     assert c.reference == "triton"
     assert [(r.status, r.ratio) for r in c.rows] == [("matched", 1.0), ("gpu_mismatch", None)]
     mismatch = c.rows[1]
     assert (mismatch.ratio_to("triton"), mismatch.ratio_to("torch"), mismatch.best_backend) == (None, 0.5, "torch")
     assert (c.verdict, c.severity, c.geomean) == ("INVESTIGATE", "MISSING_DATA", 1.0)
-    assert c.notes == [f"1 config(s) of triton were timed on {H100}, the cutile-rs records on {H200}: those ratios "
-                       "are left out (GPU_MISMATCH); time port and baselines on one GPU model"]
+    assert c.notes == [
+        f"1 config(s) of triton were timed on {H100}, the cutile-rs records on {H200}: those ratios "
+        "are left out (GPU_MISMATCH); time port and baselines on one GPU model"
+    ]
     assert [(s.backend, s.ratio_geomean) for s in c.baselines] == [("torch", 0.5), ("triton", 1.0)]
-    assert mismatch.mismatch_note("triton") == (f"triton was timed on {H100}, cutile-rs on {H200}; "
-                                                "not compared (time both on one GPU model)")
+    assert mismatch.mismatch_note("triton") == (
+        f"triton was timed on {H100}, cutile-rs on {H200}; not compared (time both on one GPU model)"
+    )
 
 
 def test_a_mismatched_non_reference_baseline_only_loses_its_own_ratio():
@@ -421,13 +495,18 @@ def test_records_without_env_compare_as_before():
 def test_report_and_validate_agree_on_a_gpu_mismatch(tmp_path):
     port = recs("cutile-rs", {1: 1.0, 2: 1.0}, {1: H200, 2: H200})
     triton = recs("triton", {1: 1.0, 2: 1.0}, {1: H200, 2: H100})
-    inputs = report.PerfInputs("k", parse_log("".join(r.text + "\n" for r in port)),
-                               {"triton": parse_log("".join(r.text + "\n" for r in triton))})
+    inputs = report.PerfInputs(
+        "k",
+        parse_log("".join(r.text + "\n" for r in port)),
+        {"triton": parse_log("".join(r.text + "\n" for r in triton))},
+    )
     text = report.render_performance(report.compare_inputs(inputs), inputs)
     assert text.startswith("VERDICT: INVESTIGATE\n") and "Severity: MISSING_DATA\n" in text
     assert "| GPU_MISMATCH |" in text
-    assert (f'- {{"dtype": "float16", "n": 2}}: triton was timed on {H100}, cutile-rs on {H200}; not compared '
-            f"(time both on one GPU model); see {layout.INVESTIGATION}") in text
+    assert (
+        f'- {{"dtype": "float16", "n": 2}}: triton was timed on {H100}, cutile-rs on {H200}; not compared '
+        f"(time both on one GPU model); see {layout.INVESTIGATION}"
+    ) in text
     clean = {b: "".join(r.text + "\n" for r in rs) for b, rs in (("cutile-rs", port), ("triton", triton))}
     assert validate.check_performance_numbers(text, "k", clean["cutile-rs"], {"triton": clean["triton"]}) == []
 
@@ -448,4 +527,9 @@ def test_plain_record_turns_str_subclasses_into_str_so_execnet_can_send_it():
     rec = {"kernel": "k", "nrep": Count(3), "env": {"torch": Version("2.11.0+cu130")}, "kernels": ("a", "b")}
     plain = plain_record(rec)
     assert type(plain["env"]["torch"]) is str and type(plain["nrep"]) is int
-    assert gb.loads_internal(gb.dumps_internal(plain)) == {"kernel": "k", "nrep": 3, "env": {"torch": "2.11.0+cu130"}, "kernels": ["a", "b"]}
+    assert gb.loads_internal(gb.dumps_internal(plain)) == {
+        "kernel": "k",
+        "nrep": 3,
+        "env": {"torch": "2.11.0+cu130"},
+        "kernels": ["a", "b"],
+    }

@@ -14,6 +14,7 @@ imports are tests/kit/test_baseline_support.py's.
 Descriptors of the property carry fake pointers (tensors laid out on torch's meta device), so
 2^20 x 2^18 costs no memory. Loads build/libcutile_kernels.so (`make build`); collecting does not.
 """
+
 import doctest
 import importlib
 import inspect
@@ -29,8 +30,8 @@ from tilekit import ffi, kernel
 
 ROOT = Path(__file__).resolve().parents[2]
 NAMES = kernel.names()
-NO_DEVICE = 4096        # an ordinal no machine has: device set-up fails only after validation passed
-H200_SMS = 132          # the SM count op.py's launch reads from the GPU, for persistent grids
+NO_DEVICE = 4096  # an ordinal no machine has: device set-up fails only after validation passed
+H200_SMS = 132  # the SM count op.py's launch reads from the GPU, for persistent grids
 
 
 @pytest.fixture(scope="module")
@@ -40,11 +41,13 @@ def lib():
     return ffi.Library()
 
 
-def export_call(lib, spec, inputs: dict, out, variant: dict, *, null: int | None = None,
-                dtype_code: int | None = None) -> tuple[int, str]:
+def export_call(
+    lib, spec, inputs: dict, out, variant: dict, *, null: int | None = None, dtype_code: int | None = None
+) -> tuple[int, str]:
     """(return code, message) of the export for these tensors (CPU: their memory; meta: fake,
     non-overlapping addresses) and one variant. The argument `null` (an index: 0 is out) is sent
     as a null pointer, or with `dtype_code` in its descriptor."""
+
     def desc(i, t):
         if not isinstance(t, torch.Tensor):
             return t
@@ -79,6 +82,7 @@ def example_call(spec, tensors: dict | None = None) -> tuple[dict, object]:
 
 # -- the declaration ------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("name", NAMES)
 def test_declaration_is_complete_and_agrees_with_op(name):
     spec = kernel.load(name)
@@ -92,7 +96,9 @@ def test_doctests_of_op_and_spec_pass(name):
     for module in ("op", "spec"):
         mod = importlib.import_module(f"kernels.{name}.{module}")
         result = doctest.testmod(mod, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE, verbose=False)
-        assert result.failed == 0, f"kernels/{name}/{module}.py: {result.failed} doctest(s) failed (run python -m doctest -v)"
+        assert result.failed == 0, (
+            f"kernels/{name}/{module}.py: {result.failed} doctest(s) failed (run python -m doctest -v)"
+        )
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -100,8 +106,11 @@ def test_inputs_output_and_reference_agree_with_the_declaration(name):
     """On the CPU for the small shapes: fresh random inputs of the config's dtype (never mostly
     zeros), a NaN-poisoned output of out_shape, a float64 reference of that shape."""
     spec = kernel.load(name)
-    small = [s for s in spec.correctness_shapes + spec.variant_shapes + [spec.ffi_example] if spec.bytes_moved(
-        dict(s, dtype="float32")) <= 1 << 22 and (spec.flops is None or spec.flops(s) <= 1 << 28)]
+    small = [
+        s
+        for s in spec.correctness_shapes + spec.variant_shapes + [spec.ffi_example]
+        if spec.bytes_moved(dict(s, dtype="float32")) <= 1 << 22 and (spec.flops is None or spec.flops(s) <= 1 << 28)
+    ]
     assert small, "no small shape to check on the CPU"
     for shape in small:
         cfg = dict(shape, dtype=shape.get("dtype", spec.dtypes[0]))
@@ -117,10 +126,16 @@ def test_inputs_output_and_reference_agree_with_the_declaration(name):
 
 # -- the export seen from Python ---------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("name", NAMES)
 def test_every_declared_export_is_in_the_built_library(name):
-    r = subprocess.run(["scripts/check_symbols.sh", str(ffi.library_path()), name], cwd=ROOT,
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        ["scripts/check_symbols.sh", str(ffi.library_path()), name],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 0, r.stderr
     assert f"symbols: T cutile_{name}" in r.stdout
 
@@ -180,6 +195,7 @@ def test_valid_calls_pass_validation_and_fail_only_at_device_setup(lib, name):
 
 # -- the autotune space ---------------------------------------------------------------------------------
 
+
 def check_shape(lib, spec, shape: dict, dtype: str) -> None:
     """op.py refuses the size (and ffi.rs agrees), or the default variant and every candidate of
     op.variants (few, distinct, every knob of DEFAULT_VARIANT and only knobs export_args takes) pass
@@ -196,10 +212,13 @@ def check_shape(lib, spec, shape: dict, dtype: str) -> None:
     code, msg = export_call(lib, spec, inputs, out, spec.op.DEFAULT_VARIANT)
     if refusal is not None:
         event("refused by op.py")
-        assert refusal.startswith(f"{spec.name}: ") and code == -6, \
+        assert refusal.startswith(f"{spec.name}: ") and code == -6, (
             f"op.py refuses {shape} but ffi.rs does not ({code}): op.py is stricter than the kernel\n{msg}"
+        )
         return
-    assert code == -4, f"{spec.name} {cfg}: the default variant fails validation ({code}) and op.py does not refuse the size first: {msg}"
+    assert code == -4, (
+        f"{spec.name} {cfg}: the default variant fails validation ({code}) and op.py does not refuse the size first: {msg}"
+    )
     candidates = spec.variants(cfg)
     knobs = set(inspect.signature(spec.op.export_args).parameters) - {"sms"}
     assert 1 <= len(candidates) <= spec.max_variants, f"{spec.name} {shape}: {len(candidates)} candidates"
@@ -223,8 +242,11 @@ def edges(spec) -> list[dict]:
     corners = [{}]
     for d, limit in spec.dims.items():
         corners = [dict(c, **{d: v}) for c in corners for v in (1, limit)]
-    return corners + list(spec.autotune_edges) + [spec.dims_of(c) for c in spec.perf_configs + spec.correctness_shapes
-                                                  + spec.variant_shapes]
+    return (
+        corners
+        + list(spec.autotune_edges)
+        + [spec.dims_of(c) for c in spec.perf_configs + spec.correctness_shapes + spec.variant_shapes]
+    )
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -232,7 +254,10 @@ def test_every_shape_and_dtype_gets_candidates_that_ffi_accepts_or_op_refuses_th
     spec = kernel.load(name)
 
     @settings(derandomize=True, database=None, max_examples=500, deadline=None)
-    @given(shape=st.fixed_dictionaries({d: dim(limit) for d, limit in spec.dims.items()}), dtype=st.sampled_from(spec.dtypes))
+    @given(
+        shape=st.fixed_dictionaries({d: dim(limit) for d, limit in spec.dims.items()}),
+        dtype=st.sampled_from(spec.dtypes),
+    )
     def prop(shape, dtype):
         check_shape(lib, spec, shape, dtype)
 

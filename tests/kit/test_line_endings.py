@@ -5,6 +5,7 @@ for every kind of file the kit reads; what the kit writes stays LF.
 The odd files are built here from LF text: logs built in the test (failures, skips, a truncated
 block, pytest's -x line), and the committed H200 rms_norm run (end to end through the CLI).
 """
+
 import shutil
 import subprocess
 import sys
@@ -31,7 +32,8 @@ ODD = {
 }
 # Everything `report` writes.
 REPORT_OUTPUTS = [layout.PERFORMANCE_MD, layout.CORRECTNESS_MD, layout.PORT_CLEAN, layout.INVESTIGATION] + [
-    layout.baseline_clean(b) for b in ("cutile", "triton", "torch")]
+    layout.baseline_clean(b) for b in ("cutile", "triton", "torch")
+]
 
 
 def odd_copy(src: Path, dst: Path, odd: str) -> Path:
@@ -57,24 +59,47 @@ def write_pair(tmp_path, name: str, text: str, odd: str) -> tuple[Path, Path]:
 
 def perf_block(backend: str, n: int, median: float = 0.25) -> str:
     node = f"tests/kernels/test_rms_norm.py::test_perf[{backend}-{n}]"
-    return f"{node} PASSED\n" + format_block(dict(
-        test=node, kernel=KERNEL, backend=backend, config={"dtype": "float16", "n": n}, timer="cupti",
-        median_ms=median, mean_ms=median, std_ms=0.001, min_ms=median, max_ms=median, nrep=10))
+    return f"{node} PASSED\n" + format_block(
+        dict(
+            test=node,
+            kernel=KERNEL,
+            backend=backend,
+            config={"dtype": "float16", "n": n},
+            timer="cupti",
+            median_ms=median,
+            mean_ms=median,
+            std_ms=0.001,
+            min_ms=median,
+            max_ms=median,
+            nrep=10,
+        )
+    )
 
 
 def messy_perf_log(backend: str) -> str:
     """Every kind of line the parser reports on: valid and rejected blocks, failures, skips, a cut block."""
     bad = perf_block(backend, 3).replace("median_ms: 0.250000", "median_ms: nan")
     cut = "\n".join(perf_block(backend, 4).split("\n")[:6])
-    return (HEADER + perf_block(backend, 1) + "\n" + bad + "\n" + perf_block(backend, 2) + "\n"
-            + f"tests/kernels/test_rms_norm.py::test_perf[{backend}-5] FAILED\n"
-            + "SKIPPED [2] tests/kernels/test_rms_norm.py:40: no CUDA GPU\n"
-            + f"FAILED tests/kernels/test_rms_norm.py::test_perf[{backend}-5] - RuntimeError: code -3\n"
-            + "========== 1 failed, 2 passed, 2 skipped in 1.00s ==========\n" + cut + "\n")
+    return (
+        HEADER
+        + perf_block(backend, 1)
+        + "\n"
+        + bad
+        + "\n"
+        + perf_block(backend, 2)
+        + "\n"
+        + f"tests/kernels/test_rms_norm.py::test_perf[{backend}-5] FAILED\n"
+        + "SKIPPED [2] tests/kernels/test_rms_norm.py:40: no CUDA GPU\n"
+        + f"FAILED tests/kernels/test_rms_norm.py::test_perf[{backend}-5] - RuntimeError: code -3\n"
+        + "========== 1 failed, 2 passed, 2 skipped in 1.00s ==========\n"
+        + cut
+        + "\n"
+    )
 
 
 # ---------------------------------------------------------------------------------------------
 # Each kind of file, read and parsed
+
 
 @pytest.mark.parametrize("odd", ODD)
 @pytest.mark.parametrize("backend", ["cutile-rs", "triton"])
@@ -87,10 +112,15 @@ def test_odd_raw_perf_log_gives_the_same_records_rejections_failures_and_line_nu
 
 
 @pytest.mark.parametrize("odd", ODD)
-@pytest.mark.parametrize("name, backend", [("reports/logs/perf_cutile_rs.full.txt", "cutile-rs"),
-                                           ("reports/logs/baseline_perf_torch.full.txt", "torch"),
-                                           ("perf_cutile_rs.txt", "cutile-rs"),
-                                           ("baseline_perf_triton.txt", "triton")])
+@pytest.mark.parametrize(
+    "name, backend",
+    [
+        ("reports/logs/perf_cutile_rs.full.txt", "cutile-rs"),
+        ("reports/logs/baseline_perf_torch.full.txt", "torch"),
+        ("perf_cutile_rs.txt", "cutile-rs"),
+        ("baseline_perf_triton.txt", "triton"),
+    ],
+)
 def test_odd_committed_perf_log_parses_as_its_lf_form(tmp_path, odd, name, backend):
     lf, other = write_pair(tmp_path, "log.txt", (RUN / name).read_text(), odd)
     want = parse_log(read_text(lf), KERNEL, backend)
@@ -100,14 +130,18 @@ def test_odd_committed_perf_log_parses_as_its_lf_form(tmp_path, odd, name, backe
 
 @pytest.mark.parametrize("odd", ODD)
 def test_odd_junit_and_correctness_log_render_the_same_correctness_report(tmp_path, odd):
-    junit = ('<?xml version="1.0" encoding="utf-8"?>\n<testsuites>\n<testsuite name="pytest">\n'
-             '<testcase classname="tests.kernels.test_rms_norm" name="test_op[a]" time="0.1"/>\n'
-             '<testcase classname="tests.kernels.test_rms_norm" name="test_op[b]" time="0.1">\n'
-             '<failure message="AssertionError: Tensor-likes are not close!">line one\nline two\n</failure>\n'
-             '</testcase>\n</testsuite>\n</testsuites>\n')
-    raw = (HEADER + "tests/kernels/test_rms_norm.py::test_op[b] FAILED\n"
-           "!!!!!!!!!!!!!!!!!!!!!!!!!! stopping after 1 failures !!!!!!!!!!!!!!!!!!!!!!!!!!\n"
-           "========== 1 failed, 1 passed in 1.00s ==========\n")
+    junit = (
+        '<?xml version="1.0" encoding="utf-8"?>\n<testsuites>\n<testsuite name="pytest">\n'
+        '<testcase classname="tests.kernels.test_rms_norm" name="test_op[a]" time="0.1"/>\n'
+        '<testcase classname="tests.kernels.test_rms_norm" name="test_op[b]" time="0.1">\n'
+        '<failure message="AssertionError: Tensor-likes are not close!">line one\nline two\n</failure>\n'
+        "</testcase>\n</testsuite>\n</testsuites>\n"
+    )
+    raw = (
+        HEADER + "tests/kernels/test_rms_norm.py::test_op[b] FAILED\n"
+        "!!!!!!!!!!!!!!!!!!!!!!!!!! stopping after 1 failures !!!!!!!!!!!!!!!!!!!!!!!!!!\n"
+        "========== 1 failed, 1 passed in 1.00s ==========\n"
+    )
     texts = {}
     for folder in ("lf", odd):
         d = tmp_path / folder / KERNEL
@@ -148,8 +182,12 @@ def test_odd_committed_run_validates_reports_and_summarizes_as_its_lf_form(tmp_p
     shutil.copytree(RUN, lf)
     for d in (other, lf):  # the odd sanitized logs and reports as committed, before report rewrites them
         assert [(c.description, c.problems) for c in validate.run_checks(KERNEL, str(d)) if c.problems] == []
-    rows = [summary.render(str(d.parent), [KERNEL], summary.collect(str(d.parent), [KERNEL])[0])
-            .replace(str(d.parent), "OUT") for d in (other, lf)]
+    rows = [
+        summary.render(str(d.parent), [KERNEL], summary.collect(str(d.parent), [KERNEL])[0]).replace(
+            str(d.parent), "OUT"
+        )
+        for d in (other, lf)
+    ]
     assert rows[0] == rows[1]
     assert [report.main(["--kernel", KERNEL, "--dir", str(d)]) for d in (other, lf)] == [0, 0]
     for rel in REPORT_OUTPUTS:
@@ -159,9 +197,17 @@ def test_odd_committed_run_validates_reports_and_summarizes_as_its_lf_form(tmp_p
 # ---------------------------------------------------------------------------------------------
 # End to end: the report and validate commands over an odd copy of the committed run
 
+
 def tilekit(cwd: Path, *args: str) -> tuple[int, str, str]:
-    done = subprocess.run([sys.executable, "-m", "tilekit", *args], cwd=cwd, env=child_env(), check=False,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "tilekit", *args],
+        cwd=cwd,
+        env=child_env(),
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     return done.returncode, done.stdout, done.stderr
 
 
@@ -183,7 +229,8 @@ def lf_run(tmp_path_factory):
 
 @pytest.mark.parametrize("odd", ["crlf", "bom_lone_cr_no_final_newline"])
 def test_report_and_validate_cli_over_an_odd_copy_of_the_committed_run_match_the_lf_run_byte_for_byte(
-        tmp_path, lf_run, odd):
+    tmp_path, lf_run, odd
+):
     lf_root, want = lf_run
     assert [run[0] for run in want.values()] == [0, 0, 0], want
     odd_copy(RUN, tmp_path / KERNEL, odd)

@@ -5,6 +5,7 @@ scripts/timed_stage.sh, which times only the raw logs that are missing or stale.
 
 Every child process has a deadline well under pytest-timeout's. The real make runs need the built
 library (make check builds it first) and cost two short pytest sessions each (~10 s)."""
+
 import os
 import re
 import shutil
@@ -38,12 +39,13 @@ def timed_stages(dry_run_output: str) -> list[str]:
 
 def stage_specs(dry_run_output: str, stage: str) -> list[list[str]]:
     """[kernel, backend id, raw log, deps...] of each SPEC of one stage's command."""
-    line = next(l for l in dry_run_output.splitlines() if f"scripts/timed_stage.sh {stage} " in l)
+    line = next(ln for ln in dry_run_output.splitlines() if f"scripts/timed_stage.sh {stage} " in ln)
     return [spec.split(",") for spec in line.split(" -- ", 1)[1].split()]
 
 
 # ---------------------------------------------------------------------------------------------
 # make -n: the commands, without running them
+
 
 def test_make_perf_on_an_empty_out_root_times_the_baselines_and_the_port(tmp_path):
     done = make("KERNEL=softmax", f"OUT_ROOT={tmp_path / 'o'}", "perf", dry=True)
@@ -51,13 +53,19 @@ def test_make_perf_on_an_empty_out_root_times_the_baselines_and_the_port(tmp_pat
     assert sorted(timed_stages(done.stdout)) == ["baseline", "perf"]
     baseline = stage_specs(done.stdout, "baseline")
     assert [(k, b, Path(log).name) for k, b, log, *_ in baseline] == [
-        ("softmax", "cutile_py", "baseline_perf_cutile.full.txt"), ("softmax", "triton", "baseline_perf_triton.full.txt"),
-        ("softmax", "torch", "baseline_perf_torch.full.txt")]
+        ("softmax", "cutile_py", "baseline_perf_cutile.full.txt"),
+        ("softmax", "triton", "baseline_perf_triton.full.txt"),
+        ("softmax", "torch", "baseline_perf_torch.full.txt"),
+    ]
     [[kernel, backend, log, *deps]] = stage_specs(done.stdout, "perf")
     assert (kernel, backend, Path(log).name) == ("softmax", "cutile_rs", "perf_cutile_rs.full.txt")
     # what each raw log is made from: the port needs the library and the Rust files, a baseline not
-    assert {"kernels/softmax/kernel.rs", "kernels/softmax/spec.py", "tests/kernels/test_softmax.py",
-            "tools/tilekit/bench.py"} <= set(deps)
+    assert {
+        "kernels/softmax/kernel.rs",
+        "kernels/softmax/spec.py",
+        "tests/kernels/test_softmax.py",
+        "tools/tilekit/bench.py",
+    } <= set(deps)
     assert any(d.endswith("libcutile_kernels.so") for d in deps)
     assert deps[-1].endswith(".timing-env.txt")
     for _, _, _, *bdeps in baseline:
@@ -72,8 +80,10 @@ def test_make_all_kernels_perf_is_one_stage_command_over_every_suite(tmp_path):
     assert done.returncode == 0, done.stderr
     assert sorted(timed_stages(done.stdout)) == ["baseline", "perf"]
     assert [spec[0] for spec in stage_specs(done.stdout, "perf")] == KERNELS
-    assert f"scripts/timed_stage.sh perf {o}/logs/perf.session.txt '{o}/{{kernel}}/reports/logs/perf_{{backend}}.full.txt'" \
+    assert (
+        f"scripts/timed_stage.sh perf {o}/logs/perf.session.txt '{o}/{{kernel}}/reports/logs/perf_{{backend}}.full.txt'"
         in done.stdout
+    )
     # a dry run writes nothing but the environment fingerprint it needs to tell what is stale
     assert sorted(str(p.relative_to(o)) for p in o.rglob("*")) == [".timing-env.txt"]
 
@@ -85,11 +95,14 @@ def test_baselines_selects_the_raw_logs_and_force_retimes(tmp_path):
     assert " --force -- " in done.stdout
 
 
-@pytest.mark.parametrize("variables,message", [
-    (["BASELINES="], "BASELINES is empty: name at least one of cutile triton torch"),
-    (["BASELINES=triton tritn"], "BASELINES: unknown backend 'tritn' (known: cutile triton torch)"),
-    (["KERNEL=rmsnorm"], "KERNEL=rmsnorm: there is no kernels/rmsnorm/kernel.rs; use one of: " + " ".join(KERNELS)),
-])
+@pytest.mark.parametrize(
+    "variables,message",
+    [
+        (["BASELINES="], "BASELINES is empty: name at least one of cutile triton torch"),
+        (["BASELINES=triton tritn"], "BASELINES: unknown backend 'tritn' (known: cutile triton torch)"),
+        (["KERNEL=rmsnorm"], "KERNEL=rmsnorm: there is no kernels/rmsnorm/kernel.rs; use one of: " + " ".join(KERNELS)),
+    ],
+)
 def test_bad_variables_are_refused_before_anything_runs(tmp_path, variables, message):
     done = make(*(["KERNEL=softmax"] + variables), f"OUT_ROOT={tmp_path / 'o'}", "baseline")
     assert done.returncode == 2
@@ -105,6 +118,7 @@ def test_help_lists_every_kernel_and_force():
 
 # ---------------------------------------------------------------------------------------------
 # The real thing on this CPU machine: make KERNEL=rms_norm perf from an empty OUT_ROOT
+
 
 @pytest.fixture(scope="module")
 def first_perf(tmp_path_factory):
@@ -186,8 +200,16 @@ def stage_dir(tmp_path):
 
 
 def run_stage(cwd, stage, *specs, force=False, rc=0):
-    argv = ["bash", "scripts/timed_stage.sh", stage, "logs/s.txt", "{kernel}/{backend}.txt",
-            *(["--force"] if force else []), "--", *specs]
+    argv = [
+        "bash",
+        "scripts/timed_stage.sh",
+        stage,
+        "logs/s.txt",
+        "{kernel}/{backend}.txt",
+        *(["--force"] if force else []),
+        "--",
+        *specs,
+    ]
     return run(argv, timeout=60, cwd=cwd, env=child_env(CALLS=str(cwd / "calls.txt"), FAKE_RC=str(rc)))
 
 
@@ -202,15 +224,21 @@ def test_timed_stage_groups_kernels_by_their_stale_backends(stage_dir):
     (stage_dir / "a").mkdir()
     (stage_dir / "a" / "torch.txt").write_text("current")
     os.utime(dep, (1, 1))  # older than the log
-    specs = [f"a,triton,a/triton.txt,{dep}", f"a,torch,a/torch.txt,{dep}",
-             f"b,triton,b/triton.txt,{dep}", f"c,triton,c/triton.txt,{dep}", f"c,torch,c/torch.txt,{dep}"]
+    specs = [
+        f"a,triton,a/triton.txt,{dep}",
+        f"a,torch,a/torch.txt,{dep}",
+        f"b,triton,b/triton.txt,{dep}",
+        f"c,triton,c/triton.txt,{dep}",
+        f"c,torch,c/torch.txt,{dep}",
+    ]
     done = run_stage(stage_dir, "baseline", *specs)
     assert done.returncode == 0, done.stderr
     assert calls(stage_dir) == [
         "tests/kernels/test_a.py tests/kernels/test_b.py -k test_perf and (triton) --print-record -v -rs --timeout=600 "
         "--continue-on-collection-errors --stage-log {kernel}/{backend}.txt --stage-backends triton",
         "tests/kernels/test_c.py -k test_perf and (triton or torch) --print-record -v -rs --timeout=600 "
-        "--continue-on-collection-errors --stage-log {kernel}/{backend}.txt --stage-backends triton,torch"]
+        "--continue-on-collection-errors --stage-log {kernel}/{backend}.txt --stage-backends triton,torch",
+    ]
     assert (stage_dir / "logs" / "s.txt").is_file() and (stage_dir / "logs" / "s-2.txt").is_file()
     assert (stage_dir / "a" / "torch.txt").read_text() == "current"
 
@@ -224,8 +252,10 @@ def test_timed_stage_retimes_a_log_older_than_a_prerequisite_and_nothing_current
     os.utime(log, (1, 1))
     done = run_stage(stage_dir, "perf", f"k,cutile_rs,k/cutile_rs.txt,{dep}")
     assert f"older than {dep}" in done.stderr
-    assert calls(stage_dir) == ["tests/kernels/test_k.py -k cutile_rs and test_perf --print-record -v -rs --timeout=600 "
-                                "--continue-on-collection-errors --stage-log {kernel}/{backend}.txt --stage-backends cutile_rs"]
+    assert calls(stage_dir) == [
+        "tests/kernels/test_k.py -k cutile_rs and test_perf --print-record -v -rs --timeout=600 "
+        "--continue-on-collection-errors --stage-log {kernel}/{backend}.txt --stage-backends cutile_rs"
+    ]
     assert not log.exists()  # removed before the session, which would write it
     log.write_text("new")
     (stage_dir / "calls.txt").unlink()
@@ -239,7 +269,9 @@ def test_a_session_that_fails_is_listed_for_make_and_the_script_still_exits_0(st
     done = run_stage(stage_dir, "perf", "k,cutile_rs,k/cutile_rs.txt", rc=2)
     assert done.returncode == 0
     assert (stage_dir / "logs" / "s.txt.failed").read_text().splitlines() == [
-        "# logs/s.txt: pytest exit 2", "k/cutile_rs.txt"]
+        "# logs/s.txt: pytest exit 2",
+        "k/cutile_rs.txt",
+    ]
     assert "did not end normally" in done.stderr
 
 

@@ -1,4 +1,5 @@
 """tilekit.pytest_plugin: the record printer, run in a child pytest on a test file built here."""
+
 import os
 import subprocess
 import sys
@@ -9,7 +10,7 @@ from tilekit.records import BEGIN, END, parse_log
 
 TOOLS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "tools")
 
-TIMED_TESTS = '''
+TIMED_TESTS = """
 import pytest
 
 def record(n):
@@ -28,7 +29,7 @@ def test_perf_that_fails(request):
 
 def test_untimed():
     pass
-'''
+"""
 
 
 def run_pytest(tmp_path, *args, conftest=None):
@@ -37,8 +38,14 @@ def run_pytest(tmp_path, *args, conftest=None):
     if conftest is not None:
         (tmp_path / "conftest.py").write_text(conftest)
     env = {**os.environ, "PYTHONPATH": TOOLS}
-    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     return done.returncode, done.stdout + done.stderr
 
 
@@ -59,12 +66,12 @@ def test_no_block_without_the_option(tmp_path):
     assert BEGIN not in out
 
 
-CONFTEST_ADDING_THE_OPTION = '''
+CONFTEST_ADDING_THE_OPTION = """
 pytest_plugins = ["tilekit.pytest_plugin"]  # imported after this conftest registered its own option
 
 def pytest_addoption(parser):
     parser.addoption("--print-record", action="store_true", default=False)
-'''
+"""
 
 
 def test_second_registration_of_the_option_does_not_break_startup(tmp_path):

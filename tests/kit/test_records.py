@@ -2,23 +2,43 @@
 
 Fixture logs are built here from the real printer (format_block) plus pytest-like noise.
 """
+
 import math
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tilekit.records import (BEGIN, END, canonical_config, clean_text, format_block, investigation_text,
-                             normalize_text, parse_log, write_atomic)
+from tilekit.records import (
+    BEGIN,
+    END,
+    canonical_config,
+    clean_text,
+    format_block,
+    investigation_text,
+    normalize_text,
+    parse_log,
+    write_atomic,
+)
 
 HEADER = "platform linux -- Python 3.12.3, pytest-9.2.0, pluggy-1.7.0\nrootdir: /work/main\nplugins: timeout-2.4.0\n"
 
 
 def record(m=4096, n=1024, median=0.25, backend="cutile-rs", dtype="float16", **extra):
     node = f"tests/kernels/test_rms_norm.py::test_perf[{backend}-{m}-{n}-{dtype}]"
-    base = dict(test=node, kernel="rms_norm", backend=backend, config={"dtype": dtype, "m": m, "n": n},
-                timer="cupti", median_ms=median, mean_ms=median, std_ms=0.001, min_ms=median, max_ms=median,
-                nrep=200)
+    base = dict(
+        test=node,
+        kernel="rms_norm",
+        backend=backend,
+        config={"dtype": dtype, "m": m, "n": n},
+        timer="cupti",
+        median_ms=median,
+        mean_ms=median,
+        std_ms=0.001,
+        min_ms=median,
+        max_ms=median,
+        nrep=200,
+    )
     base.update(extra)
     return base
 
@@ -29,9 +49,19 @@ def block(**kw) -> str:
 
 def raw_block(median="0.250000", **overrides) -> str:
     """A block written by hand, to carry values format_block would never print (nan, 0, -1)."""
-    fields = {"test": "t::test_perf[x]", "kernel": "rms_norm", "backend": "cutile-rs",
-              "config": '{"dtype": "float16", "m": 1, "n": 2}', "timer": "cupti", "median_ms": median,
-              "mean_ms": median, "std_ms": "0.000000", "min_ms": median, "max_ms": median, "nrep": "10"}
+    fields = {
+        "test": "t::test_perf[x]",
+        "kernel": "rms_norm",
+        "backend": "cutile-rs",
+        "config": '{"dtype": "float16", "m": 1, "n": 2}',
+        "timer": "cupti",
+        "median_ms": median,
+        "mean_ms": median,
+        "std_ms": "0.000000",
+        "min_ms": median,
+        "max_ms": median,
+        "nrep": "10",
+    }
     fields.update(overrides)
     return "\n".join([BEGIN] + [f"{k}: {v}" for k, v in fields.items() if v is not None] + [END])
 
@@ -39,22 +69,33 @@ def raw_block(median="0.250000", **overrides) -> str:
 # ---------------------------------------------------------------------------------------------
 # printing
 
+
 def test_format_block_matches_design_example_layout():
-    text = format_block(record(m=262144, n=1024, median=0.27153, mean_ms=0.272004, std_ms=0.00121,
-                               min_ms=0.26944, max_ms=0.27648))
+    text = format_block(
+        record(m=262144, n=1024, median=0.27153, mean_ms=0.272004, std_ms=0.00121, min_ms=0.26944, max_ms=0.27648)
+    )
     assert text.split("\n") == [
         BEGIN,
         "test: tests/kernels/test_rms_norm.py::test_perf[cutile-rs-262144-1024-float16]",
-        "kernel: rms_norm", "backend: cutile-rs",
+        "kernel: rms_norm",
+        "backend: cutile-rs",
         'config: {"dtype": "float16", "m": 262144, "n": 1024}',
-        "timer: cupti", "median_ms: 0.271530", "mean_ms: 0.272004", "std_ms: 0.001210",
-        "min_ms: 0.269440", "max_ms: 0.276480", "nrep: 200", END]
+        "timer: cupti",
+        "median_ms: 0.271530",
+        "mean_ms: 0.272004",
+        "std_ms: 0.001210",
+        "min_ms: 0.269440",
+        "max_ms: 0.276480",
+        "nrep: 200",
+        END,
+    ]
 
 
 def test_canonical_config_sorts_keys_and_shortens_dtype_names():
     class FakeTorchDtype:  # str() like torch.float16; the report tools never import torch
         def __str__(self):
             return "torch.bfloat16"
+
     FakeTorchDtype.__name__ = "dtype"
     assert canonical_config({"n": 2, "dtype": FakeTorchDtype(), "m": 1}) == '{"dtype": "bfloat16", "m": 1, "n": 2}'
 
@@ -79,9 +120,13 @@ def test_format_block_refuses_a_record_without_required_keys():
 # ---------------------------------------------------------------------------------------------
 # parsing real-looking pytest output
 
+
 def test_clean_run_keeps_every_block_and_reads_its_values():
-    text = HEADER + "\n".join([block(m=1), "tests/x.py::test_perf[b] PASSED", block(m=2, gbps=12.5)]) + \
-        "\n===== 2 passed in 1.00s =====\n"
+    text = (
+        HEADER
+        + "\n".join([block(m=1), "tests/x.py::test_perf[b] PASSED", block(m=2, gbps=12.5)])
+        + "\n===== 2 passed in 1.00s =====\n"
+    )
     parsed = parse_log(text)
     assert [r.config["m"] for r in parsed.records] == [1, 2]
     assert parsed.records[1].number("gbps") == 12.5 and parsed.records[0].number("gbps") is None
@@ -89,7 +134,10 @@ def test_clean_run_keeps_every_block_and_reads_its_values():
 
 
 def test_failed_case_with_traceback_is_reported_with_its_reason():
-    text = HEADER + block(m=1) + """
+    text = (
+        HEADER
+        + block(m=1)
+        + """
 tests/kernels/test_rms_norm.py::test_perf[cutile-rs-2-2-float16] FAILED
 =================================== FAILURES ===================================
 ____________________ test_perf[cutile-rs-2-2-float16] ____________________
@@ -100,24 +148,32 @@ E       RuntimeError: cutile_rms_norm returned -3 (JIT or launch failure)
 FAILED tests/kernels/test_rms_norm.py::test_perf[cutile-rs-2-2-float16] - RuntimeError: cutile_rms_norm returned -3 (JIT or launch failure)
 ========================= 1 failed, 1 passed in 2.00s ==========================
 """
+    )
     parsed = parse_log(text)
     assert len(parsed.records) == 1
     [failed] = parsed.outcomes
-    assert (failed.status, failed.case) == ("FAILED", "tests/kernels/test_rms_norm.py::test_perf[cutile-rs-2-2-float16]")
+    assert (failed.status, failed.case) == (
+        "FAILED",
+        "tests/kernels/test_rms_norm.py::test_perf[cutile-rs-2-2-float16]",
+    )
     assert failed.reason == "RuntimeError: cutile_rms_norm returned -3 (JIT or launch failure)"
 
 
 def test_error_at_setup_is_reported_as_errored():
-    text = HEADER + """_____ ERROR at setup of test_perf[cutile-rs-1-2-float16] _____
+    text = (
+        HEADER
+        + """_____ ERROR at setup of test_perf[cutile-rs-1-2-float16] _____
 E   OSError: libcutile_kernels.so: cannot open shared object file
 =========================== short test summary info ============================
 ERROR tests/kernels/test_rms_norm.py::test_perf[cutile-rs-1-2-float16] - OSError: libcutile_kernels.so: cannot open shared object file
 =========================== 1 error in 0.50s ===========================
 """
+    )
     parsed = parse_log(text)
     assert parsed.records == []
     assert [(o.status, o.reason) for o in parsed.outcomes] == [
-        ("ERROR", "OSError: libcutile_kernels.so: cannot open shared object file")]
+        ("ERROR", "OSError: libcutile_kernels.so: cannot open shared object file")
+    ]
     assert "errored cases: 1" in investigation_text("raw", parsed)
 
 
@@ -145,13 +201,16 @@ def test_crlf_log_parses_like_lf_and_sanitizes_to_lf():
     assert "\r" not in clean_text(parse_log(crlf).records)
 
 
-@pytest.mark.parametrize("median, reason", [
-    ("nan", "median_ms is nan (must be finite and > 0)"),
-    ("0.000000", "median_ms is 0.000000 (must be finite and > 0)"),
-    ("-0.5", "median_ms is -0.5 (must be finite and > 0)"),
-    ("inf", "median_ms is inf (must be finite and > 0)"),
-    ("fast", "median_ms is 'fast', not a number"),
-])
+@pytest.mark.parametrize(
+    "median, reason",
+    [
+        ("nan", "median_ms is nan (must be finite and > 0)"),
+        ("0.000000", "median_ms is 0.000000 (must be finite and > 0)"),
+        ("-0.5", "median_ms is -0.5 (must be finite and > 0)"),
+        ("inf", "median_ms is inf (must be finite and > 0)"),
+        ("fast", "median_ms is 'fast', not a number"),
+    ],
+)
 def test_invalid_median_rejects_the_block_with_its_reason(median, reason):
     parsed = parse_log(raw_block(median=median))
     assert parsed.records == []
@@ -190,7 +249,8 @@ def test_skip_reasons_are_collected_from_the_short_summary():
     text = HEADER + "SKIPPED [4] tests/kernels/test_rms_norm.py:88: no CUDA GPU\n======= 4 skipped in 0.1s =======\n"
     parsed = parse_log(text)
     assert [(o.status, o.count, o.case, o.reason) for o in parsed.outcomes] == [
-        ("SKIPPED", 4, "tests/kernels/test_rms_norm.py:88", "no CUDA GPU")]
+        ("SKIPPED", 4, "tests/kernels/test_rms_norm.py:88", "no CUDA GPU")
+    ]
     assert parsed.passed == 0
 
 
@@ -229,6 +289,7 @@ def test_write_atomic_leaves_the_old_file_when_writing_fails(tmp_path, monkeypat
 
     def crash(*args):
         raise OSError("disk full")
+
     monkeypatch.setattr("os.replace", crash)
     with pytest.raises(OSError):
         write_atomic(str(target), "new\n")
@@ -240,8 +301,9 @@ def test_write_atomic_leaves_the_old_file_when_writing_fails(tmp_path, monkeypat
 # properties
 
 # Noise: any lines except the markers themselves (a marker line *is* structure, not noise).
-noise_line = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\n"),
-                     max_size=40).filter(lambda s: s.strip() not in (BEGIN, END))
+noise_line = st.text(
+    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\n"), max_size=40
+).filter(lambda s: s.strip() not in (BEGIN, END))
 noise = st.lists(noise_line, max_size=8).map("\n".join)
 medians = st.floats(min_value=1e-3, max_value=1e3, allow_nan=False)
 
@@ -258,8 +320,18 @@ def test_valid_block_survives_any_surrounding_noise(before, after, median, crlf)
 
 
 @settings(max_examples=200, deadline=None)
-@given(parts=st.lists(st.one_of(noise, medians.map(lambda m: block(median=m)),
-                                st.just(raw_block(median="nan")), st.just(BEGIN), st.just(END)), max_size=8))
+@given(
+    parts=st.lists(
+        st.one_of(
+            noise,
+            medians.map(lambda m: block(median=m)),
+            st.just(raw_block(median="nan")),
+            st.just(BEGIN),
+            st.just(END),
+        ),
+        max_size=8,
+    )
+)
 def test_sanitize_is_idempotent(parts):
     once = clean_text(parse_log("\n".join(parts)).records)
     assert clean_text(parse_log(once).records) == once

@@ -1,4 +1,5 @@
 """tilekit.report: the `report` command on folders of raw logs built here (no GPU)."""
+
 import sys
 
 import pytest
@@ -17,16 +18,35 @@ def perf_log(backend: str, medians: dict, **extra) -> str:
     parts = [HEADER]
     for (dtype, n), med in medians.items():
         node = f"tests/kernels/test_rms_norm.py::test_perf[{backend}-{n}-{dtype}]"
-        parts += [f"{node} PASSED", format_block(dict(
-            test=node, kernel=KERNEL, backend=backend, config={"dtype": dtype, "m": 4096, "n": n}, timer="cupti",
-            median_ms=med, mean_ms=med, std_ms=0.001, min_ms=med, max_ms=med, nrep=100, **extra))]
+        parts += [
+            f"{node} PASSED",
+            format_block(
+                dict(
+                    test=node,
+                    kernel=KERNEL,
+                    backend=backend,
+                    config={"dtype": dtype, "m": 4096, "n": n},
+                    timer="cupti",
+                    median_ms=med,
+                    mean_ms=med,
+                    std_ms=0.001,
+                    min_ms=med,
+                    max_ms=med,
+                    nrep=100,
+                    **extra,
+                )
+            ),
+        ]
     parts.append(f"========== {len(medians)} passed in 1.00s ==========")
     return "\n".join(parts) + "\n"
 
 
 def junit(*cases: str) -> str:
-    return ('<?xml version="1.0" encoding="utf-8"?><testsuites name="pytest tests"><testsuite name="pytest">'
-            + "".join(cases) + "</testsuite></testsuites>")
+    return (
+        '<?xml version="1.0" encoding="utf-8"?><testsuites name="pytest tests"><testsuite name="pytest">'
+        + "".join(cases)
+        + "</testsuite></testsuites>"
+    )
 
 
 def case(name: str, inner: str = "") -> str:
@@ -40,8 +60,9 @@ def make_dir(tmp_path, port=SHAPES, baselines=None, port_text=None, junit_text=N
     d = tmp_path / "out" / KERNEL
     logs = d / "reports" / "logs"
     logs.mkdir(parents=True)
-    (logs / "perf_cutile_rs.full.txt").write_text(port_text if port_text is not None else
-                                                  perf_log("cutile-rs", port, gbps=3900.0, peak_gbps=4800.0, env=ENV))
+    (logs / "perf_cutile_rs.full.txt").write_text(
+        port_text if port_text is not None else perf_log("cutile-rs", port, gbps=3900.0, peak_gbps=4800.0, env=ENV)
+    )
     for b, medians in (baselines if baselines is not None else {"triton": SHAPES, "torch": SHAPES}).items():
         (logs / f"baseline_perf_{b}.full.txt").write_text(perf_log(b, medians, env=ENV))
     (logs / "correctness.junit.xml").write_text(junit_text or junit(case("test_op[cutile_rs-float16-4-8]")))
@@ -60,13 +81,23 @@ def test_clean_run_renders_done_with_tables_per_dtype(tmp_path):
     text = (d / "reports" / "performance.md").read_text()
     lines = text.split("\n")
     assert lines[0] == "VERDICT: DONE"
-    assert [l for l in lines if l.startswith("geomean_ratio")] == ["geomean_ratio=1.0000", "geomean_ratio_ci95=[1.0000,1.0000]"]
+    assert [ln_ for ln_ in lines if ln_.startswith("geomean_ratio")] == [
+        "geomean_ratio=1.0000",
+        "geomean_ratio_ci95=[1.0000,1.0000]",
+    ]
     assert "Severity: DONE" in lines
     assert "## bfloat16" in lines and "## float16" in lines
     fp16 = lines.index("## float16")
-    row = next(l for l in lines[fp16:] if l.startswith("| m=4096, n=1024 "))
+    row = next(ln_ for ln_ in lines[fp16:] if ln_.startswith("| m=4096, n=1024 "))
     assert [c.strip() for c in row.strip("|").split("|")][:7] == [
-        "m=4096, n=1024", "0.250000", "0.250000", "1.0000", "3900.0", "81.2%", "DONE"]
+        "m=4096, n=1024",
+        "0.250000",
+        "0.250000",
+        "1.0000",
+        "3900.0",
+        "81.2%",
+        "DONE",
+    ]
     assert "| gpu    | NVIDIA H200" in text
     assert "- reports/logs/perf_cutile_rs.full.txt" in lines
 
@@ -74,8 +105,16 @@ def test_clean_run_renders_done_with_tables_per_dtype(tmp_path):
 def test_report_re_sanitizes_raw_logs_and_is_byte_identical_on_rerun(tmp_path):
     d = make_dir(tmp_path)
     assert run(d) == 0
-    first = {p: (d / p).read_bytes() for p in ("reports/performance.md", "reports/correctness.md", "perf_cutile_rs.txt",
-                                               "baseline_perf_triton.txt", "reports/logs/perf_investigation.log")}
+    first = {
+        p: (d / p).read_bytes()
+        for p in (
+            "reports/performance.md",
+            "reports/correctness.md",
+            "perf_cutile_rs.txt",
+            "baseline_perf_triton.txt",
+            "reports/logs/perf_investigation.log",
+        )
+    }
     assert first["perf_cutile_rs.txt"].startswith(b"==== Performance Test Results ====\n")
     assert run(d) == 0
     assert {p: (d / p).read_bytes() for p in first} == first
@@ -89,7 +128,7 @@ def test_chart_is_drawn_beside_the_report_and_linked_before_the_tables(tmp_path)
     assert run(d) == 0
     lines = (d / "reports" / "performance.md").read_text().split("\n")
     at = lines.index(IMAGE)
-    assert lines[at - 2].startswith("Reference: ") and lines[at - 1:at + 3] == ["", IMAGE, "", "## Baselines"]
+    assert lines[at - 2].startswith("Reference: ") and lines[at - 1 : at + 3] == ["", IMAGE, "", "## Baselines"]
     assert [line for line in lines if line.startswith(("![", "Chart:"))] == [IMAGE]
     svg = (d / "reports" / "performance.svg").read_text()
     assert svg.startswith("<?xml") and svg.rstrip().endswith("</svg>")
@@ -102,7 +141,10 @@ def test_chart_data_is_the_tables_numbers(tmp_path):
     chart = report.chart_data(report.compare_inputs(inputs))
     assert (chart.kernel, chart.reference, chart.baselines) == (KERNEL, "torch", ("torch", "triton"))
     assert [(r.group, r.label) for r in chart.rows] == [
-        ("bfloat16", "m=4096, n=1024"), ("float16", "m=4096, n=1024"), ("float16", "m=4096, n=4096")]
+        ("bfloat16", "m=4096, n=1024"),
+        ("float16", "m=4096, n=1024"),
+        ("float16", "m=4096, n=4096"),
+    ]
     first = chart.rows[0]
     assert first.ratios == pytest.approx({"torch": 1.2, "triton": 1.2}, rel=1e-12)
     assert (first.peak_pct, first.peak_text, first.status) == (100 * 3900.0 / 4800.0, "81.2% · 3900.0 GB/s", "")
@@ -122,8 +164,10 @@ def test_without_matplotlib_the_report_is_written_and_says_why_in_one_line(tmp_p
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` now raises ImportError
     assert run(d) == 0
     text = (d / "reports" / "performance.md").read_text()
-    line = ("Chart: not drawn: matplotlib is not importable (import of matplotlib halted; None in sys.modules); "
-            f"`make setup` installs it, then `make KERNEL={KERNEL} report` draws the chart")
+    line = (
+        "Chart: not drawn: matplotlib is not importable (import of matplotlib halted; None in sys.modules); "
+        f"`make setup` installs it, then `make KERNEL={KERNEL} report` draws the chart"
+    )
     assert text.startswith("VERDICT: DONE\n") and "geomean_ratio=1.0000\n" in text
     assert [ln for ln in text.split("\n") if ln.startswith(("![", "Chart:"))] == [line]
     assert not (d / "reports" / "performance.svg").exists()  # the earlier chart does not outlive its link
@@ -133,6 +177,7 @@ def test_without_matplotlib_the_report_is_written_and_says_why_in_one_line(tmp_p
 def test_a_chart_that_fails_to_draw_costs_one_line_not_the_report(tmp_path, monkeypatch):
     def broken(chart, path):
         raise RuntimeError("no room\nfor bars")
+
     monkeypatch.setattr(charts, "write_performance", broken)
     d = make_dir(tmp_path)
     assert run(d) == 0
@@ -187,17 +232,24 @@ def test_all_skipped_port_run_is_blocked_quoting_the_skip_reason(tmp_path):
     lines = (d / "reports" / "performance.md").read_text().split("\n")
     assert lines[0] == "VERDICT: BLOCKED"
     assert "geomean_ratio=nan" in lines and "Severity: MISSING_DATA" in lines
-    assert ("Blocked: no valid cutile-rs median: pytest skipped 3 cases "
-            "([3] tests/kernels/test_rms_norm.py:40: no CUDA GPU)") in lines
+    assert (
+        "Blocked: no valid cutile-rs median: pytest skipped 3 cases "
+        "([3] tests/kernels/test_rms_norm.py:40: no CUDA GPU)"
+    ) in lines
     assert (d / "perf_cutile_rs.txt").read_text() == ""
 
 
-@pytest.mark.parametrize("port_text, hint", [
-    ("", "the log holds no test result (empty run, collection error, or killed before the first case)"),
-    (HEADER + "ERROR tests/kernels/test_rms_norm.py - ImportError: cannot import name 'op'\n"
-     "!!!!!!!!!! Interrupted: 1 error during collection !!!!!!!!!!\n",
-     "1 cases failed or errored (first: ERROR tests/kernels/test_rms_norm.py - ImportError: cannot import name 'op')"),
-])
+@pytest.mark.parametrize(
+    "port_text, hint",
+    [
+        ("", "the log holds no test result (empty run, collection error, or killed before the first case)"),
+        (
+            HEADER + "ERROR tests/kernels/test_rms_norm.py - ImportError: cannot import name 'op'\n"
+            "!!!!!!!!!! Interrupted: 1 error during collection !!!!!!!!!!\n",
+            "1 cases failed or errored (first: ERROR tests/kernels/test_rms_norm.py - ImportError: cannot import name 'op')",
+        ),
+    ],
+)
 def test_empty_or_collection_error_run_is_blocked(tmp_path, port_text, hint):
     d = make_dir(tmp_path, port_text=port_text)
     assert run(d, "--only", "performance") == 0
@@ -250,6 +302,7 @@ def test_strict_turns_a_non_done_verdict_into_exit_1(tmp_path):
 # ---------------------------------------------------------------------------------------------
 # correctness.md
 
+
 def correctness(tmp_path, *cases, raw=True):
     d = make_dir(tmp_path, junit_text=junit(*cases), raw_correctness=raw)
     status = run(d, "--only", "correctness")
@@ -257,37 +310,54 @@ def correctness(tmp_path, *cases, raw=True):
 
 
 def test_all_pass_correctness_report(tmp_path):
-    status, lines = correctness(tmp_path, case("test_op[cutile_rs-float16-4-8]"),
-                                case("test_op[cutile_rs-fp64]", '<skipped message="float64 not supported"/>'))
+    status, lines = correctness(
+        tmp_path,
+        case("test_op[cutile_rs-float16-4-8]"),
+        case("test_op[cutile_rs-fp64]", '<skipped message="float64 not supported"/>'),
+    )
     assert status == 0
     assert lines[0] == "VERDICT: ALL_PASS"
     assert "Summary: 1 passed, 0 failed, 1 skipped" in lines
     assert "| test_rms_norm::test_op | cutile_rs-float16-4-8 | PASSED  | -                     |" in lines
-    assert ["fail_class:", "host_fix:", "kernel_followup:", "pytest_log: correctness_cutile_rs.txt"] == \
-        [l for l in lines if l.split(":")[0] in ("fail_class", "host_fix", "kernel_followup", "pytest_log")]
-    assert not any(l.startswith("block_class") for l in lines)
+    assert ["fail_class:", "host_fix:", "kernel_followup:", "pytest_log: correctness_cutile_rs.txt"] == [
+        ln_ for ln_ in lines if ln_.split(":")[0] in ("fail_class", "host_fix", "kernel_followup", "pytest_log")
+    ]
+    assert not any(ln_.startswith("block_class") for ln_ in lines)
 
 
 def test_wrong_values_are_a_kernel_failure(tmp_path):
-    _, lines = correctness(tmp_path, case("test_op[a]"), case(
-        "test_op[b]", '<failure message="AssertionError: Tensor-likes are not close!&#10;Mismatched">tb</failure>'))
+    _, lines = correctness(
+        tmp_path,
+        case("test_op[a]"),
+        case(
+            "test_op[b]", '<failure message="AssertionError: Tensor-likes are not close!&#10;Mismatched">tb</failure>'
+        ),
+    )
     assert lines[0] == "VERDICT: FAIL"
     assert "fail_class: kernel" in lines
-    assert any(l.startswith("kernel_followup: 1 case(s) give wrong results") for l in lines)
+    assert any(ln_.startswith("kernel_followup: 1 case(s) give wrong results") for ln_ in lines)
 
 
 def test_host_error_is_a_host_failure_and_comes_first(tmp_path):
-    _, lines = correctness(tmp_path, case("test_op[a]"), case(
-        "test_op[b]", '<failure message="TypeError: bad stride">tb</failure>'), case(
-        "test_op[c]", '<failure message="AssertionError: Tensor-likes are not close!">tb</failure>'))
+    _, lines = correctness(
+        tmp_path,
+        case("test_op[a]"),
+        case("test_op[b]", '<failure message="TypeError: bad stride">tb</failure>'),
+        case("test_op[c]", '<failure message="AssertionError: Tensor-likes are not close!">tb</failure>'),
+    )
     assert "fail_class: host" in lines
-    assert "host_fix: 1 case(s) fail in the host code (op.py, ffi.rs, the test): fix those first; " \
-           "first: test_rms_norm::test_op[b]: TypeError: bad stride" in lines
+    assert (
+        "host_fix: 1 case(s) fail in the host code (op.py, ffi.rs, the test): fix those first; "
+        "first: test_rms_norm::test_op[b]: TypeError: bad stride" in lines
+    )
 
 
 def test_collection_error_is_blocked(tmp_path):
-    status, lines = correctness(tmp_path, '<testcase classname="" name="tests.kernels.test_rms_norm" time="0">'
-                                          '<error message="collection failure">ImportError</error></testcase>')
+    status, lines = correctness(
+        tmp_path,
+        '<testcase classname="" name="tests.kernels.test_rms_norm" time="0">'
+        '<error message="collection failure">ImportError</error></testcase>',
+    )
     assert status == 0
     assert lines[0] == "VERDICT: BLOCKED"
     assert "block_class: host" in lines
@@ -300,55 +370,92 @@ def test_everything_skipped_for_want_of_a_gpu_is_blocked_env(tmp_path):
 
 
 def test_gpu_cases_skipped_beside_passing_cpu_cases_are_blocked_not_all_pass(tmp_path):
-    _, lines = correctness(tmp_path, case("test_op_bad_input_cutile_rs[cutile_rs-dtype_mix]"),
-                           case("test_op[cutile_rs-4x8-float16]", '<skipped message="no CUDA GPU here"/>'),
-                           case("test_op[cutile_rs-4x9-float16]", '<skipped message="no CUDA GPU here"/>'))
+    _, lines = correctness(
+        tmp_path,
+        case("test_op_bad_input_cutile_rs[cutile_rs-dtype_mix]"),
+        case("test_op[cutile_rs-4x8-float16]", '<skipped message="no CUDA GPU here"/>'),
+        case("test_op[cutile_rs-4x9-float16]", '<skipped message="no CUDA GPU here"/>'),
+    )
     assert (lines[0], lines[4]) == ("VERDICT: BLOCKED", "Summary: 1 passed, 0 failed, 2 skipped")
     assert "block_class: env" in lines
-    assert ("Note: 2 case(s) were skipped because this machine cannot run them (first: no CUDA GPU here); "
-            "the port is not verified on them.") in lines
+    assert (
+        "Note: 2 case(s) were skipped because this machine cannot run them (first: no CUDA GPU here); "
+        "the port is not verified on them."
+    ) in lines
 
 
 def test_value_check_whose_message_mentions_cuda_is_a_kernel_failure(tmp_path):
     # the old rule matched words ("cuda") anywhere and called this a host failure
-    _, lines = correctness(tmp_path, case("test_op[a]"), case(
-        "test_op[b]", "<failure message=\"AssertionError: cutile_rs {'dtype': 'float16'} on cuda:0: "
-                      "rel_l2=3.1e-01 (tol 1.0e-02)\">tb</failure>"))
+    _, lines = correctness(
+        tmp_path,
+        case("test_op[a]"),
+        case(
+            "test_op[b]",
+            "<failure message=\"AssertionError: cutile_rs {'dtype': 'float16'} on cuda:0: "
+            'rel_l2=3.1e-01 (tol 1.0e-02)">tb</failure>',
+        ),
+    )
     assert lines[0] == "VERDICT: FAIL"
     assert "fail_class: kernel" in lines
-    assert not any(l.startswith("host_fix: 1") for l in lines)
+    assert not any(ln_.startswith("host_fix: 1") for ln_ in lines)
 
 
 def test_declared_failure_type_wins_over_the_message(tmp_path):
-    _, lines = correctness(tmp_path, case("test_op[a]"), case(
-        "test_op[b]", '<failure type="AssertionError" message="values differ on cuda:0">tb</failure>'))
+    _, lines = correctness(
+        tmp_path,
+        case("test_op[a]"),
+        case("test_op[b]", '<failure type="AssertionError" message="values differ on cuda:0">tb</failure>'),
+    )
     assert "fail_class: kernel" in lines
 
 
 def test_jit_return_code_is_a_kernel_failure_other_codes_are_host(tmp_path):
-    _, lines = correctness(tmp_path, case("test_op[a]"), case(
-        "test_op[b]", '<failure message="tilekit.ffi.KernelError: kernel rms_norm: rms_norm_f16 returned -3 '
-                      '(JIT_OR_LAUNCH: JIT compile or kernel launch failed)">tb</failure>'))
+    _, lines = correctness(
+        tmp_path,
+        case("test_op[a]"),
+        case(
+            "test_op[b]",
+            '<failure message="tilekit.ffi.KernelError: kernel rms_norm: rms_norm_f16 returned -3 '
+            '(JIT_OR_LAUNCH: JIT compile or kernel launch failed)">tb</failure>',
+        ),
+    )
     assert "fail_class: kernel" in lines
-    _, lines = correctness(tmp_path / "x", case("test_op[a]"), case(
-        "test_op[b]", '<failure message="tilekit.ffi.KernelError: kernel rms_norm: rms_norm_f16 returned -2 '
-                      '(BAD_ARG: CUDA device pointer is null)">tb</failure>'))
+    _, lines = correctness(
+        tmp_path / "x",
+        case("test_op[a]"),
+        case(
+            "test_op[b]",
+            '<failure message="tilekit.ffi.KernelError: kernel rms_norm: rms_norm_f16 returned -2 '
+            '(BAD_ARG: CUDA device pointer is null)">tb</failure>',
+        ),
+    )
     assert "fail_class: host" in lines
 
 
 def test_runtime_error_mentioning_cuda_is_a_host_failure(tmp_path):
-    _, lines = correctness(tmp_path, case("test_op[a]"), case(
-        "test_op[b]", '<failure message="ValueError: tensor is on cpu; cuTile kernels need CUDA tensors">tb</failure>'))
+    _, lines = correctness(
+        tmp_path,
+        case("test_op[a]"),
+        case(
+            "test_op[b]",
+            '<failure message="ValueError: tensor is on cpu; cuTile kernels need CUDA tensors">tb</failure>',
+        ),
+    )
     assert "fail_class: host" in lines
 
 
 def test_skip_by_design_that_mentions_cuda_is_still_all_pass(tmp_path):
     # the old rule read "cuda" in the reason as "this machine has no GPU" and said BLOCKED
-    status, lines = correctness(tmp_path, case("test_op[cutile_rs-float16]"),
-                                case("test_op[cutile_rs-float64]", '<skipped type="pytest.skip" '
-                                     'message="float64 is not supported by the cuda:0 port"/>'))
+    status, lines = correctness(
+        tmp_path,
+        case("test_op[cutile_rs-float16]"),
+        case(
+            "test_op[cutile_rs-float64]",
+            '<skipped type="pytest.skip" message="float64 is not supported by the cuda:0 port"/>',
+        ),
+    )
     assert (status, lines[0]) == (0, "VERDICT: ALL_PASS")
-    assert not any(l.startswith("Note: 1 case(s) were skipped because") for l in lines)
+    assert not any(ln_.startswith("Note: 1 case(s) were skipped because") for ln_ in lines)
 
 
 def test_only_by_design_skips_mentioning_a_device_are_blocked_host_not_env(tmp_path):
@@ -358,16 +465,28 @@ def test_only_by_design_skips_mentioning_a_device_are_blocked_host_not_env(tmp_p
 
 
 def test_missing_module_at_set_up_is_blocked_env(tmp_path):
-    _, lines = correctness(tmp_path, case("test_op[a]", '<error message="failed on setup with &quot;'
-                                                        'ModuleNotFoundError: No module named \'torch\'&quot;">tb</error>'))
+    _, lines = correctness(
+        tmp_path,
+        case(
+            "test_op[a]",
+            '<error message="failed on setup with &quot;'
+            "ModuleNotFoundError: No module named 'torch'&quot;\">tb</error>",
+        ),
+    )
     assert lines[0] == "VERDICT: BLOCKED"
     assert "block_class: env" in lines
 
 
 def test_set_up_error_mentioning_cuda_is_blocked_host(tmp_path):
-    _, lines = correctness(tmp_path, case("test_op[a]", '<error message="failed on setup with &quot;'
-                                                        'FileNotFoundError: libcutile_kernels.so (cuda build) not built; '
-                                                        'run `make build`&quot;">tb</error>'))
+    _, lines = correctness(
+        tmp_path,
+        case(
+            "test_op[a]",
+            '<error message="failed on setup with &quot;'
+            "FileNotFoundError: libcutile_kernels.so (cuda build) not built; "
+            'run `make build`&quot;">tb</error>',
+        ),
+    )
     assert lines[0] == "VERDICT: BLOCKED"
     assert "block_class: host" in lines
 

@@ -2,6 +2,7 @@
 (tile_width), the autotune space stays small and valid, the tune key, inputs, the reference and the
 bytes model are what the suites and reports assume. (Moved from test_silu_and_mul_baselines.py when
 the baselines' own tests became generic: tests/kit/test_baselines.py.)"""
+
 import pytest
 import torch
 
@@ -9,8 +10,10 @@ from kernels.silu_and_mul import baselines as B
 from kernels.silu_and_mul import spec
 
 
-@pytest.mark.parametrize("h,block", [(1, 16), (1000, 1024), (4096, 4096), (4097, 512), (6144, 2048),
-                                     (14336, 2048), (11008, 4096), (16384, 4096)])
+@pytest.mark.parametrize(
+    "h,block",
+    [(1, 16), (1000, 1024), (4096, 4096), (4097, 512), (6144, 2048), (14336, 2048), (11008, 4096), (16384, 4096)],
+)
 def test_tile_width_is_the_row_up_to_4096_then_the_widest_tile_padding_at_most_an_eighth(h, block):
     assert B.tile_width(h) == block == spec.default_block(h)
     if h > 4096:
@@ -18,6 +21,7 @@ def test_tile_width_is_the_row_up_to_4096_then_the_widest_tile_padding_at_most_a
 
 
 # -- the port's autotune space (spec.variants) ----------------------------------------------------
+
 
 @pytest.mark.parametrize("m,h,wide", [(65536, 4096, [(4096, 1), (4096, 2)]), (16384, 14336, [(2048, 2), (2048, 4)])])
 def test_port_variants_for_perf_configs_are_the_sweeps_fastest_and_larger_unmasked_tiles(m, h, wide):
@@ -63,7 +67,9 @@ def test_make_inputs_pads_rows_and_plants_saturating_gates():
     assert x[0, :4].tolist() == [-100.0, -30.0, 30.0, 100.0]
     ref = spec.reference(inp)
     assert ref.dtype == torch.float64 and ref.shape == (4, 6)
-    assert ref[0, 0].item() == pytest.approx(-100 * torch.sigmoid(torch.tensor(-100.0, dtype=torch.float64)).item() * x[0, 6].item())
+    assert ref[0, 0].item() == pytest.approx(
+        -100 * torch.sigmoid(torch.tensor(-100.0, dtype=torch.float64)).item() * x[0, 6].item()
+    )
 
 
 def test_torch_baseline_matches_the_specs_reference():

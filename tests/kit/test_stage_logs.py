@@ -1,6 +1,7 @@
 """One pytest session, one log per (kernel, backend): tilekit.stage_logs (--stage-log) and the
 stage scheduler of tilekit.gpu_workers, in real child pytest runs on suites built here. The
 Makefile's timed stages, which use them, are tested in test_make_targets.py."""
+
 import sys
 from pathlib import Path
 
@@ -19,7 +20,7 @@ pytestmark = pytest.mark.timeout(TEST_TIMEOUT)  # each child has a shorter deadl
 
 # A kernel suite in miniature: test_perf[<backend id>-<n>] for three backends, with one failing
 # case (triton, n=2) and one skipped case (torch, n=3). KERNEL is replaced per file.
-SUITE = '''
+SUITE = """
 import os, time
 import pytest
 
@@ -41,7 +42,7 @@ def test_perf(request, backend, n):
         "std_ms": 0.01, "min_ms": 0.4, "max_ms": 0.6, "nrep": 50,
         "worker": os.environ.get("PYTEST_XDIST_WORKER", "none"),
         "seen_device": os.environ.get("CUDA_VISIBLE_DEVICES", "unset")}))
-'''
+"""
 TEMPLATE = "out/{kernel}/reports/logs/perf_{backend}.full.txt"
 
 
@@ -56,8 +57,26 @@ def run_session(folder: Path, kernels, *args, files=None, **env) -> tuple[int, s
         (folder / "tests" / "kernels" / f"test_{kernel}.py").write_text(SUITE.replace("KERNEL", kernel))
     (folder / "pytest.ini").write_text("[pytest]\naddopts = -p tilekit.pytest_plugin -p tilekit.gpu_workers\n")
     files = files or [f"tests/kernels/test_{k}.py" for k in kernels]
-    done = run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "xdist", *files,
-                "--print-record", "-v", "-rs", "--stage-log", TEMPLATE, *args], cwd=folder, env=child_env(**env))
+    done = run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "xdist",
+            *files,
+            "--print-record",
+            "-v",
+            "-rs",
+            "--stage-log",
+            TEMPLATE,
+            *args,
+        ],
+        cwd=folder,
+        env=child_env(**env),
+    )
     return done.returncode, done.stdout + done.stderr
 
 
@@ -68,19 +87,30 @@ def stage_log(folder: Path, kernel: str, backend: str) -> str:
 # ---------------------------------------------------------------------------------------------
 # A case's stage, from its node id
 
-@pytest.mark.parametrize("nodeid,stage", [
-    ("tests/kernels/test_rms_norm.py::test_perf[cutile_rs-262144-1024-float16]", ("rms_norm", "cutile_rs")),
-    ("tests/kernels/test_rms_norm.py::test_perf[cutile_py-262144-1024-float16]", ("rms_norm", "cutile_py")),
-    ("tests/kernels/test_silu_and_mul.py::test_op[torch-4x8-bfloat16]", ("silu_and_mul", "torch")),
-    ("tests/kernels/test_softmax.py::test_op_every_variant_cutile_rs[37x1000-float16]", ("softmax", "cutile_rs")),
-    ("tests/kernels/test_softmax.py::test_op_bad_input_cutile_rs[cutile_rs-dtype]", ("softmax", "cutile_rs")),
-])
+
+@pytest.mark.parametrize(
+    "nodeid,stage",
+    [
+        ("tests/kernels/test_rms_norm.py::test_perf[cutile_rs-262144-1024-float16]", ("rms_norm", "cutile_rs")),
+        ("tests/kernels/test_rms_norm.py::test_perf[cutile_py-262144-1024-float16]", ("rms_norm", "cutile_py")),
+        ("tests/kernels/test_silu_and_mul.py::test_op[torch-4x8-bfloat16]", ("silu_and_mul", "torch")),
+        ("tests/kernels/test_softmax.py::test_op_every_variant_cutile_rs[37x1000-float16]", ("softmax", "cutile_rs")),
+        ("tests/kernels/test_softmax.py::test_op_bad_input_cutile_rs[cutile_rs-dtype]", ("softmax", "cutile_rs")),
+    ],
+)
 def test_stage_of_a_kernel_suite_case(nodeid, stage):
     assert stage_of(nodeid) == stage
 
 
-@pytest.mark.parametrize("nodeid", ["tests/kit/test_records.py::test_parse", "tests/kernels/test_x.py",
-                                    "tests/kernels/test_x.py::test_perf[tritonx-1]", "conftest.py::test_a[torch-1]"])
+@pytest.mark.parametrize(
+    "nodeid",
+    [
+        "tests/kit/test_records.py::test_parse",
+        "tests/kernels/test_x.py",
+        "tests/kernels/test_x.py::test_perf[tritonx-1]",
+        "conftest.py::test_a[torch-1]",
+    ],
+)
 def test_a_node_id_without_kernel_or_backend_has_no_stage(nodeid):
     assert stage_of(nodeid) is None
 
@@ -93,12 +123,17 @@ def test_kernel_and_backend_parts():
 
 
 def test_whole_stages_go_to_workers_only_when_they_can_balance_them():
-    baseline_all = [(k, b) for k, n in (("matmul", 4), ("rms_norm", 6), ("silu", 2), ("softmax", 3))
-                    for b in ("cutile_py", "triton", "torch") for _ in range(n)]  # 45 cases, largest stage 6
+    baseline_all = [
+        (k, b)
+        for k, n in (("matmul", 4), ("rms_norm", 6), ("silu", 2), ("softmax", 3))
+        for b in ("cutile_py", "triton", "torch")
+        for _ in range(n)
+    ]  # 45 cases, largest stage 6
     assert spread_by_stage(baseline_all, 2)
     assert not spread_by_stage(baseline_all, 8)  # 6 of a fair share of 5.6: spread the cases
-    perf_all = [(k, "cutile_rs") for k, n in (("matmul", 4), ("rms_norm", 6), ("silu", 2), ("softmax", 3))
-                for _ in range(n)]
+    perf_all = [
+        (k, "cutile_rs") for k, n in (("matmul", 4), ("rms_norm", 6), ("silu", 2), ("softmax", 3)) for _ in range(n)
+    ]
     assert not spread_by_stage(perf_all, 2)  # rms_norm alone would keep one GPU busy
     assert not spread_by_stage([("a", "cutile_rs")] * 6, 2)
     assert not spread_by_stage([], 2) and not spread_by_stage(baseline_all, 1)
@@ -106,6 +141,7 @@ def test_whole_stages_go_to_workers_only_when_they_can_balance_them():
 
 # ---------------------------------------------------------------------------------------------
 # Stage logs of one session
+
 
 @pytest.fixture(scope="module")
 def one_process(tmp_path_factory):
@@ -124,12 +160,18 @@ def test_each_stage_log_holds_its_own_cases_and_reads_like_a_pytest_run(one_proc
     triton = parse_log(stage_log(folder, kernel, "triton"), kernel, "triton")
     assert [r.config["n"] for r in triton.records] == [1, 3, 4] and triton.rejected == []
     assert [(o.status, o.case, o.reason) for o in triton.outcomes] == [
-        ("FAILED", f"tests/kernels/test_{kernel}.py::test_perf[triton-2]", "AssertionError: triton gives a wrong result")]
+        (
+            "FAILED",
+            f"tests/kernels/test_{kernel}.py::test_perf[triton-2]",
+            "AssertionError: triton gives a wrong result",
+        )
+    ]
     assert triton.summary == "1 failed, 3 passed"
     torch = parse_log(stage_log(folder, kernel, "torch"), kernel, "torch")
     assert [r.config["n"] for r in torch.records] == [1, 2, 4]
     assert [(o.status, o.case, o.reason) for o in torch.outcomes] == [
-        ("SKIPPED", f"tests/kernels/test_{kernel}.py:15", "torch: no such op here")]
+        ("SKIPPED", f"tests/kernels/test_{kernel}.py:15", "torch: no such op here")
+    ]
 
 
 def test_the_failure_traceback_is_in_the_stage_log_and_the_session_output_is_unchanged(one_process):
@@ -147,8 +189,10 @@ def test_sanitize_report_and_validate_accept_stage_logs(one_process, tmp_path):
     for src, dst in (("cutile_rs", layout.PORT_RAW), ("triton", layout.baseline_raw("triton"))):
         (kdir / dst).parent.mkdir(parents=True, exist_ok=True)
         (kdir / dst).write_text(stage_log(folder, "alpha", src))
-    done = run([sys.executable, "-m", "tilekit", "report", "--kernel", "alpha", "--dir", str(kdir),
-                "--only", "performance"], env=child_env())
+    done = run(
+        [sys.executable, "-m", "tilekit", "report", "--kernel", "alpha", "--dir", str(kdir), "--only", "performance"],
+        env=child_env(),
+    )
     assert done.returncode == 0, done.stderr
     text = (kdir / layout.PERFORMANCE_MD).read_text()
     assert "geomean_ratio=1.0000\n" in text and "over 3 matched configs" in text  # n=2 has no triton median
@@ -160,8 +204,13 @@ def test_sanitize_report_and_validate_accept_stage_logs(one_process, tmp_path):
 def test_a_file_that_fails_to_collect_is_named_in_each_of_its_stage_logs(tmp_path):
     (tmp_path / "tests" / "kernels").mkdir(parents=True)
     (tmp_path / "tests" / "kernels" / "test_gamma.py").write_text("import no_such_module\n")
-    code, out = run_session(tmp_path, ["alpha"], "--stage-backends", "cutile_rs,triton",
-                            files=["tests/kernels/test_alpha.py", "tests/kernels/test_gamma.py"])
+    code, out = run_session(
+        tmp_path,
+        ["alpha"],
+        "--stage-backends",
+        "cutile_rs,triton",
+        files=["tests/kernels/test_alpha.py", "tests/kernels/test_gamma.py"],
+    )
     assert code == 2, out  # pytest's collection error
     for backend in ("cutile_rs", "triton"):
         parsed = parse_log(stage_log(tmp_path, "gamma", backend))
@@ -184,12 +233,36 @@ def test_a_template_without_its_fields_is_a_usage_error(tmp_path):
     (tmp_path / "tests" / "kernels").mkdir(parents=True)
     (tmp_path / "tests" / "kernels" / "test_alpha.py").write_text(SUITE.replace("KERNEL", "alpha"))
     (tmp_path / "pytest.ini").write_text("[pytest]\naddopts = -p tilekit.pytest_plugin\n")
-    done = run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "tests/kernels/test_alpha.py",
-                "--stage-log", "out/perf.txt"], cwd=tmp_path, env=child_env())
+    done = run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "tests/kernels/test_alpha.py",
+            "--stage-log",
+            "out/perf.txt",
+        ],
+        cwd=tmp_path,
+        env=child_env(),
+    )
     assert done.returncode == 4 and "--stage-log 'out/perf.txt' must contain {kernel} and {backend}" in done.stderr
     for bad in ("out/{kernel}/{gpu}/{backend}.txt", "out/{{kernel}}/{backend}.txt", "out/{kernel/{backend}.txt"):
-        done = run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "tests/kernels/test_alpha.py",
-                    "--stage-log", bad], cwd=tmp_path, env=child_env())
+        done = run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-p",
+                "no:cacheprovider",
+                "tests/kernels/test_alpha.py",
+                "--stage-log",
+                bad,
+            ],
+            cwd=tmp_path,
+            env=child_env(),
+        )
         assert done.returncode == 4 and "must contain {kernel} and {backend} and no other" in done.stderr, bad
 
 
@@ -202,22 +275,39 @@ def test_xfails_and_a_run_cut_short_by_x_are_told_apart(tmp_path):
         "@pytest.mark.xfail(reason='known')\n"
         "def test_perf_b_torch():\n    assert False\n"
         "def test_perf_c_torch():\n    assert False, 'wrong'\n"
-        "def test_perf_d_torch():\n    pass\n")
+        "def test_perf_d_torch():\n    pass\n"
+    )
     (tmp_path / "pytest.ini").write_text("[pytest]\naddopts = -p tilekit.pytest_plugin\n")
-    done = run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "tests/kernels/test_alpha.py", "-x",
-                "--stage-log", TEMPLATE], cwd=tmp_path, env=child_env())
+    done = run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "tests/kernels/test_alpha.py",
+            "-x",
+            "--stage-log",
+            TEMPLATE,
+        ],
+        cwd=tmp_path,
+        env=child_env(),
+    )
     assert done.returncode == 1, done.stdout
     text = stage_log(tmp_path, "alpha", "torch")
     assert "test_perf_a_torch XFAIL" in text and "test_perf_b_torch XFAIL" in text
     assert "test_perf_d_torch" not in text  # -x stopped before it
     parsed = parse_log(text)
-    assert parsed.summary is None and "the pytest session stopped before it finished (stopping after 1 failures)" in text
+    assert (
+        parsed.summary is None and "the pytest session stopped before it finished (stopping after 1 failures)" in text
+    )
 
 
 # ---------------------------------------------------------------------------------------------
 # Under xdist (tilekit.gpu_workers.StageScheduling; its every interleaving: test_stage_scheduling.py):
 # whole stages per worker, or single cases when whole stages cannot balance the workers. Each
 # worker gets work when the session starts, so "both workers are used" holds by construction.
+
 
 def workers_by_stage(folder: Path, kernels, backends) -> dict:
     seen = {}
@@ -230,8 +320,17 @@ def workers_by_stage(folder: Path, kernels, backends) -> dict:
 
 def test_under_xdist_each_stage_runs_on_one_pinned_worker_and_both_workers_are_used(tmp_path):
     kernels = ["alpha", "beta", "gamma", "delta"]  # 12 stages of 4 cases: whole stages balance 2 workers
-    code, out = run_session(tmp_path, kernels, "-n", "2", "--dist", "load",
-                            "--stage-backends", "cutile_rs,triton,torch", TILEKIT_GPU_LIST="7,9")
+    code, out = run_session(
+        tmp_path,
+        kernels,
+        "-n",
+        "2",
+        "--dist",
+        "load",
+        "--stage-backends",
+        "cutile_rs,triton,torch",
+        TILEKIT_GPU_LIST="7,9",
+    )
     assert code == 1, out
     assert "tilekit gpu_workers: 48 cases in 12 stages over 2 workers: handed out by stage" in out
     seen = workers_by_stage(tmp_path, kernels, ["cutile_rs", "triton", "torch"])
@@ -243,21 +342,44 @@ def test_under_xdist_each_stage_runs_on_one_pinned_worker_and_both_workers_are_u
 
 
 def test_under_xdist_a_single_stage_is_spread_case_by_case(tmp_path):
-    code, out = run_session(tmp_path, ["alpha"], "-n", "2", "--dist", "load", "--stage-backends", "cutile_rs",
-                            TILEKIT_GPU_LIST="7,9", SUITE_BACKENDS="cutile_rs")
+    code, out = run_session(
+        tmp_path,
+        ["alpha"],
+        "-n",
+        "2",
+        "--dist",
+        "load",
+        "--stage-backends",
+        "cutile_rs",
+        TILEKIT_GPU_LIST="7,9",
+        SUITE_BACKENDS="cutile_rs",
+    )
     assert code == 0, out
     assert "tilekit gpu_workers: 4 cases in 1 stage over 2 workers: handed out one case at a time" in out
     seen = workers_by_stage(tmp_path, ["alpha"], ["cutile_rs"])
     assert seen == {("alpha", "cutile_rs"): {("gw0", "7"), ("gw1", "9")}}
 
 
-@pytest.mark.parametrize("kernels,how", [(["alpha"], "one case at a time"),
-                                         (["alpha", "beta", "gamma", "delta"], "by stage")], ids=["by_case", "by_stage"])
+@pytest.mark.parametrize(
+    "kernels,how",
+    [(["alpha"], "one case at a time"), (["alpha", "beta", "gamma", "delta"], "by stage")],
+    ids=["by_case", "by_stage"],
+)
 def test_a_crashed_worker_is_named_in_its_stage_log_and_the_rest_still_runs(tmp_path, kernels, how):
     # triton-3 kills whichever worker runs it, each time it runs: reported once means run once.
     # Which worker runs what, and in which order the reports come, is up to the scheduler.
-    code, out = run_session(tmp_path, kernels, "-n", "2", "--dist", "load",
-                            "--stage-backends", "cutile_rs,triton,torch", TILEKIT_GPU_LIST="7,9", CRASH_AT="triton-3")
+    code, out = run_session(
+        tmp_path,
+        kernels,
+        "-n",
+        "2",
+        "--dist",
+        "load",
+        "--stage-backends",
+        "cutile_rs,triton,torch",
+        TILEKIT_GPU_LIST="7,9",
+        CRASH_AT="triton-3",
+    )
     assert code == 1, out
     assert f"over 2 workers: handed out {how}" in out
     assert out.count("crashed while running") == len(kernels)

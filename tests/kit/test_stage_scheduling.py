@@ -8,6 +8,7 @@ replacement comes up, which cases crash their worker) and checks what must hold 
 the session ends, every case runs exactly once or is reported crashed exactly once, a crashed case
 is never sent again, nothing finished is sent again, no empty send. No real process, no clock.
 """
+
 from types import SimpleNamespace
 
 import pytest
@@ -169,13 +170,20 @@ def twelve_stages() -> list[str]:
 # ---------------------------------------------------------------------------------------------
 # Units of work
 
+
 def test_whole_stages_go_out_largest_first_when_they_balance_the_workers():
     collection = suite({("a", "torch"): 2, ("b", "torch"): 5, ("c", "torch"): 3, ("d", "torch"): 2})
     session = Session(collection, 2)  # largest stage 5, 2 * 2 * 5 > 12: cases one at a time
     session.run()
     assert not session.sched.by_stage
-    sizes = {("a", "torch"): 2, ("b", "torch"): 3, ("c", "torch"): 3, ("d", "torch"): 2, ("e", "torch"): 3,
-             ("f", "torch"): 1}  # 14 cases, largest stage 3: 2 * 2 * 3 <= 14, whole stages
+    sizes = {
+        ("a", "torch"): 2,
+        ("b", "torch"): 3,
+        ("c", "torch"): 3,
+        ("d", "torch"): 2,
+        ("e", "torch"): 3,
+        ("f", "torch"): 1,
+    }  # 14 cases, largest stage 3: 2 * 2 * 3 <= 14, whole stages
     session = Session(suite(sizes), 2)
     session.run()
     assert session.sched.by_stage
@@ -202,8 +210,9 @@ def test_a_single_stage_is_handed_out_case_by_case_to_every_worker():
     session.run()
     assert not session.sched.by_stage
     assert {w.gateway.id: w.sent for w in session.all_workers} == {"gw0": [[0], [1]], "gw1": [[2], [3]]}
-    assert session.config.lines == [("tilekit gpu_workers: 4 cases in 1 stage over 2 workers: handed out one case "
-                                     "at a time")]
+    assert session.config.lines == [
+        ("tilekit gpu_workers: 4 cases in 1 stage over 2 workers: handed out one case at a time")
+    ]
 
 
 def test_fewer_units_than_workers_shuts_the_idle_worker_down_at_once():
@@ -239,6 +248,7 @@ def test_an_empty_collection_ends_the_session():
 
 # ---------------------------------------------------------------------------------------------
 # A worker that crashes
+
 
 def test_the_crashed_case_is_reported_once_and_the_workers_other_cases_still_run():
     collection = twelve_stages()
@@ -303,8 +313,12 @@ def test_a_pytest_handlecrashitem_hook_may_run_the_crashed_case_again():
 # ---------------------------------------------------------------------------------------------
 # Any interleaving
 
-stage_sizes = st.dictionaries(st.tuples(st.sampled_from("abcd"), st.sampled_from(["cutile_rs", "triton", "torch"])),
-                              st.integers(1, 6), min_size=1, max_size=8)
+stage_sizes = st.dictionaries(
+    st.tuples(st.sampled_from("abcd"), st.sampled_from(["cutile_rs", "triton", "torch"])),
+    st.integers(1, 6),
+    min_size=1,
+    max_size=8,
+)
 
 
 @settings(max_examples=300, deadline=None, derandomize=True, database=None)
@@ -326,6 +340,7 @@ def test_any_interleaving_ends_with_every_case_run_once_or_crashed_once(sizes, w
 
 # ---------------------------------------------------------------------------------------------
 # The plugin hook
+
 
 def make_scheduler(dist: str, workers: int):
     plugin = StageScheduler()

@@ -1,4 +1,5 @@
 """make KERNEL=all's summary: one row per kernel, recomputed from the files on disk."""
+
 import shutil
 import sys
 from pathlib import Path
@@ -52,7 +53,13 @@ def test_summary_chart_data_is_each_kernels_comparison(tmp_path):
     chart = summary.chart_data(perfs)
     rms, softmax = chart.kernels
     c = perfs[0].comparison
-    assert (rms.kernel, rms.reference, rms.geomean, rms.ci95, rms.band) == ("rms_norm", "triton", c.geomean, c.ci95, "DONE")
+    assert (rms.kernel, rms.reference, rms.geomean, rms.ci95, rms.band) == (
+        "rms_norm",
+        "triton",
+        c.geomean,
+        c.ci95,
+        "DONE",
+    )
     assert rms.ratios == tuple(r.ratio for r in c.matched) and len(rms.ratios) == 6
     assert (softmax.kernel, softmax.geomean, softmax.ratios, softmax.band) == ("softmax", None, (), "not run")
 
@@ -69,8 +76,10 @@ def test_without_matplotlib_the_summary_is_written_and_says_why(tmp_path, monkey
     shutil.copytree(H200 / "rms_norm", tmp_path / "rms_norm")
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     assert summary.main(["--out-root", str(tmp_path), "rms_norm"]) == 0
-    line = ("Chart: not drawn: matplotlib is not importable (import of matplotlib halted; None in sys.modules); "
-            "`make setup` installs it, then `make KERNEL=all report` draws the chart")
+    line = (
+        "Chart: not drawn: matplotlib is not importable (import of matplotlib halted; None in sys.modules); "
+        "`make setup` installs it, then `make KERNEL=all report` draws the chart"
+    )
     assert (tmp_path / "summary.md").read_text().endswith(f"\n\n{line}\n")
     assert not (tmp_path / "summary.svg").exists()
     assert f"summary.svg: {line}" in capsys.readouterr().err

@@ -1,4 +1,5 @@
 """tilekit.validate: the <VALIDATOR_OUTPUT> block, structure checks and recomputed numbers."""
+
 import re
 import sys
 
@@ -10,9 +11,24 @@ HEADER = "platform linux -- Python 3.12.3, pytest-9.2.0\nrootdir: /work/main\npl
 
 
 def perf_log(backend: str, medians: dict) -> str:
-    blocks = [format_block(dict(test=f"t.py::test_perf[{backend}-{n}]", kernel=KERNEL, backend=backend,
-                                config={"dtype": "float16", "n": n}, timer="cupti", median_ms=m, mean_ms=m,
-                                std_ms=0.0, min_ms=m, max_ms=m, nrep=10)) for n, m in medians.items()]
+    blocks = [
+        format_block(
+            dict(
+                test=f"t.py::test_perf[{backend}-{n}]",
+                kernel=KERNEL,
+                backend=backend,
+                config={"dtype": "float16", "n": n},
+                timer="cupti",
+                median_ms=m,
+                mean_ms=m,
+                std_ms=0.0,
+                min_ms=m,
+                max_ms=m,
+                nrep=10,
+            )
+        )
+        for n, m in medians.items()
+    ]
     return HEADER + "\n".join(blocks) + f"\n===== {len(medians)} passed in 1.0s =====\n"
 
 
@@ -25,7 +41,8 @@ def good_dir(tmp_path):
     (d / "correctness_cutile_rs.txt").write_text(HEADER + "collected 1 item\n")
     (logs / "correctness.junit.xml").write_text(
         '<testsuites><testsuite><testcase classname="tests.kernels.test_softmax" name="test_op[a]"/>'
-        '</testsuite></testsuites>')
+        "</testsuite></testsuites>"
+    )
     (logs / "perf_cutile_rs.full.txt").write_text(perf_log("cutile-rs", {1: 1.0, 2: 1.3, 3: 0.9}))
     (logs / "baseline_perf_triton.full.txt").write_text(perf_log("triton", {1: 1.0, 2: 1.0, 3: 1.0}))
     (logs / "baseline_perf_torch.full.txt").write_text(perf_log("torch", {1: 2.0, 2: 2.0, 3: 2.0}))
@@ -115,7 +132,8 @@ def test_noise_in_a_sanitized_log_fails(tmp_path, capsys):
     status, out, err = validate_run(d, capsys)
     assert status == 1
     assert failed_checks(out) == [
-        f"{clean} holds complete valid blocks only and matches {d}/reports/logs/baseline_perf_torch.full.txt"]
+        f"{clean} holds complete valid blocks only and matches {d}/reports/logs/baseline_perf_torch.full.txt"
+    ]
     assert "holds text outside the record blocks" in err
 
 

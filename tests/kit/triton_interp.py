@@ -1,6 +1,7 @@
 """Runs a kernel's Triton baselines on the CPU for test_baselines.py: a child Python with
 TRITON_INTERPRET=1 (set before triton is imported, hence a child) calls the kernel's triton entry on
 each case of baseline_cases.py and prints one JSON list of results, one per case."""
+
 import json
 import os
 import subprocess
@@ -41,7 +42,9 @@ def _dot(self, a, b, d, *args):
 interp.InterpreterBuilder.create_dot = _dot
 """
 
-CHILD = PREAMBLE + r"""
+CHILD = (
+    PREAMBLE
+    + r"""
 import importlib
 import baseline_cases
 
@@ -61,6 +64,7 @@ for dt, shape, variant, knobs in json.loads(sys.stdin.read()):
         out.append({"error": f"{type(exc).__name__}: {exc}"})
 print(json.dumps(out))
 """
+)
 
 
 def run(kernel: str, cases: list, *, timeout: int = 45) -> list:
@@ -68,8 +72,15 @@ def run(kernel: str, cases: list, *, timeout: int = 45) -> list:
     under the interpreter, from one child process; its deadline stays well under pytest-timeout's
     60 s, which counts this fixture's time in the first test that uses it."""
     path = os.pathsep.join([str(ROOT), str(ROOT / "tools"), str(HERE), os.environ.get("PYTHONPATH", "")])
-    proc = subprocess.run([sys.executable, "-W", "ignore", "-c", CHILD, kernel], input=json.dumps(cases),
-                          capture_output=True, text=True, cwd=ROOT, env=dict(os.environ, PYTHONPATH=path), timeout=timeout)
+    proc = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", CHILD, kernel],
+        input=json.dumps(cases),
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=path),
+        timeout=timeout,
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     results = json.loads(proc.stdout.strip().splitlines()[-1])
     assert len(results) == len(cases)

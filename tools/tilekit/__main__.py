@@ -3,6 +3,7 @@
 Each command lives in the module of the same role and exposes ``main(argv) -> int``; this file
 only dispatches, so ``python -m tilekit <command> --help`` shows that module's own options.
 """
+
 import importlib
 import sys
 
@@ -11,9 +12,15 @@ COMMANDS = {
     "report": ("tilekit.report", "re-sanitize raw logs and render reports/performance.md and reports/correctness.md"),
     "validate": ("tilekit.validate", "check every output file of a kernel; print a <VALIDATOR_OUTPUT> block"),
     "abi": ("tilekit.ffi", "list the exports kernels declare; compare the built library's ABI with Python's"),
-    "summary": ("tilekit.summary", "one row per kernel (verdicts, geomean, reference, best % of peak) in OUT_ROOT/summary.md"),
+    "summary": (
+        "tilekit.summary",
+        "one row per kernel (verdicts, geomean, reference, best % of peak) in OUT_ROOT/summary.md",
+    ),
     "doctor": ("tilekit.doctor", "diagnose the build and GPU environment and print the fix for each problem"),
-    "fingerprint": ("tilekit.fingerprint", "write the timing environment (GPU, driver, versions) to FILE when it changed"),
+    "fingerprint": (
+        "tilekit.fingerprint",
+        "write the timing environment (GPU, driver, versions) to FILE when it changed",
+    ),
 }
 
 

@@ -10,6 +10,7 @@ fatal; if every variant fails, the last error is raised. The cache is one JSON f
 $TILEKIT_AUTOTUNE_CACHE or $TILEKIT_CACHE/autotune.json (default ~/.cache/tilekit/autotune.json),
 written atomically; TILEKIT_AUTOTUNE=0 disables tuning (the first variant is used).
 """
+
 from __future__ import annotations
 
 import json
@@ -28,7 +29,9 @@ _MEMO: dict[tuple, dict] = {}
 def cache_path() -> Path:
     if os.environ.get("TILEKIT_AUTOTUNE_CACHE"):
         return Path(os.environ["TILEKIT_AUTOTUNE_CACHE"])
-    root = os.environ.get("TILEKIT_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tilekit"
+    root = (
+        os.environ.get("TILEKIT_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tilekit"
+    )
     return Path(root) / "autotune.json"
 
 

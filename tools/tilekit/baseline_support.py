@@ -23,6 +23,7 @@ tileiras >= 13.3 with the ptxas and libnvvm of its own release). cuda.tile looks
 /usr/local/cuda*; it loads libcuda.so.1 from the driver and nothing else from a CUDA toolkit.
 Compiled cubins are cached under ``$CUDA_TILE_CACHE_DIR`` (default ~/.cache/cutile-python).
 """
+
 from __future__ import annotations
 
 import functools
@@ -60,9 +61,11 @@ def tileiras_missing() -> str | None:
     try:
         _find_compiler_bin()
     except FileNotFoundError:
-        return ("cuda.tile found no tileiras (Tile IR compiler, >= 13.3 for sm_90): export CUDA_HOME "
-                "to a tree with bin/tileiras, bin/ptxas and nvvm/ (make bundle carries one), "
-                "or put tileiras on PATH")
+        return (
+            "cuda.tile found no tileiras (Tile IR compiler, >= 13.3 for sm_90): export CUDA_HOME "
+            "to a tree with bin/tileiras, bin/ptxas and nvvm/ (make bundle carries one), "
+            "or put tileiras on PATH"
+        )
     except Exception:
         return None
     return None
@@ -96,6 +99,7 @@ def require(package, reason, backend: str) -> None:
 
 
 # -- checks -------------------------------------------------------------------------------------
+
 
 def check_variant(kernel: str, variant: str, variants: tuple) -> None:
     if variant not in variants:
@@ -165,6 +169,7 @@ def num_sms(t) -> int:
 
 # -- row-wise launches (the convention in the module docstring) ----------------------------------
 
+
 def launch_triton_rows(kernel, cfg: dict, operands: tuple, y, scalars: tuple = (), one_row: str = "looped") -> None:
     """kernel[grid](*operands, y, [m,] n, operands[0] row stride, y row stride, *scalars,
     [ROWS,] BLOCK, num_warps), (m, n) = y.shape; no m and ROWS when cfg's variant is `one_row`."""
@@ -174,8 +179,9 @@ def launch_triton_rows(kernel, cfg: dict, operands: tuple, y, scalars: tuple = (
     if cfg["variant"] == one_row:
         kernel[grid](*operands, y, n, *strides, *scalars, BLOCK=cfg["block"], num_warps=cfg["num_warps"])
     else:
-        kernel[grid](*operands, y, m, n, *strides, *scalars, ROWS=cfg["rows"], BLOCK=cfg["block"],
-                     num_warps=cfg["num_warps"])
+        kernel[grid](
+            *operands, y, m, n, *strides, *scalars, ROWS=cfg["rows"], BLOCK=cfg["block"], num_warps=cfg["num_warps"]
+        )
 
 
 def launch_cutile_rows(ct, kernel, cfg: dict, args: tuple, device, one_row: str = "looped") -> None:
@@ -197,14 +203,14 @@ def launch_cutile_rows(ct, kernel, cfg: dict, args: tuple, device, one_row: str 
 #   looped   -- one row per program, two passes over BLOCK-wide column tiles (rows too long to hold).
 
 ROW_VARIANTS = ("auto", "row", "multirow", "looped")
-MAX_ROW_BLOCK = 16384             # auto: the widest row kept whole in registers (f32 16K = 64 KiB per row)
+MAX_ROW_BLOCK = 16384  # auto: the widest row kept whole in registers (f32 16K = 64 KiB per row)
 TRITON_ROW_ELEMS_PER_THREAD = 16  # f32 registers per thread the row/multirow tiles aim for
-TRITON_MULTIROW_TILE = 8192       # elements per ROWS x BLOCK tile in the multirow form
-TRITON_LOOPED_BLOCK = 4096        # column tile of the looped form
-TRITON_CTAS_PER_SM = 2            # persistent programs per SM: >1 to hide latency, few enough
-                                  # (2 x 16 warps) that all stay resident and none forms a tail
-CUTILE_LOOPED_BLOCK = 4096        # column tile of the looped form
-CUTILE_CTAS_PER_SM = 1            # static persistent: one program per SM; tileiras sizes the CTA
+TRITON_MULTIROW_TILE = 8192  # elements per ROWS x BLOCK tile in the multirow form
+TRITON_LOOPED_BLOCK = 4096  # column tile of the looped form
+TRITON_CTAS_PER_SM = 2  # persistent programs per SM: >1 to hide latency, few enough
+# (2 x 16 warps) that all stay resident and none forms a tail
+CUTILE_LOOPED_BLOCK = 4096  # column tile of the looped form
+CUTILE_CTAS_PER_SM = 1  # static persistent: one program per SM; tileiras sizes the CTA
 
 
 def _whole_row(kernel: str, backend: str, variant: str, block: int, n: int) -> int:
@@ -213,8 +219,9 @@ def _whole_row(kernel: str, backend: str, variant: str, block: int, n: int) -> i
     return block
 
 
-def triton_row_plan(kernel: str, m: int, n: int, sms: int, variant: str, *, block=None, rows=None,
-                    num_warps=None, ctas_per_sm=None) -> dict:
+def triton_row_plan(
+    kernel: str, m: int, n: int, sms: int, variant: str, *, block=None, rows=None, num_warps=None, ctas_per_sm=None
+) -> dict:
     """The Triton launch plan of a named form (row, multirow, looped) for an (m, n) problem on
     `sms` SMs: {"variant", "block", "rows", "num_warps", "grid"}. Pure; keywords force a knob."""
     whole = row_block(n)
@@ -242,8 +249,9 @@ def cutile_rows_per_tile(block: int) -> int:
     return 2 if block >= 16384 else 4
 
 
-def cutile_row_plan(kernel: str, m: int, n: int, sms: int, variant: str, *, block=None, rows=None,
-                    ctas_per_sm=None) -> dict:
+def cutile_row_plan(
+    kernel: str, m: int, n: int, sms: int, variant: str, *, block=None, rows=None, ctas_per_sm=None
+) -> dict:
     """The cuTile launch plan of a named form (row, multirow, looped) for an (m, n) problem on
     `sms` SMs: {"variant", "block", "rows", "grid"}. Pure; keywords force a knob."""
     whole = row_block(n)

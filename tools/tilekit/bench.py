@@ -14,6 +14,7 @@ samples (a JIT or autotune inside the timed region) is flagged.
 
 Warm-up: `warmup` calls (the first one compiles and autotunes) before any sample is kept.
 """
+
 from __future__ import annotations
 
 import functools
@@ -53,8 +54,11 @@ def device_activities(prof) -> list[tuple[str, float]]:
     start order. User annotations (ranges, not work) are left out."""
     import torch
 
-    events = [e for e in prof.profiler.kineto_results.events()
-              if e.device_type() == torch.autograd.DeviceType.CUDA and not e.is_user_annotation()]
+    events = [
+        e
+        for e in prof.profiler.kineto_results.events()
+        if e.device_type() == torch.autograd.DeviceType.CUDA and not e.is_user_annotation()
+    ]
     events.sort(key=lambda e: e.start_ns())
     return [(e.name(), e.duration_ns() / 1e6) for e in events]
 
@@ -88,8 +92,10 @@ def time_cupti(fn, *, nrep: int = 100, warmup: int = 5, flush: bool = True) -> T
             torch.cuda.synchronize()
         acts = device_activities(prof)
         if not acts:
-            raise RuntimeError("CUPTI saw no device activity for this call: is the op running on the GPU, "
-                               "and is the profiler (kineto) available? see `make doctor`")
+            raise RuntimeError(
+                "CUPTI saw no device activity for this call: is the op running on the GPU, "
+                "and is the profiler (kineto) available? see `make doctor`"
+            )
         names = [n for n, _ in acts]
         if first is None:
             first = names
@@ -100,6 +106,7 @@ def time_cupti(fn, *, nrep: int = 100, warmup: int = 5, flush: bool = True) -> T
 
 
 # -- environment fingerprint ---------------------------------------------------------------------
+
 
 def _version(dist: str) -> str:
     from importlib import metadata
@@ -126,7 +133,11 @@ def cutile_crate_version(lock: Path | None = None) -> str:
 
 
 def tileiras_release() -> str:
-    for root in (os.environ.get("CUTILE_TILEIRAS_PATH"), os.environ.get("CUDA_TOOLKIT_PATH"), os.environ.get("CUDA_HOME")):
+    for root in (
+        os.environ.get("CUTILE_TILEIRAS_PATH"),
+        os.environ.get("CUDA_TOOLKIT_PATH"),
+        os.environ.get("CUDA_HOME"),
+    ):
         if not root:
             continue
         exe = Path(root) if root.endswith("tileiras") else Path(root) / "bin" / "tileiras"
@@ -148,8 +159,17 @@ def environment() -> dict:
 
     driver = "unknown"
     try:
-        driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                                capture_output=True, text=True, timeout=20).stdout.split("\n")[0].strip() or driver
+        driver = (
+            subprocess.run(
+                ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                capture_output=True,
+                text=True,
+                timeout=20,
+            )
+            .stdout.split("\n")[0]
+            .strip()
+            or driver
+        )
     except (OSError, subprocess.TimeoutExpired):
         pass
     return {
@@ -183,9 +203,18 @@ def current_gpu() -> int | str | None:
     return physical_gpu(os.environ.get("CUDA_VISIBLE_DEVICES"), torch.cuda.current_device())
 
 
-def perf_record(*, kernel: str, backend: str, config: dict, timing: Timing, test: str,
-                bytes_moved: int | None = None, flops: int | None = None, env: dict | None = None,
-                gpu_index: int | str | None = None) -> dict:
+def perf_record(
+    *,
+    kernel: str,
+    backend: str,
+    config: dict,
+    timing: Timing,
+    test: str,
+    bytes_moved: int | None = None,
+    flops: int | None = None,
+    env: dict | None = None,
+    gpu_index: int | str | None = None,
+) -> dict:
     """A record v1 (see tilekit.records) with throughput, % of peak inputs and the fingerprint.
     ``gpu_index`` (default: current_gpu()) says which GPU of the host timed it; ``env`` names its model."""
     env = env if env is not None else environment()

@@ -11,6 +11,7 @@ with matplotlib), a fixed ``svg.hashsalt`` for the clip-path ids, no Date/Creato
 figure built from matplotlib's defaults whatever a local matplotlibrc says. The same logs give
 the same file.
 """
+
 from __future__ import annotations
 
 import io
@@ -41,6 +42,7 @@ METADATA = {"Date": None, "Creator": None}
 @dataclass(frozen=True)
 class ConfigBars:
     """One config of performance.md: the port's ratio to each baseline and its % of peak."""
+
     group: str  # the report's table the row is in (e.g. "float16")
     label: str  # the config within its table (e.g. "m=4096, n=1024")
     ratios: dict  # baseline -> port median / baseline median; absent where not compared
@@ -61,6 +63,7 @@ class PerformanceChart:
 @dataclass(frozen=True)
 class KernelRatios:
     """One kernel of summary.md: its geomean ratio against its reference, and the ratios behind it."""
+
     kernel: str
     reference: str | None
     geomean: float | None
@@ -88,6 +91,7 @@ def missing_matplotlib() -> str | None:
 def _rc() -> dict:
     """matplotlib's defaults (never the machine's matplotlibrc) plus the fixed style above."""
     import matplotlib
+
     rc = {k: v for k, v in matplotlib.rcParamsDefault.items() if not k.startswith(("backend", "interactive"))}
     rc.update(STYLE)
     return rc
@@ -95,6 +99,7 @@ def _rc() -> dict:
 
 def _svg(build) -> str:
     import matplotlib
+
     with matplotlib.rc_context(_rc()):
         fig = build()
         out = io.StringIO()
@@ -116,6 +121,7 @@ def _padded(values, pad_left: float, pad_right: float) -> tuple[float, float]:
 
 # ---------------------------------------------------------------------------------------------
 # performance.svg
+
 
 def performance_svg(chart: PerformanceChart) -> str:
     return _svg(lambda: _performance_figure(chart))
@@ -143,17 +149,40 @@ def _performance_figure(chart: PerformanceChart):
     for j, name in enumerate(names):
         at = [(i - 0.4 + bar * (j + 0.5), r.ratios[name]) for i, r in enumerate(rows) if name in r.ratios]
         reference = name == chart.reference
-        left.barh([y for y, _ in at], [v - 1.0 for _, v in at], left=1.0, height=bar, color=colors[name],
-                  alpha=1.0 if reference else 0.4, edgecolor="#222222" if reference else "none",
-                  linewidth=0.8 if reference else 0.0)
+        left.barh(
+            [y for y, _ in at],
+            [v - 1.0 for _, v in at],
+            left=1.0,
+            height=bar,
+            color=colors[name],
+            alpha=1.0 if reference else 0.4,
+            edgecolor="#222222" if reference else "none",
+            linewidth=0.8 if reference else 0.0,
+        )
         if reference:
             for y, v in at:
-                left.annotate(f"{v:.4f}", (v, y), xytext=(3 if v >= 1.0 else -3, 0), textcoords="offset points",
-                              ha="left" if v >= 1.0 else "right", va="center", fontsize=7.5)
+                left.annotate(
+                    f"{v:.4f}",
+                    (v, y),
+                    xytext=(3 if v >= 1.0 else -3, 0),
+                    textcoords="offset points",
+                    ha="left" if v >= 1.0 else "right",
+                    va="center",
+                    fontsize=7.5,
+                )
     for i, r in enumerate(rows):
         if r.status:
-            left.annotate(r.status, (1.0, i), xytext=(4, 0), textcoords="offset points", ha="left", va="center",
-                          fontsize=8, color="#c44e52", fontweight="bold")
+            left.annotate(
+                r.status,
+                (1.0, i),
+                xytext=(4, 0),
+                textcoords="offset points",
+                ha="left",
+                va="center",
+                fontsize=8,
+                color="#c44e52",
+                fontweight="bold",
+            )
     ratios = [v for r in rows for v in r.ratios.values()]
     left.set_xlim(*_padded(ratios + [1.0, DONE_EDGE], 0.18, 0.18))
     left.axvline(1.0, color="#222222", linewidth=1.0)
@@ -176,13 +205,28 @@ def _performance_figure(chart: PerformanceChart):
     top = max([100.0] + [r.peak_pct for _, r in shares])
     for i, r in shares:
         inside = r.peak_pct > 0.55 * top
-        right.annotate(r.peak_text, (r.peak_pct, i), xytext=(-4 if inside else 4, 0), textcoords="offset points",
-                       ha="right" if inside else "left", va="center", fontsize=7.5,
-                       color="white" if inside else "#222222")
+        right.annotate(
+            r.peak_text,
+            (r.peak_pct, i),
+            xytext=(-4 if inside else 4, 0),
+            textcoords="offset points",
+            ha="right" if inside else "left",
+            va="center",
+            fontsize=7.5,
+            color="white" if inside else "#222222",
+        )
     for i, r in enumerate(rows):
         if r.peak_pct is None:
-            right.annotate(r.peak_text, (0, i), xytext=(4, 0), textcoords="offset points",
-                           ha="left", va="center", fontsize=7.5, color="#555555")
+            right.annotate(
+                r.peak_text,
+                (0, i),
+                xytext=(4, 0),
+                textcoords="offset points",
+                ha="left",
+                va="center",
+                fontsize=7.5,
+                color="#555555",
+            )
     right.set_xlim(0, top * 1.02)
     right.axvline(100.0, color="#222222", linewidth=1.0)
     right.set_title(f"{chart.port} throughput")
@@ -191,12 +235,20 @@ def _performance_figure(chart: PerformanceChart):
     right.grid(axis="x", color="#e0e0e0", linewidth=0.6)
     right.set_axisbelow(True)
 
-    handles = [Patch(facecolor=colors[nm], alpha=1.0 if nm == chart.reference else 0.4,
-                     edgecolor="#222222" if nm == chart.reference else "none",
-                     label=f"vs {nm}" + (" (reference)" if nm == chart.reference else "")) for nm in names]
-    handles += [Line2D([], [], color="#222222", linewidth=1.0, label="1.0: as fast"),
-                Line2D([], [], color="#555555", linewidth=0.9, linestyle="--", label=f"{DONE_EDGE:.2f}: DONE edge"),
-                Patch(facecolor=PORT_COLOR, label=f"{chart.port} % of peak")]
+    handles = [
+        Patch(
+            facecolor=colors[nm],
+            alpha=1.0 if nm == chart.reference else 0.4,
+            edgecolor="#222222" if nm == chart.reference else "none",
+            label=f"vs {nm}" + (" (reference)" if nm == chart.reference else ""),
+        )
+        for nm in names
+    ]
+    handles += [
+        Line2D([], [], color="#222222", linewidth=1.0, label="1.0: as fast"),
+        Line2D([], [], color="#555555", linewidth=0.9, linestyle="--", label=f"{DONE_EDGE:.2f}: DONE edge"),
+        Patch(facecolor=PORT_COLOR, label=f"{chart.port} % of peak"),
+    ]
     fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 4), frameon=False, fontsize=8)
     subtitle = f" ({groups[0]})" if len(groups) == 1 and groups[0] else ""
     fig.suptitle(f"{chart.kernel}: {chart.port} against its baselines{subtitle}")
@@ -205,6 +257,7 @@ def _performance_figure(chart: PerformanceChart):
 
 # ---------------------------------------------------------------------------------------------
 # summary.svg
+
 
 def summary_svg(chart: SummaryChart) -> str:
     return _svg(lambda: _summary_figure(chart))
@@ -226,21 +279,52 @@ def _summary_figure(chart: SummaryChart):
     values = [1.0, DONE_EDGE]
     for i, k in enumerate(kernels):
         if k.geomean is None:
-            ax.annotate(k.band, (1.0, i), xycoords=("axes fraction", "data"), xytext=(-4, 0),
-                        textcoords="offset points", ha="right", va="center", fontsize=8, color="#c44e52")
+            ax.annotate(
+                k.band,
+                (1.0, i),
+                xycoords=("axes fraction", "data"),
+                xytext=(-4, 0),
+                textcoords="offset points",
+                ha="right",
+                va="center",
+                fontsize=8,
+                color="#c44e52",
+            )
             continue
-        ax.barh([i], [k.geomean - 1.0], left=1.0, height=0.5, color=BAND_COLORS.get(k.band, "#8c8c8c"),
-                edgecolor="#222222", linewidth=0.8)
+        ax.barh(
+            [i],
+            [k.geomean - 1.0],
+            left=1.0,
+            height=0.5,
+            color=BAND_COLORS.get(k.band, "#8c8c8c"),
+            edgecolor="#222222",
+            linewidth=0.8,
+        )
         low, high = k.ci95 or (k.geomean, k.geomean)
-        ax.errorbar([k.geomean], [i], xerr=[[k.geomean - low], [high - k.geomean]], fmt="none",
-                    ecolor="#222222", elinewidth=1.0, capsize=4)
+        ax.errorbar(
+            [k.geomean],
+            [i],
+            xerr=[[k.geomean - low], [high - k.geomean]],
+            fmt="none",
+            ecolor="#222222",
+            elinewidth=1.0,
+            capsize=4,
+        )
         # The per-config ratios, spread over the bar's height in report order (no random jitter).
         count = len(k.ratios)
         ys = [i - 0.18 + 0.36 * (j / (count - 1) if count > 1 else 0.5) for j in range(count)]
         ax.scatter(k.ratios, ys, s=14, facecolors="white", edgecolors="#222222", linewidths=0.8, zorder=3)
         # The value in a column at the right edge, clear of the bars and dots (the x range leaves room).
-        ax.annotate(f"{k.geomean:.4f} {k.band}", (1.0, i), xycoords=("axes fraction", "data"), xytext=(-4, 0),
-                    textcoords="offset points", ha="right", va="center", fontsize=8)
+        ax.annotate(
+            f"{k.geomean:.4f} {k.band}",
+            (1.0, i),
+            xycoords=("axes fraction", "data"),
+            xytext=(-4, 0),
+            textcoords="offset points",
+            ha="right",
+            va="center",
+            fontsize=8,
+        )
         values += [k.geomean, low, high] + list(k.ratios)
     low, high = _padded(values, 0.12, 0.45)
     ax.set_xlim(low, high)
@@ -252,10 +336,20 @@ def _summary_figure(chart: SummaryChart):
     ax.set_xlabel(f"{chart.port} time / reference baseline time (< 1: {chart.port} faster)")
     ax.grid(axis="x", color="#e0e0e0", linewidth=0.6)
     ax.set_axisbelow(True)
-    handles = [Patch(facecolor=BAND_COLORS["DONE"], alpha=0.12, label=f"DONE band (geomean ≤ {DONE_EDGE:.2f})"),
-               Patch(facecolor="#8c8c8c", edgecolor="#222222", label="geomean ratio, 95 % interval"),
-               Line2D([], [], linestyle="none", marker="o", markerfacecolor="white", markeredgecolor="#222222",
-                      markersize=4, label="one config")]
+    handles = [
+        Patch(facecolor=BAND_COLORS["DONE"], alpha=0.12, label=f"DONE band (geomean ≤ {DONE_EDGE:.2f})"),
+        Patch(facecolor="#8c8c8c", edgecolor="#222222", label="geomean ratio, 95 % interval"),
+        Line2D(
+            [],
+            [],
+            linestyle="none",
+            marker="o",
+            markerfacecolor="white",
+            markeredgecolor="#222222",
+            markersize=4,
+            label="one config",
+        ),
+    ]
     fig.legend(handles=handles, loc="outside lower center", ncol=3, frameon=False, fontsize=8)
     fig.suptitle(f"{chart.port}: geomean ratio against each kernel's reference baseline")
     return fig

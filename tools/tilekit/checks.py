@@ -2,6 +2,7 @@
 across kernels (the suites' bad-input cases match these messages). Each takes the kernel's name
 and the tensors by their argument names, and raises TypeError/ValueError saying what to fix.
 """
+
 from __future__ import annotations
 
 
@@ -15,8 +16,10 @@ def dtypes(kernel: str, names: tuple[str, ...], **tensors) -> None:
         return
     if not rest:
         raise TypeError(f"{kernel}: {first} must be one of {allowed}, got {t.dtype}")
-    raise TypeError(f"{kernel}: {' and '.join(tensors)} must share one dtype of {allowed}, got "
-                    f"{' and '.join(str(o.dtype) for o in tensors.values())}")
+    raise TypeError(
+        f"{kernel}: {' and '.join(tensors)} must share one dtype of {allowed}, got "
+        f"{' and '.join(str(o.dtype) for o in tensors.values())}"
+    )
 
 
 def contiguous_last_dim(kernel: str, size_one_ok: bool = False, **tensors) -> None:
@@ -29,8 +32,10 @@ def contiguous_last_dim(kernel: str, size_one_ok: bool = False, **tensors) -> No
 def out_matches(kernel: str, out, shape: tuple, like) -> None:
     """A caller's `out` (None: allocated by the op) has `shape` and like's dtype and device."""
     if out is not None and (tuple(out.shape) != tuple(shape) or out.dtype != like.dtype or out.device != like.device):
-        raise ValueError(f"{kernel}: out must be {tuple(shape)} {like.dtype} on {like.device}, "
-                         f"got {tuple(out.shape)} {out.dtype} {out.device}")
+        raise ValueError(
+            f"{kernel}: out must be {tuple(shape)} {like.dtype} on {like.device}, "
+            f"got {tuple(out.shape)} {out.dtype} {out.device}"
+        )
 
 
 def cuda(kernel: str, **tensors) -> None:
@@ -40,5 +45,7 @@ def cuda(kernel: str, **tensors) -> None:
         return
     if not rest:
         raise ValueError(f"{kernel}: {first} must be on a CUDA device, got {t.device}")
-    raise ValueError(f"{kernel}: {' and '.join(tensors)} must be on one CUDA device, got "
-                     f"{' and '.join(str(o.device) for o in tensors.values())}")
+    raise ValueError(
+        f"{kernel}: {' and '.join(tensors)} must be on one CUDA device, got "
+        f"{' and '.join(str(o.device) for o in tensors.values())}"
+    )

@@ -3,6 +3,7 @@
 Pure functions over ``tilekit.records.Record`` lists (DESIGN.md, "Ratio, geomean, verdict").
 ``compare`` returns one ``Comparison`` that ``report`` renders and ``validate`` recomputes.
 """
+
 from __future__ import annotations
 
 import functools
@@ -36,6 +37,7 @@ def band(ratio: float) -> str:
 
 def geomean(ratios) -> float:
     from scipy import stats  # imported on first use: scipy.stats alone takes ~1 s to import
+
     # Sorted first: float summation depends on order, and the verdict must not depend on config order.
     return float(stats.gmean(np.sort(np.asarray(ratios, dtype=float))))
 
@@ -47,12 +49,20 @@ def bootstrap_ci(ratios, seed: int = BOOTSTRAP_SEED) -> tuple[float, float]:
     One config, or configs that all have the same ratio, give the point itself.
     """
     from scipy import stats
+
     logs = np.sort(np.log(np.asarray(ratios, dtype=float)))
     point = float(np.exp(logs.mean()))
     if logs.size < 2 or np.ptp(logs) == 0:
         return point, point
-    result = stats.bootstrap((logs,), np.mean, confidence_level=0.95, n_resamples=BOOTSTRAP_RESAMPLES,
-                             method="percentile", rng=np.random.default_rng(seed), batch=500)
+    result = stats.bootstrap(
+        (logs,),
+        np.mean,
+        confidence_level=0.95,
+        n_resamples=BOOTSTRAP_RESAMPLES,
+        method="percentile",
+        rng=np.random.default_rng(seed),
+        batch=500,
+    )
     low, high = result.confidence_interval
     return float(np.exp(low)), float(np.exp(high))
 
@@ -69,10 +79,13 @@ def index_by_config(records: list[Record], label: str) -> dict[str, Record]:
         seen.setdefault(record.config_key, []).append(record)
     duplicates = {k: v for k, v in seen.items() if len(v) > 1}
     if duplicates:
-        detail = "; ".join(f"config {k} at lines {', '.join(str(r.line) for r in v)}"
-                           for k, v in sorted(duplicates.items()))
-        raise CompareError(f"{label}: duplicate configs ({detail}). Each config must be timed once per "
-                           "log: re-run the stage that writes this log instead of appending to it.")
+        detail = "; ".join(
+            f"config {k} at lines {', '.join(str(r.line) for r in v)}" for k, v in sorted(duplicates.items())
+        )
+        raise CompareError(
+            f"{label}: duplicate configs ({detail}). Each config must be timed once per "
+            "log: re-run the stage that writes this log instead of appending to it."
+        )
     return {k: v[0] for k, v in seen.items()}
 
 
@@ -94,8 +107,10 @@ def _gpu_model(env_text: str | None, gpu: str | None) -> str | None:
 
 def config_sort_key(config: dict) -> tuple:
     """Natural order: keys sorted, numbers by value (65536 before 262144)."""
-    return tuple((k, (0, v, "") if isinstance(v, (int, float)) and not isinstance(v, bool) else (1, 0, str(v)))
-                 for k, v in sorted(config.items()))
+    return tuple(
+        (k, (0, v, "") if isinstance(v, (int, float)) and not isinstance(v, bool) else (1, 0, str(v)))
+        for k, v in sorted(config.items())
+    )
 
 
 @dataclass(frozen=True)
@@ -142,8 +157,10 @@ class Row:
 
     def mismatch_note(self, backend: str) -> str:
         """Why this row has no ratio to ``backend``: both GPU models, and the fix."""
-        return (f"{backend} was timed on {self.mismatched[backend]}, {PORT_BACKEND} on {gpu_model(self.port)}; "
-                "not compared (time both on one GPU model)")
+        return (
+            f"{backend} was timed on {self.mismatched[backend]}, {PORT_BACKEND} on {gpu_model(self.port)}; "
+            "not compared (time both on one GPU model)"
+        )
 
 
 @dataclass(frozen=True)
@@ -200,11 +217,25 @@ def make_row(key: str, record: Record | None, present: dict[str, dict[str, Recor
     models = {b: gpu_model(r) for b, r in timed.items()} if port_gpu else {}
     mismatched = {b: model for b, model in models.items() if model and model != port_gpu}
     ref = timed.get(reference)
-    status = ("missing_port" if record is None else "missing_reference" if ref is None
-              else "gpu_mismatch" if reference in mismatched else "matched")
+    status = (
+        "missing_port"
+        if record is None
+        else "missing_reference"
+        if ref is None
+        else "gpu_mismatch"
+        if reference in mismatched
+        else "matched"
+    )
     config = (record or ref or next(iter(timed.values()))).config
-    return Row(config, key, record, None if ref is None or reference in mismatched else ref.median_ms,
-               {b: r.median_ms for b, r in timed.items() if b not in mismatched}, status, mismatched)
+    return Row(
+        config,
+        key,
+        record,
+        None if ref is None or reference in mismatched else ref.median_ms,
+        {b: r.median_ms for b, r in timed.items() if b not in mismatched},
+        status,
+        mismatched,
+    )
 
 
 def mismatch_notes(rows: list[Row]) -> list[str]:
@@ -214,14 +245,21 @@ def mismatch_notes(rows: list[Row]) -> list[str]:
         for backend, model in row.mismatched.items():
             pair = (backend, model, gpu_model(row.port))
             counts[pair] = counts.get(pair, 0) + 1
-    return [f"{n} config(s) of {backend} were timed on {model}, the {PORT_BACKEND} records on {port_model}: "
-            f"those ratios are left out (GPU_MISMATCH); time port and baselines on one GPU model"
-            for (backend, model, port_model), n in sorted(counts.items())]
+    return [
+        f"{n} config(s) of {backend} were timed on {model}, the {PORT_BACKEND} records on {port_model}: "
+        f"those ratios are left out (GPU_MISMATCH); time port and baselines on one GPU model"
+        for (backend, model, port_model), n in sorted(counts.items())
+    ]
 
 
-def compare(kernel: str, port: list[Record], baselines: dict[str, list[Record]],
-            reference: str | None = None, blocked_hint: str = "",
-            labels: dict[str, str] | None = None) -> Comparison:
+def compare(
+    kernel: str,
+    port: list[Record],
+    baselines: dict[str, list[Record]],
+    reference: str | None = None,
+    blocked_hint: str = "",
+    labels: dict[str, str] | None = None,
+) -> Comparison:
     """The whole comparison. ``baselines`` maps backend -> its valid records (may be empty lists).
 
     ``reference`` forces the reference backend; by default the winning baseline is used.
@@ -237,22 +275,33 @@ def compare(kernel: str, port: list[Record], baselines: dict[str, list[Record]],
     if not port_index or not present:
         what = f"no valid {PORT_BACKEND} median" if not port_index else "no valid baseline median"
         reason = what + (f": {blocked_hint}" if blocked_hint else "")
-        return Comparison(kernel, "BLOCKED", "MISSING_DATA", None, None, None, "", [], [],
-                          sorted(port_index.values(), key=lambda r: config_sort_key(r.config)),
-                          blocked_reason=reason, notes=notes)
+        return Comparison(
+            kernel,
+            "BLOCKED",
+            "MISSING_DATA",
+            None,
+            None,
+            None,
+            "",
+            [],
+            [],
+            sorted(port_index.values(), key=lambda r: config_sort_key(r.config)),
+            blocked_reason=reason,
+            notes=notes,
+        )
 
     winner, why, common_means = choose_reference(present)
     if reference is not None:
         if reference not in present:
-            raise CompareError(f"--reference {reference}: no valid {reference} records "
-                               f"(baselines with data: {', '.join(present)})")
+            raise CompareError(
+                f"--reference {reference}: no valid {reference} records (baselines with data: {', '.join(present)})"
+            )
         winner, why = reference, f"chosen with --reference (winning baseline would be {winner})"
 
     selected = set().union(*present.values())  # every config some baseline measured
     rows = [make_row(key, port_index.get(key), present, winner) for key in selected]
     rows.sort(key=lambda r: config_sort_key(r.config))
-    unmatched = sorted((r for k, r in port_index.items() if k not in selected),
-                       key=lambda r: config_sort_key(r.config))
+    unmatched = sorted((r for k, r in port_index.items() if k not in selected), key=lambda r: config_sort_key(r.config))
 
     summaries = []
     for b, idx in present.items():
@@ -268,5 +317,4 @@ def compare(kernel: str, port: list[Record], baselines: dict[str, list[Record]],
     else:
         severity = band(value)
         verdict = "DONE" if severity == "DONE" else "INVESTIGATE"
-    return Comparison(kernel, verdict, severity, value, ci, winner, why, rows, summaries, unmatched,
-                      notes=notes)
+    return Comparison(kernel, verdict, severity, value, ci, winner, why, rows, summaries, unmatched, notes=notes)

@@ -4,6 +4,7 @@
 the host code or the kernel, ``render_correctness`` writes the text; ``build_correctness`` reads a
 kernel's folder. Pure apart from that last one.
 """
+
 from __future__ import annotations
 
 import os
@@ -49,8 +50,10 @@ def parse_junit(text: str, path: str = JUNIT) -> list[Case]:
         root = ET.fromstring(text.rstrip("\n"))  # a cut-off file's error is on its last line, not after it
     except ET.ParseError as exc:
         line = exc.position[0] if getattr(exc, "position", None) else "?"
-        raise MalformedInput(f"{path}:{line}: not valid JUnit XML ({exc}); the run was probably cut off: "
-                             "re-run the correctness stage (make test)") from None
+        raise MalformedInput(
+            f"{path}:{line}: not valid JUnit XML ({exc}); the run was probably cut off: "
+            "re-run the correctness stage (make test)"
+        ) from None
     cases = []
     for node in root.iter("testcase"):
         name = node.get("name", "")
@@ -58,16 +61,31 @@ def parse_junit(text: str, path: str = JUNIT) -> list[Case]:
         test, _, config = name.partition("[")
         outcome = next((child for child in node if child.tag in ("failure", "error", "skipped")), None)
         tags = {child.tag for child in node}
-        result = ("FAILED" if "failure" in tags else "ERROR" if "error" in tags
-                  else "SKIPPED" if "skipped" in tags else "PASSED")
+        result = (
+            "FAILED"
+            if "failure" in tags
+            else "ERROR"
+            if "error" in tags
+            else "SKIPPED"
+            if "skipped" in tags
+            else "PASSED"
+        )
         message = "" if outcome is None else (outcome.get("message") or (outcome.text or "").strip())
         exc_type = ""
         if result in ("FAILED", "ERROR"):
             bad = node.find("failure") if result == "FAILED" else node.find("error")
             message = bad.get("message") or (bad.text or "").strip()
             exc_type = bad.get("type") or exception_type(message)
-        cases.append(Case(f"{module}::{test}" if module else test, config.rstrip("]"), result, message,
-                          collection=result == "ERROR" and message == "collection failure", exc_type=exc_type))
+        cases.append(
+            Case(
+                f"{module}::{test}" if module else test,
+                config.rstrip("]"),
+                result,
+                message,
+                collection=result == "ERROR" and message == "collection failure",
+                exc_type=exc_type,
+            )
+        )
     return cases
 
 
@@ -85,13 +103,20 @@ KERNEL_EXCEPTIONS = ("AssertionError",)
 # its JIT compile or launch failed. Any other code is a refused call, a host-side error.
 _KERNEL_ERROR_JIT = re.compile(r"\breturned -3 \(JIT_OR_LAUNCH\b")
 # The machine lacks a module or a usable device: not something the port's code can fix.
-ENV_EXCEPTIONS = ("ModuleNotFoundError", "ImportError", "torch.OutOfMemoryError", "torch.AcceleratorError")  # and torch.cuda.*
+ENV_EXCEPTIONS = (
+    "ModuleNotFoundError",
+    "ImportError",
+    "torch.OutOfMemoryError",
+    "torch.AcceleratorError",
+)  # and torch.cuda.*
 # A skip reason that says this machine cannot run the case ("no CUDA GPU here", "triton: requires a
 # GPU", "CUDA is not available", importorskip's "could not import 'torch'"), at the reason's start.
 _MACHINE_SKIP = re.compile(
     r"^(?:[\w.-]+: )?(?:(?:no|without|requires?|needs?) (?:an? )?(?:cuda|gpu|nvidia|driver|cupti)\b"
     r"|(?:cuda|gpu|nvidia driver|driver|cupti)\b[\w ]{0,20}?\b(?:not available|unavailable|not found)\b"
-    r"|could not import\b|no module named\b)", re.I)
+    r"|could not import\b|no module named\b)",
+    re.I,
+)
 
 
 def exception_type(message: str) -> str:
@@ -128,8 +153,9 @@ def classify(cases: list[Case], raw_log: str) -> CorrectnessResult:
     # A case skipped because this machine cannot run it (no GPU, no driver) did not verify the port:
     # a run with such skips is not ALL_PASS (a skip by design, e.g. an unsupported dtype, is).
     env_skipped = [c for c in cases if is_machine_skip(c)]
-    blocked = (any(c.collection for c in cases) or (passed == 0 and really_failed == 0)
-               or (bool(env_skipped) and not bad))
+    blocked = (
+        any(c.collection for c in cases) or (passed == 0 and really_failed == 0) or (bool(env_skipped) and not bad)
+    )
     kernel_bad = [c for c in bad if is_kernel_failure(c)]
     host_bad = [c for c in bad if c not in kernel_bad]
     if blocked:
@@ -143,13 +169,25 @@ def classify(cases: list[Case], raw_log: str) -> CorrectnessResult:
     else:
         verdict, block_class = ("FAIL" if bad else "ALL_PASS"), ""
     fail_class = "" if not bad or verdict == "BLOCKED" else ("host" if host_bad else "kernel")
-    host_fix = (f"{len(host_bad)} case(s) fail in the host code (op.py, ffi.rs, the test): fix those first; "
-                f"first: {host_bad[0].test}[{host_bad[0].config}]: {_first_line(host_bad[0].message)}") if host_bad else ""
-    kernel_followup = (f"{len(kernel_bad)} case(s) give wrong results from the device code (kernel.rs); "
-                       f"first: {kernel_bad[0].test}[{kernel_bad[0].config}]: {_first_line(kernel_bad[0].message)}"
-                       ) if kernel_bad else ""
-    return CorrectnessResult(verdict, cases, passed, failed, skipped, fail_class, host_fix, kernel_followup,
-                             block_class, env_skipped)
+    host_fix = (
+        (
+            f"{len(host_bad)} case(s) fail in the host code (op.py, ffi.rs, the test): fix those first; "
+            f"first: {host_bad[0].test}[{host_bad[0].config}]: {_first_line(host_bad[0].message)}"
+        )
+        if host_bad
+        else ""
+    )
+    kernel_followup = (
+        (
+            f"{len(kernel_bad)} case(s) give wrong results from the device code (kernel.rs); "
+            f"first: {kernel_bad[0].test}[{kernel_bad[0].config}]: {_first_line(kernel_bad[0].message)}"
+        )
+        if kernel_bad
+        else ""
+    )
+    return CorrectnessResult(
+        verdict, cases, passed, failed, skipped, fail_class, host_fix, kernel_followup, block_class, env_skipped
+    )
 
 
 def _first_line(message: str, limit: int = 160) -> str:
@@ -158,20 +196,31 @@ def _first_line(message: str, limit: int = 160) -> str:
 
 
 def render_correctness(kernel: str, result: CorrectnessResult, raw_log: str | None) -> str:
-    lines = [f"VERDICT: {result.verdict}", "", f"# {kernel}: {PORT_BACKEND} correctness", "",
-             f"Summary: {result.passed} passed, {result.failed} failed, {result.skipped} skipped", ""]
+    lines = [
+        f"VERDICT: {result.verdict}",
+        "",
+        f"# {kernel}: {PORT_BACKEND} correctness",
+        "",
+        f"Summary: {result.passed} passed, {result.failed} failed, {result.skipped} skipped",
+        "",
+    ]
     if raw_log is not None and re.search(r"^!+ stopping after \d+ failures? !+$", raw_log, re.M):
         lines += ["Note: pytest stopped at the first failure (-x); later cases did not run.", ""]
     if not result.cases:
         lines += ["Note: the JUnit XML holds no test case (empty selection or a run that never started).", ""]
     if result.env_skipped and result.passed:
-        lines += [f"Note: {len(result.env_skipped)} case(s) were skipped because this machine cannot run them "
-                  f"(first: {_first_line(result.env_skipped[0].message)}); the port is not verified on them.", ""]
-    rows = [[cell(c.test), cell(c.config or "-"), c.result, cell(_first_line(c.message)) or "-"]
-            for c in result.cases]
+        lines += [
+            f"Note: {len(result.env_skipped)} case(s) were skipped because this machine cannot run them "
+            f"(first: {_first_line(result.env_skipped[0].message)}); the port is not verified on them.",
+            "",
+        ]
+    rows = [[cell(c.test), cell(c.config or "-"), c.result, cell(_first_line(c.message)) or "-"] for c in result.cases]
     lines += [markdown_table(rows, ["Test", "Config", "Result", "Error"]), ""]
-    lines += [f"fail_class: {result.fail_class}", f"host_fix: {result.host_fix}",
-              f"kernel_followup: {result.kernel_followup}"]
+    lines += [
+        f"fail_class: {result.fail_class}",
+        f"host_fix: {result.host_fix}",
+        f"kernel_followup: {result.kernel_followup}",
+    ]
     if result.verdict == "BLOCKED":
         lines.append(f"block_class: {result.block_class}")
     missing = "" if raw_log is not None else " (missing: make KERNEL=" + kernel + " test writes it)"

@@ -7,6 +7,7 @@ tileiras (>= 13.3 for sm_90), the ptxas of the same release beside it, and libnv
 reachable through CUDA_HOME — the trap being CUDA_HOME at an older toolkit, where tileiras fails
 with "failed to compile Tile IR program".
 """
+
 from __future__ import annotations
 
 import argparse
@@ -62,24 +63,31 @@ def cuda_h_release(root: Path) -> tuple[int, int] | None:
 
 # -- build side ---------------------------------------------------------------------------------
 
+
 def check_cargo() -> Check:
     v = run(["cargo", "--version"])
     if not v:
-        return Check("cargo", BAD, "not found", ["install Rust >= 1.89 (rustup), or run on a GPU host from `make bundle`"])
+        return Check(
+            "cargo", BAD, "not found", ["install Rust >= 1.89 (rustup), or run on a GPU host from `make bundle`"]
+        )
     return Check("cargo", OK, v)
 
 
 def check_headers() -> Check:
     root = os.environ.get("CUDA_TOOLKIT_PATH", "")
     if not root:
-        return Check("CUDA headers", BAD, "CUDA_TOOLKIT_PATH unset", ["make setup (installs the 13.4 headers from PyPI wheels)"])
+        return Check(
+            "CUDA headers", BAD, "CUDA_TOOLKIT_PATH unset", ["make setup (installs the 13.4 headers from PyPI wheels)"]
+        )
     inc = Path(root) / "include"
     missing = [h for h in ("cuda.h", "curand.h", "crt/host_config.h") if not (inc / h).is_file()]
     rel = cuda_h_release(Path(root))
     if missing:
         return Check("CUDA headers", BAD, f"{inc}: missing {', '.join(missing)}", ["make setup"])
     if rel is None or rel < (13, 2):
-        return Check("CUDA headers", BAD, f"{inc}/cuda.h is CUDA {fmt(rel)}", ["cutile needs cuda.h >= 13.2: make setup"])
+        return Check(
+            "CUDA headers", BAD, f"{inc}/cuda.h is CUDA {fmt(rel)}", ["cutile needs cuda.h >= 13.2: make setup"]
+        )
     return Check("CUDA headers", OK, f"{inc} (CUDA {fmt(rel)}, curand.h present)")
 
 
@@ -87,14 +95,22 @@ def check_libclang() -> Check:
     d = os.environ.get("LIBCLANG_PATH", "")
     libs = [p for p in glob.glob(os.path.join(d, "libclang*.so*")) if "clang-cpp" not in p] if d else []
     if not libs:
-        return Check("libclang", BAD, f"none in LIBCLANG_PATH={d!r}", ["apt-get install libclang-dev (root) or make setup"])
+        return Check(
+            "libclang", BAD, f"none in LIBCLANG_PATH={d!r}", ["apt-get install libclang-dev (root) or make setup"]
+        )
     builtin = glob.glob(os.path.join(d, "clang", "*", "include", "stddef.h"))
     if not builtin and d.startswith("/usr/lib/llvm"):
-        return Check("libclang", WARN, f"{libs[0]}, but no clang builtin headers (stddef.h)", ["apt-get install libclang-common-*-dev"])
+        return Check(
+            "libclang",
+            WARN,
+            f"{libs[0]}, but no clang builtin headers (stddef.h)",
+            ["apt-get install libclang-common-*-dev"],
+        )
     return Check("libclang", OK, libs[0])
 
 
 # -- run side -----------------------------------------------------------------------------------
+
 
 def check_python() -> list[Check]:
     checks = [Check("python", OK, f"{sys.executable} {sys.version.split()[0]}")]
@@ -109,7 +125,9 @@ def check_python() -> list[Check]:
 
         checks.append(Check("cffi", OK, cffi.__version__))
     except ImportError:
-        checks.append(Check("cffi", BAD, "not importable", ["make setup; on a GPU host the bundle carries a cp312 wheel"]))
+        checks.append(
+            Check("cffi", BAD, "not importable", ["make setup; on a GPU host the bundle carries a cp312 wheel"])
+        )
     return checks
 
 
@@ -125,8 +143,14 @@ def check_gpu() -> list[Check]:
             checks.append(Check("torch.cuda", BAD, "torch sees no GPU", ["check the driver and CUDA_VISIBLE_DEVICES"]))
         else:
             kineto = torch.autograd.kineto_available()
-            checks.append(Check("CUPTI (torch.profiler)", OK if kineto else BAD, "kineto available" if kineto else "kineto unavailable",
-                                [] if kineto else ["this torch build has no kineto; CUPTI timing needs it"]))
+            checks.append(
+                Check(
+                    "CUPTI (torch.profiler)",
+                    OK if kineto else BAD,
+                    "kineto available" if kineto else "kineto unavailable",
+                    [] if kineto else ["this torch build has no kineto; CUPTI timing needs it"],
+                )
+            )
     except ImportError:
         pass
     return checks
@@ -140,8 +164,15 @@ def find_tileiras() -> tuple[Path | None, str]:
         root = os.environ.get(var)
         if root and (Path(root) / "bin" / "tileiras").is_file():
             return Path(root) / "bin" / "tileiras", f"${var}/bin"
-    for d in ("/usr/local/cuda-13.5", "/usr/local/cuda-13.4", "/usr/local/cuda-13.3", "/usr/local/cuda-13.2",
-              "/usr/local/cuda-13", "/usr/local/cuda", "/opt/cuda"):
+    for d in (
+        "/usr/local/cuda-13.5",
+        "/usr/local/cuda-13.4",
+        "/usr/local/cuda-13.3",
+        "/usr/local/cuda-13.2",
+        "/usr/local/cuda-13",
+        "/usr/local/cuda",
+        "/opt/cuda",
+    ):
         if (Path(d) / "bin" / "tileiras").is_file():
             return Path(d) / "bin" / "tileiras", f"default install {d}"
     w = shutil.which("tileiras")
@@ -151,19 +182,46 @@ def find_tileiras() -> tuple[Path | None, str]:
 def check_tileir() -> list[Check]:
     tileiras, how = find_tileiras()
     if tileiras is None:
-        return [Check("tileiras", NONE, "not found (needed only where kernels run)",
-                      ["on a GPU host: run from `make bundle`'s runner, or set CUDA_TOOLKIT_PATH to a CUDA >= 13.3 tree with bin/tileiras"])]
+        return [
+            Check(
+                "tileiras",
+                NONE,
+                "not found (needed only where kernels run)",
+                [
+                    "on a GPU host: run from `make bundle`'s runner, or set CUDA_TOOLKIT_PATH to a CUDA >= 13.3 tree with bin/tileiras"
+                ],
+            )
+        ]
     real = tileiras.resolve()
     rel = release_of(run([str(real), "--version"]))
-    checks = [Check("tileiras", OK if rel and rel >= (13, 3) else BAD, f"{tileiras} via {how}, release {fmt(rel)}",
-                    [] if rel and rel >= (13, 3) else ["sm_90 needs tileiras >= 13.3 (nvidia-cuda-tileiras 13.4.92)"])]
+    checks = [
+        Check(
+            "tileiras",
+            OK if rel and rel >= (13, 3) else BAD,
+            f"{tileiras} via {how}, release {fmt(rel)}",
+            [] if rel and rel >= (13, 3) else ["sm_90 needs tileiras >= 13.3 (nvidia-cuda-tileiras 13.4.92)"],
+        )
+    ]
     ptxas = real.parent / "ptxas"
     prel = release_of(run([str(ptxas), "--version"])) if ptxas.is_file() else None
     if prel is None:
-        checks.append(Check("ptxas beside tileiras", BAD, f"{ptxas} missing", [f"put the ptxas of release {fmt(rel)} (nvidia-cuda-nvcc) in {real.parent}"]))
+        checks.append(
+            Check(
+                "ptxas beside tileiras",
+                BAD,
+                f"{ptxas} missing",
+                [f"put the ptxas of release {fmt(rel)} (nvidia-cuda-nvcc) in {real.parent}"],
+            )
+        )
     else:
-        checks.append(Check("ptxas beside tileiras", OK if prel == rel else BAD, f"{ptxas} release {fmt(prel)}",
-                            [] if prel == rel else [f"tileiras {fmt(rel)} needs ptxas {fmt(rel)} in the same bin/"]))
+        checks.append(
+            Check(
+                "ptxas beside tileiras",
+                OK if prel == rel else BAD,
+                f"{ptxas} release {fmt(prel)}",
+                [] if prel == rel else [f"tileiras {fmt(rel)} needs ptxas {fmt(rel)} in the same bin/"],
+            )
+        )
     # libnvvm: tileiras loads $CUDA_HOME/nvvm/lib64/libnvvm.so (or LD_LIBRARY_PATH when CUDA_HOME is unset).
     tree = real.parent.parent
     cuda_home = os.environ.get("CUDA_HOME")
@@ -171,23 +229,43 @@ def check_tileir() -> list[Check]:
         home = Path(cuda_home)
         nvvm = home / "nvvm" / "lib64" / "libnvvm.so"
         home_rel = release_of(run([str(home / "bin" / "ptxas"), "--version"])) or cuda_h_release(home)
-        fix = [f"export CUDA_HOME={tree}  (tileiras {fmt(rel)} then finds its own libnvvm; "
-               "an older CUDA_HOME makes it fail with 'failed to compile Tile IR program')"]
+        fix = [
+            f"export CUDA_HOME={tree}  (tileiras {fmt(rel)} then finds its own libnvvm; "
+            "an older CUDA_HOME makes it fail with 'failed to compile Tile IR program')"
+        ]
         if not nvvm.exists():
             checks.append(Check("libnvvm", BAD, f"CUDA_HOME={home}: no nvvm/lib64/libnvvm.so", fix))
         elif home_rel != rel:
-            checks.append(Check("libnvvm", BAD, f"CUDA_HOME={home} is release {fmt(home_rel)}, tileiras is {fmt(rel)}", fix))
+            checks.append(
+                Check("libnvvm", BAD, f"CUDA_HOME={home} is release {fmt(home_rel)}, tileiras is {fmt(rel)}", fix)
+            )
         else:
             checks.append(Check("libnvvm", OK, f"{nvvm} (release {fmt(home_rel)})"))
     else:
-        hits = [d for d in os.environ.get("LD_LIBRARY_PATH", "").split(":") if d and glob.glob(os.path.join(d, "libnvvm.so*"))]
+        hits = [
+            d
+            for d in os.environ.get("LD_LIBRARY_PATH", "").split(":")
+            if d and glob.glob(os.path.join(d, "libnvvm.so*"))
+        ]
         own = tree / "nvvm" / "lib64" / "libnvvm.so"
         if hits:
-            checks.append(Check("libnvvm", WARN, f"CUDA_HOME unset; LD_LIBRARY_PATH has {hits[0]} (release not checked)",
-                                [f"prefer export CUDA_HOME={tree}"]))
+            checks.append(
+                Check(
+                    "libnvvm",
+                    WARN,
+                    f"CUDA_HOME unset; LD_LIBRARY_PATH has {hits[0]} (release not checked)",
+                    [f"prefer export CUDA_HOME={tree}"],
+                )
+            )
         else:
-            checks.append(Check("libnvvm", BAD if not own.exists() else WARN, f"CUDA_HOME unset ({own} {'exists' if own.exists() else 'missing'})",
-                                [f"export CUDA_HOME={tree}"]))
+            checks.append(
+                Check(
+                    "libnvvm",
+                    BAD if not own.exists() else WARN,
+                    f"CUDA_HOME unset ({own} {'exists' if own.exists() else 'missing'})",
+                    [f"export CUDA_HOME={tree}"],
+                )
+            )
     return checks
 
 
@@ -202,8 +280,12 @@ def check_library() -> Check:
     except Exception as e:  # noqa: BLE001 - doctor reports whatever went wrong
         return Check("kernel library", BAD, f"{path}: {e}", ["make build (rebuild for this machine's glibc)"])
     problems = ffi.check_abi(lib.abi(), lib.ffi)
-    return Check("kernel library", BAD if problems else OK, f"{path}" + (f": {'; '.join(problems)}" if problems else ", ABI matches"),
-                 ["make build"] if problems else [])
+    return Check(
+        "kernel library",
+        BAD if problems else OK,
+        f"{path}" + (f": {'; '.join(problems)}" if problems else ", ABI matches"),
+        ["make build"] if problems else [],
+    )
 
 
 def build_checks() -> list[Check]:

@@ -9,6 +9,7 @@ That string is the single source of truth for the signature: it is read here wit
 import, no torch), declared to cffi, and listed for the ``nm -D`` symbol check
 (``python -m tilekit abi --declared``).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -73,8 +74,12 @@ def kernel_cdefs(kernels_dir: Path = KERNELS_DIR) -> dict[str, str]:
     for op in sorted(kernels_dir.glob("*/op.py")):
         tree = ast.parse(op.read_text(), filename=str(op))
         for node in tree.body:
-            if (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "CDEF" for t in node.targets)
-                    and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)):
+            if (
+                isinstance(node, ast.Assign)
+                and any(isinstance(t, ast.Name) and t.id == "CDEF" for t in node.targets)
+                and isinstance(node.value, ast.Constant)
+                and isinstance(node.value.value, str)
+            ):
                 found[op.parent.name] = node.value.value
                 break
         else:
@@ -171,7 +176,9 @@ def check_abi(abi: dict, ffi) -> list[str]:
         "abi_version": ABI_VERSION,
         "max_dims": MAX_DIMS,
         "tensor_desc_size": ffi.sizeof("TensorDesc"),
-        "tensor_desc_offsets": {f: ffi.offsetof("TensorDesc", f) for f in ("data", "ndim", "dtype", "shape", "strides")},
+        "tensor_desc_offsets": {
+            f: ffi.offsetof("TensorDesc", f) for f in ("data", "ndim", "dtype", "shape", "strides")
+        },
         "dtypes": {RUST_DTYPE_NAMES[n]: c for n, c in DTYPE_CODES.items()},
         "return_codes": {name: code for code, (name, _) in RETURN_CODES.items()},
     }
@@ -190,7 +197,10 @@ def main(argv: list[str]) -> int:
     if args.declared:
         cdefs = kernel_cdefs()
         if args.kernel and args.kernel not in cdefs:
-            print(f"tilekit abi: no kernels/{args.kernel}/op.py with a CDEF (known: {', '.join(cdefs) or 'none'})", file=sys.stderr)
+            print(
+                f"tilekit abi: no kernels/{args.kernel}/op.py with a CDEF (known: {', '.join(cdefs) or 'none'})",
+                file=sys.stderr,
+            )
             return 2
         for kernel, cdef in cdefs.items():
             if args.kernel in (None, kernel):

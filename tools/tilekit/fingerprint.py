@@ -9,6 +9,7 @@ installed metadata (nothing is imported), the GPU from one ``nvidia-smi`` query.
 Left out on purpose: which GPUs of a host a run uses (``GPUS``, ``CUDA_VISIBLE_DEVICES``) and the
 time of day. Two GPUs of one model time alike; a different model shows up in the GPU line.
 """
+
 from __future__ import annotations
 
 import os
@@ -21,8 +22,10 @@ from importlib import metadata
 
 # The distributions whose version changes what a timed case runs or how it is timed.
 PACKAGES = ("torch", "triton", "cuda-tile", "numpy", "cffi", "pytest", "tilegym", "liger-kernel")
-HEADER = ("# The environment the timings in this folder depend on (tilekit.fingerprint; make re-times\n"
-          "# every timed stage when it changes). Written by make, not by hand.\n")
+HEADER = (
+    "# The environment the timings in this folder depend on (tilekit.fingerprint; make re-times\n"
+    "# every timed stage when it changes). Written by make, not by hand.\n"
+)
 
 
 def package_version(name: str) -> str:
@@ -35,8 +38,12 @@ def package_version(name: str) -> str:
 def gpus(run: Callable = subprocess.run) -> str:
     """``2 x NVIDIA H200 (driver 580.95.05)``, one such part per GPU model, or ``none`` (no driver)."""
     try:
-        done = run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                   capture_output=True, text=True, timeout=30)
+        done = run(
+            ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return "none (nvidia-smi not found or not answering)"
     rows = [line.strip() for line in done.stdout.splitlines() if line.strip()] if done.returncode == 0 else []
@@ -62,9 +69,13 @@ def tileiras(run: Callable = subprocess.run) -> str:
 
 
 def fingerprint_text(run: Callable = subprocess.run) -> str:
-    lines = [f"gpu: {gpus(run)}", f"python: {platform.python_version()}",
-             *(f"{name}: {package_version(name)}" for name in PACKAGES),
-             f"tileiras: {tileiras(run)}", f"CUDA_HOME: {os.environ.get('CUDA_HOME', '(unset)')}"]
+    lines = [
+        f"gpu: {gpus(run)}",
+        f"python: {platform.python_version()}",
+        *(f"{name}: {package_version(name)}" for name in PACKAGES),
+        f"tileiras: {tileiras(run)}",
+        f"CUDA_HOME: {os.environ.get('CUDA_HOME', '(unset)')}",
+    ]
     return HEADER + "\n".join(lines) + "\n"
 
 
@@ -86,12 +97,16 @@ def write_if_changed(path: str, text: str) -> bool:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1 or argv[0].startswith("-"):
-        print("usage: python -m tilekit fingerprint FILE  (writes FILE only when the environment changed)",
-              file=sys.stderr)
+        print(
+            "usage: python -m tilekit fingerprint FILE  (writes FILE only when the environment changed)",
+            file=sys.stderr,
+        )
         return 2
     if write_if_changed(argv[0], fingerprint_text()):
-        print(f"tilekit fingerprint: {argv[0]}: the timing environment is new or changed; timed stages re-run",
-              file=sys.stderr)
+        print(
+            f"tilekit fingerprint: {argv[0]}: the timing environment is new or changed; timed stages re-run",
+            file=sys.stderr,
+        )
     return 0
 
 

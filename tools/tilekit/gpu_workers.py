@@ -21,6 +21,7 @@ Two halves, one source of truth for "which GPUs":
 Without any GPU (a CPU machine running ``pytest -n 4 tests/kit``) workers are left unpinned: there
 is no timed case that could share a GPU.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -45,6 +46,7 @@ class GpuSelectionError(ValueError):
 
 # ---------------------------------------------------------------------------------------------
 # Which GPUs (pure functions, and nvidia-smi at the edge)
+
 
 def split_list(text: str) -> list[str]:
     """Entries of a comma-separated GPU list (CUDA_VISIBLE_DEVICES syntax), blanks dropped."""
@@ -71,8 +73,9 @@ def visible_gpus(env: Mapping[str, str], run: Callable = subprocess.run) -> tupl
 def _check_distinct(gpus: list[str], source: str) -> None:
     repeated = sorted({g for g in gpus if gpus.count(g) > 1})
     if repeated:
-        raise GpuSelectionError(f"{source} names GPU {', '.join(repeated)} more than once; two workers would "
-                                "share it: list each GPU once")
+        raise GpuSelectionError(
+            f"{source} names GPU {', '.join(repeated)} more than once; two workers would share it: list each GPU once"
+        )
 
 
 def requested_count(value: str | None) -> int | None:
@@ -80,8 +83,10 @@ def requested_count(value: str | None) -> int | None:
     if value is None or not value.strip():
         return None
     if not value.strip().isdigit() or int(value) < 1:
-        raise GpuSelectionError(f"{COUNT_VAR}={value!r}: must be a whole number >= 1, or empty for every "
-                                "visible GPU (e.g. make GPUS=2 perf)")
+        raise GpuSelectionError(
+            f"{COUNT_VAR}={value!r}: must be a whole number >= 1, or empty for every "
+            "visible GPU (e.g. make GPUS=2 perf)"
+        )
     return int(value)
 
 
@@ -91,8 +96,11 @@ def select_gpus(visible: list[str], source: str, requested: int | None) -> list[
     if requested is None:
         return visible
     if requested > len(visible):
-        fix = (f"set {COUNT_VAR}={len(visible)} or fewer, or leave {COUNT_VAR} empty for every visible GPU"
-               if visible else f"set {COUNT_VAR}=1 or leave it empty (then GPU tests skip with the reason)")
+        fix = (
+            f"set {COUNT_VAR}={len(visible)} or fewer, or leave {COUNT_VAR} empty for every visible GPU"
+            if visible
+            else f"set {COUNT_VAR}=1 or leave it empty (then GPU tests skip with the reason)"
+        )
         raise GpuSelectionError(f"{COUNT_VAR}={requested} but only {len(visible)} GPU(s) are visible ({source}): {fix}")
     return visible[:requested]
 
@@ -101,8 +109,9 @@ def have_xdist() -> bool:
     return importlib.util.find_spec("xdist") is not None
 
 
-def stage_gpus(env: Mapping[str, str], run: Callable = subprocess.run,
-               xdist: Callable[[], bool] = have_xdist) -> tuple[list[str], str]:
+def stage_gpus(
+    env: Mapping[str, str], run: Callable = subprocess.run, xdist: Callable[[], bool] = have_xdist
+) -> tuple[list[str], str]:
     """(the GPUs a stage spreads its cases over, a note for stderr or ""): what
     `python -m tilekit.gpu_workers` prints. More than one GPU needs pytest-xdist: asked for with
     GPUS=N, its absence is an error; by default the stage falls back to one GPU and says so."""
@@ -114,10 +123,13 @@ def stage_gpus(env: Mapping[str, str], run: Callable = subprocess.run,
         return gpus, ""
     fix = "pip install pytest-xdist==3.8.0 (make setup installs it)"
     if count is not None:
-        raise GpuSelectionError(f"{COUNT_VAR}={count} needs pytest-xdist, which is not installed: {fix}, "
-                                f"or set {COUNT_VAR}=1")
-    return gpus[:1], (f"{len(gpus)} GPUs are visible but pytest-xdist is not installed, so this stage runs "
-                      f"on one: {fix} to use them all, or set {COUNT_VAR}=1 to silence this")
+        raise GpuSelectionError(
+            f"{COUNT_VAR}={count} needs pytest-xdist, which is not installed: {fix}, or set {COUNT_VAR}=1"
+        )
+    return gpus[:1], (
+        f"{len(gpus)} GPUs are visible but pytest-xdist is not installed, so this stage runs "
+        f"on one: {fix} to use them all, or set {COUNT_VAR}=1 to silence this"
+    )
 
 
 def worker_gpus(env: Mapping[str, str], workers: int, run: Callable = subprocess.run) -> list[str]:
@@ -130,12 +142,14 @@ def worker_gpus(env: Mapping[str, str], workers: int, run: Callable = subprocess
     if gpus and workers > len(gpus):
         raise GpuSelectionError(
             f"pytest -n {workers} starts {workers} workers but only {len(gpus)} GPU(s) are available ({source}); "
-            f"timed cases must not share a GPU: use -n {len(gpus)} (make GPUS={len(gpus)}) or fewer")
+            f"timed cases must not share a GPU: use -n {len(gpus)} (make GPUS={len(gpus)}) or fewer"
+        )
     return gpus[:workers]
 
 
 # ---------------------------------------------------------------------------------------------
 # The pytest plugin (xdist controller only)
+
 
 def xdist_workers(config: pytest.Config) -> int:
     """How many xdist workers this session starts (0 in a worker, or without xdist)."""
@@ -192,8 +206,13 @@ class StageScheduling:
       (xdist's own loadscope/loadgroup requeue it, and finished units with it: docs/multi-gpu.md).
     """
 
-    def __init__(self, config: pytest.Config, workers: int, log: Callable[..., None] | None = None,
-                 stage: Callable[[str], object] | None = None) -> None:
+    def __init__(
+        self,
+        config: pytest.Config,
+        workers: int,
+        log: Callable[..., None] | None = None,
+        stage: Callable[[str], object] | None = None,
+    ) -> None:
         from tilekit.stage_logs import stage_of
 
         self.config = config
@@ -219,8 +238,11 @@ class StageScheduling:
     @property
     def tests_finished(self) -> bool:
         # xdist then tells every worker to shut down, which lets each run its last pending case
-        return (self.collection_is_completed and not self.queue
-                and all(len(indices) < 2 for indices in self.pending.values()))
+        return (
+            self.collection_is_completed
+            and not self.queue
+            and all(len(indices) < 2 for indices in self.pending.values())
+        )
 
     @property
     def has_pending(self) -> bool:
@@ -290,11 +312,14 @@ class StageScheduling:
         (first_node, first), *others = self.collections.items()
         for node, collection in others:
             if collection != first:
-                msg = (f"tilekit gpu_workers: workers collected different tests ({first_node.gateway.id}: "
-                       f"{len(first)}, {node.gateway.id}: {len(collection)}); is the collection order "
-                       "random (a set, a random parameter)?")
-                self.config.hook.pytest_collectreport(report=pytest.CollectReport(
-                    nodeid=node.gateway.id, outcome="failed", longrepr=msg, result=[]))
+                msg = (
+                    f"tilekit gpu_workers: workers collected different tests ({first_node.gateway.id}: "
+                    f"{len(first)}, {node.gateway.id}: {len(collection)}); is the collection order "
+                    "random (a set, a random parameter)?"
+                )
+                self.config.hook.pytest_collectreport(
+                    report=pytest.CollectReport(nodeid=node.gateway.id, outcome="failed", longrepr=msg, result=[])
+                )
                 return []
         return first
 
@@ -309,8 +334,10 @@ class StageScheduling:
                 grouped.setdefault(stage, []).append(i)
             units = sorted(grouped.values(), key=len, reverse=True)  # largest first (stable)
         count = len(set(stages))
-        line = (f"tilekit gpu_workers: {len(collection)} cases in {count} stage{'s' * (count != 1)} over "
-                f"{self.numnodes} workers: handed out {'by stage' if self.by_stage else 'one case at a time'}")
+        line = (
+            f"tilekit gpu_workers: {len(collection)} cases in {count} stage{'s' * (count != 1)} over "
+            f"{self.numnodes} workers: handed out {'by stage' if self.by_stage else 'one case at a time'}"
+        )
         self.log(line)
         terminal = self.config.pluginmanager.get_plugin("terminalreporter")
         if terminal is not None and collection:
@@ -356,10 +383,13 @@ def pytest_configure(config: pytest.Config) -> None:
 # ---------------------------------------------------------------------------------------------
 # CLI for scripts/pytest_stage.sh
 
+
 def main(argv: list[str]) -> int:
     if argv:
-        print("usage: GPUS=[N] python -m tilekit.gpu_workers  (prints the GPUs a stage uses, comma-separated)",
-              file=sys.stderr)
+        print(
+            "usage: GPUS=[N] python -m tilekit.gpu_workers  (prints the GPUs a stage uses, comma-separated)",
+            file=sys.stderr,
+        )
         return 2
     try:
         gpus, note = stage_gpus(os.environ)

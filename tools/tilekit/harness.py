@@ -2,6 +2,7 @@
 case and attach its record, and name each case. The suites themselves are generated from each
 kernel's declaration (tilekit.kernel, tilekit.suite).
 """
+
 from __future__ import annotations
 
 import os
@@ -27,7 +28,8 @@ def check_close(y, ref, tol: tuple[float, float], what: str) -> None:
     worst = float((diff / (1 + ref.abs())).max())
     assert rel_l2 <= tol[0] and worst <= tol[1], (
         f"{what}: rel_l2={rel_l2:.3e} (tol {tol[0]:.1e}), max_err={worst:.3e} (tol {tol[1]:.1e}) at index "
-        f"{tuple(int(i) for i in (diff == diff.max()).nonzero()[0])}")
+        f"{tuple(int(i) for i in (diff == diff.max()).nonzero()[0])}"
+    )
 
 
 def case_id(backend_id: str, *parts) -> str:
@@ -71,7 +73,14 @@ def nrep() -> int:
 def run_perf(request, *, kernel: str, backend_id: str, cfg: dict, call, bytes_moved=None, flops=None) -> dict:
     """Time `call` with CUPTI and attach the record to the test (the plugin prints it)."""
     timing = bench.time_cupti(call, nrep=nrep())
-    record = bench.perf_record(kernel=kernel, backend=RECORD_NAME[backend_id], config=cfg, timing=timing,
-                               test=request.node.nodeid, bytes_moved=bytes_moved, flops=flops)
+    record = bench.perf_record(
+        kernel=kernel,
+        backend=RECORD_NAME[backend_id],
+        config=cfg,
+        timing=timing,
+        test=request.node.nodeid,
+        bytes_moved=bytes_moved,
+        flops=flops,
+    )
     request.node.user_properties.append(("tilekit_perf_record", record))
     return record

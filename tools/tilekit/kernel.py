@@ -11,6 +11,7 @@ kernels/<name>/op.py, the runtime, imports nothing from spec.py (spec.py imports
 The export takes the output's descriptor first, then the entry's arguments in order (tensors as
 descriptors, scalars as they are), then the variant's arguments, then device_id and stream.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -63,6 +64,7 @@ def call(*args, **kwargs) -> tuple[tuple, dict]:
 class BadInput:
     """A call the entry refuses in Python, before the GPU: make() -> call(...), the exception and
     a substring of its message."""
+
     make: Callable[[], tuple[tuple, dict]]
     error: type[Exception]
     message: str
@@ -73,6 +75,7 @@ class FfiCase:
     """One call of the export on CPU tensors and its return code: `tensors()` replaces some of the
     ffi_example's ({"out": ..., <input name>: ...}), `variant` some knobs of DEFAULT_VARIANT;
     `message` is a substring of the error. The device is one no machine has, so -4 means valid."""
+
     tensors: Callable[[], dict] = dict
     variant: dict = field(default_factory=dict)
     code: int = -6
@@ -81,24 +84,24 @@ class FfiCase:
 
 @dataclass(frozen=True)
 class KernelSpec:
-    op: ModuleType                    # kernels/<name>/op.py: the name, entry, dtypes and autotune space
-    dims: dict                        # the problem's sizes, in id order -> the largest the CPU property draws
-    correctness_shapes: list          # shapes (dims, optional strides): test_op runs each with every dtype
-    perf_configs: list                # test_perf's configs (dims and dtype)
-    tolerance: dict                   # dtype -> (relative L2, max |y - ref| / (1 + |ref|)) against reference
-    make_inputs: Callable             # (cfg, device="cuda", seed=None) -> {name: tensor or scalar}: the entry's args, in order
-    reference: Callable               # inputs -> the float64 result
-    out_shape: Callable               # cfg -> the output's shape
-    bytes_moved: Callable             # cfg -> the fewest bytes a call moves (GB/s)
-    variant_shapes: list              # test_op_every_variant_cutile_rs: every candidate on each of these
-    bad_inputs: dict                  # case -> BadInput (test_op_bad_input_cutile_rs, on the CPU)
-    ffi_example: dict                 # a small cfg: the CPU tensors the FfiCases and the generic CPU calls start from
+    op: ModuleType  # kernels/<name>/op.py: the name, entry, dtypes and autotune space
+    dims: dict  # the problem's sizes, in id order -> the largest the CPU property draws
+    correctness_shapes: list  # shapes (dims, optional strides): test_op runs each with every dtype
+    perf_configs: list  # test_perf's configs (dims and dtype)
+    tolerance: dict  # dtype -> (relative L2, max |y - ref| / (1 + |ref|)) against reference
+    make_inputs: Callable  # (cfg, device="cuda", seed=None) -> {name: tensor or scalar}: the entry's args, in order
+    reference: Callable  # inputs -> the float64 result
+    out_shape: Callable  # cfg -> the output's shape
+    bytes_moved: Callable  # cfg -> the fewest bytes a call moves (GB/s)
+    variant_shapes: list  # test_op_every_variant_cutile_rs: every candidate on each of these
+    bad_inputs: dict  # case -> BadInput (test_op_bad_input_cutile_rs, on the CPU)
+    ffi_example: dict  # a small cfg: the CPU tensors the FfiCases and the generic CPU calls start from
     ffi_cases: dict = field(default_factory=dict)  # case -> FfiCase: what ffi.rs's validation returns
-    flops: Callable | None = None     # cfg -> flops; where declared, records report TFLOP/s instead of GB/s
-    strides: dict = field(default_factory=dict)    # optional row-stride keys of a shape -> their prefix in ids
+    flops: Callable | None = None  # cfg -> flops; where declared, records report TFLOP/s instead of GB/s
+    strides: dict = field(default_factory=dict)  # optional row-stride keys of a shape -> their prefix in ids
     out_row_stride: str | None = None  # the cfg key of the output's row stride, when a shape can pad it
-    perf_id_sep: str = "-"            # joins the dims in test_perf ids
-    max_variants: int = 12            # variants() stays this short (each candidate is a JIT when tuning)
+    perf_id_sep: str = "-"  # joins the dims in test_perf ids
+    max_variants: int = 12  # variants() stays this short (each candidate is a JIT when tuning)
     autotune_edges: list = field(default_factory=list)  # shapes the CPU property always tries
     size_check: Callable | None = None  # (**dims): op.py's ValueError for sizes no variant can serve
     every_variant_default: bool = False  # test_op_every_variant_cutile_rs also runs variant="default"
@@ -159,7 +162,7 @@ class KernelSpec:
         shape = tuple(self.out_shape(cfg))
         padded = (*shape[:-1], cfg.get(self.out_row_stride, shape[-1])) if self.out_row_stride else shape
         out = torch.full(padded, float("nan"), dtype=like.dtype, device=like.device)
-        return out[..., :shape[-1]] if padded != shape else out
+        return out[..., : shape[-1]] if padded != shape else out
 
     # -- the declaration checks itself (tests/kit/test_kernel_contract.py) ---------------------------
 
@@ -180,8 +183,11 @@ class KernelSpec:
         if set(self.tolerance) != set(self.dtypes):
             out.append(f"tolerance has {sorted(self.tolerance)}, op.DTYPES {sorted(self.dtypes)}")
         known = set(self.dims) | set(self.strides) | {"dtype", self.out_row_stride}
-        for what, cfgs in (("correctness_shapes", self.correctness_shapes), ("perf_configs", self.perf_configs),
-                           ("variant_shapes", self.variant_shapes)):
+        for what, cfgs in (
+            ("correctness_shapes", self.correctness_shapes),
+            ("perf_configs", self.perf_configs),
+            ("variant_shapes", self.variant_shapes),
+        ):
             if not cfgs:
                 out.append(f"{what} is empty")
             for cfg in cfgs:

@@ -4,6 +4,7 @@ Every path is relative to the kernel's output folder (``$(OUT_ROOT)/K``), so a r
 them still points at its logs once copied to ``results/<gpu>/<kernel>/``. report, validate and
 summary read their paths here and nowhere else.
 """
+
 from __future__ import annotations
 
 import glob
@@ -31,7 +32,7 @@ def baseline_clean(backend: str) -> str:
 def baselines_on_disk(kernel_dir: str) -> list[str]:
     """Backends that have a raw baseline log, in name order."""
     pattern = os.path.join(kernel_dir, baseline_raw("*"))
-    names = [os.path.basename(p)[len("baseline_perf_"):-len(".full.txt")] for p in glob.glob(pattern)]
+    names = [os.path.basename(p)[len("baseline_perf_") : -len(".full.txt")] for p in glob.glob(pattern)]
     return sorted(names)
 
 

@@ -3,6 +3,7 @@
 Shared by report (performance.md), correctness (correctness.md) and summary (summary.md); charts
 reads ``peak_share`` so the chart and the "% of peak" column are one number.
 """
+
 from __future__ import annotations
 
 
@@ -30,6 +31,7 @@ def markdown_table(rows: list[list[str]], headers: list[str]) -> str:
 
     def line(cells):
         return "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths)) + " |"
+
     return "\n".join([line(headers), "|" + "|".join("-" * (w + 2) for w in widths) + "|"] + [line(r) for r in rows])
 
 

@@ -14,6 +14,7 @@ its records into plain JSON types first, since execnet cannot send a torch dtype
 It also registers ``--stage-log`` / ``--stage-backends`` (one raw log per kernel and backend from
 one session: tilekit.stage_logs).
 """
+
 from __future__ import annotations
 
 import sys
@@ -26,17 +27,29 @@ from tilekit.records import PROPERTY, format_block, plain_record
 def pytest_addoption(parser: pytest.Parser) -> None:
     # A conftest may register the same option; the second registration must not stop pytest.
     try:
-        parser.addoption("--print-record", action="store_true", default=False,
-                         help="tilekit: print a performance record block for every passed timed case")
+        parser.addoption(
+            "--print-record",
+            action="store_true",
+            default=False,
+            help="tilekit: print a performance record block for every passed timed case",
+        )
     except ValueError:
         pass
     group = parser.getgroup("tilekit")
-    group.addoption("--stage-log", metavar="TEMPLATE", default=None,
-                    help="tilekit: also write each (kernel, backend) stage's cases to its own log, e.g. "
-                         "out/{kernel}/reports/logs/baseline_perf_{backend}.full.txt (tilekit.stage_logs)")
-    group.addoption("--stage-backends", metavar="IDS", default="",
-                    help="tilekit: backend ids (cutile_py,triton,...) whose stage logs a --stage-log session "
-                         "must write for every kernel file it is given, even if nothing is collected")
+    group.addoption(
+        "--stage-log",
+        metavar="TEMPLATE",
+        default=None,
+        help="tilekit: also write each (kernel, backend) stage's cases to its own log, e.g. "
+        "out/{kernel}/reports/logs/baseline_perf_{backend}.full.txt (tilekit.stage_logs)",
+    )
+    group.addoption(
+        "--stage-backends",
+        metavar="IDS",
+        default="",
+        help="tilekit: backend ids (cutile_py,triton,...) whose stage logs a --stage-log session "
+        "must write for every kernel file it is given, even if nothing is collected",
+    )
 
 
 def record_blocks(report) -> list[str]:
@@ -72,8 +85,9 @@ class RecordForwarder:
 
     @pytest.hookimpl(tryfirst=True)  # before xdist serializes the report for the controller
     def pytest_runtest_logreport(self, report) -> None:
-        report.user_properties = [(name, plain_record(value) if name == PROPERTY else value)
-                                  for name, value in report.user_properties]
+        report.user_properties = [
+            (name, plain_record(value) if name == PROPERTY else value) for name, value in report.user_properties
+        ]
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -5,6 +5,7 @@ Parsing is pure functions over text; the only I/O is ``read_text``, ``write_atom
 every rejected block with its reason, and every failed, errored or skipped case, so that nothing
 is dropped silently.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,6 +33,7 @@ _MARKER = re.compile(r"^(==== (?:End )?Performance Test Results ====)[ \t]*$", r
 # ---------------------------------------------------------------------------------------------
 # Printing (used by the pytest plugin and by bench code)
 
+
 def _json_value(value):
     """A JSON-able copy of a config value; dtypes become their short name (float16, bfloat16)."""
     # Subclasses become their plain base type: execnet (pytest-xdist) refuses e.g. torch's
@@ -55,8 +57,9 @@ def _json_value(value):
         return text.removeprefix("torch.")  # torch.float16 -> float16; numpy dtypes print bare
     if hasattr(value, "item"):  # numpy scalar
         return _json_value(value.item())
-    raise TypeError(f"config value {value!r} ({type(value).__name__}) has no JSON form; "
-                    "use str, int, float, bool or a dtype")
+    raise TypeError(
+        f"config value {value!r} ({type(value).__name__}) has no JSON form; use str, int, float, bool or a dtype"
+    )
 
 
 def plain_record(record: dict) -> dict:
@@ -101,9 +104,11 @@ def format_block(record: dict) -> str:
 # ---------------------------------------------------------------------------------------------
 # Parsing
 
+
 @dataclass(frozen=True)
 class Record:
     """One valid block. ``fields`` holds every `key: value` as text (extras included)."""
+
     test: str
     kernel: str
     backend: str
@@ -147,6 +152,7 @@ class Rejected:
 @dataclass(frozen=True)
 class Outcome:
     """A non-passing case seen in pytest's output: FAILED, ERROR or SKIPPED."""
+
     status: str
     case: str  # node id, or path for a collection error / skip location
     reason: str
@@ -198,8 +204,10 @@ def _check_block(fields: dict, kernel: str | None, backend: str | None) -> tuple
             bound = ">= 0" if key == "std_ms" else "> 0"
             return f"{key} is {fields[key]} (must be finite and {bound})", {}
         typed[key] = value
-    if not (typed["min_ms"] <= typed["median_ms"] <= typed["max_ms"]
-            and typed["min_ms"] <= typed["mean_ms"] <= typed["max_ms"]):
+    if not (
+        typed["min_ms"] <= typed["median_ms"] <= typed["max_ms"]
+        and typed["min_ms"] <= typed["mean_ms"] <= typed["max_ms"]
+    ):
         return "times are inconsistent (need min_ms <= median_ms, mean_ms <= max_ms)", {}
     try:
         typed["nrep"] = int(fields["nrep"])
@@ -243,10 +251,13 @@ def _bad_line(lines: list[str], start: int) -> Rejected:
     for offset, line in enumerate(lines, start=1):
         match = _KEY_LINE.match(line.rstrip())
         if not match:
-            return Rejected(start, seen.get("test", "?"),
-                            f"line {start + offset}: not a `key: value` line: {line[:80]!r}")
+            return Rejected(
+                start, seen.get("test", "?"), f"line {start + offset}: not a `key: value` line: {line[:80]!r}"
+            )
         if match.group(1) in seen:
-            return Rejected(start, seen.get("test", "?"), f"line {start + offset}: key {match.group(1)!r} appears twice")
+            return Rejected(
+                start, seen.get("test", "?"), f"line {start + offset}: key {match.group(1)!r} appears twice"
+            )
         seen[match.group(1)] = match.group(2).strip()
     return Rejected(start, seen.get("test", "?"), "unreadable block")  # not reached: a line was bad
 
@@ -262,11 +273,23 @@ def _parse_block(body: str, start: int, kernel: str | None, backend: str | None)
     if reason:
         return Rejected(start, fields.get("test", "?"), reason)
     text = "\n".join([BEGIN] + [f"{k}: {v}" for k, v in fields.items()] + [END])
-    return Record(test=fields["test"], kernel=fields["kernel"], backend=fields["backend"],
-                  config=typed["config"], config_key=typed["config_key"],
-                  timer=fields["timer"], median_ms=typed["median_ms"], mean_ms=typed["mean_ms"],
-                  std_ms=typed["std_ms"], min_ms=typed["min_ms"], max_ms=typed["max_ms"],
-                  nrep=typed["nrep"], fields=dict(fields), line=start, text=text)
+    return Record(
+        test=fields["test"],
+        kernel=fields["kernel"],
+        backend=fields["backend"],
+        config=typed["config"],
+        config_key=typed["config_key"],
+        timer=fields["timer"],
+        median_ms=typed["median_ms"],
+        mean_ms=typed["mean_ms"],
+        std_ms=typed["std_ms"],
+        min_ms=typed["min_ms"],
+        max_ms=typed["max_ms"],
+        nrep=typed["nrep"],
+        fields=dict(fields),
+        line=start,
+        text=text,
+    )
 
 
 # pytest's short summary (-r) lines and -v progress lines
@@ -304,10 +327,12 @@ def _scan_outcomes(chunks: list[tuple[int, str]]) -> tuple[list[Outcome], int | 
         elif match := _SKIP.match(line):
             skips.append(Outcome("SKIPPED", match.group(2), match.group(3), number, int(match.group(1))))
         elif (" FAILED" in line or " ERROR" in line) and (
-                (match := _PROGRESS.match(line)) or (match := _PROGRESS_XDIST.match(line))):
+            (match := _PROGRESS.match(line)) or (match := _PROGRESS_XDIST.match(line))
+        ):
             case, status = match["case"], match["status"]
-            progress_cases.setdefault((status, case), Outcome(
-                status, case, "no short-summary line; see the traceback in the raw log", number))
+            progress_cases.setdefault(
+                (status, case), Outcome(status, case, "no short-summary line; see the traceback in the raw log", number)
+            )
         elif match := _FINAL.match(line):
             final = match.group(1)
             found = re.search(r"(\d+) passed", final)
@@ -335,13 +360,13 @@ def parse_log(text: str, kernel: str | None = None, backend: str | None = None) 
         at = line_no + text.count("\n", pos, marker.start())
         if marker.group(1) == BEGIN:
             if block is not None:
-                body = text[block[1]:marker.start() - 1]
+                body = text[block[1] : marker.start() - 1]
                 result.rejected.append(_truncated(block[0], body, "a new block began before its end marker"))
             else:
-                outside.append((line_no, text[pos:marker.start()]))
+                outside.append((line_no, text[pos : marker.start()]))
             block = (at, marker.end() + 1)
         elif block is not None:
-            body = text[block[1]:marker.start() - 1] if marker.start() > block[1] else ""
+            body = text[block[1] : marker.start() - 1] if marker.start() > block[1] else ""
             item = _parse_block(body, block[0], kernel, backend)
             (result.records if isinstance(item, Record) else result.rejected).append(item)
             block = None
@@ -349,7 +374,7 @@ def parse_log(text: str, kernel: str | None = None, backend: str | None = None) 
             continue  # a stray end marker is noise; leave it in the outside text
         pos, line_no = marker.end(), at
     if block is not None:
-        body = text[block[1]:]
+        body = text[block[1] :]
         result.rejected.append(_truncated(block[0], body, "the log ends inside the block (run killed?)"))
         outside.append((block[0] + 1, body))
     else:
@@ -366,6 +391,7 @@ def _truncated(start: int, body: str, why: str) -> Rejected:
 # ---------------------------------------------------------------------------------------------
 # Sanitized output
 
+
 def clean_text(records: list[Record]) -> str:
     """A sanitized log: the valid blocks back to back, nothing else."""
     return "".join(r.text + "\n" for r in records)
@@ -373,24 +399,30 @@ def clean_text(records: list[Record]) -> str:
 
 def investigation_text(label: str, parsed: ParsedLog) -> str:
     """The investigation section for one raw log: counts, then every rejection and failure."""
-    lines = [f"== {label}",
-             f"valid blocks: {len(parsed.records)}",
-             f"pytest summary: {parsed.summary or '(none: the run did not finish, or this is not pytest output)'}",
-             f"rejected blocks: {len(parsed.rejected)}"]
+    lines = [
+        f"== {label}",
+        f"valid blocks: {len(parsed.records)}",
+        f"pytest summary: {parsed.summary or '(none: the run did not finish, or this is not pytest output)'}",
+        f"rejected blocks: {len(parsed.rejected)}",
+    ]
     lines += [f"  line {r.line}: {r.test}: {r.reason}" for r in parsed.rejected]
     for status, name in (("FAILED", "failed"), ("ERROR", "errored"), ("SKIPPED", "skipped")):
         found = [o for o in parsed.outcomes if o.status == status]
         lines.append(f"{name} cases: {sum(o.count for o in found)}")
-        lines += [f"  line {o.line}: {o.case}" + (f" [{o.count}]" if o.count > 1 else "") + f": {o.reason}"
-                  for o in found]
+        lines += [
+            f"  line {o.line}: {o.case}" + (f" [{o.count}]" if o.count > 1 else "") + f": {o.reason}" for o in found
+        ]
     if parsed.passed and not parsed.records:
-        lines.append(f"note: {parsed.passed} cases passed but printed no record block: "
-                     "was pytest run with --print-record?")
+        lines.append(
+            f"note: {parsed.passed} cases passed but printed no record block: was pytest run with --print-record?"
+        )
     return "\n".join(lines) + "\n"
 
 
-INVESTIGATION_HEADER = ("# tilekit perf investigation log: for each raw log, every rejected block and every\n"
-                        "# failed, errored or skipped case, with the line of the raw log it comes from.\n")
+INVESTIGATION_HEADER = (
+    "# tilekit perf investigation log: for each raw log, every rejected block and every\n"
+    "# failed, errored or skipped case, with the line of the raw log it comes from.\n"
+)
 
 
 def write_atomic(path: str, text: str) -> None:
@@ -424,7 +456,8 @@ def read_text(path) -> str:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m tilekit sanitize",
-        description="Split a raw pytest log into a clean record log and an investigation log.")
+        description="Split a raw pytest log into a clean record log and an investigation log.",
+    )
     parser.add_argument("raw", help="raw pytest output (e.g. reports/logs/perf_cutile_rs.full.txt)")
     parser.add_argument("--out", required=True, help="sanitized log to write (blocks only)")
     parser.add_argument("--investigation", required=True, help="investigation log to write")
@@ -437,6 +470,8 @@ def main(argv: list[str]) -> int:
     parsed = parse_log(read_text(args.raw), args.kernel, args.backend)
     write_atomic(args.out, clean_text(parsed.records))
     write_atomic(args.investigation, INVESTIGATION_HEADER + investigation_text(args.raw, parsed))
-    print(f"tilekit sanitize: {args.raw}: {len(parsed.records)} valid, {len(parsed.rejected)} rejected "
-          f"-> {args.out}, {args.investigation}")
+    print(
+        f"tilekit sanitize: {args.raw}: {len(parsed.records)} valid, {len(parsed.rejected)} rejected "
+        f"-> {args.out}, {args.investigation}"
+    )
     return 0

@@ -6,6 +6,7 @@
 timestamps, natural config order), so running it twice gives byte-identical files; files are
 written atomically. Paths come from tilekit.layout, table cells from tilekit.markdown.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -17,11 +18,31 @@ from dataclasses import dataclass, field
 from tilekit import charts
 from tilekit.compare import BANDS, Comparison, CompareError, band, compare, straddled_edges
 from tilekit.correctness import MalformedInput, build_correctness
-from tilekit.layout import (CORRECTNESS_LOG, CORRECTNESS_MD, INVESTIGATION, PERFORMANCE_CHART, PERFORMANCE_MD, PORT_CLEAN,
-                            PORT_RAW, MissingInput, baseline_clean, baseline_raw, baselines_on_disk)
+from tilekit.layout import (
+    CORRECTNESS_LOG,
+    CORRECTNESS_MD,
+    INVESTIGATION,
+    PERFORMANCE_CHART,
+    PERFORMANCE_MD,
+    PORT_CLEAN,
+    PORT_RAW,
+    MissingInput,
+    baseline_clean,
+    baseline_raw,
+    baselines_on_disk,
+)
 from tilekit.markdown import cell, markdown_table, ms_text, peak_share, ratio_text, throughput
-from tilekit.records import (BASELINE_BACKENDS, INVESTIGATION_HEADER, PORT_BACKEND, ParsedLog, clean_text,
-                             investigation_text, parse_log, read_text, write_atomic)
+from tilekit.records import (
+    BASELINE_BACKENDS,
+    INVESTIGATION_HEADER,
+    PORT_BACKEND,
+    ParsedLog,
+    clean_text,
+    investigation_text,
+    parse_log,
+    read_text,
+    write_atomic,
+)
 
 ENV_KEYS = ("gpu", "driver", "cuda", "torch", "triton", "cuda_tile", "cutile_crate")
 
@@ -29,9 +50,13 @@ ENV_KEYS = ("gpu", "driver", "cuda", "torch", "triton", "cuda_tile", "cutile_cra
 # ---------------------------------------------------------------------------------------------
 # Labels of configs and tables
 
+
 def config_label(config: dict, drop=("dtype", "variant")) -> str:
-    items = [f"{k}={v if isinstance(v, (int, float, str)) else json.dumps(v)}"
-             for k, v in sorted(config.items()) if k not in drop]
+    items = [
+        f"{k}={v if isinstance(v, (int, float, str)) else json.dumps(v)}"
+        for k, v in sorted(config.items())
+        if k not in drop
+    ]
     return ", ".join(items) or "-"
 
 
@@ -58,9 +83,11 @@ def _throughput_header(rows) -> str:
 # ---------------------------------------------------------------------------------------------
 # performance.md
 
+
 @dataclass
 class PerfInputs:
     """What the performance report needs besides the comparison: logs, parsed, with their names."""
+
     kernel: str
     port: ParsedLog
     baselines: dict  # backend -> ParsedLog
@@ -97,14 +124,18 @@ def _headline(c: Comparison) -> list[str]:
         lines += ["geomean_ratio=nan", "Geo-mean ratio: n/a", "geomean_ratio_ci95=[nan,nan]"]
     else:
         low, high = c.ci95
-        lines += [f"geomean_ratio={c.geomean:.4f}",
-                  f"Geo-mean ratio: {c.geomean:.2f}x ({PORT_BACKEND} / {c.reference} over "
-                  f"{len(c.matched)} matched configs; lower is faster)",
-                  f"geomean_ratio_ci95=[{low:.4f},{high:.4f}]"]
+        lines += [
+            f"geomean_ratio={c.geomean:.4f}",
+            f"Geo-mean ratio: {c.geomean:.2f}x ({PORT_BACKEND} / {c.reference} over "
+            f"{len(c.matched)} matched configs; lower is faster)",
+            f"geomean_ratio_ci95=[{low:.4f},{high:.4f}]",
+        ]
         edges = straddled_edges(low, high)
         if edges:
-            lines.append(f"Note: the 95 % interval straddles the band edge(s) {', '.join(f'{e:.2f}' for e in edges)}; "
-                         "a re-run may land in another band.")
+            lines.append(
+                f"Note: the 95 % interval straddles the band edge(s) {', '.join(f'{e:.2f}' for e in edges)}; "
+                "a re-run may land in another band."
+            )
         if c.severity == "MISSING_DATA":
             lines.append(f"Band of the geomean over the matched configs alone: {c.band_of_geomean}")
     if c.verdict == "BLOCKED":
@@ -115,8 +146,15 @@ def _headline(c: Comparison) -> list[str]:
 
 
 def _baselines_table(c: Comparison) -> list[str]:
-    rows = [[s.backend + (" (reference)" if s.backend == c.reference else ""), str(s.configs),
-             ms_text(s.common_geomean_ms), ratio_text(s.ratio_geomean)] for s in c.baselines]
+    rows = [
+        [
+            s.backend + (" (reference)" if s.backend == c.reference else ""),
+            str(s.configs),
+            ms_text(s.common_geomean_ms),
+            ratio_text(s.ratio_geomean),
+        ]
+        for s in c.baselines
+    ]
     headers = ["baseline", "configs", "geomean ms (configs all baselines have)", f"{PORT_BACKEND} / baseline (geomean)"]
     return ["## Baselines", "", markdown_table(rows, headers)]
 
@@ -138,16 +176,28 @@ def _config_tables(c: Comparison) -> list[str]:
     out = []
     for key, rows in grouped_rows(c):
         unit = _throughput_header(rows)
-        headers = (["config", "reference ms", f"{PORT_BACKEND} ms", "ratio", unit, "% of peak", "verdict"]
-                   + [f"vs {b}" for b in backends] + ["best baseline", "vs best"])
+        headers = (
+            ["config", "reference ms", f"{PORT_BACKEND} ms", "ratio", unit, "% of peak", "verdict"]
+            + [f"vs {b}" for b in backends]
+            + ["best baseline", "vs best"]
+        )
         table = []
         for row in rows:
             value, share = throughput(row.port)
             verdict = ROW_STATUS.get(row.status) or band(row.ratio)
-            table.append([cell(config_label(row.config)), ms_text(row.reference_ms),
-                          ms_text(row.port.median_ms if row.port else None), ratio_text(row.ratio), value, share, verdict]
-                         + [ratio_text(row.ratio_to(b)) for b in backends]
-                         + [row.best_backend or "-", ratio_text(row.ratio_to_best)])
+            table.append(
+                [
+                    cell(config_label(row.config)),
+                    ms_text(row.reference_ms),
+                    ms_text(row.port.median_ms if row.port else None),
+                    ratio_text(row.ratio),
+                    value,
+                    share,
+                    verdict,
+                ]
+                + [ratio_text(row.ratio_to(b)) for b in backends]
+                + [row.best_backend or "-", ratio_text(row.ratio_to_best)]
+            )
         out += [f"## {_title_text(key)}", "", markdown_table(table, headers), ""]
     return out
 
@@ -161,9 +211,13 @@ def _lists(c: Comparison) -> list[str]:
     if c.missing:
         out += ["## Missing data (these configs make the verdict INVESTIGATE, MISSING_DATA)", ""]
         for r in c.missing:
-            why = (f"no valid {PORT_BACKEND} median" if r.status == "missing_port"
-                   else r.mismatch_note(c.reference) if r.status == "gpu_mismatch"
-                   else f"no valid median from the reference ({c.reference})")
+            why = (
+                f"no valid {PORT_BACKEND} median"
+                if r.status == "missing_port"
+                else r.mismatch_note(c.reference)
+                if r.status == "gpu_mismatch"
+                else f"no valid median from the reference ({c.reference})"
+            )
             out.append(f"- {r.config_key}: {why}; see {INVESTIGATION}")
         out.append("")
     if c.unmatched:
@@ -202,12 +256,16 @@ def _env_lines(inputs: PerfInputs, c: Comparison) -> list[str]:
         other = record_env(parsed.records[0])
         differ = sorted(k for k in set(env) | set(other) if env.get(k) != other.get(k))
         if differ:
-            out.append(f"- Note: {backend}'s env differs from the port's in: " + ", ".join(
-                f"{k} ({other.get(k, 'absent')} vs {env.get(k, 'absent')})" for k in differ))
+            out.append(
+                f"- Note: {backend}'s env differs from the port's in: "
+                + ", ".join(f"{k} ({other.get(k, 'absent')} vs {env.get(k, 'absent')})" for k in differ)
+            )
         timers = sorted({r.timer for r in parsed.records})
         if timers != sorted({r.timer for r in port}):
-            out.append(f"- Warning: {backend} was timed with {', '.join(timers)}, the port with "
-                       f"{', '.join(sorted({r.timer for r in port}))}; ratios mix timers.")
+            out.append(
+                f"- Warning: {backend} was timed with {', '.join(timers)}, the port with "
+                f"{', '.join(sorted({r.timer for r in port}))}; ratios mix timers."
+            )
     return out + ([""] if out[-1] != "" else [])
 
 
@@ -215,8 +273,10 @@ def _investigation_summary(inputs: PerfInputs) -> list[str]:
     out = ["## Investigation", ""]
     for label, parsed in [(PORT_BACKEND, inputs.port)] + sorted(inputs.baselines.items()):
         counts = {s: sum(o.count for o in parsed.outcomes if o.status == s) for s in ("FAILED", "ERROR", "SKIPPED")}
-        out.append(f"- {label}: {len(parsed.records)} valid blocks, {len(parsed.rejected)} rejected, "
-                   f"{counts['FAILED']} failed, {counts['ERROR']} errored, {counts['SKIPPED']} skipped")
+        out.append(
+            f"- {label}: {len(parsed.records)} valid blocks, {len(parsed.rejected)} rejected, "
+            f"{counts['FAILED']} failed, {counts['ERROR']} errored, {counts['SKIPPED']} skipped"
+        )
     out += [f"- Details: {INVESTIGATION}", ""]
     return out
 
@@ -239,6 +299,7 @@ def render_performance(c: Comparison, inputs: PerfInputs, chart_line: str | None
 # ---------------------------------------------------------------------------------------------
 # reports/performance.svg: the numbers of the tables above, drawn by tilekit.charts
 
+
 def chart_data(c: Comparison) -> charts.PerformanceChart:
     """Each row's ratio to every baseline and the port's % of peak, as the tables print them."""
     backends = tuple(s.backend for s in c.baselines)
@@ -247,12 +308,23 @@ def chart_data(c: Comparison) -> charts.PerformanceChart:
         for row in rows:
             share = peak_share(row.port)
             value, pct = throughput(row.port)
-            text = ("no throughput recorded" if share is None else f"{value} {share[2]}, no peak recorded"
-                    if share[1] is None else f"{pct} · {value} {share[2]}")
-            bars.append(charts.ConfigBars(
-                "" if key == ("", "") else _title_text(key), config_label(row.config),
-                {b: row.ratio_to(b) for b in backends if row.ratio_to(b) is not None},
-                None if share is None else share[1], text, ROW_STATUS.get(row.status, "")))
+            text = (
+                "no throughput recorded"
+                if share is None
+                else f"{value} {share[2]}, no peak recorded"
+                if share[1] is None
+                else f"{pct} · {value} {share[2]}"
+            )
+            bars.append(
+                charts.ConfigBars(
+                    "" if key == ("", "") else _title_text(key),
+                    config_label(row.config),
+                    {b: row.ratio_to(b) for b in backends if row.ratio_to(b) is not None},
+                    None if share is None else share[1],
+                    text,
+                    ROW_STATUS.get(row.status, ""),
+                )
+            )
     return charts.PerformanceChart(c.kernel, PORT_BACKEND, c.reference, backends, tuple(bars))
 
 
@@ -271,8 +343,10 @@ def write_chart(c: Comparison, kernel_dir: str) -> str | None:
     else:
         try:
             charts.write_performance(chart_data(c), path)
-            return (f"![{c.kernel}: {PORT_BACKEND} time relative to each baseline per config, and % of peak]"
-                    f"({os.path.relpath(PERFORMANCE_CHART, os.path.dirname(PERFORMANCE_MD))})")
+            return (
+                f"![{c.kernel}: {PORT_BACKEND} time relative to each baseline per config, and % of peak]"
+                f"({os.path.relpath(PERFORMANCE_CHART, os.path.dirname(PERFORMANCE_MD))})"
+            )
         except Exception as exc:  # noqa: BLE001 - whatever breaks in matplotlib, the report is written
             why = f"drawing failed ({type(exc).__name__}: {' '.join(str(exc).split())})"
     if os.path.exists(path):
@@ -280,9 +354,9 @@ def write_chart(c: Comparison, kernel_dir: str) -> str | None:
     return None if why is None else f"Chart: not drawn: {why}"
 
 
-
 # ---------------------------------------------------------------------------------------------
 # I/O: sanitize what is on disk, then render
+
 
 def _path(kernel_dir: str, rel: str) -> str:
     return os.path.join(kernel_dir, rel)
@@ -291,8 +365,9 @@ def _path(kernel_dir: str, rel: str) -> str:
 def load_perf(kernel: str, kernel_dir: str) -> PerfInputs:
     """Re-sanitize every raw perf log; write the clean logs and the investigation log."""
     raw = _path(kernel_dir, PORT_RAW)
-    baselines = {b: parse_log(read_text(_path(kernel_dir, baseline_raw(b))), kernel, b)
-                 for b in baselines_on_disk(kernel_dir)}
+    baselines = {
+        b: parse_log(read_text(_path(kernel_dir, baseline_raw(b))), kernel, b) for b in baselines_on_disk(kernel_dir)
+    }
     if not os.path.isfile(raw):
         for b, parsed in baselines.items():  # `make baseline` alone still gets its clean logs
             write_atomic(_path(kernel_dir, baseline_clean(b)), clean_text(parsed.records))
@@ -309,8 +384,10 @@ def load_perf(kernel: str, kernel_dir: str) -> PerfInputs:
     write_atomic(_path(kernel_dir, INVESTIGATION), INVESTIGATION_HEADER + "\n".join(sections))
     notes = []
     if not baselines:
-        message = (f"{_path(kernel_dir, baseline_raw('<backend>'))}: no baseline raw log "
-                   f"(backends {', '.join(BASELINE_BACKENDS)}); `make KERNEL={kernel} baseline` writes them")
+        message = (
+            f"{_path(kernel_dir, baseline_raw('<backend>'))}: no baseline raw log "
+            f"(backends {', '.join(BASELINE_BACKENDS)}); `make KERNEL={kernel} baseline` writes them"
+        )
         if port.records:
             raise MissingInput(f"{message} (wrote {_path(kernel_dir, PORT_CLEAN)}; no verdict without a baseline)")
         notes.append(message.replace(kernel_dir + os.sep, "", 1))
@@ -319,23 +396,31 @@ def load_perf(kernel: str, kernel_dir: str) -> PerfInputs:
 
 def compare_inputs(inputs: PerfInputs, reference: str | None = None) -> Comparison:
     labels = {PORT_BACKEND: PORT_RAW, **{b: baseline_raw(b) for b in inputs.baselines}}
-    return compare(inputs.kernel, inputs.port.records, {b: p.records for b, p in inputs.baselines.items()},
-                   reference=reference, blocked_hint=blocked_hint(inputs.port), labels=labels)
-
+    return compare(
+        inputs.kernel,
+        inputs.port.records,
+        {b: p.records for b, p in inputs.baselines.items()},
+        reference=reference,
+        blocked_hint=blocked_hint(inputs.port),
+        labels=labels,
+    )
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m tilekit report",
         description="Re-sanitize the raw logs of a kernel and render reports/performance.md and "
-                    "reports/correctness.md (no GPU needed).")
+        "reports/correctness.md (no GPU needed).",
+    )
     parser.add_argument("--kernel", required=True)
     parser.add_argument("--dir", required=True, help="the kernel's output folder, e.g. out/rms_norm")
     parser.add_argument("--only", choices=("performance", "correctness"))
-    parser.add_argument("--reference", choices=BASELINE_BACKENDS,
-                        help="compare against this baseline instead of the winning one")
-    parser.add_argument("--strict", action="store_true",
-                        help="exit 1 unless performance is DONE and correctness is ALL_PASS")
+    parser.add_argument(
+        "--reference", choices=BASELINE_BACKENDS, help="compare against this baseline instead of the winning one"
+    )
+    parser.add_argument(
+        "--strict", action="store_true", help="exit 1 unless performance is DONE and correctness is ALL_PASS"
+    )
     args = parser.parse_args(argv)
     status, verdicts = 0, []
 
@@ -345,9 +430,11 @@ def main(argv: list[str]) -> int:
             comparison = compare_inputs(inputs, args.reference)
             chart_line = write_chart(comparison, args.dir)
             write_atomic(_path(args.dir, PERFORMANCE_MD), render_performance(comparison, inputs, chart_line))
-            print(f"tilekit report: {_path(args.dir, PERFORMANCE_MD)}: VERDICT {comparison.verdict} "
-                  f"({comparison.severity}, geomean_ratio="
-                  f"{'nan' if comparison.geomean is None else f'{comparison.geomean:.4f}'})")
+            print(
+                f"tilekit report: {_path(args.dir, PERFORMANCE_MD)}: VERDICT {comparison.verdict} "
+                f"({comparison.severity}, geomean_ratio="
+                f"{'nan' if comparison.geomean is None else f'{comparison.geomean:.4f}'})"
+            )
             for note in inputs.notes:
                 print(f"tilekit report: note: {note}", file=sys.stderr)
             if chart_line and chart_line.startswith("Chart: "):
@@ -361,11 +448,16 @@ def main(argv: list[str]) -> int:
         try:
             text, result, has_raw = build_correctness(args.kernel, args.dir)
             write_atomic(_path(args.dir, CORRECTNESS_MD), text)
-            print(f"tilekit report: {_path(args.dir, CORRECTNESS_MD)}: VERDICT {result.verdict} "
-                  f"({result.passed} passed, {result.failed} failed, {result.skipped} skipped)")
+            print(
+                f"tilekit report: {_path(args.dir, CORRECTNESS_MD)}: VERDICT {result.verdict} "
+                f"({result.passed} passed, {result.failed} failed, {result.skipped} skipped)"
+            )
             if not has_raw:
-                print(f"tilekit report: note: {_path(args.dir, CORRECTNESS_LOG)} is missing; "
-                      f"`make KERNEL={args.kernel} test` writes it", file=sys.stderr)
+                print(
+                    f"tilekit report: note: {_path(args.dir, CORRECTNESS_LOG)} is missing; "
+                    f"`make KERNEL={args.kernel} test` writes it",
+                    file=sys.stderr,
+                )
             verdicts.append(result.verdict == "ALL_PASS")
         except (MissingInput, MalformedInput) as exc:
             print(f"tilekit report: {exc}", file=sys.stderr)

@@ -21,6 +21,7 @@ The plugin runs where pytest reports (the single process, or the xdist controlle
 every worker's reports). A stage log is rewritten from scratch by each session; a log without
 its final ``=== ... ===`` line is from a session that did not finish (killed, timed out).
 """
+
 from __future__ import annotations
 
 import os
@@ -92,8 +93,14 @@ def _status(report) -> str | None:
 
 
 # status word -> the word a final line counts it under, in the order pytest's final line lists them
-_COUNTED = {"FAILED": "failed", "PASSED": "passed", "SKIPPED": "skipped", "XFAIL": "xfailed", "XPASS": "xpassed",
-            "ERROR": "error"}
+_COUNTED = {
+    "FAILED": "failed",
+    "PASSED": "passed",
+    "SKIPPED": "skipped",
+    "XFAIL": "xfailed",
+    "XPASS": "xpassed",
+    "ERROR": "error",
+}
 
 
 @dataclass
@@ -119,8 +126,10 @@ class StageLogs:
         session = os.environ.get(SESSION_LOG_VAR)
         source = f"; pytest's whole output: {session}" if session else ""
         args = shlex.join(self.config.invocation_params.args)
-        return (f"tilekit stage log: kernel {kernel}, backend {backend}: this stage's cases from one pytest "
-                f"session{source}\n$ python -m pytest {args}\n")
+        return (
+            f"tilekit stage log: kernel {kernel}, backend {backend}: this stage's cases from one pytest "
+            f"session{source}\n$ python -m pytest {args}\n"
+        )
 
     def _stage(self, kernel: str, backend: str) -> Stage:
         key = (kernel, backend)
@@ -144,7 +153,7 @@ class StageLogs:
         # Every expected stage gets a log now, even one whose file later fails to collect.
         for arg in self.config.args:
             kernel = kernel_of(arg.split("::")[0])
-            for backend in (self.backends if kernel else []):
+            for backend in self.backends if kernel else []:
                 self._stage(kernel, backend)
 
     def pytest_collectreport(self, report) -> None:
@@ -194,12 +203,15 @@ class StageLogs:
             lines = ["=" * 20 + " short test summary info (this stage) " + "=" * 20, *stage.summary]
             if finished:
                 parts = [f"{stage.counts[w]} {w}" for w in _COUNTED.values() if stage.counts.get(w)]
-                lines.append(f"==== {', '.join(parts) or 'no tests ran'} in {stage.seconds:.2f}s "
-                             "(this stage's cases) ====")
+                lines.append(
+                    f"==== {', '.join(parts) or 'no tests ran'} in {stage.seconds:.2f}s (this stage's cases) ===="
+                )
             else:
                 why = session.shouldfail or session.shouldstop or f"exit status {int(exitstatus)}"
-                lines.append(f"tilekit: the pytest session stopped before it finished ({why}); this stage's "
-                             "cases may be missing (see the session log)")
+                lines.append(
+                    f"tilekit: the pytest session stopped before it finished ({why}); this stage's "
+                    "cases may be missing (see the session log)"
+                )
             self._append(stage, "\n".join(lines))
 
 
@@ -213,11 +225,14 @@ def configure(config: pytest.Config) -> None:
     except ValueError as exc:
         fields = [f"a malformed brace ({exc})"]
     if sorted(set(fields)) != ["backend", "kernel"]:
-        raise pytest.UsageError(f"--stage-log {template!r} must contain {{kernel}} and {{backend}} and no other "
-                                "{field} (double other braces: {{ }})")
+        raise pytest.UsageError(
+            f"--stage-log {template!r} must contain {{kernel}} and {{backend}} and no other "
+            "{field} (double other braces: {{ }})"
+        )
     backends = [b for b in (config.getoption("--stage-backends") or "").split(",") if b]
     unknown = [b for b in backends if b not in BACKEND_IDS]
     if unknown:
-        raise pytest.UsageError(f"--stage-backends: unknown backend id {', '.join(unknown)} "
-                                f"(known: {', '.join(BACKEND_IDS)})")
+        raise pytest.UsageError(
+            f"--stage-backends: unknown backend id {', '.join(unknown)} (known: {', '.join(BACKEND_IDS)})"
+        )
     config.pluginmanager.register(StageLogs(config, template, backends), "tilekit-stage-logs")

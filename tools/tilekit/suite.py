@@ -11,6 +11,7 @@ and selects with -k "cutile_rs and test_op"; tilekit.stage_logs reads the kernel
 and the backend from the id's first part. A kernel folder without a stub is collected all the same,
 under the same node ids (tests/conftest.py), so copying a folder is enough for pytest.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -27,13 +28,23 @@ def cases(spec) -> dict[str, list]:
     its id, made here and nowhere else (ids: harness.case_id)."""
     b_ids = harness.BACKEND_IDS
     return {
-        "test_op": [pytest.param(b, dict(s, dtype=d), id=harness.case_id(b, spec.shape_id(s), d))
-                    for b in b_ids for s in spec.correctness_shapes for d in spec.dtypes],
-        "test_op_every_variant_cutile_rs": [pytest.param(c, id=f"{spec.shape_id(c, strides=False)}-{c['dtype']}")
-                                            for c in spec.variant_shapes],
-        "test_op_bad_input_cutile_rs": [pytest.param(case, id=harness.case_id("cutile_rs", case)) for case in spec.bad_inputs],
-        "test_perf": [pytest.param(b, c, id=harness.case_id(b, spec.shape_id(c, sep=spec.perf_id_sep), c["dtype"]))
-                      for b in b_ids for c in spec.perf_configs],
+        "test_op": [
+            pytest.param(b, dict(s, dtype=d), id=harness.case_id(b, spec.shape_id(s), d))
+            for b in b_ids
+            for s in spec.correctness_shapes
+            for d in spec.dtypes
+        ],
+        "test_op_every_variant_cutile_rs": [
+            pytest.param(c, id=f"{spec.shape_id(c, strides=False)}-{c['dtype']}") for c in spec.variant_shapes
+        ],
+        "test_op_bad_input_cutile_rs": [
+            pytest.param(case, id=harness.case_id("cutile_rs", case)) for case in spec.bad_inputs
+        ],
+        "test_perf": [
+            pytest.param(b, c, id=harness.case_id(b, spec.shape_id(c, sep=spec.perf_id_sep), c["dtype"]))
+            for b in b_ids
+            for c in spec.perf_configs
+        ],
     }
 
 

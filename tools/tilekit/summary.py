@@ -9,6 +9,7 @@ and the correctness verdict from the JUnit XML. A kernel whose files are missing
 says which make target writes them. ``summary.svg`` beside it draws each kernel's geomean ratio,
 interval and per-config ratios (tilekit.charts), linked from the line after the table.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,7 +28,12 @@ def best_peak(port_records) -> str:
     for rec in port_records:
         value, share = markdown.throughput(rec)
         if share != "-":
-            shares.append((float(share.rstrip("%")), f"{share} ({value} {'GB/s' if rec.number('gbps') is not None else 'TFLOP/s'})"))
+            shares.append(
+                (
+                    float(share.rstrip("%")),
+                    f"{share} ({value} {'GB/s' if rec.number('gbps') is not None else 'TFLOP/s'})",
+                )
+            )
     return max(shares)[1] if shares else "-"
 
 
@@ -35,6 +41,7 @@ def best_peak(port_records) -> str:
 class KernelPerf:
     """A kernel's performance as recomputed from its sanitized logs; comparison None when the
     port's log is not there."""
+
     kernel: str
     comparison: Comparison | None
     port: list  # the port's valid records
@@ -79,11 +86,17 @@ def chart_data(perfs: list[KernelPerf]) -> charts.SummaryChart | None:
     for p in perfs:
         c = p.comparison
         if c is None or c.geomean is None:
-            kernels.append(charts.KernelRatios(p.kernel, None, None, None, (),
-                                               "not run" if c is None else f"{c.verdict} ({c.severity})"))
+            kernels.append(
+                charts.KernelRatios(
+                    p.kernel, None, None, None, (), "not run" if c is None else f"{c.verdict} ({c.severity})"
+                )
+            )
         else:
-            kernels.append(charts.KernelRatios(p.kernel, c.reference, c.geomean, c.ci95,
-                                               tuple(r.ratio for r in c.matched), c.severity))
+            kernels.append(
+                charts.KernelRatios(
+                    p.kernel, c.reference, c.geomean, c.ci95, tuple(r.ratio for r in c.matched), c.severity
+                )
+            )
     if all(k.geomean is None for k in kernels):
         return None
     return charts.SummaryChart(records.PORT_BACKEND, tuple(kernels))
@@ -121,10 +134,14 @@ def collect(out_root: str, kernels: list[str]) -> tuple[list[list[str]], list[Ke
 
 def render(out_root: str, kernels: list[str], rows: list[list[str]], chart_line: str | None = None) -> str:
     headers = ["kernel", "correctness", "performance", "geomean_ratio", "95% CI", "reference", "best % of peak", "note"]
-    lines = ["# tilekit summary", "",
-             f"Kernels: {', '.join(kernels)}. Each row is recomputed from `{out_root}/<kernel>/` "
-             "(sanitized logs, JUnit XML); the kernel's own reports give the details.", "",
-             markdown.markdown_table(rows, headers)]
+    lines = [
+        "# tilekit summary",
+        "",
+        f"Kernels: {', '.join(kernels)}. Each row is recomputed from `{out_root}/<kernel>/` "
+        "(sanitized logs, JUnit XML); the kernel's own reports give the details.",
+        "",
+        markdown.markdown_table(rows, headers),
+    ]
     lines += ["", chart_line] if chart_line else []
     return "\n".join(lines) + "\n"
 

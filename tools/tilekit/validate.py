@@ -5,6 +5,7 @@ reasons of failed checks on stderr; exits 1 if any check failed. Checks parse st
 recompute the numbers (geomean, interval, verdict) from the sanitized logs; they never grep text
 for a number and trust it. Each check is a pure function from texts to a list of problems.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -13,8 +14,19 @@ import re
 import sys
 
 from tilekit.correctness import MalformedInput, classify, parse_junit
-from tilekit.layout import (BUILD_LOG, CORRECTNESS_LOG, CORRECTNESS_MD, INVESTIGATION, JUNIT, PERFORMANCE_MD, PORT_CLEAN,
-                            PORT_RAW, baseline_clean, baseline_raw, baselines_on_disk)
+from tilekit.layout import (
+    BUILD_LOG,
+    CORRECTNESS_LOG,
+    CORRECTNESS_MD,
+    INVESTIGATION,
+    JUNIT,
+    PERFORMANCE_MD,
+    PORT_CLEAN,
+    PORT_RAW,
+    baseline_clean,
+    baseline_raw,
+    baselines_on_disk,
+)
 from tilekit.compare import CompareError, compare
 from tilekit.records import BASELINE_BACKENDS, PORT_BACKEND, clean_text, parse_log, read_text
 
@@ -27,10 +39,14 @@ PYTEST_HEADER = (("platform ", "platform"), ("rootdir:", "rootdir:"), ("plugins:
 # ---------------------------------------------------------------------------------------------
 # Pure checks: text in, problems out
 
+
 def check_pytest_header(text: str) -> list[str]:
     lines = text.splitlines()
-    return [f"no line starting with {shown!r} (pytest's header was cut from the log)"
-            for prefix, shown in PYTEST_HEADER if not any(line.startswith(prefix) for line in lines)]
+    return [
+        f"no line starting with {shown!r} (pytest's header was cut from the log)"
+        for prefix, shown in PYTEST_HEADER
+        if not any(line.startswith(prefix) for line in lines)
+    ]
 
 
 def check_sanitized(clean: str, raw: str | None, kernel: str, backend: str) -> list[str]:
@@ -84,17 +100,22 @@ def parse_performance_md(text: str) -> tuple[dict, list[str]]:
     if logs_at is None:
         problems.append("no `## Logs` section")
     else:
-        fields["logs"] = [line[2:] for line in lines[logs_at + 1:] if line.startswith("- ")]
+        fields["logs"] = [line[2:] for line in lines[logs_at + 1 :] if line.startswith("- ")]
     return fields, problems
 
 
 def _expected(c) -> dict:
     def fmt(value):
         return "nan" if value is None else f"{value:.4f}"
-    return {"verdict": c.verdict, "severity": c.severity, "geomean": fmt(c.geomean),
-            "geomean_short": "n/a" if c.geomean is None else f"{c.geomean:.2f}x",
-            "ci95": (fmt(c.ci95[0]), fmt(c.ci95[1])) if c.ci95 else ("nan", "nan"),
-            "reference": c.reference}
+
+    return {
+        "verdict": c.verdict,
+        "severity": c.severity,
+        "geomean": fmt(c.geomean),
+        "geomean_short": "n/a" if c.geomean is None else f"{c.geomean:.2f}x",
+        "ci95": (fmt(c.ci95[0]), fmt(c.ci95[1])) if c.ci95 else ("nan", "nan"),
+        "reference": c.reference,
+    }
 
 
 def check_performance_numbers(text: str, kernel: str, port_clean: str, baselines_clean: dict[str, str]) -> list[str]:
@@ -109,9 +130,11 @@ def check_performance_numbers(text: str, kernel: str, port_clean: str, baselines
         want = _expected(compare(kernel, port, baselines, reference=reference))
     except CompareError as exc:
         return [f"the sanitized logs cannot be compared: {exc}"]
-    return [f"{key}: report says {fields.get(key)!r}, the sanitized logs give {want[key]!r}"
-            for key in ("verdict", "severity", "geomean", "geomean_short", "ci95", "reference")
-            if key in want and (key != "reference" or want[key] is not None) and fields.get(key) != want[key]]
+    return [
+        f"{key}: report says {fields.get(key)!r}, the sanitized logs give {want[key]!r}"
+        for key in ("verdict", "severity", "geomean", "geomean_short", "ci95", "reference")
+        if key in want and (key != "reference" or want[key] is not None) and fields.get(key) != want[key]
+    ]
 
 
 def check_correctness_md(text: str, junit: str, raw_log: str | None, kernel: str) -> list[str]:
@@ -138,8 +161,10 @@ def check_correctness_md(text: str, junit: str, raw_log: str | None, kernel: str
         problems.append(f"verdict: report says {verdict}, the JUnit XML gives {result.verdict}")
     counts = (result.passed, result.failed, result.skipped)
     if summary and tuple(int(g) for g in summary.groups()) != counts:
-        problems.append(f"Summary: report says {summary.group(0)!r}, the JUnit XML gives "
-                        f"{counts[0]} passed, {counts[1]} failed, {counts[2]} skipped")
+        problems.append(
+            f"Summary: report says {summary.group(0)!r}, the JUnit XML gives "
+            f"{counts[0]} passed, {counts[1]} failed, {counts[2]} skipped"
+        )
     rows = [line for line in lines if re.match(r"\| .* \| (PASSED|FAILED|ERROR|SKIPPED) +\|", line)]
     if len(rows) != len(result.cases):
         problems.append(f"the table has {len(rows)} rows, the JUnit XML {len(result.cases)} cases")
@@ -148,6 +173,7 @@ def check_correctness_md(text: str, junit: str, raw_log: str | None, kernel: str
 
 # ---------------------------------------------------------------------------------------------
 # The checks of one kernel folder
+
 
 class Check:
     def __init__(self, description: str, problems: list[str]):
@@ -168,58 +194,94 @@ def run_checks(kernel: str, kernel_dir: str, baselines: list[str] | None = None)
 
     checks = []
     build = _read(kernel_dir, BUILD_LOG)
-    checks.append(Check(f"test -s {path(BUILD_LOG)}",
-                        missing(BUILD_LOG, "build") if build is None else
-                        ([] if build.strip() else [f"{path(BUILD_LOG)} is empty"])))
+    checks.append(
+        Check(
+            f"test -s {path(BUILD_LOG)}",
+            missing(BUILD_LOG, "build")
+            if build is None
+            else ([] if build.strip() else [f"{path(BUILD_LOG)} is empty"]),
+        )
+    )
 
     raw_correctness = _read(kernel_dir, CORRECTNESS_LOG)
-    checks.append(Check(f"pytest header (platform, rootdir:, plugins:) in {path(CORRECTNESS_LOG)}",
-                        missing(CORRECTNESS_LOG, "test") if raw_correctness is None
-                        else check_pytest_header(raw_correctness)))
+    checks.append(
+        Check(
+            f"pytest header (platform, rootdir:, plugins:) in {path(CORRECTNESS_LOG)}",
+            missing(CORRECTNESS_LOG, "test") if raw_correctness is None else check_pytest_header(raw_correctness),
+        )
+    )
     junit = _read(kernel_dir, JUNIT)
     correctness = _read(kernel_dir, CORRECTNESS_MD)
-    checks.append(Check(f"{path(CORRECTNESS_MD)}: structure; verdict and counts recomputed from {path(JUNIT)}",
-                        missing(JUNIT, "test") if junit is None else missing(CORRECTNESS_MD, "test")
-                        if correctness is None else check_correctness_md(correctness, junit, raw_correctness, kernel)))
+    checks.append(
+        Check(
+            f"{path(CORRECTNESS_MD)}: structure; verdict and counts recomputed from {path(JUNIT)}",
+            missing(JUNIT, "test")
+            if junit is None
+            else missing(CORRECTNESS_MD, "test")
+            if correctness is None
+            else check_correctness_md(correctness, junit, raw_correctness, kernel),
+        )
+    )
 
     backends = baselines if baselines is not None else baselines_on_disk(kernel_dir)
     if not backends:
-        checks.append(Check(f"a baseline raw log {path(baseline_raw('<backend>'))}",
-                            missing(baseline_raw("<backend>"), "baseline")))
+        checks.append(
+            Check(
+                f"a baseline raw log {path(baseline_raw('<backend>'))}", missing(baseline_raw("<backend>"), "baseline")
+            )
+        )
     logs = [(PORT_BACKEND, PORT_RAW, PORT_CLEAN, "perf")] + [
-        (b, baseline_raw(b), baseline_clean(b), "baseline") for b in backends]
+        (b, baseline_raw(b), baseline_clean(b), "baseline") for b in backends
+    ]
     cleans: dict[str, str] = {}
     for backend, raw_rel, clean_rel, target in logs:
         raw, clean = _read(kernel_dir, raw_rel), _read(kernel_dir, clean_rel)
-        problems = (missing(raw_rel, target) if raw is None else missing(clean_rel, "report") if clean is None
-                    else check_sanitized(clean, raw, kernel, backend))
-        checks.append(Check(f"{path(clean_rel)} holds complete valid blocks only and matches {path(raw_rel)}",
-                            problems))
+        problems = (
+            missing(raw_rel, target)
+            if raw is None
+            else missing(clean_rel, "report")
+            if clean is None
+            else check_sanitized(clean, raw, kernel, backend)
+        )
+        checks.append(
+            Check(f"{path(clean_rel)} holds complete valid blocks only and matches {path(raw_rel)}", problems)
+        )
         if clean is not None:
             cleans[backend] = clean
-    checks.append(Check(f"test -f {path(INVESTIGATION)}",
-                        [] if _read(kernel_dir, INVESTIGATION) is not None else missing(INVESTIGATION, "perf")))
+    checks.append(
+        Check(
+            f"test -f {path(INVESTIGATION)}",
+            [] if _read(kernel_dir, INVESTIGATION) is not None else missing(INVESTIGATION, "perf"),
+        )
+    )
 
     perf = _read(kernel_dir, PERFORMANCE_MD)
     if perf is None:
         checks.append(Check(f"{path(PERFORMANCE_MD)}: structure", missing(PERFORMANCE_MD, "perf")))
         return checks
     fields, structure = parse_performance_md(perf)
-    structure += [f"listed log {path(p)} does not exist" for p in fields.get("logs", [])
-                  if not os.path.exists(path(p))]
+    structure += [f"listed log {path(p)} does not exist" for p in fields.get("logs", []) if not os.path.exists(path(p))]
     charts_dir = os.path.dirname(path(PERFORMANCE_MD))  # image links are relative to the report
-    structure += [f"links to the chart {os.path.normpath(os.path.join(charts_dir, p))}, which does not exist; "
-                  f"`make KERNEL={kernel} report` draws it" for p in fields.get("images", [])
-                  if not os.path.isfile(os.path.join(charts_dir, p))]
-    checks.append(Check(f"{path(PERFORMANCE_MD)}: structure (VERDICT, geomean_ratio=, Severity, interval, logs, chart)",
-                        structure))
+    structure += [
+        f"links to the chart {os.path.normpath(os.path.join(charts_dir, p))}, which does not exist; "
+        f"`make KERNEL={kernel} report` draws it"
+        for p in fields.get("images", [])
+        if not os.path.isfile(os.path.join(charts_dir, p))
+    ]
+    checks.append(
+        Check(
+            f"{path(PERFORMANCE_MD)}: structure (VERDICT, geomean_ratio=, Severity, interval, logs, chart)", structure
+        )
+    )
     if PORT_BACKEND in cleans:
-        numbers = check_performance_numbers(perf, kernel, cleans[PORT_BACKEND],
-                                            {b: t for b, t in cleans.items() if b != PORT_BACKEND})
+        numbers = check_performance_numbers(
+            perf, kernel, cleans[PORT_BACKEND], {b: t for b, t in cleans.items() if b != PORT_BACKEND}
+        )
     else:
         numbers = missing(PORT_CLEAN, "perf")
-    checks.append(Check(f"{path(PERFORMANCE_MD)}: geomean, interval and verdict recomputed from the sanitized logs",
-                        numbers))
+    checks.append(
+        Check(f"{path(PERFORMANCE_MD)}: geomean, interval and verdict recomputed from the sanitized logs", numbers)
+    )
     return checks
 
 
@@ -231,12 +293,16 @@ def render(checks: list[Check]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tilekit validate",
-                                     description="Check every output file of a kernel.")
+    parser = argparse.ArgumentParser(
+        prog="python -m tilekit validate", description="Check every output file of a kernel."
+    )
     parser.add_argument("--kernel", required=True)
     parser.add_argument("--dir", required=True, help="the kernel's output folder, e.g. out/rms_norm")
-    parser.add_argument("--baselines", help="space- or comma-separated baselines that must be present "
-                        f"(default: those with a raw log; known: {' '.join(BASELINE_BACKENDS)})")
+    parser.add_argument(
+        "--baselines",
+        help="space- or comma-separated baselines that must be present "
+        f"(default: those with a raw log; known: {' '.join(BASELINE_BACKENDS)})",
+    )
     args = parser.parse_args(argv)
     wanted = args.baselines.replace(",", " ").split() if args.baselines else None
     checks = run_checks(args.kernel, args.dir, wanted)

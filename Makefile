@@ -140,6 +140,11 @@ $(OUT_ROOT)/%/reports/performance.md: $(OUT_ROOT)/%/reports/logs/perf_cutile_rs.
         $(foreach b,$(BASELINES),$(OUT_ROOT)/%/reports/logs/baseline_perf_$(b).full.txt) $(REPORT_CODE) | $(ENV_READY)
 	$(Q)$(PY) -m tilekit report --kernel $* --dir $(OUT_ROOT)/$* --only performance
 
+# A kernel folder copied from another gets the suite stub every kernel has (the same name-free
+# file: tilekit.suite generates the tests from the declaration), so make test/perf can name it.
+tests/kernels/test_%.py: | kernels/%/kernel.rs
+	$(Q)cp $(firstword $(wildcard tests/kernels/test_*.py)) $@ && echo "make: wrote $@ (the suite stub of every kernel)"
+
 # The library when a timed stage needs it and no build ran yet (make -n on a fresh clone).
 $(LIB):
 	$(Q)$(MAKE) --no-print-directory KERNEL=$(firstword $(SELECTED)) build
@@ -174,7 +179,7 @@ build-for-perf: build
 symbols: | $(ENV_READY) ## nm -D proves every export declared in kernels/$(KERNEL)/op.py is there (T)
 	$(Q)$(ENV) scripts/check_symbols.sh "$$TILEKIT_LIB" $(KERNEL)
 
-test: build | $(ENV_READY) ## correctness of the port: pytest -k "cutile_rs and test_op", then reports/correctness.md
+test: build $(KTEST) | $(ENV_READY) ## correctness of the port: pytest -k "cutile_rs and test_op", then reports/correctness.md
 	$(Q)mkdir -p $(KDIR)/reports/logs
 	$(Q)rc=0; $(ENV) scripts/pytest_stage.sh $(KDIR)/correctness_cutile_rs.txt -- $(KTEST) \
 	    -k "cutile_rs and test_op" -v -x --timeout=60 -rs \

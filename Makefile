@@ -1,11 +1,11 @@
 # tilekit: port GPU kernels to cuTile Rust and prove them correct and fast.
 #
-#   make setup                     # once: Python deps, CUDA headers, libclang (cached outside the repo)
-#   make KERNEL=rms_norm perf      # build, symbol check, time the port, render the report
-#   make check                     # the kit's own tests (what CI runs)
+#   make KERNEL=rms_norm perf      # set-up if needed, build, symbol check, time what is missing or
+#                                  # stale (baselines and port), render the report and its verdict
+#   make check                     # lint, then the kit's own tests (what CI runs)
 #
 # `make help` lists every target. Variables can be set on the command line:
-#   KERNEL=rms_norm (or all)  OUT_ROOT=out  BASELINES="cutile triton torch"  STRICT=1  V=1
+#   KERNEL=rms_norm (or all)  OUT_ROOT=out  BASELINES="cutile triton torch"  FORCE=1  STRICT=1  V=1
 #   GPUS=N: test/baseline/perf spread their cases over N GPUs, one pinned pytest-xdist worker
 #           each (default: every visible GPU; 1 = one process, as on a one-GPU host; docs/multi-gpu.md).
 #           baseline (all BASELINES) and perf are one pytest session per make call, KERNEL=all included.

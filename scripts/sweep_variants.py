@@ -2,6 +2,7 @@
 baselines' forms (keep the faster) and to see the port's autotune space whole.
 
     python scripts/sweep_variants.py --kernel rms_norm [--nrep 30] [--configs 0 2]
+        [--shapes '[{"dtype": "bfloat16", "m": 256, "n": 11008}]']
         [--backends triton cutile cutile_rs torch] [--extra '[{"block": 1024, "rows": 2, "occupancy": 8}]']
 
 Same CUPTI timer as the benchmarks (tilekit.bench). Baseline variants come from
@@ -10,7 +11,8 @@ from `kernels/<k>/op.py` (`variants(**dims)`) plus any `--extra` ones (a JSON li
 dicts, candidates not yet in the autotune space); all are called through the kernel's declaration
 (`kernels/<k>/spec.py`'s SPEC: run_port / run_baseline). Prints one line per (config, backend,
 variant) with GB/s (and TFLOP/s where the declaration has `flops`) and, per config, the fastest of
-each backend. Failing variants are printed, not fatal.
+each backend. Failing variants are printed, not fatal. `--shapes` times configs that are in no
+spec (a JSON list of configs with the spec's dims and a dtype), e.g. shapes from real models.
 """
 
 from __future__ import annotations
@@ -49,27 +51,41 @@ def calls_for(backend: str, spec, baselines, cfg: dict, inputs: dict, extra: lis
     return {v: (lambda v=v: spec.run_baseline(backend, inputs, variant=v)) for v in names}
 
 
+def json_dicts(p, flag: str, text: str, example: str) -> list[dict]:
+    """A JSON list of objects from a command-line flag, or argparse's error naming the flag."""
+    try:
+        value = json.loads(text)
+        if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+            raise ValueError("not a list of objects")
+    except ValueError as e:
+        p.error(f"{flag} must be a JSON list of objects, e.g. '{example}': {e}")
+    return value
+
+
 def main(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--kernel", default="rms_norm")
     p.add_argument("--nrep", type=int, default=30)
     p.add_argument("--backends", nargs="+", default=["triton", "cutile", "cutile_rs"])
     p.add_argument("--configs", nargs="+", type=int, help="indices into SPEC.perf_configs (default: all)")
+    p.add_argument("--shapes", help="JSON list of configs to time instead of the spec's perf configs")
     p.add_argument("--extra", default="[]", help="JSON list of extra port variants to time")
     args = p.parse_args(argv)
-    try:
-        extra = json.loads(args.extra)
-        if not isinstance(extra, list) or not all(isinstance(v, dict) for v in extra):
-            raise ValueError("not a list of objects")
-    except ValueError as e:
-        p.error(f"--extra must be a JSON list of variant dicts, e.g. '[{{\"block\": 1024}}]': {e}")
+    extra = json_dicts(p, "--extra", args.extra, '[{"block": 1024}]')
+    shapes = (
+        json_dicts(p, "--shapes", args.shapes, '[{"dtype": "float16", "m": 256, "n": 4097}]') if args.shapes else None
+    )
 
     from tilekit import bench, kernel
 
     spec = kernel.load(args.kernel)
     baselines = spec.baselines()
     best = {}
-    configs = [spec.perf_configs[i] for i in args.configs] if args.configs else spec.perf_configs
+    configs = shapes or ([spec.perf_configs[i] for i in args.configs] if args.configs else spec.perf_configs)
+    for cfg in configs:
+        missing = [d for d in (*spec.dims, "dtype") if d not in cfg]
+        if missing:
+            p.error(f"--shapes: {cfg} lacks {missing} (kernels/{args.kernel}/spec.py dims: {list(spec.dims)})")
     for cfg in configs:
         inputs = spec.make_inputs(cfg)
         label = config_label(cfg)

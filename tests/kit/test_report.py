@@ -6,10 +6,10 @@ import pytest
 
 from tilekit import charts, report
 from tilekit import correctness as correctness_mod
-from tilekit.records import format_block
+
+from perf_records import HEADER, perf_block  # tests/kit/perf_records.py
 
 KERNEL = "rms_norm"
-HEADER = "platform linux -- Python 3.12.3, pytest-9.2.0\nrootdir: /work/main\nplugins: timeout-2.4.0\n"
 ENV = {"gpu": "NVIDIA H200", "driver": "580.65", "cuda": "13.2", "torch": "2.11.0"}
 
 
@@ -18,25 +18,9 @@ def perf_log(backend: str, medians: dict, **extra) -> str:
     parts = [HEADER]
     for (dtype, n), med in medians.items():
         node = f"tests/kernels/test_rms_norm.py::test_perf[{backend}-{n}-{dtype}]"
-        parts += [
-            f"{node} PASSED",
-            format_block(
-                dict(
-                    test=node,
-                    kernel=KERNEL,
-                    backend=backend,
-                    config={"dtype": dtype, "m": 4096, "n": n},
-                    timer="cupti",
-                    median_ms=med,
-                    mean_ms=med,
-                    std_ms=0.001,
-                    min_ms=med,
-                    max_ms=med,
-                    nrep=100,
-                    **extra,
-                )
-            ),
-        ]
+        config = {"dtype": dtype, "m": 4096, "n": n}
+        block = perf_block(backend, config, med, test=node, kernel=KERNEL, std=0.001, nrep=100, **extra)
+        parts += [f"{node} PASSED", block]
     parts.append(f"========== {len(medians)} passed in 1.00s ==========")
     return "\n".join(parts) + "\n"
 

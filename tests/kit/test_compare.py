@@ -7,30 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tilekit.compare import CompareError, band, bootstrap_ci, compare, geomean, straddled_edges
-from tilekit.records import format_block, parse_log
+from tilekit.records import parse_log
 
-
-def recs(backend: str, medians: dict) -> list:
-    """Records of one backend: {n: median_ms}, config {"dtype": "float16", "n": n}."""
-    blocks = [
-        format_block(
-            dict(
-                test=f"t.py::test_perf[{backend}-{n}]",
-                kernel="k",
-                backend=backend,
-                config={"dtype": "float16", "n": n},
-                timer="cupti",
-                median_ms=med,
-                mean_ms=med,
-                std_ms=0.0,
-                min_ms=med,
-                max_ms=med,
-                nrep=10,
-            )
-        )
-        for n, med in medians.items()
-    ]
-    return parse_log("\n".join(blocks)).records
+from perf_records import parsed_records as recs  # tests/kit/perf_records.py
 
 
 def test_matched_configs_give_ratio_to_the_reference():

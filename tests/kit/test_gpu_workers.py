@@ -16,6 +16,7 @@ from tilekit.gpu_workers import GpuSelectionError, stage_gpus, visible_gpus, wor
 from tilekit.records import BEGIN, END, format_block, parse_log
 
 from child_env import TEST_TIMEOUT, child_env, run  # tests/kit/child_env.py
+from perf_records import parsed_records as recs  # tests/kit/perf_records.py
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.timeout(TEST_TIMEOUT)  # each child has a shorter deadline (child_env.run)
@@ -431,29 +432,6 @@ def test_record_carries_gpu_index_and_gpu_name():
 # compare: no ratio across GPU models
 
 H200, H100 = "NVIDIA H200", "NVIDIA H100 80GB HBM3"
-
-
-def recs(backend: str, medians: dict, gpus: dict | None = None) -> list:
-    """{n: median_ms} -> records; gpus {n: model} puts an env on them (none: an old log without env)."""
-    blocks = []
-    for n, med in medians.items():
-        rec = dict(
-            test=f"t.py::test_perf[{backend}-{n}]",
-            kernel="k",
-            backend=backend,
-            config={"dtype": "float16", "n": n},
-            timer="cupti",
-            median_ms=med,
-            mean_ms=med,
-            std_ms=0.0,
-            min_ms=med,
-            max_ms=med,
-            nrep=10,
-        )
-        if gpus is not None:
-            rec["env"] = {"gpu": gpus[n]}
-        blocks.append(format_block(rec))
-    return parse_log("\n".join(blocks)).records
 
 
 def test_a_config_timed_on_another_gpu_model_is_missing_with_both_models_named():

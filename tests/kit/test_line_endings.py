@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 
 from tilekit import autotune, correctness, layout, report, summary, validate
-from tilekit.records import format_block, investigation_text, parse_log, read_text
+from tilekit.records import investigation_text, parse_log, read_text
 
 from child_env import child_env  # tests/kit/child_env.py
+from perf_records import HEADER, perf_block  # tests/kit/perf_records.py
 
 RUN = Path(__file__).resolve().parents[2] / "results" / "h200" / "rms_norm"
 KERNEL = "rms_norm"
-HEADER = "platform linux -- Python 3.12.3, pytest-9.2.0\nrootdir: /work/main\nplugins: timeout-2.4.0\n"
 
 # How other tools rewrite a file: bytes in, bytes out.
 ODD = {
@@ -57,36 +57,24 @@ def write_pair(tmp_path, name: str, text: str, odd: str) -> tuple[Path, Path]:
     return lf, other
 
 
-def perf_block(backend: str, n: int, median: float = 0.25) -> str:
+def passed_case(backend: str, n: int, median: float = 0.25) -> str:
+    """A passed perf case: its progress line, then its record block."""
     node = f"tests/kernels/test_rms_norm.py::test_perf[{backend}-{n}]"
-    return f"{node} PASSED\n" + format_block(
-        dict(
-            test=node,
-            kernel=KERNEL,
-            backend=backend,
-            config={"dtype": "float16", "n": n},
-            timer="cupti",
-            median_ms=median,
-            mean_ms=median,
-            std_ms=0.001,
-            min_ms=median,
-            max_ms=median,
-            nrep=10,
-        )
-    )
+    config = {"dtype": "float16", "n": n}
+    return f"{node} PASSED\n" + perf_block(backend, config, median, test=node, kernel=KERNEL, std=0.001)
 
 
 def messy_perf_log(backend: str) -> str:
     """Every kind of line the parser reports on: valid and rejected blocks, failures, skips, a cut block."""
-    bad = perf_block(backend, 3).replace("median_ms: 0.250000", "median_ms: nan")
-    cut = "\n".join(perf_block(backend, 4).split("\n")[:6])
+    bad = passed_case(backend, 3).replace("median_ms: 0.250000", "median_ms: nan")
+    cut = "\n".join(passed_case(backend, 4).split("\n")[:6])
     return (
         HEADER
-        + perf_block(backend, 1)
+        + passed_case(backend, 1)
         + "\n"
         + bad
         + "\n"
-        + perf_block(backend, 2)
+        + passed_case(backend, 2)
         + "\n"
         + f"tests/kernels/test_rms_norm.py::test_perf[{backend}-5] FAILED\n"
         + "SKIPPED [2] tests/kernels/test_rms_norm.py:40: no CUDA GPU\n"

@@ -21,26 +21,13 @@ from tilekit.records import (
     write_atomic,
 )
 
-HEADER = "platform linux -- Python 3.12.3, pytest-9.2.0, pluggy-1.7.0\nrootdir: /work/main\nplugins: timeout-2.4.0\n"
+from perf_records import HEADER, perf_record  # tests/kit/perf_records.py
 
 
 def record(m=4096, n=1024, median=0.25, backend="cutile-rs", dtype="float16", **extra):
     node = f"tests/kernels/test_rms_norm.py::test_perf[{backend}-{m}-{n}-{dtype}]"
-    base = dict(
-        test=node,
-        kernel="rms_norm",
-        backend=backend,
-        config={"dtype": dtype, "m": m, "n": n},
-        timer="cupti",
-        median_ms=median,
-        mean_ms=median,
-        std_ms=0.001,
-        min_ms=median,
-        max_ms=median,
-        nrep=200,
-    )
-    base.update(extra)
-    return base
+    config = {"dtype": dtype, "m": m, "n": n}
+    return perf_record(backend, config, median, test=node, kernel="rms_norm", std=0.001, nrep=200, **extra)
 
 
 def block(**kw) -> str:

@@ -6,10 +6,10 @@ import pytest
 
 from tilekit import charts, report
 from tilekit import correctness as correctness_mod
-from tilekit.records import format_block
+
+from perf_records import HEADER, perf_block  # tests/kit/perf_records.py
 
 KERNEL = "rms_norm"
-HEADER = "platform linux -- Python 3.12.3, pytest-9.2.0\nrootdir: /work/main\nplugins: timeout-2.4.0\n"
 ENV = {"gpu": "NVIDIA H200", "driver": "580.65", "cuda": "13.2", "torch": "2.11.0"}
 
 
@@ -18,25 +18,9 @@ def perf_log(backend: str, medians: dict, **extra) -> str:
     parts = [HEADER]
     for (dtype, n), med in medians.items():
         node = f"tests/kernels/test_rms_norm.py::test_perf[{backend}-{n}-{dtype}]"
-        parts += [
-            f"{node} PASSED",
-            format_block(
-                dict(
-                    test=node,
-                    kernel=KERNEL,
-                    backend=backend,
-                    config={"dtype": dtype, "m": 4096, "n": n},
-                    timer="cupti",
-                    median_ms=med,
-                    mean_ms=med,
-                    std_ms=0.001,
-                    min_ms=med,
-                    max_ms=med,
-                    nrep=100,
-                    **extra,
-                )
-            ),
-        ]
+        config = {"dtype": dtype, "m": 4096, "n": n}
+        block = perf_block(backend, config, med, test=node, kernel=KERNEL, std=0.001, nrep=100, **extra)
+        parts += [f"{node} PASSED", block]
     parts.append(f"========== {len(medians)} passed in 1.00s ==========")
     return "\n".join(parts) + "\n"
 
@@ -325,17 +309,51 @@ def test_all_pass_correctness_report(tmp_path):
     assert not any(ln_.startswith("block_class") for ln_ in lines)
 
 
-def test_wrong_values_are_a_kernel_failure(tmp_path):
-    _, lines = correctness(
-        tmp_path,
-        case("test_op[a]"),
-        case(
-            "test_op[b]", '<failure message="AssertionError: Tensor-likes are not close!&#10;Mismatched">tb</failure>'
+@pytest.mark.parametrize(
+    "failure,fail_class",
+    [
+        pytest.param(
+            '<failure message="AssertionError: Tensor-likes are not close!&#10;Mismatched">tb</failure>',
+            "kernel",
+            id="wrong_values_are_a_kernel_failure",
         ),
-    )
-    assert lines[0] == "VERDICT: FAIL"
-    assert "fail_class: kernel" in lines
-    assert any(ln_.startswith("kernel_followup: 1 case(s) give wrong results") for ln_ in lines)
+        pytest.param(  # the old rule matched words ("cuda") anywhere and called this a host failure
+            "<failure message=\"AssertionError: cutile_rs {'dtype': 'float16'} on cuda:0: "
+            'rel_l2=3.1e-01 (tol 1.0e-02)">tb</failure>',
+            "kernel",
+            id="value_check_whose_message_mentions_cuda_is_a_kernel_failure",
+        ),
+        pytest.param(
+            '<failure type="AssertionError" message="values differ on cuda:0">tb</failure>',
+            "kernel",
+            id="declared_failure_type_wins_over_the_message",
+        ),
+        pytest.param(
+            '<failure message="tilekit.ffi.KernelError: kernel rms_norm: rms_norm_f16 returned -3 '
+            '(JIT_OR_LAUNCH: JIT compile or kernel launch failed)">tb</failure>',
+            "kernel",
+            id="jit_return_code_is_a_kernel_failure",
+        ),
+        pytest.param(
+            '<failure message="tilekit.ffi.KernelError: kernel rms_norm: rms_norm_f16 returned -2 '
+            '(BAD_ARG: CUDA device pointer is null)">tb</failure>',
+            "host",
+            id="other_return_codes_are_a_host_failure",
+        ),
+        pytest.param(
+            '<failure message="ValueError: tensor is on cpu; cuTile kernels need CUDA tensors">tb</failure>',
+            "host",
+            id="runtime_error_mentioning_cuda_is_a_host_failure",
+        ),
+    ],
+)
+def test_a_failing_case_is_a_kernel_or_a_host_failure(tmp_path, failure, fail_class):
+    _, lines = correctness(tmp_path, case("test_op[a]"), case("test_op[b]", failure))
+    assert lines[0] == "VERDICT: FAIL" and f"fail_class: {fail_class}" in lines
+    # a host failure names the host code to fix first; a kernel failure, the cases that give wrong results
+    host_fix = any(ln_.startswith("host_fix: 1 case(s) fail in the host code") for ln_ in lines)
+    followup = any(ln_.startswith("kernel_followup: 1 case(s) give wrong results") for ln_ in lines)
+    assert (host_fix, followup) == (fail_class == "host", fail_class == "kernel")
 
 
 def test_host_error_is_a_host_failure_and_comes_first(tmp_path):
@@ -350,17 +368,6 @@ def test_host_error_is_a_host_failure_and_comes_first(tmp_path):
         "host_fix: 1 case(s) fail in the host code (op.py, ffi.rs, the test): fix those first; "
         "first: test_rms_norm::test_op[b]: TypeError: bad stride" in lines
     )
-
-
-def test_collection_error_is_blocked(tmp_path):
-    status, lines = correctness(
-        tmp_path,
-        '<testcase classname="" name="tests.kernels.test_rms_norm" time="0">'
-        '<error message="collection failure">ImportError</error></testcase>',
-    )
-    assert status == 0
-    assert lines[0] == "VERDICT: BLOCKED"
-    assert "block_class: host" in lines
 
 
 def test_everything_skipped_for_want_of_a_gpu_is_blocked_env(tmp_path):
@@ -384,66 +391,6 @@ def test_gpu_cases_skipped_beside_passing_cpu_cases_are_blocked_not_all_pass(tmp
     ) in lines
 
 
-def test_value_check_whose_message_mentions_cuda_is_a_kernel_failure(tmp_path):
-    # the old rule matched words ("cuda") anywhere and called this a host failure
-    _, lines = correctness(
-        tmp_path,
-        case("test_op[a]"),
-        case(
-            "test_op[b]",
-            "<failure message=\"AssertionError: cutile_rs {'dtype': 'float16'} on cuda:0: "
-            'rel_l2=3.1e-01 (tol 1.0e-02)">tb</failure>',
-        ),
-    )
-    assert lines[0] == "VERDICT: FAIL"
-    assert "fail_class: kernel" in lines
-    assert not any(ln_.startswith("host_fix: 1") for ln_ in lines)
-
-
-def test_declared_failure_type_wins_over_the_message(tmp_path):
-    _, lines = correctness(
-        tmp_path,
-        case("test_op[a]"),
-        case("test_op[b]", '<failure type="AssertionError" message="values differ on cuda:0">tb</failure>'),
-    )
-    assert "fail_class: kernel" in lines
-
-
-def test_jit_return_code_is_a_kernel_failure_other_codes_are_host(tmp_path):
-    _, lines = correctness(
-        tmp_path,
-        case("test_op[a]"),
-        case(
-            "test_op[b]",
-            '<failure message="tilekit.ffi.KernelError: kernel rms_norm: rms_norm_f16 returned -3 '
-            '(JIT_OR_LAUNCH: JIT compile or kernel launch failed)">tb</failure>',
-        ),
-    )
-    assert "fail_class: kernel" in lines
-    _, lines = correctness(
-        tmp_path / "x",
-        case("test_op[a]"),
-        case(
-            "test_op[b]",
-            '<failure message="tilekit.ffi.KernelError: kernel rms_norm: rms_norm_f16 returned -2 '
-            '(BAD_ARG: CUDA device pointer is null)">tb</failure>',
-        ),
-    )
-    assert "fail_class: host" in lines
-
-
-def test_runtime_error_mentioning_cuda_is_a_host_failure(tmp_path):
-    _, lines = correctness(
-        tmp_path,
-        case("test_op[a]"),
-        case(
-            "test_op[b]",
-            '<failure message="ValueError: tensor is on cpu; cuTile kernels need CUDA tensors">tb</failure>',
-        ),
-    )
-    assert "fail_class: host" in lines
-
-
 def test_skip_by_design_that_mentions_cuda_is_still_all_pass(tmp_path):
     # the old rule read "cuda" in the reason as "this machine has no GPU" and said BLOCKED
     status, lines = correctness(
@@ -458,37 +405,45 @@ def test_skip_by_design_that_mentions_cuda_is_still_all_pass(tmp_path):
     assert not any(ln_.startswith("Note: 1 case(s) were skipped because") for ln_ in lines)
 
 
-def test_only_by_design_skips_mentioning_a_device_are_blocked_host_not_env(tmp_path):
-    _, lines = correctness(tmp_path, case("test_op[a]", '<skipped message="float64 unsupported on this device"/>'))
-    assert lines[0] == "VERDICT: BLOCKED"
-    assert "block_class: host" in lines
-
-
-def test_missing_module_at_set_up_is_blocked_env(tmp_path):
-    _, lines = correctness(
-        tmp_path,
-        case(
-            "test_op[a]",
-            '<error message="failed on setup with &quot;'
-            "ModuleNotFoundError: No module named 'torch'&quot;\">tb</error>",
+@pytest.mark.parametrize(
+    "testcase,block_class",
+    [
+        pytest.param(
+            '<testcase classname="" name="tests.kernels.test_rms_norm" time="0">'
+            '<error message="collection failure">ImportError</error></testcase>',
+            "host",
+            id="collection_error_is_blocked_host",
         ),
-    )
-    assert lines[0] == "VERDICT: BLOCKED"
-    assert "block_class: env" in lines
-
-
-def test_set_up_error_mentioning_cuda_is_blocked_host(tmp_path):
-    _, lines = correctness(
-        tmp_path,
-        case(
-            "test_op[a]",
-            '<error message="failed on setup with &quot;'
-            "FileNotFoundError: libcutile_kernels.so (cuda build) not built; "
-            'run `make build`&quot;">tb</error>',
+        pytest.param(
+            case("test_op[a]", '<skipped message="float64 unsupported on this device"/>'),
+            "host",
+            id="only_by_design_skips_mentioning_a_device_are_blocked_host_not_env",
         ),
-    )
-    assert lines[0] == "VERDICT: BLOCKED"
-    assert "block_class: host" in lines
+        pytest.param(
+            case(
+                "test_op[a]",
+                '<error message="failed on setup with &quot;'
+                "ModuleNotFoundError: No module named 'torch'&quot;\">tb</error>",
+            ),
+            "env",
+            id="missing_module_at_set_up_is_blocked_env",
+        ),
+        pytest.param(
+            case(
+                "test_op[a]",
+                '<error message="failed on setup with &quot;'
+                "FileNotFoundError: libcutile_kernels.so (cuda build) not built; "
+                'run `make build`&quot;">tb</error>',
+            ),
+            "host",
+            id="set_up_error_mentioning_cuda_is_blocked_host",
+        ),
+    ],
+)
+def test_a_case_that_could_not_run_blocks_the_report_on_the_host_or_the_env(tmp_path, testcase, block_class):
+    status, lines = correctness(tmp_path, testcase)
+    assert (status, lines[0]) == (0, "VERDICT: BLOCKED")
+    assert f"block_class: {block_class}" in lines
 
 
 def test_exception_type_reads_the_class_a_message_starts_with():

@@ -44,40 +44,33 @@ def test_perf(request, backend, n):
         "seen_device": os.environ.get("CUDA_VISIBLE_DEVICES", "unset")}))
 """
 TEMPLATE = "out/{kernel}/reports/logs/perf_{backend}.full.txt"
+ALL_BACKENDS = "cutile_rs,triton,torch"
 
 
 def child_env(**extra) -> dict:
     return shared_child_env(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", **extra)
 
 
-def run_session(folder: Path, kernels, *args, files=None, **env) -> tuple[int, str]:
-    """pytest on tests/kernels/test_<kernel>.py for each kernel, with --stage-log TEMPLATE."""
+def pytest_argv(*args) -> list:
+    return [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args]
+
+
+def run_session(folder: Path, kernels, *args, backends=ALL_BACKENDS, files=None, **env) -> tuple[int, str]:
+    """pytest on tests/kernels/test_<kernel>.py for each kernel, with --stage-log TEMPLATE and
+    --stage-backends ``backends``."""
     (folder / "tests" / "kernels").mkdir(parents=True, exist_ok=True)
     for kernel in kernels:
         (folder / "tests" / "kernels" / f"test_{kernel}.py").write_text(SUITE.replace("KERNEL", kernel))
     (folder / "pytest.ini").write_text("[pytest]\naddopts = -p tilekit.pytest_plugin -p tilekit.gpu_workers\n")
     files = files or [f"tests/kernels/test_{k}.py" for k in kernels]
-    done = run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-p",
-            "no:cacheprovider",
-            "-p",
-            "xdist",
-            *files,
-            "--print-record",
-            "-v",
-            "-rs",
-            "--stage-log",
-            TEMPLATE,
-            *args,
-        ],
-        cwd=folder,
-        env=child_env(**env),
-    )
+    argv = pytest_argv("-p", "xdist", *files, "--print-record", "-v", "-rs", "--stage-log", TEMPLATE)
+    done = run([*argv, "--stage-backends", backends, *args], cwd=folder, env=child_env(**env))
     return done.returncode, done.stdout + done.stderr
+
+
+def run_on_two_workers(folder: Path, kernels, **kw) -> tuple[int, str]:
+    """run_session under xdist: two workers, pinned to GPUs 7 and 9."""
+    return run_session(folder, kernels, "-n", "2", "--dist", "load", TILEKIT_GPU_LIST="7,9", **kw)
 
 
 def stage_log(folder: Path, kernel: str, backend: str) -> str:
@@ -146,7 +139,7 @@ def test_whole_stages_go_to_workers_only_when_they_can_balance_them():
 @pytest.fixture(scope="module")
 def one_process(tmp_path_factory):
     folder = tmp_path_factory.mktemp("one")
-    code, out = run_session(folder, ["alpha", "beta"], "--stage-backends", "cutile_rs,triton,torch")
+    code, out = run_session(folder, ["alpha", "beta"])
     assert code == 1, out  # the failing triton cases
     return folder, out
 
@@ -207,8 +200,7 @@ def test_a_file_that_fails_to_collect_is_named_in_each_of_its_stage_logs(tmp_pat
     code, out = run_session(
         tmp_path,
         ["alpha"],
-        "--stage-backends",
-        "cutile_rs,triton",
+        backends="cutile_rs,triton",
         files=["tests/kernels/test_alpha.py", "tests/kernels/test_gamma.py"],
     )
     assert code == 2, out  # pytest's collection error
@@ -221,7 +213,7 @@ def test_a_file_that_fails_to_collect_is_named_in_each_of_its_stage_logs(tmp_pat
 
 
 def test_a_session_that_dies_leaves_stage_logs_without_their_final_line(tmp_path):
-    code, out = run_session(tmp_path, ["alpha"], "--stage-backends", "cutile_rs,triton,torch", CRASH_AT="triton-3")
+    code, out = run_session(tmp_path, ["alpha"], CRASH_AT="triton-3")
     assert code == 3, out
     port = parse_log(stage_log(tmp_path, "alpha", "cutile_rs"), "alpha", "cutile-rs")
     assert len(port.records) == 4 and port.summary is None  # kept, but marked as not finished
@@ -233,36 +225,10 @@ def test_a_template_without_its_fields_is_a_usage_error(tmp_path):
     (tmp_path / "tests" / "kernels").mkdir(parents=True)
     (tmp_path / "tests" / "kernels" / "test_alpha.py").write_text(SUITE.replace("KERNEL", "alpha"))
     (tmp_path / "pytest.ini").write_text("[pytest]\naddopts = -p tilekit.pytest_plugin\n")
-    done = run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-p",
-            "no:cacheprovider",
-            "tests/kernels/test_alpha.py",
-            "--stage-log",
-            "out/perf.txt",
-        ],
-        cwd=tmp_path,
-        env=child_env(),
-    )
+    done = run(pytest_argv("tests/kernels/test_alpha.py", "--stage-log", "out/perf.txt"), cwd=tmp_path, env=child_env())
     assert done.returncode == 4 and "--stage-log 'out/perf.txt' must contain {kernel} and {backend}" in done.stderr
     for bad in ("out/{kernel}/{gpu}/{backend}.txt", "out/{{kernel}}/{backend}.txt", "out/{kernel/{backend}.txt"):
-        done = run(
-            [
-                sys.executable,
-                "-m",
-                "pytest",
-                "-p",
-                "no:cacheprovider",
-                "tests/kernels/test_alpha.py",
-                "--stage-log",
-                bad,
-            ],
-            cwd=tmp_path,
-            env=child_env(),
-        )
+        done = run(pytest_argv("tests/kernels/test_alpha.py", "--stage-log", bad), cwd=tmp_path, env=child_env())
         assert done.returncode == 4 and "must contain {kernel} and {backend} and no other" in done.stderr, bad
 
 
@@ -278,21 +244,7 @@ def test_xfails_and_a_run_cut_short_by_x_are_told_apart(tmp_path):
         "def test_perf_d_torch():\n    pass\n"
     )
     (tmp_path / "pytest.ini").write_text("[pytest]\naddopts = -p tilekit.pytest_plugin\n")
-    done = run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-p",
-            "no:cacheprovider",
-            "tests/kernels/test_alpha.py",
-            "-x",
-            "--stage-log",
-            TEMPLATE,
-        ],
-        cwd=tmp_path,
-        env=child_env(),
-    )
+    done = run(pytest_argv("tests/kernels/test_alpha.py", "-x", "--stage-log", TEMPLATE), cwd=tmp_path, env=child_env())
     assert done.returncode == 1, done.stdout
     text = stage_log(tmp_path, "alpha", "torch")
     assert "test_perf_a_torch XFAIL" in text and "test_perf_b_torch XFAIL" in text
@@ -320,17 +272,7 @@ def workers_by_stage(folder: Path, kernels, backends) -> dict:
 
 def test_under_xdist_each_stage_runs_on_one_pinned_worker_and_both_workers_are_used(tmp_path):
     kernels = ["alpha", "beta", "gamma", "delta"]  # 12 stages of 4 cases: whole stages balance 2 workers
-    code, out = run_session(
-        tmp_path,
-        kernels,
-        "-n",
-        "2",
-        "--dist",
-        "load",
-        "--stage-backends",
-        "cutile_rs,triton,torch",
-        TILEKIT_GPU_LIST="7,9",
-    )
+    code, out = run_on_two_workers(tmp_path, kernels)
     assert code == 1, out
     assert "tilekit gpu_workers: 48 cases in 12 stages over 2 workers: handed out by stage" in out
     seen = workers_by_stage(tmp_path, kernels, ["cutile_rs", "triton", "torch"])
@@ -342,18 +284,7 @@ def test_under_xdist_each_stage_runs_on_one_pinned_worker_and_both_workers_are_u
 
 
 def test_under_xdist_a_single_stage_is_spread_case_by_case(tmp_path):
-    code, out = run_session(
-        tmp_path,
-        ["alpha"],
-        "-n",
-        "2",
-        "--dist",
-        "load",
-        "--stage-backends",
-        "cutile_rs",
-        TILEKIT_GPU_LIST="7,9",
-        SUITE_BACKENDS="cutile_rs",
-    )
+    code, out = run_on_two_workers(tmp_path, ["alpha"], backends="cutile_rs", SUITE_BACKENDS="cutile_rs")
     assert code == 0, out
     assert "tilekit gpu_workers: 4 cases in 1 stage over 2 workers: handed out one case at a time" in out
     seen = workers_by_stage(tmp_path, ["alpha"], ["cutile_rs"])
@@ -368,18 +299,7 @@ def test_under_xdist_a_single_stage_is_spread_case_by_case(tmp_path):
 def test_a_crashed_worker_is_named_in_its_stage_log_and_the_rest_still_runs(tmp_path, kernels, how):
     # triton-3 kills whichever worker runs it, each time it runs: reported once means run once.
     # Which worker runs what, and in which order the reports come, is up to the scheduler.
-    code, out = run_session(
-        tmp_path,
-        kernels,
-        "-n",
-        "2",
-        "--dist",
-        "load",
-        "--stage-backends",
-        "cutile_rs,triton,torch",
-        TILEKIT_GPU_LIST="7,9",
-        CRASH_AT="triton-3",
-    )
+    code, out = run_on_two_workers(tmp_path, kernels, CRASH_AT="triton-3")
     assert code == 1, out
     assert f"over 2 workers: handed out {how}" in out
     assert out.count("crashed while running") == len(kernels)

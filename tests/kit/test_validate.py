@@ -4,31 +4,14 @@ import re
 import sys
 
 from tilekit import report, validate
-from tilekit.records import format_block
+
+from perf_records import HEADER, perf_block  # tests/kit/perf_records.py
 
 KERNEL = "softmax"
-HEADER = "platform linux -- Python 3.12.3, pytest-9.2.0\nrootdir: /work/main\nplugins: timeout-2.4.0\n"
 
 
 def perf_log(backend: str, medians: dict) -> str:
-    blocks = [
-        format_block(
-            dict(
-                test=f"t.py::test_perf[{backend}-{n}]",
-                kernel=KERNEL,
-                backend=backend,
-                config={"dtype": "float16", "n": n},
-                timer="cupti",
-                median_ms=m,
-                mean_ms=m,
-                std_ms=0.0,
-                min_ms=m,
-                max_ms=m,
-                nrep=10,
-            )
-        )
-        for n, m in medians.items()
-    ]
+    blocks = [perf_block(backend, {"dtype": "float16", "n": n}, m, kernel=KERNEL) for n, m in medians.items()]
     return HEADER + "\n".join(blocks) + f"\n===== {len(medians)} passed in 1.0s =====\n"
 
 

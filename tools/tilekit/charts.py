@@ -113,6 +113,14 @@ def _colors(names) -> dict:
     return {n: BACKEND_COLORS.get(n) or next(others) for n in names}
 
 
+def _label(ax, text: str, xy, dx: float, **style) -> None:
+    """``text`` ``dx`` points beside ``xy``, vertically centred: to its right, starting there, or
+    (dx < 0) to its left, ending there."""
+    ax.annotate(
+        text, xy, xytext=(dx, 0), textcoords="offset points", ha="left" if dx >= 0 else "right", va="center", **style
+    )
+
+
 def _padded(values, pad_left: float, pad_right: float) -> tuple[float, float]:
     low, high = min(values), max(values)
     span = max(high - low, 0.02)
@@ -161,28 +169,10 @@ def _performance_figure(chart: PerformanceChart):
         )
         if reference:
             for y, v in at:
-                left.annotate(
-                    f"{v:.4f}",
-                    (v, y),
-                    xytext=(3 if v >= 1.0 else -3, 0),
-                    textcoords="offset points",
-                    ha="left" if v >= 1.0 else "right",
-                    va="center",
-                    fontsize=7.5,
-                )
+                _label(left, f"{v:.4f}", (v, y), 3 if v >= 1.0 else -3, fontsize=7.5)
     for i, r in enumerate(rows):
         if r.status:
-            left.annotate(
-                r.status,
-                (1.0, i),
-                xytext=(4, 0),
-                textcoords="offset points",
-                ha="left",
-                va="center",
-                fontsize=8,
-                color="#c44e52",
-                fontweight="bold",
-            )
+            _label(left, r.status, (1.0, i), 4, fontsize=8, color="#c44e52", fontweight="bold")
     ratios = [v for r in rows for v in r.ratios.values()]
     left.set_xlim(*_padded(ratios + [1.0, DONE_EDGE], 0.18, 0.18))
     left.axvline(1.0, color="#222222", linewidth=1.0)
@@ -205,28 +195,11 @@ def _performance_figure(chart: PerformanceChart):
     top = max([100.0] + [r.peak_pct for _, r in shares])
     for i, r in shares:
         inside = r.peak_pct > 0.55 * top
-        right.annotate(
-            r.peak_text,
-            (r.peak_pct, i),
-            xytext=(-4 if inside else 4, 0),
-            textcoords="offset points",
-            ha="right" if inside else "left",
-            va="center",
-            fontsize=7.5,
-            color="white" if inside else "#222222",
-        )
+        color = "white" if inside else "#222222"
+        _label(right, r.peak_text, (r.peak_pct, i), -4 if inside else 4, fontsize=7.5, color=color)
     for i, r in enumerate(rows):
         if r.peak_pct is None:
-            right.annotate(
-                r.peak_text,
-                (0, i),
-                xytext=(4, 0),
-                textcoords="offset points",
-                ha="left",
-                va="center",
-                fontsize=7.5,
-                color="#555555",
-            )
+            _label(right, r.peak_text, (0, i), 4, fontsize=7.5, color="#555555")
     right.set_xlim(0, top * 1.02)
     right.axvline(100.0, color="#222222", linewidth=1.0)
     right.set_title(f"{chart.port} throughput")
@@ -279,17 +252,7 @@ def _summary_figure(chart: SummaryChart):
     values = [1.0, DONE_EDGE]
     for i, k in enumerate(kernels):
         if k.geomean is None:
-            ax.annotate(
-                k.band,
-                (1.0, i),
-                xycoords=("axes fraction", "data"),
-                xytext=(-4, 0),
-                textcoords="offset points",
-                ha="right",
-                va="center",
-                fontsize=8,
-                color="#c44e52",
-            )
+            _label(ax, k.band, (1.0, i), -4, xycoords=("axes fraction", "data"), fontsize=8, color="#c44e52")
             continue
         ax.barh(
             [i],
@@ -315,16 +278,7 @@ def _summary_figure(chart: SummaryChart):
         ys = [i - 0.18 + 0.36 * (j / (count - 1) if count > 1 else 0.5) for j in range(count)]
         ax.scatter(k.ratios, ys, s=14, facecolors="white", edgecolors="#222222", linewidths=0.8, zorder=3)
         # The value in a column at the right edge, clear of the bars and dots (the x range leaves room).
-        ax.annotate(
-            f"{k.geomean:.4f} {k.band}",
-            (1.0, i),
-            xycoords=("axes fraction", "data"),
-            xytext=(-4, 0),
-            textcoords="offset points",
-            ha="right",
-            va="center",
-            fontsize=8,
-        )
+        _label(ax, f"{k.geomean:.4f} {k.band}", (1.0, i), -4, xycoords=("axes fraction", "data"), fontsize=8)
         values += [k.geomean, low, high] + list(k.ratios)
     low, high = _padded(values, 0.12, 0.45)
     ax.set_xlim(low, high)

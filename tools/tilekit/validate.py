@@ -193,43 +193,35 @@ def run_checks(kernel: str, kernel_dir: str, baselines: list[str] | None = None)
         return [f"{path(rel)} is missing; `make KERNEL={kernel} {target}` writes it"]
 
     checks = []
+
+    def check(description: str, problems: list[str]) -> None:
+        checks.append(Check(description, problems))
+
     build = _read(kernel_dir, BUILD_LOG)
-    checks.append(
-        Check(
-            f"test -s {path(BUILD_LOG)}",
-            missing(BUILD_LOG, "build")
-            if build is None
-            else ([] if build.strip() else [f"{path(BUILD_LOG)} is empty"]),
-        )
+    check(
+        f"test -s {path(BUILD_LOG)}",
+        missing(BUILD_LOG, "build") if build is None else ([] if build.strip() else [f"{path(BUILD_LOG)} is empty"]),
     )
 
     raw_correctness = _read(kernel_dir, CORRECTNESS_LOG)
-    checks.append(
-        Check(
-            f"pytest header (platform, rootdir:, plugins:) in {path(CORRECTNESS_LOG)}",
-            missing(CORRECTNESS_LOG, "test") if raw_correctness is None else check_pytest_header(raw_correctness),
-        )
+    check(
+        f"pytest header (platform, rootdir:, plugins:) in {path(CORRECTNESS_LOG)}",
+        missing(CORRECTNESS_LOG, "test") if raw_correctness is None else check_pytest_header(raw_correctness),
     )
     junit = _read(kernel_dir, JUNIT)
     correctness = _read(kernel_dir, CORRECTNESS_MD)
-    checks.append(
-        Check(
-            f"{path(CORRECTNESS_MD)}: structure; verdict and counts recomputed from {path(JUNIT)}",
-            missing(JUNIT, "test")
-            if junit is None
-            else missing(CORRECTNESS_MD, "test")
-            if correctness is None
-            else check_correctness_md(correctness, junit, raw_correctness, kernel),
-        )
+    check(
+        f"{path(CORRECTNESS_MD)}: structure; verdict and counts recomputed from {path(JUNIT)}",
+        missing(JUNIT, "test")
+        if junit is None
+        else missing(CORRECTNESS_MD, "test")
+        if correctness is None
+        else check_correctness_md(correctness, junit, raw_correctness, kernel),
     )
 
     backends = baselines if baselines is not None else baselines_on_disk(kernel_dir)
     if not backends:
-        checks.append(
-            Check(
-                f"a baseline raw log {path(baseline_raw('<backend>'))}", missing(baseline_raw("<backend>"), "baseline")
-            )
-        )
+        check(f"a baseline raw log {path(baseline_raw('<backend>'))}", missing(baseline_raw("<backend>"), "baseline"))
     logs = [(PORT_BACKEND, PORT_RAW, PORT_CLEAN, "perf")] + [
         (b, baseline_raw(b), baseline_clean(b), "baseline") for b in backends
     ]
@@ -243,21 +235,17 @@ def run_checks(kernel: str, kernel_dir: str, baselines: list[str] | None = None)
             if clean is None
             else check_sanitized(clean, raw, kernel, backend)
         )
-        checks.append(
-            Check(f"{path(clean_rel)} holds complete valid blocks only and matches {path(raw_rel)}", problems)
-        )
+        check(f"{path(clean_rel)} holds complete valid blocks only and matches {path(raw_rel)}", problems)
         if clean is not None:
             cleans[backend] = clean
-    checks.append(
-        Check(
-            f"test -f {path(INVESTIGATION)}",
-            [] if _read(kernel_dir, INVESTIGATION) is not None else missing(INVESTIGATION, "perf"),
-        )
+    check(
+        f"test -f {path(INVESTIGATION)}",
+        [] if _read(kernel_dir, INVESTIGATION) is not None else missing(INVESTIGATION, "perf"),
     )
 
     perf = _read(kernel_dir, PERFORMANCE_MD)
     if perf is None:
-        checks.append(Check(f"{path(PERFORMANCE_MD)}: structure", missing(PERFORMANCE_MD, "perf")))
+        check(f"{path(PERFORMANCE_MD)}: structure", missing(PERFORMANCE_MD, "perf"))
         return checks
     fields, structure = parse_performance_md(perf)
     structure += [f"listed log {path(p)} does not exist" for p in fields.get("logs", []) if not os.path.exists(path(p))]
@@ -268,20 +256,14 @@ def run_checks(kernel: str, kernel_dir: str, baselines: list[str] | None = None)
         for p in fields.get("images", [])
         if not os.path.isfile(os.path.join(charts_dir, p))
     ]
-    checks.append(
-        Check(
-            f"{path(PERFORMANCE_MD)}: structure (VERDICT, geomean_ratio=, Severity, interval, logs, chart)", structure
-        )
-    )
+    check(f"{path(PERFORMANCE_MD)}: structure (VERDICT, geomean_ratio=, Severity, interval, logs, chart)", structure)
     if PORT_BACKEND in cleans:
         numbers = check_performance_numbers(
             perf, kernel, cleans[PORT_BACKEND], {b: t for b, t in cleans.items() if b != PORT_BACKEND}
         )
     else:
         numbers = missing(PORT_CLEAN, "perf")
-    checks.append(
-        Check(f"{path(PERFORMANCE_MD)}: geomean, interval and verdict recomputed from the sanitized logs", numbers)
-    )
+    check(f"{path(PERFORMANCE_MD)}: geomean, interval and verdict recomputed from the sanitized logs", numbers)
     return checks
 
 

@@ -1,25 +1,19 @@
 """matmul, the cuTile Rust port: C = A @ B in f16 or bf16 with f32 accumulation.
 
-    from kernels.matmul.op import matmul
-    c = matmul(a, b)                 # a: (m, k), b: (k, n) CUDA f16/bf16, last dims contiguous
+    c = matmul(a, b, variant="auto", out=None)   # a: (m, k), b: (k, n) CUDA f16/bf16, last dims contiguous
 
-Calls `cutile_matmul` in libcutile_kernels.so (kernels/matmul/ffi.rs) on a's device and that
-device's current torch stream. The output is allocated here with torch.empty (or passed as
-`out`, which may be a column slice of a wider buffer); Rust only borrows.
-`variant="auto"` (the default) uses the autotuned variant for this GPU, dtype and shape class
-(tilekit.autotune over `variants`); "default" takes ffi.rs's defaults; a dict
-{"bm", "bn", "bk", "group", "persistent", "occupancy", "cga"} picks one explicitly.
+`cutile_matmul` (kernels/matmul/ffi.rs) called through tilekit.port; `out` may be a column slice of
+a wider buffer. `variant`: "auto" the autotuned candidate of `variants` for this GPU, dtype and shape
+class, "default" ffi.rs's defaults, a dict {"bm", "bn", "bk", "group", "persistent", "occupancy", "cga"}.
 """
 
 from __future__ import annotations
 
-import functools
-
 import torch
+from torch import Tensor
 
-from tilekit import autotune, checks, ffi
+from tilekit import autotune, checks, port
 
-# The single source of truth for the export's signature (checked against `nm -D` by make symbols).
 CDEF = """
 int32_t cutile_matmul(const TensorDesc* c, const TensorDesc* a, const TensorDesc* b,
                       int32_t bm, int32_t bn, int32_t bk, int32_t group, int32_t programs,
@@ -30,17 +24,13 @@ int32_t cutile_matmul(const TensorDesc* c, const TensorDesc* a, const TensorDesc
 DTYPES = ("bfloat16", "float16")
 DEFAULT_VARIANT = {"bm": -1, "bn": -1, "bk": -1, "group": -1, "persistent": False, "occupancy": -1, "cga": -1}
 
-
 INDEX_LIMIT = 2**31 - 1  # ffi.rs row_stride(): the kernel's views index each operand with i32
 
 
-def check_index_range(
-    m: int, n: int, k: int, lda: int | None = None, ldb: int | None = None, ldc: int | None = None
-) -> None:
-    """ValueError unless every operand (a (m, k), b (k, n), c (m, n); row strides default to the
-    column counts) spans at most INDEX_LIMIT elements, the limit ffi.rs enforces (-6 there). Pure,
-    so it runs before any autotune or launch and the CPU tests can check it for any size. A column
-    slice of a wider buffer spans (rows - 1) * stride + cols elements; one row just cols:
+def check_index_range(m: int, n: int, k: int, lda: int | None = None, ldb: int | None = None, ldc: int | None = None):
+    """ValueError unless every operand (a (m, k), b (k, n), c (m, n); row strides default to the column
+    counts) spans at most INDEX_LIMIT elements, as ffi.rs enforces (-6). Pure: it runs before autotune,
+    and on the CPU for any size. A column slice spans (rows - 1) * stride + cols elements:
 
     >>> check_index_range(1, 1 << 30, 1, ldc=1 << 31)
     >>> check_index_range(2, 8, 8, lda=(1 << 31) - 8)
@@ -68,11 +58,6 @@ def check_index_range(
             )
 
 
-@functools.lru_cache(maxsize=None)
-def _sm_count(device_index: int) -> int:
-    return torch.cuda.get_device_properties(device_index).multi_processor_count
-
-
 def persistent_programs(sms: int, occupancy: int, cga: int) -> int:
     """Tile blocks of a persistent grid: one per cluster of `cga` SMs, `occupancy` deep (-1 = 1).
 
@@ -86,46 +71,13 @@ def export_args(
     bm: int, bn: int, bk: int, group: int, persistent: bool, occupancy: int, cga: int, *, sms: int
 ) -> tuple[int, ...]:
     """A variant's arguments of the export, (bm, bn, bk, group, programs, occupancy, num_cta_in_cga),
-    on a GPU with `sms` SMs. Pure, so the CPU tests check `variants` through exactly what launch
-    passes."""
+    on a GPU with `sms` SMs. Pure: the CPU tests check `variants` through it."""
     programs = persistent_programs(sms, occupancy, cga) if persistent else 0
     return int(bm), int(bn), int(bk), int(group), int(programs), int(occupancy), int(cga)
 
 
-def launch(
-    a: torch.Tensor,
-    b: torch.Tensor,
-    c: torch.Tensor,
-    bm: int,
-    bn: int,
-    bk: int,
-    group: int,
-    persistent: bool,
-    occupancy: int,
-    cga: int,
-) -> None:
-    """One call of the export with one variant; raises ffi.KernelError on a non-zero code."""
-    device_id, stream = ffi.stream_args(a)
-    sms = _sm_count(device_id) if persistent else 0
-    lib = ffi.library()
-    d_c, d_a, d_b = lib.pack(c), lib.pack(a), lib.pack(b)
-    lib.call(
-        "matmul",
-        "cutile_matmul",
-        d_c,
-        d_a,
-        d_b,
-        *export_args(bm, bn, bk, group, persistent, occupancy, cga, sms=sms),
-        device_id,
-        stream,
-    )
-
-
-def matmul(
-    a: torch.Tensor, b: torch.Tensor, *, variant: str | dict = "auto", out: torch.Tensor | None = None
-) -> torch.Tensor:
-    """C = A @ B. Raises ValueError/TypeError on bad input and ffi.KernelError on a non-zero
-    return code."""
+def matmul(a: Tensor, b: Tensor, *, variant: str | dict = "auto", out: Tensor | None = None) -> Tensor:
+    """C = A @ B; ValueError/TypeError on bad input, ffi.KernelError on a failed call."""
     if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
         raise ValueError(f"matmul: a must be (m, k) and b (k, n), got {tuple(a.shape)} and {tuple(b.shape)}")
     checks.dtypes("matmul", DTYPES, a=a, b=b)
@@ -135,29 +87,15 @@ def matmul(
     check_index_range(m, n, k, a.stride(0), b.stride(0), out.stride(0) if out is not None else n)
     checks.cuda("matmul", a=a, b=b)
     c = out if out is not None else torch.empty((m, n), dtype=a.dtype, device=a.device)
-    if c.numel() == 0:
-        return c
     if k == 0:
-        return c.zero_()
-    variant = autotune.pick(
-        "matmul",
-        variant,
-        default=DEFAULT_VARIANT,
-        key=tune_key(str(a.dtype).removeprefix("torch."), m, n, k),
-        candidates=variants(m, n, k),
-        make_call=lambda v: lambda: launch(a, b, c, **v),
-    )
-    launch(a, b, c, **variant)
+        return c.zero_()  # an empty sum
+    port.run(__name__, variant, (m, n, k), c, a, b)
     return c
 
 
 # -- autotune: the port's variants (ffi.rs: tile shape, band rows, persistent grid, hints) --------
 
-H200_SMS = 132  # decides the variant list only; op.py sizes persistent grids from the real GPU
-
-
-def _pow2_class(v: int) -> int:
-    return 1 << max(0, (v - 1).bit_length())
+H200_SMS = 132  # decides the variant list only; tilekit.port sizes persistent grids from the real GPU
 
 
 def tune_key(dtype: str, m: int, n: int, k: int) -> dict:
@@ -166,7 +104,7 @@ def tune_key(dtype: str, m: int, n: int, k: int) -> dict:
     >>> tune_key("bfloat16", 1000, 1025, 4096)
     {'dtype': 'bfloat16', 'm_class': 1024, 'n_class': 2048, 'k_class': 4096}
     """
-    return {"dtype": dtype, "m_class": _pow2_class(m), "n_class": _pow2_class(n), "k_class": _pow2_class(k)}
+    return {"dtype": dtype, "m_class": autotune.pow2(m), "n_class": autotune.pow2(n), "k_class": autotune.pow2(k)}
 
 
 def _v(bm, bn, bk, *, persistent=False, occupancy=1, cga=1, group=8) -> dict:
@@ -174,14 +112,8 @@ def _v(bm, bn, bk, *, persistent=False, occupancy=1, cga=1, group=8) -> dict:
 
 
 def variants(m: int, n: int, k: int) -> list[dict]:
-    """Candidate variants, few because tileiras takes ~3-4 s per GEMM tile shape (vs ~0.5 s for
-    an rms_norm variant), so a class costs ~15-20 s of JIT the first time in a process. From the
-    H200 sweep (kernels/matmul/NOTES.md): 128x128x64 at occupancy 2 was the fastest tile on all
-    four perf shapes, the same at occupancy 1 next; 128x256 and 256x128 tiles spill in one CTA and
-    only work as 2-CTA clusters; 128x128x128 and 64x256 were slower. So: the 128x128 tile first
-    (ffi.rs's default shape), the clustered wide tiles as the alternatives, and a persistent
-    128x128 grid; for problems with fewer 128x128 tiles than two per SM, smaller tiles that spread
-    the work over more SMs:
+    """Candidates, few: each GEMM tile shape is a ~3-4 s JIT. Why these: kernels/matmul/NOTES.md, "The
+    variant space"; problems with fewer 128x128 tiles than two per SM get smaller tiles:
 
     >>> [(v["bm"], v["bn"], v["cga"], v["persistent"]) for v in variants(1000, 1000, 1000)]  # 64 tiles for 132 SMs
     [(128, 128, 1, False), (64, 128, 1, False), (128, 64, 1, False), (64, 64, 1, False)]
@@ -192,16 +124,7 @@ def variants(m: int, n: int, k: int) -> list[dict]:
     """
     del k  # K decides the loop length, not the tiling
     if -(-m // 128) * -(-n // 128) >= 2 * H200_SMS:
-        return [
-            _v(128, 128, 64, occupancy=2),
-            _v(128, 128, 64),
-            _v(128, 256, 64, cga=2),
-            _v(256, 128, 64, cga=2),
-            _v(128, 128, 64, persistent=True, occupancy=2),
-        ]
-    return [
-        _v(128, 128, 64, occupancy=2),
-        _v(64, 128, 64, occupancy=2),
-        _v(128, 64, 64, occupancy=2),
-        _v(64, 64, 64, occupancy=4),
-    ]
+        wide = [_v(128, 256, 64, cga=2), _v(256, 128, 64, cga=2)]  # 2-CTA clusters
+        return [_v(128, 128, 64, occupancy=2), _v(128, 128, 64), *wide, _v(128, 128, 64, persistent=True, occupancy=2)]
+    small = [_v(bm, bn, 64, occupancy=2) for bm, bn in ((128, 128), (64, 128), (128, 64))]
+    return small + [_v(64, 64, 64, occupancy=4)]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from kernels.matmul import op
-from tilekit.kernel import BadInput, FfiCase, KernelSpec, call, generator, torch_dtype
+from tilekit.kernel import BadInput, FfiCase, KernelSpec, call, generator, shapes, torch_dtype
 
 
 def make_inputs(cfg: dict, device="cuda", seed: int | None = None) -> dict:
@@ -57,6 +57,10 @@ def bytes_moved(cfg: dict) -> int:
     )
 
 
+def f16(*shape):
+    return torch.randn(*shape, dtype=torch.float16)
+
+
 SPEC = KernelSpec(
     op=op,
     dims={"m": 1 << 20, "n": 1 << 18, "k": 1 << 18},
@@ -66,21 +70,16 @@ SPEC = KernelSpec(
     # One tile, ragged edges on every dim (129x257x65: each one past a power of two), a single row,
     # 1000^3, row strides larger than the row (column slices of wider buffers) on all three
     # matrices, and two large squares. Moderate sizes keep the float64 reference cheap.
-    correctness_shapes=[
-        {"m": 128, "n": 128, "k": 128},
-        {"m": 129, "n": 257, "k": 65},
-        {"m": 1, "n": 72, "k": 40},
-        {"m": 1000, "n": 1000, "k": 1000},
-        {"m": 777, "n": 1280, "k": 2000, "lda": 2048, "ldb": 1344, "ldc": 1408},
-        {"m": 2048, "n": 2048, "k": 2048},
-        {"m": 4096, "n": 4096, "k": 4096},
-    ],
-    perf_configs=[
-        {"dtype": "bfloat16", "m": 4096, "n": 4096, "k": 4096},
-        {"dtype": "bfloat16", "m": 8192, "n": 8192, "k": 8192},
-        {"dtype": "bfloat16", "m": 8192, "n": 8192, "k": 1024},
-        {"dtype": "bfloat16", "m": 16384, "n": 1024, "k": 4096},
-    ],
+    correctness_shapes=shapes(
+        "m n k lda ldb ldc",
+        *((128, 128, 128), (129, 257, 65), (1, 72, 40), (1000, 1000, 1000), (777, 1280, 2000, 2048, 1344, 1408)),
+        *((2048, 2048, 2048), (4096, 4096, 4096)),
+    ),
+    perf_configs=shapes(
+        "dtype m n k",
+        *(("bfloat16", 4096, 4096, 4096), ("bfloat16", 8192, 8192, 8192), ("bfloat16", 8192, 8192, 1024)),
+        ("bfloat16", 16384, 1024, 4096),
+    ),
     # Against the float64 product of the same (rounded) inputs. With f32 accumulation the error is
     # the final rounding to the output dtype: about u / sqrt(3) in L2 (u = 2^-8 bf16, 2^-11 f16)
     # and at most u per element; ~4x margin.
@@ -93,73 +92,39 @@ SPEC = KernelSpec(
     # 129x257x65: ragged on every dim, few tiles (the small-problem variant list). 2176x1920x320:
     # the large-problem list (136 tiles of 128x256, so the persistent variant loops on an H200), a
     # ragged N edge, and every dim a multiple of 16 like 4096^3, so the JIT'd variants are reused.
-    variant_shapes=[
-        {"m": 129, "n": 257, "k": 65, "dtype": "bfloat16"},
-        {"m": 2176, "n": 1920, "k": 320, "dtype": "float16"},
-    ],
+    variant_shapes=shapes("m n k dtype", (129, 257, 65, "bfloat16"), (2176, 1920, 320, "float16")),
     max_variants=6,
     size_check=lambda m, n, k: op.check_index_range(m, n, k),
-    autotune_edges=[
-        {"m": m, "n": n, "k": k}
-        for m, n, k in [
-            (1000, 1, 1),
-            (4097, 11008, 4096),
-            (4096, 151936, 4096),
-            (16384, 151936, 4096),  # c: 2.5e9 elements, past i32: refused
-            (65535, 32768, 1),
-            (65536, 32768, 1),
-        ]
-    ],  # c: 2^31 - 2^15 elements (served), 2^31 (refused)
+    # c of 16384 x 151936: 2.5e9 elements, past i32: refused; of 65535 x 32768: 2^31 - 2^15 elements
+    # (served), of 65536 x 32768: 2^31 (refused)
+    autotune_edges=shapes(
+        "m n k",
+        *((1000, 1, 1), (4097, 11008, 4096), (4096, 151936, 4096), (16384, 151936, 4096)),
+        *((65535, 32768, 1), (65536, 32768, 1)),
+    ),
     bad_inputs={
-        "dtype_mix": BadInput(
-            lambda: call(torch.randn(4, 8, dtype=torch.float16), torch.randn(8, 3, dtype=torch.bfloat16)),
-            TypeError,
-            "share one dtype",
-        ),
-        "inner_dim": BadInput(
-            lambda: call(torch.randn(4, 8, dtype=torch.float16), torch.randn(7, 3, dtype=torch.float16)),
-            ValueError,
-            "a must be (m, k) and b (k, n)",
-        ),
-        "cpu_tensor": BadInput(
-            lambda: call(torch.randn(4, 8, dtype=torch.float16), torch.randn(8, 3, dtype=torch.float16)),
-            ValueError,
-            "CUDA device",
-        ),
+        "dtype_mix": BadInput(lambda: call(f16(4, 8), f16(8, 3).bfloat16()), TypeError, "share one dtype"),
+        "inner_dim": BadInput(lambda: call(f16(4, 8), f16(7, 3)), ValueError, "a must be (m, k) and b (k, n)"),
+        "cpu_tensor": BadInput(lambda: call(f16(4, 8), f16(8, 3)), ValueError, "CUDA device"),
         "last_dim_stride": BadInput(
-            lambda: call(torch.randn(8, 4, dtype=torch.float16).t(), torch.randn(8, 3, dtype=torch.float16)),
-            ValueError,
-            "a must be contiguous in its last dim",
+            lambda: call(f16(8, 4).t(), f16(8, 3)), ValueError, "a must be contiguous in its last dim"
         ),
         "float32": BadInput(lambda: call(torch.randn(4, 8), torch.randn(8, 3)), TypeError, "share one dtype"),
-        "batched": BadInput(
-            lambda: call(torch.randn(2, 4, 8, dtype=torch.float16), torch.randn(8, 3, dtype=torch.float16)),
-            ValueError,
-            "a must be (m, k)",
-        ),
+        "batched": BadInput(lambda: call(f16(2, 4, 8), f16(8, 3)), ValueError, "a must be (m, k)"),
     },
     ffi_example={"m": 4, "n": 16, "k": 8, "dtype": "float16"},
     ffi_cases={
-        "inner_dim": FfiCase(lambda: {"b": torch.randn(9, 16).half()}, message="inner dims differ"),
-        "out_shape": FfiCase(lambda: {"out": torch.empty(4, 17).half()}, message="(m, n) = (4, 16)"),
-        "dtype_mix": FfiCase(lambda: {"out": torch.empty(4, 16, dtype=torch.bfloat16)}, message="share one dtype"),
-        "last_dim_stride": FfiCase(
-            lambda: {"a": torch.randn(8, 4).half().t()}, message="`a` must be contiguous in its last dim"
-        ),
+        "inner_dim": FfiCase(lambda: {"b": f16(9, 16)}, message="inner dims differ: `a` is [4, 8] and `b` is [9, 16]"),
+        "out_shape": FfiCase(lambda: {"out": f16(4, 17)}, message="`c` shape [4, 17] != (m, n) = (4, 16)"),
         "aliased_out": FfiCase(
-            lambda: (lambda a: {"a": a, "b": torch.randn(16, 16).half(), "out": a})(torch.randn(16, 16).half()),
-            message="must not alias",
+            lambda: (lambda a: {"a": a, "b": f16(16, 16), "out": a})(f16(16, 16)),
+            message="`c` must not alias `a` or `b`",
         ),
         "tile_not_pow2": FfiCase(variant={"bm": 96}, message="bm=96"),
         "cga_not_pow2": FfiCase(variant={"cga": 3}, message="num_cta_in_cga=3"),
         # row strides larger than the row, on all three: accepted, so the call reaches device set-up
         "column_slices": FfiCase(
-            lambda: {
-                "a": torch.randn(129, 72).half()[:, :65],
-                "b": torch.randn(65, 264).half()[:, :257],
-                "out": torch.empty(129, 272).half()[:, :257],
-            },
-            code=-4,
+            lambda: {"a": f16(129, 72)[:, :65], "b": f16(65, 264)[:, :257], "out": f16(129, 272)[:, :257]}, code=-4
         ),
     },
 )

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from kernels.rms_norm import op
-from tilekit.kernel import BadInput, FfiCase, KernelSpec, call, generator, torch_dtype
+from tilekit.kernel import BadInput, FfiCase, call, generator, row_kernel, shapes, torch_dtype
 
 EPS = 1e-6
 
@@ -34,54 +34,33 @@ def bytes_moved(cfg: dict) -> int:
     return (2 * cfg["m"] * cfg["n"] + cfg["n"]) * torch.finfo(torch_dtype(cfg["dtype"])).bits // 8
 
 
-SPEC = KernelSpec(
-    op=op,
-    dims={"m": 1 << 20, "n": 1 << 18},
-    strides={"row_stride": "ld"},
+SPEC = row_kernel(
+    op,
     # tiny to large and irregular; row_stride > n exercises padded rows
-    correctness_shapes=[
-        {"m": 1, "n": 1},
-        {"m": 3, "n": 1000},
-        {"m": 257, "n": 4097},
-        {"m": 4096, "n": 4096, "row_stride": 4160},
-        {"m": 65536, "n": 8192},
-    ],
-    perf_configs=[
-        {"dtype": "float16", "m": 262144, "n": 1024},
-        {"dtype": "float16", "m": 262144, "n": 2048},
-        {"dtype": "float16", "m": 262144, "n": 4096},
-        {"dtype": "float16", "m": 65536, "n": 8192},
-        {"dtype": "float16", "m": 65536, "n": 16384},
-        {"dtype": "bfloat16", "m": 65536, "n": 8192},
-    ],  # the issue's
-    tolerance={"float16": (2e-3, 1e-2), "bfloat16": (1.6e-2, 6e-2), "float32": (1e-5, 1e-5)},
+    correctness_shapes=shapes("m n row_stride", (1, 1), (3, 1000), (257, 4097), (4096, 4096, 4160), (65536, 8192)),
+    perf_configs=shapes(  # the issue's
+        "dtype m n",
+        *(("float16", 262144, 1024), ("float16", 262144, 2048), ("float16", 262144, 4096)),
+        *(("float16", 65536, 8192), ("float16", 65536, 16384), ("bfloat16", 65536, 8192)),
+    ),
     make_inputs=make_inputs,
     reference=reference,
     bytes_moved=bytes_moved,
-    out_shape=lambda cfg: (cfg["m"], cfg["n"]),
-    variant_shapes=[{"m": 37, "n": 1000, "dtype": "float16"}, {"m": 19, "n": 8195, "dtype": "bfloat16"}],
-    autotune_edges=[{"m": m, "n": n} for m, n in [(1000, 1), (4097, 4097), (1000, 11008), (3, 151936), (5, 16385)]],
+    variant_shapes=shapes("m n dtype", (37, 1000, "float16"), (19, 8195, "bfloat16")),
     bad_inputs={
-        "dtype_mix": BadInput(
-            lambda: call(torch.randn(4, 8, dtype=torch.float16), torch.randn(8)), TypeError, "share one dtype"
-        ),
+        "dtype_mix": BadInput(lambda: call(torch.randn(4, 8).half(), torch.randn(8)), TypeError, "share one dtype"),
         "weight_shape": BadInput(lambda: call(torch.randn(4, 8), torch.randn(7)), ValueError, "weight must be (8,)"),
         "cpu_tensor": BadInput(lambda: call(torch.randn(4, 8), torch.randn(8)), ValueError, "CUDA device"),
         "last_dim_stride": BadInput(
             lambda: call(torch.randn(8, 4).t(), torch.randn(8)), ValueError, "contiguous in its last dim"
         ),
         "float64": BadInput(
-            lambda: call(torch.randn(4, 8, dtype=torch.float64), torch.randn(8, dtype=torch.float64)),
-            TypeError,
-            "share one dtype",
+            lambda: call(torch.randn(4, 8).double(), torch.randn(8).double()), TypeError, "share one dtype"
         ),
     },
-    ffi_example={"m": 4, "n": 8, "dtype": "float32"},
     ffi_cases={
-        "out_shape": FfiCase(lambda: {"out": torch.empty(4, 9)}, message="shape"),
-        "weight_len": FfiCase(lambda: {"w": torch.randn(7)}, message="weight"),
-        "dtype_mix": FfiCase(lambda: {"out": torch.empty(4, 8, dtype=torch.float16)}, message="share one dtype"),
-        "last_dim_stride": FfiCase(lambda: {"x": torch.randn(8, 4).t()}, message="contiguous in its last dim"),
-        "bad_block": FfiCase(variant={"block": 24}, message="power of two"),
+        "out_shape": FfiCase(lambda: {"out": torch.empty(4, 9)}, message="`x` shape [4, 8] != `out` shape [4, 9]"),
+        "weight_len": FfiCase(lambda: {"w": torch.randn(7)}, message="`weight` has 7 elements but x has n=8 columns"),
+        "bad_block": FfiCase(variant={"block": 24}, message="block must be a power of two"),
     },
 )

@@ -12,8 +12,8 @@ from __future__ import annotations
 import torch
 
 from kernels.silu_and_mul import op
-from kernels.silu_and_mul.op import default_block, tune_key, variants  # noqa: F401 -- tests/kit/test_silu_and_mul_baselines.py reads them here
-from tilekit.kernel import BadInput, FfiCase, KernelSpec, call, generator, torch_dtype
+from kernels.silu_and_mul.op import default_block, tune_key, variants  # noqa: F401 -- tests/kit/test_silu_and_mul_spec.py reads them here
+from tilekit.kernel import BadInput, FfiCase, call, generator, row_kernel, shapes, torch_dtype
 
 # Written into the first gate entries of row 0: silu saturates to 0 and to the identity there,
 # and a sigmoid written exp(a) / (1 + exp(a)) turns 100 into NaN.
@@ -46,47 +46,32 @@ def bytes_moved(cfg: dict) -> int:
     return 3 * cfg["m"] * cfg["h"] * torch.finfo(torch_dtype(cfg["dtype"])).bits // 8
 
 
-def x_out(x=(4, 16), out=(4, 8), dtype=torch.float32):
+def x_out(x=(4, 16), out=(4, 8)):
     """An FfiCase's x and out."""
-    return {"x": torch.randn(*x), "out": torch.empty(*out, dtype=dtype)}
+    return {"x": torch.randn(*x), "out": torch.empty(*out)}
 
 
-SPEC = KernelSpec(
-    op=op,
-    dims={"m": 1 << 20, "h": 1 << 18},
-    strides={"row_stride": "ld"},
+SPEC = row_kernel(  # its tolerance: a few output ulps (the torch baseline rounds twice: silu, then the product)
+    op,
+    "h",
     # Tiny to large and irregular H; row_stride > 2H exercises padded rows; H = 14336 is the perf
     # width (seven 2048-wide column tiles per row), 4097 leaves a 1-element last tile.
-    correctness_shapes=[
-        {"m": 1, "h": 1},
-        {"m": 3, "h": 1000},
-        {"m": 257, "h": 4097},
-        {"m": 4096, "h": 4096, "row_stride": 8320},
-        {"m": 1000, "h": 14336},
-        {"m": 65536, "h": 4096},
-    ],
-    perf_configs=[
-        {"dtype": "bfloat16", "m": 65536, "h": 4096},
-        {"dtype": "bfloat16", "m": 16384, "h": 14336},
-    ],  # the issue's
-    # a few output ulps (the torch baseline rounds twice: silu in x's dtype, then the product)
-    tolerance={"float16": (2e-3, 1e-2), "bfloat16": (1.6e-2, 6e-2), "float32": (1e-5, 1e-5)},
+    correctness_shapes=shapes(
+        "m h row_stride", *((1, 1), (3, 1000), (257, 4097), (4096, 4096, 8320), (1000, 14336), (65536, 4096))
+    ),
+    perf_configs=shapes("dtype m h", ("bfloat16", 65536, 4096), ("bfloat16", 16384, 14336)),  # the issue's
     make_inputs=make_inputs,
     reference=reference,
     bytes_moved=bytes_moved,
-    out_shape=lambda cfg: (cfg["m"], cfg["h"]),
     # 37 rows: partial row tiles for every rows > 1; H = 1000 one padded tile, H = 14336 seven tiles
     # of 2048 (or fourteen of 1024: whole tiles, so the one-row variants take the unmasked entry),
     # H = 4097 a 1-element last tile; 64 x 4096 with padded rows: every variant unmasked.
     # "default" (ffi.rs's tile) is checked there too.
-    variant_shapes=[
-        {"m": 37, "h": 1000, "dtype": "float16"},
-        {"m": 19, "h": 14336, "dtype": "bfloat16"},
-        {"m": 37, "h": 4097, "dtype": "float32"},
-        {"m": 64, "h": 4096, "dtype": "float16", "row_stride": 8200},
-    ],
+    variant_shapes=shapes(
+        "m h dtype row_stride",
+        *((37, 1000, "float16"), (19, 14336, "bfloat16"), (37, 4097, "float32"), (64, 4096, "float16", 8200)),
+    ),
     every_variant_default=True,
-    autotune_edges=[{"m": m, "h": h} for m, h in [(1000, 1), (4097, 4097), (1000, 11008), (3, 151936), (5, 16385)]],
     bad_inputs={
         "odd_last_dim": BadInput(lambda: call(torch.randn(4, 7)), ValueError, "even last dim"),
         "cpu_tensor": BadInput(lambda: call(torch.randn(4, 8)), ValueError, "CUDA device"),
@@ -94,22 +79,14 @@ SPEC = KernelSpec(
         "int32": BadInput(lambda: call(torch.ones(4, 8, dtype=torch.int32)), TypeError, "must be one of"),
         "out_shape": BadInput(lambda: call(torch.randn(4, 8), out=torch.empty(4, 8)), ValueError, "out must be (4, 4)"),
     },
-    ffi_example={"m": 4, "h": 8, "dtype": "float32"},
     ffi_cases={
-        "odd_last_dim": FfiCase(lambda: x_out((4, 15), (4, 7)), message="must be even"),
-        "out_shape": FfiCase(lambda: x_out(out=(4, 16)), message="must be [m, H] = [4, 8]"),
-        "dtype_mix": FfiCase(lambda: x_out(dtype=torch.float16), message="share one dtype"),
-        "x_last_dim_stride": FfiCase(
-            lambda: {"x": torch.randn(16, 4).t()}, message="`x` must be contiguous in its last dim"
-        ),
+        "odd_last_dim": FfiCase(lambda: x_out((4, 15), (4, 7)), message="`x` last dim 15 must be even"),
+        "out_shape": FfiCase(lambda: x_out(out=(4, 16)), message="`out` shape [4, 16] must be [m, H] = [4, 8]"),
         "out_is_gate_half_of_x": FfiCase(
             lambda: (lambda x: {"x": x, "out": x[:, :8]})(torch.randn(4, 16)), message="`out` overlaps `x`"
         ),
-        "block_not_pow2": FfiCase(variant={"block": 24}, message="power of two"),
+        "block_not_pow2": FfiCase(variant={"block": 24}, message="block must be a power of two"),
         "tile_too_big": FfiCase(variant={"block": 16384, "rows": 2}, message="block*rows <= 16384"),
-        "occupancy": FfiCase(variant={"occupancy": 33}, message="occupancy=33"),
-        "warps": FfiCase(variant={"warps": 16}, message="warps=16: use 4 or 8"),
-        "x_1d": FfiCase(lambda: {"x": torch.randn(16)}, message="`x` must have 2 dims"),
         # x (4, 16) in rows of 20, out (4, 8) in rows of 12: valid, so the call reaches device set-up
         "padded_rows": FfiCase(lambda: {"x": torch.randn(4, 20)[:, :16], "out": torch.empty(4, 12)[:, :8]}, code=-4),
     },

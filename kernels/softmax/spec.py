@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from kernels.softmax import op
-from tilekit.kernel import BadInput, FfiCase, KernelSpec, call, generator, torch_dtype
+from tilekit.kernel import BadInput, FfiCase, call, generator, row_kernel, shapes, torch_dtype
 
 # Every row is shifted by up to +-ROW_SHIFT: exp without subtracting the row max overflows (or
 # underflows to 0/0) in f32 beyond ~88, so a numerically unstable kernel fails correctness.
@@ -49,42 +49,26 @@ def bytes_moved(cfg: dict) -> int:
     return 2 * cfg["m"] * cfg["n"] * torch.finfo(torch_dtype(cfg["dtype"])).bits // 8
 
 
-SPEC = KernelSpec(
-    op=op,
-    dims={"m": 1 << 20, "n": 1 << 18},
-    strides={"row_stride": "ld"},
+SPEC = row_kernel(  # its tolerance: a few output ulps of each dtype (softmax values are in [0, 1])
+    op,
     # Tiny to large and irregular n (1, 1000, 4097, 20000, 32768); row_stride > n exercises padded
     # rows; n > 16384 takes the looped (online) kernel by default.
-    correctness_shapes=[
-        {"m": 1, "n": 1},
-        {"m": 3, "n": 1000},
-        {"m": 257, "n": 4097},
-        {"m": 4096, "n": 4096, "row_stride": 4160},
-        {"m": 65536, "n": 1024},
-        {"m": 100, "n": 20000, "row_stride": 20032},
-        {"m": 64, "n": 32768},
-    ],
-    perf_configs=[
-        {"dtype": "float16", "m": 65536, "n": 1024},
-        {"dtype": "float16", "m": 65536, "n": 4096},
-        {"dtype": "float32", "m": 65536, "n": 8192},
-    ],  # the issue's
-    # a few output ulps of each dtype (softmax values are in [0, 1])
-    tolerance={"float16": (2e-3, 1e-2), "bfloat16": (1.6e-2, 6e-2), "float32": (1e-5, 1e-5)},
+    correctness_shapes=shapes(
+        "m n row_stride",
+        *((1, 1), (3, 1000), (257, 4097), (4096, 4096, 4160)),
+        *((65536, 1024), (100, 20000, 20032), (64, 32768)),
+    ),
+    perf_configs=shapes("dtype m n", ("float16", 65536, 1024), ("float16", 65536, 4096), ("float32", 65536, 8192)),
     make_inputs=make_inputs,
     reference=reference,
     bytes_moved=bytes_moved,
-    out_shape=lambda cfg: (cfg["m"], cfg["n"]),
     # Whole-row shape classes (padded: n = 1000, 8195; unmasked: 64 x 4096 and 64 x 1024 with
     # padded rows, every variant's tile divides them) and a looped one (n > 16384).
-    variant_shapes=[
-        {"m": 37, "n": 1000, "dtype": "float16"},
-        {"m": 19, "n": 20000, "dtype": "bfloat16"},
-        {"m": 7, "n": 8195, "dtype": "float32"},
-        {"m": 64, "n": 4096, "dtype": "bfloat16"},
-        {"m": 64, "n": 1024, "dtype": "float16", "row_stride": 1040},
-    ],
-    autotune_edges=[{"m": m, "n": n} for m, n in [(1000, 1), (4097, 4097), (1000, 11008), (3, 151936), (5, 16385)]],
+    variant_shapes=shapes(
+        "m n dtype row_stride",
+        *((37, 1000, "float16"), (19, 20000, "bfloat16"), (7, 8195, "float32")),
+        *((64, 4096, "bfloat16"), (64, 1024, "float16", 1040)),
+    ),
     max_variants=8,
     bad_inputs={
         "int_dtype": BadInput(lambda: call(torch.ones(4, 8, dtype=torch.int32)), TypeError, "must be one of"),
@@ -93,28 +77,15 @@ SPEC = KernelSpec(
         "last_dim_stride": BadInput(lambda: call(torch.randn(8, 4).t()), ValueError, "contiguous in its last dim"),
         "zero_dim": BadInput(lambda: call(torch.tensor(1.0)), ValueError, "at least one dim"),
     },
-    ffi_example={"m": 4, "n": 8, "dtype": "float32"},
     ffi_cases={
         "out_shape": FfiCase(lambda: {"out": torch.empty(4, 9)}, message="`x` shape [4, 8] != `out` shape [4, 9]"),
-        "dtype_mix": FfiCase(
-            lambda: {"out": torch.empty(4, 8, dtype=torch.float16)},
-            message="`x` is f32 but `out` is f16: all tensors must share one dtype",
-        ),
-        "last_dim_stride": FfiCase(
-            lambda: {"x": torch.randn(8, 4).t()}, message="`x` must be contiguous in its last dim"
-        ),
         "overlapping_rows": FfiCase(
             lambda: {"x": torch.randn(40).as_strided((4, 8), (4, 1))},
             message="`x` row stride 4 < n=8: rows would overlap",
-        ),
-        "three_dims": FfiCase(
-            lambda: {"x": torch.randn(2, 2, 8), "out": torch.empty(2, 2, 8)}, message="`x` must have 2 dims, got ndim=3"
         ),
         "block_not_pow2": FfiCase(variant={"block": 24, "rows": 1}, message="variant block=24 rows=1"),
         "block_too_small": FfiCase(variant={"block": 8, "rows": 1}, message="variant block=8 rows=1"),
         "rows_too_many": FfiCase(variant={"block": 16, "rows": 128}, message="variant block=16 rows=128"),
         "tile_too_big": FfiCase(variant={"block": 65536, "rows": 2}, message="variant block=65536 rows=2"),
-        "occupancy": FfiCase(variant={"occupancy": 33}, message="variant occupancy=33"),
-        "warps": FfiCase(variant={"warps": 2}, message="variant warps=2: use 4 or 8"),
     },
 )

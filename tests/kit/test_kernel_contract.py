@@ -167,10 +167,12 @@ def test_every_dtype_the_kernel_does_not_declare_is_minus2(lib, name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_the_kernels_own_export_calls_return_their_codes_and_messages(lib, name):
-    """SPEC.ffi_cases: invalid shapes, strides, aliasing and knobs (-6), valid edge layouts (-4)."""
+    """SPEC.shared_ffi_cases() (what every export refuses alike: a dim more or fewer, a strided last
+    dim, mixed dtypes, bad hints) and SPEC.ffi_cases: invalid shapes, strides, aliasing and knobs
+    (-6), valid edge layouts (-4)."""
     spec = kernel.load(name)
     wrong = []
-    for case, c in spec.ffi_cases.items():
+    for case, c in {**spec.shared_ffi_cases(), **spec.ffi_cases}.items():
         inputs, out = example_call(spec, c.tensors())
         code, msg = export_call(lib, spec, inputs, out, {**spec.op.DEFAULT_VARIANT, **c.variant})
         expected = ffi.RETURN_CODES[c.code][0]
@@ -191,6 +193,32 @@ def test_valid_calls_pass_validation_and_fail_only_at_device_setup(lib, name):
             code, msg = export_call(lib, spec, inputs, spec.make_out(cfg, inputs), spec.op.DEFAULT_VARIANT)
             assert code == -4 and "DEVICE_OR_STREAM" in msg and str(NO_DEVICE) in msg, f"{cfg}: {msg}"
     assert lib.ffi.string(lib.lib.tilekit_abi_json())
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_entrys_launch_passes_out_args_variant_and_stream_in_the_exports_order(lib, name, monkeypatch):
+    """tilekit.port, as the entry calls it, on the ffi_example's CPU tensors with the device and stream
+    faked: the default variant and every candidate reach device set-up (-4: validation passed, so
+    the arguments came in the export's order), and a bad occupancy is ffi.rs's -6."""
+    from tilekit import port
+
+    monkeypatch.setattr(ffi, "stream_args", lambda t: (NO_DEVICE, 0))
+    monkeypatch.setattr(port, "sm_count", lambda device_id: H200_SMS)
+    spec = kernel.load(name)
+    inputs, out = example_call(spec)
+    for variant in [spec.op.DEFAULT_VARIANT, *spec.variants(spec.ffi_example)]:
+        with pytest.raises(ffi.KernelError, match=str(NO_DEVICE)) as e:
+            port.launch(spec.op, out, *inputs.values(), **variant)
+        assert e.value.code == -4, f"{variant}: {e.value}"
+    with pytest.raises(ffi.KernelError, match="variant occupancy=33") as e:
+        port.run(
+            spec.op.__name__,
+            dict(spec.op.DEFAULT_VARIANT, occupancy=33),
+            tuple(spec.dims_of(spec.ffi_example).values()),
+            out,
+            *inputs.values(),
+        )
+    assert e.value.code == -6
 
 
 # -- the autotune space ---------------------------------------------------------------------------------

@@ -100,6 +100,15 @@ def best(kernel: str, key: dict, variants: list[dict], make_call, *, gpu: str | 
         return entry["variant"]
 
 
+def pow2(v: int) -> int:
+    """v >= 1 rounded up to a power of two: the shape classes of tune keys, the row caps of variants.
+
+    >>> [pow2(v) for v in (1, 2, 3, 65535, 65536)]
+    [1, 2, 4, 65536, 65536]
+    """
+    return 1 << max(0, (v - 1).bit_length())
+
+
 def unique(candidates) -> list[dict]:
     """Variant dicts in order, without their None knobs (the export's default) and repeats."""
     out = []

@@ -5,23 +5,28 @@
 kernels/<name>/op.py, the runtime, imports nothing from spec.py (spec.py imports op) and holds:
   CDEF              the C declaration of the export `cutile_<name>` (read by `make symbols` via ast)
   DTYPES            the dtypes the port supports, as torch's short names: the one statement of them
-  <name>(*args, variant="auto", out=None)   the entry; bad input raises TypeError/ValueError
-  DEFAULT_VARIANT, variants(**dims), tune_key(dtype, **dims)   the autotune space
+  <name>(*args, variant="auto", out=None)   the entry: checks (tilekit.checks; bad input raises
+                    TypeError/ValueError), then tilekit.port.rows or .run picks the variant and calls
+  DEFAULT_VARIANT, variants(*dims), tune_key(dtype, *dims)   the autotune space (dims as SPEC.dims names them)
   export_args(**variant[, sms=])            a variant -> the export's variant arguments (pure)
 The export takes the output's descriptor first, then the entry's arguments in order (tensors as
 descriptors, scalars as they are), then the variant's arguments, then device_id and stream.
+
+Most of a row kernel's declaration (an (m, n) problem over rows, optional row_stride) is shared:
+``row_kernel`` fills it in. ``shapes`` writes a list of configs as a table.
 """
 
 from __future__ import annotations
 
 import importlib
 import inspect
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
-from tilekit import ffi
+from tilekit import ffi, port
 
 
 def names(kernels_dir: Path | None = None) -> list[str]:
@@ -58,6 +63,16 @@ def generator(device, seed: int | None = None):
 def call(*args, **kwargs) -> tuple[tuple, dict]:
     """The arguments of one call of the entry, for BadInput."""
     return args, kwargs
+
+
+def shapes(keys: str, *rows: tuple) -> list[dict]:
+    """Configs from a table: each row's values under `keys`, in order (a shorter row leaves the last
+    keys out).
+
+    >>> shapes("m n row_stride", (1, 1), (4096, 4096, 4160))
+    [{'m': 1, 'n': 1}, {'m': 4096, 'n': 4096, 'row_stride': 4160}]
+    """
+    return [dict(zip(keys.split(), row)) for row in rows]
 
 
 @dataclass(frozen=True)
@@ -110,7 +125,7 @@ class KernelSpec:
 
     @property
     def name(self) -> str:
-        return self.op.__name__.split(".")[-2]
+        return port.name(self.op)
 
     @property
     def dtypes(self) -> tuple[str, ...]:
@@ -130,9 +145,8 @@ class KernelSpec:
         return self.op.tune_key(cfg["dtype"], **self.dims_of(cfg))
 
     def export_args(self, variant: dict, sms: int) -> tuple:
-        """The variant's arguments of the export as op.launch passes them (on a GPU with `sms` SMs)."""
-        takes_sms = "sms" in inspect.signature(self.op.export_args).parameters
-        return self.op.export_args(**variant, **({"sms": sms} if takes_sms else {}))
+        """The variant's arguments of the export as tilekit.port passes them (on a GPU with `sms` SMs)."""
+        return port.export_args(self.op, variant, sms)
 
     def shape_id(self, shape: dict, sep: str = "x", strides: bool = True) -> str:
         """'257x4097', '4096x4096ld4160', '777x1280x2000-lda2048-ldb1344-ldc1408'."""
@@ -163,6 +177,39 @@ class KernelSpec:
         padded = (*shape[:-1], cfg.get(self.out_row_stride, shape[-1])) if self.out_row_stride else shape
         out = torch.full(padded, float("nan"), dtype=like.dtype, device=like.device)
         return out[..., : shape[-1]] if padded != shape else out
+
+    def shared_ffi_cases(self) -> dict[str, FfiCase]:
+        """The invalid calls every export refuses alike, in ffi_util's words, on the ffi_example (run
+        before ffi_cases): its first input with one dim more or fewer or a strided last dim, the output
+        in another dtype, occupancy 33 and, where the export takes worker warps, 2 or 16."""
+        inputs = self.make_inputs(self.ffi_example, device="cpu", seed=0)
+        (name, x), dim = next(iter(inputs.items())), next(iter(inputs.values())).dim()
+        out_name = re.search(r"TensorDesc\*\s*(\w+)", self.op.CDEF)[1]  # the export's first argument
+        have = self.ffi_example["dtype"]
+        other = next(d for d in ("float16", "bfloat16", "float32") if d != have)
+        r = ffi.RUST_DTYPE_NAMES
+        cases = {
+            "out_dtype": FfiCase(
+                lambda: {"out": self.make_out(self.ffi_example, inputs).to(torch_dtype(other))},
+                message=f"`{name}` is {r[have]} but `{out_name}` is {r[other]}: all tensors must share one dtype",
+            ),
+            f"{name}_last_dim_stride": FfiCase(
+                lambda: {name: x.t().contiguous().t()}, message=f"`{name}` must be contiguous in its last dim"
+            ),
+            f"{name}_one_dim_more": FfiCase(
+                lambda: {name: x[None]}, message=f"`{name}` must have {dim} dims, got ndim={dim + 1}"
+            ),
+            "occupancy": FfiCase(variant={"occupancy": 33}, message="variant occupancy=33: use 1..=32"),
+        }
+        if dim > 1:
+            cases[f"{name}_one_dim_fewer"] = FfiCase(
+                lambda: {name: x.flatten()}, message=f"`{name}` must have {dim} dims, got ndim=1"
+            )
+        if "warps" in inspect.signature(self.op.export_args).parameters:
+            cases |= {
+                f"warps_{w}": FfiCase(variant={"warps": w}, message=f"variant warps={w}: use 4 or 8") for w in (2, 16)
+            }
+        return cases
 
     # -- the declaration checks itself (tests/kit/test_kernel_contract.py) ---------------------------
 
@@ -201,3 +248,25 @@ class KernelSpec:
         if not all(isinstance(c, FfiCase) for c in self.ffi_cases.values()):
             out.append("ffi_cases: every case must be an FfiCase")
         return out
+
+
+# -- what the row kernels share -------------------------------------------------------------------
+
+ROW_EDGES = [(1000, 1), (4097, 4097), (1000, 11008), (3, 151936), (5, 16385)]  # (m, width) the property always tries
+
+
+def row_kernel(op: ModuleType, width: str = "n", **fields) -> KernelSpec:
+    """The declaration of a kernel over the rows of an (m, width) problem (x's rows, optionally in
+    rows of `row_stride` elements, to out (m, width)), with what such kernels share filled in: dims
+    up to 2^20 rows of 2^18, the id prefix `ld` of row_stride, out_shape, a tolerance of a few
+    output ulps of each dtype, ROW_EDGES and a 4 x 8 float32 ffi_example. `fields` give the rest
+    (and may replace any of those)."""
+    shared = dict(
+        dims={"m": 1 << 20, width: 1 << 18},
+        strides={"row_stride": "ld"},
+        out_shape=lambda cfg: (cfg["m"], cfg[width]),
+        tolerance={"float16": (2e-3, 1e-2), "bfloat16": (1.6e-2, 6e-2), "float32": (1e-5, 1e-5)},
+        autotune_edges=shapes(f"m {width}", *ROW_EDGES),
+        ffi_example={"m": 4, width: 8, "dtype": "float32"},
+    )
+    return KernelSpec(op=op, **{**shared, **fields})

@@ -1,8 +1,13 @@
-"""matmul's GPU tests beyond the generated suite (tilekit.suite adds them to
-tests/kernels/test_matmul.py)."""
+"""matmul's tests beyond the generated suite (tilekit.suite adds the test_* to
+tests/kernels/test_matmul.py), and BASELINE_CASES, what tests/kit/test_baselines.py checks of
+baselines.py on the CPU (tilekit.baseline_cases)."""
+
+import torch
 
 from kernels.matmul.spec import SPEC
 from tilekit import harness
+from tilekit.baseline_cases import H200_SMS as SMS
+from tilekit.baseline_cases import TOL, BaselineCases, Has
 
 
 def test_op_persistent_grid_strides_over_more_tiles_than_programs_cutile_rs(cuda):
@@ -22,3 +27,99 @@ def test_op_default_variant_cutile_rs(cuda):
     out = SPEC.make_out(cfg, inputs)
     SPEC.run_port(inputs, out=out, variant="default")
     harness.check(SPEC, "cutile_rs", cfg, inputs, out)
+
+
+# The named variants: (bm, bn, Triton's num_warps, num_stages); persistent runs 128x256 tiles, one
+# program per SM, the others one program per tile.
+NAMED = {
+    "128x256x64": (128, 256, 8, 3),
+    "256x128x64": (256, 128, 8, 3),
+    "128x128x64": (128, 128, 8, 4),
+    "persistent": (128, 256, 8, 3),
+}
+# The auto path's candidates (BM, BN, BK, num_warps, num_stages) / (BM, BN, BK, occupancy): the
+# committed H200 results were tuned over exactly these. Triton's: the named tiles, then two at 4 warps.
+TRITON_TUNED = (
+    *[(bm, bn, 64, w, s) for bm, bn, w, s in list(NAMED.values())[:3]],
+    (128, 128, 64, 4, 4),
+    (64, 256, 64, 4, 4),
+)
+CUTILE_TUNED = ((128, 256, 64, 1), (256, 128, 64, 1), (128, 256, 64, 2), (256, 256, 64, 2), (128, 128, 64, 1))
+
+
+def _triton_autotuned(B) -> tuple:
+    """triton.autotune's configs, as (BM, BN, BK, num_warps, num_stages), and its key."""
+    tuned = B._triton_autotuned
+    return [(*(c.kwargs[x] for x in ("BM", "BN", "BK")), c.num_warps, c.num_stages) for c in tuned.configs], tuned.keys
+
+
+BASELINE_CASES = BaselineCases(
+    SPEC,
+    # Tiny (one partial tile), ragged on every dim (K not a multiple of BK: the masked K step), K a
+    # multiple of BK (the unmasked path), column slices, and a persistent grid of one program ("one
+    # SM" on the CPU) that walks every tile.
+    interpreted=[
+        (dict(m=m, n=n, k=k, lda=lda, ldb=ldb, dtype=dt), v, {})
+        for dt in ("float16", "bfloat16")
+        for m, n, k, lda, ldb in (
+            (3, 5, 7, 7, 5),
+            (129, 257, 65, 65, 257),
+            (130, 300, 128, 128, 300),
+            (65, 40, 70, 80, 48),
+        )
+        for v in ("auto", *NAMED)
+    ],
+    torch_case=({"m": 33, "n": 17, "k": 65, "lda": 70, "dtype": "bfloat16"}, TOL["bfloat16"]),
+    bad_inputs=[
+        ((torch.randn(2, 3, 4).half(), torch.randn(4, 2).half()), ValueError, r"a must be \(m, k\)"),
+        ((torch.randn(2, 4).half(), torch.randn(5, 2).half()), ValueError, r"b \(k, n\)"),
+        ((torch.randn(2, 4), torch.randn(4, 2)), TypeError, "share one dtype"),
+        ((torch.randn(2, 4).half(), torch.randn(4, 2).bfloat16()), TypeError, "share one dtype"),
+        ((torch.randn(4, 2).half().t(), torch.randn(4, 2).half()), ValueError, "a's last dim must be contiguous"),
+    ],
+    plans=[
+        # auto is left to autotune on the GPU, and is the big tile off it
+        ("triton_config", (4096, 4096, 4096, SMS), None),
+        ("triton_config", (100, 100, 100, 1), {"on_gpu": False}, Has(variant="128x256x64", bm=128, bn=256, bk=64)),
+        # masked K only when K is ragged
+        ("triton_config", (129, 257, 65, SMS, "128x128x64"), Has(even_k=False)),
+        # persistent: one program per SM, or fewer tiles (ceil(1000 / 128) * ceil(1000 / 256))
+        ("triton_config", (8192, 8192, 64, SMS, "persistent"), Has(grid=SMS)),
+        ("triton_config", (1000, 1000, 64, SMS, "persistent"), Has(grid=8 * 4)),
+        ("cutile_config", (8192, 8192, SMS, "persistent"), Has(grid=SMS)),
+        ("cutile_config", (1000, 1000, SMS, "persistent"), Has(grid=8 * 4)),
+    ]
+    + [  # the named variants at the perf shapes
+        p
+        for m, n, k in (SPEC.dims_of(c).values() for c in SPEC.perf_configs)
+        for v, (bm, bn, warps, stages) in NAMED.items()
+        for plan in [dict(variant=v, bm=bm, bn=bn, bk=64, grid=SMS if v == "persistent" else m // bm * (n // bn))]
+        for p in (
+            ("triton_config", (m, n, k, SMS, v), dict(plan, num_warps=warps, num_stages=stages, even_k=k % 64 == 0)),
+            ("cutile_config", (m, n, SMS, v), plan),
+        )
+    ],
+    plan_errors=[
+        ("cutile_config", (4096, 4096, SMS, "auto"), {}, "'auto' is tuned on the GPU"),
+        ("triton_config", (10, 10, 10, 8, "fastest"), {}, "variant must be one of"),
+        ("cutile_config", (10, 10, 8, "fastest"), {}, "variant must be one of"),
+    ],
+    triton_compile=[
+        (kernel, "bf16", dict(BM=128, BN=256, BK=64, GROUP=8, EVEN_K=even_k), dict(num_warps=8, num_stages=3))
+        for kernel in ("_triton_matmul_kernel", "_triton_persistent_kernel")
+        for even_k in (True, False)
+    ],
+    triton_ptx_has="mma",  # tensor-core instructions (wgmma on sm_90)
+    cutile_kernels=[
+        (kernel, dt, ["A2", "A2", "A2", bm, bn, bk, 8], dt == "bfloat16" and bm == 128)
+        for dt in ("bfloat16", "float16")
+        for kernel in ("_cutile_tiles_kernel", "_cutile_persistent_kernel")
+        for bm, bn, bk in ((128, 256, 64), (64, 64, 32))
+    ],
+    pinned=[
+        ("GROUP_M", lambda B: B.GROUP_M, 8, False),
+        ("TRITON_AUTOTUNE", lambda B: B.TRITON_AUTOTUNE, TRITON_TUNED, False),
+        ("CUTILE_AUTOTUNE", lambda B: B.CUTILE_AUTOTUNE, CUTILE_TUNED, False),
+        ("triton.autotune's configs and key", _triton_autotuned, (list(TRITON_TUNED), ["M", "N", "K"]), True),
+    ],
+)

@@ -1,11 +1,24 @@
-"""softmax's GPU tests beyond the generated suite (tilekit.suite adds them to
-tests/kernels/test_softmax.py): masked logits, as attention masks make them."""
+"""softmax's tests beyond the generated suite (tilekit.suite adds the test_* to
+tests/kernels/test_softmax.py): masked logits, as attention masks make them; and BASELINE_CASES,
+what tests/kit/test_baselines.py checks of baselines.py on the CPU (tilekit.baseline_cases)."""
 
 import pytest
 import torch
 
 from kernels.softmax.spec import SPEC
 from tilekit import harness
+from tilekit.baseline_cases import H200_SMS as SMS
+from tilekit.baseline_cases import ROW_ERRORS, BaselineCases, Has, row_interpreted, row_plans, tile_plan
+
+
+def masked(x: torch.Tensor, step: int = 97) -> torch.Tensor:
+    """x with -inf outside a ragged kept prefix per row (causal-style: row i keeps columns up to
+    i * step mod n; row 0 only column 0), with holes in it (every fifth column from 1)."""
+    m, n = x.shape
+    cols = torch.arange(n, device=x.device)
+    limit = (torch.arange(m, device=x.device)[:, None] * step) % n
+    return x.masked_fill(~((cols[None, :] <= limit) & (cols[None, :] % 5 != 1)), float("-inf"))
+
 
 # -inf entries must come out as exactly 0 and leave the rest of the row finite, in the whole-row
 # kernel and in the looped one, including a column tile of the looped kernel whose lanes see
@@ -20,14 +33,61 @@ MASKED = [
     "cfg,variant", MASKED, ids=lambda p: f"{p['m']}x{p['n']}-{p['dtype']}" if "m" in p else f"block{p['block']}"
 )
 def test_op_masked_logits_cutile_rs(cuda, cfg, variant):
-    x = SPEC.make_inputs(cfg)["x"]
-    cols = torch.arange(cfg["n"], device=x.device)
-    # A ragged kept prefix per row (causal-style; row 0 keeps only column 0) with holes in it.
-    limit = (torch.arange(cfg["m"], device=x.device)[:, None] * 97) % cfg["n"]
-    keep = (cols[None, :] <= limit) & (cols[None, :] % 5 != 1)
-    inputs = {"x": x.masked_fill(~keep, float("-inf"))}
+    inputs = {"x": masked(SPEC.make_inputs(cfg)["x"])}
     out = SPEC.make_out(cfg, inputs)
     SPEC.run_port(inputs, out=out, variant=variant)
     torch.cuda.synchronize()
-    assert int((out[~keep] != 0).sum()) == 0, "masked (-inf) logits must give exactly 0"
+    assert int((out[inputs["x"] == float("-inf")] != 0).sum()) == 0, "masked (-inf) logits must give exactly 0"
     harness.check(SPEC, "cutile_rs", dict(cfg, variant=variant), inputs, out)
+
+
+def _baseline_inputs(cfg: dict) -> dict:
+    x = SPEC.make_inputs(cfg, device="cpu", seed=0)["x"]
+    return {"x": masked(x, 997) if cfg.get("masked") else x}
+
+
+BASELINE_CASES = BaselineCases(
+    SPEC,
+    # Also masked (-inf) logits with a ragged kept prefix, and a looped row past 16384.
+    interpreted=row_interpreted({"m": 4, "n": 3000, "masked": True})
+    + [({"m": 2, "n": 20000, "dtype": "float32"}, "auto", {})],
+    make_inputs=_baseline_inputs,
+    zero_counts=lambda y, inputs: {"masked logits not 0": int((y[inputs["x"] == float("-inf")] != 0).sum())},
+    torch_case=({"m": 5, "n": 1000, "row_stride": 1040, "dtype": "float32"}, 1e-6),
+    bad_inputs=[
+        ((torch.randn(2, 3, 4),), ValueError, "must be 2-D"),
+        ((torch.randn(2, 4, dtype=torch.float64),), TypeError, "must be one of"),
+        ((torch.randn(4, 2).t(),), ValueError, "last dim must be contiguous"),
+    ],
+    plans=row_plans(
+        auto={  # the perf shapes' (the committed H200 results were timed with these)
+            (65536, 1024): (("row", 1024, 1, 65536, 4), ("row", 1024, 1, 65536)),
+            (65536, 4096): (("row", 4096, 1, 65536, 8), ("row", 4096, 1, 65536)),
+            (65536, 8192): (("row", 8192, 1, 65536, 16), ("row", 8192, 1, 65536)),
+        },
+        triton={(65536, 16384): "row", (64, 512): "row", (1024, 16385): "looped", (1024, 32768): "looped"},
+        cutile={(200, 4096): "row", (1024, 32768): "looped"},
+    )
+    + [  # multirow: persistent over 8K-element tiles
+        ("triton_config", (65536, 1024, SMS, "multirow"), tile_plan("multirow", 1024, 8, 2 * SMS, 16)),
+        ("cutile_config", (65536, 1024, SMS, "multirow"), tile_plan("multirow", 1024, 16, SMS)),
+        ("cutile_config", (300, 16384, SMS, "multirow"), Has(rows=2)),
+        # looped tiles are 4096 wide, or the whole row if narrower
+        ("triton_config", (64, 32768, SMS), Has(block=4096)),
+        ("triton_config", (64, 1000, SMS, "looped"), Has(block=1024)),
+        ("cutile_config", (64, 32768, SMS), tile_plan("looped", 4096, 1, 64)),
+    ],
+    plan_errors=ROW_ERRORS,
+    triton_compile=[
+        ("_triton_looped_kernel", "fp16", {"BLOCK": 1024}),
+        ("_triton_rows_kernel", "bf16", {"ROWS": 4, "BLOCK": 1024}),
+    ],
+    cutile_kernels=[
+        (kernel, dt, args, True)
+        for dt in ("float16", "bfloat16", "float32")
+        for kernel, args in (
+            ("_cutile_rows_kernel", ["A2", "A2", 16, 1024]),
+            ("_cutile_looped_kernel", ["A2", "A2", 4096]),
+        )
+    ],
+)

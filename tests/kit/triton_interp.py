@@ -1,6 +1,7 @@
 """Runs a kernel's Triton baselines on the CPU for test_baselines.py: a child Python with
 TRITON_INTERPRET=1 (set before triton is imported, hence a child) calls the kernel's triton entry on
-each case of baseline_cases.py and prints one JSON list of results, one per case."""
+each of its interpreted cases (kernels/<name>/tests.py's BASELINE_CASES) and prints one JSON list
+of results, one per case."""
 
 import json
 import os
@@ -11,7 +12,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-HERE = Path(__file__).resolve().parent
 
 # The interpreter switched on, plus fixes for two of its bugs (neither touches a GPU run).
 PREAMBLE = r"""import json, os, sys
@@ -46,20 +46,20 @@ CHILD = (
     PREAMBLE
     + r"""
 import importlib
-import baseline_cases
+from tilekit import baseline_cases
 
 kernel = sys.argv[1]
-spec = baseline_cases.KERNELS[kernel]
+cases = baseline_cases.load(kernel)  # kernels/<kernel>/tests.py, which never imports baselines.py
 B = importlib.import_module(f"kernels.{kernel}.baselines")
 out = []
-for dt, shape, variant, knobs in json.loads(sys.stdin.read()):
-    inputs = spec.inputs(dt, shape)
-    ref = spec.reference(inputs)
+for cfg, variant, knobs in json.loads(sys.stdin.read()):
+    inputs = cases.inputs(cfg)
+    ref = cases.spec.reference(inputs)
     try:
-        y = B.BACKENDS["triton"](*inputs["args"], variant=variant, **knobs)
+        y = B.BACKENDS["triton"](*inputs.values(), variant=variant, **knobs)
         err = ((y.double() - ref).abs() / (1 + ref.abs())).max().item()
         out.append({"err": err, "dtype": str(y.dtype), "shape": list(y.shape), "contiguous": y.is_contiguous(),
-                    "zero": {"NaN outputs": int(torch.isnan(y).sum()), **spec.zero_counts(y, inputs)}})
+                    "zero": {"NaN outputs": int(torch.isnan(y).sum()), **cases.zero_counts(y, inputs)}})
     except Exception as exc:
         out.append({"error": f"{type(exc).__name__}: {exc}"})
 print(json.dumps(out))
@@ -68,10 +68,10 @@ print(json.dumps(out))
 
 
 def run(kernel: str, cases: list, *, timeout: int = 45) -> list:
-    """Results of `cases` (baseline_cases' (dtype, shape, variant, knobs)) of `kernel`'s triton entry
-    under the interpreter, from one child process; its deadline stays well under pytest-timeout's
+    """Results of `cases` (BaselineCases.interpreted: (cfg, variant, knobs)) of `kernel`'s triton
+    entry under the interpreter, from one child process; its deadline stays well under pytest-timeout's
     60 s, which counts this fixture's time in the first test that uses it."""
-    path = os.pathsep.join([str(ROOT), str(ROOT / "tools"), str(HERE), os.environ.get("PYTHONPATH", "")])
+    path = os.pathsep.join([str(ROOT), str(ROOT / "tools"), os.environ.get("PYTHONPATH", "")])
     proc = subprocess.run(
         [sys.executable, "-W", "ignore", "-c", CHILD, kernel],
         input=json.dumps(cases),

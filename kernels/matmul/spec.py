@@ -147,7 +147,7 @@ SPEC = KernelSpec(
         # A.t() and an nn.Linear weight as given (x @ W.t()): accepted, read in place
         "column_major": FfiCase(lambda: {"a": f16(8, 4).t(), "b": f16(16, 8).t()}, code=-4),
         "out_column_major": FfiCase(
-            lambda: {"out": f16(16, 4).t()}, message="`c` must be contiguous in its last dim, got strides"
+            lambda: {"out": f16(16, 4).t()}, message="`c` must be contiguous in its last dim (strides [1, 4])"
         ),
     },
 )

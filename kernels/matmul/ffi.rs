@@ -5,8 +5,10 @@
 //!                         int32_t occupancy, int32_t num_cta_in_cga,
 //!                         int32_t device_id, uint64_t stream);
 //!
-//! C = A · B: a (m, k), b (k, n), c (m, n), one dtype (f16 or bf16), each contiguous in its last
-//! dim with any row stride >= its column count; c must not be a or b. The variant: `bm`/`bn`/`bk`
+//! C = A · B: a (m, k), b (k, n), c (m, n), one dtype (f16 or bf16); c is contiguous in its last
+//! dim with any row stride >= n; a and b are each row-major the same way or column-major (stride 1
+//! in their first dim: the `.t()` view of a row-major matrix, e.g. an nn.Linear weight), read in
+//! place either way; c must not be a or b. The variant: `bm`/`bn`/`bk`
 //! the tile shape (powers of two), `group` the tile rows per band of the swizzled tile order,
 //! `programs` 0 for one output tile per tile block or P > 0 for a persistent grid of min(P, tiles)
 //! tile blocks, `occupancy` (1..=32) and `num_cta_in_cga` (1, 2, 4, 8, 16) compile hints for
@@ -43,6 +45,9 @@ pub struct Plan {
     pub lda: i32,
     pub ldb: i32,
     pub ldc: i32,
+    /// a / b stored column-major (lda / ldb are then their column strides).
+    pub a_t: bool,
+    pub b_t: bool,
     pub bm: i32,
     pub bn: i32,
     pub bk: i32,
@@ -73,6 +78,35 @@ fn row_stride(d: &TensorDesc, rows: i32, cols: i32, arg: &str) -> FfiResult<i32>
     if s < cols {
         return Err(invalid(format!("`{arg}` row stride {s} < its {cols} columns: rows would overlap")));
     }
+    check_extent(rows, cols, s, arg)?;
+    Ok(s)
+}
+
+/// (column-major?, leading stride) of an operand: row-major when its last dim is contiguous (or
+/// has one element), else column-major when its first dim is (or has one element): then it is
+/// stored as the (cols, rows) row-major matrix whose `.t()` it is, `ld` its column stride.
+fn layout(d: &TensorDesc, arg: &str) -> FfiResult<(bool, i32)> {
+    let (rows, cols) = (to_i32(d.shape[0], arg)?, to_i32(d.shape[1], arg)?);
+    if d.strides[1] == 1 || cols == 1 {
+        return Ok((false, row_stride(d, rows, cols, arg)?));
+    }
+    if d.strides[0] != 1 && rows != 1 {
+        return Err(invalid(format!(
+            "`{arg}` must be contiguous in its last dim (row-major) or its first (the .t() of a row-major \
+             matrix), got strides {:?}",
+            d.strides()
+        )));
+    }
+    let ld = to_i32(d.strides[1], &format!("{arg} column stride"))?;
+    if ld < rows {
+        return Err(invalid(format!("`{arg}` column stride {ld} < its {rows} rows: columns would overlap")));
+    }
+    check_extent(cols, rows, ld, arg)?;
+    Ok((true, ld))
+}
+
+/// `rows` lines of `cols` elements, `ld` apart, must be indexable with i32.
+fn check_extent(rows: i32, cols: i32, s: i32, arg: &str) -> FfiResult<()> {
     let extent = (rows as i64 - 1) * s as i64 + cols as i64;
     if extent > i32::MAX as i64 {
         return Err(invalid(format!(
@@ -80,7 +114,7 @@ fn row_stride(d: &TensorDesc, rows: i32, cols: i32, arg: &str) -> FfiResult<i32>
             i32::MAX
         )));
     }
-    Ok(s)
+    Ok(())
 }
 
 // The export's arguments one for one (its C signature is fixed): a struct would only repack them.
@@ -109,7 +143,8 @@ pub fn plan(
     if c.shape() != [a.shape[0], b.shape[1]] {
         return Err(invalid(format!("`c` shape {:?} != (m, n) = ({}, {})", c.shape(), a.shape[0], b.shape[1])));
     }
-    ffi_util::check_last_dims_contiguous(&[(a, "a"), (b, "b"), (c, "c")])?;
+    ffi_util::check_last_dims_contiguous(&[(c, "c")])?;
+    let ((a_t, lda), (b_t, ldb)) = (layout(a, "a")?, layout(b, "b")?);
     if c.data == a.data || c.data == b.data {
         return Err(invalid(
             "`c` must not alias `a` or `b`: tiles of C are written while A and B are still being read",
@@ -155,9 +190,11 @@ pub fn plan(
         m,
         n,
         k,
-        lda: row_stride(a, m, k, "a")?,
-        ldb: row_stride(b, k, n, "b")?,
+        lda,
+        ldb,
         ldc: row_stride(c, m, n, "c")?,
+        a_t,
+        b_t,
         bm,
         bn,
         bk,
@@ -185,7 +222,10 @@ fn launch<T: cutile::cuda_core::DType>(
     if let Some(g) = p.num_cta_in_cga {
         options = options.num_cta_in_cga(g);
     }
-    let launch = Launch::new::<T>(&[p.bm, p.bn, p.bk, p.group], p.grid(), options);
+    // A_T, B_T, then the partitions' dim maps A_MAP, B_MAP: [0, 1] row-major, [1, 0] column-major.
+    let (at, bt) = (p.a_t as i32, p.b_t as i32);
+    let generics = [p.bm, p.bn, p.bk, p.group, at, bt, at, 1 - at, bt, 1 - bt];
+    let launch = Launch::new::<T>(&generics, p.grid(), options);
     let (m, n, k, lda, ldb, ldc) = (p.m, p.n, p.k, p.lda, p.ldb, p.ldc);
     // SAFETY: plan() checked shapes, strides and dtypes against the descriptors; the memory is
     // PyTorch's, alive until the caller's stream has run the kernel (stream-ordered allocator).
@@ -274,6 +314,8 @@ mod tests {
                 lda: 72,
                 ldb: 257,
                 ldc: 264,
+                a_t: false,
+                b_t: false,
                 bm: 128,
                 bn: 128,
                 bk: 64,
@@ -304,12 +346,33 @@ mod tests {
     }
 
     #[test]
+    fn column_major_operands_are_read_in_place() {
+        // b = W.t() for an nn.Linear weight W (n, k) = (16, 8) with padded rows; a = X.t().
+        let (c, _, _) = mats(DType::BF16, 4, 16, 8);
+        let a = desc2(DType::BF16, 0x1000, &[4, 8], &[1, 6]);
+        let b = desc2(DType::BF16, 0x2000, &[8, 16], &[1, 10]);
+        let p = plan(&c, &a, &b, -1, -1, -1, -1, -1, -1, -1).unwrap();
+        assert_eq!((p.a_t, p.lda, p.b_t, p.ldb, p.ldc), (true, 6, true, 10, 16));
+        // A single column is row-major whatever its stride; a single row of a strided vector is
+        // one column-major column.
+        let b1 = desc2(DType::BF16, 0x2000, &[8, 1], &[5, 7]);
+        let c1 = desc2(DType::BF16, 0x3000, &[4, 1], &[1, 1]);
+        let (_, a1, _) = mats(DType::BF16, 4, 1, 8);
+        assert_eq!(plan(&c1, &a1, &b1, -1, -1, -1, -1, -1, -1, -1).map(|p| (p.b_t, p.ldb)).unwrap(), (false, 5));
+        let a2 = desc2(DType::BF16, 0x1000, &[1, 8], &[16, 2]);
+        let (c2, _, b2) = mats(DType::BF16, 1, 16, 8);
+        assert_eq!(plan(&c2, &a2, &b2, -1, -1, -1, -1, -1, -1, -1).map(|p| (p.a_t, p.lda)).unwrap(), (true, 2));
+    }
+
+    #[test]
     fn plan_rejects_bad_input_with_invalid_argument() {
         let (c, a, b) = mats(DType::F16, 4, 16, 8);
         let cases = [
             (c, a, desc2(DType::F16, 0x2000, &[9, 16], &[16, 1]), "inner dims"),
             (desc2(DType::F16, 0x3000, &[4, 17], &[17, 1]), a, b, "(m, n) = (4, 16)"),
-            (c, desc2(DType::F16, 0x1000, &[4, 8], &[1, 4]), b, "contiguous"),
+            (c, desc2(DType::F16, 0x1000, &[4, 8], &[16, 2]), b, "`a` must be contiguous in its last dim (row-major) or"),
+            (c, desc2(DType::F16, 0x1000, &[4, 8], &[1, 3]), b, "column stride 3 < its 4 rows"),
+            (desc2(DType::F16, 0x3000, &[4, 16], &[1, 4]), a, b, "`c` must be contiguous in its last dim"),
             (c, desc2(DType::F16, 0x1000, &[4, 8], &[4, 1]), b, "overlap"),
             (c, a, desc2(DType::F16, 0x2000, &[8], &[1]), "2 dims"),
             (desc2(DType::F16, 0x1000, &[4, 16], &[16, 1]), a, b, "alias"),
@@ -384,9 +447,16 @@ mod tests {
     fn both_entries_lower_to_tile_ir_for_sm90() {
         for dtype in ["f16", "bf16"] {
             for entry in ["matmul_tiles", "matmul_persistent"] {
-                for (bm, bn, bk) in [("128", "256", "64"), ("64", "64", "32")] {
-                    let ir = DEVICE.lower(entry, &[dtype, bm, bn, bk, "8"], &[], CompileOptions::default(), "");
-                    let what = format!("{entry}<{dtype},{bm},{bn},{bk},8>");
+                // Row-major A and B; then column-major B (x @ W.t()) and both column-major.
+                for (bm, bn, bk, maps) in [
+                    ("128", "256", "64", ["0", "0", "0", "1", "0", "1"]),
+                    ("64", "64", "32", ["0", "0", "0", "1", "0", "1"]),
+                    ("128", "128", "64", ["0", "1", "0", "1", "1", "0"]),
+                    ("16", "64", "128", ["1", "1", "1", "0", "1", "0"]),
+                ] {
+                    let generics = [&[dtype, bm, bn, bk, "8"][..], &maps[..]].concat();
+                    let ir = DEVICE.lower(entry, &generics, &[], CompileOptions::default(), "");
+                    let what = format!("{entry}<{}>", generics.join(","));
                     assert!(ir.contains("mma") && ir.contains("store_view_tko"), "{what}: IR lacks mma/store:\n{ir}");
                 }
             }

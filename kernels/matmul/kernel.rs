@@ -2,7 +2,13 @@
 //! bf16), products accumulated in f32 on the tensor cores (`mma`) and rounded to T once at the end.
 //!
 //! Both entries take raw device pointers (PyTorch owns the memory) and build strided views over
-//! them: every matrix is contiguous in its last dim, its row stride may be larger (a column slice).
+//! them. C is contiguous in its last dim; its row stride may be larger (a column slice). A and B
+//! are each stored row-major the same way, or column-major (the `.t()` view of a row-major matrix:
+//! an `nn.Linear` weight W (n, k) passed as `W.t()`): the const generics A_MAP / B_MAP are the
+//! partitions' dim maps, [0, 1] for row-major and [1, 0] for column-major. A column-major B is
+//! viewed as the (n, k) matrix it is stored as, and its [BK, BN] tiles are read through the dim
+//! map (tile axis 0 is the view's axis 1): the tile lands K-major, the layout Hopper's MMA reads
+//! B in natively, so no copy and no in-register transpose.
 //! A tile block computes one BM x BN tile of C by walking ceil(k / BK) K-tiles. Partitions pad with
 //! zero, so the last K-tile of a k that is not a multiple of BK contributes zeros (A's padded
 //! columns meet B's padded rows), and the ragged M/N edge tiles compute on zeros whose results the
@@ -37,10 +43,11 @@ pub mod matmul_device {
         (first_m + in_band % band_rows, in_band / band_rows)
     }
 
-    /// A, B and C as (m, k), (k, n) and (m, n) views with their row strides.
+    /// A, B and C as views of their storage with its row strides: A (m, k), or (k, m) when
+    /// A_T = 1 (column-major); B (k, n), or (n, k) when B_T = 1; C (m, n).
     // The entries' sizes one for one: a struct would only repack them.
     #[allow(clippy::too_many_arguments)]
-    unsafe fn matmul_views<T: ElementType>(
+    unsafe fn matmul_views<T: ElementType, const A_T: i32, const B_T: i32>(
         c_ptr: *mut T,
         a_ptr: *mut T,
         b_ptr: *mut T,
@@ -52,8 +59,9 @@ pub mod matmul_device {
         ldc: i32,
     ) -> (Tensor<T, { [-1, -1] }>, Tensor<T, { [-1, -1] }>, Tensor<T, { [-1, -1] }>) {
         let tok: Token = new_token_unordered();
-        let a_view: Tensor<T, { [-1, -1] }> = strided_view(a_ptr, m, k, lda, tok);
-        let b_view: Tensor<T, { [-1, -1] }> = strided_view(b_ptr, k, n, ldb, tok);
+        // (rows, cols) of the storage: the logical shape, swapped when the layout is transposed.
+        let a_view: Tensor<T, { [-1, -1] }> = strided_view(a_ptr, m + (k - m) * A_T, k + (m - k) * A_T, lda, tok);
+        let b_view: Tensor<T, { [-1, -1] }> = strided_view(b_ptr, k + (n - k) * B_T, n + (k - n) * B_T, ldb, tok);
         let c_view: Tensor<T, { [-1, -1] }> = strided_view(c_ptr, m, n, ldc, tok);
         (a_view, b_view, c_view)
     }
@@ -86,7 +94,17 @@ pub mod matmul_device {
 
     /// One BM x BN tile of C per tile block; grid = ceil(m / BM) * ceil(n / BN).
     #[cutile::entry(unchecked_accesses = true)]
-    unsafe fn matmul_tiles<T: ElementType, const BM: i32, const BN: i32, const BK: i32, const GROUP: i32>(
+    unsafe fn matmul_tiles<
+        T: ElementType,
+        const BM: i32,
+        const BN: i32,
+        const BK: i32,
+        const GROUP: i32,
+        const A_T: i32,
+        const B_T: i32,
+        const A_MAP: [i32; 2],
+        const B_MAP: [i32; 2],
+    >(
         c_ptr: *mut T,
         a_ptr: *mut T,
         b_ptr: *mut T,
@@ -97,9 +115,9 @@ pub mod matmul_device {
         ldb: i32,
         ldc: i32,
     ) {
-        let (a_view, b_view, c_view) = matmul_views(c_ptr, a_ptr, b_ptr, m, n, k, lda, ldb, ldc);
-        let a_part: Partition<T, { [BM, BK] }> = a_view.partition(shape![BM, BK]);
-        let b_part: Partition<T, { [BK, BN] }> = b_view.partition(shape![BK, BN]);
+        let (a_view, b_view, c_view) = matmul_views::<T, A_T, B_T>(c_ptr, a_ptr, b_ptr, m, n, k, lda, ldb, ldc);
+        let a_part: Partition<T, { [BM, BK] }> = a_view.partition_permuted(shape![BM, BK], const_array!(A_MAP));
+        let b_part: Partition<T, { [BK, BN] }> = b_view.partition_permuted(shape![BK, BN], const_array!(B_MAP));
         let mut c_part: PartitionMut<T, { [BM, BN] }> = unsafe { c_view.partition_full_mut(shape![BM, BN]) };
 
         let (tiles_m, tiles_n, k_tiles) = tile_counts::<BM, BN, BK>(m, n, k);
@@ -111,7 +129,17 @@ pub mod matmul_device {
 
     /// Static persistent: the launch grid (host-chosen, <= the tile count) strides over the tiles.
     #[cutile::entry(unchecked_accesses = true)]
-    unsafe fn matmul_persistent<T: ElementType, const BM: i32, const BN: i32, const BK: i32, const GROUP: i32>(
+    unsafe fn matmul_persistent<
+        T: ElementType,
+        const BM: i32,
+        const BN: i32,
+        const BK: i32,
+        const GROUP: i32,
+        const A_T: i32,
+        const B_T: i32,
+        const A_MAP: [i32; 2],
+        const B_MAP: [i32; 2],
+    >(
         c_ptr: *mut T,
         a_ptr: *mut T,
         b_ptr: *mut T,
@@ -122,9 +150,9 @@ pub mod matmul_device {
         ldb: i32,
         ldc: i32,
     ) {
-        let (a_view, b_view, c_view) = matmul_views(c_ptr, a_ptr, b_ptr, m, n, k, lda, ldb, ldc);
-        let a_part: Partition<T, { [BM, BK] }> = a_view.partition(shape![BM, BK]);
-        let b_part: Partition<T, { [BK, BN] }> = b_view.partition(shape![BK, BN]);
+        let (a_view, b_view, c_view) = matmul_views::<T, A_T, B_T>(c_ptr, a_ptr, b_ptr, m, n, k, lda, ldb, ldc);
+        let a_part: Partition<T, { [BM, BK] }> = a_view.partition_permuted(shape![BM, BK], const_array!(A_MAP));
+        let b_part: Partition<T, { [BK, BN] }> = b_view.partition_permuted(shape![BK, BN], const_array!(B_MAP));
         let mut c_part: PartitionMut<T, { [BM, BN] }> = unsafe { c_view.partition_full_mut(shape![BM, BN]) };
 
         let (tiles_m, tiles_n, k_tiles) = tile_counts::<BM, BN, BK>(m, n, k);

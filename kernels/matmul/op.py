@@ -1,6 +1,10 @@
 """matmul, the cuTile Rust port: C = A @ B in f16 or bf16 with f32 accumulation.
 
-    c = matmul(a, b, variant="auto", out=None)   # a: (m, k), b: (k, n) CUDA f16/bf16, last dims contiguous
+    c = matmul(a, b, variant="auto", out=None)   # a: (m, k), b: (k, n) CUDA f16/bf16
+    y = matmul(x, w.t())                         # an nn.Linear weight w (n, k): read in place
+
+a and b are each row-major (last dim contiguous, any row stride) or column-major (the .t() of a
+row-major matrix): `layout` reads which from the strides, as ffi.rs does.
 
 `cutile_matmul` (kernels/matmul/ffi.rs) called through tilekit.port; `out` may be a column slice of
 a wider buffer. `variant`: "auto" the autotuned candidate of `variants` for this GPU, dtype and shape
@@ -27,9 +31,10 @@ DEFAULT_VARIANT = {"bm": -1, "bn": -1, "bk": -1, "group": -1, "persistent": Fals
 INDEX_LIMIT = 2**31 - 1  # ffi.rs row_stride(): the kernel's views index each operand with i32
 
 
-def check_index_range(m: int, n: int, k: int, lda: int | None = None, ldb: int | None = None, ldc: int | None = None):
+def check_index_range(m, n, k, lda=None, ldb=None, ldc=None, *, a_t: bool = False, b_t: bool = False):
     """ValueError unless every operand (a (m, k), b (k, n), c (m, n); row strides default to the column
-    counts) spans at most INDEX_LIMIT elements, as ffi.rs enforces (-6). Pure: it runs before autotune,
+    counts; a column-major one, a_t / b_t, as the matrix it is the .t() of) spans at most INDEX_LIMIT
+    elements, as ffi.rs enforces (-6). Pure: it runs before autotune,
     and on the CPU for any size. A column slice spans (rows - 1) * stride + cols elements:
 
     >>> check_index_range(1, 1 << 30, 1, ldc=1 << 31)
@@ -45,7 +50,8 @@ def check_index_range(m: int, n: int, k: int, lda: int | None = None, ldb: int |
     Traceback (most recent call last):
     ValueError: matmul: c (16384 x 151936, row stride 151936) spans 2489319424 elements for m=16384, ...
     """
-    for name, rows, cols, ld in (("a", m, k, lda), ("b", k, n, ldb), ("c", m, n, ldc)):
+    for name, rows, cols, ld, t in (("a", m, k, lda, a_t), ("b", k, n, ldb, b_t), ("c", m, n, ldc, False)):
+        rows, cols = (cols, rows) if t else (rows, cols)
         if rows <= 0 or cols <= 0:
             continue  # nothing is indexed
         ld = cols if rows == 1 or ld is None else ld
@@ -81,16 +87,40 @@ def matmul(a: Tensor, b: Tensor, *, variant: str | dict = "auto", out: Tensor | 
     if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
         raise ValueError(f"matmul: a must be (m, k) and b (k, n), got {tuple(a.shape)} and {tuple(b.shape)}")
     checks.dtypes("matmul", DTYPES, a=a, b=b)
-    checks.contiguous_last_dim("matmul", size_one_ok=True, a=a, b=b)
     (m, k), n = a.shape, b.shape[1]
+    (a_t, lda), (b_t, ldb) = layout("a", a), layout("b", b)
     checks.out_matches("matmul", out, (m, n), a)
-    check_index_range(m, n, k, a.stride(0), b.stride(0), out.stride(0) if out is not None else n)
+    if out is not None:
+        checks.contiguous_last_dim("matmul", size_one_ok=True, out=out)
+    check_index_range(m, n, k, lda, ldb, out.stride(0) if out is not None else n, a_t=a_t, b_t=b_t)
     checks.cuda("matmul", a=a, b=b)
     c = out if out is not None else torch.empty((m, n), dtype=a.dtype, device=a.device)
     if k == 0:
         return c.zero_()  # an empty sum
-    port.run(__name__, variant, (m, n, k), c, a, b)
+    port.run(__name__, variant, (m, n, k), c, a, b, key=tune_key(str(a.dtype)[6:], m, n, k, a_t=a_t, b_t=b_t))
     return c
+
+
+def layout(name: str, t: Tensor) -> tuple[bool, int]:
+    """(column-major?, leading stride) of an operand, as ffi.rs's layout() reads it: row-major when its
+    last dim is contiguous (or has one element), else column-major when its first dim is.
+
+    >>> w = torch.empty(4096, 1024)
+    >>> layout("b", w), layout("b", w.t()), layout("b", w[:, :512].t())
+    ((False, 1024), (True, 1024), (True, 1024))
+    >>> layout("a", w[::2, ::2])
+    Traceback (most recent call last):
+    ValueError: matmul: a must be contiguous in its last dim (row-major) or its first (the .t() of a row-major matrix), got strides (2048, 2); pass a.contiguous()
+    """
+    rows, cols = t.shape
+    if t.stride(1) == 1 or cols == 1:
+        return False, (cols if rows == 1 else t.stride(0))
+    if t.stride(0) == 1 or rows == 1:
+        return True, t.stride(1)
+    raise ValueError(
+        f"matmul: {name} must be contiguous in its last dim (row-major) or its first (the .t() of a row-major "
+        f"matrix), got strides {t.stride()}; pass {name}.contiguous()"
+    )
 
 
 # -- autotune: the port's variants (ffi.rs: tile shape, band rows, persistent grid, hints) --------
@@ -98,13 +128,15 @@ def matmul(a: Tensor, b: Tensor, *, variant: str | dict = "auto", out: Tensor | 
 H200_SMS = 132  # decides the variant list only; tilekit.port sizes persistent grids from the real GPU
 
 
-def tune_key(dtype: str, m: int, n: int, k: int) -> dict:
-    """Problem class: every dim rounded up to a power of two.
+def tune_key(dtype: str, m: int, n: int, k: int, *, a_t: bool = False, b_t: bool = False) -> dict:
+    """Problem class: every dim rounded up to a power of two, and the layout when an operand is
+    column-major (named only then, so row-major classes keep their cached choices).
 
-    >>> tune_key("bfloat16", 1000, 1025, 4096)
-    {'dtype': 'bfloat16', 'm_class': 1024, 'n_class': 2048, 'k_class': 4096}
+    >>> tune_key("bfloat16", 1000, 1025, 4096), tune_key("bfloat16", 16, 4096, 4096, b_t=True)["layout"]
+    ({'dtype': 'bfloat16', 'm_class': 1024, 'n_class': 2048, 'k_class': 4096}, 'nt')
     """
-    return {"dtype": dtype, "m_class": autotune.pow2(m), "n_class": autotune.pow2(n), "k_class": autotune.pow2(k)}
+    key = {"dtype": dtype, "m_class": autotune.pow2(m), "n_class": autotune.pow2(n), "k_class": autotune.pow2(k)}
+    return key | ({"layout": "nt"[a_t] + "nt"[b_t]} if a_t or b_t else {})
 
 
 def _v(bm, bn, bk, *, persistent=False, occupancy=1, cga=1, group=8) -> dict:
@@ -121,8 +153,17 @@ def variants(m: int, n: int, k: int) -> list[dict]:
     [(128, 128, 1, False), (128, 128, 1, False), (128, 256, 2, False), (256, 128, 2, False), (128, 128, 1, True)]
     >>> variants(16384, 1024, 4096)[0] == _v(128, 128, 64, occupancy=2)
     True
+
+    Decode-sized products (m <= 64: a token batch times a weight) stream B once and are bound by its
+    bytes: 16- to 64-row tiles, 64-128 wide, 128-deep K steps (NOTES.md, "Decode and x @ W.t()"):
+
+    >>> [(v["bm"], v["bn"], v["bk"], v["occupancy"]) for v in variants(16, 4096, 4096)]
+    [(16, 64, 128, 2), (16, 128, 128, 1), (32, 64, 128, 2), (64, 64, 128, 2), (64, 128, 64, 2), (32, 128, 128, 2)]
     """
     del k  # K decides the loop length, not the tiling
+    if m <= 64:
+        shapes = ((16, 64, 128, 2), (16, 128, 128, 1), (32, 64, 128, 2), (64, 64, 128, 2), (64, 128, 64, 2))
+        return [_v(bm, bn, bk, occupancy=o) for bm, bn, bk, o in (*shapes, (32, 128, 128, 2))]
     if -(-m // 128) * -(-n // 128) >= 2 * H200_SMS:
         wide = [_v(128, 256, 64, cga=2), _v(256, 128, 64, cga=2)]  # 2-CTA clusters
         return [_v(128, 128, 64, occupancy=2), _v(128, 128, 64), *wide, _v(128, 128, 64, persistent=True, occupancy=2)]

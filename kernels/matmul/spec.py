@@ -1,7 +1,9 @@
 """matmul: what to test and time, and how to judge it (the declaration tilekit.kernel describes;
 its suites, CPU contract tests and scripts/sweep_variants.py read SPEC). Touches no GPU at import.
 
-C = A @ B with A (m, k), B (k, n), C (m, n) in f16 or bf16, products accumulated in f32.
+C = A @ B with A (m, k), B (k, n), C (m, n) in f16 or bf16, products accumulated in f32. A config's
+`at` / `bt` (1) makes A / B column-major, the .t() of a row-major buffer: `bt` is how a model passes
+an nn.Linear weight (x @ W.t()).
 """
 
 from __future__ import annotations
@@ -14,20 +16,26 @@ from tilekit.kernel import BadInput, FfiCase, KernelSpec, call, generator, shape
 
 def make_inputs(cfg: dict, device="cuda", seed: int | None = None) -> dict:
     """Fresh random A, B ~ N(0, 1) (never zeros), as column slices of (m, lda) / (k, ldb) buffers
-    when the config has row strides (SPEC.make_out: c inside rows of ldc).
+    when the config has row strides (SPEC.make_out: c inside rows of ldc); with `at` / `bt` as the
+    .t() of (k, lda) / (n, ldb) buffers.
 
     >>> cfg = {"dtype": "float16", "m": 5, "n": 6, "k": 7, "lda": 9, "ldb": 8, "ldc": 10}
     >>> inputs = make_inputs(cfg, device="cpu", seed=1)
     >>> out = SPEC.make_out(cfg, inputs)
     >>> [(tuple(t.shape), t.stride()) for t in (inputs["a"], inputs["b"], out)], bool(out.isnan().all())
     ([((5, 7), (9, 1)), ((7, 6), (8, 1)), ((5, 6), (10, 1))], True)
+    >>> [(tuple(t.shape), t.stride()) for t in make_inputs(dict(cfg, bt=1), device="meta").values()]
+    [((5, 7), (9, 1)), ((7, 6), (1, 8))]
     """
-    g = generator(device, seed)
-    dt = torch_dtype(cfg["dtype"])
+    g, dt = generator(device, seed), torch_dtype(cfg["dtype"])
+
+    def operand(rows, cols, ld, transposed):
+        if transposed:
+            return operand(cols, rows, ld, False).t()
+        return torch.randn(rows, ld or cols, generator=g, device=device, dtype=torch.float32).to(dt)[:, :cols]
+
     m, n, k = cfg["m"], cfg["n"], cfg["k"]
-    a = torch.randn(m, cfg.get("lda", k), generator=g, device=device, dtype=torch.float32).to(dt)[:, :k]
-    b = torch.randn(k, cfg.get("ldb", n), generator=g, device=device, dtype=torch.float32).to(dt)[:, :n]
-    return {"a": a, "b": b}
+    return {"a": operand(m, k, cfg.get("lda"), cfg.get("at")), "b": operand(k, n, cfg.get("ldb"), cfg.get("bt"))}
 
 
 def reference(inputs: dict) -> torch.Tensor:
@@ -64,21 +72,29 @@ def f16(*shape):
 SPEC = KernelSpec(
     op=op,
     dims={"m": 1 << 20, "n": 1 << 18, "k": 1 << 18},
-    strides={"lda": "-lda", "ldb": "-ldb", "ldc": "-ldc"},
+    strides={"lda": "-lda", "ldb": "-ldb", "ldc": "-ldc", "at": "-at", "bt": "-bt"},  # "-bt1": B column-major
     out_row_stride="ldc",
     perf_id_sep="x",
     # One tile, ragged edges on every dim (129x257x65: each one past a power of two), a single row,
     # 1000^3, row strides larger than the row (column slices of wider buffers) on all three
-    # matrices, and two large squares. Moderate sizes keep the float64 reference cheap.
+    # matrices, and two large squares; column-major B (x @ W.t(): ragged, padded, a decode row block)
+    # and both column-major. Moderate sizes keep the float64 reference cheap.
     correctness_shapes=shapes(
         "m n k lda ldb ldc",
         *((128, 128, 128), (129, 257, 65), (1, 72, 40), (1000, 1000, 1000), (777, 1280, 2000, 2048, 1344, 1408)),
         *((2048, 2048, 2048), (4096, 4096, 4096)),
-    ),
+    )
+    + shapes("m n k bt", (129, 257, 65, 1), (16, 4096, 4096, 1))
+    + shapes("m n k ldb bt", (777, 1280, 2000, 2048, 1))
+    + shapes("m n k at bt", (1000, 1000, 1000, 1, 1)),
+    # the squares, a wide and a tall product; x @ W.t() with the weight as given (B column-major) at
+    # the squares and at decode sizes of Llama-3-8B (hidden 4096, MLP 14336) for 16 and 64 tokens
     perf_configs=shapes(
-        "dtype m n k",
+        "dtype m n k bt",
         *(("bfloat16", 4096, 4096, 4096), ("bfloat16", 8192, 8192, 8192), ("bfloat16", 8192, 8192, 1024)),
         ("bfloat16", 16384, 1024, 4096),
+        *(("bfloat16", 4096, 4096, 4096, 1), ("bfloat16", 8192, 8192, 8192, 1)),
+        *(("bfloat16", m, n, 4096, 1) for n in (4096, 14336) for m in (16, 64)),
     ),
     # Against the float64 product of the same (rounded) inputs. With f32 accumulation the error is
     # the final rounding to the output dtype: about u / sqrt(3) in L2 (u = 2^-8 bf16, 2^-11 f16)
@@ -92,7 +108,9 @@ SPEC = KernelSpec(
     # 129x257x65: ragged on every dim, few tiles (the small-problem variant list). 2176x1920x320:
     # the large-problem list (136 tiles of 128x256, so the persistent variant loops on an H200), a
     # ragged N edge, and every dim a multiple of 16 like 4096^3, so the JIT'd variants are reused.
-    variant_shapes=shapes("m n k dtype", (129, 257, 65, "bfloat16"), (2176, 1920, 320, "float16")),
+    # 33x1000x520, B column-major: the decode list on a ragged m and n.
+    variant_shapes=shapes("m n k dtype", (129, 257, 65, "bfloat16"), (2176, 1920, 320, "float16"))
+    + shapes("m n k bt dtype", (33, 1000, 520, 1, "bfloat16")),
     max_variants=6,
     size_check=lambda m, n, k: op.check_index_range(m, n, k),
     # c of 16384 x 151936: 2.5e9 elements, past i32: refused; of 65535 x 32768: 2^31 - 2^15 elements
@@ -107,7 +125,7 @@ SPEC = KernelSpec(
         "inner_dim": BadInput(lambda: call(f16(4, 8), f16(7, 3)), ValueError, "a must be (m, k) and b (k, n)"),
         "cpu_tensor": BadInput(lambda: call(f16(4, 8), f16(8, 3)), ValueError, "CUDA device"),
         "last_dim_stride": BadInput(
-            lambda: call(f16(8, 4).t(), f16(8, 3)), ValueError, "a must be contiguous in its last dim"
+            lambda: call(f16(8, 16)[::2, ::2], f16(8, 3)), ValueError, "a must be contiguous in its last dim"
         ),
         "float32": BadInput(lambda: call(torch.randn(4, 8), torch.randn(8, 3)), TypeError, "share one dtype"),
         "batched": BadInput(lambda: call(f16(2, 4, 8), f16(8, 3)), ValueError, "a must be (m, k)"),
@@ -125,6 +143,11 @@ SPEC = KernelSpec(
         # row strides larger than the row, on all three: accepted, so the call reaches device set-up
         "column_slices": FfiCase(
             lambda: {"a": f16(129, 72)[:, :65], "b": f16(65, 264)[:, :257], "out": f16(129, 272)[:, :257]}, code=-4
+        ),
+        # A.t() and an nn.Linear weight as given (x @ W.t()): accepted, read in place
+        "column_major": FfiCase(lambda: {"a": f16(8, 4).t(), "b": f16(16, 8).t()}, code=-4),
+        "out_column_major": FfiCase(
+            lambda: {"out": f16(16, 4).t()}, message="`c` must be contiguous in its last dim (strides [1, 4])"
         ),
     },
 )

@@ -182,6 +182,8 @@ class KernelSpec:
         """The invalid calls every export refuses alike, in ffi_util's words, on the ffi_example (run
         before ffi_cases): its first input with one dim more or fewer or a strided last dim, the output
         in another dtype, occupancy 33 and, where the export takes worker warps, 2 or 16."""
+        import torch
+
         inputs = self.make_inputs(self.ffi_example, device="cpu", seed=0)
         (name, x), dim = next(iter(inputs.items())), next(iter(inputs.values())).dim()
         out_name = re.search(r"TensorDesc\*\s*(\w+)", self.op.CDEF)[1]  # the export's first argument
@@ -193,8 +195,10 @@ class KernelSpec:
                 lambda: {"out": self.make_out(self.ffi_example, inputs).to(torch_dtype(other))},
                 message=f"`{name}` is {r[have]} but `{out_name}` is {r[other]}: all tensors must share one dtype",
             ),
+            # every other element of a buffer twice as wide: strided in its last dim and in no dim 1
             f"{name}_last_dim_stride": FfiCase(
-                lambda: {name: x.t().contiguous().t()}, message=f"`{name}` must be contiguous in its last dim"
+                lambda: {name: torch.stack((x, x), -1).flatten(-2)[..., ::2]},
+                message=f"`{name}` must be contiguous in its last dim",
             ),
             f"{name}_one_dim_more": FfiCase(
                 lambda: {name: x[None]}, message=f"`{name}` must have {dim} dims, got ndim={dim + 1}"

@@ -55,9 +55,10 @@ def launch(op: ModuleType | str, out, *args, **variant) -> None:
     lib.call(name(op), f"cutile_{name(op)}", *descs, *export_args(op, variant, sms), device_id, stream)
 
 
-def run(op: ModuleType | str, variant, sizes: tuple, out, *args) -> None:
+def run(op: ModuleType | str, variant, sizes: tuple, out, *args, key: dict | None = None) -> None:
     """Launch the export on (out, *args) for the problem `sizes` (op.variants(*sizes) and
-    op.tune_key(dtype, *sizes)) with what `variant` names (autotune.pick); nothing for an empty out."""
+    op.tune_key(dtype, *sizes), or the entry's own `key`) with what `variant` names (autotune.pick);
+    nothing for an empty out."""
     op = module(op)
     if out.numel() == 0:
         return
@@ -65,7 +66,7 @@ def run(op: ModuleType | str, variant, sizes: tuple, out, *args) -> None:
         name(op),
         variant,
         default=op.DEFAULT_VARIANT,
-        key=op.tune_key(str(out.dtype).removeprefix("torch."), *sizes),
+        key=key or op.tune_key(str(out.dtype).removeprefix("torch."), *sizes),
         candidates=op.variants(*sizes),
         make_call=lambda v: lambda: launch(op, out, *args, **v),
     )

@@ -93,7 +93,9 @@ BASELINE_CASES = BaselineCases(
         p
         for m, n, k in (SPEC.dims_of(c).values() for c in SPEC.perf_configs)
         for v, (bm, bn, warps, stages) in NAMED.items()
-        for plan in [dict(variant=v, bm=bm, bn=bn, bk=64, grid=SMS if v == "persistent" else m // bm * (n // bn))]
+        # persistent: one program per SM, at most one per tile
+        for tiles in [-(-m // bm) * -(-n // bn)]
+        for plan in [dict(variant=v, bm=bm, bn=bn, bk=64, grid=min(tiles, SMS) if v == "persistent" else tiles)]
         for p in (
             ("triton_config", (m, n, k, SMS, v), dict(plan, num_warps=warps, num_stages=stages, even_k=k % 64 == 0)),
             ("cutile_config", (m, n, SMS, v), plan),

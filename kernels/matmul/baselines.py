@@ -2,28 +2,12 @@
 
     C = A @ B      A (m, k), B (k, n), C (m, n); f16 or bf16 in and out, f32 accumulation
 
-A and B are 2-D, contiguous in their last dim (row strides may be larger: column slices). C is
-allocated here with torch.empty (contiguous) and written on torch's current stream.
-
-    from kernels.matmul.baselines import BACKENDS, unavailable_reason
-    c = BACKENDS["triton"](a, b)                 # or "cutile", "torch"
-
-Backends (every entry takes (a, b) and returns c): ``torch_matmul`` (``torch.matmul``: cuBLAS,
-what a model would call), ``triton_matmul`` (our Triton kernel: ``tl.dot``, grouped tile order,
-masks only where needed) and ``cutile_matmul`` (our cuTile Python kernels, ``cuda-tile`` 1.7.0).
-The last two share their variants, picked with ``variant=`` (tilekit.baseline_support says what
-triton and cuda.tile need):
-
-* ``"128x256x64"``, ``"256x128x64"``, ``"128x128x64"`` -- one BM x BN output tile per program,
-  BK-deep K steps, programs in bands of GROUP_M tile rows so that resident programs share A and B
-  tiles in L2.
-* ``"persistent"`` -- 128x256x64 tiles; a grid of one program per SM (cuTile: per cluster) walks
-  the output tiles with a grid stride.
-* ``"auto"`` -- (default) on a GPU, each backend's own small autotune over its candidates, keyed
-  by (M, N, K): Triton's ``triton.autotune`` over TRITON_AUTOTUNE (tile shape x warps x stages);
-  cuTile's ``exhaustive_search`` over CUTILE_AUTOTUNE (tile shape x CTAs per cluster), as
-  TileGym does for its cuTile matmul. Off the GPU (the Triton interpreter) it is 128x256x64.
-  ``triton_config`` / ``cutile_config`` are the pure rules for the named variants.
+A and B are 2-D, last dim contiguous (row strides may be larger). Entries (a, b) -> c:
+``torch_matmul`` (cuBLAS), ``triton_matmul`` (``tl.dot``) and ``cutile_matmul`` (``ct.mma``), whose
+variants are "128x256x64", "256x128x64", "128x128x64" (one BM x BN tile per program, BK-deep K steps,
+programs in bands of GROUP_M tile rows that share A and B tiles in L2), "persistent" (128x256x64
+tiles, one program per SM walking the tiles) and "auto": each backend's own autotune over its
+candidates (TRITON_AUTOTUNE, CUTILE_AUTOTUNE) keyed by (M, N, K), or 128x256x64 off the GPU.
 """
 
 import torch
@@ -60,6 +44,14 @@ def _tile_plan(m: int, n: int, sms: int, variant: str) -> dict:
     tiles = bs.cdiv(m, bm) * bs.cdiv(n, bn)
     grid = min(tiles, sms) if variant == "persistent" else tiles
     return {"variant": variant, "bm": bm, "bn": bn, "bk": bk, "grid": max(1, grid)}
+
+
+def _output(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, bool]:
+    """(C, whether a kernel must fill it): not when C is empty, nor when K = 0 (C = 0 then)."""
+    c = torch.empty((a.shape[0], b.shape[1]), dtype=a.dtype, device=a.device)
+    if a.shape[1] == 0:
+        c.zero_()
+    return c, c.numel() > 0 and a.shape[1] > 0
 
 
 def torch_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -209,28 +201,18 @@ def triton_matmul(a: torch.Tensor, b: torch.Tensor, *, variant: str = "auto") ->
     """C = A @ B with our Triton kernels; `variant` as in `triton_config`."""
     bs.require(triton, unavailable_reason, "triton")
     _check_inputs(a, b)
-    (m, k), n = a.shape, b.shape[1]
-    c = torch.empty((m, n), dtype=a.dtype, device=a.device)
-    if c.numel() == 0:
+    c, launch = _output(a, b)
+    if not launch:
         return c
-    if k == 0:
-        return c.zero_()
+    (m, k), n = a.shape, b.shape[1]
     args = (a, b, c, m, n, k, a.stride(0), b.stride(0), c.stride(0))
     cfg = triton_config(m, n, k, bs.num_sms(a), variant, on_gpu=a.is_cuda)
     if cfg is None:
         _triton_autotuned[lambda meta: (bs.cdiv(m, meta["BM"]) * bs.cdiv(n, meta["BN"]),)](*args, GROUP=GROUP_M)
         return c
     kernel = _triton_persistent_kernel if cfg["variant"] == "persistent" else _triton_matmul_kernel
-    kernel[(cfg["grid"],)](
-        *args,
-        BM=cfg["bm"],
-        BN=cfg["bn"],
-        BK=cfg["bk"],
-        GROUP=GROUP_M,
-        EVEN_K=cfg["even_k"],
-        num_warps=cfg["num_warps"],
-        num_stages=cfg["num_stages"],
-    )
+    meta = {"BM": cfg["bm"], "BN": cfg["bn"], "BK": cfg["bk"], "EVEN_K": cfg["even_k"]}
+    kernel[(cfg["grid"],)](*args, GROUP=GROUP_M, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], **meta)
     return c
 
 
@@ -238,13 +220,7 @@ def triton_matmul(a: torch.Tensor, b: torch.Tensor, *, variant: str = "auto") ->
 
 # (BM, BN, BK, CTAs per cluster) candidates of "auto": the Hopper tile and its transpose, the same
 # tile in 2-CTA clusters, and TileGym's 256x256x64 2-CTA tile; 128x128x64 for small problems.
-CUTILE_AUTOTUNE = (
-    (128, 256, 64, 1),
-    (256, 128, 64, 1),
-    (128, 256, 64, 2),
-    (256, 256, 64, 2),
-    (128, 128, 64, 1),
-)
+CUTILE_AUTOTUNE = ((128, 256, 64, 1), (256, 128, 64, 1), (128, 256, 64, 2), (256, 256, 64, 2), (128, 128, 64, 1))
 
 
 def cutile_config(m: int, n: int, sms: int, variant: str) -> dict:
@@ -327,18 +303,15 @@ def cutile_matmul(a: torch.Tensor, b: torch.Tensor, *, variant: str = "auto") ->
     _check_inputs(a, b)
     bs.check_variant(KERNEL, variant, VARIANTS)
     bs.require_cuda(KERNEL, "a", a)
-    (m, k), n = a.shape, b.shape[1]
-    c = torch.empty((m, n), dtype=a.dtype, device=a.device)
-    if c.numel() == 0:
+    c, launch = _output(a, b)
+    if not launch:
         return c
-    if k == 0:
-        return c.zero_()
     stream = torch.cuda.current_stream(a.device)
     with torch.cuda.device(a.device):
         if variant == "auto":
             kernel, grid, args = _cutile_autotuned(stream, a, b, c)
         else:
-            cfg = cutile_config(m, n, bs.num_sms(a), variant)
+            cfg = cutile_config(a.shape[0], b.shape[1], bs.num_sms(a), variant)
             kernel = _cutile_persistent_kernel if variant == "persistent" else _cutile_tiles_kernel
             grid, args = (cfg["grid"], 1, 1), (a, b, c, cfg["bm"], cfg["bn"], cfg["bk"], GROUP_M)
         ct.launch(stream, grid, kernel, args)

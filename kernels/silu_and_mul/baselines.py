@@ -2,31 +2,12 @@
 
     out[r, j] = silu(x[r, j]) * x[r, H + j],   silu(a) = a * sigmoid(a),   j < H
 
-x is a 2-D (m, 2H) tensor (f16, bf16 or f32) whose last dim is contiguous; its row stride may be
-larger than 2H. The output (m, H) has x's dtype, is allocated here with torch.empty (contiguous)
-and written on torch's current stream.
-
-    from kernels.silu_and_mul.baselines import BACKENDS, unavailable_reason
-    y = BACKENDS["triton"](x)                      # or "cutile", "torch"
-
-Backends (every entry takes x and returns out): ``torch_silu_and_mul`` (``F.silu(x[:, :H]) *
-x[:, H:]``: what a model without a fused op runs, two kernels rounding to x's dtype in between),
-``triton_silu_and_mul`` (our Triton kernels, f32 arithmetic) and ``cutile_silu_and_mul`` (our
-cuTile Python kernels, ``cuda-tile`` 1.7.0). The last two share their variants, picked with
-``variant=`` (tilekit.baseline_support says what triton and cuda.tile need):
-
-* ``"tiled"`` -- one program per ROWS x BLOCK output tile of ~4K elements (gate and up: 8K loaded
-                 elements), on a 1-D grid of row tiles x column tiles, column tile fastest.
-                 BLOCK is the whole row (next power of two) up to 4096, else the widest
-                 power-of-two tile in [256, 4096] that pads at most 1/8 (H = 14336 -> 2048).
-* ``"wide"``  -- the same with ~8K-element output tiles (twice the rows): more bytes in flight per
-                 program, fewer programs.
-* ``"row"``   -- one program per row, looping over BLOCK-wide (<= 4096) column chunks: the
-                 classic form of this kernel (vLLM's, TileGym's one-row-per-block).
-* ``"auto"``  -- (default) ``"tiled"``. The rule is ``config`` (a pure function, no GPU needed);
-                 every knob (block, rows, num_warps for Triton, occupancy for cuTile) can be
-                 forced by keyword, so a GPU run can time each variant and keep the fastest:
-                 scripts/sweep_variants.py does that run.
+x is (m, 2H), f16/bf16/f32, last dim contiguous; out is (m, H) in x's dtype. Entries x -> out:
+``torch_silu_and_mul`` (``F.silu(x[:, :H]) * x[:, H:]``: two kernels, rounding to x's dtype in
+between), ``triton_silu_and_mul`` and ``cutile_silu_and_mul`` (ours, f32 inside). Their variants:
+"tiled" (one ROWS x BLOCK output tile of ~4K elements per program, column tile fastest), "wide"
+(~8K-element tiles), "row" (one program per row, BLOCK-wide chunks: the classic form),
+"auto" = "tiled". The rule is `config` (pure); every knob can be forced by keyword.
 """
 
 import functools
@@ -51,7 +32,8 @@ CUTILE_OCCUPANCY = 4  # CTAs per SM tileiras plans registers for: the compiler's
 
 
 def tile_width(h: int) -> int:
-    """BLOCK of the tiled forms (the same rule as the port's default, ffi.rs default_block)."""
+    """BLOCK of the tiled forms: the whole row (next power of two) up to MAX_BLOCK, else the widest
+    power-of-two tile in [256, 4096] that pads at most 1/8 (the port's default, ffi.rs default_block)."""
     if h <= MAX_BLOCK:
         return bs.row_block(h)
     for b in (4096, 2048, 1024, 512):
@@ -112,48 +94,42 @@ if triton is not None:
         mask = (rows < m)[:, None] & (cols < h)[None, :]
         rows = rows.to(tl.int64)  # m * stride may exceed 2^31 elements
         gate = x_ptr + rows[:, None] * stride_x + cols[None, :]
+        out = y_ptr + rows[:, None] * stride_y + cols[None, :]
         # x and out are touched once: evict_first keeps them from displacing anything useful.
         g = tl.load(gate, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
         u = tl.load(gate + h, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
-        tl.store(
-            y_ptr + rows[:, None] * stride_y + cols[None, :],
-            _silu_mul_f32(g, u).to(y_ptr.dtype.element_ty),
-            mask=mask,
-            eviction_policy="evict_first",
-        )
+        tl.store(out, _silu_mul_f32(g, u).to(y_ptr.dtype.element_ty), mask=mask, eviction_policy="evict_first")
 
     @triton.jit
     def _triton_row_kernel(x_ptr, y_ptr, h, stride_x, stride_y, BLOCK: tl.constexpr):
         """One row per program, BLOCK-wide chunks."""
         row = tl.program_id(0).to(tl.int64)
-        x_row = x_ptr + row * stride_x
-        y_row = y_ptr + row * stride_y
+        x_row, y_row = x_ptr + row * stride_x, y_ptr + row * stride_y
         cols = tl.arange(0, BLOCK)
         for start in range(0, h, BLOCK):
             ok = start + cols < h
             g = tl.load(x_row + start + cols, mask=ok, other=0.0, eviction_policy="evict_first").to(tl.float32)
             u = tl.load(x_row + h + start + cols, mask=ok, other=0.0, eviction_policy="evict_first").to(tl.float32)
-            tl.store(
-                y_row + start + cols,
-                _silu_mul_f32(g, u).to(y_ptr.dtype.element_ty),
-                mask=ok,
-                eviction_policy="evict_first",
-            )
+            y = _silu_mul_f32(g, u).to(y_ptr.dtype.element_ty)
+            tl.store(y_row + start + cols, y, mask=ok, eviction_policy="evict_first")
+
+    _TRITON_KERNELS = {"tiled": _triton_tiled_kernel, "wide": _triton_tiled_kernel, "row": _triton_row_kernel}
+
+
+def triton_config(m: int, h: int, sms: int, variant: str = "auto", *, block=None, rows=None, num_warps=None) -> dict:
+    """`config` with Triton's num_warps (sms is not needed: one program per output tile)."""
+    cfg = config(m, h, variant, block=block, rows=rows)
+    return dict(cfg, num_warps=num_warps or bs.triton_warps(cfg["rows"] * cfg["block"], TRITON_ELEMS_PER_THREAD))
 
 
 def triton_silu_and_mul(
     x: torch.Tensor, *, variant: str = "auto", block=None, rows=None, num_warps=None
 ) -> torch.Tensor:
-    """silu_and_mul with our Triton kernels; `variant` and the knobs as in `config`."""
+    """silu_and_mul with our Triton kernels; `variant` and the knobs as in `triton_config`."""
     bs.require(triton, unavailable_reason, "triton")
     h = _check_inputs(x)
-    y = torch.empty((x.shape[0], h), dtype=x.dtype, device=x.device)
-    if y.numel():
-        cfg = config(x.shape[0], h, variant, block=block, rows=rows)
-        cfg["num_warps"] = num_warps or bs.triton_warps(cfg["rows"] * cfg["block"], TRITON_ELEMS_PER_THREAD)
-        kernel = _triton_row_kernel if cfg["variant"] == "row" else _triton_tiled_kernel
-        bs.launch_triton_rows(kernel, cfg, (x,), y, one_row="row")
-    return y
+    knobs = {"block": block, "rows": rows, "num_warps": num_warps}
+    return bs.launch_rows(_TRITON_KERNELS, triton_config, (x,), cols=h, variant=variant, knobs=knobs, one_row="row")
 
 
 # -- cuTile Python ------------------------------------------------------------------------------
@@ -195,6 +171,11 @@ if ct is not None:
         return kernel if occupancy == -1 else kernel.replace_hints(occupancy=occupancy)
 
 
+def cutile_config(m: int, h: int, sms: int, variant: str = "auto", *, block=None, rows=None) -> dict:
+    """`config` (sms is not needed: one program per output tile)."""
+    return config(m, h, variant, block=block, rows=rows)
+
+
 def cutile_silu_and_mul(
     x: torch.Tensor, *, variant: str = "auto", block=None, rows=None, occupancy: int = CUTILE_OCCUPANCY
 ) -> torch.Tensor:
@@ -203,12 +184,11 @@ def cutile_silu_and_mul(
     bs.require(ct, unavailable_reason, "cutile")
     h = _check_inputs(x)
     bs.require_cuda(KERNEL, "x", x)
-    y = torch.empty((x.shape[0], h), dtype=x.dtype, device=x.device)
-    if y.numel():
-        cfg = config(x.shape[0], h, variant, block=block, rows=rows)
-        kernel = _cutile_kernel(cfg["variant"], occupancy)
-        bs.launch_cutile_rows(ct, kernel, cfg, (x[:, :h], x[:, h:], y), x.device, one_row="row")
-    return y
+    kernels = {v: _cutile_kernel(v, occupancy) for v in VARIANTS[1:]}
+    knobs = {"block": block, "rows": rows}
+    return bs.launch_rows(
+        kernels, cutile_config, (x[:, :h], x[:, h:]), ct=ct, variant=variant, knobs=knobs, one_row="row"
+    )
 
 
 BACKENDS = {"cutile": cutile_silu_and_mul, "triton": triton_silu_and_mul, "torch": torch_silu_and_mul}

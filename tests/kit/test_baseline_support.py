@@ -140,6 +140,25 @@ def test_launch_cutile_rows_appends_the_tile_and_launches_on_torchs_stream(monke
     assert devices == ["cuda:1", "cuda:0"]
 
 
+def test_launch_rows_allocates_y_plans_it_and_launches_the_variants_kernel(monkeypatch):
+    x = torch.zeros(5, 16)[:, :10]
+    plans, rows_kernel, looped_kernel = [], Recorder(), Recorder()
+
+    def config(m, n, sms, variant, **knobs):
+        plans.append((m, n, sms, variant, knobs))
+        return {"variant": "looped", "grid": m, "rows": 1, "block": 16, "num_warps": 4}
+
+    kernels = {"row": rows_kernel, "looped": looped_kernel}
+    y = bs.launch_rows(kernels, config, (x,), (0.5,), cols=3, variant="auto", knobs={"block": 16})
+    assert y.shape == (5, 3) and y.dtype == x.dtype and y.is_contiguous()
+    assert plans == [(5, 3, 1, "auto", {"block": 16})]
+    assert rows_kernel.calls == [] and looped_kernel.calls == [
+        ((5,), (x, y, 3, 16, 3, 0.5), {"BLOCK": 16, "num_warps": 4})
+    ]
+    empty = bs.launch_rows(kernels, config, (torch.zeros(0, 8),), variant="auto", knobs={})
+    assert empty.shape == (0, 8) and len(plans) == 1  # nothing to plan or launch
+
+
 # -- row reductions' plans (rms_norm and softmax plan their named forms here) --------------------
 
 
@@ -179,6 +198,31 @@ def test_triton_row_plan(variant, knobs, expected):
 )
 def test_cutile_row_plan(m, n, variant, knobs, expected):
     assert bs.cutile_row_plan("k", m, n, 132, variant, **knobs) == expected
+
+
+@pytest.mark.parametrize(
+    "auto,m,n,variants",
+    [
+        (None, 10**6, 1000, ("row", "row")),  # no rule: row, looped only past MAX_ROW_BLOCK
+        (None, 8, 16385, ("looped", "looped")),
+        ({"triton": {"looped_from": 1024}}, 8, 1000, ("looped", "row")),
+        ({"triton": {"looped_from": 1024}}, 8, 1024 // 2, ("row", "row")),
+        ({"triton": {"multirow": "tiles"}, "cutile": {"multirow": "tiles"}}, 264 * 8, 1000, ("row", "row")),
+        (
+            {"triton": {"multirow": "tiles"}, "cutile": {"multirow": "tiles"}},
+            264 * 8 + 1,
+            1000,
+            ("multirow", "multirow"),
+        ),
+        ({"cutile": {"multirow": "tiles"}}, 132 * 16 + 1, 1000, ("row", "multirow")),
+        ({"cutile": {"multirow": "waves"}}, 264, 1000, ("row", "row")),
+        ({"cutile": {"multirow": "waves"}}, 265, 1000, ("row", "multirow")),
+    ],
+)
+def test_row_configs_resolve_auto_by_each_backends_rule(auto, m, n, variants):
+    triton_config, cutile_config = bs.row_configs("k", auto)
+    assert (triton_config(m, n, 132)["variant"], cutile_config(m, n, 132)["variant"]) == variants
+    assert triton_config(m, n, 132) == bs.triton_row_plan("k", m, n, 132, variants[0])
 
 
 @pytest.mark.parametrize("plan", [bs.triton_row_plan, bs.cutile_row_plan])

@@ -13,9 +13,10 @@ triton, torch), `VARIANTS` and `unavailable_reason(backend)`. From here it takes
   [m,] n, x's and y's row strides, its scalars, [ROWS,] BLOCK (Triton) or its operands, then y,
   its scalars, [ROWS,] BLOCK (cuTile); `launch_triton_rows` / `launch_cutile_rows` call it from a
   plan {"variant", "grid", "rows", "block"[, "num_warps"]}, without m and ROWS for the variant that
-  runs one row per program;
-* rms_norm's and softmax's plans for their shared variants (row, multirow, looped): see
-  "Row reductions" below.
+  runs one row per program; `launch_rows` is an entry's whole body after its checks (allocate y,
+  plan, pick the variant's kernel, launch);
+* rms_norm's and softmax's config functions for their shared variants (row, multirow, looped),
+  made by `row_configs` from each backend's `auto` rule: see "Row reductions" below.
 
 cuTile Python at run time compiles each kernel with ``tileiras`` (Tile IR -> cubin, sm_90 needs
 tileiras >= 13.3 with the ptxas and libnvvm of its own release). cuda.tile looks for it in the
@@ -194,9 +195,28 @@ def launch_cutile_rows(ct, kernel, cfg: dict, args: tuple, device, one_row: str 
         ct.launch(torch.cuda.current_stream(device), (cfg["grid"],), kernel, tuple(args) + tile)
 
 
+def launch_rows(
+    kernels: dict, config, operands: tuple, scalars: tuple = (), *, variant, knobs, cols=None, ct=None, one_row="looped"
+):
+    """y = torch.empty((m, cols)) in the dtype of x = operands[0] (cols: x's width unless given);
+    unless y is empty, the plan config(m, cols, x's SMs, variant, **knobs) and its variant's kernel
+    (`kernels` by variant) fill it: Triton's, or cuTile's when `ct` is cuda.tile. Returns y."""
+    import torch
+
+    x = operands[0]
+    y = torch.empty((x.shape[0], x.shape[1] if cols is None else cols), dtype=x.dtype, device=x.device)
+    if y.numel():
+        cfg = config(*y.shape, num_sms(x), variant, **knobs)
+        if ct is None:
+            launch_triton_rows(kernels[cfg["variant"]], cfg, operands, y, scalars, one_row)
+        else:
+            launch_cutile_rows(ct, kernels[cfg["variant"]], cfg, (*operands, y, *scalars), x.device, one_row)
+    return y
+
+
 # -- row reductions (rms_norm, softmax) ----------------------------------------------------------
 # One row of x reduced (sum of squares, max and sum) and rewritten per row. Three forms, the same
-# for Triton and cuTile; each kernel's `auto` rule picks one (triton_config / cutile_config):
+# for Triton and cuTile; each kernel's `auto` rule picks one (row_configs):
 #   row      -- one row per program, the whole row one BLOCK = next_pow2(n) tile in registers;
 #   multirow -- static persistent: min(#row tiles, SMs x ctas_per_sm) programs walk ROWS x BLOCK
 #               row tiles with a grid stride (short rows give one program too little work);
@@ -263,3 +283,55 @@ def cutile_row_plan(
     rows = rows or cutile_rows_per_tile(block)
     grid = min(cdiv(m, rows), sms * (ctas_per_sm or CUTILE_CTAS_PER_SM))
     return {"variant": variant, "block": block, "rows": rows, "grid": max(1, grid)}
+
+
+def _auto(rule: dict, m: int, n: int, sms: int, programs: int, rows_per_tile) -> str:
+    block = row_block(n)
+    if block > MAX_ROW_BLOCK or block >= rule.get("looped_from", 2 * MAX_ROW_BLOCK):
+        return "looped"
+    multirow = rule.get("multirow")
+    if multirow == "tiles":  # more row tiles than persistent programs
+        return "multirow" if cdiv(m, rows_per_tile(block)) > programs else "row"
+    if multirow == "waves":  # the rows make more than a couple of waves of one-row programs
+        return "multirow" if m > 2 * sms else "row"
+    return "row"
+
+
+def row_configs(kernel: str, auto: dict | None = None):
+    """(triton_config, cutile_config) of a row reduction: the plans of its named forms
+    (triton_row_plan, cutile_row_plan), "auto" resolved first by the backend's rule, auto[backend]:
+    looped when next_pow2(n) >= its "looped_from" (or a row is too wide to hold, > MAX_ROW_BLOCK),
+    else multirow when its "multirow" says so ("tiles": more row tiles than persistent programs;
+    "waves": m > 2 x SMs), else row.
+
+    >>> triton_config, cutile_config = row_configs("k", {"cutile": {"multirow": "waves"}})
+    >>> [cfg(64, n, 8)["variant"] for cfg in (triton_config, cutile_config) for n in (1000, 32768)]
+    ['row', 'looped', 'multirow', 'looped']
+    """
+    triton_auto, cutile_auto = (auto or {}).get("triton", {}), (auto or {}).get("cutile", {})
+
+    def triton_config(
+        m: int, n: int, sms: int, variant: str = "auto", *, block=None, rows=None, num_warps=None, ctas_per_sm=None
+    ) -> dict:
+        """The Triton launch plan for an (m, n) problem on a GPU with `sms` SMs:
+        {"variant", "block", "rows", "num_warps", "grid"}. Pure; keywords force a knob."""
+        check_variant(kernel, variant, ROW_VARIANTS)
+        if variant == "auto":
+            programs = sms * (ctas_per_sm or TRITON_CTAS_PER_SM)
+            variant = _auto(triton_auto, m, n, sms, programs, lambda block: max(1, TRITON_MULTIROW_TILE // block))
+        return triton_row_plan(
+            kernel, m, n, sms, variant, block=block, rows=rows, num_warps=num_warps, ctas_per_sm=ctas_per_sm
+        )
+
+    def cutile_config(
+        m: int, n: int, sms: int, variant: str = "auto", *, block=None, rows=None, ctas_per_sm=None
+    ) -> dict:
+        """The cuTile launch plan for an (m, n) problem on a GPU with `sms` SMs:
+        {"variant", "block", "rows", "grid"}. Pure; keywords force a knob."""
+        check_variant(kernel, variant, ROW_VARIANTS)
+        if variant == "auto":
+            programs = sms * (ctas_per_sm or CUTILE_CTAS_PER_SM)
+            variant = _auto(cutile_auto, m, n, sms, programs, cutile_rows_per_tile)
+        return cutile_row_plan(kernel, m, n, sms, variant, block=block, rows=rows, ctas_per_sm=ctas_per_sm)
+
+    return triton_config, cutile_config

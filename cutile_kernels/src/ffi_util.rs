@@ -513,6 +513,40 @@ macro_rules! launch_as {
     };
 }
 
+/// A kernel's C export: `export!(cutile_<name>(descriptors...; scalar: type, ...))` defines
+/// `#[no_mangle] pub unsafe extern "C" fn cutile_<name>(descriptors..., scalars..., device_id: i32,
+/// stream: u64) -> i32`, each descriptor a `*const TensorDesc`. Inside [`guard`]`(KERNEL, ..)` it
+/// borrows the descriptors in order ([`desc`]: null is -5 naming it), then runs the calling module's
+/// `plan(descriptors..., scalars...)` (all validation, before any device work), [`caller_stream`],
+/// and `launch::<T>(&plan, descriptors..., &stream)` for the plan's `dtype` ([`launch_as!`]).
+#[macro_export]
+macro_rules! export {
+    ($name:ident($($d:ident),+; $($a:ident: $t:ty),* $(,)?)) => {
+        /// The C export (the file header gives its contract). Returns 0 or a negative code
+        /// (DESIGN.md "C ABI").
+        ///
+        /// # Safety
+        /// Each descriptor pointer is null (refused with -5) or points to a live `TensorDesc` for the
+        /// whole call, whose `data` is a device allocation on `device_id` matching its shape, strides
+        /// and dtype; `stream` is 0 or a live CUDA stream of that device. tilekit.ffi packs its
+        /// arguments so.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(
+            $($d: *const $crate::ffi_util::TensorDesc,)+
+            $($a: $t,)*
+            device_id: i32,
+            stream: u64,
+        ) -> i32 {
+            $crate::ffi_util::guard(KERNEL, || {
+                $(let $d = unsafe { $crate::ffi_util::desc($d, stringify!($d))? };)+
+                let p = plan($($d,)+ $($a),*)?;
+                let stream = $crate::ffi_util::caller_stream(device_id, stream)?;
+                $crate::launch_as!(p.dtype, launch(&p, $($d,)+ &stream))
+            })
+        }
+    };
+}
+
 /// Test helper: when `CUTILE_TILEIRAS_PATH` names a tileiras (make check sets it when the Tile IR
 /// toolchain of env/tileir-toolchain.txt is in the cache), assemble the kernel's bytecode to an
 /// sm_90 cubin on the CPU, so a kernel tileiras rejects fails `make check`, not the first GPU run.

@@ -13,7 +13,7 @@
 //! -1 or 0 launches one tile block per row tile. Every descriptor is validated before anything
 //! touches the GPU: bad input returns -2/-5/-6 with a message, never a launch.
 use super::kernel::rms_norm_device as device;
-use crate::ffi_util::{self, check_same_shape, desc, invalid, rc, to_i32, DType, FfiResult, Launch, TensorDesc};
+use crate::ffi_util::{self, check_same_shape, invalid, rc, to_i32, DType, FfiResult, Launch, TensorDesc};
 use cutile::cuda_core::Stream;
 use std::sync::Arc;
 
@@ -31,6 +31,7 @@ pub struct Plan {
     pub stride_y: i32,
     pub block: i32,
     pub rows: i32,
+    pub eps: f32,
     /// None: the compiler's default.
     pub occupancy: Option<i32>,
     /// Some(grid): the persistent kernel on min(grid, row tiles) tile blocks.
@@ -97,6 +98,7 @@ pub fn plan(
         stride_y: ffi_util::row_stride(out, n, "out", format_args!("n={n}"))?,
         block,
         rows,
+        eps,
         occupancy,
         programs,
     })
@@ -107,7 +109,6 @@ fn launch<T: cutile::cuda_core::DType>(
     out: &TensorDesc,
     x: &TensorDesc,
     w: &TensorDesc,
-    eps: f32,
     stream: &Arc<Stream>,
 ) -> FfiResult<()> {
     let (y_ptr, x_ptr, w_ptr) =
@@ -116,7 +117,7 @@ fn launch<T: cutile::cuda_core::DType>(
     let row_tiles = ((p.m + p.rows - 1) / p.rows) as u32;
     let grid = (p.programs.map_or(row_tiles, |programs| programs as u32), 1, 1);
     let launch = Launch::new::<T>(&[p.rows, p.block], grid, ffi_util::compile_options(p.occupancy, None));
-    let (m, n, sx, sy) = (p.m, p.n, p.stride_x, p.stride_y);
+    let (m, n, sx, sy, eps) = (p.m, p.n, p.stride_x, p.stride_y, p.eps);
     // SAFETY: plan() checked shapes, strides and dtypes against the descriptors; the memory is
     // PyTorch's, alive until the caller's stream has run the kernel (stream-ordered allocator).
     unsafe {
@@ -130,32 +131,8 @@ fn launch<T: cutile::cuda_core::DType>(
     }
 }
 
-/// See the file header for the contract. Returns 0 or a negative code (DESIGN.md "C ABI").
-///
-/// # Safety
-/// Each descriptor pointer is null (refused with -5) or points to a live `TensorDesc` for the
-/// whole call, whose `data` is a device allocation on `device_id` matching its shape, strides and
-/// dtype; `stream` is 0 or a live CUDA stream of that device. tilekit.ffi packs its arguments so.
-#[no_mangle]
-pub unsafe extern "C" fn cutile_rms_norm(
-    out: *const TensorDesc,
-    x: *const TensorDesc,
-    weight: *const TensorDesc,
-    eps: f32,
-    block: i32,
-    rows: i32,
-    occupancy: i32,
-    programs: i32,
-    device_id: i32,
-    stream: u64,
-) -> i32 {
-    ffi_util::guard(KERNEL, || {
-        let (out, x, w) = unsafe { (desc(out, "out")?, desc(x, "x")?, desc(weight, "weight")?) };
-        let p = plan(out, x, w, eps, block, rows, occupancy, programs)?;
-        let stream = ffi_util::caller_stream(device_id, stream)?;
-        crate::launch_as!(p.dtype, launch(&p, out, x, w, eps, &stream))
-    })
-}
+// `cutile_rms_norm`: the descriptors, then plan(), the caller's stream and launch() (ffi_util::export!).
+crate::export!(cutile_rms_norm(out, x, weight; eps: f32, block: i32, rows: i32, occupancy: i32, programs: i32));
 
 #[cfg(test)]
 mod tests {
@@ -187,6 +164,7 @@ mod tests {
                 stride_y: 4097,
                 block: 8192,
                 rows: 1,
+                eps: 1e-6,
                 occupancy: None,
                 programs: None
             }

@@ -15,7 +15,7 @@
 //! validated before anything touches the GPU: bad input returns -2/-5/-6 with a message, never a
 //! launch.
 use super::kernel::silu_and_mul_device as device;
-use crate::ffi_util::{self, desc, invalid, to_i32, DType, FfiResult, Launch, TensorDesc};
+use crate::ffi_util::{self, invalid, to_i32, DType, FfiResult, Launch, TensorDesc};
 use cutile::cuda_core::Stream;
 use std::sync::Arc;
 
@@ -150,30 +150,8 @@ fn launch<T: cutile::cuda_core::DType>(
     }
 }
 
-/// See the file header for the contract. Returns 0 or a negative code (DESIGN.md "C ABI").
-///
-/// # Safety
-/// Each descriptor pointer is null (refused with -5) or points to a live `TensorDesc` for the
-/// whole call, whose `data` is a device allocation on `device_id` matching its shape, strides and
-/// dtype; `stream` is 0 or a live CUDA stream of that device. tilekit.ffi packs its arguments so.
-#[no_mangle]
-pub unsafe extern "C" fn cutile_silu_and_mul(
-    out: *const TensorDesc,
-    x: *const TensorDesc,
-    block: i32,
-    rows: i32,
-    occupancy: i32,
-    warps: i32,
-    device_id: i32,
-    stream: u64,
-) -> i32 {
-    ffi_util::guard(KERNEL, || {
-        let (out, x) = unsafe { (desc(out, "out")?, desc(x, "x")?) };
-        let p = plan(out, x, block, rows, occupancy, warps)?;
-        let stream = ffi_util::caller_stream(device_id, stream)?;
-        crate::launch_as!(p.dtype, launch(&p, out, x, &stream))
-    })
-}
+// `cutile_silu_and_mul`: the descriptors, then plan(), the caller's stream and launch() (ffi_util::export!).
+crate::export!(cutile_silu_and_mul(out, x; block: i32, rows: i32, occupancy: i32, warps: i32));
 
 #[cfg(test)]
 mod tests {

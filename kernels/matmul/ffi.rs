@@ -14,7 +14,7 @@
 //! descriptor is validated before anything touches the GPU: bad input returns -2/-5/-6 with a
 //! message, never a launch.
 use super::kernel::matmul_device as device;
-use crate::ffi_util::{self, invalid, or_default, rc, to_i32, DType, FfiResult, Launch, TensorDesc};
+use crate::ffi_util::{self, invalid, or_default, rc, to_i32, DType, Element, FfiResult, Launch, TensorDesc};
 use cutile::cuda_core::Stream;
 use std::sync::Arc;
 
@@ -172,13 +172,7 @@ pub fn plan(
     Ok(p)
 }
 
-fn launch<T: cutile::cuda_core::DType>(
-    p: &Plan,
-    c: &TensorDesc,
-    a: &TensorDesc,
-    b: &TensorDesc,
-    stream: &Arc<Stream>,
-) -> FfiResult<()> {
+fn launch<T: Element>(p: &Plan, c: &TensorDesc, a: &TensorDesc, b: &TensorDesc, stream: &Arc<Stream>) -> FfiResult<()> {
     let (c_ptr, a_ptr, b_ptr) =
         unsafe { (ffi_util::device_ptr::<T>(c), ffi_util::device_ptr::<T>(a), ffi_util::device_ptr::<T>(b)) };
     let mut options = ffi_util::compile_options(p.occupancy, None);
@@ -210,7 +204,6 @@ mod tests {
     //! is there — a DSL mistake fails here, not on the GPU.
     use super::*;
     use crate::ffi_util::{assert_fails, DeviceModule};
-    use cutile::tile_kernel::CompileOptions;
 
     const DEVICE: DeviceModule = DeviceModule { ast: device::__module_ast_self, name: "matmul_device" };
 
@@ -361,9 +354,7 @@ mod tests {
         for dtype in ["f16", "bf16"] {
             for entry in ["matmul_tiles", "matmul_persistent"] {
                 for (bm, bn, bk) in [("128", "256", "64"), ("64", "64", "32")] {
-                    let ir = DEVICE.lower(entry, &[dtype, bm, bn, bk, "8"], &[], CompileOptions::default(), "");
-                    let what = format!("{entry}<{dtype},{bm},{bn},{bk},8>");
-                    assert!(ir.contains("mma") && ir.contains("store_view_tko"), "{what}: IR lacks mma/store:\n{ir}");
+                    DEVICE.assert_lowers(entry, &[dtype, bm, bn, bk, "8"], &["mma", "store_view_tko"]);
                 }
             }
         }

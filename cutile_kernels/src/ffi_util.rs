@@ -367,6 +367,11 @@ pub fn check_tensors(
     Ok(dtype)
 }
 
+/// [`check_tensors`] for a row kernel: its element types are [`FLOATS`].
+pub fn check_float_tensors(kernel: &str, tensors: &[(&TensorDesc, &str, i32)]) -> FfiResult<DType> {
+    check_tensors(kernel, &FLOATS, "f32, f16, bf16", tensors)
+}
+
 /// [`check_last_dim_contiguous`] for each (descriptor, arg) in turn.
 pub fn check_last_dims_contiguous(tensors: &[(&TensorDesc, &str)]) -> FfiResult<()> {
     tensors.iter().try_for_each(|&(d, arg)| check_last_dim_contiguous(d, arg))
@@ -416,11 +421,44 @@ pub fn default_rows(tile_elems: i32, block: i32, m: i32) -> i32 {
     (tile_elems / block).clamp(1, 64).min(m_pow2)
 }
 
+/// A row kernel's validated launch (rms_norm, softmax, silu_and_mul): the variant, tiles of `rows`
+/// x `block` and the compile hints, over `m` rows of `n` output columns whose rows lie `stride_x`
+/// (x) and `stride_y` (out) elements apart.
+#[derive(Debug, PartialEq)]
+pub struct RowPlan {
+    pub block: i32,
+    pub rows: i32,
+    /// None: the compiler's default.
+    pub occupancy: Option<i32>,
+    /// Worker warps per CTA; None: the compiler's default (always, for a kernel without the knob).
+    pub warps: Option<i32>,
+    pub m: i32,
+    pub n: i32,
+    pub stride_x: i32,
+    pub stride_y: i32,
+}
+
+impl RowPlan {
+    /// Tile blocks down the rows: ceil(m / rows).
+    pub fn row_tiles(&self) -> i32 {
+        (self.m + self.rows - 1) / self.rows
+    }
+
+    /// The launch of `grid` tile blocks: generics T, ROWS, BLOCK (every row kernel's entries take
+    /// them in that order) and the hints.
+    pub fn launch<T: Element>(&self, grid: u32) -> Launch {
+        Launch::new::<T>(&[self.rows, self.block], (grid, 1, 1), compile_options(self.occupancy, self.warps))
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Device, stream and launch, shared by every export.
 
 use cutile::cuda_async::device_buffer::DevicePointer;
 use cutile::cuda_async::device_operation::DeviceOp;
+/// cutile's element-type trait (f32, f16, bf16, ...), which each launch is generic over; not the
+/// descriptor's [`DType`] code.
+pub use cutile::cuda_core::DType as Element;
 use cutile::cuda_core::Stream;
 use cutile::tile_kernel::{CompileOptions, TileKernel};
 use std::collections::HashMap;
@@ -457,7 +495,7 @@ pub fn caller_stream(device_id: i32, stream: u64) -> FfiResult<Arc<Stream>> {
 ///
 /// # Safety
 /// `d.data` is a device allocation holding elements of `T` (dtype checked by the caller).
-pub unsafe fn device_ptr<T: cutile::cuda_core::DType>(d: &TensorDesc) -> DevicePointer<T> {
+pub unsafe fn device_ptr<T: Element>(d: &TensorDesc) -> DevicePointer<T> {
     DevicePointer::<T>::from_cu_deviceptr(d.data)
 }
 
@@ -480,7 +518,7 @@ pub struct Launch {
 }
 
 impl Launch {
-    pub fn new<T: cutile::cuda_core::DType>(consts: &[i32], grid: (u32, u32, u32), options: CompileOptions) -> Launch {
+    pub fn new<T: Element>(consts: &[i32], grid: (u32, u32, u32), options: CompileOptions) -> Launch {
         let generics =
             std::iter::once(T::DTYPE.as_str().to_string()).chain(consts.iter().map(i32::to_string)).collect();
         Launch { generics, grid, options }
@@ -509,6 +547,40 @@ macro_rules! launch_as {
             $crate::ffi_util::DType::F16 => $launch::<cutile::half::f16>($($arg),*),
             $crate::ffi_util::DType::BF16 => $launch::<cutile::half::bf16>($($arg),*),
             d => unreachable!("plan() admits f32, f16 and bf16 only, not {}", d.name()),
+        }
+    };
+}
+
+/// A kernel's C export: `export!(cutile_<name>(descriptors...; scalar: type, ...))` defines
+/// `#[no_mangle] pub unsafe extern "C" fn cutile_<name>(descriptors..., scalars..., device_id: i32,
+/// stream: u64) -> i32`, each descriptor a `*const TensorDesc`. Inside [`guard`]`(KERNEL, ..)` it
+/// borrows the descriptors in order ([`desc`]: null is -5 naming it), then runs the calling module's
+/// `plan(descriptors..., scalars...)` (all validation, before any device work), [`caller_stream`],
+/// and `launch::<T>(&plan, descriptors..., &stream)` for the plan's `dtype` ([`launch_as!`]).
+#[macro_export]
+macro_rules! export {
+    ($name:ident($($d:ident),+; $($a:ident: $t:ty),* $(,)?)) => {
+        /// The C export (the file header gives its contract). Returns 0 or a negative code
+        /// (DESIGN.md "C ABI").
+        ///
+        /// # Safety
+        /// Each descriptor pointer is null (refused with -5) or points to a live `TensorDesc` for the
+        /// whole call, whose `data` is a device allocation on `device_id` matching its shape, strides
+        /// and dtype; `stream` is 0 or a live CUDA stream of that device. tilekit.ffi packs its
+        /// arguments so.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(
+            $($d: *const $crate::ffi_util::TensorDesc,)+
+            $($a: $t,)*
+            device_id: i32,
+            stream: u64,
+        ) -> i32 {
+            $crate::ffi_util::guard(KERNEL, || {
+                $(let $d = unsafe { $crate::ffi_util::desc($d, stringify!($d))? };)+
+                let p = plan($($d,)+ $($a),*)?;
+                let stream = $crate::ffi_util::caller_stream(device_id, stream)?;
+                $crate::launch_as!(p.dtype, launch(&p, $($d,)+ &stream))
+            })
         }
     };
 }
@@ -607,6 +679,12 @@ pub fn div_hints<'a>(
     ptrs.chain(ints.iter().map(|&(name, v)| (name, DivHint::from_value(v)))).collect()
 }
 
+/// Test helper: a descriptor at a fixed non-null address (0x1000), for tests of plan().
+#[cfg(test)]
+pub fn test_desc(dtype: DType, shape: &[i64], strides: &[i64]) -> TensorDesc {
+    TensorDesc::from_parts(0x1000, dtype, shape, strides)
+}
+
 /// A kernel's device module, as its Rust tests compile it.
 #[cfg(test)]
 pub struct DeviceModule {
@@ -641,5 +719,33 @@ impl DeviceModule {
             .unwrap_or_else(|e| panic!("{what} does not lower: {e}"));
         assemble_for_sm90_if_tileiras(&artifacts, &what);
         artifacts.ir_text()
+    }
+
+    /// Test helper: `entry<generics>` lowered with the default options and no hints (and assembled,
+    /// as [`lower`](Self::lower) does); its IR contains each of `needles`. Returns the IR.
+    pub fn assert_lowers(&self, entry: &str, generics: &[&str], needles: &[&str]) -> String {
+        let ir = self.lower(entry, generics, &[], CompileOptions::default(), "");
+        let missing: Vec<&&str> = needles.iter().filter(|n| !ir.contains(**n)).collect();
+        assert!(missing.is_empty(), "{entry}<{}>: IR lacks {missing:?}:\n{ir}", generics.join(","));
+        ir
+    }
+
+    /// Test helper: `entry<generics>` lowered as the launcher compiles it at run time, with the
+    /// divisibility hints of these pointer addresses and integer values ([`div_hints`]). The perf
+    /// configs' values all divide by 16, so each argument reaches the IR as one `assume div_by<16>`
+    /// (what lets tileiras emit 16-byte loads); a hint missing from the IR fails.
+    pub fn assert_div_hints_lower(
+        &self,
+        entry: &str,
+        generics: &[&str],
+        ptrs: &[(&str, u64)],
+        ints: &[(&str, i32)],
+        options: CompileOptions,
+        what_suffix: &str,
+    ) {
+        let hints = div_hints(ptrs, ints);
+        let ir = self.lower(entry, generics, &hints, options, what_suffix);
+        let found = ir.matches("assume div_by<16>").count();
+        assert_eq!(found, hints.len(), "{entry}{what_suffix}: hints missing from the IR:\n{ir}");
     }
 }

@@ -16,7 +16,7 @@
 //! descriptor is validated before anything touches the GPU: bad input returns -2/-5/-6 with a
 //! message, never a launch.
 use super::kernel::matmul_device as device;
-use crate::ffi_util::{self, desc, invalid, or_default, rc, to_i32, DType, FfiResult, Launch, TensorDesc};
+use crate::ffi_util::{self, invalid, or_default, rc, to_i32, DType, Element, FfiResult, Launch, TensorDesc};
 use cutile::cuda_core::Stream;
 use std::sync::Arc;
 
@@ -209,13 +209,7 @@ pub fn plan(
     Ok(p)
 }
 
-fn launch<T: cutile::cuda_core::DType>(
-    p: &Plan,
-    c: &TensorDesc,
-    a: &TensorDesc,
-    b: &TensorDesc,
-    stream: &Arc<Stream>,
-) -> FfiResult<()> {
+fn launch<T: Element>(p: &Plan, c: &TensorDesc, a: &TensorDesc, b: &TensorDesc, stream: &Arc<Stream>) -> FfiResult<()> {
     let (c_ptr, a_ptr, b_ptr) =
         unsafe { (ffi_util::device_ptr::<T>(c), ffi_util::device_ptr::<T>(a), ffi_util::device_ptr::<T>(b)) };
     let mut options = ffi_util::compile_options(p.occupancy, None);
@@ -238,34 +232,10 @@ fn launch<T: cutile::cuda_core::DType>(
     }
 }
 
-/// See the file header for the contract. Returns 0 or a negative code (DESIGN.md "C ABI").
-///
-/// # Safety
-/// Each descriptor pointer is null (refused with -5) or points to a live `TensorDesc` for the
-/// whole call, whose `data` is a device allocation on `device_id` matching its shape, strides and
-/// dtype; `stream` is 0 or a live CUDA stream of that device. tilekit.ffi packs its arguments so.
-#[no_mangle]
-pub unsafe extern "C" fn cutile_matmul(
-    c: *const TensorDesc,
-    a: *const TensorDesc,
-    b: *const TensorDesc,
-    bm: i32,
-    bn: i32,
-    bk: i32,
-    group: i32,
-    programs: i32,
-    occupancy: i32,
-    num_cta_in_cga: i32,
-    device_id: i32,
-    stream: u64,
-) -> i32 {
-    ffi_util::guard(KERNEL, || {
-        let (c, a, b) = unsafe { (desc(c, "c")?, desc(a, "a")?, desc(b, "b")?) };
-        let p = plan(c, a, b, bm, bn, bk, group, programs, occupancy, num_cta_in_cga)?;
-        let stream = ffi_util::caller_stream(device_id, stream)?;
-        crate::launch_as!(p.dtype, launch(&p, c, a, b, &stream))
-    })
-}
+// `cutile_matmul`: the descriptors, then plan(), the caller's stream and launch() (ffi_util::export!).
+crate::export!(cutile_matmul(
+    c, a, b; bm: i32, bn: i32, bk: i32, group: i32, programs: i32, occupancy: i32, num_cta_in_cga: i32
+));
 
 #[cfg(test)]
 mod tests {
@@ -274,7 +244,6 @@ mod tests {
     //! is there — a DSL mistake fails here, not on the GPU.
     use super::*;
     use crate::ffi_util::{assert_fails, DeviceModule};
-    use cutile::tile_kernel::CompileOptions;
 
     const DEVICE: DeviceModule = DeviceModule { ast: device::__module_ast_self, name: "matmul_device" };
 
@@ -455,9 +424,7 @@ mod tests {
                     ("16", "64", "128", ["1", "1", "1", "0", "1", "0"]),
                 ] {
                     let generics = [&[dtype, bm, bn, bk, "8"][..], &maps[..]].concat();
-                    let ir = DEVICE.lower(entry, &generics, &[], CompileOptions::default(), "");
-                    let what = format!("{entry}<{}>", generics.join(","));
-                    assert!(ir.contains("mma") && ir.contains("store_view_tko"), "{what}: IR lacks mma/store:\n{ir}");
+                    DEVICE.assert_lowers(entry, &generics, &["mma", "store_view_tko"]);
                 }
             }
         }

@@ -13,7 +13,7 @@
 //! -1 or 0 launches one tile block per row tile. Every descriptor is validated before anything
 //! touches the GPU: bad input returns -2/-5/-6 with a message, never a launch.
 use super::kernel::rms_norm_device as device;
-use crate::ffi_util::{self, check_same_shape, desc, invalid, rc, to_i32, DType, FfiResult, Launch, TensorDesc};
+use crate::ffi_util::{self, check_same_shape, invalid, rc, to_i32, DType, Element, FfiResult, RowPlan, TensorDesc};
 use cutile::cuda_core::Stream;
 use std::sync::Arc;
 
@@ -25,14 +25,9 @@ const MAX_TILE_ELEMS: i32 = 1 << 16;
 #[derive(Debug, PartialEq)]
 pub struct Plan {
     pub dtype: DType,
-    pub m: i32,
-    pub n: i32,
-    pub stride_x: i32,
-    pub stride_y: i32,
-    pub block: i32,
-    pub rows: i32,
-    /// None: the compiler's default.
-    pub occupancy: Option<i32>,
+    /// The tile, the occupancy hint (no warps knob), the sizes and strides.
+    pub row: RowPlan,
+    pub eps: f32,
     /// Some(grid): the persistent kernel on min(grid, row tiles) tile blocks.
     pub programs: Option<i32>,
 }
@@ -61,8 +56,7 @@ pub fn plan(
     occupancy: i32,
     programs: i32,
 ) -> FfiResult<Plan> {
-    let tensors = [(x, "x", 2), (out, "out", 2), (w, "weight", 1)];
-    let dtype = ffi_util::check_tensors(KERNEL, &ffi_util::FLOATS, "f32, f16, bf16", &tensors)?;
+    let dtype = ffi_util::check_float_tensors(KERNEL, &[(x, "x", 2), (out, "out", 2), (w, "weight", 1)])?;
     check_same_shape(x, "x", out, "out")?;
     if w.shape[0] != x.shape[1] {
         return Err(invalid(format!("`weight` has {} elements but x has n={} columns", w.shape[0], x.shape[1])));
@@ -89,40 +83,31 @@ pub fn plan(
             )))
         }
     };
-    Ok(Plan {
-        dtype,
-        m,
-        n,
-        stride_x: ffi_util::row_stride(x, n, "x", format_args!("n={n}"))?,
-        stride_y: ffi_util::row_stride(out, n, "out", format_args!("n={n}"))?,
-        block,
-        rows,
-        occupancy,
-        programs,
-    })
+    let stride_x = ffi_util::row_stride(x, n, "x", format_args!("n={n}"))?;
+    let stride_y = ffi_util::row_stride(out, n, "out", format_args!("n={n}"))?;
+    let row = RowPlan { block, rows, occupancy, warps: None, m, n, stride_x, stride_y };
+    Ok(Plan { dtype, row, eps, programs })
 }
 
-fn launch<T: cutile::cuda_core::DType>(
+fn launch<T: Element>(
     p: &Plan,
     out: &TensorDesc,
     x: &TensorDesc,
     w: &TensorDesc,
-    eps: f32,
     stream: &Arc<Stream>,
 ) -> FfiResult<()> {
     let (y_ptr, x_ptr, w_ptr) =
         unsafe { (ffi_util::device_ptr::<T>(out), ffi_util::device_ptr::<T>(x), ffi_util::device_ptr::<T>(w)) };
     // One tile block per row tile, or the persistent grid plan() capped at the row tiles.
-    let row_tiles = ((p.m + p.rows - 1) / p.rows) as u32;
-    let grid = (p.programs.map_or(row_tiles, |programs| programs as u32), 1, 1);
-    let launch = Launch::new::<T>(&[p.rows, p.block], grid, ffi_util::compile_options(p.occupancy, None));
-    let (m, n, sx, sy) = (p.m, p.n, p.stride_x, p.stride_y);
+    let launch = p.row.launch::<T>(p.programs.unwrap_or(p.row.row_tiles()) as u32);
+    let RowPlan { m, n, stride_x: sx, stride_y: sy, .. } = p.row;
+    let eps = p.eps;
     // SAFETY: plan() checked shapes, strides and dtypes against the descriptors; the memory is
     // PyTorch's, alive until the caller's stream has run the kernel (stream-ordered allocator).
     unsafe {
         if p.programs.is_some() {
             launch.enqueue(device::rms_norm_row_persistent(y_ptr, x_ptr, w_ptr, m, n, sx, sy, eps), stream)
-        } else if p.n <= p.block {
+        } else if n <= p.row.block {
             launch.enqueue(device::rms_norm_row(y_ptr, x_ptr, w_ptr, m, n, sx, sy, eps), stream)
         } else {
             launch.enqueue(device::rms_norm_looped(y_ptr, x_ptr, w_ptr, m, n, sx, sy, eps), stream)
@@ -130,71 +115,32 @@ fn launch<T: cutile::cuda_core::DType>(
     }
 }
 
-/// See the file header for the contract. Returns 0 or a negative code (DESIGN.md "C ABI").
-///
-/// # Safety
-/// Each descriptor pointer is null (refused with -5) or points to a live `TensorDesc` for the
-/// whole call, whose `data` is a device allocation on `device_id` matching its shape, strides and
-/// dtype; `stream` is 0 or a live CUDA stream of that device. tilekit.ffi packs its arguments so.
-#[no_mangle]
-pub unsafe extern "C" fn cutile_rms_norm(
-    out: *const TensorDesc,
-    x: *const TensorDesc,
-    weight: *const TensorDesc,
-    eps: f32,
-    block: i32,
-    rows: i32,
-    occupancy: i32,
-    programs: i32,
-    device_id: i32,
-    stream: u64,
-) -> i32 {
-    ffi_util::guard(KERNEL, || {
-        let (out, x, w) = unsafe { (desc(out, "out")?, desc(x, "x")?, desc(weight, "weight")?) };
-        let p = plan(out, x, w, eps, block, rows, occupancy, programs)?;
-        let stream = ffi_util::caller_stream(device_id, stream)?;
-        crate::launch_as!(p.dtype, launch(&p, out, x, w, eps, &stream))
-    })
-}
+// `cutile_rms_norm`: the descriptors, then plan(), the caller's stream and launch() (ffi_util::export!).
+crate::export!(cutile_rms_norm(out, x, weight; eps: f32, block: i32, rows: i32, occupancy: i32, programs: i32));
 
 #[cfg(test)]
 mod tests {
     //! CPU tests: validation, and both entries lowered to Tile IR for sm_90 (stage 1 of
     //! the JIT, which needs no GPU) for every dtype — a DSL mistake fails here, not on the GPU.
     use super::*;
-    use crate::ffi_util::{assert_fails, div_hints, DeviceModule, ALIGNED_PTR};
+    use crate::ffi_util::{assert_fails, test_desc as desc2, DeviceModule, ALIGNED_PTR};
     use cutile::tile_kernel::CompileOptions;
 
     const DEVICE: DeviceModule = DeviceModule { ast: device::__module_ast_self, name: "rms_norm_device" };
-
-    fn desc2(dtype: DType, shape: &[i64], strides: &[i64]) -> TensorDesc {
-        TensorDesc::from_parts(0x1000, dtype, shape, strides)
-    }
 
     #[test]
     fn plan_takes_row_strides_and_defaults() {
         let x = desc2(DType::F16, &[257, 4097], &[5000, 1]);
         let y = desc2(DType::F16, &[257, 4097], &[4097, 1]);
         let w = desc2(DType::F16, &[4097], &[1]);
-        let p = plan(&y, &x, &w, 1e-6, -1, -1, -1, -1).unwrap();
-        assert_eq!(
-            p,
-            Plan {
-                dtype: DType::F16,
-                m: 257,
-                n: 4097,
-                stride_x: 5000,
-                stride_y: 4097,
-                block: 8192,
-                rows: 1,
-                occupancy: None,
-                programs: None
-            }
-        );
-        assert_eq!(plan(&y, &x, &w, 1e-6, 1024, -1, -1, -1).unwrap().rows, 8);
+        let Plan { dtype, row, eps, programs } = plan(&y, &x, &w, 1e-6, -1, -1, -1, -1).unwrap();
+        assert_eq!((dtype, eps, programs), (DType::F16, 1e-6, None));
+        assert_eq!((row.m, row.n, row.stride_x, row.stride_y), (257, 4097, 5000, 4097));
+        assert_eq!((row.block, row.rows, row.occupancy, row.warps), (8192, 1, None, None));
+        assert_eq!(plan(&y, &x, &w, 1e-6, 1024, -1, -1, -1).unwrap().row.rows, 8);
         assert_eq!(default_rows(16, 1000), 64);
         assert_eq!(default_rows(16, 3), 4);
-        assert_eq!(plan(&y, &x, &w, 1e-6, 16384, 2, 4, -1).unwrap().occupancy, Some(4));
+        assert_eq!(plan(&y, &x, &w, 1e-6, 16384, 2, 4, -1).unwrap().row.occupancy, Some(4));
         assert_eq!(default_block(16384), 4096);
         assert_eq!(default_block(1), 16);
     }
@@ -251,14 +197,10 @@ mod tests {
             ("rms_norm_row_persistent", "1", "16384", 65536, 16384, 4),
         ] {
             let ptrs = [("y_ptr", ALIGNED_PTR), ("x_ptr", ALIGNED_PTR), ("w_ptr", ALIGNED_PTR)];
-            let hints = div_hints(&ptrs, &[("m", m), ("n", n), ("stride_x", n), ("stride_y", n)]);
+            let ints = [("m", m), ("n", n), ("stride_x", n), ("stride_y", n)];
             let options = CompileOptions::default().occupancy(occupancy);
-            let ir = DEVICE.lower(entry, &["f16", rows, block], &hints, options, &format!(" for {m}x{n}"));
-            assert_eq!(
-                ir.matches("assume div_by<16>").count(),
-                7,
-                "{entry} for {m}x{n}: hints missing from the IR:\n{ir}"
-            );
+            let what = format!(" for {m}x{n}");
+            DEVICE.assert_div_hints_lower(entry, &["f16", rows, block], &ptrs, &ints, options, &what);
         }
     }
 
@@ -272,11 +214,7 @@ mod tests {
                 ("rms_norm_looped", "1", "4096"),
                 ("rms_norm_looped", "2", "512"),
             ] {
-                let ir = DEVICE.lower(entry, &[dtype, rows, block], &[], CompileOptions::default(), "");
-                assert!(
-                    ir.contains("rsqrt") && ir.contains("reduce"),
-                    "{entry}<{dtype}>: IR lacks rsqrt/reduce:\n{ir}"
-                );
+                DEVICE.assert_lowers(entry, &[dtype, rows, block], &["rsqrt", "reduce"]);
             }
         }
     }

@@ -15,7 +15,7 @@
 //! validated before anything touches the GPU: bad input returns -2/-5/-6 with a message, never a
 //! launch.
 use super::kernel::silu_and_mul_device as device;
-use crate::ffi_util::{self, desc, invalid, to_i32, DType, FfiResult, Launch, TensorDesc};
+use crate::ffi_util::{self, invalid, to_i32, DType, Element, FfiResult, RowPlan, TensorDesc};
 use cutile::cuda_core::Stream;
 use std::sync::Arc;
 
@@ -33,17 +33,9 @@ const MAX_DEFAULT_BLOCK: i32 = 4096;
 #[derive(Debug, PartialEq)]
 pub struct Plan {
     pub dtype: DType,
-    pub m: i32,
-    /// Output width H (x has 2H columns).
-    pub h: i32,
-    pub stride_x: i32,
-    pub stride_out: i32,
-    pub block: i32,
-    pub rows: i32,
-    /// None: the compiler's default.
-    pub occupancy: Option<i32>,
-    /// Worker warps per CTA; None: the compiler's default.
-    pub warps: Option<i32>,
+    /// The tile, the occupancy and warps hints, and the sizes: `n` is the output width H (x has 2H
+    /// columns), `stride_y` out's row stride.
+    pub row: RowPlan,
     /// Tile blocks: ceil(m / rows) * ceil(h / block).
     pub grid: u32,
     /// The tile divides (m, h) and every element offset fits i32: `silu_and_mul_exact` (unmasked
@@ -85,7 +77,7 @@ fn byte_span(d: &TensorDesc, m: i32, len: i32, stride: i32, size: usize) -> (u12
 }
 
 pub fn plan(out: &TensorDesc, x: &TensorDesc, block: i32, rows: i32, occupancy: i32, warps: i32) -> FfiResult<Plan> {
-    let dtype = ffi_util::check_tensors(KERNEL, &ffi_util::FLOATS, "f32, f16, bf16", &[(x, "x", 2), (out, "out", 2)])?;
+    let dtype = ffi_util::check_float_tensors(KERNEL, &[(x, "x", 2), (out, "out", 2)])?;
     if x.shape[1] % 2 != 0 {
         return Err(invalid(format!("`x` last dim {} must be even: x is (m, 2H), gate then up", x.shape[1])));
     }
@@ -122,22 +114,18 @@ pub fn plan(out: &TensorDesc, x: &TensorDesc, block: i32, rows: i32, occupancy: 
         )));
     }
     let exact = exact_fits(m, h, rows, block, stride_x, stride_out);
-    Ok(Plan { dtype, m, h, stride_x, stride_out, block, rows, occupancy, warps, grid: tiles as u32, exact })
+    let row = RowPlan { block, rows, occupancy, warps, m, n: h, stride_x, stride_y: stride_out };
+    Ok(Plan { dtype, row, grid: tiles as u32, exact })
 }
 
-fn launch<T: cutile::cuda_core::DType>(
-    p: &Plan,
-    out: &TensorDesc,
-    x: &TensorDesc,
-    stream: &Arc<Stream>,
-) -> FfiResult<()> {
+fn launch<T: Element>(p: &Plan, out: &TensorDesc, x: &TensorDesc, stream: &Arc<Stream>) -> FfiResult<()> {
+    let RowPlan { m, n: h, stride_x: sx, stride_y: so, .. } = p.row;
     // The up half starts H elements into each row of x.
     let mut up = *x;
-    up.data = x.data + p.h as u64 * std::mem::size_of::<T>() as u64;
+    up.data = x.data + h as u64 * std::mem::size_of::<T>() as u64;
     let (y_ptr, g_ptr, u_ptr) =
         unsafe { (ffi_util::device_ptr::<T>(out), ffi_util::device_ptr::<T>(x), ffi_util::device_ptr::<T>(&up)) };
-    let launch = Launch::new::<T>(&[p.rows, p.block], (p.grid, 1, 1), ffi_util::compile_options(p.occupancy, p.warps));
-    let (m, h, sx, so) = (p.m, p.h, p.stride_x, p.stride_out);
+    let launch = p.row.launch::<T>(p.grid);
     // SAFETY: plan() checked shapes, strides, dtypes and that out does not overlap x; the memory is
     // PyTorch's, alive until the caller's stream has run the kernel (stream-ordered allocator).
     // The exact entry additionally relies on plan()'s `exact_fits`: whole tiles, i32 offsets.
@@ -150,38 +138,15 @@ fn launch<T: cutile::cuda_core::DType>(
     }
 }
 
-/// See the file header for the contract. Returns 0 or a negative code (DESIGN.md "C ABI").
-///
-/// # Safety
-/// Each descriptor pointer is null (refused with -5) or points to a live `TensorDesc` for the
-/// whole call, whose `data` is a device allocation on `device_id` matching its shape, strides and
-/// dtype; `stream` is 0 or a live CUDA stream of that device. tilekit.ffi packs its arguments so.
-#[no_mangle]
-pub unsafe extern "C" fn cutile_silu_and_mul(
-    out: *const TensorDesc,
-    x: *const TensorDesc,
-    block: i32,
-    rows: i32,
-    occupancy: i32,
-    warps: i32,
-    device_id: i32,
-    stream: u64,
-) -> i32 {
-    ffi_util::guard(KERNEL, || {
-        let (out, x) = unsafe { (desc(out, "out")?, desc(x, "x")?) };
-        let p = plan(out, x, block, rows, occupancy, warps)?;
-        let stream = ffi_util::caller_stream(device_id, stream)?;
-        crate::launch_as!(p.dtype, launch(&p, out, x, &stream))
-    })
-}
+// `cutile_silu_and_mul`: the descriptors, then plan(), the caller's stream and launch() (ffi_util::export!).
+crate::export!(cutile_silu_and_mul(out, x; block: i32, rows: i32, occupancy: i32, warps: i32));
 
 #[cfg(test)]
 mod tests {
     //! CPU tests: validation and defaults, and the entry lowered to Tile IR for sm_90 (stage 1 of
     //! the JIT, which needs no GPU) and assembled by tileiras when it is found, for every dtype.
     use super::*;
-    use crate::ffi_util::{assert_fails, div_hints, rc, DeviceModule, ALIGNED_PTR};
-    use cutile::tile_kernel::CompileOptions;
+    use crate::ffi_util::{assert_fails, rc, DeviceModule, ALIGNED_PTR};
 
     const DEVICE: DeviceModule = DeviceModule { ast: device::__module_ast_self, name: "silu_and_mul_device" };
 
@@ -202,26 +167,13 @@ mod tests {
     fn plan_takes_row_strides_and_default_tiles() {
         let x = x_desc(DType::BF16, &[257, 8194], &[8300, 1]);
         let y = out_desc(DType::BF16, &[257, 4097], &[4097, 1]);
-        let p = plan(&y, &x, -1, -1, -1, -1).unwrap();
+        let Plan { dtype, row, grid, exact } = plan(&y, &x, -1, -1, -1, -1).unwrap();
         // H = 4097: 512-wide column tiles (9 per row, 11 % padding), 8 rows -> 33 * 9 tile blocks.
-        assert_eq!(
-            p,
-            Plan {
-                dtype: DType::BF16,
-                m: 257,
-                h: 4097,
-                stride_x: 8300,
-                stride_out: 4097,
-                block: 512,
-                rows: 8,
-                occupancy: None,
-                warps: None,
-                grid: 33 * 9,
-                exact: false
-            }
-        );
-        assert_eq!(plan(&y, &x, 1024, -1, 4, -1).unwrap().rows, 4);
-        assert_eq!(plan(&y, &x, 1024, 2, 4, -1).unwrap().occupancy, Some(4));
+        assert_eq!((dtype, grid, exact), (DType::BF16, 33 * 9, false));
+        assert_eq!((row.m, row.n, row.stride_x, row.stride_y), (257, 4097, 8300, 4097));
+        assert_eq!((row.block, row.rows, row.occupancy, row.warps), (512, 8, None, None));
+        assert_eq!(plan(&y, &x, 1024, -1, 4, -1).unwrap().row.rows, 4);
+        assert_eq!(plan(&y, &x, 1024, 2, 4, -1).unwrap().row.occupancy, Some(4));
     }
 
     #[test]
@@ -241,7 +193,7 @@ mod tests {
         let x = x_desc(DType::F32, &[1, 2], &[0, 1]);
         let y = out_desc(DType::F32, &[1, 1], &[0, 1]);
         let p = plan(&y, &x, -1, -1, -1, -1).unwrap();
-        assert_eq!((p.stride_x, p.stride_out, p.block, p.rows, p.grid), (2, 1, 16, 1, 1));
+        assert_eq!((p.row.stride_x, p.row.stride_y, p.row.block, p.row.rows, p.grid), (2, 1, 16, 1, 1));
     }
 
     #[test]
@@ -290,7 +242,7 @@ mod tests {
         let x = x_desc(DType::F32, &[4, 16], &[16, 1]);
         let y = out_desc(DType::F32, &[4, 8], &[8, 1]);
         ffi_util::assert_hints_checked(true, |occupancy, warps| plan(&y, &x, -1, -1, occupancy, warps));
-        assert_eq!(plan(&y, &x, -1, -1, 8, 8).unwrap().warps, Some(8));
+        assert_eq!(plan(&y, &x, -1, -1, 8, 8).unwrap().row.warps, Some(8));
     }
 
     #[test]
@@ -325,12 +277,10 @@ mod tests {
         ] {
             // up_ptr is gate_ptr + H elements of bf16.
             let ptrs = [("out_ptr", ALIGNED_PTR), ("gate_ptr", ALIGNED_PTR), ("up_ptr", ALIGNED_PTR + 2 * h as u64)];
-            let hints = div_hints(&ptrs, &[("m", m), ("h", h), ("stride_x", 2 * h), ("stride_out", h)]);
+            let ints = [("m", m), ("h", h), ("stride_x", 2 * h), ("stride_out", h)];
             let options = ffi_util::compile_options(Some(occupancy), warps);
             let what = format!(" for {m}x{h}, occupancy {occupancy}, warps {warps:?}");
-            let ir = DEVICE.lower(entry, &["bf16", rows, block], &hints, options, &what);
-            // Each of the 3 pointers and 4 integers is known to divide by 16: the hints reached the IR.
-            assert_eq!(ir.matches("assume div_by<16>").count(), 7, "{entry}{what}: hints missing from the IR:\n{ir}");
+            DEVICE.assert_div_hints_lower(entry, &["bf16", rows, block], &ptrs, &ints, options, &what);
         }
     }
 
@@ -352,11 +302,7 @@ mod tests {
         for dtype in ["f32", "f16", "bf16"] {
             for (rows, block) in [("1", "4096"), ("2", "2048"), ("8", "512"), ("64", "16")] {
                 for entry in ["silu_and_mul", "silu_and_mul_exact"] {
-                    let ir = DEVICE.lower(entry, &[dtype, rows, block], &[], CompileOptions::default(), "");
-                    assert!(
-                        ir.contains("exp2") && ir.contains("divf") && ir.contains("approx"),
-                        "{entry}<{dtype},{rows},{block}>: IR lacks exp2 / approximate divf:\n{ir}"
-                    );
+                    DEVICE.assert_lowers(entry, &[dtype, rows, block], &["exp2", "divf", "approx"]);
                 }
             }
         }

@@ -12,7 +12,7 @@
 //! hints). Every descriptor is validated before anything touches the GPU: bad
 //! input returns -2/-5/-6 with a message, never a launch.
 use super::kernel::softmax_device as device;
-use crate::ffi_util::{self, check_same_shape, desc, to_i32, DType, FfiResult, Launch, TensorDesc};
+use crate::ffi_util::{self, check_same_shape, to_i32, DType, Element, FfiResult, RowPlan, TensorDesc};
 use cutile::cuda_core::Stream;
 use std::sync::Arc;
 
@@ -28,16 +28,8 @@ const DEFAULT_LOOPED_BLOCK: i32 = 4096;
 #[derive(Debug, PartialEq)]
 pub struct Plan {
     pub dtype: DType,
-    pub m: i32,
-    pub n: i32,
-    pub stride_x: i32,
-    pub stride_y: i32,
-    pub block: i32,
-    pub rows: i32,
-    /// None: the compiler's default.
-    pub occupancy: Option<i32>,
-    /// Worker warps per CTA; None: the compiler's default.
-    pub warps: Option<i32>,
+    /// The tile, the occupancy and warps hints, the sizes and strides.
+    pub row: RowPlan,
     /// n == block, whole row tiles and i32 offsets: `softmax_row_exact` (unmasked) runs.
     pub exact: bool,
 }
@@ -67,7 +59,7 @@ pub fn default_rows(block: i32, m: i32) -> i32 {
 }
 
 pub fn plan(out: &TensorDesc, x: &TensorDesc, block: i32, rows: i32, occupancy: i32, warps: i32) -> FfiResult<Plan> {
-    let dtype = ffi_util::check_tensors(KERNEL, &ffi_util::FLOATS, "f32, f16, bf16", &[(x, "x", 2), (out, "out", 2)])?;
+    let dtype = ffi_util::check_float_tensors(KERNEL, &[(x, "x", 2), (out, "out", 2)])?;
     check_same_shape(x, "x", out, "out")?;
     ffi_util::check_last_dims_contiguous(&[(x, "x"), (out, "out")])?;
     let m = to_i32(x.shape[0], "m")?;
@@ -80,26 +72,20 @@ pub fn plan(out: &TensorDesc, x: &TensorDesc, block: i32, rows: i32, occupancy: 
         ffi_util::row_stride(out, n, "out", format_args!("n={n}"))?,
     );
     let exact = exact_fits(m, n, rows, block, stride_x, stride_y);
-    Ok(Plan { dtype, m, n, stride_x, stride_y, block, rows, occupancy, warps, exact })
+    Ok(Plan { dtype, row: RowPlan { block, rows, occupancy, warps, m, n, stride_x, stride_y }, exact })
 }
 
-fn launch<T: cutile::cuda_core::DType>(
-    p: &Plan,
-    out: &TensorDesc,
-    x: &TensorDesc,
-    stream: &Arc<Stream>,
-) -> FfiResult<()> {
+fn launch<T: Element>(p: &Plan, out: &TensorDesc, x: &TensorDesc, stream: &Arc<Stream>) -> FfiResult<()> {
     let (y_ptr, x_ptr) = unsafe { (ffi_util::device_ptr::<T>(out), ffi_util::device_ptr::<T>(x)) };
-    let grid = (((p.m + p.rows - 1) / p.rows) as u32, 1, 1);
-    let launch = Launch::new::<T>(&[p.rows, p.block], grid, ffi_util::compile_options(p.occupancy, p.warps));
-    let (m, n, sx, sy) = (p.m, p.n, p.stride_x, p.stride_y);
+    let launch = p.row.launch::<T>(p.row.row_tiles() as u32);
+    let RowPlan { m, n, stride_x: sx, stride_y: sy, .. } = p.row;
     // SAFETY: plan() checked shapes, strides and dtypes against the descriptors; the memory is
     // PyTorch's, alive until the caller's stream has run the kernel (stream-ordered allocator).
     // softmax_row_exact additionally relies on plan()'s `exact_fits`.
     unsafe {
         if p.exact {
             launch.enqueue(device::softmax_row_exact(y_ptr, x_ptr, m, n, sx, sy), stream)
-        } else if p.n <= p.block {
+        } else if n <= p.row.block {
             launch.enqueue(device::softmax_row(y_ptr, x_ptr, m, n, sx, sy), stream)
         } else {
             launch.enqueue(device::softmax_looped(y_ptr, x_ptr, m, n, sx, sy), stream)
@@ -107,30 +93,8 @@ fn launch<T: cutile::cuda_core::DType>(
     }
 }
 
-/// See the file header for the contract. Returns 0 or a negative code (DESIGN.md "C ABI").
-///
-/// # Safety
-/// Each descriptor pointer is null (refused with -5) or points to a live `TensorDesc` for the
-/// whole call, whose `data` is a device allocation on `device_id` matching its shape, strides and
-/// dtype; `stream` is 0 or a live CUDA stream of that device. tilekit.ffi packs its arguments so.
-#[no_mangle]
-pub unsafe extern "C" fn cutile_softmax(
-    out: *const TensorDesc,
-    x: *const TensorDesc,
-    block: i32,
-    rows: i32,
-    occupancy: i32,
-    warps: i32,
-    device_id: i32,
-    stream: u64,
-) -> i32 {
-    ffi_util::guard(KERNEL, || {
-        let (out, x) = unsafe { (desc(out, "out")?, desc(x, "x")?) };
-        let p = plan(out, x, block, rows, occupancy, warps)?;
-        let stream = ffi_util::caller_stream(device_id, stream)?;
-        crate::launch_as!(p.dtype, launch(&p, out, x, &stream))
-    })
-}
+// `cutile_softmax`: the descriptors, then plan(), the caller's stream and launch() (ffi_util::export!).
+crate::export!(cutile_softmax(out, x; block: i32, rows: i32, occupancy: i32, warps: i32));
 
 #[cfg(test)]
 mod tests {
@@ -138,38 +102,10 @@ mod tests {
     //! which needs no GPU) and assembled by tileiras where the toolchain is present, for every
     //! dtype — a DSL mistake fails here, not on the GPU.
     use super::*;
-    use crate::ffi_util::{assert_fails, div_hints, rc, DeviceModule, ALIGNED_PTR};
+    use crate::ffi_util::{assert_fails, rc, test_desc as desc2, DeviceModule, ALIGNED_PTR};
     use cutile::tile_kernel::CompileOptions;
 
     const DEVICE: DeviceModule = DeviceModule { ast: device::__module_ast_self, name: "softmax_device" };
-
-    fn desc2(dtype: DType, shape: &[i64], strides: &[i64]) -> TensorDesc {
-        TensorDesc::from_parts(0x1000, dtype, shape, strides)
-    }
-
-    #[test]
-    fn plan_takes_row_strides_and_defaults() {
-        let x = desc2(DType::F16, &[257, 4097], &[5000, 1]);
-        let y = desc2(DType::F16, &[257, 4097], &[4097, 1]);
-        let p = plan(&y, &x, -1, -1, -1, -1).unwrap();
-        assert_eq!(
-            p,
-            Plan {
-                dtype: DType::F16,
-                m: 257,
-                n: 4097,
-                stride_x: 5000,
-                stride_y: 4097,
-                block: 8192,
-                rows: 1,
-                occupancy: None,
-                warps: None,
-                exact: false
-            }
-        );
-        assert_eq!(plan(&y, &x, 1024, -1, -1, -1).unwrap().rows, 8);
-        assert_eq!(plan(&y, &x, 16384, 2, 4, -1).unwrap().occupancy, Some(4));
-    }
 
     #[test]
     fn defaults_hold_rows_whole_up_to_16k_and_fill_tiles_to_8k_elements() {
@@ -180,9 +116,21 @@ mod tests {
     }
 
     #[test]
+    fn plan_takes_row_strides_and_defaults() {
+        let x = desc2(DType::F16, &[257, 4097], &[5000, 1]);
+        let y = desc2(DType::F16, &[257, 4097], &[4097, 1]);
+        let Plan { dtype, row, exact } = plan(&y, &x, -1, -1, -1, -1).unwrap();
+        assert_eq!((dtype, exact), (DType::F16, false));
+        assert_eq!((row.m, row.n, row.stride_x, row.stride_y), (257, 4097, 5000, 4097));
+        assert_eq!((row.block, row.rows, row.occupancy, row.warps), (8192, 1, None, None));
+        assert_eq!(plan(&y, &x, 1024, -1, -1, -1).unwrap().row.rows, 8);
+        assert_eq!(plan(&y, &x, 16384, 2, 4, -1).unwrap().row.occupancy, Some(4));
+    }
+
+    #[test]
     fn single_row_ignores_its_stride() {
         let x = desc2(DType::F32, &[1, 1000], &[0, 1]);
-        assert_eq!(plan(&x, &x, -1, -1, -1, -1).unwrap().stride_x, 1000);
+        assert_eq!(plan(&x, &x, -1, -1, -1, -1).unwrap().row.stride_x, 1000);
     }
 
     #[test]
@@ -216,8 +164,8 @@ mod tests {
     fn plan_checks_the_occupancy_and_warps_hints() {
         let x = desc2(DType::F32, &[4, 8], &[8, 1]);
         ffi_util::assert_hints_checked(true, |occupancy, warps| plan(&x, &x, -1, -1, occupancy, warps));
-        assert_eq!(plan(&x, &x, -1, -1, -1, 8).unwrap().warps, Some(8));
-        assert_eq!(plan(&x, &x, -1, -1, -1, -1).unwrap().warps, None);
+        assert_eq!(plan(&x, &x, -1, -1, -1, 8).unwrap().row.warps, Some(8));
+        assert_eq!(plan(&x, &x, -1, -1, -1, -1).unwrap().row.warps, None);
     }
 
     #[test]
@@ -242,14 +190,10 @@ mod tests {
             ("softmax_row_exact", "f32", "1", "8192", 65536, 8192),
         ] {
             let ptrs = [("y_ptr", ALIGNED_PTR), ("x_ptr", ALIGNED_PTR)];
-            let hints = div_hints(&ptrs, &[("m", m), ("n", n), ("stride_x", n), ("stride_y", n)]);
+            let ints = [("m", m), ("n", n), ("stride_x", n), ("stride_y", n)];
             let options = CompileOptions::default().occupancy(4);
-            let ir = DEVICE.lower(entry, &[dtype, rows, block], &hints, options, &format!(" for {m}x{n}"));
-            assert_eq!(
-                ir.matches("assume div_by<16>").count(),
-                6,
-                "{entry} for {m}x{n}: hints missing from the IR:\n{ir}"
-            );
+            let what = format!(" for {m}x{n}");
+            DEVICE.assert_div_hints_lower(entry, &[dtype, rows, block], &ptrs, &ints, options, &what);
         }
     }
 
@@ -301,8 +245,7 @@ mod tests {
         ];
         for dtype in ["f32", "f16", "bf16"] {
             for (entry, rows, block) in shapes {
-                let ir = DEVICE.lower(entry, &[dtype, rows, block], &[], CompileOptions::default(), "");
-                assert!(ir.contains("exp2") && ir.contains("reduce"), "{entry}<{dtype}>: IR lacks exp2/reduce:\n{ir}");
+                let ir = DEVICE.assert_lowers(entry, &[dtype, rows, block], &["exp2", "reduce"]);
                 if entry != "softmax_row_exact" {
                     assert!(ir.contains("neg_inf"), "{entry}<{dtype}>: the x partition must pad with -inf:\n{ir}");
                 }

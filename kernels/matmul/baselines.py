@@ -2,7 +2,8 @@
 
     C = A @ B      A (m, k), B (k, n), C (m, n); f16 or bf16 in and out, f32 accumulation
 
-A and B are 2-D, last dim contiguous (row strides may be larger). Entries (a, b) -> c:
+A and B are 2-D, each row-major (last dim contiguous, row strides may be larger) or column-major
+(the .t() of a row-major matrix: an nn.Linear weight as a model passes it). Entries (a, b) -> c:
 ``torch_matmul`` (cuBLAS), ``triton_matmul`` (``tl.dot``) and ``cutile_matmul`` (``ct.mma``), whose
 variants are "128x256x64", "256x128x64", "128x128x64" (one BM x BN tile per program, BK-deep K steps,
 programs in bands of GROUP_M tile rows that share A and B tiles in L2), "persistent" (128x256x64
@@ -29,9 +30,12 @@ def _check_inputs(a: torch.Tensor, b: torch.Tensor) -> None:
     if a.dtype not in DTYPES or b.dtype != a.dtype:
         raise TypeError(f"matmul baseline: a and b must share one dtype of {DTYPES}, got {a.dtype} and {b.dtype}")
     for name, t in (("a", a), ("b", b)):
-        if t.shape[1] > 1 and t.stride(1) != 1:
-            raise ValueError(f"matmul baseline: {name}'s last dim must be contiguous; pass {name}.contiguous()")
-        if t.numel() and (t.shape[0] - 1) * t.stride(0) + t.shape[1] >= 2**31:
+        if t.shape[1] > 1 and t.stride(1) != 1 and t.shape[0] > 1 and t.stride(0) != 1:
+            raise ValueError(
+                f"matmul baseline: {name} must be contiguous in its last dim or its first (the .t() of a "
+                f"row-major matrix); pass {name}.contiguous()"
+            )
+        if t.numel() and (t.shape[0] - 1) * t.stride(0) + (t.shape[1] - 1) * t.stride(1) + 1 >= 2**31:
             raise ValueError(f"matmul baseline: {name} spans >= 2^31 elements; the kernels index with int32")
     if a.device != b.device:
         raise ValueError(f"matmul baseline: a is on {a.device} but b on {b.device}")
@@ -97,7 +101,9 @@ if triton is not None:
         N,
         K,
         stride_am,
+        stride_ak,
         stride_bk,
+        stride_bn,
         stride_cm,
         tile_id,
         BM: tl.constexpr,
@@ -120,8 +126,10 @@ if triton is not None:
         rm = (pid_m * BM + tl.arange(0, BM)) % M
         rn = (pid_n * BN + tl.arange(0, BN)) % N
         rk = tl.arange(0, BK)
-        a_ptrs = a_ptr + rm[:, None] * stride_am + rk[None, :]
-        b_ptrs = b_ptr + rk[:, None] * stride_bk + rn[None, :]
+        # Any strides: Triton specializes a stride of 1, so row-major operands load as before and a
+        # column-major one (x @ W.t()) is read in place along its contiguous dim.
+        a_ptrs = a_ptr + rm[:, None] * stride_am + rk[None, :] * stride_ak
+        b_ptrs = b_ptr + rk[:, None] * stride_bk + rn[None, :] * stride_bn
         acc = tl.zeros((BM, BN), dtype=tl.float32)
         for kt in range(0, tl.cdiv(K, BK)):
             if EVEN_K:
@@ -132,7 +140,7 @@ if triton is not None:
                 a = tl.load(a_ptrs, mask=rk[None, :] < left, other=0.0)
                 b = tl.load(b_ptrs, mask=rk[:, None] < left, other=0.0)
             acc = tl.dot(a, b, acc)
-            a_ptrs += BK
+            a_ptrs += BK * stride_ak
             b_ptrs += BK * stride_bk
         cm = pid_m * BM + tl.arange(0, BM)
         cn = pid_n * BN + tl.arange(0, BN)
@@ -151,7 +159,9 @@ if triton is not None:
         N,
         K,
         stride_am,
+        stride_ak,
         stride_bk,
+        stride_bn,
         stride_cm,
         BM: tl.constexpr,
         BN: tl.constexpr,
@@ -161,7 +171,23 @@ if triton is not None:
     ):
         """One output tile per program."""
         _triton_tile(
-            a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, stride_cm, tl.program_id(0), BM, BN, BK, GROUP, EVEN_K
+            a_ptr,
+            b_ptr,
+            c_ptr,
+            M,
+            N,
+            K,
+            stride_am,
+            stride_ak,
+            stride_bk,
+            stride_bn,
+            stride_cm,
+            tl.program_id(0),
+            BM,
+            BN,
+            BK,
+            GROUP,
+            EVEN_K,
         )
 
     @triton.jit
@@ -173,7 +199,9 @@ if triton is not None:
         N,
         K,
         stride_am,
+        stride_ak,
         stride_bk,
+        stride_bn,
         stride_cm,
         BM: tl.constexpr,
         BN: tl.constexpr,
@@ -185,7 +213,23 @@ if triton is not None:
         num_tiles = tl.cdiv(M, BM) * tl.cdiv(N, BN)
         for tile_id in range(tl.program_id(0), num_tiles, tl.num_programs(0)):
             _triton_tile(
-                a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, stride_cm, tile_id, BM, BN, BK, GROUP, EVEN_K
+                a_ptr,
+                b_ptr,
+                c_ptr,
+                M,
+                N,
+                K,
+                stride_am,
+                stride_ak,
+                stride_bk,
+                stride_bn,
+                stride_cm,
+                tile_id,
+                BM,
+                BN,
+                BK,
+                GROUP,
+                EVEN_K,
             )
 
     _triton_autotuned = triton.autotune(
@@ -205,7 +249,7 @@ def triton_matmul(a: torch.Tensor, b: torch.Tensor, *, variant: str = "auto") ->
     if not launch:
         return c
     (m, k), n = a.shape, b.shape[1]
-    args = (a, b, c, m, n, k, a.stride(0), b.stride(0), c.stride(0))
+    args = (a, b, c, m, n, k, *a.stride(), *b.stride(), c.stride(0))
     cfg = triton_config(m, n, k, bs.num_sms(a), variant, on_gpu=a.is_cuda)
     if cfg is None:
         _triton_autotuned[lambda meta: (bs.cdiv(m, meta["BM"]) * bs.cdiv(n, meta["BN"]),)](*args, GROUP=GROUP_M)
@@ -236,6 +280,7 @@ if ct is not None:
     # Tiles past the array edge read as zero, so a ragged last K step adds nothing; stores past
     # the edge are dropped by cuTile.
     _ZERO = ct.PaddingMode.ZERO
+    K = ct.Constant[int]
 
     def _cutile_band_coords(tile_id, tiles_m, tiles_n, GROUP):
         band = GROUP * tiles_n
@@ -243,58 +288,66 @@ if ct is not None:
         rows = ct.minimum(tiles_m - first_m, GROUP)
         return first_m + (tile_id % band) % rows, (tile_id % band) // rows
 
-    def _cutile_tile(A, B, C, bid_m, bid_n, BM, BN, BK):
+    def _cutile_load(X, index, shape, TRANS):
+        """A tile of an operand as stored: a column-major one (TRANS) is the row-major matrix it is the
+        .t() of, read with its axes swapped (order=(1, 0)); zeros past the edge."""
+        if TRANS:
+            return ct.load(X, index=index, shape=shape, order=(1, 0), padding_mode=_ZERO)
+        return ct.load(X, index=index, shape=shape, padding_mode=_ZERO)
+
+    def _cutile_tile(A, B, C, bid_m, bid_n, BM, BN, BK, TRANS_A, TRANS_B):
         acc = ct.full((BM, BN), 0.0, dtype=ct.float32)
-        for kt in range(ct.num_tiles(A, axis=1, shape=(BM, BK))):
-            a = ct.load(A, index=(bid_m, kt), shape=(BM, BK), padding_mode=_ZERO)
-            b = ct.load(B, index=(kt, bid_n), shape=(BK, BN), padding_mode=_ZERO)
+        for kt in range(ct.cdiv(A.shape[0] if TRANS_A else A.shape[1], BK)):
+            a = _cutile_load(A, (bid_m, kt), (BM, BK), TRANS_A)
+            b = _cutile_load(B, (kt, bid_n), (BK, BN), TRANS_B)
             acc = ct.mma(a, b, acc)
         ct.store(C, index=(bid_m, bid_n), tile=ct.astype(acc, C.dtype))
 
     @ct.kernel
-    def _cutile_tiles_kernel(
-        A, B, C, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.Constant[int], GROUP: ct.Constant[int]
-    ):
+    def _cutile_tiles_kernel(A, B, C, BM: K, BN: K, BK: K, GROUP: K, TRANS_A: K, TRANS_B: K):
         """One output tile per block, grouped order."""
-        tiles_m = ct.cdiv(A.shape[0], BM)
-        tiles_n = ct.cdiv(B.shape[1], BN)
+        tiles_m, tiles_n = ct.cdiv(C.shape[0], BM), ct.cdiv(C.shape[1], BN)
         bid_m, bid_n = _cutile_band_coords(ct.bid(0), tiles_m, tiles_n, GROUP)
-        _cutile_tile(A, B, C, bid_m, bid_n, BM, BN, BK)
+        _cutile_tile(A, B, C, bid_m, bid_n, BM, BN, BK, TRANS_A, TRANS_B)
 
     @ct.kernel
-    def _cutile_persistent_kernel(
-        A, B, C, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.Constant[int], GROUP: ct.Constant[int]
-    ):
+    def _cutile_persistent_kernel(A, B, C, BM: K, BN: K, BK: K, GROUP: K, TRANS_A: K, TRANS_B: K):
         """Static persistent: the blocks walk the output tiles with a grid stride."""
-        tiles_m = ct.cdiv(A.shape[0], BM)
-        tiles_n = ct.cdiv(B.shape[1], BN)
+        tiles_m, tiles_n = ct.cdiv(C.shape[0], BM), ct.cdiv(C.shape[1], BN)
         for tile_id in range(ct.bid(0), tiles_m * tiles_n, ct.num_blocks(0)):
             bid_m, bid_n = _cutile_band_coords(tile_id, tiles_m, tiles_n, GROUP)
-            _cutile_tile(A, B, C, bid_m, bid_n, BM, BN, BK)
+            _cutile_tile(A, B, C, bid_m, bid_n, BM, BN, BK, TRANS_A, TRANS_B)
 
 
 _CUTILE_TUNED: dict = {}  # (m, n, k, dtype, device) -> ((bm, bn, bk, ctas), kernel with its hints)
+
+
+def _stored(a: torch.Tensor, b: torch.Tensor) -> tuple[tuple, tuple]:
+    """((A, B) as stored, (TRANS_A, TRANS_B)): a column-major operand as the row-major .t() it is."""
+    trans = tuple(int(t.shape[1] > 1 and t.stride(1) != 1) for t in (a, b))
+    return tuple(t.t() if tr else t for t, tr in zip((a, b), trans)), trans
 
 
 def _cutile_autotuned(stream, a, b, c):
     from cuda.tile.tune import exhaustive_search
 
     (m, k), n = a.shape, b.shape[1]
-    key = (m, n, k, a.dtype, str(a.device))
+    stored, trans = _stored(a, b)
+    key = (m, n, k, a.dtype, str(a.device), trans)
     if key not in _CUTILE_TUNED:
         result = exhaustive_search(
             list(CUTILE_AUTOTUNE),
             stream,
             lambda cfg: (bs.cdiv(m, cfg[0]) * bs.cdiv(n, cfg[1]), 1, 1),
             _cutile_tiles_kernel,
-            lambda cfg: (a, b, c, cfg[0], cfg[1], cfg[2], GROUP_M),
+            lambda cfg: (*stored, c, cfg[0], cfg[1], cfg[2], GROUP_M, *trans),
             lambda cfg: {"num_ctas": cfg[3]},
             quiet=True,
         )
         best = result.best.config
         _CUTILE_TUNED[key] = (best, _cutile_tiles_kernel.replace_hints(num_ctas=best[3]))
     (bm, bn, bk, _), kernel = _CUTILE_TUNED[key]
-    return kernel, (bs.cdiv(m, bm) * bs.cdiv(n, bn), 1, 1), (a, b, c, bm, bn, bk, GROUP_M)
+    return kernel, (bs.cdiv(m, bm) * bs.cdiv(n, bn), 1, 1), (*stored, c, bm, bn, bk, GROUP_M, *trans)
 
 
 def cutile_matmul(a: torch.Tensor, b: torch.Tensor, *, variant: str = "auto") -> torch.Tensor:
@@ -313,7 +366,8 @@ def cutile_matmul(a: torch.Tensor, b: torch.Tensor, *, variant: str = "auto") ->
         else:
             cfg = cutile_config(a.shape[0], b.shape[1], bs.num_sms(a), variant)
             kernel = _cutile_persistent_kernel if variant == "persistent" else _cutile_tiles_kernel
-            grid, args = (cfg["grid"], 1, 1), (a, b, c, cfg["bm"], cfg["bn"], cfg["bk"], GROUP_M)
+            stored, trans = _stored(a, b)
+            grid, args = (cfg["grid"], 1, 1), (*stored, c, cfg["bm"], cfg["bn"], cfg["bk"], GROUP_M, *trans)
         ct.launch(stream, grid, kernel, args)
     return c
 

@@ -68,14 +68,17 @@ BASELINE_CASES = BaselineCases(
             (65, 40, 70, 80, 48),
         )
         for v in ("auto", *NAMED)
-    ],
+    ]
+    # column-major B (x @ W.t()), and both operands column-major with a ragged K
+    + [(dict(m=65, n=40, k=70, bt=1, dtype="bfloat16"), v, {}) for v in ("auto", "persistent")]
+    + [(dict(m=33, n=17, k=65, at=1, bt=1, dtype="float16"), "128x128x64", {})],
     torch_case=({"m": 33, "n": 17, "k": 65, "lda": 70, "dtype": "bfloat16"}, TOL["bfloat16"]),
     bad_inputs=[
         ((torch.randn(2, 3, 4).half(), torch.randn(4, 2).half()), ValueError, r"a must be \(m, k\)"),
         ((torch.randn(2, 4).half(), torch.randn(5, 2).half()), ValueError, r"b \(k, n\)"),
         ((torch.randn(2, 4), torch.randn(4, 2)), TypeError, "share one dtype"),
         ((torch.randn(2, 4).half(), torch.randn(4, 2).bfloat16()), TypeError, "share one dtype"),
-        ((torch.randn(4, 2).half().t(), torch.randn(4, 2).half()), ValueError, "a's last dim must be contiguous"),
+        ((torch.randn(4, 8).half()[:, ::2], torch.randn(4, 2).half()), ValueError, "a must be contiguous in its last"),
     ],
     plans=[
         # auto is left to autotune on the GPU, and is the big tile off it
@@ -113,10 +116,10 @@ BASELINE_CASES = BaselineCases(
     ],
     triton_ptx_has="mma",  # tensor-core instructions (wgmma on sm_90)
     cutile_kernels=[
-        (kernel, dt, ["A2", "A2", "A2", bm, bn, bk, 8], dt == "bfloat16" and bm == 128)
+        (kernel, dt, ["A2", "A2", "A2", bm, bn, bk, 8, ta, tb], dt == "bfloat16" and bm == 128)
         for dt in ("bfloat16", "float16")
         for kernel in ("_cutile_tiles_kernel", "_cutile_persistent_kernel")
-        for bm, bn, bk in ((128, 256, 64), (64, 64, 32))
+        for bm, bn, bk, ta, tb in ((128, 256, 64, 0, 0), (64, 64, 32, 0, 0), (128, 128, 64, 0, 1), (64, 64, 32, 1, 1))
     ],
     pinned=[
         ("GROUP_M", lambda B: B.GROUP_M, 8, False),

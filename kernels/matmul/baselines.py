@@ -91,28 +91,12 @@ def triton_config(m: int, n: int, k: int, sms: int, variant: str = "auto", *, on
 
 
 if triton is not None:
+    C = tl.constexpr
 
     @triton.jit
-    def _triton_tile(
-        a_ptr,
-        b_ptr,
-        c_ptr,
-        M,
-        N,
-        K,
-        stride_am,
-        stride_ak,
-        stride_bk,
-        stride_bn,
-        stride_cm,
-        tile_id,
-        BM: tl.constexpr,
-        BN: tl.constexpr,
-        BK: tl.constexpr,
-        GROUP: tl.constexpr,
-        EVEN_K: tl.constexpr,
-    ):
-        """Compute and store output tile `tile_id` (grouped order)."""
+    def _triton_tile(a_ptr, b_ptr, c_ptr, M, N, K, strides, tile_id, BM: C, BN: C, BK: C, GROUP: C, EVEN_K: C):
+        """Compute and store output tile `tile_id` (grouped order); strides (am, ak, bk, bn, cm)."""
+        stride_am, stride_ak, stride_bk, stride_bn, stride_cm = strides
         tiles_m = tl.cdiv(M, BM)
         tiles_n = tl.cdiv(N, BN)
         band = GROUP * tiles_n
@@ -168,69 +152,16 @@ if triton is not None:
         BK: tl.constexpr,
         GROUP: tl.constexpr,
         EVEN_K: tl.constexpr,
+        PERSISTENT: tl.constexpr = False,
     ):
-        """One output tile per program."""
-        _triton_tile(
-            a_ptr,
-            b_ptr,
-            c_ptr,
-            M,
-            N,
-            K,
-            stride_am,
-            stride_ak,
-            stride_bk,
-            stride_bn,
-            stride_cm,
-            tl.program_id(0),
-            BM,
-            BN,
-            BK,
-            GROUP,
-            EVEN_K,
-        )
-
-    @triton.jit
-    def _triton_persistent_kernel(
-        a_ptr,
-        b_ptr,
-        c_ptr,
-        M,
-        N,
-        K,
-        stride_am,
-        stride_ak,
-        stride_bk,
-        stride_bn,
-        stride_cm,
-        BM: tl.constexpr,
-        BN: tl.constexpr,
-        BK: tl.constexpr,
-        GROUP: tl.constexpr,
-        EVEN_K: tl.constexpr,
-    ):
-        """A fixed grid walks the output tiles with a grid stride."""
-        num_tiles = tl.cdiv(M, BM) * tl.cdiv(N, BN)
-        for tile_id in range(tl.program_id(0), num_tiles, tl.num_programs(0)):
-            _triton_tile(
-                a_ptr,
-                b_ptr,
-                c_ptr,
-                M,
-                N,
-                K,
-                stride_am,
-                stride_ak,
-                stride_bk,
-                stride_bn,
-                stride_cm,
-                tile_id,
-                BM,
-                BN,
-                BK,
-                GROUP,
-                EVEN_K,
-            )
+        """One output tile per program, or (PERSISTENT) a fixed grid walking the tiles with a grid
+        stride."""
+        strides = (stride_am, stride_ak, stride_bk, stride_bn, stride_cm)
+        if PERSISTENT:
+            for tile_id in range(tl.program_id(0), tl.cdiv(M, BM) * tl.cdiv(N, BN), tl.num_programs(0)):
+                _triton_tile(a_ptr, b_ptr, c_ptr, M, N, K, strides, tile_id, BM, BN, BK, GROUP, EVEN_K)
+        else:
+            _triton_tile(a_ptr, b_ptr, c_ptr, M, N, K, strides, tl.program_id(0), BM, BN, BK, GROUP, EVEN_K)
 
     _triton_autotuned = triton.autotune(
         configs=[
@@ -254,9 +185,13 @@ def triton_matmul(a: torch.Tensor, b: torch.Tensor, *, variant: str = "auto") ->
     if cfg is None:
         _triton_autotuned[lambda meta: (bs.cdiv(m, meta["BM"]) * bs.cdiv(n, meta["BN"]),)](*args, GROUP=GROUP_M)
         return c
-    kernel = _triton_persistent_kernel if cfg["variant"] == "persistent" else _triton_matmul_kernel
     meta = {"BM": cfg["bm"], "BN": cfg["bn"], "BK": cfg["bk"], "EVEN_K": cfg["even_k"]}
-    kernel[(cfg["grid"],)](*args, GROUP=GROUP_M, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], **meta)
+    meta |= {
+        "PERSISTENT": cfg["variant"] == "persistent",
+        "num_warps": cfg["num_warps"],
+        "num_stages": cfg["num_stages"],
+    }
+    _triton_matmul_kernel[(cfg["grid"],)](*args, GROUP=GROUP_M, **meta)
     return c
 
 

@@ -110,9 +110,15 @@ BASELINE_CASES = BaselineCases(
         ("cutile_config", (10, 10, 8, "fastest"), {}, "variant must be one of"),
     ],
     triton_compile=[
-        (kernel, "bf16", dict(BM=128, BN=256, BK=64, GROUP=8, EVEN_K=even_k), dict(num_warps=8, num_stages=3))
-        for kernel in ("_triton_matmul_kernel", "_triton_persistent_kernel")
+        (
+            "_triton_matmul_kernel",
+            "bf16",
+            dict(BM=128, BN=256, BK=64, GROUP=8, EVEN_K=even_k, PERSISTENT=persistent),
+            opts,
+        )
+        for persistent in (False, True)
         for even_k in (True, False)
+        for opts in [dict(num_warps=8, num_stages=3)]
     ],
     triton_ptx_has="mma",  # tensor-core instructions (wgmma on sm_90)
     cutile_kernels=[

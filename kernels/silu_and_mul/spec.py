@@ -78,9 +78,11 @@ SPEC = KernelSpec(
     # 37 rows: partial row tiles for every rows > 1; H = 1000 one padded tile, H = 14336 seven tiles
     # of 2048 (or fourteen of 1024: whole tiles, so the one-row variants take the unmasked entry),
     # H = 4097 a 1-element last tile; 64 x 4096 with padded rows: every variant unmasked.
-    # "default" (ffi.rs's tile) is checked there too.
+    # "default" (ffi.rs's tile) is checked there too. The partial tiles run the masked pointer-tile
+    # entry; H = 11008 (8-element multiple) its predicated 16-byte form.
     variant_shapes=[
         {"m": 37, "h": 1000, "dtype": "float16"},
+        {"m": 64, "h": 11008, "dtype": "bfloat16"},
         {"m": 19, "h": 14336, "dtype": "bfloat16"},
         {"m": 37, "h": 4097, "dtype": "float32"},
         {"m": 64, "h": 4096, "dtype": "float16", "row_stride": 8200},

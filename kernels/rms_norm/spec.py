@@ -59,7 +59,12 @@ SPEC = KernelSpec(
     reference=reference,
     bytes_moved=bytes_moved,
     out_shape=lambda cfg: (cfg["m"], cfg["n"]),
-    variant_shapes=[{"m": 37, "n": 1000, "dtype": "float16"}, {"m": 19, "n": 8195, "dtype": "bfloat16"}],
+    # partial tiles (the masked pointer-tile entries); n = 11008 their predicated 16-byte form
+    variant_shapes=[
+        {"m": 37, "n": 1000, "dtype": "float16"},
+        {"m": 19, "n": 8195, "dtype": "bfloat16"},
+        {"m": 64, "n": 11008, "dtype": "bfloat16"},
+    ],
     autotune_edges=[{"m": m, "n": n} for m, n in [(1000, 1), (4097, 4097), (1000, 11008), (3, 151936), (5, 16385)]],
     bad_inputs={
         "dtype_mix": BadInput(

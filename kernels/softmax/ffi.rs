@@ -32,6 +32,17 @@ pub struct Plan {
     pub row: RowPlan,
     /// n == block, whole row tiles and i32 offsets: `softmax_row_exact` (unmasked) runs.
     pub exact: bool,
+    /// n <= block but not exact, and i32 offsets of the padded tile: `softmax_row_masked` runs.
+    pub masked: bool,
+}
+
+/// Whether `softmax_row_masked` may run: the row fits one tile that does not divide (m, n)
+/// exactly, and every element offset of the padded tiles fits i32.
+pub fn masked_fits(m: i32, n: i32, rows: i32, block: i32, stride_x: i32, stride_y: i32) -> bool {
+    n <= block
+        && !exact_fits(m, n, rows, block, stride_x, stride_y)
+        && ffi_util::masked_offsets_fit(m, n, rows, block, stride_x)
+        && ffi_util::masked_offsets_fit(m, n, rows, block, stride_y)
 }
 
 /// Whether `softmax_row_exact` may run: the row is exactly one tile wide, m is a multiple of
@@ -72,7 +83,8 @@ pub fn plan(out: &TensorDesc, x: &TensorDesc, block: i32, rows: i32, occupancy: 
         ffi_util::row_stride(out, n, "out", format_args!("n={n}"))?,
     );
     let exact = exact_fits(m, n, rows, block, stride_x, stride_y);
-    Ok(Plan { dtype, row: RowPlan { block, rows, occupancy, warps, m, n, stride_x, stride_y }, exact })
+    let masked = masked_fits(m, n, rows, block, stride_x, stride_y);
+    Ok(Plan { dtype, row: RowPlan { block, rows, occupancy, warps, m, n, stride_x, stride_y }, exact, masked })
 }
 
 fn launch<T: Element>(p: &Plan, out: &TensorDesc, x: &TensorDesc, stream: &Arc<Stream>) -> FfiResult<()> {
@@ -81,10 +93,13 @@ fn launch<T: Element>(p: &Plan, out: &TensorDesc, x: &TensorDesc, stream: &Arc<S
     let RowPlan { m, n, stride_x: sx, stride_y: sy, .. } = p.row;
     // SAFETY: plan() checked shapes, strides and dtypes against the descriptors; the memory is
     // PyTorch's, alive until the caller's stream has run the kernel (stream-ordered allocator).
-    // softmax_row_exact additionally relies on plan()'s `exact_fits`.
+    // softmax_row_exact and softmax_row_masked additionally rely on plan()'s `exact_fits` and
+    // `masked_fits` (i32 offsets).
     unsafe {
         if p.exact {
             launch.enqueue(device::softmax_row_exact(y_ptr, x_ptr, m, n, sx, sy), stream)
+        } else if p.masked {
+            launch.enqueue(device::softmax_row_masked(y_ptr, x_ptr, m, n, sx, sy), stream)
         } else if n <= p.row.block {
             launch.enqueue(device::softmax_row(y_ptr, x_ptr, m, n, sx, sy), stream)
         } else {
@@ -119,8 +134,8 @@ mod tests {
     fn plan_takes_row_strides_and_defaults() {
         let x = desc2(DType::F16, &[257, 4097], &[5000, 1]);
         let y = desc2(DType::F16, &[257, 4097], &[4097, 1]);
-        let Plan { dtype, row, exact } = plan(&y, &x, -1, -1, -1, -1).unwrap();
-        assert_eq!((dtype, exact), (DType::F16, false));
+        let Plan { dtype, row, exact, masked } = plan(&y, &x, -1, -1, -1, -1).unwrap();
+        assert_eq!((dtype, exact, masked), (DType::F16, false, true));
         assert_eq!((row.m, row.n, row.stride_x, row.stride_y), (257, 4097, 5000, 4097));
         assert_eq!((row.block, row.rows, row.occupancy, row.warps), (8192, 1, None, None));
         assert_eq!(plan(&y, &x, 1024, -1, -1, -1).unwrap().row.rows, 8);
@@ -188,6 +203,13 @@ mod tests {
             ("softmax_row_exact", "f16", "4", "1024", 65536, 1024),
             ("softmax_row_exact", "f16", "2", "4096", 65536, 4096),
             ("softmax_row_exact", "f32", "1", "8192", 65536, 8192),
+            // n the tile does not divide (issue 13): the masked entry (predicated 16-byte loads
+            // where n divides by 8, 2-byte ones at n = 4097) and the padded one, for the SASS.
+            ("softmax_row", "f16", "1", "16384", 4096, 11008),
+            ("softmax_row_masked", "f16", "1", "16384", 4096, 11008),
+            ("softmax_row_masked", "f16", "1", "16384", 4096, 13824),
+            ("softmax_row", "f16", "1", "8192", 4096, 4097),
+            ("softmax_row_masked", "f16", "1", "8192", 4096, 4097),
         ] {
             let ptrs = [("y_ptr", ALIGNED_PTR), ("x_ptr", ALIGNED_PTR)];
             let ints = [("m", m), ("n", n), ("stride_x", n), ("stride_y", n)];
@@ -195,6 +217,18 @@ mod tests {
             let what = format!(" for {m}x{n}");
             DEVICE.assert_div_hints_lower(entry, &[dtype, rows, block], &ptrs, &ints, options, &what);
         }
+    }
+
+    #[test]
+    fn masked_entry_for_other_whole_row_tiles_with_i32_offsets() {
+        assert!(masked_fits(4096, 11008, 1, 16384, 11008, 11008)); // padded columns
+        assert!(masked_fits(65535, 1024, 4, 1024, 1024, 1024)); // partial row tile
+        assert!(!masked_fits(65536, 1024, 4, 1024, 1024, 1024)); // exact
+        assert!(!masked_fits(4096, 18944, 1, 4096, 18944, 18944)); // looped
+        assert!(!masked_fits(131073, 16383, 1, 16384, 16384, 16384)); // rows span 2^31 elements
+        let x = desc2(DType::F16, &[64, 1000], &[1000, 1]);
+        let p = plan(&x, &x, 1024, 4, 8, -1).unwrap();
+        assert!(p.masked && !p.exact);
     }
 
     #[test]
@@ -242,11 +276,16 @@ mod tests {
             ("softmax_row_exact", "4", "1024"),
             ("softmax_row_exact", "2", "4096"),
             ("softmax_row_exact", "1", "8192"),
+            ("softmax_row_masked", "1", "16"),
+            ("softmax_row_masked", "8", "1024"),
+            ("softmax_row_masked", "1", "16384"),
         ];
         for dtype in ["f32", "f16", "bf16"] {
             for (entry, rows, block) in shapes {
                 let ir = DEVICE.assert_lowers(entry, &[dtype, rows, block], &["exp2", "reduce"]);
-                if entry != "softmax_row_exact" {
+                if entry == "softmax_row_masked" {
+                    assert!(ir.contains("select"), "{entry}<{dtype}>: masked lanes must be set to -inf:\n{ir}");
+                } else if entry != "softmax_row_exact" {
                     assert!(ir.contains("neg_inf"), "{entry}<{dtype}>: the x partition must pad with -inf:\n{ir}");
                 }
             }

@@ -22,6 +22,9 @@
 //!     exponentiates, scales and stores.
 //!   * `softmax_row_exact` — n == BLOCK and m % ROWS == 0 (and i32 offsets): `softmax_row` with
 //!     unmasked pointer-tile loads and stores (no per-lane bounds branches).
+//!   * `softmax_row_masked` — n <= BLOCK otherwise (n = 11008, 4097, partial row tiles), i32
+//!     offsets of the padded tile: pointer tiles with a mask of the lanes inside (m, n), masked
+//!     lanes set to -inf after the load; tileiras predicates each access instead of branching.
 //!
 //! The host side (ffi.rs) picks the entry from n, m and the variant's BLOCK and ROWS.
 //! The module name is unique across kernels: the JIT keys its kernel cache by module and entry.
@@ -30,7 +33,7 @@
 //! per-access checks would only cost instructions.
 #[cutile::module]
 pub mod softmax_device {
-    use crate::device_util::views::{strided_view, tile_pointers};
+    use crate::device_util::views::{strided_view, tile_mask, tile_pointers};
     use cutile::core::*;
 
     /// 1 / sum per row, one exact reciprocal per row (then a multiply per element), broadcast over
@@ -172,5 +175,39 @@ pub mod softmax_device {
         let y: Tile<T, { [ROWS, BLOCK] }> = softmax_rows::<T, ROWS, BLOCK>(x);
         let _y_tok: Token =
             unsafe { store_ptr_tko(y_ptrs, y, ordering::Weak, None::<scope::TileBlock>, None, None, Latency::<3>) };
+    }
+
+    /// `softmax_row` for tiles that do not divide (m, n) whose padded tile's element offsets fit
+    /// i32 (ffi.rs checks): the row block is addressed as a pointer tile and loaded and stored with
+    /// a mask of the lanes inside (m, n), which tileiras lowers to predicated accesses issued back
+    /// to back (16-byte ones where n and the strides divide by 8 elements), not the padded
+    /// partition's branch per access. Masked lanes read -inf: they neither raise the max nor add
+    /// to the sum.
+    #[cutile::entry(unchecked_accesses = true)]
+    unsafe fn softmax_row_masked<T: ElementType, const ROWS: i32, const BLOCK: i32>(
+        y_ptr: *mut T,
+        x_ptr: *mut T,
+        m: i32,
+        n: i32,
+        stride_x: i32,
+        stride_y: i32,
+    ) {
+        let row0: i32 = get_tile_block_id().0 * ROWS;
+        let x_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
+            tile_pointers::<T, ROWS, BLOCK>(x_ptr, row0 * stride_x, stride_x);
+        let y_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
+            tile_pointers::<T, ROWS, BLOCK>(y_ptr, row0 * stride_y, stride_y);
+        let mask: Tile<bool, { [ROWS, BLOCK] }> = tile_mask::<ROWS, BLOCK>(row0, 0i32, m, n);
+
+        let (x_raw, _x_tok): (Tile<T, { [ROWS, BLOCK] }>, Token) = unsafe {
+            load_ptr_tko(x_ptrs, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, None, Latency::<3>)
+        };
+        let x_in: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(x_raw);
+        let neg_inf: Tile<f32, { [ROWS, BLOCK] }> = constant(f32::NEG_INFINITY, shape![ROWS, BLOCK]);
+        let x: Tile<f32, { [ROWS, BLOCK] }> = select(mask, x_in, neg_inf);
+        let y: Tile<T, { [ROWS, BLOCK] }> = softmax_rows::<T, ROWS, BLOCK>(x);
+        let _y_tok: Token = unsafe {
+            store_ptr_tko(y_ptrs, y, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, Latency::<3>)
+        };
     }
 }

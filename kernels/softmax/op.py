@@ -19,25 +19,27 @@ from tilekit import autotune, checks, ffi
 CDEF = """
 int32_t cutile_softmax(const TensorDesc* out, const TensorDesc* x,
                        int32_t block, int32_t rows, int32_t occupancy, int32_t warps,
-                       int32_t device_id, uint64_t stream);
+                       int32_t chunk, int32_t device_id, uint64_t stream);
 """
 
 DTYPES = ("float16", "bfloat16", "float32")
 DEFAULT_VARIANT = {"block": -1, "rows": -1, "occupancy": -1}  # ffi.rs picks
 
 
-def export_args(block: int, rows: int, occupancy: int, warps: int = -1) -> tuple[int, ...]:
-    """A variant's arguments of the export, (block, rows, occupancy, warps). Pure, so the CPU tests
-    check `variants` through exactly what launch passes."""
-    return int(block), int(rows), int(occupancy), int(warps)
+def export_args(block: int, rows: int, occupancy: int, warps: int = -1, chunk: int = -1) -> tuple[int, ...]:
+    """A variant's arguments of the export, (block, rows, occupancy, warps, chunk); chunk > 0 splits
+    rows into chunk-column pieces (ffi.rs `SplitPlan`), -1 lets ffi.rs decide. Pure, so the CPU
+    tests check `variants` through exactly what launch passes."""
+    return int(block), int(rows), int(occupancy), int(warps), int(chunk)
 
 
-def launch(x2: torch.Tensor, y2: torch.Tensor, block: int, rows: int, occupancy: int, warps: int = -1) -> None:
+def launch(x2: torch.Tensor, y2: torch.Tensor, block: int, rows: int, occupancy: int, warps: int = -1, chunk: int = -1):
     """One call of the export on 2-D views with one variant; raises ffi.KernelError on a non-zero code."""
     device_id, stream = ffi.stream_args(x2)
     lib = ffi.library()
     d_out, d_x = lib.pack(y2), lib.pack(x2)
-    lib.call("softmax", "cutile_softmax", d_out, d_x, *export_args(block, rows, occupancy, warps), device_id, stream)
+    args = export_args(block, rows, occupancy, warps, chunk)
+    lib.call("softmax", "cutile_softmax", d_out, d_x, *args, device_id, stream)
 
 
 def softmax(x: torch.Tensor, *, variant: str | dict = "auto", out: torch.Tensor | None = None) -> torch.Tensor:
@@ -72,6 +74,9 @@ def softmax(x: torch.Tensor, *, variant: str | dict = "auto", out: torch.Tensor 
 
 MAX_ROW_BLOCK = 16384  # widest row a candidate holds whole in one tile (ffi.rs MAX_DEFAULT_ROW_BLOCK)
 MAX_ROWS = 64  # ffi.rs accepts 1..=64 rows per tile block
+# The split form for n > MAX_ROW_BLOCK (ffi.rs `SplitPlan`: several tile blocks per row; issue 13,
+# not yet swept): (block, rows, occupancy, chunk columns).
+SPLIT_SHAPES = [(4096, 1, 8, 8192), (4096, 1, 4, 4096), (8192, 1, 4, 8192), (2048, 1, 8, 8192)]
 
 
 def tune_key(dtype: str, m: int, n: int) -> dict:
@@ -92,8 +97,9 @@ def variants(m: int, n: int) -> list[dict]:
     whole: ~8K-element tiles at occupancy 4 with 8 worker warps and without, one row at occupancy
     3 and 4; n > 8192 also the looped online form (x read twice, mostly from L2; three exps per
     element) with 4096- or 2048-wide column tiles of 8K elements, and for n > 16384 also 8192 x 1
-    and 4096 x 4, at occupancy 4. The unmasked entry (rows exactly one tile wide) kept the same
-    candidates: the padded entry still needs them for other n.
+    and 4096 x 4, at occupancy 4, then the split form (SPLIT_SHAPES, with a "chunk" knob). The
+    unmasked entry (rows exactly one tile wide) kept the same candidates: the padded entry still
+    needs them for other n.
 
     >>> def table(m, n): return [(v["block"], v["rows"], v["occupancy"], v.get("warps")) for v in variants(m, n)]
     >>> table(65536, 1024)
@@ -104,8 +110,10 @@ def variants(m: int, n: int) -> list[dict]:
     [(8192, 1, 4, 8), (8192, 1, 4, None), (8192, 1, 3, None)]
     >>> table(4096, 16384)
     [(16384, 1, 4, 8), (16384, 1, 4, None), (16384, 1, 3, None), (4096, 2, 4, None), (2048, 4, 4, None)]
-    >>> table(64, 32768)
+    >>> table(64, 32768)[:4]
     [(4096, 2, 4, None), (2048, 4, 4, None), (8192, 1, 4, None), (4096, 4, 4, None)]
+    >>> [(v["block"], v["rows"], v["occupancy"], v["chunk"]) for v in variants(64, 32768) if "chunk" in v] == SPLIT_SHAPES
+    True
     >>> table(3, 1000)  # rows capped at 4
     [(1024, 4, 8, None), (1024, 2, 8, None), (1024, 4, 4, None)]
     >>> table(1, 1)
@@ -123,4 +131,8 @@ def variants(m: int, n: int) -> list[dict]:
         shapes += [(4096, 2, 4, None), (2048, 4, 4, None)]
     if pow2 > MAX_ROW_BLOCK:
         shapes += [(8192, 1, 4, None), (4096, 4, 4, None)]
-    return autotune.unique({"block": b, "rows": min(r, max_rows), "occupancy": o, "warps": w} for b, r, o, w in shapes)
+    split = [(b, r, o, None, c) for b, r, o, c in SPLIT_SHAPES if pow2 > MAX_ROW_BLOCK]
+    return autotune.unique(
+        {"block": b, "rows": min(r, max_rows), "occupancy": o, "warps": w, "chunk": c}
+        for b, r, o, w, c in [(*s, None) for s in shapes] + split
+    )

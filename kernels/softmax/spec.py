@@ -83,6 +83,8 @@ SPEC = KernelSpec(
         {"m": 7, "n": 8195, "dtype": "float32"},
         {"m": 64, "n": 4096, "dtype": "bfloat16"},
         {"m": 64, "n": 1024, "dtype": "float16", "row_stride": 1040},
+        # vocabulary-like: the split candidates (and the default) take the two-kernel split form
+        {"m": 7, "n": 150001, "dtype": "bfloat16"},
     ],
     autotune_edges=[{"m": m, "n": n} for m, n in [(1000, 1), (4097, 4097), (1000, 11008), (3, 151936), (5, 16385)]],
     max_variants=8,

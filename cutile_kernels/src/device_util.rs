@@ -42,4 +42,25 @@ pub mod views {
         let base: PointerTile<*mut T, { [ROWS, BLOCK] }> = p1.broadcast(tile);
         base.offset_tile(offsets)
     }
+
+    /// The lanes of the ROWS x BLOCK tile whose first element is (row0, col0) that lie inside an
+    /// (m, n) tensor: the mask of a masked pointer-tile load or store (`load_ptr_tko`,
+    /// `store_ptr_tko`) at a ragged edge.
+    pub fn tile_mask<const ROWS: i32, const BLOCK: i32>(
+        row0: i32,
+        col0: i32,
+        m: i32,
+        n: i32,
+    ) -> Tile<bool, { [ROWS, BLOCK] }> {
+        let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
+        let col_ids: Tile<i32, { [BLOCK] }> = iota(shape![BLOCK]);
+        let row_ids: Tile<i32, { [ROWS] }> = iota(shape![ROWS]);
+        let cols: Tile<i32, { [ROWS, BLOCK] }> = col_ids.reshape(shape![1, BLOCK]).broadcast(tile);
+        let rows: Tile<i32, { [ROWS, BLOCK] }> = row_ids.reshape(shape![ROWS, 1]).broadcast(tile);
+        let col_end: Tile<i32, { [ROWS, BLOCK] }> = broadcast_scalar(n - col0, tile);
+        let row_end: Tile<i32, { [ROWS, BLOCK] }> = broadcast_scalar(m - row0, tile);
+        let in_cols: Tile<bool, { [ROWS, BLOCK] }> = lt_tile(cols, col_end);
+        let in_rows: Tile<bool, { [ROWS, BLOCK] }> = lt_tile(rows, row_end);
+        andi(in_cols, in_rows)
+    }
 }

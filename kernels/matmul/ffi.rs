@@ -339,7 +339,12 @@ mod tests {
         let cases = [
             (c, a, desc2(DType::F16, 0x2000, &[9, 16], &[16, 1]), "inner dims"),
             (desc2(DType::F16, 0x3000, &[4, 17], &[17, 1]), a, b, "(m, n) = (4, 16)"),
-            (c, desc2(DType::F16, 0x1000, &[4, 8], &[16, 2]), b, "`a` must be contiguous in its last dim (row-major) or"),
+            (
+                c,
+                desc2(DType::F16, 0x1000, &[4, 8], &[16, 2]),
+                b,
+                "`a` must be contiguous in its last dim (row-major) or",
+            ),
             (c, desc2(DType::F16, 0x1000, &[4, 8], &[1, 3]), b, "column stride 3 < its 4 rows"),
             (desc2(DType::F16, 0x3000, &[4, 16], &[1, 4]), a, b, "`c` must be contiguous in its last dim"),
             (c, desc2(DType::F16, 0x1000, &[4, 8], &[4, 1]), b, "overlap"),

@@ -30,6 +30,18 @@ pub struct Plan {
     pub eps: f32,
     /// Some(grid): the persistent kernel on min(grid, row tiles) tile blocks.
     pub programs: Option<i32>,
+    /// Not persistent, a tile that does not divide (m, n), and i32 offsets of the padded tiles:
+    /// the masked pointer-tile entries (`rms_norm_row_masked`, `rms_norm_looped_masked`) run.
+    pub masked: bool,
+}
+
+/// Whether the masked pointer-tile entries run: the tile leaves a partial tile (where the
+/// zero-padded partition loads guard each access in its own branch, NOTES.md) and every offset of
+/// the padded tiles of x and y fits i32. Shapes the tile divides keep the partition entries.
+pub fn masked_fits(m: i32, n: i32, rows: i32, block: i32, stride_x: i32, stride_y: i32) -> bool {
+    (n % block != 0 || m % rows != 0)
+        && ffi_util::masked_offsets_fit(m, n, rows, block, stride_x)
+        && ffi_util::masked_offsets_fit(m, n, rows, block, stride_y)
 }
 
 /// Default variant, from the H200 sweep that shaped spec.py's autotune space: tiles of ~8K
@@ -85,8 +97,9 @@ pub fn plan(
     };
     let stride_x = ffi_util::row_stride(x, n, "x", format_args!("n={n}"))?;
     let stride_y = ffi_util::row_stride(out, n, "out", format_args!("n={n}"))?;
+    let masked = programs.is_none() && masked_fits(m, n, rows, block, stride_x, stride_y);
     let row = RowPlan { block, rows, occupancy, warps: None, m, n, stride_x, stride_y };
-    Ok(Plan { dtype, row, eps, programs })
+    Ok(Plan { dtype, row, eps, programs, masked })
 }
 
 fn launch<T: Element>(
@@ -104,9 +117,14 @@ fn launch<T: Element>(
     let eps = p.eps;
     // SAFETY: plan() checked shapes, strides and dtypes against the descriptors; the memory is
     // PyTorch's, alive until the caller's stream has run the kernel (stream-ordered allocator).
+    // The masked entries additionally rely on plan()'s `masked_fits` (i32 offsets).
     unsafe {
         if p.programs.is_some() {
             launch.enqueue(device::rms_norm_row_persistent(y_ptr, x_ptr, w_ptr, m, n, sx, sy, eps), stream)
+        } else if p.masked && n <= p.row.block {
+            launch.enqueue(device::rms_norm_row_masked(y_ptr, x_ptr, w_ptr, m, n, sx, sy, eps), stream)
+        } else if p.masked {
+            launch.enqueue(device::rms_norm_looped_masked(y_ptr, x_ptr, w_ptr, m, n, sx, sy, eps), stream)
         } else if n <= p.row.block {
             launch.enqueue(device::rms_norm_row(y_ptr, x_ptr, w_ptr, m, n, sx, sy, eps), stream)
         } else {
@@ -133,8 +151,8 @@ mod tests {
         let x = desc2(DType::F16, &[257, 4097], &[5000, 1]);
         let y = desc2(DType::F16, &[257, 4097], &[4097, 1]);
         let w = desc2(DType::F16, &[4097], &[1]);
-        let Plan { dtype, row, eps, programs } = plan(&y, &x, &w, 1e-6, -1, -1, -1, -1).unwrap();
-        assert_eq!((dtype, eps, programs), (DType::F16, 1e-6, None));
+        let Plan { dtype, row, eps, programs, masked } = plan(&y, &x, &w, 1e-6, -1, -1, -1, -1).unwrap();
+        assert_eq!((dtype, eps, programs, masked), (DType::F16, 1e-6, None, true));
         assert_eq!((row.m, row.n, row.stride_x, row.stride_y), (257, 4097, 5000, 4097));
         assert_eq!((row.block, row.rows, row.occupancy, row.warps), (8192, 1, None, None));
         assert_eq!(plan(&y, &x, &w, 1e-6, 1024, -1, -1, -1).unwrap().row.rows, 8);
@@ -185,6 +203,19 @@ mod tests {
         assert_fails(plan(&x, &x, &w, 1e-6, 512, 8, 4, 528), rc::INVALID_ARGUMENT, "needs n=1000 <= block=512");
     }
 
+    #[test]
+    fn masked_entries_only_for_partial_tiles_with_i32_offsets() {
+        assert!(masked_fits(4096, 11008, 1, 16384, 11008, 11008)); // whole row, padded columns
+        assert!(masked_fits(4096, 18944, 2, 4096, 18944, 18944)); // looped, partial last column tile
+        assert!(masked_fits(37, 4096, 2, 4096, 4096, 4096)); // partial row tile
+        assert!(!masked_fits(4096, 4096, 2, 4096, 4096, 4096)); // whole tiles: partition entries
+        assert!(!masked_fits(131072, 16385, 1, 32768, 16385, 16385)); // x spans 2^31 elements
+        let x = desc2(DType::F16, &[100, 1000], &[1000, 1]);
+        let w = desc2(DType::F16, &[1000], &[1]);
+        assert!(plan(&x, &x, &w, 1e-6, 1024, 8, 4, -1).unwrap().masked);
+        assert!(!plan(&x, &x, &w, 1e-6, 1024, 8, 4, 528).unwrap().masked); // persistent
+    }
+
     /// The specializations the H200's autotune picked for the f16 perf configs, compiled as the
     /// launcher compiles them at run time: every pointer and integer argument carries its
     /// divisibility (16-byte-aligned pointers, sizes and strides divisible by 16), so tileiras can
@@ -195,6 +226,17 @@ mod tests {
             ("rms_norm_row", "8", "1024", 262144, 1024, 4),
             ("rms_norm_row", "2", "4096", 262144, 4096, 4),
             ("rms_norm_row_persistent", "1", "16384", 65536, 16384, 4),
+            // n the tile does not divide (issue 13): the masked entries (predicated 16-byte
+            // loads where n divides by 8, 2-byte ones at n = 4097), and the partition entries
+            // as they ran there before, for the SASS comparison.
+            ("rms_norm_row", "1", "16384", 4096, 11008, 4),
+            ("rms_norm_row_masked", "1", "16384", 4096, 11008, 4),
+            ("rms_norm_row_masked", "1", "16384", 4096, 13824, 4),
+            ("rms_norm_row", "1", "8192", 4096, 4097, 4),
+            ("rms_norm_row_masked", "1", "8192", 4096, 4097, 4),
+            ("rms_norm_looped", "2", "4096", 4096, 11008, 4),
+            ("rms_norm_looped_masked", "2", "4096", 4096, 11008, 4),
+            ("rms_norm_looped_masked", "2", "4096", 4096, 18944, 4),
         ] {
             let ptrs = [("y_ptr", ALIGNED_PTR), ("x_ptr", ALIGNED_PTR), ("w_ptr", ALIGNED_PTR)];
             let ints = [("m", m), ("n", n), ("stride_x", n), ("stride_y", n)];
@@ -213,6 +255,10 @@ mod tests {
                 ("rms_norm_row_persistent", "8", "1024"),
                 ("rms_norm_looped", "1", "4096"),
                 ("rms_norm_looped", "2", "512"),
+                ("rms_norm_row_masked", "1", "1024"),
+                ("rms_norm_row_masked", "4", "256"),
+                ("rms_norm_looped_masked", "1", "4096"),
+                ("rms_norm_looped_masked", "2", "512"),
             ] {
                 DEVICE.assert_lowers(entry, &[dtype, rows, block], &["rsqrt", "reduce"]);
             }

@@ -6,12 +6,16 @@
 //!
 //! Each tile block handles ROWS consecutive rows; columns are read in BLOCK-wide tiles through
 //! zero-padded partitions, and stores outside [m, n] are dropped, so any m and n work (n = 4097
-//! included) without masks. Two shapes of the same computation:
+//! included) without masks. Shapes of the same computation:
 //!   * `rms_norm_row`    — n <= BLOCK: the row block is loaded once and stays in registers.
 //!   * `rms_norm_row_persistent` — the same with a capped grid: each tile block loads w once and
 //!     walks every grid-th row tile.
 //!   * `rms_norm_looped` — n >  BLOCK: pass 1 sums squares over the column tiles, pass 2 re-reads
 //!     them (mostly from L2) to scale and store.
+//!   * `rms_norm_row_masked`, `rms_norm_looped_masked` — the same two for tiles that do not divide
+//!     (m, n) (n = 11008, 4097 ...), through pointer tiles and a mask of the lanes inside (m, n):
+//!     tileiras predicates each access instead of branching around it (ffi.rs runs them where the
+//!     offsets fit i32; silu_and_mul's NOTES.md has the machine code).
 //!
 //! The host side (ffi.rs) picks the entry from n and the variant's BLOCK.
 //! The module name is unique across kernels: the JIT keys its kernel cache by module and entry.
@@ -21,7 +25,7 @@
 //! cost instructions.
 #[cutile::module]
 pub mod rms_norm_device {
-    use crate::device_util::views::strided_view;
+    use crate::device_util::views::{strided_view, tile_mask, tile_pointers};
     use cutile::core::*;
 
     /// x and y as (m, n) views with their row strides, and w as n contiguous elements.
@@ -172,6 +176,111 @@ pub mod rms_norm_device {
             let w: Tile<f32, { [ROWS, BLOCK] }> = weight_tile::<T, ROWS, BLOCK>(&w_part, j);
             let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(x * inv_rms * w);
             y_part.store(y, [rb, j]);
+        }
+    }
+
+    /// The ROWS x BLOCK tile of x (in f32) whose first element is (row0, col0), loaded through a
+    /// pointer tile with a mask: lanes outside (m, n) read 0 and touch no memory.
+    unsafe fn x_tile_masked<T: ElementType, const ROWS: i32, const BLOCK: i32>(
+        x_ptr: *mut T,
+        row0: i32,
+        col0: i32,
+        m: i32,
+        n: i32,
+        stride_x: i32,
+    ) -> Tile<f32, { [ROWS, BLOCK] }> {
+        let ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
+            tile_pointers::<T, ROWS, BLOCK>(x_ptr, row0 * stride_x + col0, stride_x);
+        let mask: Tile<bool, { [ROWS, BLOCK] }> = tile_mask::<ROWS, BLOCK>(row0, col0, m, n);
+        let (raw, _tok): (Tile<T, { [ROWS, BLOCK] }>, Token) =
+            load_ptr_tko(ptrs, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, None, Latency::<3>);
+        let x: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(raw);
+        let zero: Tile<f32, { [ROWS, BLOCK] }> = constant(0.0f32, shape![ROWS, BLOCK]);
+        select(mask, x, zero)
+    }
+
+    /// Columns [col0, col0 + BLOCK) of w, in f32, repeated for each of the ROWS rows; lanes past n
+    /// are masked off (never stored).
+    unsafe fn w_tile_masked<T: ElementType, const ROWS: i32, const BLOCK: i32>(
+        w_ptr: *mut T,
+        col0: i32,
+        n: i32,
+    ) -> Tile<f32, { [ROWS, BLOCK] }> {
+        let ptrs: PointerTile<*mut T, { [1, BLOCK] }> = tile_pointers::<T, 1, BLOCK>(w_ptr, col0, 0i32);
+        let mask: Tile<bool, { [1, BLOCK] }> = tile_mask::<1, BLOCK>(0i32, col0, 1i32, n);
+        let (raw, _tok): (Tile<T, { [1, BLOCK] }>, Token) =
+            load_ptr_tko(ptrs, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, None, Latency::<3>);
+        let w: Tile<f32, { [1, BLOCK] }> = convert_tile(raw);
+        w.broadcast(shape![ROWS, BLOCK])
+    }
+
+    /// Stores y's tile at (row0, col0) through a pointer tile, lanes outside (m, n) masked off.
+    unsafe fn store_y_masked<T: ElementType, const ROWS: i32, const BLOCK: i32>(
+        y_ptr: *mut T,
+        y: Tile<T, { [ROWS, BLOCK] }>,
+        row0: i32,
+        col0: i32,
+        m: i32,
+        n: i32,
+        stride_y: i32,
+    ) {
+        let ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
+            tile_pointers::<T, ROWS, BLOCK>(y_ptr, row0 * stride_y + col0, stride_y);
+        let mask: Tile<bool, { [ROWS, BLOCK] }> = tile_mask::<ROWS, BLOCK>(row0, col0, m, n);
+        let _tok: Token =
+            store_ptr_tko(ptrs, y, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, Latency::<3>);
+    }
+
+    /// `rms_norm_row` through masked pointer tiles (ffi.rs: when every offset fits i32).
+    #[cutile::entry(unchecked_accesses = true)]
+    unsafe fn rms_norm_row_masked<T: ElementType, const ROWS: i32, const BLOCK: i32>(
+        y_ptr: *mut T,
+        x_ptr: *mut T,
+        w_ptr: *mut T,
+        m: i32,
+        n: i32,
+        stride_x: i32,
+        stride_y: i32,
+        eps: f32,
+    ) {
+        let row0: i32 = get_tile_block_id().0 * ROWS;
+        let x: Tile<f32, { [ROWS, BLOCK] }> = x_tile_masked::<T, ROWS, BLOCK>(x_ptr, row0, 0i32, m, n, stride_x);
+        let sum_sq: Tile<f32, { [ROWS] }> = reduce_sum(x * x, 1i32);
+        let inv_rms: Tile<f32, { [ROWS, BLOCK] }> = inv_rms_of::<ROWS, BLOCK>(sum_sq, n, eps);
+        let w: Tile<f32, { [ROWS, BLOCK] }> = w_tile_masked::<T, ROWS, BLOCK>(w_ptr, 0i32, n);
+        let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(x * inv_rms * w);
+        store_y_masked::<T, ROWS, BLOCK>(y_ptr, y, row0, 0i32, m, n, stride_y);
+    }
+
+    /// `rms_norm_looped` through masked pointer tiles (ffi.rs: when every offset fits i32).
+    #[cutile::entry(unchecked_accesses = true)]
+    unsafe fn rms_norm_looped_masked<T: ElementType, const ROWS: i32, const BLOCK: i32>(
+        y_ptr: *mut T,
+        x_ptr: *mut T,
+        w_ptr: *mut T,
+        m: i32,
+        n: i32,
+        stride_x: i32,
+        stride_y: i32,
+        eps: f32,
+    ) {
+        let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
+        let col_tiles: i32 = (n + BLOCK - 1) / BLOCK;
+        let row0: i32 = get_tile_block_id().0 * ROWS;
+        let mut acc: Tile<f32, { [ROWS, BLOCK] }> = constant(0.0f32, tile);
+        for j in 0i32..col_tiles {
+            let x: Tile<f32, { [ROWS, BLOCK] }> =
+                x_tile_masked::<T, ROWS, BLOCK>(x_ptr, row0, j * BLOCK, m, n, stride_x);
+            acc = acc + x * x;
+        }
+        let sum_sq: Tile<f32, { [ROWS] }> = reduce_sum(acc, 1i32);
+        let inv_rms: Tile<f32, { [ROWS, BLOCK] }> = inv_rms_of::<ROWS, BLOCK>(sum_sq, n, eps);
+        for j in 0i32..col_tiles {
+            let x: Tile<f32, { [ROWS, BLOCK] }> =
+                x_tile_masked::<T, ROWS, BLOCK>(x_ptr, row0, j * BLOCK, m, n, stride_x);
+            let w: Tile<f32, { [ROWS, BLOCK] }> = w_tile_masked::<T, ROWS, BLOCK>(w_ptr, j * BLOCK, n);
+            let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(x * inv_rms * w);
+            store_y_masked::<T, ROWS, BLOCK>(y_ptr, y, row0, j * BLOCK, m, n, stride_y);
         }
     }
 }

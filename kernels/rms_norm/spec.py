@@ -46,7 +46,8 @@ SPEC = row_kernel(
     make_inputs=make_inputs,
     reference=reference,
     bytes_moved=bytes_moved,
-    variant_shapes=shapes("m n dtype", (37, 1000, "float16"), (19, 8195, "bfloat16")),
+    # partial tiles (the masked pointer-tile entries); n = 11008 their predicated 16-byte form
+    variant_shapes=shapes("m n dtype", (37, 1000, "float16"), (19, 8195, "bfloat16"), (64, 11008, "bfloat16")),
     bad_inputs={
         "dtype_mix": BadInput(lambda: call(torch.randn(4, 8).half(), torch.randn(8)), TypeError, "share one dtype"),
         "weight_shape": BadInput(lambda: call(torch.randn(4, 8), torch.randn(7)), ValueError, "weight must be (8,)"),

@@ -6,7 +6,8 @@
 //!
 //! x is (m, 2H) and out is (m, H), one dtype (f32, f16 or bf16), contiguous last dim, any row
 //! stride >= the row length; out must not overlap x. When the tile divides (m, H) and every
-//! element offset fits i32 (`exact_fits`), the unmasked `silu_and_mul_exact` entry runs, else
+//! element offset fits i32 (`exact_fits`), the unmasked `silu_and_mul_exact` entry runs; else,
+//! where the padded tiles' offsets fit i32, the masked pointer-tile `silu_and_mul_masked`; else
 //! the zero-padded `silu_and_mul`. `block` is the tile width (a power of two)
 //! and `rows` the rows per tile block (a power of two); `occupancy` the CTAs per SM tileiras
 //! should plan registers for (1..=32), `warps` the worker warps per CTA (4 or 8, what Tile IR 13.4
@@ -41,6 +42,9 @@ pub struct Plan {
     /// The tile divides (m, h) and every element offset fits i32: `silu_and_mul_exact` (unmasked
     /// pointer-tile loads and stores) runs instead of the zero-padded partition entry.
     pub exact: bool,
+    /// Not exact, but every offset of the padded tiles fits i32: `silu_and_mul_masked` (pointer
+    /// tiles with a mask of the lanes inside (m, h)) runs instead of the zero-padded entry.
+    pub masked: bool,
 }
 
 /// Whether `silu_and_mul_exact` may run: no partial tile, and the largest element offset the
@@ -52,6 +56,13 @@ pub fn exact_fits(m: i32, h: i32, rows: i32, block: i32, stride_x: i32, stride_o
         && h % block as i64 == 0
         && (m - 1) * stride_x as i64 + 2 * h <= i32::MAX as i64
         && (m - 1) * stride_out as i64 + h <= i32::MAX as i64
+}
+
+/// Whether `silu_and_mul_masked` may run: the offsets of gate and up (each from its own pointer,
+/// in rows of x) and of out fit i32 up to the last lane of the last padded tile.
+pub fn masked_fits(m: i32, h: i32, rows: i32, block: i32, stride_x: i32, stride_out: i32) -> bool {
+    ffi_util::masked_offsets_fit(m, h, rows, block, stride_x)
+        && ffi_util::masked_offsets_fit(m, h, rows, block, stride_out)
 }
 
 /// Default tile width: the whole row (next power of two) up to 4096; wider rows get the widest
@@ -114,8 +125,9 @@ pub fn plan(out: &TensorDesc, x: &TensorDesc, block: i32, rows: i32, occupancy: 
         )));
     }
     let exact = exact_fits(m, h, rows, block, stride_x, stride_out);
+    let masked = !exact && masked_fits(m, h, rows, block, stride_x, stride_out);
     let row = RowPlan { block, rows, occupancy, warps, m, n: h, stride_x, stride_y: stride_out };
-    Ok(Plan { dtype, row, grid: tiles as u32, exact })
+    Ok(Plan { dtype, row, grid: tiles as u32, exact, masked })
 }
 
 fn launch<T: Element>(p: &Plan, out: &TensorDesc, x: &TensorDesc, stream: &Arc<Stream>) -> FfiResult<()> {
@@ -128,10 +140,13 @@ fn launch<T: Element>(p: &Plan, out: &TensorDesc, x: &TensorDesc, stream: &Arc<S
     let launch = p.row.launch::<T>(p.grid);
     // SAFETY: plan() checked shapes, strides, dtypes and that out does not overlap x; the memory is
     // PyTorch's, alive until the caller's stream has run the kernel (stream-ordered allocator).
-    // The exact entry additionally relies on plan()'s `exact_fits`: whole tiles, i32 offsets.
+    // The exact and masked entries additionally rely on plan()'s `exact_fits` (whole tiles, i32
+    // offsets) and `masked_fits` (i32 offsets of the padded tiles).
     unsafe {
         if p.exact {
             launch.enqueue(device::silu_and_mul_exact(y_ptr, g_ptr, u_ptr, m, h, sx, so), stream)
+        } else if p.masked {
+            launch.enqueue(device::silu_and_mul_masked(y_ptr, g_ptr, u_ptr, m, h, sx, so), stream)
         } else {
             launch.enqueue(device::silu_and_mul(y_ptr, g_ptr, u_ptr, m, h, sx, so), stream)
         }
@@ -167,9 +182,9 @@ mod tests {
     fn plan_takes_row_strides_and_default_tiles() {
         let x = x_desc(DType::BF16, &[257, 8194], &[8300, 1]);
         let y = out_desc(DType::BF16, &[257, 4097], &[4097, 1]);
-        let Plan { dtype, row, grid, exact } = plan(&y, &x, -1, -1, -1, -1).unwrap();
+        let Plan { dtype, row, grid, exact, masked } = plan(&y, &x, -1, -1, -1, -1).unwrap();
         // H = 4097: 512-wide column tiles (9 per row, 11 % padding), 8 rows -> 33 * 9 tile blocks.
-        assert_eq!((dtype, grid, exact), (DType::BF16, 33 * 9, false));
+        assert_eq!((dtype, grid, exact, masked), (DType::BF16, 33 * 9, false, true));
         assert_eq!((row.m, row.n, row.stride_x, row.stride_y), (257, 4097, 8300, 4097));
         assert_eq!((row.block, row.rows, row.occupancy, row.warps), (512, 8, None, None));
         assert_eq!(plan(&y, &x, 1024, -1, 4, -1).unwrap().row.rows, 4);
@@ -274,6 +289,13 @@ mod tests {
             ("silu_and_mul_exact", "1", "1024", 16384, 14336, 16, None),
             ("silu_and_mul_exact", "1", "1024", 65536, 4096, 8, None),
             ("silu_and_mul_exact", "2", "2048", 16384, 14336, 4, None),
+            // H the tile does not divide (the issue-13 widths): the masked entry, predicated
+            // 16-byte loads; the zero-padded one as it ran there before, for the SASS comparison.
+            ("silu_and_mul_masked", "1", "1024", 4096, 11008, 8, None),
+            ("silu_and_mul_masked", "1", "4096", 4096, 11008, 4, None),
+            ("silu_and_mul_masked", "2", "2048", 4096, 13824, 4, None),
+            ("silu_and_mul_masked", "1", "1024", 4096, 18944, 16, None),
+            ("silu_and_mul", "1", "1024", 4096, 11008, 8, None),
         ] {
             // up_ptr is gate_ptr + H elements of bf16.
             let ptrs = [("out_ptr", ALIGNED_PTR), ("gate_ptr", ALIGNED_PTR), ("up_ptr", ALIGNED_PTR + 2 * h as u64)];
@@ -298,10 +320,30 @@ mod tests {
     }
 
     #[test]
+    fn masked_entry_for_every_other_shape_whose_padded_tiles_have_i32_offsets() {
+        assert!(masked_fits(4096, 11008, 1, 1024, 22016, 11008)); // 11 column tiles, the last partial
+                                                                  // Partial row and column tiles.
+        assert!(masked_fits(37, 4097, 8, 512, 8194, 4097));
+        // Row 1 ends exactly at offset 2^31 - 1; one element more per row does not fit.
+        assert!(ffi_util::masked_offsets_fit(2, 1000, 1, 1024, i32::MAX - 1024));
+        assert!(!ffi_util::masked_offsets_fit(2, 1000, 1, 1024, i32::MAX - 1023));
+        assert!(!ffi_util::masked_offsets_fit(3, 1000, 4, 1024, 1 << 30)); // rows 0..4 span 3 * 2^30
+        assert!(!masked_fits(131072, 16385, 1, 1024, 32770, 16385)); // x spans 2^32 elements
+        let x = x_desc(DType::BF16, &[37, 2000], &[2000, 1]);
+        let y = out_desc(DType::BF16, &[37, 1000], &[1000, 1]);
+        let p = plan(&y, &x, 1024, 4, 8, -1).unwrap();
+        assert!(p.masked && !p.exact);
+        let x = x_desc(DType::BF16, &[64, 2048], &[2048, 1]);
+        let y = out_desc(DType::BF16, &[64, 1024], &[1024, 1]);
+        let p = plan(&y, &x, 1024, 1, 8, -1).unwrap();
+        assert!(p.exact && !p.masked); // whole tiles: the unmasked entry
+    }
+
+    #[test]
     fn entry_lowers_and_assembles_for_sm90() {
         for dtype in ["f32", "f16", "bf16"] {
             for (rows, block) in [("1", "4096"), ("2", "2048"), ("8", "512"), ("64", "16")] {
-                for entry in ["silu_and_mul", "silu_and_mul_exact"] {
+                for entry in ["silu_and_mul", "silu_and_mul_exact", "silu_and_mul_masked"] {
                     DEVICE.assert_lowers(entry, &[dtype, rows, block], &["exp2", "divf", "approx"]);
                 }
             }

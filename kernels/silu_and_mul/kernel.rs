@@ -16,6 +16,10 @@
 //!   * `silu_and_mul`       — any shape: zero-padded partition views, as above.
 //!   * `silu_and_mul_exact` — the tile divides (m, H) and offsets fit i32 (ffi.rs checks):
 //!     pointer tiles, no masks, so a thread's loads are all in flight at once.
+//!   * `silu_and_mul_masked` — any other shape whose offsets fit i32: the same pointer tiles, each
+//!     load and store masked to the lanes inside (m, H).
+//!
+//! The zero-padded entry remains for offsets beyond i32 (tensors of 2^31 elements and more).
 //!
 //! The module name is unique across kernels: the JIT keys its kernel cache by module and entry.
 //! `unchecked_accesses`: the launcher (ffi.rs) launches exactly row_tiles * col_tiles blocks and
@@ -24,7 +28,7 @@
 //! instructions.
 #[cutile::module]
 pub mod silu_and_mul_device {
-    use crate::device_util::views::{strided_view, tile_pointers};
+    use crate::device_util::views::{strided_view, tile_mask, tile_pointers};
     use cutile::core::*;
 
     /// silu(g) * u = g * sigmoid(g) * u, rounded to T.
@@ -116,5 +120,48 @@ pub mod silu_and_mul_device {
         let y: Tile<T, { [ROWS, BLOCK] }> = silu_mul::<T, ROWS, BLOCK>(g, u);
         let _y_tok: Token =
             unsafe { store_ptr_tko(y_ptrs, y, ordering::Weak, None::<scope::TileBlock>, None, None, Latency::<3>) };
+    }
+
+    /// Same result as `silu_and_mul`, for shapes the tile does not divide (H = 11008, 4097, m = 37)
+    /// whose every element offset, up to the last padded tile's, fits i32 (the launcher checks):
+    /// pointer tiles as in `silu_and_mul_exact`, with a mask of the lanes inside (m, h) on each
+    /// load and store. tileiras turns the mask into a predicate on each access (16-byte
+    /// `LDG.E.128` where h and the strides divide by 8 elements), all issued before the first use
+    /// and no branches, so interior and edge tiles alike keep every load in flight (NOTES.md).
+    #[cutile::entry(unchecked_accesses = true)]
+    unsafe fn silu_and_mul_masked<T: ElementType, const ROWS: i32, const BLOCK: i32>(
+        out_ptr: *mut T,
+        gate_ptr: *mut T,
+        up_ptr: *mut T,
+        m: i32,
+        h: i32,
+        stride_x: i32,
+        stride_out: i32,
+    ) {
+        let col_tiles: i32 = (h + BLOCK - 1) / BLOCK;
+        let pid: i32 = get_tile_block_id().0;
+        let rt: i32 = pid / col_tiles;
+        let ct: i32 = pid - rt * col_tiles;
+        let row0: i32 = rt * ROWS;
+        let col0: i32 = ct * BLOCK;
+        let g_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
+            tile_pointers::<T, ROWS, BLOCK>(gate_ptr, row0 * stride_x + col0, stride_x);
+        let u_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
+            tile_pointers::<T, ROWS, BLOCK>(up_ptr, row0 * stride_x + col0, stride_x);
+        let y_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
+            tile_pointers::<T, ROWS, BLOCK>(out_ptr, row0 * stride_out + col0, stride_out);
+        let mask: Tile<bool, { [ROWS, BLOCK] }> = tile_mask::<ROWS, BLOCK>(row0, col0, m, h);
+        let (g_raw, _g_tok): (Tile<T, { [ROWS, BLOCK] }>, Token) = unsafe {
+            load_ptr_tko(g_ptrs, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, None, Latency::<3>)
+        };
+        let (u_raw, _u_tok): (Tile<T, { [ROWS, BLOCK] }>, Token) = unsafe {
+            load_ptr_tko(u_ptrs, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, None, Latency::<3>)
+        };
+        let g: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(g_raw);
+        let u: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(u_raw);
+        let y: Tile<T, { [ROWS, BLOCK] }> = silu_mul::<T, ROWS, BLOCK>(g, u);
+        let _y_tok: Token = unsafe {
+            store_ptr_tko(y_ptrs, y, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, Latency::<3>)
+        };
     }
 }

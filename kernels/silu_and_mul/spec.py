@@ -65,10 +65,12 @@ SPEC = row_kernel(  # its tolerance: a few output ulps (the torch baseline round
     # 37 rows: partial row tiles for every rows > 1; H = 1000 one padded tile, H = 14336 seven tiles
     # of 2048 (or fourteen of 1024: whole tiles, so the one-row variants take the unmasked entry),
     # H = 4097 a 1-element last tile; 64 x 4096 with padded rows: every variant unmasked.
-    # "default" (ffi.rs's tile) is checked there too.
+    # "default" (ffi.rs's tile) is checked there too. The partial tiles run the masked pointer-tile
+    # entry; H = 11008 (8-element multiple) its predicated 16-byte form.
     variant_shapes=shapes(
         "m h dtype row_stride",
-        *((37, 1000, "float16"), (19, 14336, "bfloat16"), (37, 4097, "float32"), (64, 4096, "float16", 8200)),
+        *((37, 1000, "float16"), (64, 11008, "bfloat16"), (19, 14336, "bfloat16")),
+        *((37, 4097, "float32"), (64, 4096, "float16", 8200)),
     ),
     every_variant_default=True,
     bad_inputs={

@@ -2,17 +2,22 @@
 //!
 //!   int32_t cutile_softmax(const TensorDesc* out, const TensorDesc* x,
 //!                          int32_t block, int32_t rows, int32_t occupancy, int32_t warps,
-//!                          int32_t device_id, uint64_t stream);
+//!                          int32_t chunk, int32_t device_id, uint64_t stream);
 //!
 //! x and out are (m, n) with the same shape and dtype (f32, f16 or bf16), contiguous last dim, any
 //! row stride >= n. `block` is the tile width (a power of two; n <= block selects the one-load
 //! kernel, else the online two-pass one) and `rows` the rows per tile block; `occupancy` the CTAs
 //! per SM tileiras should plan registers for (1..=32) and `warps` the worker warps per CTA (4 or 8,
 //! what Tile IR 13.4 accepts). -1 for any of them picks the default (the compiler's, for the two
-//! hints). Every descriptor is validated before anything touches the GPU: bad
+//! hints). `chunk` > 0 splits each row into chunks of `chunk` columns (a multiple of block), one
+//! tile block per (row tile, chunk), in two kernels that meet in a stream-ordered f32 workspace
+//! (see `SplitPlan`; where `split_fits` does not hold the looped form runs instead); 0 keeps a row
+//! in one tile block; -1 splits only under the default tile (block and rows -1) where
+//! `default_split` says so. Every descriptor is validated before anything touches the GPU: bad
 //! input returns -2/-5/-6 with a message, never a launch.
 use super::kernel::softmax_device as device;
-use crate::ffi_util::{self, check_same_shape, to_i32, DType, Element, FfiResult, RowPlan, TensorDesc};
+use crate::ffi_util::{self, check_same_shape, rc, to_i32, DType, Element, FfiResult, Launch, RowPlan, TensorDesc};
+use cutile::cuda_async::device_buffer::DevicePointer;
 use cutile::cuda_core::Stream;
 use std::sync::Arc;
 
@@ -23,6 +28,15 @@ const MAX_TILE_ELEMS: i32 = 1 << 16;
 const MAX_DEFAULT_ROW_BLOCK: i32 = 16384;
 /// Column tile of the default looped form, for rows wider than MAX_DEFAULT_ROW_BLOCK.
 const DEFAULT_LOOPED_BLOCK: i32 = 4096;
+/// The default splits rows wider than MAX_DEFAULT_ROW_BLOCK when m is at most this: a few thousand
+/// row tiles do not fill an H200 with enough loads in flight (issue 13: the looped form ran at
+/// 1.3-1.8 TB/s on 256-4096 vocab-sized rows). Provisional until the H200 sweep of the split form.
+const DEFAULT_SPLIT_MAX_M: i32 = 4096;
+/// The default split's tile and chunk: 1 x 4096 tiles, two per chunk (32 KiB of f32 per tile block).
+const DEFAULT_SPLIT_BLOCK: i32 = 4096;
+const DEFAULT_SPLIT_CHUNK: i32 = 8192;
+/// Most chunks per row: kernel B loads a row's partials as one [rows, PARTS] tile.
+const MAX_SPLIT_PARTS: i32 = 1024;
 
 /// A validated launch: sizes as the kernel indexes them.
 #[derive(Debug, PartialEq)]
@@ -32,6 +46,66 @@ pub struct Plan {
     pub row: RowPlan,
     /// n == block, whole row tiles and i32 offsets: `softmax_row_exact` (unmasked) runs.
     pub exact: bool,
+    /// n <= block but not exact, and i32 offsets of the padded tile: `softmax_row_masked` runs.
+    pub masked: bool,
+    /// Some: rows split into chunks (`softmax_split_partials`, then `softmax_split_scale`).
+    pub split: Option<SplitPlan>,
+}
+
+/// Whether `softmax_row_masked` may run: the row fits one tile that does not divide (m, n)
+/// exactly, and every element offset of the padded tiles fits i32.
+pub fn masked_fits(m: i32, n: i32, rows: i32, block: i32, stride_x: i32, stride_y: i32) -> bool {
+    n <= block
+        && !exact_fits(m, n, rows, block, stride_x, stride_y)
+        && ffi_util::masked_offsets_fit(m, n, rows, block, stride_x)
+        && ffi_util::masked_offsets_fit(m, n, rows, block, stride_y)
+}
+
+/// A split launch: grid ceil(m / rows) x `chunks`; chunk c covers column tiles
+/// [c * chunk_tiles, (c + 1) * chunk_tiles); the workspace holds m x chunks maxima, then as many sums.
+#[derive(Debug, PartialEq)]
+pub struct SplitPlan {
+    pub chunk_tiles: i32,
+    pub chunks: i32,
+    /// The power of two >= chunks: kernel B's partials tile width.
+    pub parts: i32,
+}
+
+impl SplitPlan {
+    /// f32 workspace elements: a max and a sum per (row, chunk).
+    pub fn workspace_elems(&self, m: i32) -> usize {
+        2 * m as usize * self.chunks as usize
+    }
+}
+
+/// Whether the split entries may run with `rows`-row tiles: m % rows == 0 (whole row tiles, loaded
+/// unmasked) and every element offset fits i32.
+pub fn split_fits(m: i32, n: i32, rows: i32, stride_x: i32, stride_y: i32) -> bool {
+    let (m, n) = (m as i64, n as i64);
+    m % rows as i64 == 0
+        && (m - 1) * stride_x as i64 + n <= i32::MAX as i64
+        && (m - 1) * stride_y as i64 + n <= i32::MAX as i64
+}
+
+/// Whether the default (chunk, block and rows all -1) splits the rows: wider than one whole-row
+/// tile, and m small enough that one tile block per row leaves the GPU short of loads in flight.
+pub fn default_split(m: i32, n: i32) -> bool {
+    n > MAX_DEFAULT_ROW_BLOCK && m <= DEFAULT_SPLIT_MAX_M
+}
+
+/// The chunking of n columns into `chunk`-column chunks of `block`-wide tiles.
+pub fn split_plan(n: i32, block: i32, rows: i32, chunk: i32) -> FfiResult<SplitPlan> {
+    let bad = |why: String| Err(ffi_util::invalid(format!("variant block={block} rows={rows} chunk={chunk}: {why}")));
+    if chunk % block != 0 {
+        return bad("chunk must be a multiple of block".into());
+    }
+    let chunk_tiles = chunk / block;
+    let chunks = ((n + block - 1) / block + chunk_tiles - 1) / chunk_tiles;
+    let parts = (chunks as u32).next_power_of_two() as i32;
+    if parts > MAX_SPLIT_PARTS || rows * parts > MAX_TILE_ELEMS {
+        return bad(format!("{chunks} chunks per row (at most {MAX_SPLIT_PARTS}, rows*chunks <= {MAX_TILE_ELEMS})"));
+    }
+    Ok(SplitPlan { chunk_tiles, chunks, parts })
 }
 
 /// Whether `softmax_row_exact` may run: the row is exactly one tile wide, m is a multiple of
@@ -58,33 +132,68 @@ pub fn default_rows(block: i32, m: i32) -> i32 {
     ffi_util::default_rows(8192, block, m)
 }
 
-pub fn plan(out: &TensorDesc, x: &TensorDesc, block: i32, rows: i32, occupancy: i32, warps: i32) -> FfiResult<Plan> {
+pub fn plan(
+    out: &TensorDesc,
+    x: &TensorDesc,
+    block: i32,
+    rows: i32,
+    occupancy: i32,
+    warps: i32,
+    chunk: i32,
+) -> FfiResult<Plan> {
     let dtype = ffi_util::check_float_tensors(KERNEL, &[(x, "x", 2), (out, "out", 2)])?;
     check_same_shape(x, "x", out, "out")?;
     ffi_util::check_last_dims_contiguous(&[(x, "x"), (out, "out")])?;
     let m = to_i32(x.shape[0], "m")?;
     let n = to_i32(x.shape[1], "n")?;
-    let (block, rows) = ffi_util::row_tile(block, rows, default_block(n), |b| default_rows(b, m), 64, MAX_TILE_ELEMS)?;
-    let occupancy = ffi_util::occupancy_hint(occupancy)?;
-    let warps = ffi_util::warps_hint(warps)?;
     let (stride_x, stride_y) = (
         ffi_util::row_stride(x, n, "x", format_args!("n={n}"))?,
         ffi_util::row_stride(out, n, "out", format_args!("n={n}"))?,
     );
-    let exact = exact_fits(m, n, rows, block, stride_x, stride_y);
-    Ok(Plan { dtype, row: RowPlan { block, rows, occupancy, warps, m, n, stride_x, stride_y }, exact })
+    let default_tile = block == rc::COMPILER_DEFAULT && rows == rc::COMPILER_DEFAULT;
+    let chunk = match chunk {
+        rc::COMPILER_DEFAULT if default_tile && default_split(m, n) && split_fits(m, n, 1, stride_x, stride_y) => {
+            DEFAULT_SPLIT_CHUNK
+        }
+        rc::COMPILER_DEFAULT => 0,
+        c if c >= 0 => c,
+        c => return Err(ffi_util::invalid(format!("variant chunk={c}: use -1, 0 or a multiple of block"))),
+    };
+    let (block, rows) = if chunk > 0 {
+        ffi_util::row_tile(block, rows, DEFAULT_SPLIT_BLOCK, |_| 1, 64, MAX_TILE_ELEMS)?
+    } else {
+        ffi_util::row_tile(block, rows, default_block(n), |b| default_rows(b, m), 64, MAX_TILE_ELEMS)?
+    };
+    let occupancy = ffi_util::occupancy_hint(occupancy)?;
+    let warps = ffi_util::warps_hint(warps)?;
+    // A split the unmasked loads cannot serve (m % rows != 0, offsets past i32) runs looped: every
+    // candidate of op.variants stays valid for every m and row stride.
+    let split = match chunk {
+        0 => None,
+        _ => Some(split_plan(n, block, rows, chunk)?).filter(|_| split_fits(m, n, rows, stride_x, stride_y)),
+    };
+    let exact = split.is_none() && exact_fits(m, n, rows, block, stride_x, stride_y);
+    let masked = split.is_none() && masked_fits(m, n, rows, block, stride_x, stride_y);
+    let row = RowPlan { block, rows, occupancy, warps, m, n, stride_x, stride_y };
+    Ok(Plan { dtype, row, exact, masked, split })
 }
 
 fn launch<T: Element>(p: &Plan, out: &TensorDesc, x: &TensorDesc, stream: &Arc<Stream>) -> FfiResult<()> {
     let (y_ptr, x_ptr) = unsafe { (ffi_util::device_ptr::<T>(out), ffi_util::device_ptr::<T>(x)) };
+    if let Some(s) = &p.split {
+        return launch_split::<T>(p, s, y_ptr, x_ptr, stream);
+    }
     let launch = p.row.launch::<T>(p.row.row_tiles() as u32);
     let RowPlan { m, n, stride_x: sx, stride_y: sy, .. } = p.row;
     // SAFETY: plan() checked shapes, strides and dtypes against the descriptors; the memory is
     // PyTorch's, alive until the caller's stream has run the kernel (stream-ordered allocator).
-    // softmax_row_exact additionally relies on plan()'s `exact_fits`.
+    // softmax_row_exact and softmax_row_masked additionally rely on plan()'s `exact_fits` and
+    // `masked_fits` (i32 offsets).
     unsafe {
         if p.exact {
             launch.enqueue(device::softmax_row_exact(y_ptr, x_ptr, m, n, sx, sy), stream)
+        } else if p.masked {
+            launch.enqueue(device::softmax_row_masked(y_ptr, x_ptr, m, n, sx, sy), stream)
         } else if n <= p.row.block {
             launch.enqueue(device::softmax_row(y_ptr, x_ptr, m, n, sx, sy), stream)
         } else {
@@ -93,8 +202,49 @@ fn launch<T: Element>(p: &Plan, out: &TensorDesc, x: &TensorDesc, stream: &Arc<S
     }
 }
 
+/// The split form: kernel A writes each chunk's (max, sum) to a workspace allocated on the caller's
+/// stream, kernel B combines them and scales its chunk; the workspace is freed in stream order
+/// after B, also when a launch fails (nothing then reads it).
+fn launch_split<T: Element>(
+    p: &Plan,
+    s: &SplitPlan,
+    y_ptr: DevicePointer<T>,
+    x_ptr: DevicePointer<T>,
+    stream: &Arc<Stream>,
+) -> FfiResult<()> {
+    let RowPlan { m, n, stride_x: sx, stride_y: sy, rows, block, .. } = p.row;
+    let elems = s.workspace_elems(m);
+    let bytes = elems * std::mem::size_of::<f32>();
+    // SAFETY: `stream` is the caller's live stream; the buffer is freed below on the same stream.
+    let ws = unsafe { cutile::cuda_core::malloc_async(bytes, stream) }
+        .map_err(|e| ffi_util::err(rc::JIT_OR_LAUNCH, format!("split workspace of {bytes} bytes: {e}")))?;
+    let sums = ws + (bytes / 2) as u64;
+    // SAFETY: both halves of the allocation just made, m x chunks f32 each.
+    let (part_max, part_sum) =
+        unsafe { (DevicePointer::<f32>::from_cu_deviceptr(ws), DevicePointer::<f32>::from_cu_deviceptr(sums)) };
+    let grid = (p.row.row_tiles() as u32, s.chunks as u32, 1);
+    let options = || ffi_util::compile_options(p.row.occupancy, p.row.warps);
+    let (ct, chunks) = (s.chunk_tiles, s.chunks);
+    // SAFETY: plan() checked the descriptors and `split_fits` (whole row tiles, i32 offsets); the
+    // workspace holds m x chunks f32 per array and outlives both kernels (stream order).
+    let launched = unsafe {
+        Launch::new::<T>(&[rows, block], grid, options())
+            .enqueue(device::softmax_split_partials(part_max, part_sum, x_ptr, m, n, sx, ct, chunks), stream)
+            .and_then(|()| {
+                Launch::new::<T>(&[rows, block, s.parts], grid, options()).enqueue(
+                    device::softmax_split_scale(y_ptr, x_ptr, part_max, part_sum, m, n, sx, sy, ct, chunks),
+                    stream,
+                )
+            })
+    };
+    // SAFETY: allocated above on this stream; every kernel that reads it was enqueued before.
+    let freed = unsafe { cutile::cuda_core::free_async(ws, stream) }
+        .map_err(|e| ffi_util::err(rc::JIT_OR_LAUNCH, format!("freeing the split workspace: {e}")));
+    launched.and(freed)
+}
+
 // `cutile_softmax`: the descriptors, then plan(), the caller's stream and launch() (ffi_util::export!).
-crate::export!(cutile_softmax(out, x; block: i32, rows: i32, occupancy: i32, warps: i32));
+crate::export!(cutile_softmax(out, x; block: i32, rows: i32, occupancy: i32, warps: i32, chunk: i32));
 
 #[cfg(test)]
 mod tests {
@@ -102,7 +252,7 @@ mod tests {
     //! which needs no GPU) and assembled by tileiras where the toolchain is present, for every
     //! dtype — a DSL mistake fails here, not on the GPU.
     use super::*;
-    use crate::ffi_util::{assert_fails, rc, test_desc as desc2, DeviceModule, ALIGNED_PTR};
+    use crate::ffi_util::{assert_fails, div_hints, rc, test_desc as desc2, DeviceModule, ALIGNED_PTR};
     use cutile::tile_kernel::CompileOptions;
 
     const DEVICE: DeviceModule = DeviceModule { ast: device::__module_ast_self, name: "softmax_device" };
@@ -119,18 +269,18 @@ mod tests {
     fn plan_takes_row_strides_and_defaults() {
         let x = desc2(DType::F16, &[257, 4097], &[5000, 1]);
         let y = desc2(DType::F16, &[257, 4097], &[4097, 1]);
-        let Plan { dtype, row, exact } = plan(&y, &x, -1, -1, -1, -1).unwrap();
-        assert_eq!((dtype, exact), (DType::F16, false));
+        let Plan { dtype, row, exact, masked, split } = plan(&y, &x, -1, -1, -1, -1, -1).unwrap();
+        assert_eq!((dtype, exact, masked, split), (DType::F16, false, true, None));
         assert_eq!((row.m, row.n, row.stride_x, row.stride_y), (257, 4097, 5000, 4097));
         assert_eq!((row.block, row.rows, row.occupancy, row.warps), (8192, 1, None, None));
-        assert_eq!(plan(&y, &x, 1024, -1, -1, -1).unwrap().row.rows, 8);
-        assert_eq!(plan(&y, &x, 16384, 2, 4, -1).unwrap().row.occupancy, Some(4));
+        assert_eq!(plan(&y, &x, 1024, -1, -1, -1, -1).unwrap().row.rows, 8);
+        assert_eq!(plan(&y, &x, 16384, 2, 4, -1, -1).unwrap().row.occupancy, Some(4));
     }
 
     #[test]
     fn single_row_ignores_its_stride() {
         let x = desc2(DType::F32, &[1, 1000], &[0, 1]);
-        assert_eq!(plan(&x, &x, -1, -1, -1, -1).unwrap().row.stride_x, 1000);
+        assert_eq!(plan(&x, &x, -1, -1, -1, -1, -1).unwrap().row.stride_x, 1000);
     }
 
     #[test]
@@ -150,22 +300,22 @@ mod tests {
             (x, desc2(DType::F16, &[4, 8], &[8, 1]), -1, -1, "share one dtype"),
         ];
         for (out, x, block, rows, needle) in cases {
-            assert_fails(plan(&out, &x, block, rows, -1, -1), rc::INVALID_ARGUMENT, needle);
+            assert_fails(plan(&out, &x, block, rows, -1, -1, -1), rc::INVALID_ARGUMENT, needle);
         }
     }
 
     #[test]
     fn plan_rejects_integer_dtype_as_unsupported() {
         let x = desc2(DType::I64, &[4, 8], &[8, 1]);
-        assert_fails(plan(&x, &x, -1, -1, -1, -1), rc::UNSUPPORTED_DTYPE, "softmax supports f32, f16, bf16");
+        assert_fails(plan(&x, &x, -1, -1, -1, -1, -1), rc::UNSUPPORTED_DTYPE, "softmax supports f32, f16, bf16");
     }
 
     #[test]
     fn plan_checks_the_occupancy_and_warps_hints() {
         let x = desc2(DType::F32, &[4, 8], &[8, 1]);
-        ffi_util::assert_hints_checked(true, |occupancy, warps| plan(&x, &x, -1, -1, occupancy, warps));
-        assert_eq!(plan(&x, &x, -1, -1, -1, 8).unwrap().row.warps, Some(8));
-        assert_eq!(plan(&x, &x, -1, -1, -1, -1).unwrap().row.warps, None);
+        ffi_util::assert_hints_checked(true, |occupancy, warps| plan(&x, &x, -1, -1, occupancy, warps, -1));
+        assert_eq!(plan(&x, &x, -1, -1, -1, 8, -1).unwrap().row.warps, Some(8));
+        assert_eq!(plan(&x, &x, -1, -1, -1, -1, -1).unwrap().row.warps, None);
     }
 
     #[test]
@@ -173,8 +323,8 @@ mod tests {
         let x = desc2(DType::F32, &[4, 8], &[8, 1]);
         // SAFETY: each pointer is null or a live descriptor; the call returns before the device is touched.
         unsafe {
-            assert_eq!(cutile_softmax(std::ptr::null(), &x, -1, -1, -1, -1, 0, 0), rc::NULL_DESCRIPTOR);
-            assert_eq!(cutile_softmax(&x, std::ptr::null(), -1, -1, -1, -1, 0, 0), rc::NULL_DESCRIPTOR);
+            assert_eq!(cutile_softmax(std::ptr::null(), &x, -1, -1, -1, -1, -1, 0, 0), rc::NULL_DESCRIPTOR);
+            assert_eq!(cutile_softmax(&x, std::ptr::null(), -1, -1, -1, -1, -1, 0, 0), rc::NULL_DESCRIPTOR);
         }
     }
 
@@ -188,6 +338,13 @@ mod tests {
             ("softmax_row_exact", "f16", "4", "1024", 65536, 1024),
             ("softmax_row_exact", "f16", "2", "4096", 65536, 4096),
             ("softmax_row_exact", "f32", "1", "8192", 65536, 8192),
+            // n the tile does not divide (issue 13): the masked entry (predicated 16-byte loads
+            // where n divides by 8, 2-byte ones at n = 4097) and the padded one, for the SASS.
+            ("softmax_row", "f16", "1", "16384", 4096, 11008),
+            ("softmax_row_masked", "f16", "1", "16384", 4096, 11008),
+            ("softmax_row_masked", "f16", "1", "16384", 4096, 13824),
+            ("softmax_row", "f16", "1", "8192", 4096, 4097),
+            ("softmax_row_masked", "f16", "1", "8192", 4096, 4097),
         ] {
             let ptrs = [("y_ptr", ALIGNED_PTR), ("x_ptr", ALIGNED_PTR)];
             let ints = [("m", m), ("n", n), ("stride_x", n), ("stride_y", n)];
@@ -195,6 +352,18 @@ mod tests {
             let what = format!(" for {m}x{n}");
             DEVICE.assert_div_hints_lower(entry, &[dtype, rows, block], &ptrs, &ints, options, &what);
         }
+    }
+
+    #[test]
+    fn masked_entry_for_other_whole_row_tiles_with_i32_offsets() {
+        assert!(masked_fits(4096, 11008, 1, 16384, 11008, 11008)); // padded columns
+        assert!(masked_fits(65535, 1024, 4, 1024, 1024, 1024)); // partial row tile
+        assert!(!masked_fits(65536, 1024, 4, 1024, 1024, 1024)); // exact
+        assert!(!masked_fits(4096, 18944, 1, 4096, 18944, 18944)); // looped
+        assert!(!masked_fits(131073, 16383, 1, 16384, 16384, 16384)); // rows span 2^31 elements
+        let x = desc2(DType::F16, &[64, 1000], &[1000, 1]);
+        let p = plan(&x, &x, 1024, 4, 8, -1, -1).unwrap();
+        assert!(p.masked && !p.exact);
     }
 
     #[test]
@@ -206,8 +375,76 @@ mod tests {
         assert!(!exact_fits(65536, 32768, 1, 4096, 32768, 32768)); // looped
         assert!(!exact_fits(262144, 16384, 1, 16384, 16384, 16384)); // 2^32 elements
         let x = desc2(DType::F16, &[64, 1024], &[1040, 1]);
-        assert!(plan(&x, &x, 1024, 4, 8, -1).unwrap().exact);
-        assert!(!plan(&x, &x, 2048, 4, 8, -1).unwrap().exact);
+        assert!(plan(&x, &x, 1024, 4, 8, -1, -1).unwrap().exact);
+        assert!(!plan(&x, &x, 2048, 4, 8, -1, -1).unwrap().exact);
+    }
+
+    #[test]
+    fn default_splits_vocab_rows_of_few_rows_only() {
+        let split = |m: i64, n: i64| {
+            let x = desc2(DType::BF16, &[m, n], &[n, 1]);
+            plan(&x, &x, -1, -1, -1, -1, -1).unwrap()
+        };
+        let p = split(1024, 128256);
+        assert_eq!((p.row.block, p.row.rows, p.exact, p.masked), (4096, 1, false, false));
+        // 32 column tiles (the last ragged), two per chunk.
+        assert_eq!(p.split, Some(SplitPlan { chunk_tiles: 2, chunks: 16, parts: 16 }));
+        assert_eq!(p.split.unwrap().workspace_elems(1024), 2 * 1024 * 16);
+        assert_eq!(split(7, 150001).split, Some(SplitPlan { chunk_tiles: 2, chunks: 19, parts: 32 }));
+        assert_eq!(split(4097, 128256).split, None); // enough row tiles: the looped form
+        assert_eq!(split(64, 16384).split, None); // held whole
+
+        // An explicit tile keeps its form unless chunk asks for the split.
+        let x = desc2(DType::F32, &[256, 152064], &[152064, 1]);
+        assert_eq!(plan(&x, &x, 4096, 2, 4, -1, -1).unwrap().split, None);
+        assert_eq!(plan(&x, &x, -1, -1, -1, -1, 0).unwrap().split, None);
+        let p = plan(&x, &x, 2048, 2, 8, -1, 8192).unwrap();
+        assert_eq!((p.row.block, p.row.rows), (2048, 2));
+        assert_eq!(p.split, Some(SplitPlan { chunk_tiles: 4, chunks: 19, parts: 32 }));
+        assert_eq!(plan(&x, &x, -1, -1, -1, -1, 4096).unwrap().split.unwrap().chunks, 38);
+    }
+
+    #[test]
+    fn split_rejects_bad_chunks_and_runs_looped_where_its_unmasked_loads_cannot() {
+        let x = desc2(DType::F32, &[7, 150001], &[150016, 1]);
+        let cases = [
+            (4096, 1, 6144, "chunk must be a multiple of block"),
+            (16, 1, 16, "chunks per row (at most 1024"),
+            (4096, 1, -2, "variant chunk=-2"),
+        ];
+        for (block, rows, chunk, needle) in cases {
+            assert_fails(plan(&x, &x, block, rows, -1, -1, chunk), rc::INVALID_ARGUMENT, needle);
+        }
+        assert_eq!(plan(&x, &x, 4096, 2, -1, -1, 8192).unwrap().split, None); // 7 % 2 rows: looped
+        assert!(split_fits(8, 150001, 2, 150016, 150001));
+        assert!(!split_fits(16384, 131072, 1, 131072, 131072)); // 2^31 elements
+
+        // The default falls back to the looped form where the split cannot run.
+        let big = desc2(DType::BF16, &[4096, 1 << 19], &[1 << 19, 1]);
+        assert_eq!(plan(&big, &big, -1, -1, -1, -1, -1).unwrap().split, None);
+    }
+
+    /// Kernel B for each PARTS class the split candidates reach, and both split kernels specialized
+    /// as the launcher compiles them for the issue's shapes (16-byte-aligned pointers; n and the
+    /// strides divisible by 16 where they are), so TILEKIT_CUBIN_DIR dumps what the H200 runs.
+    #[test]
+    fn split_entries_lower_and_assemble_for_sm90() {
+        for dtype in ["f32", "f16", "bf16"] {
+            for (block, parts) in [("4096", "16"), ("4096", "32"), ("2048", "32"), ("8192", "16")] {
+                DEVICE.assert_lowers("softmax_split_scale", &[dtype, "1", block, parts], &["exp2", "neg_inf"]);
+            }
+        }
+        for (dtype, m, n, parts) in [("f32", 1024, 128256, "16"), ("bf16", 512, 151936, "32")] {
+            let chunks = (n + 8191) / 8192;
+            let ptrs =
+                [("y_ptr", ALIGNED_PTR), ("x_ptr", ALIGNED_PTR), ("part_max", ALIGNED_PTR), ("part_sum", ALIGNED_PTR)];
+            let ints = [("m", m), ("n", n), ("stride_x", n), ("stride_y", n), ("chunk_tiles", 2), ("chunks", chunks)];
+            let hints = div_hints(&ptrs, &ints);
+            let options = || CompileOptions::default().occupancy(4);
+            let what = format!(" for {m}x{n}");
+            DEVICE.lower("softmax_split_partials", &[dtype, "1", "4096"], &hints, options(), &what);
+            DEVICE.lower("softmax_split_scale", &[dtype, "1", "4096", parts], &hints, options(), &what);
+        }
     }
 
     /// The worker-warps hint reaches the IR and tileiras 13.4 accepts it for sm_90.
@@ -242,11 +479,19 @@ mod tests {
             ("softmax_row_exact", "4", "1024"),
             ("softmax_row_exact", "2", "4096"),
             ("softmax_row_exact", "1", "8192"),
+            ("softmax_row_masked", "1", "16"),
+            ("softmax_row_masked", "8", "1024"),
+            ("softmax_row_masked", "1", "16384"),
+            ("softmax_split_partials", "1", "4096"),
+            ("softmax_split_partials", "1", "2048"),
+            ("softmax_split_partials", "1", "8192"),
         ];
         for dtype in ["f32", "f16", "bf16"] {
             for (entry, rows, block) in shapes {
                 let ir = DEVICE.assert_lowers(entry, &[dtype, rows, block], &["exp2", "reduce"]);
-                if entry != "softmax_row_exact" {
+                if entry == "softmax_row_masked" {
+                    assert!(ir.contains("select"), "{entry}<{dtype}>: masked lanes must be set to -inf:\n{ir}");
+                } else if entry != "softmax_row_exact" {
                     assert!(ir.contains("neg_inf"), "{entry}<{dtype}>: the x partition must pad with -inf:\n{ir}");
                 }
             }

@@ -13,7 +13,7 @@
 //! exp(-inf) = 0 adds nothing to the sum. Stores outside [m, n] are dropped, so any m and n work
 //! (n = 1, 1000, 4097 ...) without masks. Rows of a tile that lie past m read all -inf and turn
 //! into NaN, but they are never stored. -inf inputs (masked logits) get 0; a row that is all -inf
-//! gets NaN, as torch.softmax gives. Two shapes of the same computation:
+//! gets NaN, as torch.softmax gives. Shapes of the same computation:
 //!   * `softmax_row`    — n <= BLOCK: the row block is loaded once and stays in registers
 //!     (one read of x, one exp per element).
 //!   * `softmax_looped` — n >  BLOCK: pass 1 keeps a running max and a running sum of
@@ -22,6 +22,15 @@
 //!     exponentiates, scales and stores.
 //!   * `softmax_row_exact` — n == BLOCK and m % ROWS == 0 (and i32 offsets): `softmax_row` with
 //!     unmasked pointer-tile loads and stores (no per-lane bounds branches).
+//!   * `softmax_row_masked` — n <= BLOCK otherwise (n = 11008, 4097, partial row tiles), i32
+//!     offsets of the padded tile: pointer tiles with a mask of the lanes inside (m, n), masked
+//!     lanes set to -inf after the load; tileiras predicates each access instead of branching.
+//!   * `softmax_split_partials` + `softmax_split_scale` — vocabulary-sized rows of few rows: the
+//!     row is cut into chunks, one tile block per (row tile, chunk), so far more tile blocks keep
+//!     loads in flight than one per row tile; A writes each chunk's (max, sum of exp(x - max)) to an
+//!     f32 workspace, B combines a row's partials (max M, S = sum s_c * exp(m_c - M)), re-reads its
+//!     chunk and stores exp(x - M) / S. Whole tiles are loaded unmasked, only the row's ragged last
+//!     tile through the -inf-padded partition.
 //!
 //! The host side (ffi.rs) picks the entry from n, m and the variant's BLOCK and ROWS.
 //! The module name is unique across kernels: the JIT keys its kernel cache by module and entry.
@@ -30,7 +39,7 @@
 //! per-access checks would only cost instructions.
 #[cutile::module]
 pub mod softmax_device {
-    use crate::device_util::views::{strided_view, tile_pointers};
+    use crate::device_util::views::{strided_view, tile_mask, tile_pointers};
     use cutile::core::*;
 
     /// 1 / sum per row, one exact reciprocal per row (then a multiply per element), broadcast over
@@ -147,6 +156,168 @@ pub mod softmax_device {
         }
     }
 
+    /// Split rows, kernel A (grid: ceil(m / ROWS) row blocks x `chunks` column chunks of
+    /// `chunk_tiles` BLOCK-wide tiles): each chunk's max and sum of exp(x - max) per row, written
+    /// to `part_max[r, c]` and `part_sum[r, c]` (f32, `chunks` per row). Every tile but the row's
+    /// ragged last one is loaded through unmasked pointer tiles (ffi.rs `split_fits`: m % ROWS == 0,
+    /// i32 offsets); the ragged tile, if any, through the -inf-padded partition. One exp per
+    /// element: each tile is folded into a running per-row max and sum (the sum rescaled when the
+    /// max grows). The max starts at the lowest finite f32, as in `softmax_looped`: a chunk of
+    /// nothing but -inf gives (lowest, 0), which the combine step weighs 0.
+    #[cutile::entry(unchecked_accesses = true)]
+    unsafe fn softmax_split_partials<T: ElementType, const ROWS: i32, const BLOCK: i32>(
+        part_max: *mut f32,
+        part_sum: *mut f32,
+        x_ptr: *mut T,
+        m: i32,
+        n: i32,
+        stride_x: i32,
+        chunk_tiles: i32,
+        chunks: i32,
+    ) {
+        let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
+        let (rb, c): (i32, i32) = (get_tile_block_id().0, get_tile_block_id().1);
+        let tok: Token = new_token_unordered();
+        let x_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[m, n] };
+        let x_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[stride_x] };
+        let x_view: Tensor<T, { [-1, -1] }> =
+            unsafe { make_tensor_view(pointer_to_tile(x_ptr), x_shape, x_strides, tok) };
+        let x_tok: Token = x_view.token();
+        let x_part: Partition<T, { [ROWS, BLOCK] }> =
+            unsafe { make_partition_view(&x_view, tile, padding::NegInf, dim_map::Identity, x_tok) };
+        let x_base: PointerTile<*mut T, { [ROWS, BLOCK] }> =
+            tile_pointers::<T, ROWS, BLOCK>(x_ptr, rb * ROWS * stride_x, stride_x);
+        let log2e: Tile<f32, { [ROWS, BLOCK] }> = constant(1.4426950408889634f32, tile);
+        let log2e_r: Tile<f32, { [ROWS] }> = constant(1.4426950408889634f32, shape![ROWS]);
+
+        // Tiles [j0, j_full) are whole; [j_full, j_end) is the row's ragged last tile when this
+        // chunk holds it, else empty.
+        let j0: i32 = c * chunk_tiles;
+        let j_stop: i32 = j0 + chunk_tiles;
+        let whole_tiles: i32 = n / BLOCK;
+        let col_tiles: i32 = (n + BLOCK - 1) / BLOCK;
+        let j_full: i32 = min(j_stop, whole_tiles);
+        let j_end: i32 = min(j_stop, col_tiles);
+        let mut run_max: Tile<f32, { [ROWS] }> = constant(-3.4028235e38f32, shape![ROWS]);
+        let mut run_sum: Tile<f32, { [ROWS] }> = constant(0.0f32, shape![ROWS]);
+        for j in j0..j_full {
+            let col0: Tile<i32, { [ROWS, BLOCK] }> = broadcast_scalar(j * BLOCK, tile);
+            let x_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> = x_base.offset_tile(col0);
+            let (raw, _t): (Tile<T, { [ROWS, BLOCK] }>, Token) = unsafe {
+                load_ptr_tko(x_ptrs, ordering::Weak, None::<scope::TileBlock>, None, None, None, Latency::<3>)
+            };
+            let x: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(raw);
+            let new_max: Tile<f32, { [ROWS] }> = maxf(run_max, reduce_max(x, 1i32), nan::Disabled, ftz::Disabled);
+            let mx: Tile<f32, { [ROWS, BLOCK] }> = new_max.reshape(shape![ROWS, 1]).broadcast(tile);
+            let term: Tile<f32, { [ROWS] }> = reduce_sum(exp2((x - mx) * log2e, ftz::Enabled), 1i32);
+            run_sum = run_sum * exp2((run_max - new_max) * log2e_r, ftz::Enabled) + term;
+            run_max = new_max;
+        }
+        for j in j_full..j_end {
+            let x: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(x_part.load([rb, j]));
+            let new_max: Tile<f32, { [ROWS] }> = maxf(run_max, reduce_max(x, 1i32), nan::Disabled, ftz::Disabled);
+            let mx: Tile<f32, { [ROWS, BLOCK] }> = new_max.reshape(shape![ROWS, 1]).broadcast(tile);
+            let term: Tile<f32, { [ROWS] }> = reduce_sum(exp2((x - mx) * log2e, ftz::Enabled), 1i32);
+            run_sum = run_sum * exp2((run_max - new_max) * log2e_r, ftz::Enabled) + term;
+            run_max = new_max;
+        }
+        let max_view: Tensor<f32, { [-1, -1] }> = unsafe { strided_view(part_max, m, chunks, chunks, tok) };
+        let sum_view: Tensor<f32, { [-1, -1] }> = unsafe { strided_view(part_sum, m, chunks, chunks, tok) };
+        let mut max_part: PartitionMut<f32, { [ROWS, 1] }> = unsafe { max_view.partition_full_mut(shape![ROWS, 1]) };
+        let mut sum_part: PartitionMut<f32, { [ROWS, 1] }> = unsafe { sum_view.partition_full_mut(shape![ROWS, 1]) };
+        max_part.store(run_max.reshape(shape![ROWS, 1]), [rb, c]);
+        sum_part.store(run_sum.reshape(shape![ROWS, 1]), [rb, c]);
+    }
+
+    /// Split rows, kernel B (the same grid): combine the row's PARTS >= `chunks` partials into the
+    /// row max M and sum S = sum_c s_c * exp(m_c - M) (partials past `chunks` read as (-inf, 0) and
+    /// add 0), then re-read this chunk's tiles and store exp(x - M) / S, whole tiles unmasked.
+    #[cutile::entry(unchecked_accesses = true)]
+    unsafe fn softmax_split_scale<T: ElementType, const ROWS: i32, const BLOCK: i32, const PARTS: i32>(
+        y_ptr: *mut T,
+        x_ptr: *mut T,
+        part_max: *mut f32,
+        part_sum: *mut f32,
+        m: i32,
+        n: i32,
+        stride_x: i32,
+        stride_y: i32,
+        chunk_tiles: i32,
+        chunks: i32,
+    ) {
+        let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
+        let parts: Shape<{ [ROWS, PARTS] }> = shape![ROWS, PARTS];
+        // Tile blocks run in reverse order of kernel A's: the chunks A read last are the likeliest
+        // still in L2 when B starts.
+        let (rb, c): (i32, i32) =
+            (get_num_tile_blocks().0 - 1 - get_tile_block_id().0, get_num_tile_blocks().1 - 1 - get_tile_block_id().1);
+        let tok: Token = new_token_unordered();
+        let log2e: Tile<f32, { [ROWS, BLOCK] }> = constant(1.4426950408889634f32, tile);
+
+        // The row's max and sum from the partials (views built here: see softmax_row).
+        let p_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[m, chunks] };
+        let p_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[chunks] };
+        let pm_view: Tensor<f32, { [-1, -1] }> =
+            unsafe { make_tensor_view(pointer_to_tile(part_max), p_shape, p_strides, tok) };
+        let ps_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[m, chunks] };
+        let ps_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[chunks] };
+        let ps_view: Tensor<f32, { [-1, -1] }> =
+            unsafe { make_tensor_view(pointer_to_tile(part_sum), ps_shape, ps_strides, tok) };
+        let pm_tok: Token = pm_view.token();
+        let ps_tok: Token = ps_view.token();
+        let pm_part: Partition<f32, { [ROWS, PARTS] }> =
+            unsafe { make_partition_view(&pm_view, parts, padding::NegInf, dim_map::Identity, pm_tok) };
+        let ps_part: Partition<f32, { [ROWS, PARTS] }> =
+            unsafe { make_partition_view(&ps_view, parts, padding::Zero, dim_map::Identity, ps_tok) };
+        let pm: Tile<f32, { [ROWS, PARTS] }> = pm_part.load([rb, 0i32]);
+        let ps: Tile<f32, { [ROWS, PARTS] }> = ps_part.load([rb, 0i32]);
+        let row_max: Tile<f32, { [ROWS] }> = reduce_max(pm, 1i32);
+        let log2e_p: Tile<f32, { [ROWS, PARTS] }> = constant(1.4426950408889634f32, parts);
+        let pmx: Tile<f32, { [ROWS, PARTS] }> = row_max.reshape(shape![ROWS, 1]).broadcast(parts);
+        let sum: Tile<f32, { [ROWS] }> = reduce_sum(ps * exp2((pm - pmx) * log2e_p, ftz::Enabled), 1i32);
+        let mx: Tile<f32, { [ROWS, BLOCK] }> = row_max.reshape(shape![ROWS, 1]).broadcast(tile);
+        let inv: Tile<f32, { [ROWS, BLOCK] }> = row_reciprocal::<ROWS, BLOCK>(sum);
+
+        let x_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[m, n] };
+        let x_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[stride_x] };
+        let x_view: Tensor<T, { [-1, -1] }> =
+            unsafe { make_tensor_view(pointer_to_tile(x_ptr), x_shape, x_strides, tok) };
+        let y_view: Tensor<T, { [-1, -1] }> = unsafe { strided_view(y_ptr, m, n, stride_y, tok) };
+        let x_tok: Token = x_view.token();
+        let x_part: Partition<T, { [ROWS, BLOCK] }> =
+            unsafe { make_partition_view(&x_view, tile, padding::NegInf, dim_map::Identity, x_tok) };
+        let mut y_part: PartitionMut<T, { [ROWS, BLOCK] }> = unsafe { y_view.partition_full_mut(tile) };
+        let x_base: PointerTile<*mut T, { [ROWS, BLOCK] }> =
+            tile_pointers::<T, ROWS, BLOCK>(x_ptr, rb * ROWS * stride_x, stride_x);
+        let y_base: PointerTile<*mut T, { [ROWS, BLOCK] }> =
+            tile_pointers::<T, ROWS, BLOCK>(y_ptr, rb * ROWS * stride_y, stride_y);
+
+        // As in kernel A: whole tiles [j0, j_full) unmasked, then the ragged one if this chunk has it.
+        let j0: i32 = c * chunk_tiles;
+        let j_stop: i32 = j0 + chunk_tiles;
+        let whole_tiles: i32 = n / BLOCK;
+        let col_tiles: i32 = (n + BLOCK - 1) / BLOCK;
+        let j_full: i32 = min(j_stop, whole_tiles);
+        let j_end: i32 = min(j_stop, col_tiles);
+        for j in j0..j_full {
+            let col0: Tile<i32, { [ROWS, BLOCK] }> = broadcast_scalar(j * BLOCK, tile);
+            let x_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> = x_base.offset_tile(col0);
+            let (raw, _t): (Tile<T, { [ROWS, BLOCK] }>, Token) = unsafe {
+                load_ptr_tko(x_ptrs, ordering::Weak, None::<scope::TileBlock>, None, None, None, Latency::<3>)
+            };
+            let x: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(raw);
+            let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(exp2((x - mx) * log2e, ftz::Enabled) * inv);
+            let y_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> = y_base.offset_tile(col0);
+            let _y_tok: Token =
+                unsafe { store_ptr_tko(y_ptrs, y, ordering::Weak, None::<scope::TileBlock>, None, None, Latency::<3>) };
+        }
+        for j in j_full..j_end {
+            let x: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(x_part.load([rb, j]));
+            let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(exp2((x - mx) * log2e, ftz::Enabled) * inv);
+            y_part.store(y, [rb, j]);
+        }
+    }
+
     /// `softmax_row` for n == BLOCK, m % ROWS == 0 and element offsets that fit i32 (ffi.rs checks):
     /// the row block is addressed as a pointer tile and loaded and stored without masks, so a
     /// thread's loads are all in flight at once (the -inf-padded partition load guards each
@@ -172,5 +343,39 @@ pub mod softmax_device {
         let y: Tile<T, { [ROWS, BLOCK] }> = softmax_rows::<T, ROWS, BLOCK>(x);
         let _y_tok: Token =
             unsafe { store_ptr_tko(y_ptrs, y, ordering::Weak, None::<scope::TileBlock>, None, None, Latency::<3>) };
+    }
+
+    /// `softmax_row` for tiles that do not divide (m, n) whose padded tile's element offsets fit
+    /// i32 (ffi.rs checks): the row block is addressed as a pointer tile and loaded and stored with
+    /// a mask of the lanes inside (m, n), which tileiras lowers to predicated accesses issued back
+    /// to back (16-byte ones where n and the strides divide by 8 elements), not the padded
+    /// partition's branch per access. Masked lanes read -inf: they neither raise the max nor add
+    /// to the sum.
+    #[cutile::entry(unchecked_accesses = true)]
+    unsafe fn softmax_row_masked<T: ElementType, const ROWS: i32, const BLOCK: i32>(
+        y_ptr: *mut T,
+        x_ptr: *mut T,
+        m: i32,
+        n: i32,
+        stride_x: i32,
+        stride_y: i32,
+    ) {
+        let row0: i32 = get_tile_block_id().0 * ROWS;
+        let x_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
+            tile_pointers::<T, ROWS, BLOCK>(x_ptr, row0 * stride_x, stride_x);
+        let y_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
+            tile_pointers::<T, ROWS, BLOCK>(y_ptr, row0 * stride_y, stride_y);
+        let mask: Tile<bool, { [ROWS, BLOCK] }> = tile_mask::<ROWS, BLOCK>(row0, 0i32, m, n);
+
+        let (x_raw, _x_tok): (Tile<T, { [ROWS, BLOCK] }>, Token) = unsafe {
+            load_ptr_tko(x_ptrs, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, None, Latency::<3>)
+        };
+        let x_in: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(x_raw);
+        let neg_inf: Tile<f32, { [ROWS, BLOCK] }> = constant(f32::NEG_INFINITY, shape![ROWS, BLOCK]);
+        let x: Tile<f32, { [ROWS, BLOCK] }> = select(mask, x_in, neg_inf);
+        let y: Tile<T, { [ROWS, BLOCK] }> = softmax_rows::<T, ROWS, BLOCK>(x);
+        let _y_tok: Token = unsafe {
+            store_ptr_tko(y_ptrs, y, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, Latency::<3>)
+        };
     }
 }

@@ -15,16 +15,17 @@ from tilekit import autotune, checks, port
 CDEF = """
 int32_t cutile_softmax(const TensorDesc* out, const TensorDesc* x,
                        int32_t block, int32_t rows, int32_t occupancy, int32_t warps,
-                       int32_t device_id, uint64_t stream);
+                       int32_t chunk, int32_t device_id, uint64_t stream);
 """
 
 DTYPES = ("float16", "bfloat16", "float32")
 DEFAULT_VARIANT = {"block": -1, "rows": -1, "occupancy": -1}  # ffi.rs picks
 
 
-def export_args(block: int, rows: int, occupancy: int, warps: int = -1) -> tuple[int, ...]:
-    """A variant's arguments of the export. Pure: the CPU tests check `variants` through it."""
-    return int(block), int(rows), int(occupancy), int(warps)
+def export_args(block: int, rows: int, occupancy: int, warps: int = -1, chunk: int = -1) -> tuple[int, ...]:
+    """A variant's arguments of the export; chunk > 0 splits rows into chunk-column pieces (ffi.rs
+    `SplitPlan`), -1 lets ffi.rs decide. Pure: the CPU tests check `variants` through it."""
+    return int(block), int(rows), int(occupancy), int(warps), int(chunk)
 
 
 def softmax(x: Tensor, *, variant: str | dict = "auto", out: Tensor | None = None) -> Tensor:
@@ -40,6 +41,10 @@ def softmax(x: Tensor, *, variant: str | dict = "auto", out: Tensor | None = Non
 
 # -- autotune: the port's variants (ffi.rs: block = tile width, rows per tile block, occupancy) --
 
+# The split form for n > 16384 (ffi.rs `SplitPlan`: several tile blocks per row; issue 13, not yet
+# swept): (block, rows, occupancy, chunk columns).
+SPLIT_SHAPES = [(4096, 1, 8, 8192), (4096, 1, 4, 4096), (8192, 1, 4, 8192), (2048, 1, 8, 8192)]
+
 
 def tune_key(dtype: str, m: int, n: int) -> dict:
     """Problem class: exact n (it decides tiling), m rounded up to a power of two.
@@ -52,9 +57,11 @@ def tune_key(dtype: str, m: int, n: int) -> dict:
 
 def variants(m: int, n: int) -> list[dict]:
     """Candidates, at most 8 (each one JIT when tuning); TILEKIT_AUTOTUNE=0 runs the first. Why these:
-    kernels/softmax/NOTES.md, "The variant space". Rows are capped at m rounded up (3 x 1000: 4):
+    kernels/softmax/NOTES.md, "The variant space"; n > 16384 adds the split form (SPLIT_SHAPES, with
+    a "chunk" knob). Rows are capped at m rounded up (3 x 1000: 4):
 
-    >>> def table(m, n): return [(v["block"], v["rows"], v["occupancy"], v.get("warps")) for v in variants(m, n)]
+    >>> def table(m, n):  # the split candidates (a "chunk" knob) are checked below
+    ...     return [(v["block"], v["rows"], v["occupancy"], v.get("warps")) for v in variants(m, n) if "chunk" not in v]
     >>> for m, n in [(65536, 1024), (65536, 4096), (65536, 8192), (4096, 16384), (64, 32768), (3, 1000), (1, 1)]:
     ...     print(table(m, n))
     [(1024, 4, 8, None), (1024, 2, 8, None), (1024, 8, 4, None)]
@@ -64,6 +71,8 @@ def variants(m: int, n: int) -> list[dict]:
     [(4096, 2, 4, None), (2048, 4, 4, None), (8192, 1, 4, None), (4096, 4, 4, None)]
     [(1024, 4, 8, None), (1024, 2, 8, None), (1024, 4, 4, None)]
     [(16, 1, 8, None), (16, 1, 4, None)]
+    >>> variants(64, 32768)[4:] == [{"block": b, "rows": r, "occupancy": o, "chunk": c} for b, r, o, c in SPLIT_SHAPES]
+    True
     """
     pow2, max_rows = 1 << max(4, (n - 1).bit_length()), min(64, autotune.pow2(m))  # ffi.rs: 1..=64 rows
     rows = max(1, 8192 // pow2)  # (block, rows, occupancy, warps) below; whole rows up to 16384 (ffi.rs)
@@ -72,4 +81,8 @@ def variants(m: int, n: int) -> list[dict]:
     shapes = short if pow2 <= 2048 else whole if pow2 <= 16384 else []
     shapes += [(4096, 2, 4, None), (2048, 4, 4, None)] if pow2 > 8192 else []  # looped, online
     shapes += [(8192, 1, 4, None), (4096, 4, 4, None)] if pow2 > 16384 else []
-    return autotune.unique({"block": b, "rows": min(r, max_rows), "occupancy": o, "warps": w} for b, r, o, w in shapes)
+    split = [(b, r, o, None, c) for b, r, o, c in SPLIT_SHAPES] if pow2 > 16384 else []
+    return autotune.unique(
+        {"block": b, "rows": min(r, max_rows), "occupancy": o, "warps": w, "chunk": c}
+        for b, r, o, w, c in [(*s, None) for s in shapes] + split
+    )

@@ -68,6 +68,8 @@ SPEC = row_kernel(  # its tolerance: a few output ulps of each dtype (softmax va
         "m n dtype row_stride",
         *((37, 1000, "float16"), (19, 20000, "bfloat16"), (7, 8195, "float32")),
         *((64, 4096, "bfloat16"), (64, 1024, "float16", 1040)),
+        (64, 11008, "bfloat16"),  # whole rows in a padded tile: the masked entry
+        (7, 150001, "bfloat16"),  # vocabulary-like: the split candidates (and the default) take the split form
     ),
     max_variants=8,
     bad_inputs={

@@ -26,12 +26,18 @@ def masked(x: torch.Tensor, step: int = 97) -> torch.Tensor:
 MASKED = [
     ({"m": 33, "n": 1000, "dtype": "float16"}, {"block": 1024, "rows": 8, "occupancy": -1}),
     ({"m": 33, "n": 10000, "dtype": "float32"}, {"block": 2048, "rows": 4, "occupancy": -1}),
+    # the split form: chunks of nothing but -inf, 2-row tiles, a ragged last tile
+    ({"m": 34, "n": 40000, "dtype": "float32"}, {"block": 2048, "rows": 2, "occupancy": -1, "chunk": 8192}),
 ]
 
 
-@pytest.mark.parametrize(
-    "cfg,variant", MASKED, ids=lambda p: f"{p['m']}x{p['n']}-{p['dtype']}" if "m" in p else f"block{p['block']}"
-)
+def masked_id(p: dict) -> str:
+    if "m" in p:
+        return f"{p['m']}x{p['n']}-{p['dtype']}"
+    return f"block{p['block']}" + (f"-chunk{p['chunk']}" if "chunk" in p else "")
+
+
+@pytest.mark.parametrize("cfg,variant", MASKED, ids=masked_id)
 def test_op_masked_logits_cutile_rs(cuda, cfg, variant):
     inputs = {"x": masked(SPEC.make_inputs(cfg)["x"])}
     out = SPEC.make_out(cfg, inputs)
@@ -39,6 +45,16 @@ def test_op_masked_logits_cutile_rs(cuda, cfg, variant):
     torch.cuda.synchronize()
     assert int((out[inputs["x"] == float("-inf")] != 0).sum()) == 0, "masked (-inf) logits must give exactly 0"
     harness.check(SPEC, "cutile_rs", dict(cfg, variant=variant), inputs, out)
+
+
+def test_split_all_masked_row_is_nan_cutile_rs(cuda):
+    """A row of nothing but -inf gives NaN (0/0), as torch.softmax does, in the split form too; the
+    other rows stay finite."""
+    x = SPEC.make_inputs({"m": 4, "n": 40000, "dtype": "float32"})["x"]
+    x[2] = float("-inf")
+    y = SPEC.run_port({"x": x}, variant={"block": 4096, "rows": 1, "occupancy": -1, "chunk": 8192})
+    torch.cuda.synchronize()
+    assert bool(y[2].isnan().all()) and bool(torch.isfinite(y[[0, 1, 3]]).all())
 
 
 def _baseline_inputs(cfg: dict) -> dict:

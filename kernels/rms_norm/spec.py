@@ -38,10 +38,13 @@ SPEC = row_kernel(
     op,
     # tiny to large and irregular; row_stride > n exercises padded rows
     correctness_shapes=shapes("m n row_stride", (1, 1), (3, 1000), (257, 4097), (4096, 4096, 4160), (65536, 8192)),
-    perf_configs=shapes(  # the issue's
+    # the first issue's six; then hidden sizes of real models the tile does not divide (Qwen2-7B
+    # 3584, Llama-2-13B 5120) and a decode batch (256 tokens of Llama-3-8B's 4096)
+    perf_configs=shapes(
         "dtype m n",
         *(("float16", 262144, 1024), ("float16", 262144, 2048), ("float16", 262144, 4096)),
         *(("float16", 65536, 8192), ("float16", 65536, 16384), ("bfloat16", 65536, 8192)),
+        *(("bfloat16", 16384, 3584), ("bfloat16", 16384, 5120), ("bfloat16", 256, 4096)),
     ),
     make_inputs=make_inputs,
     reference=reference,

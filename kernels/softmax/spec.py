@@ -58,7 +58,12 @@ SPEC = row_kernel(  # its tolerance: a few output ulps of each dtype (softmax va
         *((1, 1), (3, 1000), (257, 4097), (4096, 4096, 4160)),
         *((65536, 1024), (100, 20000, 20032), (64, 32768)),
     ),
-    perf_configs=shapes("dtype m n", ("float16", 65536, 1024), ("float16", 65536, 4096), ("float32", 65536, 8192)),
+    # the first issue's three; then vocabulary rows (Llama-3 128256, Qwen2 151936 logits)
+    perf_configs=shapes(
+        "dtype m n",
+        *(("float16", 65536, 1024), ("float16", 65536, 4096), ("float32", 65536, 8192)),
+        *(("float32", 1024, 128256), ("bfloat16", 512, 151936), ("bfloat16", 4096, 128256)),
+    ),
     make_inputs=make_inputs,
     reference=reference,
     bytes_moved=bytes_moved,

@@ -61,12 +61,15 @@ def variants(m: int, n: int) -> list[dict]:
 
     >>> [(v["block"], v["rows"], v["occupancy"], v["programs_per_sm"]) for v in variants(1000, 1)]
     [(16, 64, 4, 0), (16, 64, 2, 0), (16, 64, 4, 4), (16, 64, 2, 2)]
+    >>> [(v["block"], v["rows"], v["occupancy"]) for v in variants(256, 4096) if v["programs_per_sm"] == 0][-2:]
+    [(4096, 1, 4), (4096, 1, 2)]
     """
     pow2 = 1 << max(4, (n - 1).bit_length())
     max_rows = min(64, autotune.pow2(m))  # ffi.rs accepts 1..=64 rows per tile block
     shapes = [(pow2, max(1, elems // pow2)) for elems in (8192, 16384)] if pow2 <= 16384 else []
     shapes += [(pow2, 2)] if pow2 == 16384 else []
     shapes += [(block, 8192 // block) for block in (2048, 4096) if block < n]
+    shapes += [(pow2, 1)] if m <= 512 and pow2 <= 16384 else []  # decode batches: a tile block per row
     out = autotune.unique(
         {"block": b, "rows": min(r, max_rows), "occupancy": o, "programs_per_sm": 0} for b, r in shapes for o in (4, 2)
     )

@@ -7,7 +7,7 @@
 # make runs a rule's recipe once for all its targets.
 #
 #   SPEC       KERNEL,BACKEND_ID,RAW_LOG[,DEP...]   one raw log and its prerequisites, comma-separated
-#              (BACKEND_ID is a test id: cutile_rs, cutile_py, triton, torch)
+#              (BACKEND_ID is a test id: cutile_rs, cutile_py, triton, torch, tilegym, liger, ...)
 #   TEMPLATE   the --stage-log template the raw logs follow (tilekit.stage_logs)
 #   --force    re-time every SPEC (make FORCE=1)
 #
@@ -73,7 +73,9 @@ for set_ in "${sets[@]}"; do
     if [ "$stage" = perf ]; then
         select="cutile_rs and test_perf"
     else
-        select="test_perf and (${set_//,/ or })"
+        # "[id-": the whole id at the start of the case's parameters (-k matches substrings, and
+        # liger would also select liger_cutile's cases)
+        select="test_perf and ([${set_//,/- or [}-)"
     fi
     scripts/pytest_stage.sh "$log" -- "${files[@]}" -k "$select" --print-record -v -rs --timeout=600 \
         --continue-on-collection-errors --stage-log "$template" --stage-backends "$set_"

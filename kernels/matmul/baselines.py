@@ -14,6 +14,7 @@ candidates (TRITON_AUTOTUNE, CUTILE_AUTOTUNE) keyed by (M, N, K), or 128x256x64 
 import torch
 
 from tilekit import baseline_support as bs
+from tilekit import providers
 
 triton, tl, _TRITON_ERROR = bs.import_triton()
 ct, _CUTILE_ERROR = bs.import_cutile()
@@ -307,7 +308,20 @@ def cutile_matmul(a: torch.Tensor, b: torch.Tensor, *, variant: str = "auto") ->
     return c
 
 
-BACKENDS = {"cutile": cutile_matmul, "triton": triton_matmul, "torch": torch_matmul}
+def tilegym_matmul(ops, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """TileGym's cuTile matmul. A column-major operand goes in as its row-major .t() with
+    trans_*=True (no copy); static_persistent=True is the documented default of tilegym.ops.matmul
+    (its cuTile path without it refuses transposed operands)."""
+    ta, tb = (t.shape[1] > 1 and t.stride(1) != 1 for t in (a, b))
+    return ops.matmul(a.t() if ta else a, b.t() if tb else b, trans_a=ta, trans_b=tb, static_persistent=True)
+
+
+BACKENDS = {
+    "cutile": cutile_matmul,
+    "triton": triton_matmul,
+    "torch": torch_matmul,
+    **providers.backends(tilegym=tilegym_matmul),  # Liger-Kernel has no matmul
+}
 
 
 def unavailable_reason(backend: str) -> str | None:

@@ -10,6 +10,7 @@ row reductions' variants of tilekit.baseline_support), whose `auto` rules are AU
 import torch
 
 from tilekit import baseline_support as bs
+from tilekit import providers
 
 triton, tl, _TRITON_ERROR = bs.import_triton()
 ct, _CUTILE_ERROR = bs.import_cutile()
@@ -145,7 +146,22 @@ def cutile_rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float, *, variant: st
     return bs.launch_rows(_CUTILE_KERNELS, cutile_config, (x, w), (float(eps),), variant=variant, knobs=knobs, ct=ct)
 
 
-BACKENDS = {"cutile": cutile_rms_norm, "triton": triton_rms_norm, "torch": torch_rms_norm}
+def liger_rms_norm(ops, x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
+    """Liger's RMSNorm (Triton or cuTile: `ops`) as Llama's: offset 0, casting_mode "llama" (only
+    the inverse RMS in f32), not in place."""
+    return ops.rms_norm.LigerRMSNormFunction.apply(x, w, eps, 0.0, "llama", False)
+
+
+BACKENDS = {
+    "cutile": cutile_rms_norm,
+    "triton": triton_rms_norm,
+    "torch": torch_rms_norm,
+    **providers.backends(
+        tilegym=lambda ops, x, w, eps: ops.rms_norm(x, (x.shape[-1],), w, eps),
+        liger=liger_rms_norm,
+        liger_cutile=liger_rms_norm,
+    ),
+}
 
 
 def unavailable_reason(backend: str) -> str | None:

@@ -15,6 +15,7 @@ import functools
 import torch
 
 from tilekit import baseline_support as bs
+from tilekit import providers
 
 triton, tl, _TRITON_ERROR = bs.import_triton()
 ct, _CUTILE_ERROR = bs.import_cutile()
@@ -191,7 +192,19 @@ def cutile_silu_and_mul(
     )
 
 
-BACKENDS = {"cutile": cutile_silu_and_mul, "triton": triton_silu_and_mul, "torch": torch_silu_and_mul}
+BACKENDS = {
+    "cutile": cutile_silu_and_mul,
+    "triton": triton_silu_and_mul,
+    "torch": torch_silu_and_mul,
+    **providers.backends(
+        tilegym=lambda ops, x: ops.silu_and_mul(x),
+        liger=lambda ops, x: ops.swiglu.LigerFusedGateUpSiLUMulFunction.apply(x, False),
+        # Liger's cuTile swiglu has only LigerSiLUMulFunction(a, b), which copies each strided half
+        # of x (.contiguous()) before its kernel: timed here it would pay for two copies.
+        liger_cutile="Liger's cuTile swiglu takes gate and up as two tensors and would copy both "
+        "halves of x first (an unfair time); it is the swiglu kernel's baseline (issue 14)",
+    ),
+}
 
 
 def unavailable_reason(backend: str) -> str | None:

@@ -12,6 +12,7 @@ for rows too wide to hold): NOTES.md has the H200 sweep.
 import torch
 
 from tilekit import baseline_support as bs
+from tilekit import providers
 
 triton, tl, _TRITON_ERROR = bs.import_triton()
 ct, _CUTILE_ERROR = bs.import_cutile()
@@ -146,7 +147,16 @@ def cutile_softmax(x: torch.Tensor, *, variant: str = "auto", **knobs) -> torch.
     return bs.launch_rows(_CUTILE_KERNELS, cutile_config, (x,), variant=variant, knobs=knobs, ct=ct)
 
 
-BACKENDS = {"cutile": cutile_softmax, "triton": triton_softmax, "torch": torch_softmax}
+BACKENDS = {
+    "cutile": cutile_softmax,
+    "triton": triton_softmax,
+    "torch": torch_softmax,
+    **providers.backends(
+        tilegym=lambda ops, x: ops.softmax(x),
+        liger=lambda ops, x: ops.softmax.LigerSoftmaxFunction.apply(x),
+        liger_cutile=lambda ops, x: ops.softmax.LigerSoftmaxFunction.apply(x),
+    ),
+}
 
 
 def unavailable_reason(backend: str) -> str | None:

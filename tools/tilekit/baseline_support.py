@@ -2,7 +2,8 @@
 
 A baselines.py defines the kernel's Triton and cuTile Python kernels, the pure functions that plan
 their launches (`triton_config`, `cutile_config`, ...), one entry per backend (`BACKENDS`: cutile,
-triton, torch), `VARIANTS` and `unavailable_reason(backend)`. From here it takes:
+triton, torch, and the providers that have its op: tilekit.providers), `VARIANTS` and
+`unavailable_reason(backend)`. From here it takes:
 
 * the guarded imports: neither triton nor cuda.tile is needed to import a baselines.py. Each is
   imported by `import_triton` / `import_cutile`, which keep the import error, and
@@ -74,9 +75,11 @@ def tileiras_missing() -> str | None:
 
 def unavailable_reason(kernel: str, backend: str, backends: dict, triton_error, cutile_error) -> str | None:
     """Why `backend` of `kernel` cannot run here, or None when its package imports (and, for
-    cutile, its compiler is found). Says nothing about the GPU itself."""
+    cutile, its compiler is found; a provider's entry says for itself). Says nothing about the GPU."""
     if backend not in backends:
         raise ValueError(f"unknown {kernel} baseline {backend!r}; known: {sorted(backends)}")
+    if hasattr(backends[backend], "reason"):  # a provider's entry (tilekit.providers)
+        return backends[backend].reason()
     if backend == "torch":
         return None
     if backend == "triton":
@@ -85,11 +88,14 @@ def unavailable_reason(kernel: str, backend: str, backends: dict, triton_error, 
         if isinstance(triton_error, ModuleNotFoundError):
             return "triton is not installed: pip install triton (it comes with CUDA builds of torch)"
         return f"triton failed to import: {type(triton_error).__name__}: {triton_error}"
-    if cutile_error is None:
-        return tileiras_missing()
-    if isinstance(cutile_error, ModuleNotFoundError):
+    return tileiras_missing() if cutile_error is None else cutile_reason(cutile_error)
+
+
+def cutile_reason(error: Exception) -> str:
+    """What a failed `import cuda.tile` means for a backend that needs it."""
+    if isinstance(error, ModuleNotFoundError):
         return "cuda.tile is not installed: pip install cuda-tile==1.7.0 (the bundle carries it)"
-    return f"cuda.tile failed to import: {type(cutile_error).__name__}: {cutile_error}"
+    return f"cuda.tile failed to import: {type(error).__name__}: {error}"
 
 
 def require(package, reason, backend: str) -> None:

@@ -24,8 +24,15 @@ MAX_CONFIGS = 40  # above this a chart is a wall of bars; the report's tables ho
 DONE_EDGE = BANDS[0][0]
 PORT_COLOR = "#4c72b0"
 # One color per baseline in every chart, so triton is orange in each kernel's report.
-BACKEND_COLORS = {"cutile": "#8172b3", "tilegym": "#937860", "torch": "#55a868", "triton": "#dd8452"}
-OTHER_COLORS = ("#da8bc3", "#8c8c8c", "#ccb974", "#64b5cd")
+BACKEND_COLORS = {
+    "cutile": "#8172b3",
+    "liger": "#da8bc3",
+    "liger_cutile": "#64b5cd",
+    "tilegym": "#937860",
+    "torch": "#55a868",
+    "triton": "#dd8452",
+}
+OTHER_COLORS = ("#8c8c8c", "#ccb974")
 BAND_COLORS = {"DONE": "#55a868", "MILD_GAP": "#ccb974", "MODERATE_GAP": "#dd8452", "LARGE_GAP": "#c44e52"}
 STYLE = {
     "svg.fonttype": "none",  # text stays text: searchable, and no glyph outlines in the file

@@ -2,7 +2,8 @@
 for everything missing or wrong. Standard library only, so it runs before ``make setup`` too.
 
 Build side: cargo, CUDA >= 13.2 headers (cuda.h, curand.h, crt/host_config.h), libclang.
-Run side: torch and its CUDA, cffi, a GPU and its driver, CUPTI, and the Tile IR toolchain:
+Run side: torch and its CUDA, cffi, the opt-in baselines TileGym and Liger-Kernel, a GPU and its
+driver, CUPTI, and the Tile IR toolchain:
 tileiras (>= 13.3 for sm_90), the ptxas of the same release beside it, and libnvvm of that release
 reachable through CUDA_HOME — the trap being CUDA_HOME at an older toolkit, where tileiras fails
 with "failed to compile Tile IR program".
@@ -128,6 +129,18 @@ def check_python() -> list[Check]:
         checks.append(
             Check("cffi", BAD, "not importable", ["make setup; on a GPU host the bundle carries a cp312 wheel"])
         )
+    return checks
+
+
+def check_providers() -> list[Check]:
+    """The opt-in baselines from other libraries (tilekit.providers): whether each imports here."""
+    from tilekit import providers  # noqa: PLC0415
+
+    checks = []
+    for name, p in providers.PROVIDERS.items():
+        reason = providers.unavailable_reason(name)
+        found = f"{p.dist} {providers.version(name)} imports" if reason is None else reason
+        checks.append(Check(f"baseline {name}", OK if reason is None else NONE, f"{found} (opt-in: BASELINES)"))
     return checks
 
 
@@ -298,6 +311,7 @@ def build_checks() -> list[Check]:
 def all_checks() -> list[Check]:
     checks = build_checks()
     checks += check_python()
+    checks += check_providers()
     checks += check_gpu()
     checks += check_tileir()
     try:

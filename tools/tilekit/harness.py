@@ -7,10 +7,17 @@ from __future__ import annotations
 
 import os
 
-from tilekit import bench
+from tilekit import bench, providers
 
-# pytest id of a backend -> its name in records (DESIGN.md "Backend names").
-RECORD_NAME = {"cutile_rs": "cutile-rs", "cutile_py": "cutile", "triton": "triton", "torch": "torch"}
+# pytest id of a backend -> its name in records (DESIGN.md "Backend names"); a provider's id is its
+# name (tilekit.providers: tilegym, liger, liger_cutile).
+RECORD_NAME = {
+    "cutile_rs": "cutile-rs",
+    "cutile_py": "cutile",
+    "triton": "triton",
+    "torch": "torch",
+    **{name: name for name in providers.NAMES},
+}
 BACKEND_IDS = tuple(RECORD_NAME)
 
 
@@ -71,11 +78,14 @@ def nrep() -> int:
 
 
 def run_perf(request, *, kernel: str, backend_id: str, cfg: dict, call, bytes_moved=None, flops=None) -> dict:
-    """Time `call` with CUPTI and attach the record to the test (the plugin prints it)."""
+    """Time `call` with CUPTI and attach the record to the test (the plugin prints it). A
+    provider's record carries its package's version in its env."""
     timing = bench.time_cupti(call, nrep=nrep())
+    extra = providers.record_env(RECORD_NAME[backend_id])
     record = bench.perf_record(
         kernel=kernel,
         backend=RECORD_NAME[backend_id],
+        env={**bench.environment(), **extra} if extra else None,
         config=cfg,
         timing=timing,
         test=request.node.nodeid,

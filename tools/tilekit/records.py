@@ -18,11 +18,13 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 
+from tilekit import providers
+
 BEGIN = "==== Performance Test Results ===="
 END = "==== End Performance Test Results ===="
 PROPERTY = "tilekit_perf_record"  # user_properties name a timed test attaches its record under
 PORT_BACKEND = "cutile-rs"
-BASELINE_BACKENDS = ("cutile", "triton", "torch")
+BASELINE_BACKENDS = ("cutile", "triton", "torch", *providers.NAMES)  # the Makefile's KNOWN_BASELINES
 
 TIME_KEYS = ("median_ms", "mean_ms", "std_ms", "min_ms", "max_ms")
 REQUIRED_KEYS = ("test", "kernel", "backend", "config", "timer") + TIME_KEYS + ("nrep",)

@@ -46,7 +46,8 @@ def kernel_of(nodeid: str) -> str | None:
 
 
 def backend_of(nodeid: str) -> str | None:
-    """The backend id (cutile_rs, cutile_py, triton, torch) of a case, or None when it names none."""
+    """The backend id (cutile_rs, cutile_py, triton, torch, a provider's name) of a case, or None
+    when it names none. The id's first part must be a whole id (``liger_cutile-...`` is not liger)."""
     if "::" not in nodeid:
         return None
     name = nodeid.split("::")[-1]
@@ -54,7 +55,7 @@ def backend_of(nodeid: str) -> str | None:
     first = params.split("-", 1)[0].rstrip("]")
     if first in BACKEND_IDS:
         return first
-    return next((b for b in BACKEND_IDS if func.endswith("_" + b)), None)
+    return max((b for b in BACKEND_IDS if func.endswith("_" + b)), key=len, default=None)  # the longest
 
 
 def stage_of(nodeid: str) -> tuple[str, str] | None:
@@ -64,7 +65,8 @@ def stage_of(nodeid: str) -> tuple[str, str] | None:
 
 
 def file_name(backend_id: str) -> str:
-    """``{backend}`` in a template: the record name with ``-`` as ``_`` (cutile, cutile_rs, triton, torch)."""
+    """``{backend}`` in a template: the record name with ``-`` as ``_`` (cutile, cutile_rs, triton,
+    torch, tilegym, liger, liger_cutile)."""
     return RECORD_NAME[backend_id].replace("-", "_")
 
 

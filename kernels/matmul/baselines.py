@@ -311,7 +311,14 @@ def cutile_matmul(a: torch.Tensor, b: torch.Tensor, *, variant: str = "auto") ->
 def tilegym_matmul(ops, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """TileGym's cuTile matmul. A column-major operand goes in as its row-major .t() with
     trans_*=True (no copy); static_persistent=True is the documented default of tilegym.ops.matmul
-    (its cuTile path without it refuses transposed operands)."""
+    (its cuTile path without it refuses transposed operands).
+
+    >>> class Ops:  # what TileGym's matmul receives
+    ...     def matmul(self, a, b, **kw):
+    ...         return tuple(a.shape), a.stride(), tuple(b.shape), b.stride(), kw
+    >>> tilegym_matmul(Ops(), torch.empty(4, 3).t(), torch.empty(4, 8)[:, :5])  # a: (3, 4) column-major
+    ((4, 3), (3, 1), (4, 5), (8, 1), {'trans_a': True, 'trans_b': False, 'static_persistent': True})
+    """
     ta, tb = (t.shape[1] > 1 and t.stride(1) != 1 for t in (a, b))
     return ops.matmul(a.t() if ta else a, b.t() if tb else b, trans_a=ta, trans_b=tb, static_persistent=True)
 

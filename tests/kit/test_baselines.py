@@ -1,6 +1,7 @@
 """Every kernels/<name>/baselines.py on the CPU, the same tests for each (what differs is data: the
 BASELINE_CASES of kernels/<name>/tests.py, tilekit.baseline_cases): the module contract (BACKENDS,
-VARIANTS, unavailable_reason, imports without triton or cuda.tile), input checks, the torch entry
+VARIANTS, unavailable_reason, imports without triton or cuda.tile; the providers' entries are
+tested in test_providers.py), input checks, the torch entry
 and the Triton kernels under the Triton interpreter against SPEC's float64 reference, the pure
 config functions' plans (the auto plans of the perf shapes pinned), and the kernels compiled for
 sm_90: Triton's always (Triton ships ptxas), cuTile's traced to Tile IR bytecode where cuda.tile is
@@ -11,6 +12,7 @@ before baselines.py is imported, so each kernel's interpreted cases run in ONE c
 (triton_interp.py) and the tests here assert on its answers.
 """
 
+import doctest
 import importlib
 import io
 import os
@@ -24,6 +26,7 @@ import torch
 import triton_interp
 from tilekit import baseline_cases
 from tilekit import baseline_support as bs
+from tilekit import providers
 from tilekit.baseline_cases import TOL
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,11 +62,20 @@ def test_every_kernel_with_baselines_has_its_cases_of_its_own_declaration(kernel
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
-def test_backends_are_the_three_entries_and_torch_always_runs(kernel):
+def test_backends_are_our_three_entries_then_providers_and_torch_always_runs(kernel):
     B = baselines(kernel)
-    assert B.BACKENDS == {b: getattr(B, f"{b}_{kernel}") for b in ("cutile", "triton", "torch")}
+    own = {b: getattr(B, f"{b}_{kernel}") for b in ("cutile", "triton", "torch")}
+    assert dict(list(B.BACKENDS.items())[:3]) == own
+    assert [b for b in B.BACKENDS if b not in own] == [p for p in providers.NAMES if p in B.BACKENDS]
+    assert all(B.BACKENDS[p] == providers.Entry(p, B.BACKENDS[p].call) for p in B.BACKENDS if p not in own)
     assert B.VARIANTS[0] == "auto" and len(set(B.VARIANTS)) == len(B.VARIANTS)
     assert B.unavailable_reason("torch") is None
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_doctests_of_baselines_pass(kernel):
+    result = doctest.testmod(baselines(kernel), optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert result.failed == 0, f"kernels/{kernel}/baselines.py: {result.failed} doctest(s) failed"
 
 
 @pytest.mark.parametrize("kernel", KERNELS)

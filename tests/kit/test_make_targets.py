@@ -11,17 +11,22 @@ import re
 import shutil
 import stat
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from child_env import TEST_TIMEOUT, child_env, run  # tests/kit/child_env.py
+from tilekit.harness import RECORD_NAME
+from tilekit.records import BASELINE_BACKENDS
+from tilekit.stage_logs import stage_path
 
 pytestmark = pytest.mark.timeout(TEST_TIMEOUT)  # each child has a shorter deadline (child_env.run)
 
 ROOT = Path(__file__).resolve().parents[2]
 KERNELS = sorted(p.name for p in (ROOT / "kernels").iterdir() if (p / "kernel.rs").is_file())
 LIB = ROOT / "build" / "libcutile_kernels.so"
+KNOWN = " ".join(BASELINE_BACKENDS)  # the Makefile's KNOWN_BASELINES: ours, then the opt-in providers
 
 
 def make(*args, dry=False, timeout=240) -> subprocess.CompletedProcess:
@@ -88,6 +93,27 @@ def test_make_all_kernels_perf_is_one_stage_command_over_every_suite(tmp_path):
     assert sorted(str(p.relative_to(o)) for p in o.rglob("*")) == [".timing-env.txt"]
 
 
+def test_every_known_baseline_maps_to_its_test_id_and_back_to_its_raw_log(tmp_path):
+    o = tmp_path / "o"
+    done = make("KERNEL=softmax", f"OUT_ROOT={o}", f"BASELINES={KNOWN}", "baseline", dry=True)
+    assert done.returncode == 0, done.stderr
+    specs = stage_specs(done.stdout, "baseline")
+    assert [b for _, b, *_ in specs] == ["cutile_py", "triton", "torch", "tilegym", "liger", "liger_cutile"]
+    template = f"{o}/{{kernel}}/reports/logs/baseline_perf_{{backend}}.full.txt"
+    for (kernel, backend_id, log, *_), name in zip(specs, BASELINE_BACKENDS):
+        assert RECORD_NAME[backend_id] == name and log == stage_path(template, kernel, backend_id) == str(
+            o / "softmax" / "reports" / "logs" / f"baseline_perf_{name}.full.txt"
+        )
+
+
+def test_a_stage_selects_the_cases_of_its_backends_and_no_other():
+    """timed_stage.sh's -k names whole ids: liger's selection leaves liger_cutile's cases out."""
+    argv = ["-m", "pytest", "-p", "no:cacheprovider", "--collect-only", "-q", "tests/kernels/test_softmax.py"]
+    done = run([sys.executable, *argv, "-k", "test_perf and ([liger- or [torch-)"], cwd=ROOT, env=child_env())
+    ids = [ln.split("::")[-1] for ln in done.stdout.splitlines() if "::" in ln]
+    assert ids and {i.split("[")[1].split("-")[0] for i in ids} == {"liger", "torch"}, done.stdout[-2000:]
+
+
 def test_baselines_selects_the_raw_logs_and_force_retimes(tmp_path):
     done = make("KERNEL=rms_norm", f"OUT_ROOT={tmp_path}", "BASELINES=triton", "FORCE=1", "baseline", dry=True)
     assert done.returncode == 0, done.stderr
@@ -98,8 +124,9 @@ def test_baselines_selects_the_raw_logs_and_force_retimes(tmp_path):
 @pytest.mark.parametrize(
     "variables,message",
     [
-        (["BASELINES="], "BASELINES is empty: name at least one of cutile triton torch"),
-        (["BASELINES=triton tritn"], "BASELINES: unknown backend 'tritn' (known: cutile triton torch)"),
+        (["BASELINES="], f"BASELINES is empty: name at least one of {KNOWN}"),
+        (["BASELINES=triton tritn"], f"BASELINES: unknown backend 'tritn' (known: {KNOWN})"),
+        (["BASELINES=liger_triton"], f"BASELINES: unknown backend 'liger_triton' (known: {KNOWN})"),
         (["KERNEL=rmsnorm"], "KERNEL=rmsnorm: there is no kernels/rmsnorm/kernel.rs; use one of: " + " ".join(KERNELS)),
     ],
 )
@@ -162,7 +189,7 @@ def test_a_missing_baseline_log_is_the_only_one_retimed(first_perf):
     done = make("KERNEL=rms_norm", f"OUT_ROOT={out}", "GPUS=1", "perf")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "baseline: timing rms_norm/triton" in done.stderr
-    assert "-k test_perf and (triton) " in done.stderr
+    assert "-k test_perf and ([triton-) " in done.stderr
     assert (logs / "baseline_perf_triton.full.txt").is_file()
     assert {b: (logs / f"baseline_perf_{b}.full.txt").stat().st_mtime_ns for b in kept} == kept
     assert (logs / "perf_cutile_rs.full.txt").stat().st_mtime_ns == port
@@ -234,9 +261,9 @@ def test_timed_stage_groups_kernels_by_their_stale_backends(stage_dir):
     done = run_stage(stage_dir, "baseline", *specs)
     assert done.returncode == 0, done.stderr
     assert calls(stage_dir) == [
-        "tests/kernels/test_a.py tests/kernels/test_b.py -k test_perf and (triton) --print-record -v -rs --timeout=600 "
+        "tests/kernels/test_a.py tests/kernels/test_b.py -k test_perf and ([triton-) --print-record -v -rs --timeout=600 "
         "--continue-on-collection-errors --stage-log {kernel}/{backend}.txt --stage-backends triton",
-        "tests/kernels/test_c.py -k test_perf and (triton or torch) --print-record -v -rs --timeout=600 "
+        "tests/kernels/test_c.py -k test_perf and ([triton- or [torch-) --print-record -v -rs --timeout=600 "
         "--continue-on-collection-errors --stage-log {kernel}/{backend}.txt --stage-backends triton,torch",
     ]
     assert (stage_dir / "logs" / "s.txt").is_file() and (stage_dir / "logs" / "s-2.txt").is_file()

@@ -89,6 +89,11 @@ def stage_log(folder: Path, kernel: str, backend: str) -> str:
         ("tests/kernels/test_silu_and_mul.py::test_op[torch-4x8-bfloat16]", ("silu_and_mul", "torch")),
         ("tests/kernels/test_softmax.py::test_op_every_variant_cutile_rs[37x1000-float16]", ("softmax", "cutile_rs")),
         ("tests/kernels/test_softmax.py::test_op_bad_input_cutile_rs[cutile_rs-dtype]", ("softmax", "cutile_rs")),
+        # a provider's id is its name; one that starts with another's is still its own
+        ("tests/kernels/test_softmax.py::test_perf[liger_cutile-512-151936-bfloat16]", ("softmax", "liger_cutile")),
+        ("tests/kernels/test_softmax.py::test_perf[liger-512-151936-bfloat16]", ("softmax", "liger")),
+        ("tests/kernels/test_matmul.py::test_op[tilegym-64x64x64-float16]", ("matmul", "tilegym")),
+        ("tests/kernels/test_softmax.py::test_op_every_variant_liger_cutile[4x8-float16]", ("softmax", "liger_cutile")),
     ],
 )
 def test_stage_of_a_kernel_suite_case(nodeid, stage):
@@ -113,6 +118,7 @@ def test_kernel_and_backend_parts():
     assert backend_of("tests/kernels/test_matmul.py::test_perf[triton-4096]") == "triton"
     assert stage_path(TEMPLATE, "matmul", "cutile_py") == "out/matmul/reports/logs/perf_cutile.full.txt"
     assert stage_path(TEMPLATE, "matmul", "cutile_rs") == "out/matmul/reports/logs/perf_cutile_rs.full.txt"
+    assert stage_path(TEMPLATE, "matmul", "liger_cutile") == "out/matmul/reports/logs/perf_liger_cutile.full.txt"
 
 
 def test_whole_stages_go_to_workers_only_when_they_can_balance_them():

@@ -89,13 +89,13 @@ def test_the_reason_on_this_machine_is_none_or_one_of_the_above(p):
     """The venv has neither package; a GPU host's bundle has both (make check passes on both)."""
     dist = providers.PROVIDERS[p].dist
     reason = providers.unavailable_reason(p)
-    assert (
-        reason is None
-        or reason.startswith(
-            (f"{dist} is not installed: pip install --no-deps {dist}==", f"{p} runs on cuda.tile: ", f"{dist} ")
-        )
-        or reason.startswith("cuda.tile found no tileiras")
-    ), reason
+    known = (
+        f"{dist} is not installed: pip install --no-deps {dist}==",
+        f"{p} runs on cuda.tile: ",
+        f"{dist} {providers.version(p)} failed to import ",
+        "cuda.tile found no tileiras",
+    )
+    assert reason is None or reason.startswith(known), reason
 
 
 def test_an_op_a_provider_has_but_we_do_not_time_says_why(fresh):

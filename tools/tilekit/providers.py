@@ -93,6 +93,8 @@ def _load(name: str):
 
             tilegym.set_backend("cutile")
             ops = tilegym.ops
+            if ops.cutile is None:  # its import failed and was swallowed: every op would fall back to torch
+                raise ImportError("tilegym.ops.cutile did not import (tilegym warned why)")
         else:
             importlib.import_module(p.ops)  # its import errors here, not at the first call
             ops = _Submodules(p.ops)

@@ -3,10 +3,10 @@ baselines' forms (keep the faster) and to see the port's autotune space whole.
 
     python scripts/sweep_variants.py --kernel rms_norm [--nrep 30] [--configs 0 2]
         [--shapes '[{"dtype": "bfloat16", "m": 256, "n": 11008}]']
-        [--backends triton cutile cutile_rs torch] [--extra '[{"block": 1024, "rows": 2, "occupancy": 8}]']
+        [--backends triton cutile cutile_rs torch tilegym liger liger_cutile] [--extra '[{"block": 1024, "rows": 2, "occupancy": 8}]']
 
 Same CUPTI timer as the benchmarks (tilekit.bench). Baseline variants come from
-`kernels/<k>/baselines.py` (VARIANTS; a backend without variants is timed once); port variants
+`kernels/<k>/baselines.py` (VARIANTS of ours; torch and the providers are timed once); port variants
 from `kernels/<k>/op.py` (`variants(**dims)`) plus any `--extra` ones (a JSON list of variant
 dicts, candidates not yet in the autotune space); all are called through the kernel's declaration
 (`kernels/<k>/spec.py`'s SPEC: run_port / run_baseline). Prints one line per (config, backend,
@@ -45,7 +45,7 @@ def calls_for(backend: str, spec, baselines, cfg: dict, inputs: dict, extra: lis
     reason = baselines.unavailable_reason(backend)
     if reason:
         return reason
-    names = getattr(baselines, "VARIANTS", ()) if backend != "torch" else ()
+    names = getattr(baselines, "VARIANTS", ()) if backend in ("cutile", "triton") else ()  # ours have variants
     if not names:
         return {"-": lambda: spec.run_baseline(backend, inputs)}
     return {v: (lambda v=v: spec.run_baseline(backend, inputs, variant=v)) for v in names}

@@ -199,10 +199,8 @@ BACKENDS = {
     **providers.backends(
         tilegym=lambda ops, x: ops.silu_and_mul(x),
         liger=lambda ops, x: ops.swiglu.LigerFusedGateUpSiLUMulFunction.apply(x, False),
-        # Liger's cuTile swiglu has only LigerSiLUMulFunction(a, b), which copies each strided half
-        # of x (.contiguous()) before its kernel: timed here it would pay for two copies.
-        liger_cutile="Liger's cuTile swiglu takes gate and up as two tensors and would copy both "
-        "halves of x first (an unfair time); it is the swiglu kernel's baseline (issue 14)",
+        liger_cutile="Liger's cuTile swiglu has only LigerSiLUMulFunction(a, b), which would copy both "
+        "strided halves of x (.contiguous()) before its kernel: an unfair time; it fits the two-tensor swiglu op",
     ),
 }
 

@@ -101,7 +101,7 @@ def test_the_reason_on_this_machine_is_none_or_one_of_the_above(p):
 def test_an_op_a_provider_has_but_we_do_not_time_says_why(fresh):
     installed(fresh, True)
     reason = baselines("silu_and_mul").unavailable_reason("liger_cutile")
-    assert reason.startswith("Liger's cuTile swiglu takes gate and up as two tensors and would copy")
+    assert reason.startswith("Liger's cuTile swiglu has only LigerSiLUMulFunction(a, b), which would copy")
     with pytest.raises(RuntimeError, match="^liger_cutile: Liger's cuTile swiglu"):
         baselines("silu_and_mul").BACKENDS["liger_cutile"](torch.zeros(2, 4))
 
@@ -184,7 +184,7 @@ def test_the_generated_suite_has_every_providers_cases(name):
     "name,backend_id,reason",
     [
         ("matmul", "liger", "liger: kernels/matmul/baselines.py has no liger baseline"),
-        ("silu_and_mul", "liger_cutile", "liger_cutile: Liger's cuTile swiglu takes gate and up"),
+        ("silu_and_mul", "liger_cutile", "liger_cutile: Liger's cuTile swiglu has only LigerSiLUMulFunction"),
         ("softmax", "tilegym", "tilegym: tilegym is not installed: pip install --no-deps tilegym==1.5.1"),
     ],
 )

@@ -164,6 +164,21 @@ def test_a_providers_records_carry_its_version(monkeypatch):
     assert providers.record_env("triton") == {} and providers.record_env("cutile") == {}
 
 
+@pytest.mark.parametrize("backend_id,extra", [("liger_cutile", {"liger_kernel": "0.8.5"}), ("triton", {})])
+def test_a_timed_case_of_a_provider_records_its_version_in_env(monkeypatch, backend_id, extra):
+    from types import SimpleNamespace
+
+    from tilekit import bench
+
+    monkeypatch.setattr(bench, "time_cupti", lambda call, nrep: bench.Timing([0.5, 0.6], ["k"]))
+    monkeypatch.setattr(bench, "environment", lambda: {"gpu": "none", "torch": "2"})
+    monkeypatch.setattr(providers, "version", lambda name: "0.8.5")
+    request = SimpleNamespace(node=SimpleNamespace(nodeid="t", user_properties=[]))
+    record = harness.run_perf(request, kernel="softmax", backend_id=backend_id, cfg={"dtype": "float16"}, call=None)
+    assert record["backend"] == harness.RECORD_NAME[backend_id]
+    assert record["env"] == {"gpu": "none", "torch": "2", **extra}
+
+
 # -- ids, record names and the harness -----------------------------------------------------------
 
 

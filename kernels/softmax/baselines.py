@@ -147,13 +147,25 @@ def cutile_softmax(x: torch.Tensor, *, variant: str = "auto", **knobs) -> torch.
     return bs.launch_rows(_CUTILE_KERNELS, cutile_config, (x,), variant=variant, knobs=knobs, ct=ct)
 
 
+LIGER_TRITON_MAX_N = 65536  # liger_kernel.ops.utils.calculate_settings: one power-of-two block per row
+
+
+def liger_softmax(function, x):
+    """Liger's Triton softmax, which refuses rows longer than one 64K block (vocabulary rows)."""
+    if x.shape[-1] > LIGER_TRITON_MAX_N:
+        raise bs.NotServed(
+            f"Liger's Triton softmax serves rows of at most {LIGER_TRITON_MAX_N} (one block per row); n = {x.shape[-1]}"
+        )
+    return function.apply(x)
+
+
 BACKENDS = {
     "cutile": cutile_softmax,
     "triton": triton_softmax,
     "torch": torch_softmax,
     **providers.backends(
         tilegym=lambda ops, x: ops.softmax(x),
-        liger=lambda ops, x: ops.softmax.LigerSoftmaxFunction.apply(x),
+        liger=lambda ops, x: liger_softmax(ops.softmax.LigerSoftmaxFunction, x),
         liger_cutile=lambda ops, x: ops.softmax.LigerSoftmaxFunction.apply(x),
     ),
 }

@@ -37,12 +37,25 @@ def test_winning_baseline_is_lowest_geomean_even_when_it_loses_some_configs():
 
 
 def test_winner_is_chosen_over_configs_all_baselines_have_only():
-    # triton is slower on the shared config but has a huge extra config; it must not matter
-    baselines = {"cutile": recs("cutile", {1: 1.0}), "triton": recs("triton", {1: 1.1, 2: 0.001})}
-    c = compare("k", recs("cutile-rs", {1: 1.0, 2: 0.001}), baselines)
+    # triton is slower on the shared config but has a huge extra config; it must not matter. No
+    # baseline has every config, so the winner is chosen over the shared one.
+    baselines = {"cutile": recs("cutile", {1: 1.0, 3: 1.0}), "triton": recs("triton", {1: 1.1, 2: 0.001})}
+    c = compare("k", recs("cutile-rs", {1: 1.0, 2: 0.001, 3: 1.0}), baselines)
     assert c.reference == "cutile"
-    assert [r.status for r in c.rows] == ["matched", "missing_reference"]
+    assert [r.status for r in c.rows] == ["matched", "missing_reference", "matched"]
     assert (c.verdict, c.severity) == ("INVESTIGATE", "MISSING_DATA")
+
+
+def test_a_baseline_that_lacks_configs_is_not_the_reference_when_another_has_them_all():
+    # liger is fastest on what it serves but refuses config 2 (e.g. Liger's Triton softmax and
+    # vocabulary rows): the reference must give every config a ratio, so it is cutile.
+    baselines = {"cutile": recs("cutile", {1: 1.0, 2: 2.0}), "liger": recs("liger", {1: 0.5})}
+    c = compare("k", recs("cutile-rs", {1: 1.0, 2: 2.0}), baselines)
+    assert c.reference == "cutile"
+    assert "among the baselines that have every config (not liger)" in c.reference_reason
+    assert [r.status for r in c.rows] == ["matched", "matched"]
+    assert c.rows[0].ratio_to_best == 2.0  # liger stays in the per-config comparison
+    assert (c.verdict, c.geomean) == ("DONE", 1.0)
 
 
 def test_reference_can_be_forced():

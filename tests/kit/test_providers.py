@@ -208,3 +208,15 @@ def test_the_harness_skips_a_provider_that_cannot_run_with_its_reason(fresh, nam
     with pytest.raises(pytest.skip.Exception) as info:
         harness.implementation(kernel.load(name), backend_id)
     assert str(info.value).startswith(reason)
+
+
+def test_an_input_a_library_does_not_serve_is_a_skip_with_the_reason_and_no_call(fresh):
+    # Liger's Triton softmax refuses rows past one 64K block: a vocabulary row is not served.
+    installed(fresh, True)
+    calls = []
+    fresh.setattr(providers, "_load", lambda name: (Ops(calls), None))
+    run = harness.implementation(kernel.load("softmax"), "liger")
+    assert run({"x": torch.zeros(2, 65536)}) == "y"
+    with pytest.raises(pytest.skip.Exception, match="^liger: Liger's Triton softmax serves rows of at most 65536"):
+        run({"x": torch.zeros(2, 65537)})
+    assert [c[0] for c in calls] == ["softmax.LigerSoftmaxFunction.apply"]

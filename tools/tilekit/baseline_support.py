@@ -10,6 +10,9 @@ triton, torch, and the providers that have its op: tilekit.providers), `VARIANTS
   `unavailable_reason` turns it into the message the suites skip with (None when it can run);
   `require` raises that message when a missing backend is called anyway;
 * the input checks every entry makes (`check_matrix`, `check_variant`, `require_cuda`);
+* `NotServed`: what an entry raises for an input its library does not serve by design (Liger's
+  Triton softmax and rows longer than 65536); the suites skip that case with the reason, and the
+  report lists the baseline's missing configs (it is then never the reference: tilekit.compare);
 * the row-wise launch: a kernel that works on (m, n) rows takes its operands, then y, then
   [m,] n, x's and y's row strides, its scalars, [ROWS,] BLOCK (Triton) or its operands, then y,
   its scalars, [ROWS,] BLOCK (cuTile); `launch_triton_rows` / `launch_cutile_rows` call it from a
@@ -29,6 +32,11 @@ Compiled cubins are cached under ``$CUDA_TILE_CACHE_DIR`` (default ~/.cache/cuti
 from __future__ import annotations
 
 import functools
+
+
+class NotServed(Exception):
+    """A baseline's library does not serve this input by design; the message says why. Raised
+    before any work, so the case is a skip with that reason, not a failure."""
 
 # -- optional packages, and why a backend cannot run ----------------------------------------------
 

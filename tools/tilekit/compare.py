@@ -195,8 +195,11 @@ def choose_reference(baselines: dict[str, dict[str, Record]]) -> tuple[str, str,
     """(winning backend, why, backend -> geomean ms over the common configs).
 
     The winner is the baseline with the lowest geomean time over the configs that every baseline
-    has (ties go to the first name). If the baselines share no config at all, the one with the
-    most configs is the reference, and the reason says so.
+    has (ties go to the first name). A baseline that lacks some config another one timed (its
+    library does not serve it: baseline_support.NotServed, or it failed there) is the winner only
+    when no baseline has every config: a reference must give every config its ratio. If the
+    baselines share no config at all, the one with the most configs is the reference, and the
+    reason says so.
     """
     names = sorted(baselines)
     common = set.intersection(*(set(baselines[n]) for n in names))
@@ -205,8 +208,20 @@ def choose_reference(baselines: dict[str, dict[str, Record]]) -> tuple[str, str,
         return winner, f"the baselines share no config; {winner} has the most ({len(baselines[winner])})", {}
     keys = sorted(common)
     means = {n: geomean([baselines[n][k].median_ms for k in keys]) for n in names}
-    winner = min(names, key=lambda n: means[n])
-    return winner, f"winning baseline: lowest geomean time over the {len(keys)} configs all baselines have", means
+    every = set().union(*(set(baselines[n]) for n in names))
+    complete = [n for n in names if set(baselines[n]) == every]
+    if not complete or len(complete) == len(names):
+        winner = min(names, key=lambda n: means[n])
+        return winner, f"winning baseline: lowest geomean time over the {len(keys)} configs all baselines have", means
+    every_keys = sorted(every)
+    winner = min(complete, key=lambda n: geomean([baselines[n][k].median_ms for k in every_keys]))
+    partial = ", ".join(n for n in names if n not in complete)
+    return (
+        winner,
+        f"winning baseline: lowest geomean time over all {len(every_keys)} configs among the baselines that have "
+        f"every config (not {partial})",
+        means,
+    )
 
 
 def make_row(key: str, record: Record | None, present: dict[str, dict[str, Record]], reference: str) -> Row:

@@ -38,6 +38,7 @@ class NotServed(Exception):
     """A baseline's library does not serve this input by design; the message says why. Raised
     before any work, so the case is a skip with that reason, not a failure."""
 
+
 # -- optional packages, and why a backend cannot run ----------------------------------------------
 
 

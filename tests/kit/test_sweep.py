@@ -308,7 +308,7 @@ def test_make_sweep_runs_test_sweep_of_port_and_baselines_into_the_shards_folder
 def test_make_sweep_of_all_kernels_is_one_session_then_each_report():
     out = make_dry("KERNEL=all", "sweep")
     files = " ".join(f"tests/kernels/test_{k}.py" for k in KERNELS)
-    assert f"--size 'full' --shard ''" in out and files in out
+    assert "--size 'full' --shard ''" in out and files in out
     assert "--stage-log 'out/{kernel}/sweep/logs/sweep_{backend}.full.txt'" in out
     assert f"for k in {' '.join(KERNELS)}; do" in out and "sweep report --kernel $k --dir out/$k" in out
     merge = make_dry("KERNEL=all", "OUT_ROOT=/shared/o", "sweep-merge")

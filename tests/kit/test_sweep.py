@@ -5,6 +5,7 @@ the make wiring (dry run), the example sbatch script under a fake srun and make,
 cache's folder. Every child process has a deadline (child_env.run)."""
 
 import doctest
+import json
 import os
 import stat
 import sys
@@ -427,3 +428,32 @@ def test_the_library_reports_its_jit_counters():
     if stats is None:
         pytest.skip(f"{ffi.library_path()} predates the tilekit_jit_stats export: make build")
     assert stats == {"compiles": 0, "enabled": False, "hits": 0, "misses": 0, "puts": 0, "io_errors": 0}
+
+
+ENABLE_SCRIPT = """
+import json, torch
+from tilekit import ffi, kernel
+lib, spec = ffi.Library(), kernel.load("softmax")
+inputs = spec.make_inputs(spec.ffi_example, device="cpu", seed=0)
+args = [lib.pack(t) if isinstance(t, torch.Tensor) else t for t in (spec.make_out(spec.ffi_example, inputs), *inputs.values())]
+try:
+    lib.call("softmax", "cutile_softmax", *args, *spec.export_args(spec.op.DEFAULT_VARIANT, 132), 4096, 0)
+except ffi.KernelError as e:
+    print(e.code, json.dumps(lib.jit_stats()))
+"""
+
+
+@pytest.mark.skipif(not ffi.library_path().is_file(), reason="no built library (make build)")
+@pytest.mark.parametrize("setting", ["folder", "empty"])
+def test_the_library_opens_the_disk_jit_cache_that_tilekit_jit_cache_names_at_its_first_launch(tmp_path, setting):
+    """A valid call on a device no machine has reaches the device set-up (-4), where the library
+    opens the cache first: a new process, so that the library's once-per-process switch is fresh."""
+    if ffi.Library().jit_stats() is None:
+        pytest.skip(f"{ffi.library_path()} predates the tilekit_jit_stats export: make build")
+    folder = tmp_path / "jit" / "key"
+    env = child_env(**{ffi.JIT_CACHE_VAR: str(folder) if setting == "folder" else ""})
+    done = run([sys.executable, "-c", ENABLE_SCRIPT], env=env, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    code, stats = done.stdout.split(" ", 1)
+    assert code == "-4" and json.loads(stats)["enabled"] is (setting == "folder")
+    assert folder.is_dir() is (setting == "folder")

@@ -81,6 +81,28 @@ def test_a_kernel_without_a_sweep_is_swept_over_its_perf_configs():
     assert sweep.configs(bare, "full") == spec.perf_configs
 
 
+def test_the_declaration_check_names_a_sweep_config_without_a_dim_and_an_unknown_size():
+    spec = kernel.load("rms_norm")
+    bad = type(spec)(**{**spec.__dict__, "sweep": {"quick": [{"m": 1, "dtype": "float16"}], "huge": []}})
+    assert bad.problems() == [
+        "sweep has ['huge', 'quick']: its sizes are ['quick', 'full'] (sweep_grid)",
+        "sweep: {'m': 1, 'dtype': 'float16'} must have ['m', 'n'] and only ['dtype', 'm', 'n', 'row_stride']",
+    ]
+
+
+def test_the_kit_version_changes_with_the_code_not_with_the_notes(tmp_path, monkeypatch):
+    for rel in ("tools/tilekit/a.py", "kernels/k/op.py", "kernels/k/NOTES.md"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("1")
+    monkeypatch.setenv("TILEKIT_LIB", str(tmp_path / "lib.so"))
+    version = sweep.kit_version.__wrapped__
+    first = version(tmp_path)
+    (tmp_path / "kernels/k/NOTES.md").write_text("2")
+    assert version(tmp_path) == first
+    (tmp_path / "kernels/k/op.py").write_text("2")
+    assert version(tmp_path) != first
+
+
 def test_an_unknown_size_is_refused_naming_the_sizes():
     with pytest.raises(sweep.SweepError, match=r"SWEEP='huge': use one of quick, full"):
         sweep.configs(kernel.load("softmax"), "huge")

@@ -346,8 +346,12 @@ def write_sweep(chart: SweepChart, path: str) -> None:
     write_atomic(path, sweep_svg(chart))
 
 
+RATIO_TICKS = (0.1, 0.2, 0.33, 0.5, 0.67, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 5.0, 10.0)
+
+
 def _sweep_figure(chart: SweepChart):
     from matplotlib.figure import Figure
+    from matplotlib.ticker import NullFormatter
 
     fig = Figure(figsize=(10.0, 4.2), layout="constrained")
     left, right = fig.subplots(1, 2, sharex=True)
@@ -362,6 +366,10 @@ def _sweep_figure(chart: SweepChart):
         right.scatter([p.work for p in shares], [p.peak_pct for p in shares], **style)
     left.set_xscale("log")
     left.set_yscale("log")
+    ratios = [p.ratio for p in chart.points] or [1.0]
+    ticks = [t for t in RATIO_TICKS if min(ratios) / 1.2 <= t <= max(ratios) * 1.2] or [1.0]
+    left.set_yticks(ticks, [f"{t:g}" for t in ticks])
+    left.yaxis.set_minor_formatter(NullFormatter())
     left.axhline(1.0, color="#222222", linewidth=1.0)
     left.axhline(DONE_EDGE, color="#555555", linewidth=0.9, linestyle="--")
     left.set_title("port time / best baseline time (> 1: the port loses)")

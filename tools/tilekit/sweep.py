@@ -129,12 +129,14 @@ def from_env(env=os.environ) -> tuple[str, str] | None:
 
 @functools.lru_cache(maxsize=1)
 def kit_version(root: Path | None = None) -> str:
-    """A digest of what the timings run: the kit's Python, every kernel's files and the library.
+    """A digest of what the timings run: the kit's Python, every kernel's files (not its notes) and
+    the library.
     Hosts that run the same bundle or checkout agree; a changed file changes it."""
     from tilekit import ffi
 
     root = root or ffi.ROOT
-    files = sorted((root / "tools" / "tilekit").glob("*.py")) + sorted((root / "kernels").glob("*/*"))
+    kernel_files = [p for p in sorted((root / "kernels").glob("*/*")) if p.suffix != ".md"]
+    files = sorted((root / "tools" / "tilekit").glob("*.py")) + kernel_files
     h = hashlib.sha256()
     for path in files + [ffi.library_path()]:
         if path.is_file():

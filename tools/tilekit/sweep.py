@@ -283,20 +283,7 @@ def _rate(record) -> tuple[str, str]:
     return ("" if gbps is None else f"{gbps:.2f}", "" if tflops is None else f"{tflops:.2f}")
 
 
-CSV_HEADER = [
-    "kernel",
-    "config",
-    "dtype",
-    "backend",
-    "median_ms",
-    "gbps",
-    "tflops",
-    "peak_pct",
-    "best_baseline",
-    "ratio_to_best",
-    "host",
-    "gpu",
-]
+CSV_HEADER = "kernel config dtype backend median_ms gbps tflops peak_pct best_baseline ratio_to_best host gpu".split()
 
 
 def csv_text(kernel: str, records: list) -> str:

@@ -11,6 +11,8 @@
 #   GPUS=N: test/baseline/perf spread their cases over N GPUs, one pinned pytest-xdist worker
 #           each (default: every visible GPU; 1 = one process, as on a one-GPU host; docs/multi-gpu.md).
 #           baseline (all BASELINES) and perf are one pytest session per make call, KERNEL=all included.
+#   SWEEP=quick|full (default full), SHARD=i/N: make sweep's grid size and the 1/N of it this host
+#           times (docs/sweep.md).
 # Each stage writes under $(OUT_ROOT)/$(KERNEL)/ (see docs/ and DESIGN.md's layout).
 
 KERNEL    ?= rms_norm
@@ -19,6 +21,8 @@ BASELINES ?= cutile triton torch
 STRICT    ?= 0
 V         ?= 0
 GPUS      ?=
+SWEEP     ?= full
+SHARD     ?=
 export GPUS
 
 SHELL       := bash
@@ -89,13 +93,21 @@ verdicts = rc=0; for f in $(PERF_MDS); do \
     $(if $(filter 1,$(STRICT)),[ "$$v" = "VERDICT: DONE" ] || rc=1;,) done; \
     $(if $(filter 1,$(STRICT)),[ $$rc -eq 0 ] || echo "STRICT=1: a verdict is not DONE" >&2;,) exit $$rc
 
-KERNEL_GOALS := build symbols test baseline perf report validate all bundle
+# make sweep: test_sweep over each selected kernel's grid, one pytest session on every GPU; a shard's
+# logs go to sweep/shard-<i>-of-<N>/logs/, a whole run's to sweep/logs/ (tilekit.sweep).
+SHARD_SUB := $(if $(strip $(SHARD)),shard-$(subst /,-of-,$(strip $(SHARD)))/,)
+SWEEP_LOG := $(OUT_ROOT)/{kernel}/sweep/$(SHARD_SUB)logs/sweep_{backend}.full.txt
+SWEEP_SESSION := $(if $(filter all,$(KERNEL)),$(OUT_ROOT)/logs,$(OUT_ROOT)/$(KERNEL)/sweep)/sweep$(if $(SHARD_SUB),-$(SHARD_SUB:/=)).session.txt
+SWEEP_IDS := cutile_rs $(BASELINE_IDS)
+SWEEP_SELECT := test_sweep and ([$(subst $(space), or [,$(addsuffix -,$(SWEEP_IDS))))
+
+KERNEL_GOALS := build symbols test baseline perf report validate all bundle sweep sweep-merge
 ifneq ($(filter $(KERNEL_GOALS),$(MAKECMDGOALS)),)
 ifeq ($(filter $(KERNEL),$(KERNELS) all),)
 $(error KERNEL=$(KERNEL): there is no kernels/$(KERNEL)/kernel.rs; use one of: $(KERNELS), or all)
 endif
 endif
-ifneq ($(filter baseline perf all,$(MAKECMDGOALS)),)
+ifneq ($(filter baseline perf all sweep,$(MAKECMDGOALS)),)
 ifneq ($(UNKNOWN_BASELINES),)
 $(error BASELINES: unknown backend '$(UNKNOWN_BASELINES)' (known: $(KNOWN_BASELINES)))
 endif
@@ -105,12 +117,12 @@ endif
 endif
 
 .DEFAULT_GOAL := help
-.PHONY: help setup doctor build symbols test baseline perf report validate all lint check bundle clean FORCE
+.PHONY: help setup doctor build symbols test baseline perf report validate all lint check bundle clean FORCE sweep sweep-merge
 
 help: ## list the targets
 	@echo "usage: make [KERNEL=name|all] [OUT_ROOT=dir] [BASELINES='$(KNOWN_BASELINES)'] [FORCE=1] [STRICT=1] [GPUS=N] [V=1] <target>"
 	@echo
-	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 	@echo
 	@echo "kernels: $(KERNELS) (KERNEL=all runs a target for each, then writes OUT_ROOT/summary.md)"
 
@@ -212,6 +224,22 @@ perf: build-for-perf $(PERF_MDS) ## CUPTI perf of the port (builds first; times 
 	    if [ -e $(OUT_ROOT)/logs/perf.build-failed ]; then rm -f $(OUT_ROOT)/logs/perf.build-failed; \
 	        echo "make KERNEL=all perf: a build or symbol check failed (above); every suite was timed anyway" >&2; exit 2; fi
 	$(Q)$(verdicts)
+
+# The sweep: plan (checks SWEEP and SHARD, prints the cases), one pytest session for every selected
+# kernel, then each kernel's sweep report (a shard leaves that to sweep-merge). A session that did not
+# end normally still renders what it timed, and fails the target.
+sweep: build-for-perf | $(ENV_READY) ## port and BASELINES over each kernel's shape grid on every GPU (SWEEP=quick|full, SHARD=i/N) -> sweep/sweep.{csv,md,svg}
+	$(Q)$(PY) -m tilekit sweep plan --size '$(SWEEP)' --shard '$(SHARD)' --backends '$(subst $(space),$(comma),$(SWEEP_IDS))' $(SELECTED)
+	$(Q)rm -rf $(foreach k,$(SELECTED),$(OUT_ROOT)/$(k)/sweep/$(SHARD_SUB)logs); mkdir -p $(dir $(SWEEP_SESSION)); rc=0; \
+	$(ENV) TILEKIT_SWEEP='$(SWEEP)' TILEKIT_SHARD='$(SHARD)' scripts/pytest_stage.sh $(SWEEP_SESSION) -- \
+	    $(foreach k,$(SELECTED),tests/kernels/test_$(k).py) -k '$(SWEEP_SELECT)' --print-record -v -rs --timeout=600 \
+	    --continue-on-collection-errors --stage-log '$(SWEEP_LOG)' --stage-backends '$(subst $(space),$(comma),$(SWEEP_IDS))' || rc=$$?; \
+	$(if $(SHARD_SUB),echo "sweep: shard $(SHARD) written under $(OUT_ROOT)/<kernel>/sweep/$(SHARD_SUB); when every shard is done: make KERNEL=$(KERNEL) sweep-merge";, \
+	for k in $(SELECTED); do $(PY) -m tilekit sweep report --kernel $$k --dir $(OUT_ROOT)/$$k || rc=$$?; done;) \
+	exit $$rc
+
+sweep-merge: | $(ENV_READY) ## merge the SHARD=i/N runs' records into sweep/ (refuses mixed GPU models or kit versions)
+	$(Q)rc=0; for k in $(SELECTED); do $(PY) -m tilekit sweep merge --kernel $$k --dir $(OUT_ROOT)/$$k || rc=$$?; done; exit $$rc
 
 lint: | $(ENV_READY) ## ruff check + ruff format --check (Python), rustfmt + clippy -D warnings (scripts/lint_rust.sh)
 	$(Q)$(ENV) ruff check . && $(ENV) ruff format --check . || { echo "lint: fix with: ruff check --fix . && ruff format ." >&2; exit 1; }

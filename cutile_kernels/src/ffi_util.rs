@@ -190,6 +190,29 @@ pub extern "C" fn tilekit_abi_json() -> *const c_char {
     JSON.get_or_init(|| CString::new(abi_json()).unwrap()).as_ptr()
 }
 
+/// cutile's JIT counters in this process as JSON: `compiles` (tileiras runs), and the disk cache's
+/// `enabled`, `hits`, `misses`, `puts` and `io_errors` (a warm cache: no compile after start-up).
+#[no_mangle]
+pub extern "C" fn tilekit_jit_stats() -> *const c_char {
+    thread_local! {
+        static JSON: RefCell<CString> = RefCell::new(CString::default());
+    }
+    let s = cutile::jit_cache::stats();
+    let text = format!(
+        "{{\"compiles\": {}, \"enabled\": {}, \"hits\": {}, \"misses\": {}, \"puts\": {}, \"io_errors\": {}}}",
+        cutile::jit_cache::jit_backend_compile_count(),
+        cutile::jit_cache::is_enabled(),
+        s.hits,
+        s.misses,
+        s.puts,
+        s.io_errors
+    );
+    JSON.with(|slot| {
+        *slot.borrow_mut() = CString::new(text).unwrap_or_default();
+        slot.borrow().as_ptr()
+    })
+}
+
 fn abi_json() -> String {
     let dtypes: Vec<String> = DType::ALL.iter().map(|d| format!("\"{}\": {}", d.name(), *d as i32)).collect();
     let codes: Vec<String> = rc::TABLE.iter().map(|(c, n, _)| format!("\"{n}\": {c}")).collect();
@@ -483,6 +506,7 @@ type StreamCache = HashMap<(i32, u64), Arc<Stream>>;
 /// one queries the stream, which is wasted work per call and illegal during graph capture.
 pub fn caller_stream(device_id: i32, stream: u64) -> FfiResult<Arc<Stream>> {
     static STREAMS: Mutex<Option<StreamCache>> = Mutex::new(None);
+    enable_jit_cache();
     if device_id < 0 {
         return Err(err(rc::DEVICE_OR_STREAM, format!("device_id={device_id} is negative")));
     }
@@ -498,6 +522,28 @@ pub fn caller_stream(device_id: i32, stream: u64) -> FfiResult<Arc<Stream>> {
     let s = unsafe { Stream::borrow_raw(stream as *mut std::ffi::c_void, &context) };
     cache.insert((device_id, stream), s.clone());
     Ok(s)
+}
+
+/// The environment variable naming cutile's disk JIT cache directory (tilekit.ffi sets it).
+pub const JIT_CACHE_VAR: &str = "TILEKIT_JIT_CACHE";
+
+/// cutile's disk cache of compiled cubins, opt-in in cutile 0.5 (it has no environment switch):
+/// enabled once per process, before the first JIT, when `TILEKIT_JIT_CACHE` names a directory.
+/// tilekit.ffi points it at `$TILEKIT_CACHE/jit/<key>`, the key naming the tileiras release, the
+/// GPU and the crate, so a new process (a sweep worker, the next run) loads cubins instead of
+/// running tileiras. A store that cannot be opened is reported and the JIT goes on without it.
+fn enable_jit_cache() {
+    static ONCE: OnceLock<()> = OnceLock::new();
+    ONCE.get_or_init(|| {
+        let Some(dir) = std::env::var_os(JIT_CACHE_VAR).filter(|d| !d.is_empty()) else { return };
+        match cutile::jit_cache::FileSystemJitStore::new(&dir) {
+            Ok(store) => cutile::jit_cache::enable(Arc::new(store)),
+            Err(e) => eprintln!(
+                "tilekit: {JIT_CACHE_VAR}={}: cannot open the JIT cache ({e}); compiling without it",
+                dir.to_string_lossy()
+            ),
+        }
+    });
 }
 
 /// A typed device pointer for a descriptor's data.

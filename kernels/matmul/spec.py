@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from kernels.matmul import op
-from tilekit.kernel import BadInput, FfiCase, KernelSpec, call, generator, shapes, torch_dtype
+from tilekit.kernel import BadInput, FfiCase, KernelSpec, call, generator, shapes, sweep_grid, torch_dtype
 
 
 def make_inputs(cfg: dict, device="cuda", seed: int | None = None) -> dict:
@@ -112,6 +112,18 @@ SPEC = KernelSpec(
     variant_shapes=shapes("m n k dtype", (129, 257, 65, "bfloat16"), (2176, 1920, 320, "float16"))
     + shapes("m n k bt dtype", (33, 1000, 520, 1, "bfloat16")),
     max_variants=6,
+    # make sweep: decode (m <= 64) to prefill rows, Llama-3-8B's widths and depths, B as given and as
+    # an nn.Linear weight (bt)
+    sweep=sweep_grid(
+        quick=dict(dtype=("bfloat16",), m=(1, 16, 128, 1024, 4096, 8192), n=(4096, 14336), k=(4096,), bt=(None, 1)),
+        full=dict(
+            dtype=op.DTYPES,
+            m=(1, 16, 64, 128, 512, 2048, 4096, 8192),
+            n=(1024, 4096, 14336),
+            k=(1024, 4096, 8192),
+            bt=(None, 1),
+        ),
+    ),
     size_check=lambda m, n, k: op.check_index_range(m, n, k),
     # c of 16384 x 151936: 2.5e9 elements, past i32: refused; of 65535 x 32768: 2^31 - 2^15 elements
     # (served), of 65536 x 32768: 2^31 (refused)

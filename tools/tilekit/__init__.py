@@ -5,6 +5,6 @@ Kernel side: ``kernel`` (the contract a kernel declares in kernels/<name>/spec.p
 Runtime side: ``port`` (what every op.py entry shares: pick the variant, call the export), ``ffi``
 (load the cdylib, pack tensor descriptors), ``bench`` (CUPTI timing), ``autotune``. Report side (no GPU): ``records`` (perf record blocks, sanitize), ``compare``
 (ratios, geomean, verdict), ``layout`` (output paths), ``markdown``, ``report`` (performance.md,
-the CLI), ``correctness`` (correctness.md), ``charts``, ``validate``, ``summary``.
+the CLI), ``correctness`` (correctness.md), ``charts``, ``validate``, ``summary``; ``sweep`` (shape sweeps over a kernel's grid: shards, merge, sweep.csv/md/svg).
 ``python -m tilekit`` is the CLI that Make calls.
 """

@@ -17,6 +17,10 @@ COMMANDS = {
         "one row per kernel (verdicts, geomean, reference, best % of peak) in OUT_ROOT/summary.md",
     ),
     "doctor": ("tilekit.doctor", "diagnose the build and GPU environment and print the fix for each problem"),
+    "sweep": (
+        "tilekit.sweep",
+        "shape sweeps: plan the cases, render or merge sweep/sweep.{csv,md,svg} (docs/sweep.md)",
+    ),
     "fingerprint": (
         "tilekit.fingerprint",
         "write the timing environment (GPU, driver, versions) to FILE when it changed",

@@ -314,3 +314,75 @@ def _summary_figure(chart: SummaryChart):
     fig.legend(handles=handles, loc="outside lower center", ncol=3, frameon=False, fontsize=8)
     fig.suptitle(f"{chart.port}: geomean ratio against each kernel's reference baseline")
     return fig
+
+
+# ---------------------------------------------------------------------------------------------
+# sweep.svg (tilekit.sweep)
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    """One config of a sweep: its dtype, its size (bytes moved or FLOPs), the port's time over the
+    best baseline's, and the port's % of peak."""
+
+    group: str
+    work: float | None
+    ratio: float
+    peak_pct: float | None
+
+
+@dataclass(frozen=True)
+class SweepChart:
+    kernel: str
+    points: tuple  # SweepPoint
+    unit: str  # what `work` counts: "bytes moved" or "FLOPs"
+
+
+def sweep_svg(chart: SweepChart) -> str:
+    return _svg(lambda: _sweep_figure(chart))
+
+
+def write_sweep(chart: SweepChart, path: str) -> None:
+    write_atomic(path, sweep_svg(chart))
+
+
+RATIO_TICKS = (0.1, 0.2, 0.33, 0.5, 0.67, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 5.0, 10.0)
+
+
+def _sweep_figure(chart: SweepChart):
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import NullFormatter
+
+    fig = Figure(figsize=(10.0, 4.2), layout="constrained")
+    left, right = fig.subplots(1, 2, sharex=True)
+    groups = sorted({p.group for p in chart.points})
+    markers = dict(zip(groups, "osD^v<>"))
+    colors = dict(zip(groups, (PORT_COLOR, "#dd8452", "#55a868", "#8172b3", "#937860")))
+    for g in groups:
+        mine = [p for p in chart.points if p.group == g and p.work]
+        style = dict(marker=markers[g], s=16, facecolors="none", edgecolors=colors[g], linewidths=0.9, label=g)
+        left.scatter([p.work for p in mine], [p.ratio for p in mine], **style)
+        shares = [p for p in mine if p.peak_pct is not None]
+        right.scatter([p.work for p in shares], [p.peak_pct for p in shares], **style)
+    left.set_xscale("log")
+    left.set_yscale("log")
+    ratios = [p.ratio for p in chart.points] or [1.0]
+    ticks = [t for t in RATIO_TICKS if min(ratios) / 1.2 <= t <= max(ratios) * 1.2] or [1.0]
+    left.set_yticks(ticks, [f"{t:g}" for t in ticks])
+    left.yaxis.set_minor_formatter(NullFormatter())
+    left.axhline(1.0, color="#222222", linewidth=1.0)
+    left.axhline(DONE_EDGE, color="#555555", linewidth=0.9, linestyle="--")
+    left.set_title("port time / best baseline time (> 1: the port loses)")
+    left.set_ylabel("ratio (log)")
+    right.axhline(100.0, color="#222222", linewidth=1.0)
+    right.set_ylim(0, max([105.0] + [p.peak_pct * 1.05 for p in chart.points if p.peak_pct is not None]))
+    right.set_title("port throughput, % of the GPU's peak")
+    right.set_ylabel("% of peak")
+    for ax in (left, right):
+        ax.set_xlabel(f"problem size ({chart.unit}, log)")
+        ax.grid(color="#e0e0e0", linewidth=0.6)
+        ax.set_axisbelow(True)
+    if groups:
+        left.legend(frameon=False, fontsize=8)
+    fig.suptitle(f"{chart.kernel}: sweep over {len(chart.points)} configs")
+    return fig

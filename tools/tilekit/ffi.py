@@ -53,6 +53,7 @@ typedef struct {{
 }} TensorDesc;
 const char* tilekit_last_error(void);
 const char* tilekit_abi_json(void);
+const char* tilekit_jit_stats(void);
 """
 
 _FUNC_NAME = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
@@ -120,6 +121,14 @@ class Library:
     def abi(self) -> dict:
         return json.loads(self.ffi.string(self.lib.tilekit_abi_json()).decode())
 
+    def jit_stats(self) -> dict | None:
+        """cutile's JIT counters in this process (compiles, disk cache hits, misses, puts); None for
+        a library built before the export existed."""
+        try:
+            return json.loads(self.ffi.string(self.lib.tilekit_jit_stats()).decode())
+        except AttributeError:
+            return None
+
     def last_error(self) -> str:
         return self.ffi.string(self.lib.tilekit_last_error()).decode(errors="replace")
 
@@ -153,11 +162,51 @@ _LIB: Library | None = None
 
 
 def library() -> Library:
-    """The process-wide Library, loaded on first use."""
+    """The process-wide Library, loaded on first use (with the disk JIT cache set up: jit_cache_dir)."""
     global _LIB
     if _LIB is None:
+        set_jit_cache_env(os.environ)
         _LIB = Library()
     return _LIB
+
+
+JIT_CACHE_VAR = "TILEKIT_JIT_CACHE"  # read once by ffi_util.rs before the first JIT
+
+
+def jit_cache_key(tileiras: str, gpu: str, capability: str, crate: str) -> str:
+    """The folder name of one toolchain + GPU's cubins: a stale cubin (another tileiras, GPU or
+    cutile crate) is never served, even where cutile's own content key would not tell them apart.
+
+    >>> jit_cache_key("V13.2.1", "NVIDIA H200", "9.0", "0.5.0")
+    'sm90-tileiras13.2.1-cutile0.5.0-7fcdb257cfe9'
+    """
+    import hashlib
+
+    digest = hashlib.sha256("|".join((tileiras, gpu, capability, crate)).encode()).hexdigest()[:12]
+    return f"sm{capability.replace('.', '')}-tileiras{tileiras.removeprefix('V')}-cutile{crate}-{digest}"
+
+
+def set_jit_cache_env(env) -> str | None:
+    """Point TILEKIT_JIT_CACHE at $TILEKIT_CACHE/jit/<jit_cache_key> (default cache
+    ~/.cache/tilekit) unless the caller set it (empty: no disk cache); the folder, or None without
+    a GPU (or before torch is imported: the CLI's ABI check). Every process of a host with the same
+    toolchain and GPU model shares it."""
+    if JIT_CACHE_VAR in env:
+        return env[JIT_CACHE_VAR] or None
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_available():
+        return None
+    from tilekit import bench
+
+    major, minor = torch.cuda.get_device_capability()
+    key = jit_cache_key(
+        bench.tileiras_release(), torch.cuda.get_device_name(), f"{major}.{minor}", bench.cutile_crate_version()
+    )
+    root = env.get("TILEKIT_CACHE") or os.path.join(
+        env.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "tilekit"
+    )
+    env[JIT_CACHE_VAR] = os.path.join(root, "jit", key)
+    return env[JIT_CACHE_VAR]
 
 
 def stream_args(t) -> tuple[int, int]:

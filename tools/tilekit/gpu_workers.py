@@ -363,7 +363,16 @@ class StageScheduler:
     def pytest_xdist_make_scheduler(self, config, log):
         if config.getvalue("dist") != "load" or not self.workers:
             return None
-        return StageScheduling(config, self.workers, log)
+        return StageScheduling(config, self.workers, log, stage=unit_of)
+
+
+def unit_of(nodeid: str):
+    """What StageScheduling hands out together: a case's (kernel, backend) stage, but a sweep case
+    (make sweep) alone: the suites order those costliest first, so one at a time they balance the
+    GPUs by cost, and the disk JIT cache (tilekit.ffi) spares a second worker the compile."""
+    from tilekit.stage_logs import stage_of
+
+    return nodeid if "::test_sweep[" in nodeid else stage_of(nodeid)
 
 
 def pytest_configure(config: pytest.Config) -> None:

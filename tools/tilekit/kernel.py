@@ -13,13 +13,15 @@ The export takes the output's descriptor first, then the entry's arguments in or
 descriptors, scalars as they are), then the variant's arguments, then device_id and stream.
 
 Most of a row kernel's declaration (an (m, n) problem over rows, optional row_stride) is shared:
-``row_kernel`` fills it in. ``shapes`` writes a list of configs as a table.
+``row_kernel`` fills it in. ``shapes`` writes a list of configs as a table, ``sweep_grid`` the
+products of sizes that `make sweep` times (docs/sweep.md).
 """
 
 from __future__ import annotations
 
 import importlib
 import inspect
+import itertools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -75,6 +77,26 @@ def shapes(keys: str, *rows: tuple) -> list[dict]:
     return [dict(zip(keys.split(), row)) for row in rows]
 
 
+SWEEP_SIZES = ("quick", "full")  # make sweep's SWEEP=: a few dozen configs, or a few hundred
+
+
+def grid(axes: dict, keep: Callable[[dict], bool] | None = None) -> list[dict]:
+    """Every combination of the axes' values, the first axis outermost; a None value leaves its key
+    out (``bt=(None, 1)``: row-major B, then column-major); `keep` drops the configs it refuses.
+
+    >>> grid({"m": (1, 8), "bt": (None, 1)})
+    [{'m': 1}, {'m': 1, 'bt': 1}, {'m': 8}, {'m': 8, 'bt': 1}]
+    """
+    configs = [{k: v for k, v in zip(axes, values) if v is not None} for values in itertools.product(*axes.values())]
+    return [c for c in configs if keep is None or keep(c)]
+
+
+def sweep_grid(quick: dict, full: dict, keep: Callable[[dict], bool] | None = None) -> dict[str, list[dict]]:
+    """A kernel's sweep (KernelSpec.sweep): SWEEP=quick and SWEEP=full as grids of axes (dims, dtype
+    and optional keys), `keep` applied to both."""
+    return {"quick": grid(quick, keep), "full": grid(full, keep)}
+
+
 @dataclass(frozen=True)
 class BadInput:
     """A call the entry refuses in Python, before the GPU: make() -> call(...), the exception and
@@ -120,6 +142,7 @@ class KernelSpec:
     autotune_edges: list = field(default_factory=list)  # shapes the CPU property always tries
     size_check: Callable | None = None  # (**dims): op.py's ValueError for sizes no variant can serve
     every_variant_default: bool = False  # test_op_every_variant_cutile_rs also runs variant="default"
+    sweep: dict = field(default_factory=dict)  # SWEEP size -> configs of `make sweep` (sweep_grid; else perf_configs)
 
     # -- what is derived, never restated ----------------------------------------------------------
 
@@ -244,9 +267,16 @@ class KernelSpec:
             for cfg in cfgs:
                 if not set(self.dims) <= set(cfg) <= known:
                     out.append(f"{what}: {cfg} must have {list(self.dims)} and only {sorted(known - {None})}")
-        for cfg in self.perf_configs + self.variant_shapes:
+        if set(self.sweep) - set(SWEEP_SIZES):
+            out.append(f"sweep has {sorted(self.sweep)}: its sizes are {list(SWEEP_SIZES)} (sweep_grid)")
+        swept = [c for size in SWEEP_SIZES for c in self.sweep.get(size, [])]
+        for cfg in swept[:1] + [c for c in swept if set(c) != set(swept[0])][:1]:  # one of each key set
+            if not set(self.dims) <= set(cfg) <= known:
+                out.append(f"sweep: {cfg} must have {list(self.dims)} and only {sorted(known - {None})}")
+        for cfg in self.perf_configs + self.variant_shapes + swept:
             if cfg.get("dtype") not in self.dtypes:
                 out.append(f"{cfg}: dtype must be one of {self.dtypes}")
+                break
         if not self.bad_inputs or not all(isinstance(b, BadInput) for b in self.bad_inputs.values()):
             out.append("bad_inputs: declare at least one BadInput")
         if not all(isinstance(c, FfiCase) for c in self.ffi_cases.values()):
@@ -259,12 +289,42 @@ class KernelSpec:
 ROW_EDGES = [(1000, 1), (4097, 4097), (1000, 11008), (3, 151936), (5, 16385)]  # (m, width) the property always tries
 
 
+# The row kernels' sweep: rows from a decode batch to a long prefill, widths of real models (hidden
+# sizes, MLP widths, Qwen2's 151936 vocabulary) and powers of two, every dtype of the kernel; up to
+# ROW_SWEEP_BYTES moved per call (the float64 check of a case stays a few GB).
+ROW_SWEEP_ROWS = {"quick": (64, 4096, 65536), "full": (1, 32, 256, 2048, 16384, 65536, 262144)}
+ROW_SWEEP_WIDTHS = {
+    "quick": (1000, 4096, 5120, 16384),
+    "full": (128, 1000, 1024, 2048, 3584, 4096, 5120, 8192, 11008, 14336, 16384, 32768, 151936),
+}
+ROW_SWEEP_BYTES = 4 << 30
+
+
+def row_sweep(op: ModuleType, width: str, bytes_moved: Callable, size_check: Callable | None = None) -> dict:
+    """The default sweep of a row kernel: dtype x rows x width (ROW_SWEEP_*), without the configs
+    that move more than ROW_SWEEP_BYTES or that size_check refuses."""
+
+    def keep(cfg: dict) -> bool:
+        if bytes_moved(cfg) > ROW_SWEEP_BYTES:
+            return False
+        try:
+            size_check and size_check(m=cfg["m"], **{width: cfg[width]})
+        except ValueError:
+            return False
+        return True
+
+    axes = {s: {"dtype": tuple(op.DTYPES), "m": ROW_SWEEP_ROWS[s], width: ROW_SWEEP_WIDTHS[s]} for s in SWEEP_SIZES}
+    return sweep_grid(**axes, keep=keep)
+
+
 def row_kernel(op: ModuleType, width: str = "n", **fields) -> KernelSpec:
     """The declaration of a kernel over the rows of an (m, width) problem (x's rows, optionally in
     rows of `row_stride` elements, to out (m, width)), with what such kernels share filled in: dims
     up to 2^20 rows of 2^18, the id prefix `ld` of row_stride, out_shape, a tolerance of a few
-    output ulps of each dtype, ROW_EDGES and a 4 x 8 float32 ffi_example. `fields` give the rest
-    (and may replace any of those)."""
+    output ulps of each dtype, ROW_EDGES, a 4 x 8 float32 ffi_example and the sweep (row_sweep).
+    `fields` give the rest (and may replace any of those)."""
+    if "sweep" not in fields and "bytes_moved" in fields:
+        fields["sweep"] = row_sweep(op, width, fields["bytes_moved"], fields.get("size_check"))
     shared = dict(
         dims={"m": 1 << 20, width: 1 << 18},
         strides={"row_stride": "ld"},

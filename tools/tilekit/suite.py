@@ -4,6 +4,8 @@
     test_op_every_variant_cutile_rs[<shape>-<dtype>]   each autotune candidate on the variant shapes
     test_op_bad_input_cutile_rs[cutile_rs-<case>]      bad input refused in Python (runs on the CPU)
     test_perf[<backend>-<config>-<dtype>]         CUPTI time and record (tilekit.pytest_plugin prints it)
+    test_sweep[<backend>-<config>-<dtype>]        the same over the sweep grid, only when TILEKIT_SWEEP
+                                                  names a size (make sweep; tilekit.sweep)
 
 plus the kernel's own GPU tests, the test_* functions of kernels/<name>/tests.py when it exists.
 tests/kernels/test_<name>.py is a name-free stub that gives them their path: `make` names that file
@@ -20,14 +22,26 @@ from pathlib import Path
 
 import pytest
 
-from tilekit import harness, kernel
+from tilekit import harness, kernel, sweep
 
 
-def cases(spec) -> dict[str, list]:
+def cases(spec, swept: tuple[str, str] | None = None) -> dict[str, list]:
     """{test name: [pytest.param(..., id=...)]}: every parametrized case of the kernel's suite and
-    its id, made here and nowhere else (ids: harness.case_id)."""
+    its id, made here and nowhere else (ids: harness.case_id); test_sweep's for `swept` = (size,
+    shard) (tilekit.sweep.from_env), costliest config first."""
     b_ids = harness.BACKEND_IDS
-    return {
+    sweep_cases = (
+        {
+            "test_sweep": [
+                pytest.param(b, c, id=harness.case_id(b, sweep.case_id(spec, c)))
+                for c in sweep.cases(spec, *swept)
+                for b in b_ids
+            ]
+        }
+        if swept
+        else {}
+    )
+    return sweep_cases | {
         "test_op": [
             pytest.param(b, dict(s, dtype=d), id=harness.case_id(b, spec.shape_id(s), d))
             for b in b_ids
@@ -53,7 +67,8 @@ def generate(name: str) -> dict:
     import torch
 
     spec = kernel.load(name)
-    params = cases(spec)
+    swept = sweep.from_env()
+    params = cases(spec, swept)
 
     @pytest.mark.parametrize("backend_id,cfg", params["test_op"])
     def test_op(cuda, backend_id, cfg):
@@ -84,19 +99,32 @@ def generate(name: str) -> dict:
         with pytest.raises(bad.error, match=re.escape(bad.message)):
             spec.entry(*args, **kwargs)
 
-    @pytest.mark.parametrize("backend_id,cfg", params["test_perf"])
-    def test_perf(cuda, request, backend_id, cfg):
+    def timed(request, backend_id, cfg) -> dict:
         fn = harness.implementation(spec, backend_id)
         inputs = spec.make_inputs(cfg)
         harness.check(spec, backend_id, cfg, inputs, fn(inputs))  # a fast wrong answer is not a result
         rate = {"flops": spec.flops(cfg)} if spec.flops else {"bytes_moved": spec.bytes_moved(cfg)}
-        harness.run_perf(request, kernel=spec.name, backend_id=backend_id, cfg=cfg, call=lambda: fn(inputs), **rate)
+        return harness.run_perf(
+            request, kernel=spec.name, backend_id=backend_id, cfg=cfg, call=lambda: fn(inputs), **rate
+        )
+
+    @pytest.mark.parametrize("backend_id,cfg", params["test_perf"])
+    def test_perf(cuda, request, backend_id, cfg):
+        timed(request, backend_id, cfg)
+
+    @pytest.mark.parametrize("backend_id,cfg", params.get("test_sweep", []))
+    def test_sweep(cuda, request, backend_id, cfg):
+        """test_perf over the sweep grid; the record (already attached) also names the host, the kit
+        and the sweep, and for the port its JIT counters (tilekit.sweep.record_extra)."""
+        timed(request, backend_id, cfg).update(sweep.record_extra(backend_id, *swept))
 
     tests = {"test_op": test_op, "test_op_every_variant_cutile_rs": test_op_every_variant_cutile_rs}
     if (kernel.ffi.KERNELS_DIR / name / "tests.py").is_file():
         extra = importlib.import_module(f"kernels.{name}.tests")
         tests.update((k, v) for k, v in vars(extra).items() if k.startswith("test_") and callable(v))
     tests.update(test_op_bad_input_cutile_rs=test_op_bad_input_cutile_rs, test_perf=test_perf)
+    if swept:
+        tests["test_sweep"] = test_sweep
     return tests
 
 

@@ -227,9 +227,49 @@ fn launch<T: Element>(p: &Plan, out: &TensorDesc, x: &TensorDesc, stream: &Arc<S
     }
 }
 
+/// A stream-ordered device allocation, freed on its stream when dropped: after every kernel enqueued
+/// on the stream before, and on every exit path (a failed enqueue, `?`, a panic unwinding to the
+/// export's guard). `free` does the same and reports a failure.
+struct StreamAlloc<'s> {
+    ptr: u64,
+    stream: &'s Arc<Stream>,
+    what: &'static str,
+    freed: bool,
+}
+
+impl<'s> StreamAlloc<'s> {
+    fn new(bytes: usize, stream: &'s Arc<Stream>, what: &'static str) -> FfiResult<Self> {
+        // SAFETY: `stream` is the caller's live stream; the allocation is freed on it (free, Drop).
+        let ptr = unsafe { cutile::cuda_core::malloc_async(bytes, stream) }
+            .map_err(|e| ffi_util::err(rc::JIT_OR_LAUNCH, format!("{what} of {bytes} bytes: {e}")))?;
+        Ok(StreamAlloc { ptr, stream, what, freed: false })
+    }
+
+    fn free_async(&mut self) -> FfiResult<()> {
+        if std::mem::replace(&mut self.freed, true) {
+            return Ok(());
+        }
+        // SAFETY: allocated on this stream; every kernel that uses it was enqueued on it before.
+        unsafe { cutile::cuda_core::free_async(self.ptr, self.stream) }
+            .map_err(|e| ffi_util::err(rc::JIT_OR_LAUNCH, format!("freeing the {}: {e}", self.what)))
+    }
+
+    fn free(mut self) -> FfiResult<()> {
+        self.free_async()
+    }
+}
+
+impl Drop for StreamAlloc<'_> {
+    fn drop(&mut self) {
+        // On an early exit the caller already gets that failure (or the panic): a failed free adds
+        // nothing it could act on.
+        let _ = self.free_async();
+    }
+}
+
 /// The split form: kernel A writes each chunk's (max, sum) to a workspace allocated on the caller's
 /// stream, kernel B combines them and scales its chunk; the workspace is freed in stream order
-/// after B, also when a launch fails (nothing then reads it).
+/// after B, and on every other way out (StreamAlloc), when nothing then reads it.
 fn launch_split<T: Element>(
     p: &Plan,
     s: &SplitPlan,
@@ -238,34 +278,27 @@ fn launch_split<T: Element>(
     stream: &Arc<Stream>,
 ) -> FfiResult<()> {
     let RowPlan { m, n, stride_x: sx, stride_y: sy, rows, block, .. } = p.row;
-    let elems = s.workspace_elems(m);
-    let bytes = elems * std::mem::size_of::<f32>();
-    // SAFETY: `stream` is the caller's live stream; the buffer is freed below on the same stream.
-    let ws = unsafe { cutile::cuda_core::malloc_async(bytes, stream) }
-        .map_err(|e| ffi_util::err(rc::JIT_OR_LAUNCH, format!("split workspace of {bytes} bytes: {e}")))?;
-    let sums = ws + (bytes / 2) as u64;
+    let bytes = s.workspace_elems(m) * std::mem::size_of::<f32>();
+    let ws = StreamAlloc::new(bytes, stream, "split workspace")?;
     // SAFETY: both halves of the allocation just made, m x chunks f32 each.
-    let (part_max, part_sum) =
-        unsafe { (DevicePointer::<f32>::from_cu_deviceptr(ws), DevicePointer::<f32>::from_cu_deviceptr(sums)) };
+    let (part_max, part_sum) = unsafe {
+        (
+            DevicePointer::<f32>::from_cu_deviceptr(ws.ptr),
+            DevicePointer::<f32>::from_cu_deviceptr(ws.ptr + (bytes / 2) as u64),
+        )
+    };
     let grid = (p.row.row_tiles() as u32, s.chunks as u32, 1);
     let options = || ffi_util::compile_options(p.row.occupancy, p.row.warps);
     let (ct, chunks) = (s.chunk_tiles, s.chunks);
     // SAFETY: plan() checked the descriptors and `split_fits` (whole row tiles, i32 offsets); the
-    // workspace holds m x chunks f32 per array and outlives both kernels (stream order).
-    let launched = unsafe {
+    // workspace holds m x chunks f32 per array and outlives both kernels (freed in stream order).
+    unsafe {
         Launch::new::<T>(&[rows, block], grid, options())
-            .enqueue(device::softmax_split_partials(part_max, part_sum, x_ptr, m, n, sx, ct, chunks), stream)
-            .and_then(|()| {
-                Launch::new::<T>(&[rows, block, s.parts], grid, options()).enqueue(
-                    device::softmax_split_scale(y_ptr, x_ptr, part_max, part_sum, m, n, sx, sy, ct, chunks),
-                    stream,
-                )
-            })
-    };
-    // SAFETY: allocated above on this stream; every kernel that reads it was enqueued before.
-    let freed = unsafe { cutile::cuda_core::free_async(ws, stream) }
-        .map_err(|e| ffi_util::err(rc::JIT_OR_LAUNCH, format!("freeing the split workspace: {e}")));
-    launched.and(freed)
+            .enqueue(device::softmax_split_partials(part_max, part_sum, x_ptr, m, n, sx, ct, chunks), stream)?;
+        Launch::new::<T>(&[rows, block, s.parts], grid, options())
+            .enqueue(device::softmax_split_scale(y_ptr, x_ptr, part_max, part_sum, m, n, sx, sy, ct, chunks), stream)?;
+    }
+    ws.free()
 }
 
 // `cutile_softmax`: the descriptors, then plan(), the caller's stream and launch() (ffi_util::export!).

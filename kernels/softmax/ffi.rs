@@ -30,8 +30,11 @@ const MAX_DEFAULT_ROW_BLOCK: i32 = 16384;
 /// Column tile of the default looped form, for rows wider than MAX_DEFAULT_ROW_BLOCK.
 const DEFAULT_LOOPED_BLOCK: i32 = 4096;
 /// The default splits rows wider than MAX_DEFAULT_ROW_BLOCK when m is at most this: a few thousand
-/// row tiles do not fill an H200 with enough loads in flight (issue 13: the looped form ran at
-/// 1.3-1.8 TB/s on 256-4096 vocab-sized rows). Provisional until the H200 sweep of the split form.
+/// row tiles do not fill an H200 with enough loads in flight (the looped form ran at 1.3-1.8 TB/s
+/// on 256-4096 vocabulary rows). In the H200 sweep (NOTES.md, "Issue 13 on the H200") every split
+/// variant beat every looped one at each m swept, 256 to 4096: bf16 4096 x 128256 0.81-1.33 ms
+/// against 1.48-3.79, f32 1024 x 128256 0.39-0.42 against 0.60-1.32. Larger m was not swept: the
+/// bound is the largest m measured.
 const DEFAULT_SPLIT_MAX_M: i32 = 4096;
 /// The default split's tile and chunk: 1 x 4096 tiles, two per chunk (32 KiB of f32 per tile block).
 const DEFAULT_SPLIT_BLOCK: i32 = 4096;
@@ -306,7 +309,7 @@ crate::export!(cutile_softmax(out, x; block: i32, rows: i32, occupancy: i32, war
 
 #[cfg(test)]
 mod tests {
-    //! CPU tests: validation, and both entries lowered to Tile IR for sm_90 (stage 1 of the JIT,
+    //! CPU tests: validation, and every entry lowered to Tile IR for sm_90 (stage 1 of the JIT,
     //! which needs no GPU) and assembled by tileiras where the toolchain is present, for every
     //! dtype — a DSL mistake fails here, not on the GPU.
     use super::*;

@@ -57,6 +57,24 @@ pub mod softmax_device {
         divf(one, sum, rounding::NearestEven, ftz::Disabled).reshape(shape![ROWS, 1]).broadcast(shape![ROWS, BLOCK])
     }
 
+    /// One tile folded into a row's running max and sum of exp(x - max) (online softmax): the new
+    /// max is the larger of the running one and the tile's, the running sum is rescaled to it by
+    /// exp(old max - new max) and the tile's terms are added. One exp per element; returns the new
+    /// (max, sum). `log2e` and `log2e_r` are log2(e) as a tile and per row.
+    fn online_fold<const ROWS: i32, const BLOCK: i32>(
+        run_max: Tile<f32, { [ROWS] }>,
+        run_sum: Tile<f32, { [ROWS] }>,
+        x: Tile<f32, { [ROWS, BLOCK] }>,
+        log2e: Tile<f32, { [ROWS, BLOCK] }>,
+        log2e_r: Tile<f32, { [ROWS] }>,
+    ) -> (Tile<f32, { [ROWS] }>, Tile<f32, { [ROWS] }>) {
+        let new_max: Tile<f32, { [ROWS] }> = maxf(run_max, reduce_max(x, 1i32), nan::Disabled, ftz::Disabled);
+        let mx: Tile<f32, { [ROWS, BLOCK] }> = new_max.reshape(shape![ROWS, 1]).broadcast(shape![ROWS, BLOCK]);
+        let term: Tile<f32, { [ROWS] }> = reduce_sum(exp2((x - mx) * log2e, ftz::Enabled), 1i32);
+        let new_sum: Tile<f32, { [ROWS] }> = run_sum * exp2((run_max - new_max) * log2e_r, ftz::Enabled) + term;
+        (new_max, new_sum)
+    }
+
     /// The softmax of each row of a row block held whole in one tile, rounded to T.
     fn softmax_rows<T: ElementType, const ROWS: i32, const BLOCK: i32>(
         x: Tile<f32, { [ROWS, BLOCK] }>,
@@ -169,9 +187,9 @@ pub mod softmax_device {
     /// to `part_max[r, c]` and `part_sum[r, c]` (f32, `chunks` per row). Every tile but the row's
     /// ragged last one is loaded through unmasked pointer tiles (ffi.rs `split_fits`: m % ROWS == 0,
     /// i32 offsets); the ragged tile, if any, through the -inf-padded partition. One exp per
-    /// element: each tile is folded into a running per-row max and sum (the sum rescaled when the
-    /// max grows). The max starts at the lowest finite f32, as in `softmax_looped`: a chunk of
-    /// nothing but -inf gives (lowest, 0), which the combine step weighs 0.
+    /// element: each tile is folded into a running per-row max and sum (`online_fold`). The max
+    /// starts at the lowest finite f32, as in `softmax_looped`: a chunk of nothing but -inf gives
+    /// (lowest, 0), which the combine step weighs 0.
     #[cutile::entry(unchecked_accesses = true)]
     unsafe fn softmax_split_partials<T: ElementType, const ROWS: i32, const BLOCK: i32>(
         part_max: *mut f32,
@@ -215,19 +233,17 @@ pub mod softmax_device {
                 load_ptr_tko(x_ptrs, ordering::Weak, None::<scope::TileBlock>, None, None, None, Latency::<3>)
             };
             let x: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(raw);
-            let new_max: Tile<f32, { [ROWS] }> = maxf(run_max, reduce_max(x, 1i32), nan::Disabled, ftz::Disabled);
-            let mx: Tile<f32, { [ROWS, BLOCK] }> = new_max.reshape(shape![ROWS, 1]).broadcast(tile);
-            let term: Tile<f32, { [ROWS] }> = reduce_sum(exp2((x - mx) * log2e, ftz::Enabled), 1i32);
-            run_sum = run_sum * exp2((run_max - new_max) * log2e_r, ftz::Enabled) + term;
+            let (new_max, new_sum): (Tile<f32, { [ROWS] }>, Tile<f32, { [ROWS] }>) =
+                online_fold::<ROWS, BLOCK>(run_max, run_sum, x, log2e, log2e_r);
             run_max = new_max;
+            run_sum = new_sum;
         }
         for j in j_full..j_end {
             let x: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(x_part.load([rb, j]));
-            let new_max: Tile<f32, { [ROWS] }> = maxf(run_max, reduce_max(x, 1i32), nan::Disabled, ftz::Disabled);
-            let mx: Tile<f32, { [ROWS, BLOCK] }> = new_max.reshape(shape![ROWS, 1]).broadcast(tile);
-            let term: Tile<f32, { [ROWS] }> = reduce_sum(exp2((x - mx) * log2e, ftz::Enabled), 1i32);
-            run_sum = run_sum * exp2((run_max - new_max) * log2e_r, ftz::Enabled) + term;
+            let (new_max, new_sum): (Tile<f32, { [ROWS] }>, Tile<f32, { [ROWS] }>) =
+                online_fold::<ROWS, BLOCK>(run_max, run_sum, x, log2e, log2e_r);
             run_max = new_max;
+            run_sum = new_sum;
         }
         let max_view: Tensor<f32, { [-1, -1] }> = unsafe { strided_view(part_max, m, chunks, chunks, tok) };
         let sum_view: Tensor<f32, { [-1, -1] }> = unsafe { strided_view(part_sum, m, chunks, chunks, tok) };

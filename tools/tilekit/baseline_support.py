@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import functools
 
+from tilekit import providers
+
 # -- optional packages, and why a backend cannot run ----------------------------------------------
 
 
@@ -78,7 +80,7 @@ def unavailable_reason(kernel: str, backend: str, backends: dict, triton_error, 
     cutile, its compiler is found; a provider's entry says for itself). Says nothing about the GPU."""
     if backend not in backends:
         raise ValueError(f"unknown {kernel} baseline {backend!r}; known: {sorted(backends)}")
-    if hasattr(backends[backend], "reason"):  # a provider's entry (tilekit.providers)
+    if isinstance(backends[backend], providers.Entry):
         return backends[backend].reason()
     if backend == "torch":
         return None

@@ -433,14 +433,15 @@ pub fn row_tile(
 /// The default tile width that holds a whole row of `n`: the power of two >= n (at least 16), if
 /// it is at most `max`.
 pub fn whole_row_block(n: i32, max: i32) -> Option<i32> {
-    let pow2 = (n.max(16) as u32).next_power_of_two() as i32;
-    (pow2 <= max).then_some(pow2)
+    // u64: the power of two above n > 2^30 is 2^31, past i32.
+    let pow2 = (n.max(16) as u64).next_power_of_two();
+    (pow2 <= max as u64).then_some(pow2 as i32)
 }
 
 /// The default rows per tile block: `tile_elems / block`, but no more rows than m has (rounded up
 /// to a power of two) or 64.
 pub fn default_rows(tile_elems: i32, block: i32, m: i32) -> i32 {
-    let m_pow2 = (m.max(1) as u32).next_power_of_two() as i32;
+    let m_pow2 = (m.max(1) as u64).next_power_of_two().min(64) as i32; // u64: 2^31 for m > 2^30
     (tile_elems / block).clamp(1, 64).min(m_pow2)
 }
 
@@ -462,9 +463,10 @@ pub struct RowPlan {
 }
 
 impl RowPlan {
-    /// Tile blocks down the rows: ceil(m / rows).
+    /// Tile blocks down the rows: ceil(m / rows) (counted in i64: m + rows - 1 wraps i32 for m
+    /// near i32::MAX).
     pub fn row_tiles(&self) -> i32 {
-        (self.m + self.rows - 1) / self.rows
+        ((self.m as i64 + self.rows as i64 - 1) / self.rows as i64) as i32
     }
 
     /// The launch of `grid` tile blocks: generics T, ROWS, BLOCK (every row kernel's entries take

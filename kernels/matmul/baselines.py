@@ -9,6 +9,7 @@ variants are "128x256x64", "256x128x64", "128x128x64" (one BM x BN tile per prog
 programs in bands of GROUP_M tile rows that share A and B tiles in L2), "persistent" (128x256x64
 tiles, one program per SM walking the tiles) and "auto": each backend's own autotune over its
 candidates (TRITON_AUTOTUNE, CUTILE_AUTOTUNE) keyed by (M, N, K), or 128x256x64 off the GPU.
+Opt-in entries from other libraries (tilekit.providers): tilegym (its cuTile matmul; Liger has none).
 """
 
 import torch

@@ -91,7 +91,7 @@ def matmul(a: Tensor, b: Tensor, *, variant: str | dict = "auto", out: Tensor | 
     (a_t, lda), (b_t, ldb) = layout("a", a), layout("b", b)
     checks.out_matches("matmul", out, (m, n), a)
     if out is not None:
-        checks.contiguous_last_dim("matmul", size_one_ok=True, out=out)
+        checks.contiguous_last_dim("matmul", out=out)  # ffi.rs: c's last dim has stride 1, even of one column
     check_index_range(m, n, k, lda, ldb, out.stride(0) if out is not None else n, a_t=a_t, b_t=b_t)
     checks.cuda("matmul", a=a, b=b)
     c = out if out is not None else torch.empty((m, n), dtype=a.dtype, device=a.device)

@@ -141,6 +141,10 @@ SPEC = KernelSpec(
         ),
         "float32": BadInput(lambda: call(torch.randn(4, 8), torch.randn(8, 3)), TypeError, "share one dtype"),
         "batched": BadInput(lambda: call(f16(2, 4, 8), f16(8, 3)), ValueError, "a must be (m, k)"),
+        # a one-column out whose column is strided (the .t() of a row): ffi.rs takes c row-major only
+        "out_one_strided_column": BadInput(
+            lambda: call(f16(4, 8), f16(8, 1), out=f16(1, 4).t()), ValueError, "out must be contiguous in its last dim"
+        ),
     },
     ffi_example={"m": 4, "n": 16, "k": 8, "dtype": "float16"},
     ffi_cases={
@@ -160,6 +164,11 @@ SPEC = KernelSpec(
         "column_major": FfiCase(lambda: {"a": f16(8, 4).t(), "b": f16(16, 8).t()}, code=-4),
         "out_column_major": FfiCase(
             lambda: {"out": f16(16, 4).t()}, message="`c` must be contiguous in its last dim (strides [1, 4])"
+        ),
+        # a single column too (op.py refuses it first: bad_inputs' out_one_strided_column)
+        "out_one_strided_column": FfiCase(
+            lambda: {"b": f16(8, 1), "out": f16(1, 4).t()},
+            message="`c` must be contiguous in its last dim (strides [1, 4])",
         ),
     },
 )

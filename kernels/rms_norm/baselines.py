@@ -5,6 +5,7 @@
 x is (m, n), f16/bf16/f32, last dim contiguous; w is (n,) in x's dtype. Entries (x, w, eps) -> y:
 ``torch_rms_norm`` (PyTorch's fused op), ``triton_rms_norm`` and ``cutile_rms_norm`` (ours, with the
 row reductions' variants of tilekit.baseline_support), whose `auto` rules are AUTO below.
+Opt-in entries from other libraries (tilekit.providers): tilegym, liger and liger_cutile.
 """
 
 import torch

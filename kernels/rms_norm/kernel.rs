@@ -1,12 +1,13 @@
 //! RMSNorm device code: y[r, :] = x[r, :] * rsqrt(mean(x[r, :]^2) + eps) * w, over the last dim.
 //!
 //! Element type T is f32, f16 or bf16 (in and out); the sum of squares and the scaling are done
-//! in f32. Both entries take raw device pointers (PyTorch owns the memory) and build strided
-//! views over them: rows may be padded (row stride >= n), the last dim is contiguous.
+//! in f32. Every entry takes raw device pointers (PyTorch owns the memory) and views x and y with
+//! their row strides: rows may be padded (row stride >= n), the last dim is contiguous.
 //!
-//! Each tile block handles ROWS consecutive rows; columns are read in BLOCK-wide tiles through
-//! zero-padded partitions, and stores outside [m, n] are dropped, so any m and n work (n = 4097
-//! included) without masks. Shapes of the same computation:
+//! Each tile block handles ROWS consecutive rows in BLOCK-wide column tiles. The first three
+//! entries read them through zero-padded partitions, with stores outside [m, n] dropped, so any m
+//! and n work without masks; the last two address them as pointer tiles with a mask. Shapes of the
+//! same computation:
 //!   * `rms_norm_row`    — n <= BLOCK: the row block is loaded once and stays in registers.
 //!   * `rms_norm_row_persistent` — the same with a capped grid: each tile block loads w once and
 //!     walks every grid-th row tile.
@@ -17,12 +18,15 @@
 //!     tileiras predicates each access instead of branching around it (ffi.rs runs them where the
 //!     offsets fit i32; silu_and_mul's NOTES.md has the machine code).
 //!
-//! The host side (ffi.rs) picks the entry from n and the variant's BLOCK.
+//! The host side (ffi.rs) picks the entry from the variant's `programs` (persistent), whether the
+//! tile leaves a partial tile whose offsets fit i32 (`masked_fits`: the masked entries), and n
+//! against the variant's BLOCK.
 //! The module name is unique across kernels: the JIT keys its kernel cache by module and entry.
-//! `unchecked_accesses`: the launcher (ffi.rs) sizes the grid as ceil(m / ROWS) (or fewer, with the
-//! persistent loop stopping at ceil(m / ROWS)) and the column loop stops at ceil(n / BLOCK), so
-//! every tile index is inside its partition by construction; the per-access checks would only
-//! cost instructions.
+//! `unchecked_accesses` (it drops the bounds checks of partition accesses): the launcher (ffi.rs)
+//! sizes the grid as ceil(m / ROWS) (or fewer, with the persistent loop stopping at ceil(m / ROWS))
+//! and the column loops stop at ceil(n / BLOCK), so every tile index is inside its partition by
+//! construction; the per-access checks would only cost instructions. The masked entries' pointer
+//! tiles have no such checks: their masks and ffi.rs's `masked_fits` keep every access inside.
 #[cutile::module]
 pub mod rms_norm_device {
     use crate::device_util::views::{strided_view, tile_mask, tile_pointers};

@@ -8,6 +8,7 @@ between), ``triton_silu_and_mul`` and ``cutile_silu_and_mul`` (ours, f32 inside)
 "tiled" (one ROWS x BLOCK output tile of ~4K elements per program, column tile fastest), "wide"
 (~8K-element tiles), "row" (one program per row, BLOCK-wide chunks: the classic form),
 "auto" = "tiled". The rule is `config` (pure); every knob can be forced by keyword.
+Opt-in entries from other libraries (tilekit.providers): tilegym and liger; liger_cutile says why not.
 """
 
 import functools

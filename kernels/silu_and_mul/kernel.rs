@@ -10,22 +10,23 @@
 //! Pure streaming: each tile block owns one ROWS x BLOCK tile of out, loads the matching gate and
 //! up tiles once, and stores once. The launch grid is 1-D, ceil(m / ROWS) * ceil(H / BLOCK) tile
 //! blocks, with the column tile varying fastest so neighbouring blocks walk along a row; the
-//! (row tile, column tile) pair is decoded from the block id. Partitions are zero-padded and
-//! stores outside [m, H] are dropped, so any m and H (H = 1, 1000, 4097, 14336) work without masks
-//! (a padded lane computes silu(0) * 0 = 0 and is never stored). Two entries:
-//!   * `silu_and_mul`       — any shape: zero-padded partition views, as above.
-//!   * `silu_and_mul_exact` — the tile divides (m, H) and offsets fit i32 (ffi.rs checks):
+//! (row tile, column tile) pair is decoded from the block id. Three entries, the same computation
+//! with the tiles addressed three ways (ffi.rs picks one from the shape, the tile and the strides):
+//!   * `silu_and_mul_exact` — the tile divides (m, H) and offsets fit i32 (ffi.rs `exact_fits`):
 //!     pointer tiles, no masks, so a thread's loads are all in flight at once.
-//!   * `silu_and_mul_masked` — any other shape whose offsets fit i32: the same pointer tiles, each
-//!     load and store masked to the lanes inside (m, H).
-//!
-//! The zero-padded entry remains for offsets beyond i32 (tensors of 2^31 elements and more).
+//!   * `silu_and_mul_masked` — any other shape whose padded tiles' offsets fit i32 (`masked_fits`):
+//!     the same pointer tiles, each load and store masked to the lanes inside (m, H).
+//!   * `silu_and_mul` — beyond i32 offsets (tensors of 2^31 elements and more): zero-padded
+//!     partition views, stores outside [m, H] dropped, so any m and H work (a padded lane computes
+//!     silu(0) * 0 = 0 and is never stored).
 //!
 //! The module name is unique across kernels: the JIT keys its kernel cache by module and entry.
-//! `unchecked_accesses`: the launcher (ffi.rs) launches exactly row_tiles * col_tiles blocks and
+//! `unchecked_accesses` (it drops the bounds checks of partition accesses, which only
+//! `silu_and_mul` makes): the launcher (ffi.rs) launches exactly row_tiles * col_tiles blocks and
 //! the kernel decodes col_tiles from the same h, so row tile < ceil(m / ROWS) and column tile <
 //! ceil(H / BLOCK) for every block by construction; the per-access checks would only cost
-//! instructions.
+//! instructions. The pointer-tile entries have no such checks: ffi.rs's `exact_fits` and
+//! `masked_fits` (with the mask) keep every access inside the tensors.
 #[cutile::module]
 pub mod silu_and_mul_device {
     use crate::device_util::views::{strided_view, tile_mask, tile_pointers};

@@ -7,6 +7,7 @@ contribute exp(-inf) = 0. Entries x -> y: ``torch_softmax`` (``torch.softmax(x, 
 ``triton_softmax`` and ``cutile_softmax`` (ours, with the row reductions' variants of
 tilekit.baseline_support; looped is an online softmax). `auto` takes row on both backends (looped
 for rows too wide to hold): NOTES.md has the H200 sweep.
+Opt-in entries from other libraries (tilekit.providers): tilegym, liger and liger_cutile.
 """
 
 import torch

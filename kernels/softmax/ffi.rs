@@ -13,8 +13,9 @@
 //! tile block per (row tile, chunk), in two kernels that meet in a stream-ordered f32 workspace
 //! (see `SplitPlan`; where `split_fits` does not hold the looped form runs instead); 0 keeps a row
 //! in one tile block; -1 splits only under the default tile (block and rows -1) where
-//! `default_split` says so. Every descriptor is validated before anything touches the GPU: bad
-//! input returns -2/-5/-6 with a message, never a launch.
+//! `default_split` says so. Rows are at most MAX_N columns (the kernels count column tiles in i32).
+//! Every descriptor is validated before anything touches the GPU: bad input returns -2/-5/-6 with a
+//! message, never a launch.
 use super::kernel::softmax_device as device;
 use crate::ffi_util::{self, check_same_shape, rc, to_i32, DType, Element, FfiResult, Launch, RowPlan, TensorDesc};
 use cutile::cuda_async::device_buffer::DevicePointer;
@@ -29,14 +30,20 @@ const MAX_DEFAULT_ROW_BLOCK: i32 = 16384;
 /// Column tile of the default looped form, for rows wider than MAX_DEFAULT_ROW_BLOCK.
 const DEFAULT_LOOPED_BLOCK: i32 = 4096;
 /// The default splits rows wider than MAX_DEFAULT_ROW_BLOCK when m is at most this: a few thousand
-/// row tiles do not fill an H200 with enough loads in flight (issue 13: the looped form ran at
-/// 1.3-1.8 TB/s on 256-4096 vocab-sized rows). Provisional until the H200 sweep of the split form.
+/// row tiles do not fill an H200 with enough loads in flight (the looped form ran at 1.3-1.8 TB/s
+/// on 256-4096 vocabulary rows). In the H200 sweep (NOTES.md, "Issue 13 on the H200") every split
+/// variant beat every looped one at each m swept, 256 to 4096: bf16 4096 x 128256 0.81-1.33 ms
+/// against 1.48-3.79, f32 1024 x 128256 0.39-0.42 against 0.60-1.32. Larger m was not swept: the
+/// bound is the largest m measured.
 const DEFAULT_SPLIT_MAX_M: i32 = 4096;
 /// The default split's tile and chunk: 1 x 4096 tiles, two per chunk (32 KiB of f32 per tile block).
 const DEFAULT_SPLIT_BLOCK: i32 = 4096;
 const DEFAULT_SPLIT_CHUNK: i32 = 8192;
 /// Most chunks per row: kernel B loads a row's partials as one [rows, PARTS] tile.
 const MAX_SPLIT_PARTS: i32 = 1024;
+/// Widest row: the looped and split kernels count column tiles as (n + BLOCK - 1) / BLOCK in i32,
+/// which wraps past this for the widest tile a variant may ask for (BLOCK <= MAX_TILE_ELEMS).
+pub const MAX_N: i32 = i32::MAX - (MAX_TILE_ELEMS - 1);
 
 /// A validated launch: sizes as the kernel indexes them.
 #[derive(Debug, PartialEq)]
@@ -88,24 +95,38 @@ pub fn split_fits(m: i32, n: i32, rows: i32, stride_x: i32, stride_y: i32) -> bo
 }
 
 /// Whether the default (chunk, block and rows all -1) splits the rows: wider than one whole-row
-/// tile, and m small enough that one tile block per row leaves the GPU short of loads in flight.
-pub fn default_split(m: i32, n: i32) -> bool {
-    n > MAX_DEFAULT_ROW_BLOCK && m <= DEFAULT_SPLIT_MAX_M
+/// tile, m small enough that one tile block per row leaves the GPU short of loads in flight, and a
+/// split the default tile (1 x DEFAULT_SPLIT_BLOCK) can serve: `split_fits`, and at most
+/// MAX_SPLIT_PARTS chunks of DEFAULT_SPLIT_CHUNK columns. Otherwise the default runs looped.
+pub fn default_split(m: i32, n: i32, stride_x: i32, stride_y: i32) -> bool {
+    n > MAX_DEFAULT_ROW_BLOCK
+        && m <= DEFAULT_SPLIT_MAX_M
+        && split_fits(m, n, 1, stride_x, stride_y)
+        && split_plan(n, DEFAULT_SPLIT_BLOCK, 1, DEFAULT_SPLIT_CHUNK).is_ok()
 }
 
-/// The chunking of n columns into `chunk`-column chunks of `block`-wide tiles.
+/// The chunking of n columns into `chunk`-column chunks of `block`-wide tiles (counted in i64: no
+/// wrap for any n), or -6 naming the limit: chunk a multiple of block, and kernel B's partials tile
+/// [rows, parts] (parts the power of two >= chunks) within parts <= MAX_SPLIT_PARTS and rows * parts
+/// <= MAX_TILE_ELEMS.
 pub fn split_plan(n: i32, block: i32, rows: i32, chunk: i32) -> FfiResult<SplitPlan> {
     let bad = |why: String| Err(ffi_util::invalid(format!("variant block={block} rows={rows} chunk={chunk}: {why}")));
     if chunk % block != 0 {
         return bad("chunk must be a multiple of block".into());
     }
     let chunk_tiles = chunk / block;
-    let chunks = ((n + block - 1) / block + chunk_tiles - 1) / chunk_tiles;
-    let parts = (chunks as u32).next_power_of_two() as i32;
-    if parts > MAX_SPLIT_PARTS || rows * parts > MAX_TILE_ELEMS {
-        return bad(format!("{chunks} chunks per row (at most {MAX_SPLIT_PARTS}, rows*chunks <= {MAX_TILE_ELEMS})"));
+    let col_tiles = (n as i64 + block as i64 - 1) / block as i64;
+    let chunks = (col_tiles + chunk_tiles as i64 - 1) / chunk_tiles as i64;
+    let parts = (chunks as u64).next_power_of_two() as i64;
+    let max_parts = MAX_SPLIT_PARTS.min(MAX_TILE_ELEMS / rows) as i64;
+    if parts > max_parts {
+        let min_chunk = (col_tiles + max_parts - 1) / max_parts * block as i64;
+        return bad(format!(
+            "n={n} makes {chunks} chunks per row, {parts} parts (the power of two >= chunks); parts must be \
+             <= {MAX_SPLIT_PARTS} and rows*parts <= {MAX_TILE_ELEMS}: use chunk >= {min_chunk} for this n"
+        ));
     }
-    Ok(SplitPlan { chunk_tiles, chunks, parts })
+    Ok(SplitPlan { chunk_tiles, chunks: chunks as i32, parts: parts as i32 })
 }
 
 /// Whether `softmax_row_exact` may run: the row is exactly one tile wide, m is a multiple of
@@ -146,15 +167,18 @@ pub fn plan(
     ffi_util::check_last_dims_contiguous(&[(x, "x"), (out, "out")])?;
     let m = to_i32(x.shape[0], "m")?;
     let n = to_i32(x.shape[1], "n")?;
+    if n > MAX_N {
+        return Err(ffi_util::invalid(format!(
+            "n={n}: softmax rows may have at most {MAX_N} columns (the kernels count column tiles in i32)"
+        )));
+    }
     let (stride_x, stride_y) = (
         ffi_util::row_stride(x, n, "x", format_args!("n={n}"))?,
         ffi_util::row_stride(out, n, "out", format_args!("n={n}"))?,
     );
     let default_tile = block == rc::COMPILER_DEFAULT && rows == rc::COMPILER_DEFAULT;
     let chunk = match chunk {
-        rc::COMPILER_DEFAULT if default_tile && default_split(m, n) && split_fits(m, n, 1, stride_x, stride_y) => {
-            DEFAULT_SPLIT_CHUNK
-        }
+        rc::COMPILER_DEFAULT if default_tile && default_split(m, n, stride_x, stride_y) => DEFAULT_SPLIT_CHUNK,
         rc::COMPILER_DEFAULT => 0,
         c if c >= 0 => c,
         c => return Err(ffi_util::invalid(format!("variant chunk={c}: use -1, 0 or a multiple of block"))),
@@ -166,11 +190,15 @@ pub fn plan(
     };
     let occupancy = ffi_util::occupancy_hint(occupancy)?;
     let warps = ffi_util::warps_hint(warps)?;
-    // A split the unmasked loads cannot serve (m % rows != 0, offsets past i32) runs looped: every
-    // candidate of op.variants stays valid for every m and row stride.
+    // A chunk (a multiple of block) whose split the unmasked loads cannot serve (m % rows != 0,
+    // offsets past i32) runs looped, checked before the chunk count, so every candidate of
+    // op.variants stays valid for every m and row stride. Otherwise `split_plan` chunks the rows or
+    // refuses with -6 naming the limit: chunk not a multiple of block, or more chunks per row than
+    // kernel B's partials tile holds.
     let split = match chunk {
         0 => None,
-        _ => Some(split_plan(n, block, rows, chunk)?).filter(|_| split_fits(m, n, rows, stride_x, stride_y)),
+        c if c % block == 0 && !split_fits(m, n, rows, stride_x, stride_y) => None,
+        c => Some(split_plan(n, block, rows, c)?),
     };
     let exact = split.is_none() && exact_fits(m, n, rows, block, stride_x, stride_y);
     let masked = split.is_none() && masked_fits(m, n, rows, block, stride_x, stride_y);
@@ -202,9 +230,49 @@ fn launch<T: Element>(p: &Plan, out: &TensorDesc, x: &TensorDesc, stream: &Arc<S
     }
 }
 
+/// A stream-ordered device allocation, freed on its stream when dropped: after every kernel enqueued
+/// on the stream before, and on every exit path (a failed enqueue, `?`, a panic unwinding to the
+/// export's guard). `free` does the same and reports a failure.
+struct StreamAlloc<'s> {
+    ptr: u64,
+    stream: &'s Arc<Stream>,
+    what: &'static str,
+    freed: bool,
+}
+
+impl<'s> StreamAlloc<'s> {
+    fn new(bytes: usize, stream: &'s Arc<Stream>, what: &'static str) -> FfiResult<Self> {
+        // SAFETY: `stream` is the caller's live stream; the allocation is freed on it (free, Drop).
+        let ptr = unsafe { cutile::cuda_core::malloc_async(bytes, stream) }
+            .map_err(|e| ffi_util::err(rc::JIT_OR_LAUNCH, format!("{what} of {bytes} bytes: {e}")))?;
+        Ok(StreamAlloc { ptr, stream, what, freed: false })
+    }
+
+    fn free_async(&mut self) -> FfiResult<()> {
+        if std::mem::replace(&mut self.freed, true) {
+            return Ok(());
+        }
+        // SAFETY: allocated on this stream; every kernel that uses it was enqueued on it before.
+        unsafe { cutile::cuda_core::free_async(self.ptr, self.stream) }
+            .map_err(|e| ffi_util::err(rc::JIT_OR_LAUNCH, format!("freeing the {}: {e}", self.what)))
+    }
+
+    fn free(mut self) -> FfiResult<()> {
+        self.free_async()
+    }
+}
+
+impl Drop for StreamAlloc<'_> {
+    fn drop(&mut self) {
+        // On an early exit the caller already gets that failure (or the panic): a failed free adds
+        // nothing it could act on.
+        let _ = self.free_async();
+    }
+}
+
 /// The split form: kernel A writes each chunk's (max, sum) to a workspace allocated on the caller's
 /// stream, kernel B combines them and scales its chunk; the workspace is freed in stream order
-/// after B, also when a launch fails (nothing then reads it).
+/// after B, and on every other way out (StreamAlloc), when nothing then reads it.
 fn launch_split<T: Element>(
     p: &Plan,
     s: &SplitPlan,
@@ -213,34 +281,27 @@ fn launch_split<T: Element>(
     stream: &Arc<Stream>,
 ) -> FfiResult<()> {
     let RowPlan { m, n, stride_x: sx, stride_y: sy, rows, block, .. } = p.row;
-    let elems = s.workspace_elems(m);
-    let bytes = elems * std::mem::size_of::<f32>();
-    // SAFETY: `stream` is the caller's live stream; the buffer is freed below on the same stream.
-    let ws = unsafe { cutile::cuda_core::malloc_async(bytes, stream) }
-        .map_err(|e| ffi_util::err(rc::JIT_OR_LAUNCH, format!("split workspace of {bytes} bytes: {e}")))?;
-    let sums = ws + (bytes / 2) as u64;
+    let bytes = s.workspace_elems(m) * std::mem::size_of::<f32>();
+    let ws = StreamAlloc::new(bytes, stream, "split workspace")?;
     // SAFETY: both halves of the allocation just made, m x chunks f32 each.
-    let (part_max, part_sum) =
-        unsafe { (DevicePointer::<f32>::from_cu_deviceptr(ws), DevicePointer::<f32>::from_cu_deviceptr(sums)) };
+    let (part_max, part_sum) = unsafe {
+        (
+            DevicePointer::<f32>::from_cu_deviceptr(ws.ptr),
+            DevicePointer::<f32>::from_cu_deviceptr(ws.ptr + (bytes / 2) as u64),
+        )
+    };
     let grid = (p.row.row_tiles() as u32, s.chunks as u32, 1);
     let options = || ffi_util::compile_options(p.row.occupancy, p.row.warps);
     let (ct, chunks) = (s.chunk_tiles, s.chunks);
     // SAFETY: plan() checked the descriptors and `split_fits` (whole row tiles, i32 offsets); the
-    // workspace holds m x chunks f32 per array and outlives both kernels (stream order).
-    let launched = unsafe {
+    // workspace holds m x chunks f32 per array and outlives both kernels (freed in stream order).
+    unsafe {
         Launch::new::<T>(&[rows, block], grid, options())
-            .enqueue(device::softmax_split_partials(part_max, part_sum, x_ptr, m, n, sx, ct, chunks), stream)
-            .and_then(|()| {
-                Launch::new::<T>(&[rows, block, s.parts], grid, options()).enqueue(
-                    device::softmax_split_scale(y_ptr, x_ptr, part_max, part_sum, m, n, sx, sy, ct, chunks),
-                    stream,
-                )
-            })
-    };
-    // SAFETY: allocated above on this stream; every kernel that reads it was enqueued before.
-    let freed = unsafe { cutile::cuda_core::free_async(ws, stream) }
-        .map_err(|e| ffi_util::err(rc::JIT_OR_LAUNCH, format!("freeing the split workspace: {e}")));
-    launched.and(freed)
+            .enqueue(device::softmax_split_partials(part_max, part_sum, x_ptr, m, n, sx, ct, chunks), stream)?;
+        Launch::new::<T>(&[rows, block, s.parts], grid, options())
+            .enqueue(device::softmax_split_scale(y_ptr, x_ptr, part_max, part_sum, m, n, sx, sy, ct, chunks), stream)?;
+    }
+    ws.free()
 }
 
 // `cutile_softmax`: the descriptors, then plan(), the caller's stream and launch() (ffi_util::export!).
@@ -248,7 +309,7 @@ crate::export!(cutile_softmax(out, x; block: i32, rows: i32, occupancy: i32, war
 
 #[cfg(test)]
 mod tests {
-    //! CPU tests: validation, and both entries lowered to Tile IR for sm_90 (stage 1 of the JIT,
+    //! CPU tests: validation, and every entry lowered to Tile IR for sm_90 (stage 1 of the JIT,
     //! which needs no GPU) and assembled by tileiras where the toolchain is present, for every
     //! dtype — a DSL mistake fails here, not on the GPU.
     use super::*;
@@ -409,7 +470,7 @@ mod tests {
         let x = desc2(DType::F32, &[7, 150001], &[150016, 1]);
         let cases = [
             (4096, 1, 6144, "chunk must be a multiple of block"),
-            (16, 1, 16, "chunks per row (at most 1024"),
+            (16, 1, 16, "9376 chunks per row, 16384 parts (the power of two >= chunks); parts must be <= 1024"),
             (4096, 1, -2, "variant chunk=-2"),
         ];
         for (block, rows, chunk, needle) in cases {
@@ -422,6 +483,56 @@ mod tests {
         // The default falls back to the looped form where the split cannot run.
         let big = desc2(DType::BF16, &[4096, 1 << 19], &[1 << 19, 1]);
         assert_eq!(plan(&big, &big, -1, -1, -1, -1, -1).unwrap().split, None);
+    }
+
+    #[test]
+    fn default_runs_looped_where_its_split_would_need_more_chunks_than_kernel_b_holds() {
+        // 1 x 2^24: the split fits (one row, i32 offsets) but 8192-column chunks make 2048 > 1024.
+        let x = desc2(DType::F32, &[1, 1 << 24], &[1 << 24, 1]);
+        let p = plan(&x, &x, -1, -1, -1, -1, -1).unwrap();
+        assert_eq!((p.split, p.row.block, p.row.rows), (None, DEFAULT_LOOPED_BLOCK, 1));
+        assert!(!default_split(1, 1 << 24, 1 << 24, 1 << 24));
+        assert!(default_split(1, 1 << 23, 1 << 23, 1 << 23)); // exactly 1024 chunks
+    }
+
+    #[test]
+    fn explicit_chunk_runs_looped_where_the_split_does_not_fit_before_counting_chunks() {
+        // 512 x 2^23 spans 2^32 elements (no i32 offsets): looped, although 2048-wide tiles in
+        // 4096-column chunks would also make 2048 chunks per row.
+        let x = desc2(DType::BF16, &[512, 1 << 23], &[1 << 23, 1]);
+        let p = plan(&x, &x, 2048, 1, -1, -1, 4096).unwrap();
+        assert_eq!((p.split, p.row.block, p.exact, p.masked), (None, 2048, false, false));
+        // A chunk that is not a multiple of block is refused whatever the shape.
+        assert_fails(plan(&x, &x, 2048, 1, -1, -1, 3072), rc::INVALID_ARGUMENT, "chunk must be a multiple of block");
+    }
+
+    #[test]
+    fn explicit_chunk_the_split_cannot_serve_is_minus6_naming_the_limit_and_the_fix() {
+        let x = desc2(DType::BF16, &[1, 1 << 23], &[1 << 23, 1]);
+        let needle = "n=8388608 makes 2048 chunks per row, 2048 parts (the power of two >= chunks); parts must be \
+                      <= 1024 and rows*parts <= 65536: use chunk >= 8192 for this n";
+        assert_fails(plan(&x, &x, 2048, 1, -1, -1, 4096), rc::INVALID_ARGUMENT, needle);
+        assert_eq!(plan(&x, &x, 2048, 1, -1, -1, 8192).unwrap().split.unwrap().chunks, 1024);
+    }
+
+    #[test]
+    fn rows_wider_than_the_kernels_i32_column_tile_count_are_refused() {
+        assert_eq!(MAX_N as i64 + MAX_TILE_ELEMS as i64 - 1, i32::MAX as i64); // n + block - 1 fits
+        let widest = desc2(DType::F16, &[1, MAX_N as i64], &[MAX_N as i64, 1]);
+        let p = plan(&widest, &widest, -1, -1, -1, -1, -1).unwrap(); // too many chunks: looped
+        assert_eq!((p.split, p.row.block), (None, DEFAULT_LOOPED_BLOCK));
+        assert!(plan(&widest, &widest, 65536, 1, -1, -1, 1 << 26).unwrap().split.is_some());
+        let wider = desc2(DType::F16, &[1, MAX_N as i64 + 1], &[MAX_N as i64 + 1, 1]);
+        let needle = "n=2147418113: softmax rows may have at most 2147418112 columns";
+        assert_fails(plan(&wider, &wider, -1, -1, -1, -1, -1), rc::INVALID_ARGUMENT, needle);
+        // split_plan counts in i64: no wrap at the widest row and the widest tile.
+        assert_eq!(
+            split_plan(MAX_N, 65536, 1, 1 << 26).unwrap(),
+            SplitPlan { chunk_tiles: 1024, chunks: 32, parts: 32 }
+        );
+        assert_fails(split_plan(MAX_N, 4096, 1, 8192), rc::INVALID_ARGUMENT, "use chunk >= 2097152 for this n");
+        // The defaults' powers of two above 2^30 (columns, rows) do not wrap to i32::MIN either.
+        assert_eq!((default_block((1 << 30) + 1), default_rows(16, i32::MAX)), (DEFAULT_LOOPED_BLOCK, 64));
     }
 
     /// Kernel B for each PARTS class the split candidates reach, and both split kernels specialized

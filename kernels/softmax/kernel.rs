@@ -5,20 +5,22 @@
 //! done in f32. Subtracting the row max first keeps every exponent <= 0: no overflow for any input
 //! magnitude. exp(v) is computed as exp2(v * log2(e)) (the hardware's ex2 path, as Triton's tl.exp
 //! lowers), flushing subnormal results to zero: they are below 1e-38 of the row's largest term.
-//! Both entries take raw device pointers (PyTorch owns the memory) and build strided views over
-//! them: rows may be padded (row stride >= n), the last dim is contiguous.
+//! Every entry takes raw device pointers (PyTorch owns the memory; the split kernels also an f32
+//! workspace ffi.rs allocates) and views x and y with their row strides: rows may be padded (row
+//! stride >= n), the last dim is contiguous.
 //!
-//! Each tile block handles ROWS consecutive rows; columns are read in BLOCK-wide tiles through
-//! partitions padded with -inf, so lanes past n add nothing: they never win the max and
-//! exp(-inf) = 0 adds nothing to the sum. Stores outside [m, n] are dropped, so any m and n work
-//! (n = 1, 1000, 4097 ...) without masks. Rows of a tile that lie past m read all -inf and turn
-//! into NaN, but they are never stored. -inf inputs (masked logits) get 0; a row that is all -inf
-//! gets NaN, as torch.softmax gives. Shapes of the same computation:
+//! Each tile block handles ROWS consecutive rows in BLOCK-wide column tiles. Lanes past (m, n) read
+//! -inf, so they never win the max and exp(-inf) = 0 adds nothing to the sum, and they are never
+//! stored (rows past m turn into NaN in registers, never in memory); -inf inputs (masked logits)
+//! get 0, and a row that is all -inf gets NaN, as torch.softmax gives. The entries, one
+//! computation in different shapes, differ in how they address the tiles:
 //!   * `softmax_row`    — n <= BLOCK: the row block is loaded once and stays in registers
-//!     (one read of x, one exp per element).
-//!   * `softmax_looped` — n >  BLOCK: pass 1 keeps a running max and a running sum of
-//!     exponentials per lane (online softmax: rescale the sum when the max grows), then folds the
-//!     lanes into one max and sum per row; pass 2 re-reads the row (mostly from L2),
+//!     (one read of x, one exp per element), through a partition padded with -inf (stores outside
+//!     (m, n) dropped), so any m and n work: the fallback where the pointer-tile entries' i32
+//!     offsets would not fit.
+//!   * `softmax_looped` — n >  BLOCK, the same padded partitions: pass 1 keeps a running max and a
+//!     running sum of exponentials per lane (online softmax: rescale the sum when the max grows),
+//!     then folds the lanes into one max and sum per row; pass 2 re-reads the row (mostly from L2),
 //!     exponentiates, scales and stores.
 //!   * `softmax_row_exact` — n == BLOCK and m % ROWS == 0 (and i32 offsets): `softmax_row` with
 //!     unmasked pointer-tile loads and stores (no per-lane bounds branches).
@@ -29,14 +31,20 @@
 //!     row is cut into chunks, one tile block per (row tile, chunk), so far more tile blocks keep
 //!     loads in flight than one per row tile; A writes each chunk's (max, sum of exp(x - max)) to an
 //!     f32 workspace, B combines a row's partials (max M, S = sum s_c * exp(m_c - M)), re-reads its
-//!     chunk and stores exp(x - M) / S. Whole tiles are loaded unmasked, only the row's ragged last
-//!     tile through the -inf-padded partition.
+//!     chunk and stores exp(x - M) / S. Whole tiles are loaded unmasked through pointer tiles (m %
+//!     ROWS == 0 and i32 offsets), only the row's ragged last tile through the padded partition.
 //!
-//! The host side (ffi.rs) picks the entry from n, m and the variant's BLOCK and ROWS.
+//! The host side (ffi.rs) picks the entry from m, n, the row strides (whether i32 offsets fit) and
+//! the variant's BLOCK, ROWS and chunk. The column-tile counts, (n + BLOCK - 1) / BLOCK, are i32:
+//! ffi.rs refuses rows wider than its MAX_N.
 //! The module name is unique across kernels: the JIT keys its kernel cache by module and entry.
-//! `unchecked_accesses`: the launcher (ffi.rs) sizes the grid as ceil(m / ROWS) and the column
-//! loops stop at ceil(n / BLOCK), so every tile index is inside its partition by construction; the
-//! per-access checks would only cost instructions.
+//! `unchecked_accesses` (it drops the bounds checks of partition accesses): the launcher sizes the
+//! grid as ceil(m / ROWS) row tiles (times `chunks` for the split kernels), the column loops stop
+//! at ceil(n / BLOCK) (a chunk's at the smaller of its end and that), the split kernels' partials
+//! are viewed as (m, chunks) with column c < chunks stored and PARTS >= chunks loaded from column 0,
+//! so every tile index is inside its partition by construction; the per-access checks would only
+//! cost instructions. The pointer-tile accesses have no such checks: ffi.rs runs those entries only
+//! where their tiles (or masks) keep every access inside the tensors.
 #[cutile::module]
 pub mod softmax_device {
     use crate::device_util::views::{strided_view, tile_mask, tile_pointers};
@@ -47,6 +55,24 @@ pub mod softmax_device {
     fn row_reciprocal<const ROWS: i32, const BLOCK: i32>(sum: Tile<f32, { [ROWS] }>) -> Tile<f32, { [ROWS, BLOCK] }> {
         let one: Tile<f32, { [ROWS] }> = constant(1.0f32, shape![ROWS]);
         divf(one, sum, rounding::NearestEven, ftz::Disabled).reshape(shape![ROWS, 1]).broadcast(shape![ROWS, BLOCK])
+    }
+
+    /// One tile folded into a row's running max and sum of exp(x - max) (online softmax): the new
+    /// max is the larger of the running one and the tile's, the running sum is rescaled to it by
+    /// exp(old max - new max) and the tile's terms are added. One exp per element; returns the new
+    /// (max, sum). `log2e` and `log2e_r` are log2(e) as a tile and per row.
+    fn online_fold<const ROWS: i32, const BLOCK: i32>(
+        run_max: Tile<f32, { [ROWS] }>,
+        run_sum: Tile<f32, { [ROWS] }>,
+        x: Tile<f32, { [ROWS, BLOCK] }>,
+        log2e: Tile<f32, { [ROWS, BLOCK] }>,
+        log2e_r: Tile<f32, { [ROWS] }>,
+    ) -> (Tile<f32, { [ROWS] }>, Tile<f32, { [ROWS] }>) {
+        let new_max: Tile<f32, { [ROWS] }> = maxf(run_max, reduce_max(x, 1i32), nan::Disabled, ftz::Disabled);
+        let mx: Tile<f32, { [ROWS, BLOCK] }> = new_max.reshape(shape![ROWS, 1]).broadcast(shape![ROWS, BLOCK]);
+        let term: Tile<f32, { [ROWS] }> = reduce_sum(exp2((x - mx) * log2e, ftz::Enabled), 1i32);
+        let new_sum: Tile<f32, { [ROWS] }> = run_sum * exp2((run_max - new_max) * log2e_r, ftz::Enabled) + term;
+        (new_max, new_sum)
     }
 
     /// The softmax of each row of a row block held whole in one tile, rounded to T.
@@ -161,9 +187,9 @@ pub mod softmax_device {
     /// to `part_max[r, c]` and `part_sum[r, c]` (f32, `chunks` per row). Every tile but the row's
     /// ragged last one is loaded through unmasked pointer tiles (ffi.rs `split_fits`: m % ROWS == 0,
     /// i32 offsets); the ragged tile, if any, through the -inf-padded partition. One exp per
-    /// element: each tile is folded into a running per-row max and sum (the sum rescaled when the
-    /// max grows). The max starts at the lowest finite f32, as in `softmax_looped`: a chunk of
-    /// nothing but -inf gives (lowest, 0), which the combine step weighs 0.
+    /// element: each tile is folded into a running per-row max and sum (`online_fold`). The max
+    /// starts at the lowest finite f32, as in `softmax_looped`: a chunk of nothing but -inf gives
+    /// (lowest, 0), which the combine step weighs 0.
     #[cutile::entry(unchecked_accesses = true)]
     unsafe fn softmax_split_partials<T: ElementType, const ROWS: i32, const BLOCK: i32>(
         part_max: *mut f32,
@@ -207,19 +233,17 @@ pub mod softmax_device {
                 load_ptr_tko(x_ptrs, ordering::Weak, None::<scope::TileBlock>, None, None, None, Latency::<3>)
             };
             let x: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(raw);
-            let new_max: Tile<f32, { [ROWS] }> = maxf(run_max, reduce_max(x, 1i32), nan::Disabled, ftz::Disabled);
-            let mx: Tile<f32, { [ROWS, BLOCK] }> = new_max.reshape(shape![ROWS, 1]).broadcast(tile);
-            let term: Tile<f32, { [ROWS] }> = reduce_sum(exp2((x - mx) * log2e, ftz::Enabled), 1i32);
-            run_sum = run_sum * exp2((run_max - new_max) * log2e_r, ftz::Enabled) + term;
+            let (new_max, new_sum): (Tile<f32, { [ROWS] }>, Tile<f32, { [ROWS] }>) =
+                online_fold::<ROWS, BLOCK>(run_max, run_sum, x, log2e, log2e_r);
             run_max = new_max;
+            run_sum = new_sum;
         }
         for j in j_full..j_end {
             let x: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(x_part.load([rb, j]));
-            let new_max: Tile<f32, { [ROWS] }> = maxf(run_max, reduce_max(x, 1i32), nan::Disabled, ftz::Disabled);
-            let mx: Tile<f32, { [ROWS, BLOCK] }> = new_max.reshape(shape![ROWS, 1]).broadcast(tile);
-            let term: Tile<f32, { [ROWS] }> = reduce_sum(exp2((x - mx) * log2e, ftz::Enabled), 1i32);
-            run_sum = run_sum * exp2((run_max - new_max) * log2e_r, ftz::Enabled) + term;
+            let (new_max, new_sum): (Tile<f32, { [ROWS] }>, Tile<f32, { [ROWS] }>) =
+                online_fold::<ROWS, BLOCK>(run_max, run_sum, x, log2e, log2e_r);
             run_max = new_max;
+            run_sum = new_sum;
         }
         let max_view: Tensor<f32, { [-1, -1] }> = unsafe { strided_view(part_max, m, chunks, chunks, tok) };
         let sum_view: Tensor<f32, { [-1, -1] }> = unsafe { strided_view(part_sum, m, chunks, chunks, tok) };

@@ -198,18 +198,33 @@ def test_valid_calls_pass_validation_and_fail_only_at_device_setup(lib, name):
 @pytest.mark.parametrize("name", NAMES)
 def test_the_entrys_launch_passes_out_args_variant_and_stream_in_the_exports_order(lib, name, monkeypatch):
     """tilekit.port, as the entry calls it, on the ffi_example's CPU tensors with the device and stream
-    faked: the default variant and every candidate reach device set-up (-4: validation passed, so
-    the arguments came in the export's order), and a bad occupancy is ffi.rs's -6."""
+    faked: the export receives out's descriptor first, then the inputs' in order (out is a column
+    slice of a wider buffer: its pointer and row stride differ from every input's, so a swap shows),
+    the default variant and every candidate reach device set-up (-4: validation passed), and a bad
+    occupancy is ffi.rs's -6."""
     from tilekit import port
 
     monkeypatch.setattr(ffi, "stream_args", lambda t: (NO_DEVICE, 0))
     monkeypatch.setattr(port, "sm_count", lambda device_id: H200_SMS)
+    received = []
+    call = ffi.Library.call
+
+    def recording_call(self, kernel_name, func, *args):
+        received.append([(d.data, tuple(d.strides[0 : d.ndim])) for d in args if isinstance(d, lib.ffi.CData)])
+        return call(self, kernel_name, func, *args)
+
+    monkeypatch.setattr(ffi.Library, "call", recording_call)
     spec = kernel.load(name)
     inputs, out = example_call(spec)
+    out = torch.cat((out, out), -1)[..., : out.shape[-1]]  # its own row stride
+    tensors = [out, *(t for t in inputs.values() if isinstance(t, torch.Tensor))]
+    expected = [(t.data_ptr(), t.stride()) for t in tensors]
     for variant in [spec.op.DEFAULT_VARIANT, *spec.variants(spec.ffi_example)]:
+        received.clear()
         with pytest.raises(ffi.KernelError, match=str(NO_DEVICE)) as e:
             port.launch(spec.op, out, *inputs.values(), **variant)
         assert e.value.code == -4, f"{variant}: {e.value}"
+        assert received == [expected], f"{variant}: the export got (data, strides) {received}, not {expected}"
     with pytest.raises(ffi.KernelError, match="variant occupancy=33") as e:
         port.run(
             spec.op.__name__,

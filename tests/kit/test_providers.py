@@ -6,7 +6,9 @@ generated suites and the harness's skips. Timing them needs a GPU (docs/kernels.
 
 import importlib
 import sys
+from importlib import metadata
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 import torch
@@ -47,6 +49,19 @@ def installed(monkeypatch, present: bool) -> None:
     monkeypatch.setattr(providers, "version", lambda name: providers.PROVIDERS[name].pin if present else None)
 
 
+def cutile_found(monkeypatch) -> None:
+    monkeypatch.setattr(bs, "import_cutile", lambda: (object(), None))
+    monkeypatch.setattr(bs, "tileiras_missing", lambda: None)
+
+
+def fake_modules(monkeypatch, modules: dict) -> None:
+    """Stand-ins in sys.modules, {dotted name: its attributes}: what importlib then returns."""
+    for name, attrs in modules.items():
+        module = ModuleType(name)
+        vars(module).update(attrs)
+        monkeypatch.setitem(sys.modules, name, module)
+
+
 # -- why a provider cannot run -------------------------------------------------------------------
 
 
@@ -85,17 +100,24 @@ def test_a_package_that_breaks_while_importing_is_reported_with_its_error(fresh)
 
 
 @pytest.mark.parametrize("p", providers.NAMES)
-def test_the_reason_on_this_machine_is_none_or_one_of_the_above(p):
-    """The venv has neither package; a GPU host's bundle has both (make check passes on both)."""
-    dist = providers.PROVIDERS[p].dist
-    reason = providers.unavailable_reason(p)
-    known = (
-        f"{dist} is not installed: pip install --no-deps {dist}==",
-        f"{p} runs on cuda.tile: ",
-        f"{dist} {providers.version(p)} failed to import ",
-        "cuda.tile found no tileiras",
-    )
-    assert reason is None or reason.startswith(known), reason
+def test_the_reason_on_this_machine_is_none_or_one_of_the_above(fresh, p):
+    """Exactly what this machine warrants. Without the package (the venv, the CPU machine): how to
+    install it. With it (a GPU host's bundle): None, or for a cuTile provider what cuda.tile lacks
+    here. An installed package that fails to import fails this test (make check passes on both)."""
+    prov = providers.PROVIDERS[p]
+    try:
+        metadata.distribution(prov.dist)
+    except metadata.PackageNotFoundError:
+        expected = (
+            f"{prov.dist} is not installed: pip install --no-deps {prov.dist}=={prov.pin} (the bundle carries it)"
+        )
+    else:
+        cutile_error = bs.import_cutile()[1] if prov.cutile else None
+        if cutile_error is not None:
+            expected = f"{p} runs on cuda.tile: {bs.cutile_reason(cutile_error)}"
+        else:
+            expected = bs.tileiras_missing() if prov.cutile else None
+    assert providers.unavailable_reason(p) == expected
 
 
 def test_an_op_a_provider_has_but_we_do_not_time_says_why(fresh):
@@ -150,11 +172,44 @@ def test_an_entry_calls_one_op_under_no_grad_with_the_callers_tensors(fresh, k, 
     assert passed and all(t.untyped_storage().data_ptr() in storages for t in passed), f"{k} {p}: a copy"
 
 
-def test_liger_ops_are_read_from_its_submodules_not_from_the_swapped_package():
-    ops = providers._Submodules("json")  # any package: attribute -> submodule, imported once
-    assert ops.decoder is importlib.import_module("json.decoder") and "decoder" in vars(ops)
-    assert providers.PROVIDERS["liger"].ops == "liger_kernel.ops"
-    assert providers.PROVIDERS["liger_cutile"].ops == "liger_kernel.ops.cutile.ops"
+def test_liger_ops_are_read_from_its_submodules_not_from_the_swapped_package(fresh):
+    """Each Liger provider's `ops.softmax` is its own implementation's submodule, even where the
+    package re-exports another object under that name (what LIGER_KERNEL_IMPL swaps)."""
+    installed(fresh, True)
+    cutile_found(fresh)
+    swapped = object()
+    fake_modules(
+        fresh,
+        {
+            "liger_kernel": {},
+            "liger_kernel.ops": {"softmax": swapped},
+            "liger_kernel.ops.softmax": {},
+            "liger_kernel.ops.cutile": {"softmax": swapped},
+            "liger_kernel.ops.cutile.ops": {"softmax": swapped},
+            "liger_kernel.ops.cutile.ops.softmax": {},
+        },
+    )
+    for p, module in [("liger", "liger_kernel.ops.softmax"), ("liger_cutile", "liger_kernel.ops.cutile.ops.softmax")]:
+        ops, reason = providers._load(p)
+        assert reason is None and ops.softmax is sys.modules[module], p
+
+
+def test_tilegym_runs_its_ops_with_its_cutile_backend_selected(fresh):
+    installed(fresh, True)
+    cutile_found(fresh)
+    selected = []
+    fake_modules(fresh, {"tilegym": {"set_backend": selected.append}, "tilegym.ops": {"cutile": ModuleType("c")}})
+    assert providers._load("tilegym") == (sys.modules["tilegym.ops"], None)
+    assert selected == ["cutile"]
+
+
+def test_tilegym_whose_cutile_ops_did_not_import_says_so_instead_of_running_torch(fresh):
+    installed(fresh, True)
+    cutile_found(fresh)
+    fake_modules(fresh, {"tilegym": {"set_backend": lambda name: None}, "tilegym.ops": {"cutile": None}})
+    assert providers.unavailable_reason("tilegym") == (
+        "tilegym 1.5.1 failed to import tilegym.ops: ImportError: tilegym.ops.cutile did not import (tilegym warned why)"
+    )
 
 
 def test_a_providers_records_carry_its_version(monkeypatch):

@@ -33,6 +33,8 @@ from __future__ import annotations
 
 import functools
 
+from tilekit import providers
+
 
 class NotServed(Exception):
     """A baseline's library does not serve this input by design; the message says why. Raised
@@ -87,7 +89,7 @@ def unavailable_reason(kernel: str, backend: str, backends: dict, triton_error, 
     cutile, its compiler is found; a provider's entry says for itself). Says nothing about the GPU."""
     if backend not in backends:
         raise ValueError(f"unknown {kernel} baseline {backend!r}; known: {sorted(backends)}")
-    if hasattr(backends[backend], "reason"):  # a provider's entry (tilekit.providers)
+    if isinstance(backends[backend], providers.Entry):
         return backends[backend].reason()
     if backend == "torch":
         return None

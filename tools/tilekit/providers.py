@@ -37,6 +37,10 @@ class Provider:
     pin: str  # the version env/bundle-wheels.txt carries
     ops: str  # the module its ops are read from
     cutile: bool  # runs on cuda.tile (and its tileiras)
+    # The implementation its package's set_backend() selects, where it has that switch. `ops` is then
+    # read whole, and its submodule of that name must have imported: tilegym swallows that import's
+    # error (it warns) and would run every op on torch instead.
+    backend: str | None = None
 
     @property
     def env_key(self) -> str:
@@ -47,7 +51,7 @@ class Provider:
 PROVIDERS = {
     p.name: p
     for p in (
-        Provider("tilegym", "tilegym", "1.5.1", "tilegym.ops", cutile=True),
+        Provider("tilegym", "tilegym", "1.5.1", "tilegym.ops", cutile=True, backend="cutile"),
         Provider("liger", "liger-kernel", "0.8.5", "liger_kernel.ops", cutile=False),
         Provider("liger_cutile", "liger-kernel", "0.8.5", "liger_kernel.ops.cutile.ops", cutile=True),
     )
@@ -88,16 +92,13 @@ def _load(name: str):
         if error is not None:
             return None, f"{name} runs on cuda.tile: {bs.cutile_reason(error)}"
     try:
-        if name == "tilegym":
-            import tilegym
-
-            tilegym.set_backend("cutile")
-            ops = tilegym.ops
-            if ops.cutile is None:  # its import failed and was swallowed: every op would fall back to torch
-                raise ImportError("tilegym.ops.cutile did not import (tilegym warned why)")
-        else:
-            importlib.import_module(p.ops)  # its import errors here, not at the first call
+        ops = importlib.import_module(p.ops)  # its import errors here, not at the first call
+        if p.backend is None:
             ops = _Submodules(p.ops)
+        else:
+            importlib.import_module(p.ops.partition(".")[0]).set_backend(p.backend)
+            if getattr(ops, p.backend, None) is None:
+                raise ImportError(f"{p.ops}.{p.backend} did not import ({p.dist} warned why)")
     except Exception as exc:  # an ImportError, or a package that fails while importing
         return None, f"{p.dist} {version(name)} failed to import {p.ops}: {type(exc).__name__}: {exc}"
     return ops, (bs.tileiras_missing() if p.cutile else None)

@@ -5,10 +5,9 @@
 a (gate) and b (up) are (m, H), f16/bf16/f32, last dim contiguous, each in rows of its own stride;
 out is (m, H) in a's dtype. Entries (a, b) -> out: ``torch_swiglu`` (``F.silu(a) * b``: two
 kernels, rounding silu(a) to the input dtype before the product, so it rounds twice),
-``triton_swiglu`` and ``cutile_swiglu`` (ours, f32 inside), and the providers' (below). The
-launch plans, variants ("tiled", "wide", "row"; "auto" = "tiled") and cuTile kernels are
-silu_and_mul's, whose cuTile kernels already take the gate and up as two (m, H) arrays; the Triton
-kernels are this op's (two pointers, three row strides).
+``triton_swiglu`` and ``cutile_swiglu`` (ours, f32 inside), and the providers' (below). Plans and
+cuTile kernels are silu_and_mul's tiled ones (its kernels take gate and up as two (m, H) arrays):
+"tiled" (~4K-element output tiles, "auto"), "wide" (~8K); the Triton kernel is this op's.
 """
 
 import torch
@@ -22,35 +21,30 @@ ct, _CUTILE_ERROR = bs.import_cutile()
 
 KERNEL = "swiglu"
 DTYPES = sam.DTYPES
-VARIANTS = sam.VARIANTS
+VARIANTS = ("auto", "tiled", "wide")
 CUTILE_OCCUPANCY = sam.CUTILE_OCCUPANCY
-_cutile_kernel = getattr(sam, "_cutile_kernel", None)  # (variant, occupancy) -> kernel(G, U, Y, ...)
-
-
-def config(m: int, h: int, variant: str = "auto", **knobs) -> dict:
-    """silu_and_mul's plan {"variant", "block", "rows", "grid"} for (m, h) outputs. Pure."""
-    bs.check_variant(KERNEL, variant, VARIANTS)
-    return sam.config(m, h, variant, **knobs)
+_cutile_kernel = getattr(sam, "_cutile_kernel", None)  # (variant, occupancy) -> kernel(G, U, Y, ROWS, BLOCK)
 
 
 def triton_config(m: int, h: int, sms: int, variant: str = "auto", **knobs) -> dict:
-    """`config` with Triton's num_warps (silu_and_mul's triton_config)."""
+    """silu_and_mul's plan {"variant", "block", "rows", "grid", "num_warps"} for (m, h) outputs (sms
+    is not needed: one program per output tile). Pure; knobs block, rows, num_warps force one."""
     bs.check_variant(KERNEL, variant, VARIANTS)
     return sam.triton_config(m, h, sms, variant, **knobs)
 
 
 def cutile_config(m: int, h: int, sms: int, variant: str = "auto", **knobs) -> dict:
-    """`config` (sms is not needed: one program per output tile)."""
-    return config(m, h, variant, **knobs)
+    """silu_and_mul's plan {"variant", "block", "rows", "grid"}. Pure; knobs block, rows force one."""
+    bs.check_variant(KERNEL, variant, VARIANTS)
+    return sam.cutile_config(m, h, sms, variant, **knobs)
 
 
 def _check_inputs(a: torch.Tensor, b: torch.Tensor) -> None:
     for name, t in (("a", a), ("b", b)):
         bs.check_matrix(KERNEL, name, t, DTYPES, "(m, H)")
     if a.shape != b.shape or a.dtype != b.dtype:
-        raise ValueError(
-            f"swiglu baseline: a and b must have one shape and dtype, got {a.shape} {a.dtype}, {b.shape} {b.dtype}"
-        )
+        got = f"a {tuple(a.shape)} {a.dtype}, b {tuple(b.shape)} {b.dtype}"
+        raise ValueError(f"swiglu baseline: a and b must have one shape and dtype, got {got}")
 
 
 def torch_swiglu(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -59,14 +53,7 @@ def torch_swiglu(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.silu(a) * b
 
 
-# -- Triton -------------------------------------------------------------------------------------
-
 if triton is not None:
-
-    @triton.jit
-    def _silu_mul_f32(g, u):
-        # sigmoid as 1 / (1 + exp(-g)): exp(-g) = inf for very negative g gives 0, not NaN.
-        return g / (1.0 + tl.exp(-g)) * u
 
     @triton.jit
     def _triton_tiled_kernel(
@@ -83,45 +70,31 @@ if triton is not None:
         # a, b and out are touched once: evict_first keeps them from displacing anything useful.
         g = tl.load(a_ptr + rows * stride_a + cols, mask=mask, other=0.0, eviction_policy="evict_first")
         u = tl.load(b_ptr + rows * stride_b + cols, mask=mask, other=0.0, eviction_policy="evict_first")
-        y = _silu_mul_f32(g.to(tl.float32), u.to(tl.float32)).to(y_ptr.dtype.element_ty)
+        g, u = g.to(tl.float32), u.to(tl.float32)
+        # sigmoid as 1 / (1 + exp(-g)): exp(-g) = inf for very negative g gives 0, not NaN.
+        y = (g / (1.0 + tl.exp(-g)) * u).to(y_ptr.dtype.element_ty)
         tl.store(y_ptr + rows * stride_y + cols, y, mask=mask, eviction_policy="evict_first")
-
-    @triton.jit
-    def _triton_row_kernel(a_ptr, b_ptr, y_ptr, h, stride_a, stride_y, stride_b, BLOCK: tl.constexpr):
-        """One row per program, BLOCK-wide chunks."""
-        row = tl.program_id(0).to(tl.int64)
-        a_row, b_row, y_row = a_ptr + row * stride_a, b_ptr + row * stride_b, y_ptr + row * stride_y
-        cols = tl.arange(0, BLOCK)
-        for start in range(0, h, BLOCK):
-            ok = start + cols < h
-            g = tl.load(a_row + start + cols, mask=ok, other=0.0, eviction_policy="evict_first").to(tl.float32)
-            u = tl.load(b_row + start + cols, mask=ok, other=0.0, eviction_policy="evict_first").to(tl.float32)
-            y = _silu_mul_f32(g, u).to(y_ptr.dtype.element_ty)
-            tl.store(y_row + start + cols, y, mask=ok, eviction_policy="evict_first")
-
-    _TRITON_KERNELS = {"tiled": _triton_tiled_kernel, "wide": _triton_tiled_kernel, "row": _triton_row_kernel}
 
 
 def triton_swiglu(a: torch.Tensor, b: torch.Tensor, *, variant: str = "auto", **knobs) -> torch.Tensor:
-    """swiglu with our Triton kernels; `variant` and the knobs (block, rows, num_warps) as in
+    """swiglu with our Triton kernel; `variant` and the knobs (block, rows, num_warps) as in
     `triton_config`. b's row stride is the launch's one scalar (bs.launch_rows passes a's and y's)."""
     bs.require(triton, unavailable_reason, "triton")
     _check_inputs(a, b)
-    return bs.launch_rows(
-        _TRITON_KERNELS, triton_config, (a, b), (b.stride(0),), variant=variant, knobs=knobs, one_row="row"
-    )
+    kernels = dict.fromkeys(VARIANTS[1:], _triton_tiled_kernel)
+    return bs.launch_rows(kernels, triton_config, (a, b), (b.stride(0),), variant=variant, knobs=knobs)
 
 
 def cutile_swiglu(
     a: torch.Tensor, b: torch.Tensor, *, variant: str = "auto", occupancy: int = CUTILE_OCCUPANCY, **knobs
 ) -> torch.Tensor:
     """swiglu with silu_and_mul's cuTile Python kernels on the arrays a and b; `variant`, block and
-    rows as in `config`; occupancy 1..32, or -1 for the compiler's default."""
+    rows as in `cutile_config`; occupancy 1..32, or -1 for the compiler's default."""
     bs.require(ct, unavailable_reason, "cutile")
     _check_inputs(a, b)
     bs.require_cuda(KERNEL, "a", a)
     kernels = {v: _cutile_kernel(v, occupancy) for v in VARIANTS[1:]}
-    return bs.launch_rows(kernels, cutile_config, (a, b), ct=ct, variant=variant, knobs=knobs, one_row="row")
+    return bs.launch_rows(kernels, cutile_config, (a, b), ct=ct, variant=variant, knobs=knobs)
 
 
 # TileGym: its cuTile swiglu(a, b), what tilegym.ops.get_swiglu() returns under the cutile backend

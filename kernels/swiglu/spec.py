@@ -10,17 +10,15 @@ from __future__ import annotations
 
 import torch
 
+from kernels.silu_and_mul.spec import SATURATING_GATES, bytes_moved  # 3 m h elements moved, as here
 from kernels.swiglu import op
 from tilekit.kernel import BadInput, FfiCase, call, generator, row_kernel, shapes, torch_dtype
-
-# Written into the first gate entries of row 0: silu saturates to 0 and to the identity there,
-# and a sigmoid written exp(a) / (1 + exp(a)) turns 100 into NaN.
-SATURATING_GATES = (-100.0, -30.0, 30.0, 100.0)
 
 
 def make_inputs(cfg: dict, device="cuda", seed: int | None = None) -> dict:
     """Fresh random a, b ~ N(0, 2^2) (never zeros), column slices of (m, lda) / (m, ldb) buffers
-    when the config has row strides, plus SATURATING_GATES at the start of a's row 0.
+    when the config has row strides, plus silu_and_mul's SATURATING_GATES (silu's flat parts, and
+    100, which a sigmoid written exp(a) / (1 + exp(a)) turns into NaN) at the start of a's row 0.
 
     >>> inputs = make_inputs({"dtype": "float16", "m": 4, "h": 6, "lda": 16, "ldb": 8}, device="cpu", seed=1)
     >>> [(tuple(t.shape), t.stride()) for t in inputs.values()], inputs["a"][0, :4].tolist()
@@ -42,13 +40,9 @@ def reference(inputs: dict) -> torch.Tensor:
     return a * torch.sigmoid(a) * b
 
 
-def bytes_moved(cfg: dict) -> int:
-    """Fewest bytes: read a and b once, write out once.
-
-    >>> bytes_moved({"dtype": "bfloat16", "m": 16384, "h": 14336}) == 3 * 16384 * 14336 * 2
-    True
-    """
-    return 3 * cfg["m"] * cfg["h"] * torch.finfo(torch_dtype(cfg["dtype"])).bits // 8
+def args(dtype=torch.float32, b=None, **kwargs):
+    """A BadInput's call: CPU a (4, 8) of `dtype`, and b like it unless given."""
+    return call(torch.randn(4, 8, dtype=dtype), torch.randn(4, 8, dtype=dtype) if b is None else b, **kwargs)
 
 
 SPEC = row_kernel(  # its tolerance: a few output ulps (the torch baseline rounds twice: silu, then the product)
@@ -81,36 +75,25 @@ SPEC = row_kernel(  # its tolerance: a few output ulps (the torch baseline round
     ),
     every_variant_default=True,
     bad_inputs={
-        "shape_mismatch": BadInput(lambda: call(torch.randn(4, 8), torch.randn(4, 9)), ValueError, "one shape"),
-        "cpu_tensor": BadInput(lambda: call(torch.randn(4, 8), torch.randn(4, 8)), ValueError, "CUDA device"),
-        "float64": BadInput(
-            lambda: call(*torch.randn(2, 4, 8, dtype=torch.float64)), TypeError, "must share one dtype of"
-        ),
-        "mixed_dtypes": BadInput(
-            lambda: call(torch.randn(4, 8, dtype=torch.float16), torch.randn(4, 8, dtype=torch.bfloat16)),
-            TypeError,
-            "got torch.float16 and torch.bfloat16",
-        ),
-        "b_strided_last_dim": BadInput(
-            lambda: call(torch.randn(4, 8), torch.randn(8, 4).t()), ValueError, "b must be contiguous in its last dim"
-        ),
-        "out_shape": BadInput(
-            lambda: call(torch.randn(4, 8), torch.randn(4, 8), out=torch.empty(4, 4)), ValueError, "out must be (4, 8)"
-        ),
+        "shape_mismatch": BadInput(lambda: args(b=torch.randn(4, 9)), ValueError, "one shape"),
+        "cpu_tensor": BadInput(args, ValueError, "CUDA device"),
+        "float64": BadInput(lambda: args(dtype=torch.float64), TypeError, "must share one dtype of"),
+        "mixed_dtypes": BadInput(lambda: args(b=torch.randn(4, 8).half()), TypeError, "float32 and torch.float16"),
+        "b_strided_last_dim": BadInput(lambda: args(b=torch.randn(8, 4).t()), ValueError, "b must be contiguous"),
+        "out_shape": BadInput(lambda: args(out=torch.empty(4, 4)), ValueError, "out must be (4, 8)"),
     },
     ffi_cases={
         "b_shape": FfiCase(lambda: {"b": torch.randn(4, 9)}, message="`b` shape [4, 9] != `a` shape [4, 8]"),
-        "out_shape": FfiCase(lambda: {"out": torch.empty(4, 16)}, message="`out` shape [4, 16] != `a` shape [4, 8]"),
         "b_rows_overlap": FfiCase(
             lambda: {"b": torch.randn(40).as_strided((4, 8), (4, 1))}, message="`b` row stride 4 < its row length 8"
         ),
-        "out_is_a": FfiCase(lambda: (lambda a: {"a": a, "out": a})(torch.randn(4, 8)), message="`out` overlaps `a`"),
-        "out_is_b": FfiCase(lambda: (lambda b: {"b": b, "out": b})(torch.randn(4, 8)), message="`out` overlaps `b`"),
+        "out_is_a": FfiCase(lambda: dict.fromkeys(("a", "out"), torch.randn(4, 8)), message="`out` overlaps `a`"),
+        "out_is_b": FfiCase(lambda: dict.fromkeys(("b", "out"), torch.randn(4, 8)), message="`out` overlaps `b`"),
         "block_not_pow2": FfiCase(variant={"block": 24}, message="block must be a power of two"),
         "tile_too_big": FfiCase(variant={"block": 16384, "rows": 2}, message="block*rows <= 16384"),
         # valid, so the calls reach device set-up: a and b one tensor (both only read), and a, b,
         # out in rows of 20, 12 and 16
-        "a_is_b": FfiCase(lambda: (lambda a: {"a": a, "b": a})(torch.randn(4, 8)), code=-4),
+        "a_is_b": FfiCase(lambda: dict.fromkeys(("a", "b"), torch.randn(4, 8)), code=-4),
         "padded_rows": FfiCase(
             lambda: {"a": torch.randn(4, 20)[:, :8], "b": torch.randn(4, 12)[:, :8], "out": torch.empty(4, 16)[:, :8]},
             code=-4,

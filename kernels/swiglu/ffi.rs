@@ -104,7 +104,13 @@ pub fn plan(
     Ok(Plan { dtype, row, stride_b, grid: tiles as u32, exact, masked })
 }
 
-fn launch<T: Element>(p: &Plan, out: &TensorDesc, a: &TensorDesc, b: &TensorDesc, stream: &Arc<Stream>) -> FfiResult<()> {
+fn launch<T: Element>(
+    p: &Plan,
+    out: &TensorDesc,
+    a: &TensorDesc,
+    b: &TensorDesc,
+    stream: &Arc<Stream>,
+) -> FfiResult<()> {
     let RowPlan { m, n: h, stride_x: sa, stride_y: so, .. } = p.row;
     let sb = p.stride_b;
     let (y_ptr, a_ptr, b_ptr) =
@@ -155,7 +161,8 @@ mod tests {
         assert_eq!((row.m, row.n, row.stride_x, stride_b, row.stride_y), (257, 4097, 4100, 8200, 4104));
         assert_eq!((row.block, row.rows, row.occupancy, row.warps), (512, 8, None, None));
         let [a, b, out] = &d;
-        assert_eq!(plan(out, a, b, 1024, 2, 4, 8).unwrap().row, RowPlan { block: 1024, rows: 2, occupancy: Some(4), warps: Some(8), m: 257, n: 4097, stride_x: 4100, stride_y: 4104 });
+        let row = plan(out, a, b, 1024, 2, 4, 8).unwrap().row;
+        assert_eq!((row.block, row.rows, row.occupancy, row.warps), (1024, 2, Some(4), Some(8)));
     }
 
     #[test]
@@ -226,12 +233,14 @@ mod tests {
     #[test]
     fn entry_choice_checks_every_tensors_offsets() {
         assert!(exact_fits(16384, 14336, 2, 2048, [14336; 3]));
-        assert!(!exact_fits(16384, 11008, 1, 1024, [11008; 3])); // partial column tile
-        assert!(!exact_fits(1000, 14336, 16, 1024, [14336; 3])); // partial row tile
-        // a and out fit; b's rows of 2^20 put its last element past i32.
+        // A partial column tile, a partial row tile; then a and out fit but b's rows of 2^20
+        // put its last element past i32.
+        assert!(!exact_fits(16384, 11008, 1, 1024, [11008; 3]));
+        assert!(!exact_fits(1000, 14336, 16, 1024, [14336; 3]));
         assert!(!exact_fits(4096, 4096, 1, 1024, [4096, 1 << 20, 4096]));
+        // The masked entry: H = 11008 in 1024-wide tiles, unless out's rows of 2^20 pass i32.
         assert!(masked_fits(4096, 11008, 1, 1024, [11008; 3]));
-        assert!(!masked_fits(4096, 11008, 1, 1024, [11008, 11008, 1 << 20])); // out past i32
+        assert!(!masked_fits(4096, 11008, 1, 1024, [11008, 11008, 1 << 20]));
         let p = plan_of(&descs(DType::BF16, 4096, 4096, [4096, 1 << 20, 4096]), 1024, 1).unwrap();
         assert!(!p.exact && !p.masked); // the zero-padded entry
         let p = plan_of(&descs(DType::BF16, 64, 1024, [1024, 2048, 1024]), 1024, 1).unwrap();

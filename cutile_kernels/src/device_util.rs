@@ -1,4 +1,4 @@
-//! Device helpers shared by the kernels' device code (kernels/*/kernel.rs): a cuTile module with
+//! Device helpers shared by the kernels' device code (kernels/*/kernel.rs): cuTile modules with
 //! no entries. A kernel module imports what it needs (`use crate::device_util::views::...`); the
 //! JIT finds this module through that `use` (cutile's module registry) and inlines each call, so a
 //! helper costs nothing at run time: the entry lowers to the ops the helper's body lowers to.
@@ -62,5 +62,29 @@ pub mod views {
         let in_cols: Tile<bool, { [ROWS, BLOCK] }> = lt_tile(cols, col_end);
         let in_rows: Tile<bool, { [ROWS, BLOCK] }> = lt_tile(rows, row_end);
         andi(in_cols, in_rows)
+    }
+}
+
+/// Elementwise math of more than one kernel.
+#[cutile::module]
+pub mod activations {
+    use cutile::core::*;
+
+    /// silu(g) * u = g * sigmoid(g) * u from f32 tiles, rounded to T (silu_and_mul, swiglu).
+    pub fn silu_mul<T: ElementType, const ROWS: i32, const BLOCK: i32>(
+        g: Tile<f32, { [ROWS, BLOCK] }>,
+        u: Tile<f32, { [ROWS, BLOCK] }>,
+    ) -> Tile<T, { [ROWS, BLOCK] }> {
+        // sigmoid(g) = 1 / (1 + exp(-g)), with exp(-g) = exp2(g * -log2(e)) (the hardware's ex2)
+        // and the approximate, flush-to-zero reciprocal (MUFU.RCP, ~1 ulp) instead of the IEEE
+        // division's refinement sequence. exp2 overflows to +inf for g < ~-88 and 1/inf = 0, so
+        // the result saturates to -0 instead of the NaN that exp(g) / (1 + exp(g)) gives for
+        // g > ~88; flushed subnormals are far below every output dtype's resolution.
+        let one: Tile<f32, { [ROWS, BLOCK] }> = constant(1.0f32, shape![ROWS, BLOCK]);
+        let neg_log2e: Tile<f32, { [ROWS, BLOCK] }> = constant(-1.4426950408889634f32, shape![ROWS, BLOCK]);
+        let denom: Tile<f32, { [ROWS, BLOCK] }> = one + exp2(g * neg_log2e, ftz::Enabled);
+        let sig: Tile<f32, { [ROWS, BLOCK] }> = divf(one, denom, rounding::Approx, ftz::Enabled);
+        let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(g * sig * u);
+        y
     }
 }

@@ -29,26 +29,9 @@
 //! `masked_fits` (with the mask) keep every access inside the tensors.
 #[cutile::module]
 pub mod silu_and_mul_device {
+    use crate::device_util::activations::silu_mul;
     use crate::device_util::views::{strided_view, tile_mask, tile_pointers};
     use cutile::core::*;
-
-    /// silu(g) * u = g * sigmoid(g) * u, rounded to T.
-    fn silu_mul<T: ElementType, const ROWS: i32, const BLOCK: i32>(
-        g: Tile<f32, { [ROWS, BLOCK] }>,
-        u: Tile<f32, { [ROWS, BLOCK] }>,
-    ) -> Tile<T, { [ROWS, BLOCK] }> {
-        // sigmoid(g) = 1 / (1 + exp(-g)), with exp(-g) = exp2(g * -log2(e)) (the hardware's ex2)
-        // and the approximate, flush-to-zero reciprocal (MUFU.RCP, ~1 ulp) instead of the IEEE
-        // division's refinement sequence. exp2 overflows to +inf for g < ~-88 and 1/inf = 0, so
-        // the result saturates to -0 instead of the NaN that exp(g) / (1 + exp(g)) gives for
-        // g > ~88; flushed subnormals are far below every output dtype's resolution.
-        let one: Tile<f32, { [ROWS, BLOCK] }> = constant(1.0f32, shape![ROWS, BLOCK]);
-        let neg_log2e: Tile<f32, { [ROWS, BLOCK] }> = constant(-1.4426950408889634f32, shape![ROWS, BLOCK]);
-        let denom: Tile<f32, { [ROWS, BLOCK] }> = one + exp2(g * neg_log2e, ftz::Enabled);
-        let sig: Tile<f32, { [ROWS, BLOCK] }> = divf(one, denom, rounding::Approx, ftz::Enabled);
-        let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(g * sig * u);
-        y
-    }
 
     #[cutile::entry(unchecked_accesses = true)]
     unsafe fn silu_and_mul<T: ElementType, const ROWS: i32, const BLOCK: i32>(

@@ -65,14 +65,15 @@ def fake_modules(monkeypatch, modules: dict) -> None:
 # -- why a provider cannot run -------------------------------------------------------------------
 
 
-def test_every_kernel_declares_the_providers_that_have_its_op():
-    declared = {k: [p for p in providers.NAMES if p in baselines(k).BACKENDS] for k in KERNELS}
-    assert declared == {
+def test_the_first_kernels_declare_the_providers_that_have_their_op():
+    """Pinned for these four; a kernel added later is not listed here (its folder is all it edits)."""
+    expected = {
         "matmul": ["tilegym"],  # Liger-Kernel has no matmul
         "rms_norm": ["tilegym", "liger", "liger_cutile"],
         "silu_and_mul": ["tilegym", "liger", "liger_cutile"],
         "softmax": ["tilegym", "liger", "liger_cutile"],
     }
+    assert {k: [p for p in providers.NAMES if p in baselines(k).BACKENDS] for k in expected} == expected
 
 
 @pytest.mark.parametrize("k,p", entries())

@@ -1,0 +1,139 @@
+//! swiglu device code: out[r, j] = silu(a[r, j]) * b[r, j], where a (the gate projection), b (the
+//! up projection) and out are (m, H) tensors stored apart and silu(a) = a * sigmoid(a).
+//!
+//! Element type T is f32, f16 or bf16 (in and out); the arithmetic is done in f32
+//! (`device_util::activations::silu_mul`, silu_and_mul's). The entries take raw device pointers
+//! (PyTorch owns the memory) and one row stride per tensor: rows may be padded (stride >= H), the
+//! last dim is contiguous.
+//!
+//! Pure streaming, as silu_and_mul (whose x = [gate | up] is this op with both halves in one
+//! tensor): each tile block owns one ROWS x BLOCK tile of out, loads the matching a and b tiles
+//! once and stores once. The grid is 1-D, ceil(m / ROWS) * ceil(H / BLOCK) tile blocks, the column
+//! tile varying fastest. Three entries, which ffi.rs picks:
+//!   * `swiglu_exact`  — the tile divides (m, H) and offsets fit i32: pointer tiles, no masks, so a
+//!     thread's loads are all in flight at once.
+//!   * `swiglu_masked` — any other shape whose padded tiles' offsets fit i32: the same pointer
+//!     tiles, each load and store masked to the lanes inside (m, H) (predicated, no branches).
+//!   * `swiglu`        — zero-padded partition views, for offsets beyond i32 (2^31 elements).
+//!
+//! The module name is unique across kernels: the JIT keys its kernel cache by module and entry.
+//! `unchecked_accesses`: the launcher launches exactly row_tiles * col_tiles blocks and the kernel
+//! decodes col_tiles from the same h, so every block's tile indices are in range by construction.
+#[cutile::module]
+pub mod swiglu_device {
+    use crate::device_util::activations::silu_mul;
+    use crate::device_util::views::{strided_view, tile_mask, tile_pointers};
+    use cutile::core::*;
+
+    #[cutile::entry(unchecked_accesses = true)]
+    unsafe fn swiglu<T: ElementType, const ROWS: i32, const BLOCK: i32>(
+        out_ptr: *mut T,
+        a_ptr: *mut T,
+        b_ptr: *mut T,
+        m: i32,
+        h: i32,
+        stride_a: i32,
+        stride_b: i32,
+        stride_out: i32,
+    ) {
+        let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
+        let col_tiles: i32 = (h + BLOCK - 1) / BLOCK;
+        let pid: i32 = get_tile_block_id().0;
+        let rt: i32 = pid / col_tiles;
+        let ct: i32 = pid - rt * col_tiles;
+        let tok: Token = new_token_unordered();
+
+        let a_view: Tensor<T, { [-1, -1] }> = unsafe { strided_view(a_ptr, m, h, stride_a, tok) };
+        let b_view: Tensor<T, { [-1, -1] }> = unsafe { strided_view(b_ptr, m, h, stride_b, tok) };
+        let y_view: Tensor<T, { [-1, -1] }> = unsafe { strided_view(out_ptr, m, h, stride_out, tok) };
+
+        let a_part: Partition<T, { [ROWS, BLOCK] }> = a_view.partition(tile);
+        let b_part: Partition<T, { [ROWS, BLOCK] }> = b_view.partition(tile);
+        let mut y_part: PartitionMut<T, { [ROWS, BLOCK] }> = unsafe { y_view.partition_full_mut(tile) };
+
+        let g: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(a_part.load([rt, ct]));
+        let u: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(b_part.load([rt, ct]));
+        let y: Tile<T, { [ROWS, BLOCK] }> = silu_mul::<T, ROWS, BLOCK>(g, u);
+        y_part.store(y, [rt, ct]);
+    }
+
+    /// Same result as `swiglu`, for shapes the tile divides (m % ROWS == 0, h % BLOCK == 0) whose
+    /// every element offset fits i32 (the launcher checks both): unmasked pointer-tile loads and
+    /// stores, which tileiras issues back to back (silu_and_mul's NOTES.md, "Third run").
+    #[cutile::entry(unchecked_accesses = true)]
+    unsafe fn swiglu_exact<T: ElementType, const ROWS: i32, const BLOCK: i32>(
+        out_ptr: *mut T,
+        a_ptr: *mut T,
+        b_ptr: *mut T,
+        m: i32,
+        h: i32,
+        stride_a: i32,
+        stride_b: i32,
+        stride_out: i32,
+    ) {
+        let col_tiles: i32 = h / BLOCK;
+        let pid: i32 = get_tile_block_id().0;
+        let rt: i32 = pid / col_tiles;
+        let ct: i32 = pid - rt * col_tiles;
+        let row0: i32 = rt * ROWS;
+        let col0: i32 = ct * BLOCK;
+        let a_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
+            tile_pointers::<T, ROWS, BLOCK>(a_ptr, row0 * stride_a + col0, stride_a);
+        let b_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
+            tile_pointers::<T, ROWS, BLOCK>(b_ptr, row0 * stride_b + col0, stride_b);
+        let y_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
+            tile_pointers::<T, ROWS, BLOCK>(out_ptr, row0 * stride_out + col0, stride_out);
+
+        let (a_raw, _a_tok): (Tile<T, { [ROWS, BLOCK] }>, Token) =
+            unsafe { load_ptr_tko(a_ptrs, ordering::Weak, None::<scope::TileBlock>, None, None, None, Latency::<3>) };
+        let (b_raw, _b_tok): (Tile<T, { [ROWS, BLOCK] }>, Token) =
+            unsafe { load_ptr_tko(b_ptrs, ordering::Weak, None::<scope::TileBlock>, None, None, None, Latency::<3>) };
+        let g: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(a_raw);
+        let u: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(b_raw);
+        let y: Tile<T, { [ROWS, BLOCK] }> = silu_mul::<T, ROWS, BLOCK>(g, u);
+        let _y_tok: Token =
+            unsafe { store_ptr_tko(y_ptrs, y, ordering::Weak, None::<scope::TileBlock>, None, None, Latency::<3>) };
+    }
+
+    /// Same result as `swiglu`, for shapes the tile does not divide (H = 11008, 4097, m = 37) whose
+    /// every element offset, up to the last padded tile's, fits i32 (the launcher checks): the
+    /// pointer tiles of `swiglu_exact` with a mask of the lanes inside (m, h) on each load and
+    /// store, which tileiras turns into a predicate per access.
+    #[cutile::entry(unchecked_accesses = true)]
+    unsafe fn swiglu_masked<T: ElementType, const ROWS: i32, const BLOCK: i32>(
+        out_ptr: *mut T,
+        a_ptr: *mut T,
+        b_ptr: *mut T,
+        m: i32,
+        h: i32,
+        stride_a: i32,
+        stride_b: i32,
+        stride_out: i32,
+    ) {
+        let col_tiles: i32 = (h + BLOCK - 1) / BLOCK;
+        let pid: i32 = get_tile_block_id().0;
+        let rt: i32 = pid / col_tiles;
+        let ct: i32 = pid - rt * col_tiles;
+        let row0: i32 = rt * ROWS;
+        let col0: i32 = ct * BLOCK;
+        let a_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
+            tile_pointers::<T, ROWS, BLOCK>(a_ptr, row0 * stride_a + col0, stride_a);
+        let b_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
+            tile_pointers::<T, ROWS, BLOCK>(b_ptr, row0 * stride_b + col0, stride_b);
+        let y_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
+            tile_pointers::<T, ROWS, BLOCK>(out_ptr, row0 * stride_out + col0, stride_out);
+        let mask: Tile<bool, { [ROWS, BLOCK] }> = tile_mask::<ROWS, BLOCK>(row0, col0, m, h);
+        let (a_raw, _a_tok): (Tile<T, { [ROWS, BLOCK] }>, Token) = unsafe {
+            load_ptr_tko(a_ptrs, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, None, Latency::<3>)
+        };
+        let (b_raw, _b_tok): (Tile<T, { [ROWS, BLOCK] }>, Token) = unsafe {
+            load_ptr_tko(b_ptrs, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, None, Latency::<3>)
+        };
+        let g: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(a_raw);
+        let u: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(b_raw);
+        let y: Tile<T, { [ROWS, BLOCK] }> = silu_mul::<T, ROWS, BLOCK>(g, u);
+        let _y_tok: Token = unsafe {
+            store_ptr_tko(y_ptrs, y, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, Latency::<3>)
+        };
+    }
+}

@@ -183,7 +183,10 @@ mod tests {
         let y = desc2(DType::F16, &[257, 4097], &[4097, 1]);
         let w = desc2(DType::F16, &[4097], &[1]);
         let p = plan(&y, &x, Some(&w), None, 1e-5, -1, -1, -1, -1).unwrap();
-        assert_eq!((p.dtype, p.eps, p.programs, p.masked, p.has_w, p.has_b), (DType::F16, 1e-5, None, true, true, false));
+        assert_eq!(
+            (p.dtype, p.eps, p.programs, p.masked, p.has_w, p.has_b),
+            (DType::F16, 1e-5, None, true, true, false)
+        );
         assert_eq!((p.row.m, p.row.n, p.row.stride_x, p.row.stride_y), (257, 4097, 5000, 4097));
         assert_eq!((p.row.block, p.row.rows, p.row.occupancy, p.row.warps), (8192, 1, None, None));
         let p = plan(&y, &x, None, Some(&w), 1e-5, 1024, -1, 4, -1).unwrap();

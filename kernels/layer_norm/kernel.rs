@@ -15,7 +15,8 @@
 //!     first column tile (always full: n > BLOCK), then one pass sums d = x - c and d^2, and
 //!     mean = c + S1/n, var = S2/n - (S1/n)^2. With c within a few std of the mean, S1/n is small
 //!     and nothing cancels; it costs one subtract per element and no third read of the row.
-//!   Lanes past n read as zero and are masked out of both sums (x - mean is not zero there).
+//!
+//! Lanes past n read as zero and are masked out of both sums (x - mean is not zero there).
 //!
 //! Each tile block handles ROWS consecutive rows; columns are read in BLOCK-wide tiles through
 //! zero-padded partitions, and stores outside [m, n] are dropped, so any m and n work. Shapes of
@@ -73,7 +74,10 @@ pub mod layer_norm_device {
     }
 
     /// rsqrt(var + eps) per row, broadcast over the row block.
-    fn inv_std<const ROWS: i32, const BLOCK: i32>(var: Tile<f32, { [ROWS] }>, eps: f32) -> Tile<f32, { [ROWS, BLOCK] }> {
+    fn inv_std<const ROWS: i32, const BLOCK: i32>(
+        var: Tile<f32, { [ROWS] }>,
+        eps: f32,
+    ) -> Tile<f32, { [ROWS, BLOCK] }> {
         let eps_t: Tile<f32, { [ROWS] }> = broadcast_scalar(eps, shape![ROWS]);
         rows_bc::<ROWS, BLOCK>(rsqrt(var + eps_t, ftz::Disabled))
     }
@@ -136,7 +140,8 @@ pub mod layer_norm_device {
     ) -> Tile<f32, { [ROWS, BLOCK] }> {
         if HAS {
             let row: Tile<T, { [BLOCK] }> = part.load([j]);
-            let v: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(row.reshape(shape![1, BLOCK]).broadcast(shape![ROWS, BLOCK]));
+            let v: Tile<f32, { [ROWS, BLOCK] }> =
+                convert_tile(row.reshape(shape![1, BLOCK]).broadcast(shape![ROWS, BLOCK]));
             v
         } else {
             let v: Tile<f32, { [ROWS, BLOCK] }> = broadcast_scalar(absent, shape![ROWS, BLOCK]);
@@ -146,7 +151,13 @@ pub mod layer_norm_device {
 
     /// n <= BLOCK: one load, one store per element.
     #[cutile::entry(unchecked_accesses = true)]
-    unsafe fn layer_norm_row<T: ElementType, const ROWS: i32, const BLOCK: i32, const HAS_W: bool, const HAS_B: bool>(
+    unsafe fn layer_norm_row<
+        T: ElementType,
+        const ROWS: i32,
+        const BLOCK: i32,
+        const HAS_W: bool,
+        const HAS_B: bool,
+    >(
         y_ptr: *mut T,
         x_ptr: *mut T,
         w_ptr: *mut T,
@@ -217,7 +228,13 @@ pub mod layer_norm_device {
 
     /// n > BLOCK: shifted sums over ceil(n / BLOCK) column tiles, then a second pass to store.
     #[cutile::entry(unchecked_accesses = true)]
-    unsafe fn layer_norm_looped<T: ElementType, const ROWS: i32, const BLOCK: i32, const HAS_W: bool, const HAS_B: bool>(
+    unsafe fn layer_norm_looped<
+        T: ElementType,
+        const ROWS: i32,
+        const BLOCK: i32,
+        const HAS_W: bool,
+        const HAS_B: bool,
+    >(
         y_ptr: *mut T,
         x_ptr: *mut T,
         w_ptr: *mut T,
@@ -379,7 +396,8 @@ pub mod layer_norm_device {
         let mut acc2: Tile<f32, { [ROWS, BLOCK] }> = d0 * d0;
         for j in 1i32..col_tiles {
             let mask: Tile<bool, { [ROWS, BLOCK] }> = tile_mask::<ROWS, BLOCK>(row0, j * BLOCK, m, n);
-            let x: Tile<f32, { [ROWS, BLOCK] }> = x_tile_masked::<T, ROWS, BLOCK>(x_ptr, mask, row0, j * BLOCK, stride_x);
+            let x: Tile<f32, { [ROWS, BLOCK] }> =
+                x_tile_masked::<T, ROWS, BLOCK>(x_ptr, mask, row0, j * BLOCK, stride_x);
             let d: Tile<f32, { [ROWS, BLOCK] }> = zero_outside::<ROWS, BLOCK>(mask, x - c);
             acc1 = acc1 + d;
             acc2 = acc2 + d * d;
@@ -387,9 +405,12 @@ pub mod layer_norm_device {
         let (mean, inv) = shifted_stats::<ROWS, BLOCK>(shift, acc1, acc2, n, eps);
         for j in 0i32..col_tiles {
             let mask: Tile<bool, { [ROWS, BLOCK] }> = tile_mask::<ROWS, BLOCK>(row0, j * BLOCK, m, n);
-            let x: Tile<f32, { [ROWS, BLOCK] }> = x_tile_masked::<T, ROWS, BLOCK>(x_ptr, mask, row0, j * BLOCK, stride_x);
-            let w: Tile<f32, { [ROWS, BLOCK] }> = param_tile_masked::<T, ROWS, BLOCK, HAS_W>(w_ptr, j * BLOCK, n, 1.0f32);
-            let b: Tile<f32, { [ROWS, BLOCK] }> = param_tile_masked::<T, ROWS, BLOCK, HAS_B>(b_ptr, j * BLOCK, n, 0.0f32);
+            let x: Tile<f32, { [ROWS, BLOCK] }> =
+                x_tile_masked::<T, ROWS, BLOCK>(x_ptr, mask, row0, j * BLOCK, stride_x);
+            let w: Tile<f32, { [ROWS, BLOCK] }> =
+                param_tile_masked::<T, ROWS, BLOCK, HAS_W>(w_ptr, j * BLOCK, n, 1.0f32);
+            let b: Tile<f32, { [ROWS, BLOCK] }> =
+                param_tile_masked::<T, ROWS, BLOCK, HAS_B>(b_ptr, j * BLOCK, n, 0.0f32);
             let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile((x - mean) * inv * w + b);
             store_y_masked::<T, ROWS, BLOCK>(y_ptr, y, mask, row0, j * BLOCK, stride_y);
         }

@@ -614,29 +614,40 @@ macro_rules! launch_as {
 /// borrows the descriptors in order ([`desc`]: null is -5 naming it), then runs the calling module's
 /// `plan(descriptors..., scalars...)` (all validation, before any device work), [`caller_stream`],
 /// and `launch::<T>(&plan, descriptors..., &stream)` for the plan's `dtype` ([`launch_as!`]).
+/// `export!(cutile_<name>(descriptors...; optional descriptors...; scalars...))` adds descriptors
+/// that may be null, meaning absent (layer_norm's weight and bias): they follow the others in the C
+/// signature and reach plan() and launch() as `Option<&TensorDesc>`.
 #[macro_export]
 macro_rules! export {
+    ($name:ident($($d:ident),+; optional $($o:ident),+; $($a:ident: $t:ty),* $(,)?)) => {
+        $crate::export!(@impl $name($($d),+; $($o),*; $($a: $t),*));
+    };
     ($name:ident($($d:ident),+; $($a:ident: $t:ty),* $(,)?)) => {
+        $crate::export!(@impl $name($($d),+; ; $($a: $t),*));
+    };
+    (@impl $name:ident($($d:ident),+; $($o:ident),*; $($a:ident: $t:ty),*)) => {
         /// The C export (the file header gives its contract). Returns 0 or a negative code
         /// (DESIGN.md "C ABI").
         ///
         /// # Safety
-        /// Each descriptor pointer is null (refused with -5) or points to a live `TensorDesc` for the
-        /// whole call, whose `data` is a device allocation on `device_id` matching its shape, strides
-        /// and dtype; `stream` is 0 or a live CUDA stream of that device. tilekit.ffi packs its
-        /// arguments so.
+        /// Each descriptor pointer is null (refused with -5, or for an optional descriptor: absent)
+        /// or points to a live `TensorDesc` for the whole call, whose `data` is a device allocation
+        /// on `device_id` matching its shape, strides and dtype; `stream` is 0 or a live CUDA stream
+        /// of that device. tilekit.ffi packs its arguments so.
         #[no_mangle]
         pub unsafe extern "C" fn $name(
             $($d: *const $crate::ffi_util::TensorDesc,)+
+            $($o: *const $crate::ffi_util::TensorDesc,)*
             $($a: $t,)*
             device_id: i32,
             stream: u64,
         ) -> i32 {
             $crate::ffi_util::guard(KERNEL, || {
                 $(let $d = unsafe { $crate::ffi_util::desc($d, stringify!($d))? };)+
-                let p = plan($($d,)+ $($a),*)?;
+                $(let $o = unsafe { $o.as_ref() };)*
+                let p = plan($($d,)+ $($o,)* $($a),*)?;
                 let stream = $crate::ffi_util::caller_stream(device_id, stream)?;
-                $crate::launch_as!(p.dtype, launch(&p, $($d,)+ &stream))
+                $crate::launch_as!(p.dtype, launch(&p, $($d,)+ $($o,)* &stream))
             })
         }
     };

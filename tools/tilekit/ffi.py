@@ -133,8 +133,9 @@ class Library:
         return self.ffi.string(self.lib.tilekit_last_error()).decode(errors="replace")
 
     def call(self, kernel: str, func: str, *args) -> None:
-        """Call an export; raise KernelError (with Rust's message) on a non-zero code."""
-        code = getattr(self.lib, func)(*args)
+        """Call an export; raise KernelError (with Rust's message) on a non-zero code. None is sent
+        as a null pointer: an optional tensor left out (layer_norm's weight and bias)."""
+        code = getattr(self.lib, func)(*(self.ffi.NULL if a is None else a for a in args))
         if code != 0:
             raise KernelError(kernel, func, int(code), self.last_error())
 

@@ -136,6 +136,7 @@ class KernelSpec:
     ffi_cases: dict = field(default_factory=dict)  # case -> FfiCase: what ffi.rs's validation returns
     flops: Callable | None = None  # cfg -> flops; where declared, records report TFLOP/s instead of GB/s
     strides: dict = field(default_factory=dict)  # optional row-stride keys of a shape -> their prefix in ids
+    options: dict = field(default_factory=dict)  # other optional keys of a shape -> their prefix in ids
     out_row_stride: str | None = None  # the cfg key of the output's row stride, when a shape can pad it
     perf_id_sep: str = "-"  # joins the dims in test_perf ids
     max_variants: int = 12  # variants() stays this short (each candidate is a JIT when tuning)
@@ -172,9 +173,10 @@ class KernelSpec:
         return port.export_args(self.op, variant, sms)
 
     def shape_id(self, shape: dict, sep: str = "x", strides: bool = True) -> str:
-        """'257x4097', '4096x4096ld4160', '777x1280x2000-lda2048-ldb1344-ldc1408'."""
+        """'257x4097', '4096x4096ld4160', '777x1280x2000-lda2048-ldb1344-ldc1408', '3x1000-no_bias'."""
         text = sep.join(str(shape[d]) for d in self.dims)
-        return text + "".join(f"{p}{shape[k]}" for k, p in self.strides.items() if strides and k in shape)
+        text += "".join(f"{p}{shape[k]}" for k, p in self.strides.items() if strides and k in shape)
+        return text + "".join(f"{p}{shape[k]}" for k, p in self.options.items() if k in shape)
 
     # -- calling each side ----------------------------------------------------------------------
 
@@ -256,7 +258,7 @@ class KernelSpec:
             out.append(f"op.DTYPES {self.dtypes} must name dtypes of {list(ffi.DTYPE_CODES)}")
         if set(self.tolerance) != set(self.dtypes):
             out.append(f"tolerance has {sorted(self.tolerance)}, op.DTYPES {sorted(self.dtypes)}")
-        known = set(self.dims) | set(self.strides) | {"dtype", self.out_row_stride}
+        known = set(self.dims) | set(self.strides) | set(self.options) | {"dtype", self.out_row_stride}
         for what, cfgs in (
             ("correctness_shapes", self.correctness_shapes),
             ("perf_configs", self.perf_configs),

@@ -1,0 +1,294 @@
+//! C-ABI launcher of layer_norm: `cutile_layer_norm` (declared for Python in op.py's CDEF).
+//!
+//!   int32_t cutile_layer_norm(const TensorDesc* out, const TensorDesc* x, const TensorDesc* weight,
+//!                             const TensorDesc* bias, float eps, int32_t block, int32_t rows,
+//!                             int32_t occupancy, int32_t programs, int32_t device_id, uint64_t stream);
+//!
+//! x and out are (m, n) with the same shape and dtype (f32, f16 or bf16), contiguous last dim, any
+//! row stride >= n. `weight` and `bias` are optional: a null pointer means absent (y is not scaled,
+//! resp. not shifted; `export!`'s `optional` descriptors), otherwise (n,) contiguous in x's dtype.
+//! x and out are mandatory (null: -5 naming them). The kernel is compiled per presence of each
+//! (const generics HAS_W, HAS_B), so an absent one costs no load. `block` is the tile width (a
+//! power of two; n <= block selects the one-load kernel, else the two-pass one) and `rows` the rows
+//! per tile block; `occupancy` the CTAs per SM tileiras should plan registers for (1..=32). -1 for
+//! any of them picks the default (the compiler's, for occupancy). `programs` > 0 (with n <= block)
+//! launches the persistent kernel on that many tile blocks (the caller sizes it from the SM count);
+//! -1 or 0 launches one tile block per row tile. Every descriptor is validated before anything
+//! touches the GPU: bad input returns -2/-5/-6 with a message, never a launch.
+use super::kernel::layer_norm_device as device;
+use crate::ffi_util::{self, check_same_shape, invalid, rc, to_i32, DType, Element, FfiResult, RowPlan, TensorDesc};
+use cutile::cuda_core::Stream;
+use std::sync::Arc;
+
+const KERNEL: &str = "layer_norm";
+/// Largest tile (ROWS * BLOCK elements) a variant may ask for: beyond it registers spill.
+const MAX_TILE_ELEMS: i32 = 1 << 16;
+
+/// A validated launch: sizes as the kernel indexes them.
+#[derive(Debug, PartialEq)]
+pub struct Plan {
+    pub dtype: DType,
+    /// The tile, the occupancy hint (no warps knob), the sizes and strides.
+    pub row: RowPlan,
+    pub eps: f32,
+    /// Some(grid): the persistent kernel on min(grid, row tiles) tile blocks.
+    pub programs: Option<i32>,
+    /// Not persistent, a tile that does not divide (m, n), and i32 offsets of the padded tiles:
+    /// the masked pointer-tile entries run (rms_norm's rule, `masked_fits`).
+    pub masked: bool,
+    /// Whether weight and bias were given (the kernel's HAS_W, HAS_B).
+    pub has_w: bool,
+    pub has_b: bool,
+}
+
+/// Whether the masked pointer-tile entries run: the tile leaves a partial tile and every offset of
+/// the padded tiles of x and y fits i32. Shapes the tile divides keep the partition entries.
+pub fn masked_fits(m: i32, n: i32, rows: i32, block: i32, stride_x: i32, stride_y: i32) -> bool {
+    (n % block != 0 || m % rows != 0)
+        && ffi_util::masked_offsets_fit(m, n, rows, block, stride_x)
+        && ffi_util::masked_offsets_fit(m, n, rows, block, stride_y)
+}
+
+/// Default variant, rms_norm's (the same bytes per element, NOTES.md): tiles of ~8K elements —
+/// the whole row with 8192/n rows per tile block up to n = 8192, else 4096-wide column tiles.
+pub fn default_block(n: i32) -> i32 {
+    ffi_util::whole_row_block(n, 8192).unwrap_or(4096)
+}
+
+/// ~8K elements per tile, but no more rows than m has (rounded up to a power of two) or 64.
+pub fn default_rows(block: i32, m: i32) -> i32 {
+    ffi_util::default_rows(8192, block, m)
+}
+
+// The export's arguments one for one (its C signature is fixed): a struct would only repack them.
+#[allow(clippy::too_many_arguments)]
+pub fn plan(
+    out: &TensorDesc,
+    x: &TensorDesc,
+    weight: Option<&TensorDesc>,
+    bias: Option<&TensorDesc>,
+    eps: f32,
+    block: i32,
+    rows: i32,
+    occupancy: i32,
+    programs: i32,
+) -> FfiResult<Plan> {
+    let params: Vec<(&TensorDesc, &str)> =
+        [(weight, "weight"), (bias, "bias")].into_iter().filter_map(|(d, arg)| Some((d?, arg))).collect();
+    let mut tensors = vec![(x, "x", 2), (out, "out", 2)];
+    tensors.extend(params.iter().map(|&(d, arg)| (d, arg, 1)));
+    let dtype = ffi_util::check_float_tensors(KERNEL, &tensors)?;
+    check_same_shape(x, "x", out, "out")?;
+    for &(d, arg) in &params {
+        if d.shape[0] != x.shape[1] {
+            return Err(invalid(format!("`{arg}` has {} elements but x has n={} columns", d.shape[0], x.shape[1])));
+        }
+    }
+    let mut contiguous = vec![(x, "x"), (out, "out")];
+    contiguous.extend(params.iter().copied());
+    ffi_util::check_last_dims_contiguous(&contiguous)?;
+    let m = to_i32(x.shape[0], "m")?;
+    let n = to_i32(x.shape[1], "n")?;
+    if !eps.is_finite() || eps < 0.0 {
+        return Err(invalid(format!("eps={eps} must be finite and >= 0")));
+    }
+    let (block, rows) = ffi_util::row_tile(block, rows, default_block(n), |b| default_rows(b, m), 64, MAX_TILE_ELEMS)?;
+    let occupancy = ffi_util::occupancy_hint(occupancy)?;
+    let programs = match programs {
+        rc::COMPILER_DEFAULT | 0 => None,
+        g if g > 0 && n <= block => Some(g.min((m + rows - 1) / rows)),
+        g if g > 0 => {
+            return Err(invalid(format!(
+                "variant programs={g}: the persistent kernel holds whole rows; needs n={n} <= block={block}"
+            )))
+        }
+        g => {
+            return Err(invalid(format!(
+                "variant programs={g}: use > 0 for a persistent grid, or -1/0 for one tile block per row tile"
+            )))
+        }
+    };
+    let stride_x = ffi_util::row_stride(x, n, "x", format_args!("n={n}"))?;
+    let stride_y = ffi_util::row_stride(out, n, "out", format_args!("n={n}"))?;
+    let masked = programs.is_none() && masked_fits(m, n, rows, block, stride_x, stride_y);
+    let row = RowPlan { block, rows, occupancy, warps: None, m, n, stride_x, stride_y };
+    Ok(Plan { dtype, row, eps, programs, masked, has_w: weight.is_some(), has_b: bias.is_some() })
+}
+
+fn launch<T: Element>(
+    p: &Plan,
+    out: &TensorDesc,
+    x: &TensorDesc,
+    weight: Option<&TensorDesc>,
+    bias: Option<&TensorDesc>,
+    stream: &Arc<Stream>,
+) -> FfiResult<()> {
+    // An absent weight or bias passes x's pointer, which the kernel compiled without it never reads.
+    let (y_ptr, x_ptr, w_ptr, b_ptr) = unsafe {
+        (
+            ffi_util::device_ptr::<T>(out),
+            ffi_util::device_ptr::<T>(x),
+            ffi_util::device_ptr::<T>(weight.unwrap_or(x)),
+            ffi_util::device_ptr::<T>(bias.unwrap_or(x)),
+        )
+    };
+    // One tile block per row tile, or the persistent grid plan() capped at the row tiles; the
+    // generics T, ROWS, BLOCK, then HAS_W, HAS_B.
+    let mut launch = p.row.launch::<T>(p.programs.unwrap_or(p.row.row_tiles()) as u32);
+    launch.generics.extend([p.has_w.to_string(), p.has_b.to_string()]);
+    let RowPlan { m, n, stride_x: sx, stride_y: sy, .. } = p.row;
+    let eps = p.eps;
+    // SAFETY: plan() checked shapes, strides and dtypes against the descriptors; the memory is
+    // PyTorch's, alive until the caller's stream has run the kernel (stream-ordered allocator).
+    // The masked entries additionally rely on plan()'s `masked_fits` (i32 offsets).
+    unsafe {
+        if p.programs.is_some() {
+            launch.enqueue(device::layer_norm_row_persistent(y_ptr, x_ptr, w_ptr, b_ptr, m, n, sx, sy, eps), stream)
+        } else if p.masked && n <= p.row.block {
+            launch.enqueue(device::layer_norm_row_masked(y_ptr, x_ptr, w_ptr, b_ptr, m, n, sx, sy, eps), stream)
+        } else if p.masked {
+            launch.enqueue(device::layer_norm_looped_masked(y_ptr, x_ptr, w_ptr, b_ptr, m, n, sx, sy, eps), stream)
+        } else if n <= p.row.block {
+            launch.enqueue(device::layer_norm_row(y_ptr, x_ptr, w_ptr, b_ptr, m, n, sx, sy, eps), stream)
+        } else {
+            launch.enqueue(device::layer_norm_looped(y_ptr, x_ptr, w_ptr, b_ptr, m, n, sx, sy, eps), stream)
+        }
+    }
+}
+
+// `cutile_layer_norm`: the descriptors (weight and bias may be null), then plan(), the caller's
+// stream and launch() (ffi_util::export!).
+crate::export!(cutile_layer_norm(out, x; optional weight, bias; eps: f32, block: i32, rows: i32, occupancy: i32, programs: i32));
+
+#[cfg(test)]
+mod tests {
+    //! CPU tests: validation, and every entry lowered to Tile IR for sm_90 (stage 1 of the JIT,
+    //! which needs no GPU) for every dtype and affine form — a DSL mistake fails here, not on the GPU.
+    use super::*;
+    use crate::ffi_util::{assert_fails, test_desc as desc2, DeviceModule, ALIGNED_PTR};
+    use cutile::tile_kernel::CompileOptions;
+
+    const DEVICE: DeviceModule = DeviceModule { ast: device::__module_ast_self, name: "layer_norm_device" };
+    const ENTRIES: [&str; 5] = [
+        "layer_norm_row",
+        "layer_norm_row_persistent",
+        "layer_norm_looped",
+        "layer_norm_row_masked",
+        "layer_norm_looped_masked",
+    ];
+
+    #[test]
+    fn plan_takes_row_strides_optional_params_and_defaults() {
+        let x = desc2(DType::F16, &[257, 4097], &[5000, 1]);
+        let y = desc2(DType::F16, &[257, 4097], &[4097, 1]);
+        let w = desc2(DType::F16, &[4097], &[1]);
+        let p = plan(&y, &x, Some(&w), None, 1e-5, -1, -1, -1, -1).unwrap();
+        assert_eq!(
+            (p.dtype, p.eps, p.programs, p.masked, p.has_w, p.has_b),
+            (DType::F16, 1e-5, None, true, true, false)
+        );
+        assert_eq!((p.row.m, p.row.n, p.row.stride_x, p.row.stride_y), (257, 4097, 5000, 4097));
+        assert_eq!((p.row.block, p.row.rows, p.row.occupancy, p.row.warps), (8192, 1, None, None));
+        let p = plan(&y, &x, None, Some(&w), 1e-5, 1024, -1, 4, -1).unwrap();
+        assert_eq!((p.row.block, p.row.rows, p.row.occupancy, p.has_w, p.has_b), (1024, 8, Some(4), false, true));
+        assert_eq!(default_block(16384), 4096);
+        assert_eq!(default_block(1), 16);
+    }
+
+    #[test]
+    fn plan_rejects_bad_input_with_invalid_argument() {
+        let x = desc2(DType::F32, &[4, 8], &[8, 1]);
+        let w = desc2(DType::F32, &[8], &[1]);
+        let short = desc2(DType::F32, &[7], &[1]);
+        let strided = desc2(DType::F32, &[8], &[2]);
+        let cases = [
+            (desc2(DType::F32, &[4, 9], &[9, 1]), Some(&w), Some(&w), 16, "shape"),
+            (x, Some(&short), Some(&w), 16, "`weight` has 7 elements"),
+            (x, None, Some(&short), 16, "`bias` has 7 elements"),
+            (x, Some(&w), Some(&strided), 16, "`bias` must be contiguous"),
+            (desc2(DType::F32, &[4, 8], &[1, 4]), None, None, 16, "contiguous"),
+            (desc2(DType::F32, &[4, 8], &[4, 1]), None, None, 16, "overlap"),
+            (x, None, None, 24, "power of two"),
+        ];
+        for (out, w, b, block, needle) in cases {
+            assert_fails(plan(&out, &x, w, b, 1e-5, block, 1, -1, -1), rc::INVALID_ARGUMENT, needle);
+        }
+        let half = desc2(DType::F16, &[8], &[1]);
+        assert_fails(plan(&x, &x, None, Some(&half), 1e-5, -1, -1, -1, -1), rc::INVALID_ARGUMENT, "one dtype");
+        assert_fails(plan(&x, &x, None, None, f32::NAN, -1, -1, -1, -1), rc::INVALID_ARGUMENT, "eps=NaN");
+    }
+
+    #[test]
+    fn plan_rejects_integer_dtype_as_unsupported() {
+        let x = desc2(DType::I32, &[4, 8], &[8, 1]);
+        let msg = "layer_norm supports f32, f16, bf16";
+        assert_fails(plan(&x, &x, None, None, 1e-5, -1, -1, -1, -1), rc::UNSUPPORTED_DTYPE, msg);
+    }
+
+    #[test]
+    fn plan_rejects_occupancy_out_of_range() {
+        let x = desc2(DType::F32, &[4, 8], &[8, 1]);
+        ffi_util::assert_hints_checked(false, |occupancy, _| plan(&x, &x, None, None, 1e-5, -1, -1, occupancy, -1));
+    }
+
+    #[test]
+    fn plan_caps_the_persistent_grid_and_runs_masked_entries_only_for_partial_tiles() {
+        let x = desc2(DType::F16, &[100, 1000], &[1000, 1]);
+        let w = desc2(DType::F16, &[1000], &[1]);
+        let p = |block, programs| plan(&x, &x, Some(&w), Some(&w), 1e-5, block, 8, 4, programs);
+        assert_eq!(p(1024, 528).unwrap().programs, Some(13)); // ceil(100 / 8)
+        assert_eq!(p(1024, 0).unwrap().programs, None);
+        assert_fails(p(512, 528), rc::INVALID_ARGUMENT, "needs n=1000 <= block=512");
+        assert!(p(1024, -1).unwrap().masked);
+        assert!(!p(1024, 528).unwrap().masked); // persistent
+        assert!(!masked_fits(4096, 4096, 2, 4096, 4096, 4096)); // whole tiles: partition entries
+        assert!(!masked_fits(131072, 16385, 1, 32768, 16385, 16385)); // x spans 2^31 elements
+    }
+
+    /// The perf configs' likely specializations, compiled as the launcher compiles them at run time:
+    /// every pointer and integer argument carries its divisibility (16-byte-aligned pointers, sizes
+    /// and strides divisible by 16), so tileiras can emit 16-byte loads.
+    #[test]
+    fn perf_config_specializations_lower_and_assemble_for_sm90() {
+        for (entry, rows, block, m, n) in [
+            ("layer_norm_row", "1", "8192", 32768, 8192),
+            ("layer_norm_row_persistent", "1", "8192", 32768, 8192),
+            ("layer_norm_row", "8", "1024", 65536, 768),
+            ("layer_norm_row_masked", "8", "1024", 65536, 768),
+            ("layer_norm_row_masked", "2", "4096", 16384, 3584),
+            ("layer_norm_looped", "2", "4096", 4096, 16384),
+            ("layer_norm_looped_masked", "2", "4096", 4096, 11008),
+        ] {
+            let ptrs = [("y_ptr", ALIGNED_PTR), ("x_ptr", ALIGNED_PTR), ("w_ptr", ALIGNED_PTR), ("b_ptr", ALIGNED_PTR)];
+            let ints = [("m", m), ("n", n), ("stride_x", n), ("stride_y", n)];
+            let options = CompileOptions::default().occupancy(4);
+            let what = format!(" for {m}x{n}");
+            DEVICE.assert_div_hints_lower(entry, &["bf16", rows, block, "true", "true"], &ptrs, &ints, options, &what);
+        }
+    }
+
+    #[test]
+    fn every_entry_lowers_to_tile_ir_for_sm90() {
+        for dtype in ["f32", "f16", "bf16"] {
+            for entry in ENTRIES {
+                let (rows, block) = if entry.contains("looped") { ("2", "512") } else { ("4", "256") };
+                DEVICE.assert_lowers(entry, &[dtype, rows, block, "true", "true"], &["rsqrt", "reduce"]);
+            }
+        }
+    }
+
+    /// Without weight or bias nothing is loaded from their pointers: one load fewer per absent one
+    /// in the IR of the whole-row entries (x, w, b), and the entries still lower.
+    #[test]
+    fn absent_weight_and_bias_are_not_loaded() {
+        for entry in ENTRIES {
+            let loads = |w: &str, b: &str| {
+                let ir = DEVICE.assert_lowers(entry, &["f16", "1", "1024", w, b], &["rsqrt"]);
+                ir.matches("load_").count()
+            };
+            let (both, no_w, no_b, none) =
+                (loads("true", "true"), loads("false", "true"), loads("true", "false"), loads("false", "false"));
+            assert!(both > no_w && no_w == no_b && no_b > none, "{entry}: loads {both} {no_w} {no_b} {none}");
+        }
+    }
+}

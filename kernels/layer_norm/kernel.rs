@@ -1,0 +1,418 @@
+//! LayerNorm device code: y[r, :] = (x[r, :] - mean) * rsqrt(var + eps) * w + b over the last dim,
+//! mean and var (biased, / n) of row r.
+//!
+//! Element type T is f32, f16 or bf16 (in and out); the statistics and the scaling are done in f32.
+//! Weight and bias are each optional: the const generics HAS_W and HAS_B select, at compile time,
+//! whether w (else 1) and b (else 0) are loaded; a missing one's pointer is never read. The entries
+//! take raw device pointers (PyTorch owns the memory) and build strided views over them: rows may
+//! be padded (row stride >= n), the last dim is contiguous.
+//!
+//! The variance is computed so that a large mean cannot cancel it away (E[x^2] - mean^2 in f32
+//! loses every digit once |mean| / std reaches ~1e3):
+//!   * a row held whole in one tile: two passes over the registers, mean first, then the sum of
+//!     (x - mean)^2 — exact two-pass, no extra memory traffic;
+//!   * a row read in column tiles (looped): shifted sums. The shift c is the mean of the row's
+//!     first column tile (always full: n > BLOCK), then one pass sums d = x - c and d^2, and
+//!     mean = c + S1/n, var = S2/n - (S1/n)^2. With c within a few std of the mean, S1/n is small
+//!     and nothing cancels; it costs one subtract per element and no third read of the row.
+//!
+//! Lanes past n read as zero and are masked out of both sums (x - mean is not zero there).
+//!
+//! Each tile block handles ROWS consecutive rows; columns are read in BLOCK-wide tiles through
+//! zero-padded partitions, and stores outside [m, n] are dropped, so any m and n work. Shapes of
+//! the same computation (rms_norm's, which this kernel follows):
+//!   * `layer_norm_row`    — n <= BLOCK: the row block is loaded once and stays in registers.
+//!   * `layer_norm_row_persistent` — the same with a capped grid: each tile block loads w and b
+//!     once and walks every grid-th row tile.
+//!   * `layer_norm_looped` — n >  BLOCK: pass 1 the shifted sums over the column tiles, pass 2
+//!     re-reads them (mostly from L2) to normalize and store.
+//!   * `layer_norm_row_masked`, `layer_norm_looped_masked` — the same two for tiles that do not
+//!     divide (m, n), through pointer tiles and a mask of the lanes inside (m, n) (ffi.rs runs them
+//!     where the offsets fit i32).
+//!
+//! The module name is unique across kernels: the JIT keys its kernel cache by module and entry.
+//! `unchecked_accesses`: the launcher (ffi.rs) sizes the grid as ceil(m / ROWS) (or fewer, with the
+//! persistent loop stopping at ceil(m / ROWS)) and the column loops stop at ceil(n / BLOCK), so
+//! every tile index is inside its partition by construction.
+#[cutile::module]
+pub mod layer_norm_device {
+    use crate::device_util::views::{strided_view, tile_mask, tile_pointers};
+    use cutile::core::*;
+
+    /// x and y as (m, n) views with their row strides, w and b as n contiguous elements each.
+    #[allow(clippy::type_complexity)]
+    unsafe fn ln_views<T: ElementType>(
+        y_ptr: *mut T,
+        x_ptr: *mut T,
+        w_ptr: *mut T,
+        b_ptr: *mut T,
+        m: i32,
+        n: i32,
+        stride_x: i32,
+        stride_y: i32,
+    ) -> (Tensor<T, { [-1, -1] }>, Tensor<T, { [-1, -1] }>, Tensor<T, { [-1] }>, Tensor<T, { [-1] }>) {
+        let tok: Token = new_token_unordered();
+        let x_view: Tensor<T, { [-1, -1] }> = strided_view(x_ptr, m, n, stride_x, tok);
+        let y_view: Tensor<T, { [-1, -1] }> = strided_view(y_ptr, m, n, stride_y, tok);
+        let shape: Shape<{ [-1] }> = Shape::<{ [-1] }> { dims: &[n] };
+        let strides: Array<{ [1] }> = Array::<{ [1] }> { dims: &[] };
+        let w_view: Tensor<T, { [-1] }> = make_tensor_view(pointer_to_tile(w_ptr), shape, strides, tok);
+        let b_view: Tensor<T, { [-1] }> = make_tensor_view(pointer_to_tile(b_ptr), shape, strides, tok);
+        (x_view, y_view, w_view, b_view)
+    }
+
+    /// A per-row value broadcast over the row block.
+    fn rows_bc<const ROWS: i32, const BLOCK: i32>(v: Tile<f32, { [ROWS] }>) -> Tile<f32, { [ROWS, BLOCK] }> {
+        v.reshape(shape![ROWS, 1]).broadcast(shape![ROWS, BLOCK])
+    }
+
+    /// sum / n per row, with exact (round-to-nearest) division.
+    fn per_elem<const ROWS: i32>(sum: Tile<f32, { [ROWS] }>, n: i32) -> Tile<f32, { [ROWS] }> {
+        let n_scalar: f32 = convert_scalar(n);
+        let n_f: Tile<f32, { [ROWS] }> = broadcast_scalar(n_scalar, shape![ROWS]);
+        divf(sum, n_f, rounding::NearestEven, ftz::Disabled)
+    }
+
+    /// rsqrt(var + eps) per row, broadcast over the row block.
+    fn inv_std<const ROWS: i32, const BLOCK: i32>(
+        var: Tile<f32, { [ROWS] }>,
+        eps: f32,
+    ) -> Tile<f32, { [ROWS, BLOCK] }> {
+        let eps_t: Tile<f32, { [ROWS] }> = broadcast_scalar(eps, shape![ROWS]);
+        rows_bc::<ROWS, BLOCK>(rsqrt(var + eps_t, ftz::Disabled))
+    }
+
+    /// The lanes of a ROWS x BLOCK tile whose columns, counted from `col0`, lie before n.
+    fn cols_inside<const ROWS: i32, const BLOCK: i32>(col0: i32, n: i32) -> Tile<bool, { [ROWS, BLOCK] }> {
+        let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
+        let col_ids: Tile<i32, { [BLOCK] }> = iota(shape![BLOCK]);
+        let cols: Tile<i32, { [ROWS, BLOCK] }> = col_ids.reshape(shape![1, BLOCK]).broadcast(tile);
+        let col_end: Tile<i32, { [ROWS, BLOCK] }> = broadcast_scalar(n - col0, tile);
+        lt_tile(cols, col_end)
+    }
+
+    /// `v` where `keep`, else 0.
+    fn zero_outside<const ROWS: i32, const BLOCK: i32>(
+        keep: Tile<bool, { [ROWS, BLOCK] }>,
+        v: Tile<f32, { [ROWS, BLOCK] }>,
+    ) -> Tile<f32, { [ROWS, BLOCK] }> {
+        let zero: Tile<f32, { [ROWS, BLOCK] }> = constant(0.0f32, shape![ROWS, BLOCK]);
+        select(keep, v, zero)
+    }
+
+    /// Two-pass statistics of rows held whole (lanes outside `keep` are zero in x): x - mean
+    /// (zero outside `keep`) and rsqrt(var + eps), both broadcast over the row block.
+    fn centered_and_inv_std<const ROWS: i32, const BLOCK: i32>(
+        x: Tile<f32, { [ROWS, BLOCK] }>,
+        keep: Tile<bool, { [ROWS, BLOCK] }>,
+        n: i32,
+        eps: f32,
+    ) -> (Tile<f32, { [ROWS, BLOCK] }>, Tile<f32, { [ROWS, BLOCK] }>) {
+        let mean: Tile<f32, { [ROWS] }> = per_elem::<ROWS>(reduce_sum(x, 1i32), n);
+        let d: Tile<f32, { [ROWS, BLOCK] }> = zero_outside::<ROWS, BLOCK>(keep, x - rows_bc::<ROWS, BLOCK>(mean));
+        let var: Tile<f32, { [ROWS] }> = per_elem::<ROWS>(reduce_sum(d * d, 1i32), n);
+        (d, inv_std::<ROWS, BLOCK>(var, eps))
+    }
+
+    /// Shifted sums (module doc): from the shift c and the per-lane sums of d = x - c and d^2,
+    /// mean and rsqrt(var + eps) per row, broadcast over the row block (var clamped at 0 against
+    /// rounding).
+    fn shifted_stats<const ROWS: i32, const BLOCK: i32>(
+        shift: Tile<f32, { [ROWS] }>,
+        acc1: Tile<f32, { [ROWS, BLOCK] }>,
+        acc2: Tile<f32, { [ROWS, BLOCK] }>,
+        n: i32,
+        eps: f32,
+    ) -> (Tile<f32, { [ROWS, BLOCK] }>, Tile<f32, { [ROWS, BLOCK] }>) {
+        let s1: Tile<f32, { [ROWS] }> = per_elem::<ROWS>(reduce_sum(acc1, 1i32), n);
+        let s2: Tile<f32, { [ROWS] }> = per_elem::<ROWS>(reduce_sum(acc2, 1i32), n);
+        let zero: Tile<f32, { [ROWS] }> = constant(0.0f32, shape![ROWS]);
+        let var: Tile<f32, { [ROWS] }> = max_tile(s2 - s1 * s1, zero);
+        (rows_bc::<ROWS, BLOCK>(shift + s1), inv_std::<ROWS, BLOCK>(var, eps))
+    }
+
+    /// Column tile j of w or b in f32, repeated for each of the ROWS rows; `absent` (1 for w, 0
+    /// for b) when the kernel is compiled without it (HAS = false: nothing is loaded).
+    fn param_tile<T: ElementType, const ROWS: i32, const BLOCK: i32, const HAS: bool>(
+        part: &Partition<T, { [BLOCK] }>,
+        j: i32,
+        absent: f32,
+    ) -> Tile<f32, { [ROWS, BLOCK] }> {
+        if HAS {
+            let row: Tile<T, { [BLOCK] }> = part.load([j]);
+            let v: Tile<f32, { [ROWS, BLOCK] }> =
+                convert_tile(row.reshape(shape![1, BLOCK]).broadcast(shape![ROWS, BLOCK]));
+            v
+        } else {
+            let v: Tile<f32, { [ROWS, BLOCK] }> = broadcast_scalar(absent, shape![ROWS, BLOCK]);
+            v
+        }
+    }
+
+    /// n <= BLOCK: one load, one store per element.
+    #[cutile::entry(unchecked_accesses = true)]
+    unsafe fn layer_norm_row<
+        T: ElementType,
+        const ROWS: i32,
+        const BLOCK: i32,
+        const HAS_W: bool,
+        const HAS_B: bool,
+    >(
+        y_ptr: *mut T,
+        x_ptr: *mut T,
+        w_ptr: *mut T,
+        b_ptr: *mut T,
+        m: i32,
+        n: i32,
+        stride_x: i32,
+        stride_y: i32,
+        eps: f32,
+    ) {
+        let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
+        let rb: i32 = get_tile_block_id().0;
+        let (x_view, y_view, w_view, b_view) = ln_views(y_ptr, x_ptr, w_ptr, b_ptr, m, n, stride_x, stride_y);
+        let x_part: Partition<T, { [ROWS, BLOCK] }> = x_view.partition(tile);
+        let w_part: Partition<T, { [BLOCK] }> = w_view.partition(shape![BLOCK]);
+        let b_part: Partition<T, { [BLOCK] }> = b_view.partition(shape![BLOCK]);
+        let mut y_part: PartitionMut<T, { [ROWS, BLOCK] }> = unsafe { y_view.partition_full_mut(tile) };
+
+        let x: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(x_part.load([rb, 0i32]));
+        let keep: Tile<bool, { [ROWS, BLOCK] }> = cols_inside::<ROWS, BLOCK>(0i32, n);
+        let (d, inv) = centered_and_inv_std::<ROWS, BLOCK>(x, keep, n, eps);
+        let w: Tile<f32, { [ROWS, BLOCK] }> = param_tile::<T, ROWS, BLOCK, HAS_W>(&w_part, 0i32, 1.0f32);
+        let b: Tile<f32, { [ROWS, BLOCK] }> = param_tile::<T, ROWS, BLOCK, HAS_B>(&b_part, 0i32, 0.0f32);
+        let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(d * inv * w + b);
+        y_part.store(y, [rb, 0i32]);
+    }
+
+    /// n <= BLOCK, persistent: a grid of fewer tile blocks than row tiles; each loads w and b once
+    /// and walks row tiles pid, pid + grid, ... (the host sizes the grid from the SM count).
+    #[cutile::entry(unchecked_accesses = true)]
+    unsafe fn layer_norm_row_persistent<
+        T: ElementType,
+        const ROWS: i32,
+        const BLOCK: i32,
+        const HAS_W: bool,
+        const HAS_B: bool,
+    >(
+        y_ptr: *mut T,
+        x_ptr: *mut T,
+        w_ptr: *mut T,
+        b_ptr: *mut T,
+        m: i32,
+        n: i32,
+        stride_x: i32,
+        stride_y: i32,
+        eps: f32,
+    ) {
+        let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
+        let pid: i32 = get_tile_block_id().0;
+        let programs: i32 = get_num_tile_blocks().0;
+        let row_tiles: i32 = (m + ROWS - 1) / ROWS;
+        let (x_view, y_view, w_view, b_view) = ln_views(y_ptr, x_ptr, w_ptr, b_ptr, m, n, stride_x, stride_y);
+        let x_part: Partition<T, { [ROWS, BLOCK] }> = x_view.partition(tile);
+        let w_part: Partition<T, { [BLOCK] }> = w_view.partition(shape![BLOCK]);
+        let b_part: Partition<T, { [BLOCK] }> = b_view.partition(shape![BLOCK]);
+        let mut y_part: PartitionMut<T, { [ROWS, BLOCK] }> = unsafe { y_view.partition_full_mut(tile) };
+
+        let w: Tile<f32, { [ROWS, BLOCK] }> = param_tile::<T, ROWS, BLOCK, HAS_W>(&w_part, 0i32, 1.0f32);
+        let b: Tile<f32, { [ROWS, BLOCK] }> = param_tile::<T, ROWS, BLOCK, HAS_B>(&b_part, 0i32, 0.0f32);
+        let keep: Tile<bool, { [ROWS, BLOCK] }> = cols_inside::<ROWS, BLOCK>(0i32, n);
+        for rb in (pid..row_tiles).step_by(programs as usize) {
+            let x: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(x_part.load([rb, 0i32]));
+            let (d, inv) = centered_and_inv_std::<ROWS, BLOCK>(x, keep, n, eps);
+            let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(d * inv * w + b);
+            y_part.store(y, [rb, 0i32]);
+        }
+    }
+
+    /// n > BLOCK: shifted sums over ceil(n / BLOCK) column tiles, then a second pass to store.
+    #[cutile::entry(unchecked_accesses = true)]
+    unsafe fn layer_norm_looped<
+        T: ElementType,
+        const ROWS: i32,
+        const BLOCK: i32,
+        const HAS_W: bool,
+        const HAS_B: bool,
+    >(
+        y_ptr: *mut T,
+        x_ptr: *mut T,
+        w_ptr: *mut T,
+        b_ptr: *mut T,
+        m: i32,
+        n: i32,
+        stride_x: i32,
+        stride_y: i32,
+        eps: f32,
+    ) {
+        let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
+        let col_tiles: i32 = (n + BLOCK - 1) / BLOCK;
+        let rb: i32 = get_tile_block_id().0;
+        let (x_view, y_view, w_view, b_view) = ln_views(y_ptr, x_ptr, w_ptr, b_ptr, m, n, stride_x, stride_y);
+        let x_part: Partition<T, { [ROWS, BLOCK] }> = x_view.partition(tile);
+        let w_part: Partition<T, { [BLOCK] }> = w_view.partition(shape![BLOCK]);
+        let b_part: Partition<T, { [BLOCK] }> = b_view.partition(shape![BLOCK]);
+        let mut y_part: PartitionMut<T, { [ROWS, BLOCK] }> = unsafe { y_view.partition_full_mut(tile) };
+
+        // The shift: the mean of column tile 0, which n > BLOCK makes a full tile (no mask).
+        let x0: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(x_part.load([rb, 0i32]));
+        let shift: Tile<f32, { [ROWS] }> = per_elem::<ROWS>(reduce_sum(x0, 1i32), BLOCK);
+        let c: Tile<f32, { [ROWS, BLOCK] }> = rows_bc::<ROWS, BLOCK>(shift);
+        // Pass 1: per-lane sums of d = x - c and d^2 (tile 0's from x0), reduced across the tile
+        // once at the end.
+        let d0: Tile<f32, { [ROWS, BLOCK] }> = x0 - c;
+        let mut acc1: Tile<f32, { [ROWS, BLOCK] }> = d0;
+        let mut acc2: Tile<f32, { [ROWS, BLOCK] }> = d0 * d0;
+        for j in 1i32..col_tiles {
+            let x: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(x_part.load([rb, j]));
+            let keep: Tile<bool, { [ROWS, BLOCK] }> = cols_inside::<ROWS, BLOCK>(j * BLOCK, n);
+            let d: Tile<f32, { [ROWS, BLOCK] }> = zero_outside::<ROWS, BLOCK>(keep, x - c);
+            acc1 = acc1 + d;
+            acc2 = acc2 + d * d;
+        }
+        let (mean, inv) = shifted_stats::<ROWS, BLOCK>(shift, acc1, acc2, n, eps);
+
+        // Pass 2: normalize, scale and shift, store.
+        for j in 0i32..col_tiles {
+            let x: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(x_part.load([rb, j]));
+            let w: Tile<f32, { [ROWS, BLOCK] }> = param_tile::<T, ROWS, BLOCK, HAS_W>(&w_part, j, 1.0f32);
+            let b: Tile<f32, { [ROWS, BLOCK] }> = param_tile::<T, ROWS, BLOCK, HAS_B>(&b_part, j, 0.0f32);
+            let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile((x - mean) * inv * w + b);
+            y_part.store(y, [rb, j]);
+        }
+    }
+
+    /// The ROWS x BLOCK tile of x (in f32) whose first element is (row0, col0), loaded through a
+    /// pointer tile with `mask`: lanes outside it read 0 and touch no memory.
+    unsafe fn x_tile_masked<T: ElementType, const ROWS: i32, const BLOCK: i32>(
+        x_ptr: *mut T,
+        mask: Tile<bool, { [ROWS, BLOCK] }>,
+        row0: i32,
+        col0: i32,
+        stride_x: i32,
+    ) -> Tile<f32, { [ROWS, BLOCK] }> {
+        let ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
+            tile_pointers::<T, ROWS, BLOCK>(x_ptr, row0 * stride_x + col0, stride_x);
+        let (raw, _tok): (Tile<T, { [ROWS, BLOCK] }>, Token) =
+            load_ptr_tko(ptrs, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, None, Latency::<3>);
+        let x: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(raw);
+        zero_outside::<ROWS, BLOCK>(mask, x)
+    }
+
+    /// Columns [col0, col0 + BLOCK) of w or b in f32, repeated for each of the ROWS rows (lanes
+    /// past n masked off, never stored); `absent` when compiled without it (HAS = false).
+    unsafe fn param_tile_masked<T: ElementType, const ROWS: i32, const BLOCK: i32, const HAS: bool>(
+        ptr: *mut T,
+        col0: i32,
+        n: i32,
+        absent: f32,
+    ) -> Tile<f32, { [ROWS, BLOCK] }> {
+        if HAS {
+            let ptrs: PointerTile<*mut T, { [1, BLOCK] }> = tile_pointers::<T, 1, BLOCK>(ptr, col0, 0i32);
+            let mask: Tile<bool, { [1, BLOCK] }> = tile_mask::<1, BLOCK>(0i32, col0, 1i32, n);
+            let (raw, _tok): (Tile<T, { [1, BLOCK] }>, Token) =
+                load_ptr_tko(ptrs, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, None, Latency::<3>);
+            let v: Tile<f32, { [1, BLOCK] }> = convert_tile(raw);
+            let out: Tile<f32, { [ROWS, BLOCK] }> = v.broadcast(shape![ROWS, BLOCK]);
+            out
+        } else {
+            let out: Tile<f32, { [ROWS, BLOCK] }> = broadcast_scalar(absent, shape![ROWS, BLOCK]);
+            out
+        }
+    }
+
+    /// Stores y's tile at (row0, col0) through a pointer tile, lanes outside `mask` dropped.
+    unsafe fn store_y_masked<T: ElementType, const ROWS: i32, const BLOCK: i32>(
+        y_ptr: *mut T,
+        y: Tile<T, { [ROWS, BLOCK] }>,
+        mask: Tile<bool, { [ROWS, BLOCK] }>,
+        row0: i32,
+        col0: i32,
+        stride_y: i32,
+    ) {
+        let ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
+            tile_pointers::<T, ROWS, BLOCK>(y_ptr, row0 * stride_y + col0, stride_y);
+        let _tok: Token =
+            store_ptr_tko(ptrs, y, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, Latency::<3>);
+    }
+
+    /// `layer_norm_row` through masked pointer tiles (ffi.rs: when every offset fits i32).
+    #[cutile::entry(unchecked_accesses = true)]
+    unsafe fn layer_norm_row_masked<
+        T: ElementType,
+        const ROWS: i32,
+        const BLOCK: i32,
+        const HAS_W: bool,
+        const HAS_B: bool,
+    >(
+        y_ptr: *mut T,
+        x_ptr: *mut T,
+        w_ptr: *mut T,
+        b_ptr: *mut T,
+        m: i32,
+        n: i32,
+        stride_x: i32,
+        stride_y: i32,
+        eps: f32,
+    ) {
+        let row0: i32 = get_tile_block_id().0 * ROWS;
+        let mask: Tile<bool, { [ROWS, BLOCK] }> = tile_mask::<ROWS, BLOCK>(row0, 0i32, m, n);
+        let x: Tile<f32, { [ROWS, BLOCK] }> = x_tile_masked::<T, ROWS, BLOCK>(x_ptr, mask, row0, 0i32, stride_x);
+        let (d, inv) = centered_and_inv_std::<ROWS, BLOCK>(x, mask, n, eps);
+        let w: Tile<f32, { [ROWS, BLOCK] }> = param_tile_masked::<T, ROWS, BLOCK, HAS_W>(w_ptr, 0i32, n, 1.0f32);
+        let b: Tile<f32, { [ROWS, BLOCK] }> = param_tile_masked::<T, ROWS, BLOCK, HAS_B>(b_ptr, 0i32, n, 0.0f32);
+        let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(d * inv * w + b);
+        store_y_masked::<T, ROWS, BLOCK>(y_ptr, y, mask, row0, 0i32, stride_y);
+    }
+
+    /// `layer_norm_looped` through masked pointer tiles (ffi.rs: when every offset fits i32).
+    #[cutile::entry(unchecked_accesses = true)]
+    unsafe fn layer_norm_looped_masked<
+        T: ElementType,
+        const ROWS: i32,
+        const BLOCK: i32,
+        const HAS_W: bool,
+        const HAS_B: bool,
+    >(
+        y_ptr: *mut T,
+        x_ptr: *mut T,
+        w_ptr: *mut T,
+        b_ptr: *mut T,
+        m: i32,
+        n: i32,
+        stride_x: i32,
+        stride_y: i32,
+        eps: f32,
+    ) {
+        let col_tiles: i32 = (n + BLOCK - 1) / BLOCK;
+        let row0: i32 = get_tile_block_id().0 * ROWS;
+        // The shift: the mean of column tile 0 (full: n > BLOCK; rows past m read 0).
+        let mask0: Tile<bool, { [ROWS, BLOCK] }> = tile_mask::<ROWS, BLOCK>(row0, 0i32, m, n);
+        let x0: Tile<f32, { [ROWS, BLOCK] }> = x_tile_masked::<T, ROWS, BLOCK>(x_ptr, mask0, row0, 0i32, stride_x);
+        let shift: Tile<f32, { [ROWS] }> = per_elem::<ROWS>(reduce_sum(x0, 1i32), BLOCK);
+        let c: Tile<f32, { [ROWS, BLOCK] }> = rows_bc::<ROWS, BLOCK>(shift);
+        let d0: Tile<f32, { [ROWS, BLOCK] }> = zero_outside::<ROWS, BLOCK>(mask0, x0 - c);
+        let mut acc1: Tile<f32, { [ROWS, BLOCK] }> = d0;
+        let mut acc2: Tile<f32, { [ROWS, BLOCK] }> = d0 * d0;
+        for j in 1i32..col_tiles {
+            let mask: Tile<bool, { [ROWS, BLOCK] }> = tile_mask::<ROWS, BLOCK>(row0, j * BLOCK, m, n);
+            let x: Tile<f32, { [ROWS, BLOCK] }> =
+                x_tile_masked::<T, ROWS, BLOCK>(x_ptr, mask, row0, j * BLOCK, stride_x);
+            let d: Tile<f32, { [ROWS, BLOCK] }> = zero_outside::<ROWS, BLOCK>(mask, x - c);
+            acc1 = acc1 + d;
+            acc2 = acc2 + d * d;
+        }
+        let (mean, inv) = shifted_stats::<ROWS, BLOCK>(shift, acc1, acc2, n, eps);
+        for j in 0i32..col_tiles {
+            let mask: Tile<bool, { [ROWS, BLOCK] }> = tile_mask::<ROWS, BLOCK>(row0, j * BLOCK, m, n);
+            let x: Tile<f32, { [ROWS, BLOCK] }> =
+                x_tile_masked::<T, ROWS, BLOCK>(x_ptr, mask, row0, j * BLOCK, stride_x);
+            let w: Tile<f32, { [ROWS, BLOCK] }> =
+                param_tile_masked::<T, ROWS, BLOCK, HAS_W>(w_ptr, j * BLOCK, n, 1.0f32);
+            let b: Tile<f32, { [ROWS, BLOCK] }> =
+                param_tile_masked::<T, ROWS, BLOCK, HAS_B>(b_ptr, j * BLOCK, n, 0.0f32);
+            let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile((x - mean) * inv * w + b);
+            store_y_masked::<T, ROWS, BLOCK>(y_ptr, y, mask, row0, j * BLOCK, stride_y);
+        }
+    }
+}

@@ -458,4 +458,37 @@ mod tests {
             }
         }
     }
+
+    #[test]
+    fn perf_config_specializations_lower_and_assemble_for_sm90() {
+        // As the launcher compiles the shape at run time (every pointer 16-byte aligned,
+        // every size a multiple of 16: one `assume div_by<16>` each), row-major and with B
+        // transposed (Q @ K^T) or shared, at matmul's default tile: the cubins to hold against
+        // matmul's in the SASS (TILEKIT_CUBIN_DIR).
+        use crate::ffi_util::ALIGNED_PTR;
+        let ptrs = [("c_ptr", ALIGNED_PTR), ("a_ptr", ALIGNED_PTR), ("b_ptr", ALIGNED_PTR)];
+        for (layout, b_batches, what) in [
+            (["0", "0", "0", "1", "2", "0", "1", "2"], 16, " 16x2048^3"),
+            (["0", "1", "0", "1", "2", "0", "2", "1"], 16, " 16x2048^3 B transposed"),
+            (["0", "0", "0", "1", "2", "0", "1", "2"], 1, " 16x2048^3 B shared"),
+        ] {
+            let ints = [
+                ("batch", 16),
+                ("m", 2048),
+                ("n", 2048),
+                ("k", 2048),
+                ("a_batches", 16),
+                ("b_batches", b_batches),
+                ("sa", 2048 * 2048),
+                ("sb", 2048 * 2048),
+                ("sc", 2048 * 2048),
+                ("lda", 2048),
+                ("ldb", 2048),
+                ("ldc", 2048),
+            ];
+            let generics = [&["bf16", "128", "128", "64", "8"][..], &layout[..]].concat();
+            let options = ffi_util::compile_options(Some(2), None);
+            DEVICE.assert_div_hints_lower("bmm_tiles", &generics, &ptrs, &ints, options, what);
+        }
+    }
 }

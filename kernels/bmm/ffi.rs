@@ -317,7 +317,10 @@ mod tests {
         let (c, a, b) = mats(3, 129, 257, 65);
         let p = default_plan(&c, &a, &b).unwrap();
         let row_major = |ld, batch_stride| Operand { t: false, ld, batches: 3, batch_stride };
-        assert_eq!((p.batch, p.m, p.n, p.k, p.a, p.b), (3, 129, 257, 65, row_major(65, 129 * 65), row_major(257, 65 * 257)));
+        assert_eq!(
+            (p.batch, p.m, p.n, p.k, p.a, p.b),
+            (3, 129, 257, 65, row_major(65, 129 * 65), row_major(257, 65 * 257))
+        );
         assert_eq!((p.ldc, p.sc, p.bm, p.bn, p.bk, p.group, p.programs), (257, 129 * 257, 128, 128, 64, 8, None));
         assert_eq!((p.tiles(), p.grid()), (3 * 2 * 3, (18, 1, 1)));
     }
@@ -417,7 +420,8 @@ mod tests {
         // The device's own mapping (plain i32 arithmetic, also compiled for the host): every id below
         // batch * tiles_m * tiles_n lands on a distinct in-range tile, which makes the entries'
         // `unchecked_accesses` sound. Ragged last bands included (tiles_m % group != 0).
-        for (batch, tiles_m, tiles_n, group) in [(1, 1, 1, 8), (3, 9, 5, 8), (2, 17, 8, 8), (4, 3, 7, 1), (2, 5, 4, 64)] {
+        for (batch, tiles_m, tiles_n, group) in [(1, 1, 1, 8), (3, 9, 5, 8), (2, 17, 8, 8), (4, 3, 7, 1), (2, 5, 4, 64)]
+        {
             let mut seen = vec![false; (batch * tiles_m * tiles_n) as usize];
             for id in 0..batch * tiles_m * tiles_n {
                 let (q, bm, bn) = device::tile_coords(id, tiles_m, tiles_n, group);

@@ -86,15 +86,12 @@ fn dims(d: &TensorDesc, arg: &str) -> FfiResult<[i32; 3]> {
 
 /// Elements from the first to the last of `batches` matrices of `lines` lines of `len`, `ld` and
 /// `batch_stride` apart; the kernel's views index with i32, so it must fit.
-fn check_extent(arg: &str, batches: i32, batch_stride: i32, lines: i32, ld: i32, len: i32) -> FfiResult<()> {
+/// Returns that extent.
+fn check_extent(arg: &str, batches: i32, batch_stride: i32, lines: i32, ld: i32, len: i32) -> FfiResult<i32> {
     let extent = (batches as i64 - 1) * batch_stride as i64 + (lines as i64 - 1) * ld as i64 + len as i64;
-    if extent > i32::MAX as i64 {
-        return Err(invalid(format!(
-            "`{arg}` spans {extent} elements; the kernel indexes with i32 (at most {})",
-            i32::MAX
-        )));
-    }
-    Ok(())
+    i32::try_from(extent).map_err(|_| {
+        invalid(format!("`{arg}` spans {extent} elements; the kernel indexes with i32 (at most {})", i32::MAX))
+    })
 }
 
 /// The layout of input `arg` (batch, rows, cols): row-major when its last dim is contiguous (or has
@@ -120,11 +117,15 @@ fn operand(d: &TensorDesc, arg: &str) -> FfiResult<Operand> {
         let what = if t { "column" } else { "row" };
         return Err(invalid(format!("`{arg}` {what} stride {ld} < its {len}-element {what}s: they would overlap")));
     }
-    let shared = batch == 1 || d.strides[0] == 0;
-    let batch_stride = if shared { lines * ld } else { to_i32(d.strides[0], &format!("{arg} batch stride"))? };
-    let batches = if shared { 1 } else { batch };
-    check_extent(arg, batches, batch_stride, lines, ld, len)?;
-    Ok(Operand { t, ld, batches, batch_stride })
+    if batch == 1 || d.strides[0] == 0 {
+        // The view's batch stride is then never multiplied by more than 0: one matrix's span (which
+        // check_extent proved fits) keeps it a multiple of 16 where ld and len are, as TMA wants.
+        let span = check_extent(arg, 1, 0, lines, ld, len)?;
+        return Ok(Operand { t, ld, batches: 1, batch_stride: span });
+    }
+    let batch_stride = to_i32(d.strides[0], &format!("{arg} batch stride"))?;
+    check_extent(arg, batch, batch_stride, lines, ld, len)?;
+    Ok(Operand { t, ld, batches: batch, batch_stride })
 }
 
 /// (row stride, batch stride) of the output c (batch, m, n), row-major: its matrices must not
@@ -133,7 +134,8 @@ fn operand(d: &TensorDesc, arg: &str) -> FfiResult<Operand> {
 fn output(c: &TensorDesc) -> FfiResult<(i32, i32)> {
     let [batch, m, n] = dims(c, "c")?;
     let ldc = if m == 1 { n } else { to_i32(c.strides[1], "c row stride")? };
-    let sc = if batch == 1 { m * ldc } else { to_i32(c.strides[0], "c batch stride")? };
+    // A single matrix: its span (which fits i32 when the output does) as the unused batch stride.
+    let sc = if batch == 1 { check_extent("c", 1, 0, m, ldc, n)? } else { to_i32(c.strides[0], "c batch stride")? };
     let (ldc64, sc64) = (ldc as i64, sc as i64);
     let (after, interleaved) = (
         sc64 >= (m as i64 - 1) * ldc64 + n as i64 && ldc >= n,
@@ -343,6 +345,10 @@ mod tests {
         let (c, a, _) = mats(5, 4, 16, 8);
         let b = desc(0x2000, &[5, 8, 16], &[0, 16, 1]);
         assert_eq!(default_plan(&c, &a, &b).unwrap().b, Operand { t: false, ld: 16, batches: 1, batch_stride: 128 });
+        // padded rows: the unused batch stride is the span of the matrix, which fits i32
+        let padded = desc(0x2000, &[5, 2, 16], &[0, (1 << 31) - 32, 1]);
+        let (c2, a2, _) = mats(5, 4, 16, 2);
+        assert_eq!(default_plan(&c2, &a2, &padded).unwrap().b.batch_stride, i32::MAX - 15);
         let (c1, _, b1) = mats(1, 4, 16, 8);
         let a1 = desc(0x1000, &[1, 4, 8], &[7, 8, 1]);
         assert_eq!(default_plan(&c1, &a1, &b1).unwrap().a.batches, 1);

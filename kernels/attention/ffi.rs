@@ -2,7 +2,7 @@
 //!
 //!   int32_t cutile_attention(const TensorDesc* out, const TensorDesc* q, const TensorDesc* k,
 //!                            const TensorDesc* v, int32_t causal, float scale,
-//!                            int32_t bm, int32_t bn, int32_t occupancy,
+//!                            int32_t bm, int32_t bn, int32_t occupancy, int32_t warps,
 //!                            int32_t device_id, uint64_t stream);
 //!
 //! out = softmax(q kᵀ · scale + mask) v per (batch, head): q and out (b, h, s_q, d), k and v
@@ -11,8 +11,8 @@
 //! (a (b, s, h, d) tensor's `.transpose(1, 2)` is read in place). `causal` 1 hides key j from query
 //! i when j > i + s_kv - s_q (the mask aligned to the end of the keys), 0 hides nothing; `scale` is
 //! the factor of the scores (> 0, finite). The variant: `bm` / `bn` the query / key tile rows (64
-//! or 128), `occupancy` (1..=32) a compile hint for tileiras; -1 picks the default (the
-//! compiler's, for the hint). Every descriptor is validated before anything touches the GPU: bad
+//! or 128), `occupancy` (1..=32) and `warps` (worker warps per CTA: 4 or 8) compile hints for
+//! tileiras; -1 picks the default (the compiler's, for the hints). Every descriptor is validated before anything touches the GPU: bad
 //! input returns -2/-5/-6 with a message, never a launch.
 use super::kernel::attention_device as device;
 use crate::ffi_util::{self, invalid, or_default, to_i32, DType, Element, FfiResult, Launch, TensorDesc};
@@ -22,9 +22,13 @@ use std::sync::Arc;
 const KERNEL: &str = "attention";
 
 /// Default variant: 128 query rows by 64 key rows per step (TileGym's and FlashAttention-2's
-/// Hopper forward tile for d = 128); unmeasured here, the autotune space (op.py) tries the others.
+/// Hopper forward tile for d = 128), with 8 worker warps when BM = 128: at tileiras's default of 4
+/// the sm_90 cubin of the Llama-3-8B tile uses 255 registers and spills (104 bytes of stack), at 8
+/// it uses 168 and none (cuobjdump -res-usage, NOTES.md). Unmeasured on a GPU; op.py's autotune
+/// space tries the others.
 pub const DEFAULT_BM: i32 = 128;
 pub const DEFAULT_BN: i32 = 64;
+pub const DEFAULT_WARPS_BM128: i32 = 8;
 /// The head dims the kernel is compiled for (one tile spans the whole head dim).
 const HEAD_DIMS: [i32; 2] = [64, 128];
 
@@ -48,6 +52,7 @@ pub struct Plan {
     pub bn: i32,
     /// None: the compiler's default.
     pub occupancy: Option<i32>,
+    pub warps: Option<i32>,
 }
 
 impl Plan {
@@ -83,6 +88,7 @@ pub fn plan(
     bm: i32,
     bn: i32,
     occupancy: i32,
+    warps: i32,
 ) -> FfiResult<Plan> {
     let tensors = [(q, "q", 4), (k, "k", 4), (v, "v", 4), (out, "out", 4)];
     let dtype = ffi_util::check_tensors(KERNEL, &[DType::F16, DType::BF16], "f16 and bf16", &tensors)?;
@@ -123,6 +129,7 @@ pub fn plan(
         return Err(invalid(format!("variant bm={bm} bn={bn}: each must be 64 or 128, or -1 for the default")));
     }
     let occupancy = ffi_util::occupancy_hint(occupancy)?;
+    let warps = ffi_util::warps_hint(warps)?.or((bm == 128).then_some(DEFAULT_WARPS_BM128));
     let (sq, skv) = (to_i32(sq, "s_q")?, to_i32(k.shape[2], "s_kv")?);
     let p = Plan {
         dtype,
@@ -138,6 +145,7 @@ pub fn plan(
         bm,
         bn,
         occupancy,
+        warps,
     };
     let blocks = (sq as i64 + bm as i64 - 1) / bm as i64 * p.b as i64 * p.h as i64;
     if blocks > i32::MAX as i64 {
@@ -158,7 +166,7 @@ fn launch<T: Element>(
         [out, q, k, v].map(|t| ffi_util::device_ptr::<T>(t)) // dtypes checked by plan()
     };
     let [o_ptr, q_ptr, k_ptr, v_ptr] = ptrs;
-    let launch = Launch::new::<T>(&[p.bm, p.bn, p.d], p.grid(), ffi_util::compile_options(p.occupancy, None));
+    let launch = Launch::new::<T>(&[p.bm, p.bn, p.d], p.grid(), ffi_util::compile_options(p.occupancy, p.warps));
     let [[o_sb, o_sh, o_ss], [q_sb, q_sh, q_ss], [k_sb, k_sh, k_ss], [v_sb, v_sh, v_ss]] = p.strides;
     // SAFETY: plan() checked shapes, strides and dtypes against the descriptors; the memory is
     // PyTorch's, alive until the caller's stream has run the kernel (stream-ordered allocator).
@@ -174,7 +182,7 @@ fn launch<T: Element>(
 }
 
 // `cutile_attention`: the descriptors, then plan(), the caller's stream and launch() (ffi_util::export!).
-crate::export!(cutile_attention(out, q, k, v; causal: i32, scale: f32, bm: i32, bn: i32, occupancy: i32));
+crate::export!(cutile_attention(out, q, k, v; causal: i32, scale: f32, bm: i32, bn: i32, occupancy: i32, warps: i32));
 
 #[cfg(test)]
 mod tests {
@@ -201,7 +209,7 @@ mod tests {
     }
 
     fn plan_of(t: &[TensorDesc; 4], causal: i32) -> FfiResult<Plan> {
-        plan(&t[0], &t[1], &t[2], &t[3], causal, 0.125, -1, -1, -1)
+        plan(&t[0], &t[1], &t[2], &t[3], causal, 0.125, -1, -1, -1, -1)
     }
 
     #[test]
@@ -213,6 +221,10 @@ mod tests {
         assert_eq!(p.grid(), (8 * 2 * 32, 1, 1));
         assert!((p.qk_scale_log2 - 0.125 * std::f32::consts::LOG2_E).abs() < 1e-7);
         assert_eq!(plan_of(&t, 0).unwrap().diag, 4097);
+        // 8 worker warps by default for 128-row query tiles only; a given hint is kept.
+        let [o, q, k, v] = &t;
+        let warps = |bm, w| plan(o, q, k, v, 1, 0.125, bm, -1, -1, w).unwrap().warps;
+        assert_eq!((warps(-1, -1), warps(64, -1), warps(128, 4), warps(64, 8)), (Some(8), None, Some(4), Some(8)));
     }
 
     #[test]
@@ -241,11 +253,11 @@ mod tests {
         let t = [o, q, k, v];
         assert_fails(plan_of(&t, 2), rc::INVALID_ARGUMENT, "causal=2");
         for scale in [0.0, -1.0, f32::NAN, f32::INFINITY] {
-            assert_fails(plan(&o, &q, &k, &v, 0, scale, -1, -1, -1), rc::INVALID_ARGUMENT, "scale=");
+            assert_fails(plan(&o, &q, &k, &v, 0, scale, -1, -1, -1, -1), rc::INVALID_ARGUMENT, "scale=");
         }
-        assert_fails(plan(&o, &q, &k, &v, 0, 1.0, 32, -1, -1), rc::INVALID_ARGUMENT, "bm=32");
-        assert_fails(plan(&o, &q, &k, &v, 0, 1.0, -1, 256, -1), rc::INVALID_ARGUMENT, "bn=256");
-        assert_hints_checked(false, |occ, _| plan(&o, &q, &k, &v, 0, 1.0, -1, -1, occ));
+        assert_fails(plan(&o, &q, &k, &v, 0, 1.0, 32, -1, -1, -1), rc::INVALID_ARGUMENT, "bm=32");
+        assert_fails(plan(&o, &q, &k, &v, 0, 1.0, -1, 256, -1, -1), rc::INVALID_ARGUMENT, "bn=256");
+        assert_hints_checked(true, |occ, w| plan(&o, &q, &k, &v, 0, 1.0, -1, -1, occ, w));
         let f32s = qkv(DType::F32, [1, 4, 2, 8, 8, 64]);
         assert_fails(plan_of(&f32s, 0), rc::UNSUPPORTED_DTYPE, "attention supports f16 and bf16");
     }
@@ -306,6 +318,43 @@ mod tests {
             for (bm, bn, d) in [("128", "64", "128"), ("64", "64", "64"), ("128", "128", "64"), ("64", "128", "128")] {
                 DEVICE.assert_lowers("attention_fwd", &[dtype, bm, bn, d], &["mma", "exp2", "store_view_tko"]);
             }
+        }
+    }
+
+    #[test]
+    fn the_llama_perf_config_lowers_as_launched_with_each_hint() {
+        // Llama-3-8B at 4096 tokens, b = 4, contiguous: the launcher's divisibility hints (16-byte
+        // aligned pointers, every size and stride a multiple of 16), with 4 and 8 worker warps and
+        // occupancy 2 (TILEKIT_CUBIN_DIR keeps the cubins for cuobjdump -res-usage).
+        use crate::ffi_util::{div_hints, ALIGNED_PTR};
+        let ptrs = [("o_ptr", ALIGNED_PTR), ("q_ptr", ALIGNED_PTR), ("k_ptr", ALIGNED_PTR), ("v_ptr", ALIGNED_PTR)];
+        let (hq, hk, s, d) = (32 * 4096 * 128, 8 * 4096 * 128, 4096 * 128, 128);
+        let ints = [
+            ("b", 4),
+            ("h", 32),
+            ("hkv", 8),
+            ("sq", 4096),
+            ("skv", 4096),
+            ("o_sb", hq),
+            ("o_sh", s),
+            ("o_ss", d),
+            ("q_sb", hq),
+            ("q_sh", s),
+            ("q_ss", d),
+            ("k_sb", hk),
+            ("k_sh", s),
+            ("k_ss", d),
+            ("v_sb", hk),
+            ("v_sh", s),
+            ("v_ss", d),
+        ];
+        for (bm, options, what) in [
+            ("128", ffi_util::compile_options(None, Some(8)), "-warps8"),
+            ("128", ffi_util::compile_options(Some(2), None), "-occupancy2"),
+            ("64", ffi_util::compile_options(None, None), "-hinted"),
+        ] {
+            let ir = DEVICE.lower("attention_fwd", &["bf16", bm, "64", "128"], &div_hints(&ptrs, &ints), options, what);
+            assert!(ir.contains("mma") && ir.contains("assume div_by<16>"), "{what}:\n{ir}");
         }
     }
 }

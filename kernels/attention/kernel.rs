@@ -151,9 +151,9 @@ pub mod attention_device {
         let zero: Tile<f32, { [BM, BN] }> = constant(0.0f32, tile);
         // Key tiles every row of the query tile sees in full: no mask.
         for j in 0i32..full {
-            let k: Tile<T, { [D, BN] }> = k_part.load([batch, kv_head, 0i32, j]).reshape(shape![D, BN]);
+            let k: Tile<T, { [D, BN] }> = k_part.load_pipelined::<2>([batch, kv_head, 0i32, j]).reshape(shape![D, BN]);
             let qk: Tile<f32, { [BM, BN] }> = mma(q, k, zero);
-            let v: Tile<T, { [BN, D] }> = v_part.load([batch, kv_head, j, 0i32]).reshape(shape![BN, D]);
+            let v: Tile<T, { [BN, D] }> = v_part.load_pipelined::<4>([batch, kv_head, j, 0i32]).reshape(shape![BN, D]);
             let (m_new, l_new, acc_new) = online_step::<T, BM, BN, D>(qk, v, qk_scale_log2, m_i, l_i, acc);
             m_i = m_new;
             l_i = l_new;
@@ -168,14 +168,14 @@ pub mod attention_device {
         let cols: Tile<i32, { [BM, BN] }> = col_ids.reshape(shape![1, BN]).broadcast(tile);
         let neg_inf: Tile<f32, { [BM, BN] }> = constant(f32::NEG_INFINITY, tile);
         for j in full..visited {
-            let k: Tile<T, { [D, BN] }> = k_part.load([batch, kv_head, 0i32, j]).reshape(shape![D, BN]);
+            let k: Tile<T, { [D, BN] }> = k_part.load_pipelined::<2>([batch, kv_head, 0i32, j]).reshape(shape![D, BN]);
             let qk: Tile<f32, { [BM, BN] }> = mma(q, k, zero);
             // Column c of this tile is key j * BN + c, row r is query mt * BM + r: key < skv and
             // key <= query + diag, in tile-local indices.
             let key_end: Tile<i32, { [BM, BN] }> = broadcast_scalar(skv - j * BN, tile);
             let diag_off: Tile<i32, { [BM, BN] }> = broadcast_scalar(mt * BM + diag - j * BN, tile);
             let visible: Tile<bool, { [BM, BN] }> = andi(lt_tile(cols, key_end), le_tile(cols, rows + diag_off));
-            let v: Tile<T, { [BN, D] }> = v_part.load([batch, kv_head, j, 0i32]).reshape(shape![BN, D]);
+            let v: Tile<T, { [BN, D] }> = v_part.load_pipelined::<4>([batch, kv_head, j, 0i32]).reshape(shape![BN, D]);
             let (m_new, l_new, acc_new) =
                 online_step::<T, BM, BN, D>(select(visible, qk, neg_inf), v, qk_scale_log2, m_i, l_i, acc);
             m_i = m_new;

@@ -12,7 +12,7 @@ is given.
 
 `cutile_attention` (kernels/attention/ffi.rs) called through tilekit.port. `variant`: "auto" the
 autotuned candidate of `variants` for this GPU, dtype and shape class, "default" ffi.rs's defaults,
-a dict {"bm", "bn", "occupancy"}.
+a dict {"bm", "bn", "occupancy", "warps"}.
 """
 
 from __future__ import annotations
@@ -27,12 +27,12 @@ from tilekit import autotune, checks, port
 CDEF = """
 int32_t cutile_attention(const TensorDesc* out, const TensorDesc* q, const TensorDesc* k,
                          const TensorDesc* v, int32_t causal, float scale,
-                         int32_t bm, int32_t bn, int32_t occupancy,
+                         int32_t bm, int32_t bn, int32_t occupancy, int32_t warps,
                          int32_t device_id, uint64_t stream);
 """
 
 DTYPES = ("bfloat16", "float16")
-DEFAULT_VARIANT = {"bm": -1, "bn": -1, "occupancy": -1}
+DEFAULT_VARIANT = {"bm": -1, "bn": -1, "occupancy": -1, "warps": -1}
 HEAD_DIMS = (64, 128)  # ffi.rs HEAD_DIMS: one tile spans the head dim
 INDEX_LIMIT = 2**31 - 1  # the kernel's views index with i32
 
@@ -66,9 +66,9 @@ def check_sizes(b: int, h: int, hkv: int, sq: int, skv: int, d: int) -> None:
             )
 
 
-def export_args(bm: int, bn: int, occupancy: int) -> tuple[int, int, int]:
-    """A variant's arguments of the export, (bm, bn, occupancy). Pure."""
-    return int(bm), int(bn), int(occupancy)
+def export_args(bm: int, bn: int, occupancy: int, warps: int) -> tuple[int, int, int, int]:
+    """A variant's arguments of the export, (bm, bn, occupancy, warps). Pure."""
+    return int(bm), int(bn), int(occupancy), int(warps)
 
 
 def attention(
@@ -133,22 +133,24 @@ def tune_key(dtype: str, b: int, h: int, hkv: int, sq: int, skv: int, d: int, *,
     }
 
 
-def _v(bm: int, bn: int, occupancy: int = -1) -> dict:
-    return {"bm": bm, "bn": bn, "occupancy": occupancy}
+def _v(bm: int, bn: int, occupancy: int = -1, warps: int = -1) -> dict:
+    return {"bm": bm, "bn": bn, "occupancy": occupancy, "warps": warps}
 
 
 def variants(b: int, h: int, hkv: int, sq: int, skv: int, d: int) -> list[dict]:
     """Candidates, few: each is a JIT of a few seconds. Why these: NOTES.md, "The variant space".
-    Query tiles of 128 or 64 rows by key tiles of 64 or 128 rows; 128-row query tiles also with two
-    CTAs per SM planned (occupancy 2). Up to 64 queries get 64-row tiles only (a 128-row tile would
+    128-row query tiles with 8 worker warps (at tileiras's default of 4 the d = 128 tile spills),
+    or with 4 warps planned two CTAs per SM (occupancy 2: 128 registers per thread); 64-row tiles;
+    64 or 128 key rows per step. Up to 64 queries get 64-row tiles only (a 128-row tile would
     compute mostly padding):
 
-    >>> [(v["bm"], v["bn"], v["occupancy"]) for v in variants(4, 32, 8, 4096, 4096, 128)]
-    [(128, 64, -1), (128, 128, -1), (64, 64, -1), (64, 128, -1), (128, 64, 2)]
+    >>> [(v["bm"], v["bn"], v["occupancy"], v["warps"]) for v in variants(4, 32, 8, 4096, 4096, 128)]
+    [(128, 64, -1, 8), (128, 128, -1, 8), (64, 64, -1, -1), (64, 128, -1, -1), (128, 64, 2, 4), (64, 64, 2, -1)]
     >>> [(v["bm"], v["bn"]) for v in variants(1, 32, 8, 17, 4096, 128)]
     [(64, 64), (64, 128)]
     """
     del b, h, hkv, skv, d
     if sq <= 64:
         return [_v(64, 64), _v(64, 128)]
-    return [_v(128, 64), _v(128, 128), _v(64, 64), _v(64, 128), _v(128, 64, occupancy=2)]
+    tiles128 = [_v(128, 64, warps=8), _v(128, 128, warps=8)]
+    return [*tiles128, _v(64, 64), _v(64, 128), _v(128, 64, occupancy=2, warps=4), _v(64, 64, occupancy=2)]

@@ -173,8 +173,29 @@ fn launch<T: Element>(
     unsafe {
         launch.enqueue(
             device::attention_fwd(
-                o_ptr, q_ptr, k_ptr, v_ptr, p.b, p.h, p.hkv, p.sq, p.skv, o_sb, o_sh, o_ss, q_sb, q_sh, q_ss, k_sb,
-                k_sh, k_ss, v_sb, v_sh, v_ss, p.diag, p.qk_scale_log2,
+                o_ptr,
+                q_ptr,
+                k_ptr,
+                v_ptr,
+                p.b,
+                p.h,
+                p.hkv,
+                p.sq,
+                p.skv,
+                o_sb,
+                o_sh,
+                o_ss,
+                q_sb,
+                q_sh,
+                q_ss,
+                k_sb,
+                k_sh,
+                k_ss,
+                v_sb,
+                v_sh,
+                v_ss,
+                p.diag,
+                p.qk_scale_log2,
             ),
             stream,
         )
@@ -245,7 +266,10 @@ mod tests {
             ([bhsd(DType::F16, 0x4000, [1, 4, 9, 64]), q, k, v], "`out` shape [1, 4, 9, 64] != `q`"),
             ([q, q, k, v], "must not alias"),
             (qkv(DType::F16, [1, 4, 2, 8, 8, 96]), "head dim d=96: the kernel supports d = 64 and 128"),
-            ([o, q, TensorDesc::from_parts(0x2000, DType::F16, &[1, 2, 8, 64], &[1024, 512, 1, 8]), v], "`k` must be contiguous in its last dim"),
+            (
+                [o, q, TensorDesc::from_parts(0x2000, DType::F16, &[1, 2, 8, 64], &[1024, 512, 1, 8]), v],
+                "`k` must be contiguous in its last dim",
+            ),
         ];
         for (t, needle) in cases {
             assert_fails(plan_of(&t, 0), rc::INVALID_ARGUMENT, needle);
@@ -289,7 +313,9 @@ mod tests {
         // The device's own map, brute-forced: tile j is unmasked iff every (row, key) of it is
         // visible, visited iff some is; unmasked tiles come first.
         let visible = |i: i32, j: i32, skv: i32, diag: i32| j < skv && j <= i + diag;
-        for (sq, skv, causal) in [(1000, 1000, true), (17, 4097, true), (4097, 17, true), (1, 1, true), (300, 129, false)] {
+        for (sq, skv, causal) in
+            [(1000, 1000, true), (17, 4097, true), (4097, 17, true), (1, 1, true), (300, 129, false)]
+        {
             let diag = if causal { skv - sq } else { skv };
             for (bm, bn) in [(64, 64), (128, 64), (64, 128), (128, 128)] {
                 for mt in 0..(sq + bm - 1) / bm {
@@ -300,7 +326,8 @@ mod tests {
                         _ => device::key_tiles::<128, 128>(mt, skv, diag),
                     };
                     for j in 0..(skv + bn - 1) / bn {
-                        let cells = || (mt * bm..(mt + 1) * bm).flat_map(|i| (j * bn..(j + 1) * bn).map(move |c| (i, c)));
+                        let cells =
+                            || (mt * bm..(mt + 1) * bm).flat_map(|i| (j * bn..(j + 1) * bn).map(move |c| (i, c)));
                         let any = cells().any(|(i, c)| visible(i, c, skv, diag));
                         let all = cells().all(|(i, c)| visible(i, c, skv, diag));
                         let what = format!("sq={sq} skv={skv} causal={causal} bm={bm} bn={bn} mt={mt} j={j}");

@@ -51,8 +51,9 @@ def _scale(q, scale) -> float:
 def torch_attention(q, k, v, causal=0, scale=None):
     """torch.nn.functional.scaled_dot_product_attention on the cuDNN backend (cuDNN's fused flash
     attention; on the CPU torch's own), GQA as enable_gqa; a causal sq != skv passes the end-aligned
-    mask explicitly."""
-    import contextlib
+    mask explicitly. A shape cuDNN refuses runs on torch's default choice, with a warning saying so
+    (a record of such a shape is not cuDNN's)."""
+    import warnings
 
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -60,10 +61,16 @@ def torch_attention(q, k, v, causal=0, scale=None):
     if is_causal and q.shape[2] != k.shape[2]:
         keys, queries = torch.arange(k.shape[2], device=q.device), torch.arange(q.shape[2], device=q.device)
         mask, is_causal = keys[None, :] <= queries[:, None] + (k.shape[2] - q.shape[2]), False
-    with sdpa_kernel(SDPBackend.CUDNN_ATTENTION) if q.is_cuda else contextlib.nullcontext():
-        return torch.nn.functional.scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, is_causal=is_causal, scale=_scale(q, scale), enable_gqa=k.shape[1] != q.shape[1]
-        )
+    kwargs = dict(attn_mask=mask, is_causal=is_causal, scale=_scale(q, scale), enable_gqa=k.shape[1] != q.shape[1])
+    if q.is_cuda:
+        try:
+            with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                return torch.nn.functional.scaled_dot_product_attention(q, k, v, **kwargs)
+        except RuntimeError as e:
+            warnings.warn(
+                f"attention torch: cuDNN refused q {tuple(q.shape)}, k {tuple(k.shape)}: {e}; torch's default SDPA runs instead"
+            )
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v, **kwargs)
 
 
 def _diag(q, k, causal) -> int:

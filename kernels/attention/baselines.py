@@ -1,0 +1,256 @@
+"""attention baselines: the implementations the cuTile Rust port (op.py) is timed against.
+
+    o = softmax(q kᵀ · scale + mask) v     q (b, h, sq, d), k and v (b, hkv, skv, d), f16 or bf16
+
+GQA (hkv divides h), any strides with the last dim contiguous; `causal` hides key j from query i
+when j > i + skv - sq (aligned to the end of the keys). Entries (q, k, v, causal, scale) -> o:
+``torch_attention`` (torch's scaled_dot_product_attention on its cuDNN backend), ``triton_attention``
+and ``cutile_attention`` (ours: one program per (query tile, batch · head), an online softmax over
+the key tiles, unmasked tiles first and only the ones crossing the diagonal or the key tail
+masked), and TileGym's cuTile ``fmha``. Variants of ours: "BMxBN" tiles, "auto" = 128x64 (64x64
+for up to 64 queries); unmeasured, to be swept on the H200 (NOTES.md).
+"""
+
+import math
+
+import torch
+
+from tilekit import baseline_support as bs
+from tilekit import providers
+
+triton, tl, _TRITON_ERROR = bs.import_triton()
+ct, _CUTILE_ERROR = bs.import_cutile()
+
+KERNEL = "attention"
+DTYPES = (torch.float16, torch.bfloat16)
+VARIANTS = ("auto", "128x64", "128x128", "64x64")
+LOG2E = 1.4426950408889634
+F32_LOWEST = -3.4028234663852886e38  # running max's start: a row with every key hidden so far stays finite
+
+
+def _check_inputs(q, k, v) -> None:
+    if q.dim() != 4 or k.dim() != 4 or k.shape != v.shape or k.shape[0] != q.shape[0] or k.shape[3] != q.shape[3]:
+        raise ValueError(
+            "attention baseline: q must be (b, h, sq, d) and k, v (b, hkv, skv, d), got "
+            f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
+        )
+    if q.dtype not in DTYPES or k.dtype != q.dtype or v.dtype != q.dtype:
+        raise TypeError(f"attention baseline: q, k and v must share one dtype of {DTYPES}, got {q.dtype}, {k.dtype}")
+    if q.shape[1] % k.shape[1] or q.shape[3] not in (64, 128):
+        raise ValueError(
+            f"attention baseline: hkv must divide h and d be 64 or 128, got q {tuple(q.shape)}, k {tuple(k.shape)}"
+        )
+    if any(t.stride(3) != 1 for t in (q, k, v)):
+        raise ValueError("attention baseline: q, k and v must be contiguous in their last dim")
+
+
+def _scale(q, scale) -> float:
+    return 1.0 / math.sqrt(q.shape[3]) if scale is None else float(scale)
+
+
+def torch_attention(q, k, v, causal=0, scale=None):
+    """torch.nn.functional.scaled_dot_product_attention on the cuDNN backend (cuDNN's fused flash
+    attention; on the CPU torch's own), GQA as enable_gqa; a causal sq != skv passes the end-aligned
+    mask explicitly. A shape cuDNN refuses runs on torch's default choice, with a warning saying so
+    (a record of such a shape is not cuDNN's)."""
+    import warnings
+
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    mask, is_causal = None, bool(causal)
+    if is_causal and q.shape[2] != k.shape[2]:
+        keys, queries = torch.arange(k.shape[2], device=q.device), torch.arange(q.shape[2], device=q.device)
+        mask, is_causal = keys[None, :] <= queries[:, None] + (k.shape[2] - q.shape[2]), False
+    kwargs = dict(attn_mask=mask, is_causal=is_causal, scale=_scale(q, scale), enable_gqa=k.shape[1] != q.shape[1])
+    if q.is_cuda:
+        try:
+            with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                return torch.nn.functional.scaled_dot_product_attention(q, k, v, **kwargs)
+        except RuntimeError as e:
+            warnings.warn(
+                f"attention torch: cuDNN refused q {tuple(q.shape)}, k {tuple(k.shape)}: {e}; torch's default SDPA runs instead"
+            )
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v, **kwargs)
+
+
+def _diag(q, k, causal) -> int:
+    """Key j is hidden from query i when j > i + diag (never, for a full mask)."""
+    return k.shape[2] - q.shape[2] if causal else k.shape[2]
+
+
+def tile_plan(sq: int, d: int, variant: str = "auto") -> dict:
+    """{"variant", "bm", "bn", "num_warps", "num_stages"} of both our kernels (cuTile ignores the last
+    two). Pure.
+
+    >>> tile_plan(4096, 128), tile_plan(17, 64)["variant"]
+    ({'variant': '128x64', 'bm': 128, 'bn': 64, 'num_warps': 8, 'num_stages': 3}, '64x64')
+    """
+    bs.check_variant(KERNEL, variant, VARIANTS)
+    if variant == "auto":
+        variant = "64x64" if sq <= 64 else "128x64"
+    bm, bn = (int(x) for x in variant.split("x"))
+    return {"variant": variant, "bm": bm, "bn": bn, "num_warps": 8 if bm * d >= 128 * 128 else 4, "num_stages": 3}
+
+
+def key_tiles(mt: int, bm: int, bn: int, skv: int, diag: int) -> tuple[int, int]:
+    """(unmasked key tiles, key tiles visited) of query tile mt, as ffi.rs's device code counts them.
+
+    >>> key_tiles(0, 128, 64, 4096, 0), key_tiles(3, 128, 64, 4096, 0), key_tiles(0, 64, 64, 100, 100)
+    ((0, 2), (6, 8), (1, 2))
+    """
+    visited = bs.cdiv(max(0, min((mt + 1) * bm + diag, skv)), bn)
+    return min(max(0, min(mt * bm + diag + 1, skv)) // bn, visited), visited
+
+
+# -- Triton -------------------------------------------------------------------------------------
+
+if triton is not None:
+
+    @triton.jit
+    def _triton_step(s, v, m_i, l_i, acc, c):
+        """The online-softmax update with one key tile: s = raw scores (-inf where hidden)."""
+        m_new = tl.maximum(m_i, tl.max(s, axis=1) * c)
+        p = tl.math.exp2(s * c - m_new[:, None])
+        alpha = tl.math.exp2(m_i - m_new)
+        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
+        return m_new, l_i * alpha + tl.sum(p, axis=1), acc
+
+    @triton.jit
+    def _triton_attention_kernel(
+        q_ptr, k_ptr, v_ptr, o_ptr, q_sb, q_sh, q_ss, k_sb, k_sh, k_ss, v_sb, v_sh, v_ss, o_sb, o_sh, o_ss,
+        H, GROUP, SQ, SKV, DIAG, qk_scale_log2,
+        LOWEST: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, D: tl.constexpr,
+    ):  # fmt: skip
+        """One query tile of one (batch, head); the query tiles of a head heaviest first."""
+        mt = tl.num_programs(0) - 1 - tl.program_id(0)
+        b, h = tl.program_id(1) // H, tl.program_id(1) % H
+        kvh = h // GROUP
+        rows = mt * BM + tl.arange(0, BM)
+        cols = tl.arange(0, BN)
+        dd = tl.arange(0, D)
+        q = tl.load(
+            q_ptr + b * q_sb + h * q_sh + rows[:, None] * q_ss + dd[None, :], mask=rows[:, None] < SQ, other=0.0
+        )
+        k_base = k_ptr + b * k_sb + kvh * k_sh + dd[:, None]  # K read as [D, BN]: transposed in place
+        v_base = v_ptr + b * v_sb + kvh * v_sh + dd[None, :]
+        m_i = tl.full([BM], LOWEST, tl.float32)
+        l_i = tl.zeros([BM], tl.float32)
+        acc = tl.zeros([BM, D], tl.float32)
+        visited = tl.cdiv(tl.maximum(tl.minimum((mt + 1) * BM + DIAG, SKV), 0), BN)
+        full = tl.minimum(tl.maximum(tl.minimum(mt * BM + DIAG + 1, SKV), 0) // BN, visited)
+        for j in range(0, full):
+            keys = j * BN + cols
+            k = tl.load(k_base + keys[None, :] * k_ss)
+            v = tl.load(v_base + keys[:, None] * v_ss)
+            m_i, l_i, acc = _triton_step(tl.dot(q, k), v, m_i, l_i, acc, qk_scale_log2)
+        for j in range(full, visited):
+            keys = j * BN + cols
+            k = tl.load(k_base + keys[None, :] * k_ss, mask=keys[None, :] < SKV, other=0.0)
+            v = tl.load(v_base + keys[:, None] * v_ss, mask=keys[:, None] < SKV, other=0.0)
+            visible = (keys[None, :] < SKV) & (keys[None, :] <= rows[:, None] + DIAG)
+            s = tl.where(visible, tl.dot(q, k), float("-inf"))
+            m_i, l_i, acc = _triton_step(s, v, m_i, l_i, acc, qk_scale_log2)
+        # A query that saw no key has l = 0 and acc = 0: 0 (l >= 1 otherwise).
+        o = acc / tl.maximum(l_i, 1.0)[:, None]
+        o_ptrs = o_ptr + b * o_sb + h * o_sh + rows[:, None] * o_ss + dd[None, :]
+        tl.store(o_ptrs, o.to(o_ptr.dtype.element_ty), mask=rows[:, None] < SQ)
+
+
+def triton_attention(q, k, v, causal=0, scale=None, *, variant: str = "auto"):
+    """Our Triton fused attention; `variant` as in `tile_plan`."""
+    bs.require(triton, unavailable_reason, "triton")
+    _check_inputs(q, k, v)
+    (b, h, sq, d), (hkv, skv) = q.shape, k.shape[1:3]
+    o = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    if o.numel() == 0 or skv == 0:
+        return o.zero_()
+    plan = tile_plan(sq, d, variant)
+    strides = (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3])
+    _triton_attention_kernel[(bs.cdiv(sq, plan["bm"]), b * h)](
+        q, k, v, o, *strides, h, h // hkv, sq, skv, _diag(q, k, causal), _scale(q, scale) * LOG2E,
+        LOWEST=F32_LOWEST, BM=plan["bm"], BN=plan["bn"], D=d,
+        num_warps=plan["num_warps"], num_stages=plan["num_stages"],
+    )  # fmt: skip
+    return o
+
+
+# -- cuTile Python ------------------------------------------------------------------------------
+
+if ct is not None:
+    K = ct.Constant[int]
+
+    def _cutile_step(s, v, m_i, l_i, acc, c):
+        m_new = ct.maximum(m_i, ct.max(s, axis=-1, keepdims=True) * c)
+        p = ct.exp2(s * c - m_new, flush_to_zero=True)
+        alpha = ct.exp2(m_i - m_new, flush_to_zero=True)
+        acc = ct.mma(p.astype(v.dtype), v, acc * alpha)
+        return m_new, l_i * alpha + ct.sum(p, axis=-1, keepdims=True), acc
+
+    @ct.kernel
+    def _cutile_attention_kernel(Q, KT, V, Out, diag: int, c: float, GROUP: K, BM: K, BN: K, D: K):
+        """The same schedule as the Triton kernel; K's [D, BN] tiles are read transposed (order)."""
+        heads, skv = Q.shape[1], KT.shape[2]
+        mt = ct.num_blocks(0) - 1 - ct.bid(0)
+        b, h = ct.bid(1) // heads, ct.bid(1) % heads
+        kvh = h // GROUP
+        q = ct.load(Q, index=(b, h, mt, 0), shape=(1, 1, BM, D), padding_mode=ct.PaddingMode.ZERO).reshape((BM, D))
+        m_i = ct.full((BM, 1), F32_LOWEST, dtype=ct.float32)
+        l_i = ct.full((BM, 1), 0.0, dtype=ct.float32)
+        acc = ct.full((BM, D), 0.0, dtype=ct.float32)
+        visited = ct.cdiv(max(min((mt + 1) * BM + diag, skv), 0), BN)
+        full = min(max(min(mt * BM + diag + 1, skv), 0) // BN, visited)
+        rows = (mt * BM + ct.arange(BM, dtype=ct.int32))[:, None]
+        for j in range(visited):
+            kt = ct.load(KT, index=(b, kvh, 0, j), shape=(1, 1, D, BN), order=(0, 1, 3, 2), latency=2)
+            s = ct.mma(q, kt.reshape((D, BN)), ct.full((BM, BN), 0.0, dtype=ct.float32))
+            if j >= full:
+                keys = (j * BN + ct.arange(BN, dtype=ct.int32))[None, :]
+                s = ct.where((keys < skv) & (keys <= rows + diag), s, -math.inf)
+            v = ct.load(V, index=(b, kvh, j, 0), shape=(1, 1, BN, D), latency=4).reshape((BN, D))
+            m_i, l_i, acc = _cutile_step(s, v, m_i, l_i, acc, c)
+        o = ct.truediv(acc, ct.maximum(l_i, 1.0))
+        ct.store(Out, index=(b, h, mt, 0), tile=o.reshape((1, 1, BM, D)).astype(Out.dtype))
+
+
+def cutile_attention(q, k, v, causal=0, scale=None, *, variant: str = "auto"):
+    """Our cuTile Python fused attention; `variant` as in `tile_plan`."""
+    bs.require(ct, unavailable_reason, "cutile")
+    _check_inputs(q, k, v)
+    bs.require_cuda(KERNEL, "q", q)
+    (b, h, sq, d), (hkv, skv) = q.shape, k.shape[1:3]
+    o = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    if o.numel() == 0 or skv == 0:
+        return o.zero_()
+    plan = tile_plan(sq, d, variant)
+    args = (q, k, v, o, _diag(q, k, causal), _scale(q, scale) * LOG2E, h // hkv, plan["bm"], plan["bn"], d)
+    with torch.cuda.device(q.device):
+        ct.launch(
+            torch.cuda.current_stream(q.device), (bs.cdiv(sq, plan["bm"]), b * h, 1), _cutile_attention_kernel, args
+        )
+    return o
+
+
+def tilegym_attention(ops, q, k, v, causal=0, scale=None):
+    """TileGym's cuTile fmha (its causal mask is aligned to the end of the keys too; it copies
+    non-contiguous inputs).
+
+    >>> class Ops:  # what TileGym's fmha receives
+    ...     def fmha(self, q, k, v, **kw):
+    ...         return tuple(q.shape), tuple(k.shape), kw
+    >>> tilegym_attention(Ops(), torch.empty(1, 4, 8, 64), torch.empty(1, 2, 8, 64), torch.empty(1, 2, 8, 64), 1)
+    ((1, 4, 8, 64), (1, 2, 8, 64), {'scaling': 0.125, 'is_causal': True})
+    """
+    return ops.fmha(q, k, v, scaling=_scale(q, scale), is_causal=bool(causal))
+
+
+BACKENDS = {
+    "cutile": cutile_attention,
+    "triton": triton_attention,
+    "torch": torch_attention,
+    **providers.backends(tilegym=tilegym_attention),  # Liger-Kernel has no attention forward
+}
+
+
+def unavailable_reason(backend: str) -> str | None:
+    """Why `backend` cannot run here, or None when it can (tilekit.baseline_support)."""
+    return bs.unavailable_reason(KERNEL, backend, BACKENDS, _TRITON_ERROR, _CUTILE_ERROR)

@@ -1,0 +1,387 @@
+//! C-ABI launcher of attention: `cutile_attention` (declared for Python in op.py's CDEF).
+//!
+//!   int32_t cutile_attention(const TensorDesc* out, const TensorDesc* q, const TensorDesc* k,
+//!                            const TensorDesc* v, int32_t causal, float scale,
+//!                            int32_t bm, int32_t bn, int32_t occupancy, int32_t warps,
+//!                            int32_t device_id, uint64_t stream);
+//!
+//! out = softmax(q kᵀ · scale + mask) v per (batch, head): q and out (b, h, s_q, d), k and v
+//! (b, h_kv, s_kv, d) with h_kv dividing h (query head i reads key/value head i / (h / h_kv)), one
+//! dtype (f16 or bf16), d 64 or 128, each with any strides for b, h and s and a contiguous last dim
+//! (a (b, s, h, d) tensor's `.transpose(1, 2)` is read in place). `causal` 1 hides key j from query
+//! i when j > i + s_kv - s_q (the mask aligned to the end of the keys), 0 hides nothing; `scale` is
+//! the factor of the scores (> 0, finite). The variant: `bm` / `bn` the query / key tile rows (64
+//! or 128), `occupancy` (1..=32) and `warps` (worker warps per CTA: 4 or 8) compile hints for
+//! tileiras; -1 picks the default (the compiler's, for the hints). Every descriptor is validated before anything touches the GPU: bad
+//! input returns -2/-5/-6 with a message, never a launch.
+use super::kernel::attention_device as device;
+use crate::ffi_util::{self, invalid, or_default, to_i32, DType, Element, FfiResult, Launch, TensorDesc};
+use cutile::cuda_core::Stream;
+use std::sync::Arc;
+
+const KERNEL: &str = "attention";
+
+/// Default variant: 128 query rows by 64 key rows per step (TileGym's and FlashAttention-2's
+/// Hopper forward tile for d = 128), with 8 worker warps when BM = 128: at tileiras's default of 4
+/// the sm_90 cubin of the Llama-3-8B tile uses 255 registers and spills (104 bytes of stack), at 8
+/// it uses 168 and none (cuobjdump -res-usage, NOTES.md). Unmeasured on a GPU; op.py's autotune
+/// space tries the others.
+pub const DEFAULT_BM: i32 = 128;
+pub const DEFAULT_BN: i32 = 64;
+pub const DEFAULT_WARPS_BM128: i32 = 8;
+/// The head dims the kernel is compiled for (one tile spans the whole head dim).
+const HEAD_DIMS: [i32; 2] = [64, 128];
+
+/// A validated launch: sizes and strides (elements) as the kernel indexes them.
+#[derive(Debug, PartialEq)]
+pub struct Plan {
+    pub dtype: DType,
+    pub b: i32,
+    pub h: i32,
+    pub hkv: i32,
+    pub sq: i32,
+    pub skv: i32,
+    pub d: i32,
+    /// (sb, sh, ss) of out, q, k and v, in that order.
+    pub strides: [[i32; 3]; 4],
+    /// Key j is hidden from query i when j > i + diag: s_kv - s_q when causal, s_kv (never) otherwise.
+    pub diag: i32,
+    /// scale · log2(e): the kernel exponentiates in base 2.
+    pub qk_scale_log2: f32,
+    pub bm: i32,
+    pub bn: i32,
+    /// None: the compiler's default.
+    pub occupancy: Option<i32>,
+    pub warps: Option<i32>,
+}
+
+impl Plan {
+    /// The launch grid: one tile block per (query tile, batch · head).
+    pub fn grid(&self) -> (u32, u32, u32) {
+        let tiles = (self.sq + self.bm - 1) / self.bm;
+        (tiles as u32 * self.b as u32 * self.h as u32, 1, 1)
+    }
+}
+
+/// (sb, sh, ss) of a 4-D descriptor; the view it spans must be indexable with i32.
+fn strides(d: &TensorDesc, arg: &str) -> FfiResult<[i32; 3]> {
+    let extent: i64 = 1 + d.shape().iter().zip(d.strides()).map(|(n, s)| (n - 1) * s).sum::<i64>();
+    if extent > i32::MAX as i64 {
+        return Err(invalid(format!(
+            "`{arg}` spans {extent} elements; the kernel indexes with i32 (at most {}): split the batch",
+            i32::MAX
+        )));
+    }
+    let s = |i: usize| to_i32(d.strides[i], &format!("{arg} stride {i}"));
+    Ok([s(0)?, s(1)?, s(2)?])
+}
+
+// The export's arguments one for one (its C signature is fixed): a struct would only repack them.
+#[allow(clippy::too_many_arguments)]
+pub fn plan(
+    out: &TensorDesc,
+    q: &TensorDesc,
+    k: &TensorDesc,
+    v: &TensorDesc,
+    causal: i32,
+    scale: f32,
+    bm: i32,
+    bn: i32,
+    occupancy: i32,
+    warps: i32,
+) -> FfiResult<Plan> {
+    let tensors = [(q, "q", 4), (k, "k", 4), (v, "v", 4), (out, "out", 4)];
+    let dtype = ffi_util::check_tensors(KERNEL, &[DType::F16, DType::BF16], "f16 and bf16", &tensors)?;
+    ffi_util::check_last_dims_contiguous(&[(q, "q"), (k, "k"), (v, "v"), (out, "out")])?;
+    let [b, h, sq, d] = [0, 1, 2, 3].map(|i| q.shape[i]);
+    if k.shape() != v.shape() || k.shape[0] != b || k.shape[3] != d {
+        return Err(invalid(format!(
+            "`k` {:?} and `v` {:?} must both be (b, h_kv, s_kv, d) with b={b} and d={d} of `q` {:?}",
+            k.shape(),
+            v.shape(),
+            q.shape()
+        )));
+    }
+    if out.shape() != q.shape() {
+        return Err(invalid(format!("`out` shape {:?} != `q` shape {:?}", out.shape(), q.shape())));
+    }
+    let hkv = k.shape[1];
+    if h % hkv != 0 {
+        return Err(invalid(format!(
+            "`q` has {h} heads and `k`/`v` {hkv}: the key/value heads must divide the query heads (GQA)"
+        )));
+    }
+    let d = to_i32(d, "d")?;
+    if !HEAD_DIMS.contains(&d) {
+        return Err(invalid(format!("head dim d={d}: the kernel supports d = 64 and 128")));
+    }
+    if out.data == q.data || out.data == k.data || out.data == v.data {
+        return Err(invalid("`out` must not alias `q`, `k` or `v`: tiles of out are written while they are read"));
+    }
+    if causal != 0 && causal != 1 {
+        return Err(invalid(format!("causal={causal}: use 1 (causal mask) or 0 (none)")));
+    }
+    if !(scale.is_finite() && scale > 0.0) {
+        return Err(invalid(format!("scale={scale}: the scores' factor must be finite and > 0")));
+    }
+    let (bm, bn) = (or_default(bm, DEFAULT_BM), or_default(bn, DEFAULT_BN));
+    if ![64, 128].contains(&bm) || ![64, 128].contains(&bn) {
+        return Err(invalid(format!("variant bm={bm} bn={bn}: each must be 64 or 128, or -1 for the default")));
+    }
+    let occupancy = ffi_util::occupancy_hint(occupancy)?;
+    let warps = ffi_util::warps_hint(warps)?.or((bm == 128).then_some(DEFAULT_WARPS_BM128));
+    let (sq, skv) = (to_i32(sq, "s_q")?, to_i32(k.shape[2], "s_kv")?);
+    let p = Plan {
+        dtype,
+        b: to_i32(b, "b")?,
+        h: to_i32(h, "h")?,
+        hkv: to_i32(hkv, "h_kv")?,
+        sq,
+        skv,
+        d,
+        strides: [strides(out, "out")?, strides(q, "q")?, strides(k, "k")?, strides(v, "v")?],
+        diag: if causal == 1 { skv - sq } else { skv },
+        qk_scale_log2: scale * std::f32::consts::LOG2_E,
+        bm,
+        bn,
+        occupancy,
+        warps,
+    };
+    let blocks = (sq as i64 + bm as i64 - 1) / bm as i64 * p.b as i64 * p.h as i64;
+    if blocks > i32::MAX as i64 {
+        return Err(invalid(format!("{blocks} tile blocks exceed the i32 block ids; split the batch")));
+    }
+    Ok(p)
+}
+
+fn launch<T: Element>(
+    p: &Plan,
+    out: &TensorDesc,
+    q: &TensorDesc,
+    k: &TensorDesc,
+    v: &TensorDesc,
+    stream: &Arc<Stream>,
+) -> FfiResult<()> {
+    let ptrs = unsafe {
+        [out, q, k, v].map(|t| ffi_util::device_ptr::<T>(t)) // dtypes checked by plan()
+    };
+    let [o_ptr, q_ptr, k_ptr, v_ptr] = ptrs;
+    let launch = Launch::new::<T>(&[p.bm, p.bn, p.d], p.grid(), ffi_util::compile_options(p.occupancy, p.warps));
+    let [[o_sb, o_sh, o_ss], [q_sb, q_sh, q_ss], [k_sb, k_sh, k_ss], [v_sb, v_sh, v_ss]] = p.strides;
+    // SAFETY: plan() checked shapes, strides and dtypes against the descriptors; the memory is
+    // PyTorch's, alive until the caller's stream has run the kernel (stream-ordered allocator).
+    unsafe {
+        launch.enqueue(
+            device::attention_fwd(
+                o_ptr,
+                q_ptr,
+                k_ptr,
+                v_ptr,
+                p.b,
+                p.h,
+                p.hkv,
+                p.sq,
+                p.skv,
+                o_sb,
+                o_sh,
+                o_ss,
+                q_sb,
+                q_sh,
+                q_ss,
+                k_sb,
+                k_sh,
+                k_ss,
+                v_sb,
+                v_sh,
+                v_ss,
+                p.diag,
+                p.qk_scale_log2,
+            ),
+            stream,
+        )
+    }
+}
+
+// `cutile_attention`: the descriptors, then plan(), the caller's stream and launch() (ffi_util::export!).
+crate::export!(cutile_attention(out, q, k, v; causal: i32, scale: f32, bm: i32, bn: i32, occupancy: i32, warps: i32));
+
+#[cfg(test)]
+mod tests {
+    //! CPU tests: validation, the block and key-tile maps, and the entry lowered to Tile IR for
+    //! sm_90 for every dtype, head dim and tile (then assembled by tileiras when it is there).
+    use super::*;
+    use crate::ffi_util::{assert_fails, assert_hints_checked, rc, DeviceModule};
+
+    const DEVICE: DeviceModule = DeviceModule { ast: device::__module_ast_self, name: "attention_device" };
+
+    /// A contiguous (b, h, s, d) descriptor at `data`.
+    fn bhsd(dtype: DType, data: u64, [b, h, s, d]: [i64; 4]) -> TensorDesc {
+        TensorDesc::from_parts(data, dtype, &[b, h, s, d], &[h * s * d, s * d, d, 1])
+    }
+
+    /// (out, q, k, v) contiguous.
+    fn qkv(dtype: DType, [b, h, hkv, sq, skv, d]: [i64; 6]) -> [TensorDesc; 4] {
+        [
+            bhsd(dtype, 0x4000, [b, h, sq, d]),
+            bhsd(dtype, 0x1000, [b, h, sq, d]),
+            bhsd(dtype, 0x2000, [b, hkv, skv, d]),
+            bhsd(dtype, 0x3000, [b, hkv, skv, d]),
+        ]
+    }
+
+    fn plan_of(t: &[TensorDesc; 4], causal: i32) -> FfiResult<Plan> {
+        plan(&t[0], &t[1], &t[2], &t[3], causal, 0.125, -1, -1, -1, -1)
+    }
+
+    #[test]
+    fn plan_takes_gqa_strides_and_the_causal_diagonal() {
+        let t = qkv(DType::BF16, [2, 32, 8, 1000, 4097, 128]);
+        let p = plan_of(&t, 1).unwrap();
+        assert_eq!((p.b, p.h, p.hkv, p.sq, p.skv, p.d, p.diag, p.bm, p.bn), (2, 32, 8, 1000, 4097, 128, 3097, 128, 64));
+        assert_eq!(p.strides[1], [32 * 1000 * 128, 1000 * 128, 128]);
+        assert_eq!(p.grid(), (8 * 2 * 32, 1, 1));
+        assert!((p.qk_scale_log2 - 0.125 * std::f32::consts::LOG2_E).abs() < 1e-7);
+        assert_eq!(plan_of(&t, 0).unwrap().diag, 4097);
+        // 8 worker warps by default for 128-row query tiles only; a given hint is kept.
+        let [o, q, k, v] = &t;
+        let warps = |bm, w| plan(o, q, k, v, 1, 0.125, bm, -1, -1, w).unwrap().warps;
+        assert_eq!((warps(-1, -1), warps(64, -1), warps(128, 4), warps(64, 8)), (Some(8), None, Some(4), Some(8)));
+    }
+
+    #[test]
+    fn a_bshd_tensor_is_read_through_its_transposed_view() {
+        // (b, s, h, d) storage viewed as (b, h, s, d): strides (s·h·d, d, h·d, 1).
+        let (b, s, h, d) = (2, 17, 4, 64);
+        let view = |data| TensorDesc::from_parts(data, DType::F16, &[b, h, s, d], &[s * h * d, d, h * d, 1]);
+        let t = [view(0x4000), view(0x1000), view(0x2000), view(0x3000)];
+        assert_eq!(plan_of(&t, 1).unwrap().strides[2], [17 * 4 * 64, 64, 4 * 64]);
+    }
+
+    #[test]
+    fn plan_rejects_bad_input_naming_the_argument() {
+        let [o, q, k, v] = qkv(DType::F16, [1, 4, 2, 8, 8, 64]);
+        let cases = [
+            ([o, q, bhsd(DType::F16, 0x2000, [1, 3, 8, 64]), bhsd(DType::F16, 0x3000, [1, 3, 8, 64])], "must divide"),
+            ([o, q, k, bhsd(DType::F16, 0x3000, [1, 2, 9, 64])], "`k` [1, 2, 8, 64] and `v` [1, 2, 9, 64]"),
+            ([bhsd(DType::F16, 0x4000, [1, 4, 9, 64]), q, k, v], "`out` shape [1, 4, 9, 64] != `q`"),
+            ([q, q, k, v], "must not alias"),
+            (qkv(DType::F16, [1, 4, 2, 8, 8, 96]), "head dim d=96: the kernel supports d = 64 and 128"),
+            (
+                [o, q, TensorDesc::from_parts(0x2000, DType::F16, &[1, 2, 8, 64], &[1024, 512, 1, 8]), v],
+                "`k` must be contiguous in its last dim",
+            ),
+        ];
+        for (t, needle) in cases {
+            assert_fails(plan_of(&t, 0), rc::INVALID_ARGUMENT, needle);
+        }
+        let t = [o, q, k, v];
+        assert_fails(plan_of(&t, 2), rc::INVALID_ARGUMENT, "causal=2");
+        for scale in [0.0, -1.0, f32::NAN, f32::INFINITY] {
+            assert_fails(plan(&o, &q, &k, &v, 0, scale, -1, -1, -1, -1), rc::INVALID_ARGUMENT, "scale=");
+        }
+        assert_fails(plan(&o, &q, &k, &v, 0, 1.0, 32, -1, -1, -1), rc::INVALID_ARGUMENT, "bm=32");
+        assert_fails(plan(&o, &q, &k, &v, 0, 1.0, -1, 256, -1, -1), rc::INVALID_ARGUMENT, "bn=256");
+        assert_hints_checked(true, |occ, w| plan(&o, &q, &k, &v, 0, 1.0, -1, -1, occ, w));
+        let f32s = qkv(DType::F32, [1, 4, 2, 8, 8, 64]);
+        assert_fails(plan_of(&f32s, 0), rc::UNSUPPORTED_DTYPE, "attention supports f16 and bf16");
+    }
+
+    #[test]
+    fn plan_rejects_an_extent_beyond_i32() {
+        let t = qkv(DType::BF16, [64, 32, 8, 8192, 8192, 128]);
+        assert_fails(plan_of(&t, 1), rc::INVALID_ARGUMENT, "`out` spans 2147483648 elements");
+    }
+
+    #[test]
+    fn every_block_id_maps_to_one_query_tile() {
+        for (tiles_m, b, h) in [(1, 1, 1), (7, 2, 3), (32, 4, 32)] {
+            let mut seen = vec![false; (tiles_m * b * h) as usize];
+            for id in 0..tiles_m * b * h {
+                let (bb, hh, mt) = device::block_coords(id, tiles_m, h);
+                assert!((0..b).contains(&bb) && (0..h).contains(&hh) && (0..tiles_m).contains(&mt), "id {id}");
+                let slot = &mut seen[((bb * h + hh) * tiles_m + mt) as usize];
+                assert!(!*slot, "id {id} twice");
+                *slot = true;
+            }
+        }
+        // Heaviest query tile of a head first.
+        assert_eq!(device::block_coords(0, 8, 4), (0, 0, 7));
+    }
+
+    #[test]
+    fn key_tiles_stop_at_the_diagonal_and_mask_only_the_crossing_ones() {
+        // The device's own map, brute-forced: tile j is unmasked iff every (row, key) of it is
+        // visible, visited iff some is; unmasked tiles come first.
+        let visible = |i: i32, j: i32, skv: i32, diag: i32| j < skv && j <= i + diag;
+        for (sq, skv, causal) in
+            [(1000, 1000, true), (17, 4097, true), (4097, 17, true), (1, 1, true), (300, 129, false)]
+        {
+            let diag = if causal { skv - sq } else { skv };
+            for (bm, bn) in [(64, 64), (128, 64), (64, 128), (128, 128)] {
+                for mt in 0..(sq + bm - 1) / bm {
+                    let (full, visited) = match (bm, bn) {
+                        (64, 64) => device::key_tiles::<64, 64>(mt, skv, diag),
+                        (128, 64) => device::key_tiles::<128, 64>(mt, skv, diag),
+                        (64, 128) => device::key_tiles::<64, 128>(mt, skv, diag),
+                        _ => device::key_tiles::<128, 128>(mt, skv, diag),
+                    };
+                    for j in 0..(skv + bn - 1) / bn {
+                        let cells =
+                            || (mt * bm..(mt + 1) * bm).flat_map(|i| (j * bn..(j + 1) * bn).map(move |c| (i, c)));
+                        let any = cells().any(|(i, c)| visible(i, c, skv, diag));
+                        let all = cells().all(|(i, c)| visible(i, c, skv, diag));
+                        let what = format!("sq={sq} skv={skv} causal={causal} bm={bm} bn={bn} mt={mt} j={j}");
+                        assert_eq!(j < visited, any, "{what}: visited");
+                        assert_eq!(j < full, all, "{what}: unmasked");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_entry_lowers_to_tile_ir_for_sm90() {
+        for dtype in ["f16", "bf16"] {
+            for (bm, bn, d) in [("128", "64", "128"), ("64", "64", "64"), ("128", "128", "64"), ("64", "128", "128")] {
+                DEVICE.assert_lowers("attention_fwd", &[dtype, bm, bn, d], &["mma", "exp2", "store_view_tko"]);
+            }
+        }
+    }
+
+    #[test]
+    fn the_llama_perf_config_lowers_as_launched_with_each_hint() {
+        // Llama-3-8B at 4096 tokens, b = 4, contiguous: the launcher's divisibility hints (16-byte
+        // aligned pointers, every size and stride a multiple of 16), with 4 and 8 worker warps and
+        // occupancy 2 (TILEKIT_CUBIN_DIR keeps the cubins for cuobjdump -res-usage).
+        use crate::ffi_util::{div_hints, ALIGNED_PTR};
+        let ptrs = [("o_ptr", ALIGNED_PTR), ("q_ptr", ALIGNED_PTR), ("k_ptr", ALIGNED_PTR), ("v_ptr", ALIGNED_PTR)];
+        let (hq, hk, s, d) = (32 * 4096 * 128, 8 * 4096 * 128, 4096 * 128, 128);
+        let ints = [
+            ("b", 4),
+            ("h", 32),
+            ("hkv", 8),
+            ("sq", 4096),
+            ("skv", 4096),
+            ("o_sb", hq),
+            ("o_sh", s),
+            ("o_ss", d),
+            ("q_sb", hq),
+            ("q_sh", s),
+            ("q_ss", d),
+            ("k_sb", hk),
+            ("k_sh", s),
+            ("k_ss", d),
+            ("v_sb", hk),
+            ("v_sh", s),
+            ("v_ss", d),
+        ];
+        for (bm, options, what) in [
+            ("128", ffi_util::compile_options(None, Some(8)), "-warps8"),
+            ("128", ffi_util::compile_options(Some(2), None), "-occupancy2"),
+            ("64", ffi_util::compile_options(None, None), "-hinted"),
+        ] {
+            let ir = DEVICE.lower("attention_fwd", &["bf16", bm, "64", "128"], &div_hints(&ptrs, &ints), options, what);
+            assert!(ir.contains("mma") && ir.contains("assume div_by<16>"), "{what}:\n{ir}");
+        }
+    }
+}

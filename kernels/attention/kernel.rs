@@ -1,0 +1,193 @@
+//! Attention device code: the forward of O = softmax(Q Kᵀ · scale + mask) V for every (batch, head),
+//! fused in one kernel with an online softmax (FlashAttention-style): the S_q x S_kv scores never
+//! leave the tile block.
+//!
+//! Q (b, h, s_q, D), K and V (b, h_kv, s_kv, D), O (b, h, s_q, D); element type T (f16 or bf16).
+//! Each tensor is a 4-D view of its storage with its own strides for b, h and s and a contiguous
+//! last dim, so a (b, h, s, d) tensor and the (b, s, h, d) layout's `.transpose(1, 2)` view are read
+//! in place. Query head `head` reads key/value head `head / group` (group = h / h_kv: GQA, MQA when
+//! h_kv = 1). D (64 or 128) is a const generic: the whole head dim is one tile.
+//!
+//! One tile block per (batch · head, query tile of BM rows). It loads its Q tile once, then walks
+//! the key/value tiles of BN rows: S = Q Kᵀ on the tensor cores (f32), with K's [D, BN] tile read
+//! through a permuted partition of the K view (tile axis 2 is the view's axis 3), so K lands
+//! transposed with no copy; then the running row max m and sum l (base 2: log2(e) is folded into
+//! `qk_scale_log2`, so p = exp2(s · c - m)), the accumulator rescaled by exp2(m_old - m_new), and
+//! acc += P V with P rounded to T for the MMA. Finally O = acc / l, rounded to T.
+//!
+//! Masks. Query row i sees key j when j < s_kv and j <= i + diag: the launcher passes
+//! diag = s_kv - s_q for a causal mask aligned to the end of the keys (the last query sees every
+//! key: decode and chunked prefill), and diag = s_kv (never binding) for a full mask. Key tiles
+//! that no row of the query tile can see are not visited (the loop stops at the diagonal); tiles
+//! every row sees in full run without a mask; only the tiles that cross the diagonal or the key
+//! tail (s_kv not a multiple of BN) compare indices, setting the hidden scores to -inf. m starts at
+//! the lowest finite f32, not -inf, so a row whose keys are all hidden so far rescales by
+//! exp2(-inf) = 0 instead of NaN. A row that sees no key at all (causal with s_q > s_kv) ends with
+//! l = 0 and acc = 0 and gets O = 0; every other row has l >= 1 (its largest score contributes
+//! exp2(0)), so dividing by max(l, 1) changes nothing else.
+//!
+//! Ragged edges need no other masks: the partitions pad with zeros, so Q rows past s_q compute
+//! rows that the store drops (stores outside the view are not written), and K/V rows past s_kv are
+//! zeros whose scores the tail mask hides (P = 0 there, meeting V's zero rows).
+//!
+//! `unchecked_accesses`: the grid is tiles_m · b · h and each id maps to bh < b · h and a query
+//! tile < tiles_m = ceil(s_q / BM); key tiles stop at ceil(min(s_kv, ...) / BN); kv head
+//! head / group < h_kv because the launcher checked h = h_kv · group.
+#[cutile::module]
+pub mod attention_device {
+    use cutile::core::*;
+
+    /// (batch, query head, query tile) of tile block `id`: the query tiles of one head are
+    /// consecutive ids (they share that head's K and V in L2), heaviest first (under a causal mask
+    /// the last query tile walks the most key tiles).
+    pub fn block_coords(id: i32, tiles_m: i32, h: i32) -> (i32, i32, i32) {
+        let bh: i32 = id / tiles_m;
+        (bh / h, bh % h, tiles_m - 1 - id % tiles_m)
+    }
+
+    /// (key tiles without a mask, key tiles visited) for query tile `mt`: every row of the tile
+    /// sees all of the first, the rest cross the diagonal or the key tail.
+    pub fn key_tiles<const BM: i32, const BN: i32>(mt: i32, skv: i32, diag: i32) -> (i32, i32) {
+        // The last row of the tile sees keys < (mt + 1) * BM + diag, the first one < mt * BM + diag + 1.
+        let end_last: i32 = (mt + 1) * BM + diag;
+        let seen: i32 = if end_last < skv { end_last } else { skv };
+        let visited: i32 = if seen > 0 { (seen + BN - 1) / BN } else { 0 };
+        let end_first: i32 = mt * BM + diag + 1;
+        let full_end: i32 = if end_first < skv { end_first } else { skv };
+        let full: i32 = if full_end > 0 { full_end / BN } else { 0 };
+        (if full < visited { full } else { visited }, visited)
+    }
+
+    /// The online-softmax update with one key/value tile: `qk` the raw scores Q Kᵀ (-inf where
+    /// hidden), `c` = scale · log2(e). Returns the new (m, l, acc).
+    fn online_step<T: ElementType, const BM: i32, const BN: i32, const D: i32>(
+        qk: Tile<f32, { [BM, BN] }>,
+        v: Tile<T, { [BN, D] }>,
+        c: f32,
+        m_i: Tile<f32, { [BM, 1] }>,
+        l_i: Tile<f32, { [BM, 1] }>,
+        acc: Tile<f32, { [BM, D] }>,
+    ) -> (Tile<f32, { [BM, 1] }>, Tile<f32, { [BM, 1] }>, Tile<f32, { [BM, D] }>) {
+        let row_max: Tile<f32, { [BM] }> = reduce_max(qk, 1i32);
+        let c_col: Tile<f32, { [BM, 1] }> = broadcast_scalar(c, shape![BM, 1]);
+        // c > 0, so the max of the scaled scores is the scaled max.
+        let m_new: Tile<f32, { [BM, 1] }> =
+            maxf(m_i, row_max.reshape(shape![BM, 1]) * c_col, nan::Disabled, ftz::Disabled);
+        let c_tile: Tile<f32, { [BM, BN] }> = broadcast_scalar(c, shape![BM, BN]);
+        let neg_m: Tile<f32, { [BM, BN] }> = negf(m_new.broadcast(shape![BM, BN]));
+        let p: Tile<f32, { [BM, BN] }> =
+            exp2(fma(qk, c_tile, neg_m, rounding::NearestEven, ftz::Enabled), ftz::Enabled);
+        let alpha: Tile<f32, { [BM, 1] }> = exp2(m_i - m_new, ftz::Enabled);
+        let row_sum: Tile<f32, { [BM] }> = reduce_sum(p, 1i32);
+        let l_new: Tile<f32, { [BM, 1] }> = l_i * alpha + row_sum.reshape(shape![BM, 1]);
+        let scaled: Tile<f32, { [BM, D] }> = acc * alpha.broadcast(shape![BM, D]);
+        let p_t: Tile<T, { [BM, BN] }> = convert_tile(p);
+        (m_new, l_new, mma(p_t, v, scaled))
+    }
+
+    /// Forward attention; grid = ceil(s_q / BM) * b * h tile blocks. Strides are in elements:
+    /// (sb, sh, ss) of o, q, k, v in that order.
+    #[cutile::entry(unchecked_accesses = true)]
+    // The views' sizes and strides one for one: a struct would only repack them.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn attention_fwd<T: ElementType, const BM: i32, const BN: i32, const D: i32>(
+        o_ptr: *mut T,
+        q_ptr: *mut T,
+        k_ptr: *mut T,
+        v_ptr: *mut T,
+        b: i32,
+        h: i32,
+        hkv: i32,
+        sq: i32,
+        skv: i32,
+        o_sb: i32,
+        o_sh: i32,
+        o_ss: i32,
+        q_sb: i32,
+        q_sh: i32,
+        q_ss: i32,
+        k_sb: i32,
+        k_sh: i32,
+        k_ss: i32,
+        v_sb: i32,
+        v_sh: i32,
+        v_ss: i32,
+        diag: i32,
+        qk_scale_log2: f32,
+    ) {
+        let tok: Token = new_token_unordered();
+        let q_shape: Shape<{ [-1, -1, -1, -1] }> = Shape::<{ [-1, -1, -1, -1] }> { dims: &[b, h, sq, D] };
+        let kv_shape: Shape<{ [-1, -1, -1, -1] }> = Shape::<{ [-1, -1, -1, -1] }> { dims: &[b, hkv, skv, D] };
+        let o_strides: Array<{ [-1, -1, -1, 1] }> = Array::<{ [-1, -1, -1, 1] }> { dims: &[o_sb, o_sh, o_ss] };
+        let q_strides: Array<{ [-1, -1, -1, 1] }> = Array::<{ [-1, -1, -1, 1] }> { dims: &[q_sb, q_sh, q_ss] };
+        let k_strides: Array<{ [-1, -1, -1, 1] }> = Array::<{ [-1, -1, -1, 1] }> { dims: &[k_sb, k_sh, k_ss] };
+        let v_strides: Array<{ [-1, -1, -1, 1] }> = Array::<{ [-1, -1, -1, 1] }> { dims: &[v_sb, v_sh, v_ss] };
+        let o_view: Tensor<T, { [-1, -1, -1, -1] }> =
+            unsafe { make_tensor_view(pointer_to_tile(o_ptr), q_shape, o_strides, tok) };
+        let q_view: Tensor<T, { [-1, -1, -1, -1] }> =
+            unsafe { make_tensor_view(pointer_to_tile(q_ptr), q_shape, q_strides, tok) };
+        let k_view: Tensor<T, { [-1, -1, -1, -1] }> =
+            unsafe { make_tensor_view(pointer_to_tile(k_ptr), kv_shape, k_strides, tok) };
+        let v_view: Tensor<T, { [-1, -1, -1, -1] }> =
+            unsafe { make_tensor_view(pointer_to_tile(v_ptr), kv_shape, v_strides, tok) };
+        let q_part: Partition<T, { [1, 1, BM, D] }> = q_view.partition(shape![1, 1, BM, D]);
+        // K's [D, BN] tiles: tile axis 2 walks the view's axis 3 (d), tile axis 3 its axis 2 (keys).
+        let k_part: Partition<T, { [1, 1, D, BN] }> =
+            k_view.partition_permuted(shape![1, 1, D, BN], const_array![0, 1, 3, 2]);
+        let v_part: Partition<T, { [1, 1, BN, D] }> = v_view.partition(shape![1, 1, BN, D]);
+        let mut o_part: PartitionMut<T, { [1, 1, BM, D] }> = unsafe { o_view.partition_full_mut(shape![1, 1, BM, D]) };
+
+        let tiles_m: i32 = (sq + BM - 1) / BM;
+        let (batch, head, mt) = block_coords(get_tile_block_id().0, tiles_m, h);
+        let kv_head: i32 = head / (h / hkv);
+        let (full, visited) = key_tiles::<BM, BN>(mt, skv, diag);
+
+        let q: Tile<T, { [BM, D] }> = q_part.load([batch, head, mt, 0i32]).reshape(shape![BM, D]);
+        let mut m_i: Tile<f32, { [BM, 1] }> = constant(-3.4028235e38f32, shape![BM, 1]);
+        let mut l_i: Tile<f32, { [BM, 1] }> = constant(0.0f32, shape![BM, 1]);
+        let mut acc: Tile<f32, { [BM, D] }> = constant(0.0f32, shape![BM, D]);
+
+        let tile: Shape<{ [BM, BN] }> = shape![BM, BN];
+        let zero: Tile<f32, { [BM, BN] }> = constant(0.0f32, tile);
+        // Key tiles every row of the query tile sees in full: no mask.
+        for j in 0i32..full {
+            let k: Tile<T, { [D, BN] }> = k_part.load_pipelined::<2>([batch, kv_head, 0i32, j]).reshape(shape![D, BN]);
+            let qk: Tile<f32, { [BM, BN] }> = mma(q, k, zero);
+            let v: Tile<T, { [BN, D] }> = v_part.load_pipelined::<4>([batch, kv_head, j, 0i32]).reshape(shape![BN, D]);
+            let (m_new, l_new, acc_new) = online_step::<T, BM, BN, D>(qk, v, qk_scale_log2, m_i, l_i, acc);
+            m_i = m_new;
+            l_i = l_new;
+            acc = acc_new;
+        }
+
+        // Tiles across the diagonal or the key tail: hide key j from row i unless j < skv and
+        // j <= i + diag.
+        let row_ids: Tile<i32, { [BM] }> = iota(shape![BM]);
+        let rows: Tile<i32, { [BM, BN] }> = row_ids.reshape(shape![BM, 1]).broadcast(tile);
+        let col_ids: Tile<i32, { [BN] }> = iota(shape![BN]);
+        let cols: Tile<i32, { [BM, BN] }> = col_ids.reshape(shape![1, BN]).broadcast(tile);
+        let neg_inf: Tile<f32, { [BM, BN] }> = constant(f32::NEG_INFINITY, tile);
+        for j in full..visited {
+            let k: Tile<T, { [D, BN] }> = k_part.load_pipelined::<2>([batch, kv_head, 0i32, j]).reshape(shape![D, BN]);
+            let qk: Tile<f32, { [BM, BN] }> = mma(q, k, zero);
+            // Column c of this tile is key j * BN + c, row r is query mt * BM + r: key < skv and
+            // key <= query + diag, in tile-local indices.
+            let key_end: Tile<i32, { [BM, BN] }> = broadcast_scalar(skv - j * BN, tile);
+            let diag_off: Tile<i32, { [BM, BN] }> = broadcast_scalar(mt * BM + diag - j * BN, tile);
+            let visible: Tile<bool, { [BM, BN] }> = andi(lt_tile(cols, key_end), le_tile(cols, rows + diag_off));
+            let v: Tile<T, { [BN, D] }> = v_part.load_pipelined::<4>([batch, kv_head, j, 0i32]).reshape(shape![BN, D]);
+            let (m_new, l_new, acc_new) =
+                online_step::<T, BM, BN, D>(select(visible, qk, neg_inf), v, qk_scale_log2, m_i, l_i, acc);
+            m_i = m_new;
+            l_i = l_new;
+            acc = acc_new;
+        }
+
+        // O = acc / l; a row that saw no key has l = 0 and acc = 0 and gets 0 (l >= 1 otherwise).
+        let one: Tile<f32, { [BM, 1] }> = constant(1.0f32, shape![BM, 1]);
+        let l_safe: Tile<f32, { [BM, 1] }> = maxf(l_i, one, nan::Disabled, ftz::Disabled);
+        let inv: Tile<f32, { [BM, 1] }> = divf(one, l_safe, rounding::NearestEven, ftz::Disabled);
+        let o: Tile<T, { [BM, D] }> = convert_tile(acc * inv.broadcast(shape![BM, D]));
+        o_part.store(o.reshape(shape![1, 1, BM, D]), [batch, head, mt, 0i32]);
+    }
+}

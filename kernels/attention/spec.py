@@ -1,0 +1,193 @@
+"""attention: what to test and time, and how to judge it (the declaration tilekit.kernel describes;
+its suites, CPU contract tests and scripts/sweep_variants.py read SPEC). Touches no GPU at import.
+
+O = softmax(Q Kᵀ / sqrt(d) + mask) V per (batch, head): q (b, h, sq, d), k and v (b, hkv, skv, d),
+f16 or bf16. A config's `causal` (1) hides key j from query i when j > i + skv - sq (aligned to the
+end of the keys); `bshd` (1) stores q, k and v as (b, s, h, d) and passes their transpose(1, 2)
+views (strided in s and h), as a model's projections come out.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from kernels.attention import op
+from tilekit.kernel import BadInput, FfiCase, KernelSpec, call, generator, shapes, torch_dtype
+
+
+def make_inputs(cfg: dict, device="cuda", seed: int | None = None) -> dict:
+    """Fresh random q, k, v ~ N(0, 1) (scores of unit variance at scale 1 / sqrt(d)), the mask flag
+    and the scale: the entry's arguments in order.
+
+    >>> cfg = {"dtype": "float16", "b": 2, "h": 4, "hkv": 2, "sq": 5, "skv": 7, "d": 64, "bshd": 1}
+    >>> inputs = make_inputs(cfg, device="meta")
+    >>> [(tuple(t.shape), t.stride()) for t in list(inputs.values())[:2]], inputs["causal"], inputs["scale"]
+    ([((2, 4, 5, 64), (1280, 64, 256, 1)), ((2, 2, 7, 64), (896, 64, 128, 1))], 0, 0.125)
+    """
+    g, dt = generator(device, seed), torch_dtype(cfg["dtype"])
+    b, d = cfg["b"], cfg["d"]
+
+    def tensor(heads, s):
+        if cfg.get("bshd"):
+            return torch.randn(b, s, heads, d, generator=g, device=device, dtype=torch.float32).to(dt).transpose(1, 2)
+        return torch.randn(b, heads, s, d, generator=g, device=device, dtype=torch.float32).to(dt)
+
+    q, k, v = tensor(cfg["h"], cfg["sq"]), tensor(cfg["hkv"], cfg["skv"]), tensor(cfg["hkv"], cfg["skv"])
+    return {"q": q, "k": k, "v": v, "causal": int(cfg.get("causal", 0)), "scale": 1.0 / math.sqrt(d)}
+
+
+def reference(inputs: dict) -> torch.Tensor:
+    """float64 attention with materialized scores, on the inputs' device, a few query rows at a time
+    per (batch, key/value head) so the scores stay under ~512 MiB; a query that sees no key gets 0."""
+    q, k, v, causal, scale = inputs.values()
+    b, h, sq, d = q.shape
+    hkv, skv = k.shape[1], k.shape[2]
+    group = h // hkv
+    out = torch.zeros(q.shape, dtype=torch.float64, device=q.device)
+    rows = max(1, (1 << 26) // max(1, group * skv))
+    keys = torch.arange(skv, device=q.device)
+    for bi in range(b):
+        for g in range(hkv):
+            kk, vv = k[bi, g].double(), v[bi, g].double()
+            for r0 in range(0, sq, rows):
+                qq = q[bi, g * group : (g + 1) * group, r0 : r0 + rows].double()
+                s = qq @ kk.T * scale
+                if causal:
+                    queries = torch.arange(r0, r0 + qq.shape[1], device=q.device)
+                    hidden = keys[None, :] > queries[:, None] + (skv - sq)
+                    s = s.masked_fill(hidden, -math.inf)
+                p = torch.softmax(s, dim=-1).nan_to_num(0.0)  # all keys hidden: 0
+                out[bi, g * group : (g + 1) * group, r0 : r0 + rows] = p @ vv
+    return out
+
+
+def visible_pairs(sq: int, skv: int, causal: bool) -> int:
+    """(query, key) pairs the mask leaves: sq · skv, or under the causal mask aligned to the end the
+    sum over queries i of min(skv, max(0, i + skv - sq + 1)); sq (sq + 1) / 2 when sq == skv.
+
+    >>> visible_pairs(4096, 4096, True) == 4096 * 4097 // 2, visible_pairs(1, 1000, True), visible_pairs(3, 2, True)
+    (True, 1000, 3)
+    """
+    if not causal:
+        return sq * skv
+    off = skv - sq  # query i sees keys j <= i + off
+    if off >= 0:
+        return sq * (off + 1) + sq * (sq - 1) // 2
+    return skv * (skv + 1) // 2  # the first -off queries see nothing
+
+
+def flops(cfg: dict) -> int:
+    """Two per multiply-add of Q Kᵀ and of P V over the visible pairs: 4 · b · h · d · pairs (the
+    issue's 4 · b · h · s² · d halved for causal, up to the diagonal's s / 2 pairs).
+
+    >>> flops({"b": 4, "h": 32, "sq": 4096, "skv": 4096, "d": 128}) == 4 * 4 * 32 * 4096 * 4096 * 128
+    True
+    """
+    return 4 * cfg["b"] * cfg["h"] * cfg["d"] * visible_pairs(cfg["sq"], cfg["skv"], bool(cfg.get("causal")))
+
+
+def bytes_moved(cfg: dict) -> int:
+    """Fewest bytes: read q, k, v once, write o once.
+
+    >>> bytes_moved({"dtype": "bfloat16", "b": 1, "h": 32, "hkv": 8, "sq": 4096, "skv": 4096, "d": 128}) == (2 * 32 + 2 * 8) * 4096 * 128 * 2
+    True
+    """
+    elems = 2 * cfg["b"] * cfg["d"] * (cfg["h"] * cfg["sq"] + cfg["hkv"] * cfg["skv"])
+    return elems * torch.finfo(torch_dtype(cfg["dtype"])).bits // 8
+
+
+def f16(*shape):
+    return torch.randn(*shape, dtype=torch.float16)
+
+
+def qkv(b=1, h=4, hkv=2, sq=8, skv=8, d=64):
+    return f16(b, h, sq, d), f16(b, hkv, skv, d), f16(b, hkv, skv, d)
+
+
+SPEC = KernelSpec(
+    op=op,
+    dims={"b": 64, "h": 128, "hkv": 128, "sq": 1 << 17, "skv": 1 << 17, "d": 256},
+    strides={"causal": "-causal", "bshd": "-bshd"},
+    # One query (decode, MHA and MQA), a tiny ragged causal GQA problem, 1000 and 4097 (each past a
+    # tile), MQA (hkv = 1), sq != skv both ways (chunked prefill sees its prefix; sq > skv without a
+    # mask), a (b, s, h, d) strided view, d = 64 and 128, causal and full. Small b · h keep the
+    # float64 reference cheap.
+    correctness_shapes=shapes(
+        "b h hkv sq skv d causal",
+        *((1, 2, 2, 1, 1, 64, 0), (1, 4, 1, 1, 1000, 128, 1), (2, 4, 2, 17, 17, 64, 1), (2, 4, 2, 17, 17, 128, 0)),
+        *((1, 4, 4, 1000, 1000, 128, 1), (1, 2, 1, 4097, 4097, 64, 0), (1, 2, 2, 4097, 4097, 128, 1)),
+        *((1, 8, 2, 1000, 4097, 128, 1), (1, 4, 1, 300, 129, 64, 0)),
+    )
+    + shapes("b h hkv sq skv d causal bshd", (2, 4, 2, 1000, 1000, 128, 1, 1), (1, 4, 2, 333, 333, 64, 0, 1)),
+    # Llama-3-8B (32 query heads, 8 key/value heads, d = 128) prefill at 2k/4k/8k, causal; a d = 64
+    # model (16 heads, 1024 tokens, causal: the issue's row); a full-mask encoder (32 heads, d = 128).
+    perf_configs=shapes(
+        "dtype b h hkv sq skv d causal",
+        *(("bfloat16", 4, 32, 8, s, s, 128, 1) for s in (2048, 4096)),
+        ("bfloat16", 2, 32, 8, 8192, 8192, 128, 1),
+        ("bfloat16", 16, 16, 16, 1024, 1024, 64, 1),
+        ("bfloat16", 4, 32, 32, 4096, 4096, 128, 0),
+    ),
+    # Against the float64 attention of the same (rounded) inputs. The output is a convex
+    # combination of V's rows; the error is P rounded to the input dtype for the P V MMA and the
+    # final rounding, each about u / sqrt(3) relative (u = 2^-8 bf16, 2^-11 f16): ~1.6e-3 / 2e-4 in
+    # L2 for bf16 / f16, ~5x margin.
+    tolerance={"bfloat16": (1.2e-2, 2.4e-2), "float16": (2e-3, 4e-3)},
+    make_inputs=make_inputs,
+    reference=reference,
+    bytes_moved=bytes_moved,
+    flops=flops,
+    out_shape=lambda cfg: (cfg["b"], cfg["h"], cfg["sq"], cfg["d"]),
+    # 200 queries (two 128-row tiles, ragged) against 333 keys, causal (diagonal and tail tiles) and
+    # GQA: every candidate of the long-query list; 40 queries: the short list.
+    variant_shapes=shapes(
+        "b h hkv sq skv d causal dtype", (1, 4, 2, 200, 333, 128, 1, "bfloat16"), (1, 4, 2, 40, 77, 64, 0, "float16")
+    ),
+    max_variants=6,
+    size_check=op.check_sizes,
+    autotune_edges=shapes(
+        "b h hkv sq skv d",
+        *((1, 1, 1, 1, 1, 64), (4, 32, 8, 8192, 8192, 128), (64, 32, 8, 8192, 8192, 128), (1, 32, 1, 1, 131072, 128)),
+        (1, 12, 12, 10, 10, 96),
+    ),
+    bad_inputs={
+        "dtype_mix": BadInput(lambda: call(*qkv()[:2], qkv()[2].bfloat16()), TypeError, "share one dtype"),
+        "float32": BadInput(lambda: call(*(t.float() for t in qkv())), TypeError, "share one dtype"),
+        "three_dims": BadInput(lambda: call(*(t[0] for t in qkv())), ValueError, "must be 4-D (b, h, s, d)"),
+        "kv_shapes": BadInput(lambda: call(*qkv()[:2], f16(1, 2, 9, 64)), ValueError, "k and v must both be"),
+        "head_dim": BadInput(lambda: call(*qkv(d=96)), ValueError, "head dim d=96"),
+        "gqa_group": BadInput(lambda: call(*qkv(h=4, hkv=3)), ValueError, "must divide the query heads"),
+        "last_dim_stride": BadInput(
+            lambda: call(f16(1, 4, 8, 128)[..., ::2], *qkv()[1:]), ValueError, "q must be contiguous in its last dim"
+        ),
+        "scale": BadInput(lambda: call(*qkv(), False, -1.0), ValueError, "scale=-1.0 must be finite and > 0"),
+        "cpu_tensor": BadInput(lambda: call(*qkv()), ValueError, "CUDA device"),
+    },
+    ffi_example={"b": 1, "h": 4, "hkv": 2, "sq": 8, "skv": 8, "d": 64, "dtype": "float16"},
+    ffi_cases={
+        "gqa_group": FfiCase(
+            lambda: {"k": f16(1, 3, 8, 64), "v": f16(1, 3, 8, 64)}, message="the key/value heads must divide"
+        ),
+        "head_dim": FfiCase(
+            lambda: dict(zip(("q", "k", "v", "out"), (*qkv(d=96), f16(1, 4, 8, 96)))),
+            message="head dim d=96: the kernel supports d = 64 and 128",
+        ),
+        "kv_shapes": FfiCase(lambda: {"v": f16(1, 2, 9, 64)}, message="`k` [1, 2, 8, 64] and `v` [1, 2, 9, 64]"),
+        "out_shape": FfiCase(lambda: {"out": f16(1, 4, 9, 64)}, message="`out` shape [1, 4, 9, 64] != `q` shape"),
+        "aliased_out": FfiCase(lambda: (lambda q: {"q": q, "out": q})(f16(1, 4, 8, 64)), message="must not alias"),
+        "tile_rows": FfiCase(variant={"bm": 32}, message="variant bm=32 bn=64: each must be 64 or 128"),
+        # (b, s, h, d) storage as (b, h, s, d) views, and MQA: accepted, read in place
+        "bshd_views": FfiCase(
+            lambda: {
+                "q": f16(1, 8, 4, 64).transpose(1, 2),
+                "k": f16(1, 8, 2, 64).transpose(1, 2),
+                "v": f16(1, 8, 2, 64).transpose(1, 2),
+                "out": f16(1, 8, 4, 64).transpose(1, 2),
+            },
+            code=-4,
+        ),
+        "mqa": FfiCase(lambda: {"k": f16(1, 1, 8, 64), "v": f16(1, 1, 8, 64)}, code=-4),
+    },
+)

@@ -14,7 +14,7 @@ import math
 import torch
 
 from kernels.attention import op
-from tilekit.kernel import BadInput, FfiCase, KernelSpec, call, generator, shapes, torch_dtype
+from tilekit.kernel import BadInput, FfiCase, KernelSpec, call, generator, shapes, sweep_grid, torch_dtype
 
 
 def make_inputs(cfg: dict, device="cuda", seed: int | None = None) -> dict:
@@ -106,6 +106,9 @@ def qkv(b=1, h=4, hkv=2, sq=8, skv=8, d=64):
     return f16(b, h, sq, d), f16(b, hkv, skv, d), f16(b, hkv, skv, d)
 
 
+SWEEP_SKV = (128, 512, 1024, 2048, 4096, 8192)
+SWEEP_SQ = (1, *SWEEP_SKV)
+
 SPEC = KernelSpec(
     op=op,
     dims={"b": 64, "h": 128, "hkv": 128, "sq": 1 << 17, "skv": 1 << 17, "d": 256},
@@ -129,6 +132,15 @@ SPEC = KernelSpec(
         ("bfloat16", 2, 32, 8, 8192, 8192, 128, 1),
         ("bfloat16", 16, 16, 16, 1024, 1024, 64, 1),
         ("bfloat16", 4, 32, 32, 4096, 4096, 128, 0),
+    ),
+    # make sweep: Llama-3-8B's heads (GQA 32/8) and MHA, prefill lengths 128..8192 (S_q = S_kv) and
+    # decode (S_q = 1) over the same caches, both head dims, causal and full
+    sweep=sweep_grid(
+        quick=dict(dtype=("bfloat16",), b=(4,), h=(32,), hkv=(8,), sq=SWEEP_SQ, skv=SWEEP_SKV, d=(128,), causal=(0, 1)),
+        full=dict(
+            dtype=op.DTYPES, b=(4,), h=(32,), hkv=(32, 8), sq=SWEEP_SQ, skv=SWEEP_SKV, d=(64, 128), causal=(0, 1)
+        ),
+        keep=lambda c: c["sq"] in (1, c["skv"]),
     ),
     # Against the float64 attention of the same (rounded) inputs. The output is a convex
     # combination of V's rows; the error is P rounded to the input dtype for the P V MMA and the

@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 
 from kernels.bmm import op
-from tilekit.kernel import BadInput, FfiCase, KernelSpec, call, generator, shapes, torch_dtype
+from tilekit.kernel import BadInput, FfiCase, KernelSpec, call, generator, shapes, sweep_grid, torch_dtype
 
 
 def make_inputs(cfg: dict, device="cuda", seed: int | None = None) -> dict:
@@ -98,6 +98,14 @@ SPEC = KernelSpec(
     )
     + shapes("dtype batch m n k bt", ("bfloat16", 128, 2048, 2048, 128, 1))
     + shapes("dtype batch m n k shared", ("bfloat16", 16, 1024, 4096, 4096, 1)),
+    # make sweep: batches of heads to a few large products, attention-sized (128) to MLP-sized
+    # dims, B as given and transposed (Q Kt)
+    sweep=sweep_grid(
+        quick=dict(dtype=("bfloat16",), batch=(16, 128), m=(128, 512, 2048), n=(128, 2048), k=(128, 2048)),
+        full=dict(
+            dtype=op.DTYPES, batch=(1, 16, 128), m=(128, 512, 2048), n=(128, 512, 2048), k=(128, 2048), bt=(None, 1)
+        ),
+    ),
     # matmul's: the final rounding to the output dtype with f32 accumulation, ~4x margin.
     tolerance={"bfloat16": (8e-3, 1.6e-2), "float16": (1e-3, 2e-3)},
     make_inputs=make_inputs,

@@ -6,7 +6,7 @@
 #
 # `make help` lists every target. Variables can be set on the command line:
 #   KERNEL=rms_norm (or all)  OUT_ROOT=out  BASELINES="cutile triton torch"  FORCE=1  STRICT=1  V=1
-#   BASELINES may also name the opt-in providers tilegym, liger, liger_cutile (TileGym, Liger-Kernel:
+#   BASELINES may also name torch_flash (attention's SDPA on FlashAttention-2) and the opt-in providers tilegym, liger, liger_cutile (TileGym, Liger-Kernel:
 #           tools/tilekit/providers.py; opt-in until every kernel's committed results include them).
 #   GPUS=N: test/baseline/perf spread their cases over N GPUs, one pinned pytest-xdist worker
 #           each (default: every visible GPU; 1 = one process, as on a one-GPU host; docs/multi-gpu.md).
@@ -61,7 +61,7 @@ SELECTED := $(if $(filter all,$(KERNEL)),$(KERNELS),$(KERNEL))
 empty :=
 space := $(empty) $(empty)
 comma := ,
-KNOWN_BASELINES := cutile triton torch tilegym liger liger_cutile
+KNOWN_BASELINES := cutile triton torch torch_flash tilegym liger liger_cutile
 BASELINE_IDS := $(patsubst cutile,cutile_py,$(strip $(BASELINES)))
 UNKNOWN_BASELINES := $(filter-out $(KNOWN_BASELINES),$(BASELINES))
 PERF_LOG := $(OUT_ROOT)/{kernel}/reports/logs/perf_{backend}.full.txt

@@ -4,7 +4,8 @@
 
 GQA (hkv divides h), any strides with the last dim contiguous; `causal` hides key j from query i
 when j > i + skv - sq (aligned to the end of the keys). Entries (q, k, v, causal, scale) -> o:
-``torch_attention`` (torch's scaled_dot_product_attention on its cuDNN backend), ``triton_attention``
+``torch_attention`` and ``torch_flash_attention`` (torch's scaled_dot_product_attention on its cuDNN
+and its FlashAttention-2 backend: the `torch` and `torch_flash` baselines), ``triton_attention``
 and ``cutile_attention`` (ours: one program per (query tile, batch · head), an online softmax over
 the key tiles, unmasked tiles first and only the ones crossing the diagonal or the key tail
 masked), and TileGym's cuTile ``fmha``. Variants of ours: "BMxBN" tiles, "auto" = 128x64 (64x64
@@ -48,13 +49,11 @@ def _scale(q, scale) -> float:
     return 1.0 / math.sqrt(q.shape[3]) if scale is None else float(scale)
 
 
-def torch_attention(q, k, v, causal=0, scale=None):
-    """torch.nn.functional.scaled_dot_product_attention on the cuDNN backend (cuDNN's fused flash
-    attention; on the CPU torch's own), GQA as enable_gqa; a causal sq != skv passes the end-aligned
-    mask explicitly. A shape cuDNN refuses runs on torch's default choice, with a warning saying so
-    (a record of such a shape is not cuDNN's)."""
-    import warnings
-
+def _sdpa(backend: str, q, k, v, causal=0, scale=None):
+    """torch.nn.functional.scaled_dot_product_attention restricted to one of its backends (on the
+    CPU torch's own math), GQA as enable_gqa; a causal sq != skv passes the end-aligned mask
+    explicitly. A shape that backend does not serve ("No available kernel") is NotServed, so a
+    record named after a backend is always that backend's."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     mask, is_causal = None, bool(causal)
@@ -62,15 +61,28 @@ def torch_attention(q, k, v, causal=0, scale=None):
         keys, queries = torch.arange(k.shape[2], device=q.device), torch.arange(q.shape[2], device=q.device)
         mask, is_causal = keys[None, :] <= queries[:, None] + (k.shape[2] - q.shape[2]), False
     kwargs = dict(attn_mask=mask, is_causal=is_causal, scale=_scale(q, scale), enable_gqa=k.shape[1] != q.shape[1])
-    if q.is_cuda:
-        try:
-            with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-                return torch.nn.functional.scaled_dot_product_attention(q, k, v, **kwargs)
-        except RuntimeError as e:
-            warnings.warn(
-                f"attention torch: cuDNN refused q {tuple(q.shape)}, k {tuple(k.shape)}: {e}; torch's default SDPA runs instead"
-            )
-    return torch.nn.functional.scaled_dot_product_attention(q, k, v, **kwargs)
+    if not q.is_cuda:
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, **kwargs)
+    try:
+        with sdpa_kernel(getattr(SDPBackend, backend)):
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v, **kwargs)
+    except RuntimeError as e:
+        if "No available kernel" not in str(e):
+            raise
+        raise bs.NotServed(
+            f"SDPA's {backend} backend does not serve q {tuple(q.shape)}, k {tuple(k.shape)}"
+            f"{', an explicit (end-aligned causal) mask' if mask is not None else ''}: {str(e).splitlines()[0]}"
+        ) from e
+
+
+def torch_attention(q, k, v, causal=0, scale=None):
+    """SDPA on its cuDNN backend (cuDNN's fused flash attention for sm_90)."""
+    return _sdpa("CUDNN_ATTENTION", q, k, v, causal, scale)
+
+
+def torch_flash_attention(q, k, v, causal=0, scale=None):
+    """SDPA on its FlashAttention-2 backend (torch's bundled flash kernels)."""
+    return _sdpa("FLASH_ATTENTION", q, k, v, causal, scale)
 
 
 def _diag(q, k, causal) -> int:
@@ -247,6 +259,7 @@ BACKENDS = {
     "cutile": cutile_attention,
     "triton": triton_attention,
     "torch": torch_attention,
+    "torch_flash": torch_flash_attention,
     **providers.backends(tilegym=tilegym_attention),  # Liger-Kernel has no attention forward
 }
 

@@ -79,3 +79,26 @@ BASELINE_CASES = BaselineCases(
         for bm, d in ((128, 128), (64, 64))
     ],
 )
+
+
+def test_a_shape_an_sdpa_backend_does_not_serve_is_not_served_not_another_backend(monkeypatch):
+    """On a GPU, `torch` / `torch_flash` run SDPA restricted to cuDNN / FlashAttention-2; when that
+    backend has no kernel for the shape, the case is NotServed (a skip), never torch's other choice."""
+    from types import SimpleNamespace
+
+    from kernels.attention import baselines  # here, not at import: see the module docstring
+    from tilekit.baseline_support import NotServed
+
+    def refuse(*args, **kwargs):
+        raise RuntimeError("No available kernel. Aborting execution.")
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", refuse)
+    q = SimpleNamespace(shape=(1, 4, 17, 64), is_cuda=True, device="cpu")
+    k = SimpleNamespace(shape=(1, 2, 17, 64))
+    for entry, name in ((baselines.torch_attention, "CUDNN_ATTENTION"), (baselines.torch_flash_attention, "FLASH")):
+        try:
+            entry(q, k, k, 1)
+        except NotServed as e:
+            assert f"SDPA's {name}" in str(e) and "No available kernel" in str(e)
+        else:
+            raise AssertionError(f"{name}: refused shape was not NotServed")

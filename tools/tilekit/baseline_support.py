@@ -91,7 +91,7 @@ def unavailable_reason(kernel: str, backend: str, backends: dict, triton_error, 
         raise ValueError(f"unknown {kernel} baseline {backend!r}; known: {sorted(backends)}")
     if isinstance(backends[backend], providers.Entry):
         return backends[backend].reason()
-    if backend == "torch":
+    if backend in ("torch", "torch_flash"):
         return None
     if backend == "triton":
         if triton_error is None:

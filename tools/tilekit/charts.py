@@ -30,6 +30,7 @@ BACKEND_COLORS = {
     "liger_cutile": "#64b5cd",
     "tilegym": "#937860",
     "torch": "#55a868",
+    "torch_flash": "#a6d854",
     "triton": "#dd8452",
 }
 OTHER_COLORS = ("#8c8c8c", "#ccb974")

@@ -17,6 +17,7 @@ RECORD_NAME = {
     "cutile_py": "cutile",
     "triton": "triton",
     "torch": "torch",
+    "torch_flash": "torch_flash",
     **{name: name for name in providers.NAMES},
 }
 BACKEND_IDS = tuple(RECORD_NAME)

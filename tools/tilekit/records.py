@@ -24,7 +24,9 @@ BEGIN = "==== Performance Test Results ===="
 END = "==== End Performance Test Results ===="
 PROPERTY = "tilekit_perf_record"  # user_properties name a timed test attaches its record under
 PORT_BACKEND = "cutile-rs"
-BASELINE_BACKENDS = ("cutile", "triton", "torch", *providers.NAMES)  # the Makefile's KNOWN_BASELINES
+# torch_flash: a second torch baseline where PyTorch has two fused implementations of the op
+# (attention: SDPA on cuDNN is `torch`, on FlashAttention-2 `torch_flash`; docs/kernels.md)
+BASELINE_BACKENDS = ("cutile", "triton", "torch", "torch_flash", *providers.NAMES)  # the Makefile's KNOWN_BASELINES
 
 TIME_KEYS = ("median_ms", "mean_ms", "std_ms", "min_ms", "max_ms")
 REQUIRED_KEYS = ("test", "kernel", "backend", "config", "timer") + TIME_KEYS + ("nrep",)

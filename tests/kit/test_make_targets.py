@@ -98,7 +98,15 @@ def test_every_known_baseline_maps_to_its_test_id_and_back_to_its_raw_log(tmp_pa
     done = make("KERNEL=softmax", f"OUT_ROOT={o}", f"BASELINES={KNOWN}", "baseline", dry=True)
     assert done.returncode == 0, done.stderr
     specs = stage_specs(done.stdout, "baseline")
-    assert [b for _, b, *_ in specs] == ["cutile_py", "triton", "torch", "torch_flash", "tilegym", "liger", "liger_cutile"]
+    assert [b for _, b, *_ in specs] == [
+        "cutile_py",
+        "triton",
+        "torch",
+        "torch_flash",
+        "tilegym",
+        "liger",
+        "liger_cutile",
+    ]
     template = f"{o}/{{kernel}}/reports/logs/baseline_perf_{{backend}}.full.txt"
     for (kernel, backend_id, log, *_), name in zip(specs, BASELINE_BACKENDS):
         assert RECORD_NAME[backend_id] == name and log == stage_path(template, kernel, backend_id) == str(

@@ -402,8 +402,29 @@ def markdown_text(kernel: str, loaded: Loaded, chart: str | None, note: str = ""
                 lines.append(f"- {config_label(r[1].config, drop=())}: no baseline median")
             else:
                 lines.append(f"- {config_label(r.config, drop=())}: {r.status}")
-        lines += [f"- {cell(p)}" for p in loaded.problems]
+        lines += [f"- {cell(p)}" for p in grouped_problems(loaded.problems)]
     return "\n".join(lines) + "\n"
+
+
+def grouped_problems(problems: list) -> list:
+    """The problems, one line per distinct message: a whole skipped sweep (no GPU) is one line
+    with its count and first place, not one line per case.
+
+    >>> grouped_problems(["a.txt:3: SKIPPED x.py:1: no GPU", "a.txt:4: SKIPPED x.py:1: no GPU", "b.txt:9: FAILED t: boom"])
+    ['2 x SKIPPED x.py:1: no GPU (a.txt:3, a.txt:4)', 'b.txt:9: FAILED t: boom']
+    """
+    places: dict[str, list] = {}
+    for p in problems:
+        where, sep, what = p.partition(": ")
+        places.setdefault(what if sep else p, []).append(where if sep else "")
+    out = []
+    for what, where in places.items():
+        if len(where) == 1:
+            out.append(f"{where[0]}: {what}" if where[0] else what)
+        else:
+            shown = ", ".join(where[:3]) + (f" and {len(where) - 3} more" if len(where) > 3 else "")
+            out.append(f"{len(where)} x {what} ({shown})")
+    return out
 
 
 def chart_data(kernel: str, records: list):

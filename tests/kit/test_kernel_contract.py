@@ -26,7 +26,7 @@ import torch
 from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
 
-from tilekit import ffi, kernel
+from tilekit import ffi, kernel, port
 
 ROOT = Path(__file__).resolve().parents[2]
 NAMES = kernel.names()
@@ -308,3 +308,18 @@ def test_every_shape_and_dtype_gets_candidates_that_ffi_accepts_or_op_refuses_th
         for dtype in spec.dtypes:
             prop = example(shape=shape, dtype=dtype)(prop)
     prop()
+
+
+def test_a_variant_that_misses_or_invents_a_knob_is_refused_naming_them():
+    # the attention GPU test that passed {"bm", "bn", "occupancy"} got a bare TypeError from Python
+    with pytest.raises(TypeError, match=r"missing knob\(s\) warps \(the export's knobs: bm, bn, occupancy, warps;"):
+        port.export_args("kernels.attention.op", {"bm": 64, "bn": 64, "occupancy": -1}, 0)
+    with pytest.raises(TypeError, match=r"unknown knob\(s\) tile"):
+        port.export_args("kernels.softmax.op", {"block": 1024, "rows": 1, "occupancy": -1, "tile": 2}, 0)
+    assert port.export_args("kernels.softmax.op", {"block": 1024, "rows": 1, "occupancy": -1}, 0) == (
+        1024,
+        1,
+        -1,
+        -1,
+        -1,
+    )

@@ -32,8 +32,18 @@ def name(op: ModuleType | str) -> str:
 def export_args(op: ModuleType | str, variant: dict, sms: int) -> tuple:
     """The variant's arguments of the export, op.export_args(**variant) (pure), on a GPU with `sms` SMs."""
     op = module(op)
-    takes_sms = "sms" in inspect.signature(op.export_args).parameters
-    return op.export_args(**variant, **({"sms": sms} if takes_sms else {}))
+    params = {p: v for p, v in inspect.signature(op.export_args).parameters.items() if p != "sms"}
+    missing = sorted(p for p, v in params.items() if v.default is inspect.Parameter.empty and p not in variant)
+    unknown = sorted(set(variant) - set(params))
+    if missing or unknown:
+        raise TypeError(
+            f"{name(op)} variant {variant}: "
+            + "; ".join(
+                f"{what} knob(s) {', '.join(ks)}" for what, ks in (("missing", missing), ("unknown", unknown)) if ks
+            )
+            + f" (the export's knobs: {', '.join(params)}; -1 keeps ffi.rs's default)"
+        )
+    return op.export_args(**variant, **({"sms": sms} if "sms" in inspect.signature(op.export_args).parameters else {}))
 
 
 @functools.lru_cache(maxsize=None)

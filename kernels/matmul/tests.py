@@ -26,7 +26,7 @@ def test_op_persistent_grid_strides_over_more_tiles_than_programs_cutile_rs(cuda
 
 
 def test_op_default_variant_cutile_rs(cuda):
-    """`variant="default"` (every knob -1: ffi.rs's defaults) is a valid launch."""
+    """`variant="default"` (every knob -1: ffi_util::MmaVariant's defaults) is a valid launch."""
     cfg = {"m": 300, "n": 500, "k": 200, "dtype": "float16"}
     inputs = SPEC.make_inputs(cfg)
     out = SPEC.make_out(cfg, inputs)

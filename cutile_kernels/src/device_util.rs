@@ -65,6 +65,34 @@ pub mod views {
     }
 }
 
+/// The order tile blocks visit output tiles in (matmul, bmm).
+#[cutile::module]
+pub mod tile_order {
+    /// (bid_m, bid_n) of output tile `tile_id` of a tiles_m x tiles_n grid in GROUP-row band order
+    /// ("grouped" or swizzled): consecutive ids walk down `group` tile rows before moving right, so
+    /// the tile blocks resident at one time share A row-tiles and B column-tiles in L2. Every id
+    /// below tiles_m * tiles_n lands on a distinct tile inside the grid (the last band holds exactly
+    /// band_rows * tiles_n ids).
+    pub fn band_coords(tile_id: i32, tiles_m: i32, tiles_n: i32, group: i32) -> (i32, i32) {
+        let band_tiles: i32 = group * tiles_n;
+        let first_m: i32 = (tile_id / band_tiles) * group;
+        let left: i32 = tiles_m - first_m;
+        // The last band may hold fewer than GROUP tile rows.
+        let band_rows: i32 = if left < group { left } else { group };
+        let in_band: i32 = tile_id % band_tiles;
+        (first_m + in_band % band_rows, in_band / band_rows)
+    }
+
+    /// (tiles_m, tiles_n, k_tiles) of an (m, n) output in BM x BN tiles over a k-deep product in
+    /// BK steps: the tile rows and columns of C, the K-tiles of A and B.
+    pub fn tile_counts<const BM: i32, const BN: i32, const BK: i32>(m: i32, n: i32, k: i32) -> (i32, i32, i32) {
+        let tiles_m: i32 = (m + BM - 1) / BM;
+        let tiles_n: i32 = (n + BN - 1) / BN;
+        let k_tiles: i32 = (k + BK - 1) / BK;
+        (tiles_m, tiles_n, k_tiles)
+    }
+}
+
 /// Elementwise math of more than one kernel.
 #[cutile::module]
 pub mod activations {

@@ -485,6 +485,105 @@ pub fn masked_offsets_fit(m: i32, width: i32, rows: i32, block: i32, stride: i32
     (round_up(m, rows) - 1) * stride as i64 + round_up(width, block) <= i32::MAX as i64
 }
 
+/// The variant of an MMA kernel (matmul, bmm): output tiles of `bm` x `bn` walked in K steps of
+/// `bk`, visited in bands of `group` tile rows, by one tile block per output tile or a persistent
+/// grid, and the compile hints.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MmaVariant {
+    pub bm: i32,
+    pub bn: i32,
+    pub bk: i32,
+    pub group: i32,
+    /// None: one output tile per tile block; Some(p): persistent grid of p tile blocks.
+    pub programs: Option<u32>,
+    /// None: the compiler's default.
+    pub occupancy: Option<i32>,
+    pub num_cta_in_cga: Option<i32>,
+}
+
+impl MmaVariant {
+    /// Default variant: 128 x 128 output tiles with 64-deep K steps, bands of 8 tile rows, one
+    /// output tile per tile block, the compiler's occupancy and cluster size. On the H200 (sweep of
+    /// 2026-11-29, kernels/matmul/NOTES.md) this was the fastest tile tileiras 13.4 builds; the
+    /// usual Hopper 128 x 256 tile ran at ~45 TFLOP/s in one CTA (its accumulator does not fit one
+    /// CTA's registers: tileiras spills) and reached ~650-690 TFLOP/s only as a 2-CTA cluster.
+    pub const DEFAULT_BM: i32 = 128;
+    pub const DEFAULT_BN: i32 = 128;
+    pub const DEFAULT_BK: i32 = 64;
+    pub const DEFAULT_GROUP: i32 = 8;
+    /// Largest output tile (BM * BN) a variant may ask for: 256 x 256, the f32 accumulator of
+    /// which fills the register file of a CTA pair.
+    pub const MAX_TILE_ELEMS: i32 = 256 * 256;
+
+    /// The export's variant knobs [bm, bn, bk, group, programs, occupancy, num_cta_in_cga],
+    /// validated: -1 picks the default of each (the compiler's, for the two hints); a bad one is an
+    /// invalid argument naming it.
+    pub fn parse(knobs: [i32; 7]) -> FfiResult<Self> {
+        let [bm, bn, bk, group, programs, occupancy, num_cta_in_cga] = knobs;
+        let (bm, bn, bk, group) = (
+            or_default(bm, Self::DEFAULT_BM),
+            or_default(bn, Self::DEFAULT_BN),
+            or_default(bk, Self::DEFAULT_BK),
+            or_default(group, Self::DEFAULT_GROUP),
+        );
+        if !pow2_in(bm, 16, 256) || !pow2_in(bn, 16, 256) || !pow2_in(bk, 16, 256) || bm * bn > Self::MAX_TILE_ELEMS {
+            return Err(invalid(format!(
+                "variant bm={bm} bn={bn} bk={bk}: each must be a power of two in [16, 256], bm*bn <= {}",
+                Self::MAX_TILE_ELEMS
+            )));
+        }
+        if !(1..=64).contains(&group) {
+            return Err(invalid(format!(
+                "variant group={group}: use 1..=64 tile rows per band, or -1 for {}",
+                Self::DEFAULT_GROUP
+            )));
+        }
+        let programs = match programs {
+            rc::COMPILER_DEFAULT | 0 => None,
+            p if p > 0 => Some(p as u32),
+            p => {
+                return Err(invalid(format!(
+                    "variant programs={p}: use 0 (one tile per tile block), P > 0 (persistent grid), or -1"
+                )))
+            }
+        };
+        let occupancy = occupancy_hint(occupancy)?;
+        let num_cta_in_cga =
+            hint(num_cta_in_cga, "num_cta_in_cga", |v| pow2_in(v, 1, 16), "a power of two in [1, 16]")?;
+        Ok(MmaVariant { bm, bn, bk, group, programs, occupancy, num_cta_in_cga })
+    }
+
+    /// The output tiles of `batch` (m, n) products.
+    pub fn tiles(&self, batch: i32, m: i32, n: i32) -> i64 {
+        batch as i64 * ((m + self.bm - 1) / self.bm) as i64 * ((n + self.bn - 1) / self.bn) as i64
+    }
+
+    /// `tiles` output tiles must have i32 tile ids (the device's tile_id).
+    pub fn check_tiles(tiles: i64) -> FfiResult<()> {
+        if tiles > i32::MAX as i64 {
+            return Err(invalid(format!("{tiles} output tiles exceed the i32 tile ids; use larger bm/bn")));
+        }
+        Ok(())
+    }
+
+    /// The launch grid over `tiles` output tiles (checked by [`check_tiles`](Self::check_tiles)).
+    pub fn grid(&self, tiles: i64) -> (u32, u32, u32) {
+        let tiles = tiles as u32;
+        (self.programs.map_or(tiles, |p| p.min(tiles)), 1, 1)
+    }
+
+    /// The launch of either entry over `tiles` output tiles: generics T, BM, BN, BK, GROUP (every
+    /// MMA kernel's entries take them first), then the kernel's `layout` generics, and the hints.
+    pub fn launch<T: Element>(&self, layout: &[i32], tiles: i64) -> Launch {
+        let mut options = compile_options(self.occupancy, None);
+        if let Some(g) = self.num_cta_in_cga {
+            options = options.num_cta_in_cga(g);
+        }
+        let generics = [&[self.bm, self.bn, self.bk, self.group][..], layout].concat();
+        Launch::new::<T>(&generics, self.grid(tiles), options)
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Device, stream and launch, shared by every export.
 

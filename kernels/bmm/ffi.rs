@@ -17,20 +17,11 @@
 //! any picks the default. Every descriptor is validated before anything touches the GPU: bad input
 //! returns -2/-5/-6 with a message, never a launch.
 use super::kernel::bmm_device as device;
-use crate::ffi_util::{self, invalid, or_default, rc, to_i32, DType, Element, FfiResult, Launch, TensorDesc};
+use crate::ffi_util::{self, invalid, to_i32, DType, Element, FfiResult, MmaVariant, TensorDesc};
 use cutile::cuda_core::Stream;
 use std::sync::Arc;
 
 const KERNEL: &str = "bmm";
-
-/// Default variant: matmul's (kernels/matmul/NOTES.md: 128 x 128 x 64 tiles in bands of 8 were the
-/// fastest tile tileiras 13.4 builds on the H200; 128 x 256 spills in one CTA).
-pub const DEFAULT_BM: i32 = 128;
-pub const DEFAULT_BN: i32 = 128;
-pub const DEFAULT_BK: i32 = 64;
-pub const DEFAULT_GROUP: i32 = 8;
-/// Largest output tile (BM * BN) a variant may ask for: 256 x 256, as matmul.
-const MAX_TILE_ELEMS: i32 = 256 * 256;
 
 /// How the kernel reads one batch of matrices: stored as `batches` matrices `batch_stride` apart,
 /// each `lines` lines (rows, or columns when column-major) `ld` apart.
@@ -56,26 +47,18 @@ pub struct Plan {
     pub b: Operand,
     pub ldc: i32,
     pub sc: i32,
-    pub bm: i32,
-    pub bn: i32,
-    pub bk: i32,
-    pub group: i32,
-    /// None: one output tile per tile block; Some(p): persistent grid of p tile blocks.
-    pub programs: Option<u32>,
-    /// None: the compiler's default.
-    pub occupancy: Option<i32>,
-    pub num_cta_in_cga: Option<i32>,
+    /// matmul's variant knobs.
+    pub variant: MmaVariant,
 }
 
 impl Plan {
     pub fn tiles(&self) -> i64 {
-        self.batch as i64 * ((self.m + self.bm - 1) / self.bm) as i64 * ((self.n + self.bn - 1) / self.bn) as i64
+        self.variant.tiles(self.batch, self.m, self.n)
     }
 
     /// The launch grid in tile blocks.
     pub fn grid(&self) -> (u32, u32, u32) {
-        let tiles = self.tiles() as u32; // plan() checked tiles <= i32::MAX
-        (self.programs.map_or(tiles, |p| p.min(tiles)), 1, 1)
+        self.variant.grid(self.tiles())
     }
 }
 
@@ -201,79 +184,24 @@ pub fn plan(
     }
     let [batch, m, k] = dims(a, "a")?;
     let n = to_i32(b.shape[2], "n")?;
-    let (bm, bn, bk, group) = (
-        or_default(bm, DEFAULT_BM),
-        or_default(bn, DEFAULT_BN),
-        or_default(bk, DEFAULT_BK),
-        or_default(group, DEFAULT_GROUP),
-    );
-    if !ffi_util::pow2_in(bm, 16, 256)
-        || !ffi_util::pow2_in(bn, 16, 256)
-        || !ffi_util::pow2_in(bk, 16, 256)
-        || bm * bn > MAX_TILE_ELEMS
-    {
-        return Err(invalid(format!(
-            "variant bm={bm} bn={bn} bk={bk}: each must be a power of two in [16, 256], bm*bn <= {MAX_TILE_ELEMS}"
-        )));
-    }
-    if !(1..=64).contains(&group) {
-        return Err(invalid(format!(
-            "variant group={group}: use 1..=64 tile rows per band, or -1 for {DEFAULT_GROUP}"
-        )));
-    }
-    let programs = match programs {
-        rc::COMPILER_DEFAULT | 0 => None,
-        p if p > 0 => Some(p as u32),
-        p => {
-            return Err(invalid(format!(
-                "variant programs={p}: use 0 (one tile per tile block), P > 0 (persistent grid), or -1"
-            )))
-        }
-    };
-    let occupancy = ffi_util::occupancy_hint(occupancy)?;
-    let num_cta_in_cga =
-        ffi_util::hint(num_cta_in_cga, "num_cta_in_cga", |v| ffi_util::pow2_in(v, 1, 16), "a power of two in [1, 16]")?;
-    let p = Plan {
-        dtype,
-        batch,
-        m,
-        n,
-        k,
-        a: a_op,
-        b: b_op,
-        ldc,
-        sc,
-        bm,
-        bn,
-        bk,
-        group,
-        programs,
-        occupancy,
-        num_cta_in_cga,
-    };
-    if p.tiles() > i32::MAX as i64 {
-        return Err(invalid(format!("{} output tiles exceed the i32 tile ids; use larger bm/bn", p.tiles())));
-    }
+    let variant = MmaVariant::parse([bm, bn, bk, group, programs, occupancy, num_cta_in_cga])?;
+    let p = Plan { dtype, batch, m, n, k, a: a_op, b: b_op, ldc, sc, variant };
+    MmaVariant::check_tiles(p.tiles())?;
     Ok(p)
 }
 
 fn launch<T: Element>(p: &Plan, c: &TensorDesc, a: &TensorDesc, b: &TensorDesc, stream: &Arc<Stream>) -> FfiResult<()> {
     let (c_ptr, a_ptr, b_ptr) =
         unsafe { (ffi_util::device_ptr::<T>(c), ffi_util::device_ptr::<T>(a), ffi_util::device_ptr::<T>(b)) };
-    let mut options = ffi_util::compile_options(p.occupancy, None);
-    if let Some(g) = p.num_cta_in_cga {
-        options = options.num_cta_in_cga(g);
-    }
     // A_T, B_T, then the partitions' dim maps A_MAP, B_MAP: [0, 1, 2] row-major, [0, 2, 1] column-major.
     let (at, bt) = (p.a.t as i32, p.b.t as i32);
-    let generics = [p.bm, p.bn, p.bk, p.group, at, bt, 0, 1 + at, 2 - at, 0, 1 + bt, 2 - bt];
-    let launch = Launch::new::<T>(&generics, p.grid(), options);
+    let launch = p.variant.launch::<T>(&[at, bt, 0, 1 + at, 2 - at, 0, 1 + bt, 2 - bt], p.tiles());
     let (batch, m, n, k, ab, bb) = (p.batch, p.m, p.n, p.k, p.a.batches, p.b.batches);
     let (sa, sb, sc, lda, ldb, ldc) = (p.a.batch_stride, p.b.batch_stride, p.sc, p.a.ld, p.b.ld, p.ldc);
     // SAFETY: plan() checked shapes, strides and dtypes against the descriptors; the memory is
     // PyTorch's, alive until the caller's stream has run the kernel (stream-ordered allocator).
     unsafe {
-        if p.programs.is_some() {
+        if p.variant.programs.is_some() {
             let op = device::bmm_persistent(c_ptr, a_ptr, b_ptr, batch, m, n, k, ab, bb, sa, sb, sc, lda, ldb, ldc);
             launch.enqueue(op, stream)
         } else {
@@ -293,7 +221,7 @@ mod tests {
     //! CPU tests: validation, the tile order, and both entries lowered to Tile IR for sm_90 for
     //! every dtype and layout, then assembled by tileiras when the toolchain is there.
     use super::*;
-    use crate::ffi_util::{assert_fails, DeviceModule};
+    use crate::ffi_util::{assert_fails, rc, DeviceModule};
 
     const DEVICE: DeviceModule = DeviceModule { ast: device::__module_ast_self, name: "bmm_device" };
 
@@ -323,7 +251,10 @@ mod tests {
             (p.batch, p.m, p.n, p.k, p.a, p.b),
             (3, 129, 257, 65, row_major(65, 129 * 65), row_major(257, 65 * 257))
         );
-        assert_eq!((p.ldc, p.sc, p.bm, p.bn, p.bk, p.group, p.programs), (257, 129 * 257, 128, 128, 64, 8, None));
+        assert_eq!(
+            (p.ldc, p.sc, p.variant.bm, p.variant.bn, p.variant.bk, p.variant.group, p.variant.programs),
+            (257, 129 * 257, 128, 128, 64, 8, None)
+        );
         assert_eq!((p.tiles(), p.grid()), (3 * 2 * 3, (18, 1, 1)));
     }
 

@@ -23,10 +23,13 @@
 //! batch index is that batch or 0 for a batch of one; the K loop stops at ceil(k / BK).
 #[cutile::module]
 pub mod bmm_device {
+    use crate::device_util::tile_order::tile_counts;
     use cutile::core::*;
 
     /// (batch, bid_m, bid_n) of output tile `tile_id`: the products in order, each one's tiles in
     /// GROUP-row bands (consecutive ids walk down GROUP tile rows before moving right).
+    // device_util::tile_order::band_coords after `id / tiles`; spelled out so that the IR keeps the
+    // order of ops it was measured with (band_coords would emit the batch's division last).
     pub fn tile_coords(tile_id: i32, tiles_m: i32, tiles_n: i32, group: i32) -> (i32, i32, i32) {
         let tiles: i32 = tiles_m * tiles_n;
         let id: i32 = tile_id % tiles;
@@ -87,11 +90,6 @@ pub mod bmm_device {
         (a_view, b_view, c_view)
     }
 
-    /// (tiles_m, tiles_n, k_tiles): the tile rows and columns of each C[b], the K-tiles of A and B.
-    fn tile_counts<const BM: i32, const BN: i32, const BK: i32>(m: i32, n: i32, k: i32) -> (i32, i32, i32) {
-        ((m + BM - 1) / BM, (n + BN - 1) / BN, (k + BK - 1) / BK)
-    }
-
     /// Output tile (bid_m, bid_n) of C[batch]: the products of its K-tiles, of A[a_b] and B[b_b],
     /// accumulated in f32 and rounded to T.
     // The tile's coordinates one for one: a struct would only repack them.
@@ -115,6 +113,29 @@ pub mod bmm_device {
         }
         let c: Tile<T, { [BM, BN] }> = convert_tile(acc);
         c.reshape(shape![1, BM, BN])
+    }
+
+    /// Output tile `tile_id` (products first, then band order) of C computed and stored, from A[b]
+    /// and B[b] or the batch of one: what both entries do per tile.
+    // The tile's operands and counts one for one: a struct would only repack them.
+    #[allow(clippy::too_many_arguments)]
+    fn store_tile<T: ElementType, const BM: i32, const BN: i32, const BK: i32>(
+        a_part: &Partition<T, { [1, BM, BK] }>,
+        b_part: &Partition<T, { [1, BK, BN] }>,
+        c_part: &mut PartitionMut<T, { [1, BM, BN] }>,
+        tile_id: i32,
+        tiles_m: i32,
+        tiles_n: i32,
+        group: i32,
+        k_tiles: i32,
+        a_batches: i32,
+        b_batches: i32,
+    ) {
+        let (b, bid_m, bid_n) = tile_coords(tile_id, tiles_m, tiles_n, group);
+        let a_b: i32 = if a_batches == 1 { 0i32 } else { b };
+        let b_b: i32 = if b_batches == 1 { 0i32 } else { b };
+        let c: Tile<T, { [1, BM, BN] }> = mma_tile::<T, BM, BN, BK>(a_part, b_part, a_b, b_b, bid_m, bid_n, k_tiles);
+        c_part.store(c, [b, bid_m, bid_n]);
     }
 
     /// One BM x BN tile of one C[b] per tile block; grid = batch * ceil(m / BM) * ceil(n / BN);
@@ -155,11 +176,19 @@ pub mod bmm_device {
         let mut c_part: PartitionMut<T, { [1, BM, BN] }> = unsafe { c_view.partition_full_mut(shape![1, BM, BN]) };
 
         let (tiles_m, tiles_n, k_tiles) = tile_counts::<BM, BN, BK>(m, n, k);
-        let (b, bid_m, bid_n) = tile_coords(get_tile_block_id().0, tiles_m, tiles_n, GROUP);
-        let a_b: i32 = if a_batches == 1 { 0i32 } else { b };
-        let b_b: i32 = if b_batches == 1 { 0i32 } else { b };
-        let c: Tile<T, { [1, BM, BN] }> = mma_tile::<T, BM, BN, BK>(&a_part, &b_part, a_b, b_b, bid_m, bid_n, k_tiles);
-        c_part.store(c, [b, bid_m, bid_n]);
+        let tile_id: i32 = get_tile_block_id().0;
+        store_tile::<T, BM, BN, BK>(
+            &a_part,
+            &b_part,
+            &mut c_part,
+            tile_id,
+            tiles_m,
+            tiles_n,
+            GROUP,
+            k_tiles,
+            a_batches,
+            b_batches,
+        );
     }
 
     /// Static persistent: the launch grid (host-chosen, <= the tile count) strides over the tiles
@@ -204,12 +233,18 @@ pub mod bmm_device {
         let first: i32 = get_tile_block_id().0;
         let programs: i32 = get_num_tile_blocks().0;
         for tile_id in (first..num_tiles).step_by(programs as usize) {
-            let (b, bid_m, bid_n) = tile_coords(tile_id, tiles_m, tiles_n, GROUP);
-            let a_b: i32 = if a_batches == 1 { 0i32 } else { b };
-            let b_b: i32 = if b_batches == 1 { 0i32 } else { b };
-            let c: Tile<T, { [1, BM, BN] }> =
-                mma_tile::<T, BM, BN, BK>(&a_part, &b_part, a_b, b_b, bid_m, bid_n, k_tiles);
-            c_part.store(c, [b, bid_m, bid_n]);
+            store_tile::<T, BM, BN, BK>(
+                &a_part,
+                &b_part,
+                &mut c_part,
+                tile_id,
+                tiles_m,
+                tiles_n,
+                GROUP,
+                k_tiles,
+                a_batches,
+                b_batches,
+            );
         }
     }
 }

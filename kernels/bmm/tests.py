@@ -6,6 +6,7 @@ import torch
 
 from kernels.bmm.spec import SPEC
 from kernels.matmul.tests import TRITON_TUNED  # the same candidates (baselines.py takes matmul's)
+from kernels.matmul.tests import check_persistent_port
 from tilekit import harness
 from tilekit.baseline_cases import H200_SMS as SMS
 from tilekit.baseline_cases import BaselineCases, Has
@@ -13,12 +14,7 @@ from tilekit.baseline_cases import BaselineCases, Has
 
 def test_op_persistent_grid_strides_over_the_tiles_of_every_product_cutile_rs(cuda):
     """64x64 tiles of 5 products of 600x400 with B shared: 350 tiles for one tile block per SM."""
-    cfg = {"batch": 5, "m": 600, "n": 400, "k": 72, "shared": 1, "dtype": "bfloat16"}
-    inputs = SPEC.make_inputs(cfg)
-    out = SPEC.make_out(cfg, inputs)
-    v = {"bm": 64, "bn": 64, "bk": 32, "group": 4, "persistent": True, "occupancy": 1, "cga": 1}
-    SPEC.run_port(inputs, out=out, variant=v)
-    harness.check(SPEC, "cutile_rs", dict(cfg, variant=v), inputs, out)
+    check_persistent_port(SPEC, {"batch": 5, "m": 600, "n": 400, "k": 72, "shared": 1, "dtype": "bfloat16"})
 
 
 def test_op_default_variant_and_out_with_interleaved_batches_cutile_rs(cuda):

@@ -16,24 +16,11 @@
 //! descriptor is validated before anything touches the GPU: bad input returns -2/-5/-6 with a
 //! message, never a launch.
 use super::kernel::matmul_device as device;
-use crate::ffi_util::{self, invalid, or_default, rc, to_i32, DType, Element, FfiResult, Launch, TensorDesc};
+use crate::ffi_util::{self, invalid, to_i32, DType, Element, FfiResult, MmaVariant, TensorDesc};
 use cutile::cuda_core::Stream;
 use std::sync::Arc;
 
 const KERNEL: &str = "matmul";
-
-/// Default variant: 128 x 128 output tiles with 64-deep K steps, bands of 8 tile rows, one output
-/// tile per tile block, the compiler's occupancy and cluster size. On the H200 (sweep of
-/// 2026-11-29, docs in kernels/matmul/NOTES.md) this was the fastest tile tileiras 13.4 builds; the
-/// usual Hopper 128 x 256 tile ran at ~45 TFLOP/s in one CTA (its accumulator does not fit one
-/// CTA's registers: tileiras spills) and reached ~650-690 TFLOP/s only as a 2-CTA cluster.
-pub const DEFAULT_BM: i32 = 128;
-pub const DEFAULT_BN: i32 = 128;
-pub const DEFAULT_BK: i32 = 64;
-pub const DEFAULT_GROUP: i32 = 8;
-/// Largest output tile (BM * BN) a variant may ask for: 256 x 256, the f32 accumulator of which
-/// fills the register file of a CTA pair.
-const MAX_TILE_ELEMS: i32 = 256 * 256;
 
 /// A validated launch: sizes as the kernel indexes them.
 #[derive(Debug, PartialEq)]
@@ -48,26 +35,17 @@ pub struct Plan {
     /// a / b stored column-major (lda / ldb are then their column strides).
     pub a_t: bool,
     pub b_t: bool,
-    pub bm: i32,
-    pub bn: i32,
-    pub bk: i32,
-    pub group: i32,
-    /// None: one output tile per tile block; Some(p): persistent grid of p tile blocks.
-    pub programs: Option<u32>,
-    /// None: the compiler's default.
-    pub occupancy: Option<i32>,
-    pub num_cta_in_cga: Option<i32>,
+    pub variant: MmaVariant,
 }
 
 impl Plan {
     pub fn tiles(&self) -> i64 {
-        ((self.m + self.bm - 1) / self.bm) as i64 * ((self.n + self.bn - 1) / self.bn) as i64
+        self.variant.tiles(1, self.m, self.n)
     }
 
     /// The launch grid in tile blocks.
     pub fn grid(&self) -> (u32, u32, u32) {
-        let tiles = self.tiles() as u32; // plan() checked tiles <= i32::MAX
-        (self.programs.map_or(tiles, |p| p.min(tiles)), 1, 1)
+        self.variant.grid(self.tiles())
     }
 }
 
@@ -153,78 +131,23 @@ pub fn plan(
     let m = to_i32(a.shape[0], "m")?;
     let k = to_i32(a.shape[1], "k")?;
     let n = to_i32(b.shape[1], "n")?;
-    let (bm, bn, bk, group) = (
-        or_default(bm, DEFAULT_BM),
-        or_default(bn, DEFAULT_BN),
-        or_default(bk, DEFAULT_BK),
-        or_default(group, DEFAULT_GROUP),
-    );
-    if !ffi_util::pow2_in(bm, 16, 256)
-        || !ffi_util::pow2_in(bn, 16, 256)
-        || !ffi_util::pow2_in(bk, 16, 256)
-        || bm * bn > MAX_TILE_ELEMS
-    {
-        return Err(invalid(format!(
-            "variant bm={bm} bn={bn} bk={bk}: each must be a power of two in [16, 256], bm*bn <= {MAX_TILE_ELEMS}"
-        )));
-    }
-    if !(1..=64).contains(&group) {
-        return Err(invalid(format!(
-            "variant group={group}: use 1..=64 tile rows per band, or -1 for {DEFAULT_GROUP}"
-        )));
-    }
-    let programs = match programs {
-        rc::COMPILER_DEFAULT | 0 => None,
-        p if p > 0 => Some(p as u32),
-        p => {
-            return Err(invalid(format!(
-                "variant programs={p}: use 0 (one tile per tile block), P > 0 (persistent grid), or -1"
-            )))
-        }
-    };
-    let occupancy = ffi_util::occupancy_hint(occupancy)?;
-    let num_cta_in_cga =
-        ffi_util::hint(num_cta_in_cga, "num_cta_in_cga", |v| ffi_util::pow2_in(v, 1, 16), "a power of two in [1, 16]")?;
-    let p = Plan {
-        dtype,
-        m,
-        n,
-        k,
-        lda,
-        ldb,
-        ldc: row_stride(c, m, n, "c")?,
-        a_t,
-        b_t,
-        bm,
-        bn,
-        bk,
-        group,
-        programs,
-        occupancy,
-        num_cta_in_cga,
-    };
-    if p.tiles() > i32::MAX as i64 {
-        return Err(invalid(format!("{} output tiles exceed the i32 tile ids; use larger bm/bn", p.tiles())));
-    }
+    let variant = MmaVariant::parse([bm, bn, bk, group, programs, occupancy, num_cta_in_cga])?;
+    let p = Plan { dtype, m, n, k, lda, ldb, ldc: row_stride(c, m, n, "c")?, a_t, b_t, variant };
+    MmaVariant::check_tiles(p.tiles())?;
     Ok(p)
 }
 
 fn launch<T: Element>(p: &Plan, c: &TensorDesc, a: &TensorDesc, b: &TensorDesc, stream: &Arc<Stream>) -> FfiResult<()> {
     let (c_ptr, a_ptr, b_ptr) =
         unsafe { (ffi_util::device_ptr::<T>(c), ffi_util::device_ptr::<T>(a), ffi_util::device_ptr::<T>(b)) };
-    let mut options = ffi_util::compile_options(p.occupancy, None);
-    if let Some(g) = p.num_cta_in_cga {
-        options = options.num_cta_in_cga(g);
-    }
     // A_T, B_T, then the partitions' dim maps A_MAP, B_MAP: [0, 1] row-major, [1, 0] column-major.
     let (at, bt) = (p.a_t as i32, p.b_t as i32);
-    let generics = [p.bm, p.bn, p.bk, p.group, at, bt, at, 1 - at, bt, 1 - bt];
-    let launch = Launch::new::<T>(&generics, p.grid(), options);
+    let launch = p.variant.launch::<T>(&[at, bt, at, 1 - at, bt, 1 - bt], p.tiles());
     let (m, n, k, lda, ldb, ldc) = (p.m, p.n, p.k, p.lda, p.ldb, p.ldc);
     // SAFETY: plan() checked shapes, strides and dtypes against the descriptors; the memory is
     // PyTorch's, alive until the caller's stream has run the kernel (stream-ordered allocator).
     unsafe {
-        if p.programs.is_some() {
+        if p.variant.programs.is_some() {
             launch.enqueue(device::matmul_persistent(c_ptr, a_ptr, b_ptr, m, n, k, lda, ldb, ldc), stream)
         } else {
             launch.enqueue(device::matmul_tiles(c_ptr, a_ptr, b_ptr, m, n, k, lda, ldb, ldc), stream)
@@ -243,7 +166,7 @@ mod tests {
     //! the JIT, which needs no GPU) for every dtype, then assembled by tileiras when the toolchain
     //! is there — a DSL mistake fails here, not on the GPU.
     use super::*;
-    use crate::ffi_util::{assert_fails, DeviceModule};
+    use crate::ffi_util::{assert_fails, rc, DeviceModule};
 
     const DEVICE: DeviceModule = DeviceModule { ast: device::__module_ast_self, name: "matmul_device" };
 
@@ -285,13 +208,15 @@ mod tests {
                 ldc: 264,
                 a_t: false,
                 b_t: false,
-                bm: 128,
-                bn: 128,
-                bk: 64,
-                group: 8,
-                programs: None,
-                occupancy: None,
-                num_cta_in_cga: None,
+                variant: MmaVariant {
+                    bm: 128,
+                    bn: 128,
+                    bk: 64,
+                    group: 8,
+                    programs: None,
+                    occupancy: None,
+                    num_cta_in_cga: None,
+                },
             }
         );
         assert_eq!((p.tiles(), p.grid()), (6, (6, 1, 1)));
@@ -301,7 +226,10 @@ mod tests {
     fn persistent_grid_is_capped_at_the_tile_count() {
         let (c, a, b) = mats(DType::F16, 4096, 4096, 4096);
         let p = plan(&c, &a, &b, 128, 256, 64, 8, 132, 1, 2).unwrap();
-        assert_eq!((p.tiles(), p.grid(), p.occupancy, p.num_cta_in_cga), (512, (132, 1, 1), Some(1), Some(2)));
+        assert_eq!(
+            (p.tiles(), p.grid(), p.variant.occupancy, p.variant.num_cta_in_cga),
+            (512, (132, 1, 1), Some(1), Some(2))
+        );
         let small = plan(&c, &a, &b, 256, 256, 64, 8, 1000, -1, -1).unwrap();
         assert_eq!(small.grid(), (256, 1, 1));
         assert_eq!(plan(&c, &a, &b, 128, 128, 64, 8, 0, -1, -1).unwrap().grid(), (1024, 1, 1));

@@ -29,18 +29,13 @@
 //! band_rows * tiles_n ids); the K loop stops at ceil(k / BK), the K-tile count of both A and B.
 #[cutile::module]
 pub mod matmul_device {
+    use crate::device_util::tile_order::{band_coords, tile_counts};
     use crate::device_util::views::strided_view;
     use cutile::core::*;
 
-    /// (bid_m, bid_n) of output tile `tile_id` in GROUP-row band order.
+    /// (bid_m, bid_n) of output tile `tile_id` in GROUP-row band order (device_util's).
     pub fn tile_coords(tile_id: i32, tiles_m: i32, tiles_n: i32, group: i32) -> (i32, i32) {
-        let band_tiles: i32 = group * tiles_n;
-        let first_m: i32 = (tile_id / band_tiles) * group;
-        let left: i32 = tiles_m - first_m;
-        // The last band may hold fewer than GROUP tile rows.
-        let band_rows: i32 = if left < group { left } else { group };
-        let in_band: i32 = tile_id % band_tiles;
-        (first_m + in_band % band_rows, in_band / band_rows)
+        band_coords(tile_id, tiles_m, tiles_n, group)
     }
 
     /// A, B and C as views of their storage with its row strides: A (m, k), or (k, m) when
@@ -66,14 +61,6 @@ pub mod matmul_device {
         (a_view, b_view, c_view)
     }
 
-    /// (tiles_m, tiles_n, k_tiles): the tile rows and columns of C and the K-tiles of A and B.
-    fn tile_counts<const BM: i32, const BN: i32, const BK: i32>(m: i32, n: i32, k: i32) -> (i32, i32, i32) {
-        let tiles_m: i32 = (m + BM - 1) / BM;
-        let tiles_n: i32 = (n + BN - 1) / BN;
-        let k_tiles: i32 = (k + BK - 1) / BK;
-        (tiles_m, tiles_n, k_tiles)
-    }
-
     /// Output tile (bid_m, bid_n) of C: the products of its K-tiles accumulated in f32, rounded to T.
     fn mma_tile<T: ElementType, const BM: i32, const BN: i32, const BK: i32>(
         a_part: &Partition<T, { [BM, BK] }>,
@@ -90,6 +77,24 @@ pub mod matmul_device {
         }
         let c: Tile<T, { [BM, BN] }> = convert_tile(acc);
         c
+    }
+
+    /// Output tile `tile_id` (in band order) of C computed and stored: what both entries do per tile.
+    // The tile's operands and counts one for one: a struct would only repack them.
+    #[allow(clippy::too_many_arguments)]
+    fn store_tile<T: ElementType, const BM: i32, const BN: i32, const BK: i32>(
+        a_part: &Partition<T, { [BM, BK] }>,
+        b_part: &Partition<T, { [BK, BN] }>,
+        c_part: &mut PartitionMut<T, { [BM, BN] }>,
+        tile_id: i32,
+        tiles_m: i32,
+        tiles_n: i32,
+        group: i32,
+        k_tiles: i32,
+    ) {
+        let (bid_m, bid_n) = tile_coords(tile_id, tiles_m, tiles_n, group);
+        let c: Tile<T, { [BM, BN] }> = mma_tile::<T, BM, BN, BK>(a_part, b_part, bid_m, bid_n, k_tiles);
+        c_part.store(c, [bid_m, bid_n]);
     }
 
     /// One BM x BN tile of C per tile block; grid = ceil(m / BM) * ceil(n / BN).
@@ -122,9 +127,7 @@ pub mod matmul_device {
 
         let (tiles_m, tiles_n, k_tiles) = tile_counts::<BM, BN, BK>(m, n, k);
         let tile_id: i32 = get_tile_block_id().0;
-        let (bid_m, bid_n) = tile_coords(tile_id, tiles_m, tiles_n, GROUP);
-        let c: Tile<T, { [BM, BN] }> = mma_tile::<T, BM, BN, BK>(&a_part, &b_part, bid_m, bid_n, k_tiles);
-        c_part.store(c, [bid_m, bid_n]);
+        store_tile::<T, BM, BN, BK>(&a_part, &b_part, &mut c_part, tile_id, tiles_m, tiles_n, GROUP, k_tiles);
     }
 
     /// Static persistent: the launch grid (host-chosen, <= the tile count) strides over the tiles.
@@ -160,9 +163,7 @@ pub mod matmul_device {
         let first: i32 = get_tile_block_id().0;
         let programs: i32 = get_num_tile_blocks().0;
         for tile_id in (first..num_tiles).step_by(programs as usize) {
-            let (bid_m, bid_n) = tile_coords(tile_id, tiles_m, tiles_n, GROUP);
-            let c: Tile<T, { [BM, BN] }> = mma_tile::<T, BM, BN, BK>(&a_part, &b_part, bid_m, bid_n, k_tiles);
-            c_part.store(c, [bid_m, bid_n]);
+            store_tile::<T, BM, BN, BK>(&a_part, &b_part, &mut c_part, tile_id, tiles_m, tiles_n, GROUP, k_tiles);
         }
     }
 }

@@ -8,7 +8,7 @@ row-major matrix): `layout` reads which from the strides, as ffi.rs does.
 
 `cutile_matmul` (kernels/matmul/ffi.rs) called through tilekit.port; `out` may be a column slice of
 a wider buffer. `variant`: "auto" the autotuned candidate of `variants` for this GPU, dtype and shape
-class, "default" ffi.rs's defaults, a dict {"bm", "bn", "bk", "group", "persistent", "occupancy", "cga"}.
+class, "default" the defaults (ffi_util::MmaVariant), a dict {"bm", "bn", "bk", "group", "persistent", "occupancy", "cga"}.
 """
 
 from __future__ import annotations

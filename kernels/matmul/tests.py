@@ -10,18 +10,23 @@ from tilekit.baseline_cases import H200_SMS as SMS
 from tilekit.baseline_cases import TOL, BaselineCases, Has
 
 
+def check_persistent_port(spec, cfg: dict) -> None:
+    """spec's port on a persistent grid of 64x64 tiles, one tile block per SM, into a fresh out,
+    checked against the reference (bmm's test takes it too)."""
+    inputs = spec.make_inputs(cfg)
+    out = spec.make_out(cfg, inputs)
+    v = {"bm": 64, "bn": 64, "bk": 32, "group": 4, "persistent": True, "occupancy": 1, "cga": 1}
+    spec.run_port(inputs, out=out, variant=v)
+    harness.check(spec, "cutile_rs", dict(cfg, variant=v), inputs, out)
+
+
 def test_op_persistent_grid_strides_over_more_tiles_than_programs_cutile_rs(cuda):
     """64x64 tiles of a 1000x1100 output: 288 tiles for one tile block per SM, each walks several."""
-    cfg = {"m": 1000, "n": 1100, "k": 520, "dtype": "bfloat16"}
-    inputs = SPEC.make_inputs(cfg)
-    out = SPEC.make_out(cfg, inputs)
-    v = {"bm": 64, "bn": 64, "bk": 32, "group": 4, "persistent": True, "occupancy": 1, "cga": 1}
-    SPEC.run_port(inputs, out=out, variant=v)
-    harness.check(SPEC, "cutile_rs", dict(cfg, variant=v), inputs, out)
+    check_persistent_port(SPEC, {"m": 1000, "n": 1100, "k": 520, "dtype": "bfloat16"})
 
 
 def test_op_default_variant_cutile_rs(cuda):
-    """`variant="default"` (every knob -1: ffi.rs's defaults) is a valid launch."""
+    """`variant="default"` (every knob -1: ffi_util::MmaVariant's defaults) is a valid launch."""
     cfg = {"m": 300, "n": 500, "k": 200, "dtype": "float16"}
     inputs = SPEC.make_inputs(cfg)
     out = SPEC.make_out(cfg, inputs)

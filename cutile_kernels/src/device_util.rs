@@ -68,6 +68,7 @@ pub mod views {
 /// Elementwise math of more than one kernel.
 #[cutile::module]
 pub mod activations {
+    use crate::device_util::views::{tile_mask, tile_pointers};
     use cutile::core::*;
 
     /// silu(g) * u = g * sigmoid(g) * u from f32 tiles, rounded to T (silu_and_mul, swiglu).
@@ -86,5 +87,85 @@ pub mod activations {
         let sig: Tile<f32, { [ROWS, BLOCK] }> = divf(one, denom, rounding::Approx, ftz::Enabled);
         let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(g * sig * u);
         y
+    }
+
+    /// The tile block's ROWS x BLOCK tile of out = silu(a) * b over (m, h) tensors, rows
+    /// `stride_*` elements apart, in the 1-D grid of ceil(m / ROWS) * `col_tiles` tile blocks
+    /// (column tile fastest), addressed as pointer tiles and loaded and stored without masks (the
+    /// tile divides (m, h)): the body of silu_and_mul's and swiglu's exact entries. The launcher
+    /// checks that every offset fits i32.
+    pub unsafe fn silu_mul_exact_tile<T: ElementType, const ROWS: i32, const BLOCK: i32>(
+        out_ptr: *mut T,
+        a_ptr: *mut T,
+        b_ptr: *mut T,
+        h: i32,
+        stride_a: i32,
+        stride_b: i32,
+        stride_out: i32,
+    ) {
+        let col_tiles: i32 = h / BLOCK;
+        let pid: i32 = get_tile_block_id().0;
+        let rt: i32 = pid / col_tiles;
+        let ct: i32 = pid - rt * col_tiles;
+        let row0: i32 = rt * ROWS;
+        let col0: i32 = ct * BLOCK;
+        // The pointers of the tile's elements: its first element, then r * stride + c.
+        let a_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
+            tile_pointers::<T, ROWS, BLOCK>(a_ptr, row0 * stride_a + col0, stride_a);
+        let b_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
+            tile_pointers::<T, ROWS, BLOCK>(b_ptr, row0 * stride_b + col0, stride_b);
+        let y_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
+            tile_pointers::<T, ROWS, BLOCK>(out_ptr, row0 * stride_out + col0, stride_out);
+
+        let (a_raw, _a_tok): (Tile<T, { [ROWS, BLOCK] }>, Token) =
+            unsafe { load_ptr_tko(a_ptrs, ordering::Weak, None::<scope::TileBlock>, None, None, None, Latency::<3>) };
+        let (b_raw, _b_tok): (Tile<T, { [ROWS, BLOCK] }>, Token) =
+            unsafe { load_ptr_tko(b_ptrs, ordering::Weak, None::<scope::TileBlock>, None, None, None, Latency::<3>) };
+        let g: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(a_raw);
+        let u: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(b_raw);
+        let y: Tile<T, { [ROWS, BLOCK] }> = silu_mul::<T, ROWS, BLOCK>(g, u);
+        let _y_tok: Token =
+            unsafe { store_ptr_tko(y_ptrs, y, ordering::Weak, None::<scope::TileBlock>, None, None, Latency::<3>) };
+    }
+
+    /// [`silu_mul_exact_tile`] for any (m, h): ceil(h / BLOCK) column tiles, each load and store
+    /// masked to the lanes inside (m, h) (a predicate per access, no branches): the body of the
+    /// masked entries.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn silu_mul_masked_tile<T: ElementType, const ROWS: i32, const BLOCK: i32>(
+        out_ptr: *mut T,
+        a_ptr: *mut T,
+        b_ptr: *mut T,
+        m: i32,
+        h: i32,
+        stride_a: i32,
+        stride_b: i32,
+        stride_out: i32,
+    ) {
+        let col_tiles: i32 = (h + BLOCK - 1) / BLOCK;
+        let pid: i32 = get_tile_block_id().0;
+        let rt: i32 = pid / col_tiles;
+        let ct: i32 = pid - rt * col_tiles;
+        let row0: i32 = rt * ROWS;
+        let col0: i32 = ct * BLOCK;
+        let a_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
+            tile_pointers::<T, ROWS, BLOCK>(a_ptr, row0 * stride_a + col0, stride_a);
+        let b_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
+            tile_pointers::<T, ROWS, BLOCK>(b_ptr, row0 * stride_b + col0, stride_b);
+        let y_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
+            tile_pointers::<T, ROWS, BLOCK>(out_ptr, row0 * stride_out + col0, stride_out);
+        let mask: Tile<bool, { [ROWS, BLOCK] }> = tile_mask::<ROWS, BLOCK>(row0, col0, m, h);
+        let (a_raw, _a_tok): (Tile<T, { [ROWS, BLOCK] }>, Token) = unsafe {
+            load_ptr_tko(a_ptrs, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, None, Latency::<3>)
+        };
+        let (b_raw, _b_tok): (Tile<T, { [ROWS, BLOCK] }>, Token) = unsafe {
+            load_ptr_tko(b_ptrs, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, None, Latency::<3>)
+        };
+        let g: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(a_raw);
+        let u: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(b_raw);
+        let y: Tile<T, { [ROWS, BLOCK] }> = silu_mul::<T, ROWS, BLOCK>(g, u);
+        let _y_tok: Token = unsafe {
+            store_ptr_tko(y_ptrs, y, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, Latency::<3>)
+        };
     }
 }

@@ -29,8 +29,8 @@
 //! `masked_fits` (with the mask) keep every access inside the tensors.
 #[cutile::module]
 pub mod silu_and_mul_device {
-    use crate::device_util::activations::silu_mul;
-    use crate::device_util::views::{strided_view, tile_mask, tile_pointers};
+    use crate::device_util::activations::{silu_mul, silu_mul_exact_tile, silu_mul_masked_tile};
+    use crate::device_util::views::strided_view;
     use cutile::core::*;
 
     #[cutile::entry(unchecked_accesses = true)]
@@ -81,29 +81,7 @@ pub mod silu_and_mul_device {
         stride_x: i32,
         stride_out: i32,
     ) {
-        let col_tiles: i32 = h / BLOCK;
-        let pid: i32 = get_tile_block_id().0;
-        let rt: i32 = pid / col_tiles;
-        let ct: i32 = pid - rt * col_tiles;
-        let row0: i32 = rt * ROWS;
-        let col0: i32 = ct * BLOCK;
-        // The pointers of the tile's elements: its first element, then r * stride + c.
-        let g_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
-            tile_pointers::<T, ROWS, BLOCK>(gate_ptr, row0 * stride_x + col0, stride_x);
-        let u_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
-            tile_pointers::<T, ROWS, BLOCK>(up_ptr, row0 * stride_x + col0, stride_x);
-        let y_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
-            tile_pointers::<T, ROWS, BLOCK>(out_ptr, row0 * stride_out + col0, stride_out);
-
-        let (g_raw, _g_tok): (Tile<T, { [ROWS, BLOCK] }>, Token) =
-            unsafe { load_ptr_tko(g_ptrs, ordering::Weak, None::<scope::TileBlock>, None, None, None, Latency::<3>) };
-        let (u_raw, _u_tok): (Tile<T, { [ROWS, BLOCK] }>, Token) =
-            unsafe { load_ptr_tko(u_ptrs, ordering::Weak, None::<scope::TileBlock>, None, None, None, Latency::<3>) };
-        let g: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(g_raw);
-        let u: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(u_raw);
-        let y: Tile<T, { [ROWS, BLOCK] }> = silu_mul::<T, ROWS, BLOCK>(g, u);
-        let _y_tok: Token =
-            unsafe { store_ptr_tko(y_ptrs, y, ordering::Weak, None::<scope::TileBlock>, None, None, Latency::<3>) };
+        silu_mul_exact_tile::<T, ROWS, BLOCK>(out_ptr, gate_ptr, up_ptr, h, stride_x, stride_x, stride_out);
     }
 
     /// Same result as `silu_and_mul`, for shapes the tile does not divide (H = 11008, 4097, m = 37)
@@ -122,30 +100,6 @@ pub mod silu_and_mul_device {
         stride_x: i32,
         stride_out: i32,
     ) {
-        let col_tiles: i32 = (h + BLOCK - 1) / BLOCK;
-        let pid: i32 = get_tile_block_id().0;
-        let rt: i32 = pid / col_tiles;
-        let ct: i32 = pid - rt * col_tiles;
-        let row0: i32 = rt * ROWS;
-        let col0: i32 = ct * BLOCK;
-        let g_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
-            tile_pointers::<T, ROWS, BLOCK>(gate_ptr, row0 * stride_x + col0, stride_x);
-        let u_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
-            tile_pointers::<T, ROWS, BLOCK>(up_ptr, row0 * stride_x + col0, stride_x);
-        let y_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
-            tile_pointers::<T, ROWS, BLOCK>(out_ptr, row0 * stride_out + col0, stride_out);
-        let mask: Tile<bool, { [ROWS, BLOCK] }> = tile_mask::<ROWS, BLOCK>(row0, col0, m, h);
-        let (g_raw, _g_tok): (Tile<T, { [ROWS, BLOCK] }>, Token) = unsafe {
-            load_ptr_tko(g_ptrs, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, None, Latency::<3>)
-        };
-        let (u_raw, _u_tok): (Tile<T, { [ROWS, BLOCK] }>, Token) = unsafe {
-            load_ptr_tko(u_ptrs, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, None, Latency::<3>)
-        };
-        let g: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(g_raw);
-        let u: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(u_raw);
-        let y: Tile<T, { [ROWS, BLOCK] }> = silu_mul::<T, ROWS, BLOCK>(g, u);
-        let _y_tok: Token = unsafe {
-            store_ptr_tko(y_ptrs, y, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, Latency::<3>)
-        };
+        silu_mul_masked_tile::<T, ROWS, BLOCK>(out_ptr, gate_ptr, up_ptr, m, h, stride_x, stride_x, stride_out);
     }
 }

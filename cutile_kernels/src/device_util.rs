@@ -68,7 +68,7 @@ pub mod views {
 /// Elementwise math of more than one kernel.
 #[cutile::module]
 pub mod activations {
-    use crate::device_util::views::{tile_mask, tile_pointers};
+    use crate::device_util::views::{strided_view, tile_mask, tile_pointers};
     use cutile::core::*;
 
     /// silu(g) * u = g * sigmoid(g) * u from f32 tiles, rounded to T (silu_and_mul, swiglu).
@@ -167,5 +167,40 @@ pub mod activations {
         let _y_tok: Token = unsafe {
             store_ptr_tko(y_ptrs, y, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, Latency::<3>)
         };
+    }
+
+    /// [`silu_mul_exact_tile`] for any (m, h) and offsets beyond i32: zero-padded partition views
+    /// of a, b and out, stores outside (m, h) dropped (a padded lane computes silu(0) * 0 = 0): the
+    /// body of silu_and_mul's and swiglu's padded entries.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn silu_mul_padded_tile<T: ElementType, const ROWS: i32, const BLOCK: i32>(
+        out_ptr: *mut T,
+        a_ptr: *mut T,
+        b_ptr: *mut T,
+        m: i32,
+        h: i32,
+        stride_a: i32,
+        stride_b: i32,
+        stride_out: i32,
+    ) {
+        let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
+        let col_tiles: i32 = (h + BLOCK - 1) / BLOCK;
+        let pid: i32 = get_tile_block_id().0;
+        let rt: i32 = pid / col_tiles;
+        let ct: i32 = pid - rt * col_tiles;
+        let tok: Token = new_token_unordered();
+
+        let a_view: Tensor<T, { [-1, -1] }> = unsafe { strided_view(a_ptr, m, h, stride_a, tok) };
+        let b_view: Tensor<T, { [-1, -1] }> = unsafe { strided_view(b_ptr, m, h, stride_b, tok) };
+        let y_view: Tensor<T, { [-1, -1] }> = unsafe { strided_view(out_ptr, m, h, stride_out, tok) };
+
+        let a_part: Partition<T, { [ROWS, BLOCK] }> = a_view.partition(tile);
+        let b_part: Partition<T, { [ROWS, BLOCK] }> = b_view.partition(tile);
+        let mut y_part: PartitionMut<T, { [ROWS, BLOCK] }> = unsafe { y_view.partition_full_mut(tile) };
+
+        let g: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(a_part.load([rt, ct]));
+        let u: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(b_part.load([rt, ct]));
+        let y: Tile<T, { [ROWS, BLOCK] }> = silu_mul::<T, ROWS, BLOCK>(g, u);
+        y_part.store(y, [rt, ct]);
     }
 }

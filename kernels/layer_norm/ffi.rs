@@ -18,9 +18,9 @@
 use super::kernel::layer_norm_device as device;
 // The tiling, its defaults (the same bytes per element, NOTES.md) and the masked entries' rule are
 // rms_norm's.
-pub use crate::rms_norm::ffi::{default_block, default_rows, masked_fits};
-use crate::rms_norm::ffi::rows_plan;
 use crate::ffi_util::{self, check_same_shape, invalid, DType, Element, FfiResult, RowPlan, TensorDesc};
+use crate::rms_norm::ffi::rows_plan;
+pub use crate::rms_norm::ffi::{default_block, default_rows, masked_fits};
 use cutile::cuda_core::Stream;
 use std::sync::Arc;
 

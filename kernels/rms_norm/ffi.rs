@@ -56,10 +56,10 @@ pub fn default_rows(block: i32, m: i32) -> i32 {
     ffi_util::default_rows(8192, block, m)
 }
 
-/// The row tiling of an (m, n) norm of x into out, shared with layer_norm: eps checked (finite,
-/// >= 0), the tile (-1: the defaults), the occupancy hint, the persistent grid (`programs` > 0,
-/// capped at the row tiles, only with whole rows), the row strides, and whether the masked entries
-/// run ([`masked_fits`]).
+/// The row tiling of an (m, n) norm of x into out, shared with layer_norm: eps checked (finite
+/// and not negative), the tile (-1: the defaults), the occupancy hint, the persistent grid
+/// (`programs` > 0, capped at the row tiles, only with whole rows), the row strides, and whether
+/// the masked entries run ([`masked_fits`]).
 pub fn rows_plan(
     x: &TensorDesc,
     out: &TensorDesc,

@@ -96,6 +96,7 @@ pub mod tile_order {
 /// Elementwise math of more than one kernel.
 #[cutile::module]
 pub mod activations {
+    use crate::device_util::views::{strided_view, tile_mask, tile_pointers};
     use cutile::core::*;
 
     /// silu(g) * u = g * sigmoid(g) * u from f32 tiles, rounded to T (silu_and_mul, swiglu).
@@ -114,5 +115,120 @@ pub mod activations {
         let sig: Tile<f32, { [ROWS, BLOCK] }> = divf(one, denom, rounding::Approx, ftz::Enabled);
         let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(g * sig * u);
         y
+    }
+
+    /// The tile block's ROWS x BLOCK tile of out = silu(a) * b over (m, h) tensors, rows
+    /// `stride_*` elements apart, in the 1-D grid of ceil(m / ROWS) * `col_tiles` tile blocks
+    /// (column tile fastest), addressed as pointer tiles and loaded and stored without masks (the
+    /// tile divides (m, h)): the body of silu_and_mul's and swiglu's exact entries. The launcher
+    /// checks that every offset fits i32.
+    pub unsafe fn silu_mul_exact_tile<T: ElementType, const ROWS: i32, const BLOCK: i32>(
+        out_ptr: *mut T,
+        a_ptr: *mut T,
+        b_ptr: *mut T,
+        h: i32,
+        stride_a: i32,
+        stride_b: i32,
+        stride_out: i32,
+    ) {
+        let col_tiles: i32 = h / BLOCK;
+        let pid: i32 = get_tile_block_id().0;
+        let rt: i32 = pid / col_tiles;
+        let ct: i32 = pid - rt * col_tiles;
+        let row0: i32 = rt * ROWS;
+        let col0: i32 = ct * BLOCK;
+        // The pointers of the tile's elements: its first element, then r * stride + c.
+        let a_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
+            tile_pointers::<T, ROWS, BLOCK>(a_ptr, row0 * stride_a + col0, stride_a);
+        let b_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
+            tile_pointers::<T, ROWS, BLOCK>(b_ptr, row0 * stride_b + col0, stride_b);
+        let y_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
+            tile_pointers::<T, ROWS, BLOCK>(out_ptr, row0 * stride_out + col0, stride_out);
+
+        let (a_raw, _a_tok): (Tile<T, { [ROWS, BLOCK] }>, Token) =
+            unsafe { load_ptr_tko(a_ptrs, ordering::Weak, None::<scope::TileBlock>, None, None, None, Latency::<3>) };
+        let (b_raw, _b_tok): (Tile<T, { [ROWS, BLOCK] }>, Token) =
+            unsafe { load_ptr_tko(b_ptrs, ordering::Weak, None::<scope::TileBlock>, None, None, None, Latency::<3>) };
+        let g: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(a_raw);
+        let u: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(b_raw);
+        let y: Tile<T, { [ROWS, BLOCK] }> = silu_mul::<T, ROWS, BLOCK>(g, u);
+        let _y_tok: Token =
+            unsafe { store_ptr_tko(y_ptrs, y, ordering::Weak, None::<scope::TileBlock>, None, None, Latency::<3>) };
+    }
+
+    /// [`silu_mul_exact_tile`] for any (m, h): ceil(h / BLOCK) column tiles, each load and store
+    /// masked to the lanes inside (m, h) (a predicate per access, no branches): the body of the
+    /// masked entries.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn silu_mul_masked_tile<T: ElementType, const ROWS: i32, const BLOCK: i32>(
+        out_ptr: *mut T,
+        a_ptr: *mut T,
+        b_ptr: *mut T,
+        m: i32,
+        h: i32,
+        stride_a: i32,
+        stride_b: i32,
+        stride_out: i32,
+    ) {
+        let col_tiles: i32 = (h + BLOCK - 1) / BLOCK;
+        let pid: i32 = get_tile_block_id().0;
+        let rt: i32 = pid / col_tiles;
+        let ct: i32 = pid - rt * col_tiles;
+        let row0: i32 = rt * ROWS;
+        let col0: i32 = ct * BLOCK;
+        let a_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
+            tile_pointers::<T, ROWS, BLOCK>(a_ptr, row0 * stride_a + col0, stride_a);
+        let b_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
+            tile_pointers::<T, ROWS, BLOCK>(b_ptr, row0 * stride_b + col0, stride_b);
+        let y_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
+            tile_pointers::<T, ROWS, BLOCK>(out_ptr, row0 * stride_out + col0, stride_out);
+        let mask: Tile<bool, { [ROWS, BLOCK] }> = tile_mask::<ROWS, BLOCK>(row0, col0, m, h);
+        let (a_raw, _a_tok): (Tile<T, { [ROWS, BLOCK] }>, Token) = unsafe {
+            load_ptr_tko(a_ptrs, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, None, Latency::<3>)
+        };
+        let (b_raw, _b_tok): (Tile<T, { [ROWS, BLOCK] }>, Token) = unsafe {
+            load_ptr_tko(b_ptrs, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, None, Latency::<3>)
+        };
+        let g: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(a_raw);
+        let u: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(b_raw);
+        let y: Tile<T, { [ROWS, BLOCK] }> = silu_mul::<T, ROWS, BLOCK>(g, u);
+        let _y_tok: Token = unsafe {
+            store_ptr_tko(y_ptrs, y, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, Latency::<3>)
+        };
+    }
+
+    /// [`silu_mul_exact_tile`] for any (m, h) and offsets beyond i32: zero-padded partition views
+    /// of a, b and out, stores outside (m, h) dropped (a padded lane computes silu(0) * 0 = 0): the
+    /// body of silu_and_mul's and swiglu's padded entries.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn silu_mul_padded_tile<T: ElementType, const ROWS: i32, const BLOCK: i32>(
+        out_ptr: *mut T,
+        a_ptr: *mut T,
+        b_ptr: *mut T,
+        m: i32,
+        h: i32,
+        stride_a: i32,
+        stride_b: i32,
+        stride_out: i32,
+    ) {
+        let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
+        let col_tiles: i32 = (h + BLOCK - 1) / BLOCK;
+        let pid: i32 = get_tile_block_id().0;
+        let rt: i32 = pid / col_tiles;
+        let ct: i32 = pid - rt * col_tiles;
+        let tok: Token = new_token_unordered();
+
+        let a_view: Tensor<T, { [-1, -1] }> = unsafe { strided_view(a_ptr, m, h, stride_a, tok) };
+        let b_view: Tensor<T, { [-1, -1] }> = unsafe { strided_view(b_ptr, m, h, stride_b, tok) };
+        let y_view: Tensor<T, { [-1, -1] }> = unsafe { strided_view(out_ptr, m, h, stride_out, tok) };
+
+        let a_part: Partition<T, { [ROWS, BLOCK] }> = a_view.partition(tile);
+        let b_part: Partition<T, { [ROWS, BLOCK] }> = b_view.partition(tile);
+        let mut y_part: PartitionMut<T, { [ROWS, BLOCK] }> = unsafe { y_view.partition_full_mut(tile) };
+
+        let g: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(a_part.load([rt, ct]));
+        let u: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(b_part.load([rt, ct]));
+        let y: Tile<T, { [ROWS, BLOCK] }> = silu_mul::<T, ROWS, BLOCK>(g, u);
+        y_part.store(y, [rt, ct]);
     }
 }

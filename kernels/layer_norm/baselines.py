@@ -12,6 +12,7 @@ one (`_check_inputs`).
 
 import torch
 
+from kernels.rms_norm.baselines import AUTO, DTYPES
 from tilekit import baseline_support as bs
 from tilekit import providers
 
@@ -19,10 +20,9 @@ triton, tl, _TRITON_ERROR = bs.import_triton()
 ct, _CUTILE_ERROR = bs.import_cutile()
 
 KERNEL = "layer_norm"
-DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 VARIANTS = bs.ROW_VARIANTS  # ("auto", "row", "multirow", "looped")
-# auto: rms_norm's rules (the same row reduction shape and bytes) until an H200 sweep says otherwise.
-AUTO = {"triton": {"looped_from": 1024, "multirow": "tiles"}, "cutile": {"multirow": "waves"}}
+# DTYPES and AUTO are rms_norm's: the same row reduction shape and bytes, until an H200 sweep says
+# otherwise.
 triton_config, cutile_config = bs.row_configs(KERNEL, AUTO)
 
 

@@ -16,13 +16,15 @@
 //! -1 or 0 launches one tile block per row tile. Every descriptor is validated before anything
 //! touches the GPU: bad input returns -2/-5/-6 with a message, never a launch.
 use super::kernel::layer_norm_device as device;
-use crate::ffi_util::{self, check_same_shape, invalid, rc, to_i32, DType, Element, FfiResult, RowPlan, TensorDesc};
+// The tiling, its defaults (the same bytes per element, NOTES.md) and the masked entries' rule are
+// rms_norm's.
+use crate::ffi_util::{self, check_same_shape, invalid, DType, Element, FfiResult, RowPlan, TensorDesc};
+use crate::rms_norm::ffi::rows_plan;
+pub use crate::rms_norm::ffi::{default_block, default_rows, masked_fits};
 use cutile::cuda_core::Stream;
 use std::sync::Arc;
 
 const KERNEL: &str = "layer_norm";
-/// Largest tile (ROWS * BLOCK elements) a variant may ask for: beyond it registers spill.
-const MAX_TILE_ELEMS: i32 = 1 << 16;
 
 /// A validated launch: sizes as the kernel indexes them.
 #[derive(Debug, PartialEq)]
@@ -39,25 +41,6 @@ pub struct Plan {
     /// Whether weight and bias were given (the kernel's HAS_W, HAS_B).
     pub has_w: bool,
     pub has_b: bool,
-}
-
-/// Whether the masked pointer-tile entries run: the tile leaves a partial tile and every offset of
-/// the padded tiles of x and y fits i32. Shapes the tile divides keep the partition entries.
-pub fn masked_fits(m: i32, n: i32, rows: i32, block: i32, stride_x: i32, stride_y: i32) -> bool {
-    (n % block != 0 || m % rows != 0)
-        && ffi_util::masked_offsets_fit(m, n, rows, block, stride_x)
-        && ffi_util::masked_offsets_fit(m, n, rows, block, stride_y)
-}
-
-/// Default variant, rms_norm's (the same bytes per element, NOTES.md): tiles of ~8K elements —
-/// the whole row with 8192/n rows per tile block up to n = 8192, else 4096-wide column tiles.
-pub fn default_block(n: i32) -> i32 {
-    ffi_util::whole_row_block(n, 8192).unwrap_or(4096)
-}
-
-/// ~8K elements per tile, but no more rows than m has (rounded up to a power of two) or 64.
-pub fn default_rows(block: i32, m: i32) -> i32 {
-    ffi_util::default_rows(8192, block, m)
 }
 
 // The export's arguments one for one (its C signature is fixed): a struct would only repack them.
@@ -87,31 +70,7 @@ pub fn plan(
     let mut contiguous = vec![(x, "x"), (out, "out")];
     contiguous.extend(params.iter().copied());
     ffi_util::check_last_dims_contiguous(&contiguous)?;
-    let m = to_i32(x.shape[0], "m")?;
-    let n = to_i32(x.shape[1], "n")?;
-    if !eps.is_finite() || eps < 0.0 {
-        return Err(invalid(format!("eps={eps} must be finite and >= 0")));
-    }
-    let (block, rows) = ffi_util::row_tile(block, rows, default_block(n), |b| default_rows(b, m), 64, MAX_TILE_ELEMS)?;
-    let occupancy = ffi_util::occupancy_hint(occupancy)?;
-    let programs = match programs {
-        rc::COMPILER_DEFAULT | 0 => None,
-        g if g > 0 && n <= block => Some(g.min((m + rows - 1) / rows)),
-        g if g > 0 => {
-            return Err(invalid(format!(
-                "variant programs={g}: the persistent kernel holds whole rows; needs n={n} <= block={block}"
-            )))
-        }
-        g => {
-            return Err(invalid(format!(
-                "variant programs={g}: use > 0 for a persistent grid, or -1/0 for one tile block per row tile"
-            )))
-        }
-    };
-    let stride_x = ffi_util::row_stride(x, n, "x", format_args!("n={n}"))?;
-    let stride_y = ffi_util::row_stride(out, n, "out", format_args!("n={n}"))?;
-    let masked = programs.is_none() && masked_fits(m, n, rows, block, stride_x, stride_y);
-    let row = RowPlan { block, rows, occupancy, warps: None, m, n, stride_x, stride_y };
+    let (row, programs, masked) = rows_plan(x, out, eps, block, rows, occupancy, programs)?;
     Ok(Plan { dtype, row, eps, programs, masked, has_w: weight.is_some(), has_b: bias.is_some() })
 }
 
@@ -165,7 +124,7 @@ mod tests {
     //! CPU tests: validation, and every entry lowered to Tile IR for sm_90 (stage 1 of the JIT,
     //! which needs no GPU) for every dtype and affine form — a DSL mistake fails here, not on the GPU.
     use super::*;
-    use crate::ffi_util::{assert_fails, test_desc as desc2, DeviceModule, ALIGNED_PTR};
+    use crate::ffi_util::{assert_fails, rc, test_desc as desc2, DeviceModule, ALIGNED_PTR};
     use cutile::tile_kernel::CompileOptions;
 
     const DEVICE: DeviceModule = DeviceModule { ast: device::__module_ast_self, name: "layer_norm_device" };

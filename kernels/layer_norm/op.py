@@ -7,13 +7,18 @@ Calls `cutile_layer_norm` (kernels/layer_norm/ffi.rs) through tilekit.port, into
 with torch.empty (or `out`); a weight or bias of None is sent as a null descriptor (absent: not
 scaled, not shifted). `variant="auto"` (the default) uses the autotuned (block, rows, occupancy,
 programs_per_sm) for this GPU, dtype and shape class (over `variants`); a dict picks one explicitly.
+The knobs, defaults and candidates are rms_norm's (the same bytes per element and one more
+reduction, NOTES.md), imported from its op.py.
 """
 
 from __future__ import annotations
 
 from torch import Tensor
 
-from tilekit import autotune, checks, port
+from kernels.rms_norm.op import DEFAULT_VARIANT, export_args, tune_key, variants
+from tilekit import checks, port
+
+__all__ = ["CDEF", "DEFAULT_VARIANT", "DTYPES", "export_args", "layer_norm", "tune_key", "variants"]
 
 CDEF = """
 int32_t cutile_layer_norm(const TensorDesc* out, const TensorDesc* x, const TensorDesc* weight,
@@ -22,14 +27,6 @@ int32_t cutile_layer_norm(const TensorDesc* out, const TensorDesc* x, const Tens
 """
 
 DTYPES = ("float16", "bfloat16", "float32")
-DEFAULT_VARIANT = {"block": -1, "rows": -1, "occupancy": -1, "programs_per_sm": 0}  # ffi.rs picks
-
-
-def export_args(block: int, rows: int, occupancy: int, programs_per_sm: int = 0, *, sms: int) -> tuple[int, ...]:
-    """A variant's arguments of the export, (block, rows, occupancy, programs), on a GPU with `sms` SMs
-    (programs_per_sm > 0: the persistent kernel). Pure: the CPU tests check `variants` through it."""
-    programs = programs_per_sm * sms if programs_per_sm > 0 else 0
-    return int(block), int(rows), int(occupancy), int(programs)
 
 
 def layer_norm(
@@ -54,34 +51,3 @@ def layer_norm(
     checks.out_matches("layer_norm", out, x.shape, x)
     checks.cuda("layer_norm", x=x, **params)
     return port.rows(__name__, x, out, x.shape[-1], weight, bias, float(eps), variant=variant)
-
-
-# -- autotune: the port's variants (ffi.rs: block = tile width, rows per tile block, occupancy) --
-
-
-def tune_key(dtype: str, m: int, n: int) -> dict:
-    """Problem class: exact n (it decides tiling), m rounded up to a power of two."""
-    return {"dtype": dtype, "n": n, "m_class": autotune.pow2(m)}
-
-
-def variants(m: int, n: int) -> list[dict]:
-    """Candidate (block, rows, occupancy, programs_per_sm): rms_norm's space (NOTES.md says why),
-    the same bytes per element and one more reduction. Rows are capped at m (rounded up to a power
-    of two) and 64, as ffi.rs's default is:
-
-    >>> [(v["block"], v["rows"], v["occupancy"], v["programs_per_sm"]) for v in variants(32768, 8192)][:4]
-    [(8192, 1, 4, 0), (8192, 1, 2, 0), (8192, 2, 4, 0), (8192, 2, 2, 0)]
-    >>> [(v["block"], v["rows"], v["occupancy"]) for v in variants(256, 768) if v["programs_per_sm"] == 0][-2:]
-    [(1024, 1, 4), (1024, 1, 2)]
-    """
-    pow2 = 1 << max(4, (n - 1).bit_length())
-    max_rows = min(64, autotune.pow2(m))  # ffi.rs accepts 1..=64 rows per tile block
-    shapes = [(pow2, max(1, elems // pow2)) for elems in (8192, 16384)] if pow2 <= 16384 else []
-    shapes += [(pow2, 2)] if pow2 == 16384 else []
-    shapes += [(block, 8192 // block) for block in (2048, 4096) if block < n]
-    shapes += [(pow2, 1)] if m <= 512 and pow2 <= 16384 else []  # decode batches: a tile block per row
-    out = autotune.unique(
-        {"block": b, "rows": min(r, max_rows), "occupancy": o, "programs_per_sm": 0} for b, r in shapes for o in (4, 2)
-    )
-    # persistent: the first tile on SMs x occupancy tile blocks, each loading w and b once
-    return out + ([dict(out[0], occupancy=o, programs_per_sm=o) for o in (4, 2)] if pow2 <= 16384 else [])

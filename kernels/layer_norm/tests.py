@@ -7,6 +7,7 @@ import torch
 
 from kernels.layer_norm import op
 from kernels.layer_norm.spec import EPS, SPEC, reference
+from kernels.rms_norm.tests import FORMS, TRITON_COMPILE  # the same row-reduction baselines
 from tilekit import harness
 from tilekit.baseline_cases import H200_SMS as SMS
 from tilekit.baseline_cases import ROW_ERRORS, BaselineCases, row_interpreted, row_plans
@@ -50,14 +51,10 @@ BASELINE_CASES = BaselineCases(
             (16384, 5120): (("looped", 4096, 1, 16384, 8), ("multirow", 8192, 4, SMS)),
             (256, 4096): (("looped", 4096, 1, 256, 8), ("row", 4096, 1, 256)),
         },
-        triton={(262144, 512): "multirow", (64, 512): "row", (1024, 32768): "looped"},
-        cutile={(200, 4096): "row", (1024, 32768): "looped"},
+        **FORMS,
     ),
     plan_errors=ROW_ERRORS,
-    triton_compile=[
-        ("_triton_rows_kernel", "fp16", {"ROWS": 8, "BLOCK": 1024}),
-        ("_triton_looped_kernel", "bf16", {"BLOCK": 4096}),
-    ],
+    triton_compile=TRITON_COMPILE,
     triton_types={"eps": "fp32"},
     cutile_kernels=[
         (kernel, dt, ["A2", "A2", "A2", "A2", EPS, *tile], dt == "bfloat16")  # W, B: (1, n)

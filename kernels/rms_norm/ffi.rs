@@ -56,24 +56,19 @@ pub fn default_rows(block: i32, m: i32) -> i32 {
     ffi_util::default_rows(8192, block, m)
 }
 
-// The export's arguments one for one (its C signature is fixed): a struct would only repack them.
-#[allow(clippy::too_many_arguments)]
-pub fn plan(
-    out: &TensorDesc,
+/// The row tiling of an (m, n) norm of x into out, shared with layer_norm: eps checked (finite
+/// and not negative), the tile (-1: the defaults), the occupancy hint, the persistent grid
+/// (`programs` > 0, capped at the row tiles, only with whole rows), the row strides, and whether
+/// the masked entries run ([`masked_fits`]).
+pub fn rows_plan(
     x: &TensorDesc,
-    w: &TensorDesc,
+    out: &TensorDesc,
     eps: f32,
     block: i32,
     rows: i32,
     occupancy: i32,
     programs: i32,
-) -> FfiResult<Plan> {
-    let dtype = ffi_util::check_float_tensors(KERNEL, &[(x, "x", 2), (out, "out", 2), (w, "weight", 1)])?;
-    check_same_shape(x, "x", out, "out")?;
-    if w.shape[0] != x.shape[1] {
-        return Err(invalid(format!("`weight` has {} elements but x has n={} columns", w.shape[0], x.shape[1])));
-    }
-    ffi_util::check_last_dims_contiguous(&[(x, "x"), (out, "out"), (w, "weight")])?;
+) -> FfiResult<(RowPlan, Option<i32>, bool)> {
     let m = to_i32(x.shape[0], "m")?;
     let n = to_i32(x.shape[1], "n")?;
     if !eps.is_finite() || eps < 0.0 {
@@ -99,6 +94,28 @@ pub fn plan(
     let stride_y = ffi_util::row_stride(out, n, "out", format_args!("n={n}"))?;
     let masked = programs.is_none() && masked_fits(m, n, rows, block, stride_x, stride_y);
     let row = RowPlan { block, rows, occupancy, warps: None, m, n, stride_x, stride_y };
+    Ok((row, programs, masked))
+}
+
+// The export's arguments one for one (its C signature is fixed): a struct would only repack them.
+#[allow(clippy::too_many_arguments)]
+pub fn plan(
+    out: &TensorDesc,
+    x: &TensorDesc,
+    w: &TensorDesc,
+    eps: f32,
+    block: i32,
+    rows: i32,
+    occupancy: i32,
+    programs: i32,
+) -> FfiResult<Plan> {
+    let dtype = ffi_util::check_float_tensors(KERNEL, &[(x, "x", 2), (out, "out", 2), (w, "weight", 1)])?;
+    check_same_shape(x, "x", out, "out")?;
+    if w.shape[0] != x.shape[1] {
+        return Err(invalid(format!("`weight` has {} elements but x has n={} columns", w.shape[0], x.shape[1])));
+    }
+    ffi_util::check_last_dims_contiguous(&[(x, "x"), (out, "out"), (w, "weight")])?;
+    let (row, programs, masked) = rows_plan(x, out, eps, block, rows, occupancy, programs)?;
     Ok(Plan { dtype, row, eps, programs, masked })
 }
 

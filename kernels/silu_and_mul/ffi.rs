@@ -87,6 +87,33 @@ fn byte_span(d: &TensorDesc, m: i32, len: i32, stride: i32, size: usize) -> (u12
     (d.data as u128, d.data as u128 + elems * size as u128)
 }
 
+/// The tiling of an (m, h) output whose inputs are rows `stride_x` elements apart (swiglu's too,
+/// with its a's stride): the tile (-1: the defaults), the occupancy and warps hints, and the 1-D
+/// grid of its tiles, refused beyond i32::MAX tile blocks.
+#[allow(clippy::too_many_arguments)]
+pub fn tiled_plan(
+    m: i32,
+    h: i32,
+    block: i32,
+    rows: i32,
+    occupancy: i32,
+    warps: i32,
+    stride_x: i32,
+    stride_out: i32,
+) -> FfiResult<(RowPlan, u32)> {
+    let (block, rows) = ffi_util::row_tile(block, rows, default_block(h), |b| default_rows(b, m), 256, MAX_TILE_ELEMS)?;
+    let occupancy = ffi_util::occupancy_hint(occupancy)?;
+    let warps = ffi_util::warps_hint(warps)?;
+    let tiles = ((m as i64 + rows as i64 - 1) / rows as i64) * ((h as i64 + block as i64 - 1) / block as i64);
+    if tiles > i32::MAX as i64 {
+        return Err(invalid(format!(
+            "{tiles} tile blocks exceed the 1-D grid limit {}; use larger tiles (block, rows)",
+            i32::MAX
+        )));
+    }
+    Ok((RowPlan { block, rows, occupancy, warps, m, n: h, stride_x, stride_y: stride_out }, tiles as u32))
+}
+
 pub fn plan(out: &TensorDesc, x: &TensorDesc, block: i32, rows: i32, occupancy: i32, warps: i32) -> FfiResult<Plan> {
     let dtype = ffi_util::check_float_tensors(KERNEL, &[(x, "x", 2), (out, "out", 2)])?;
     if x.shape[1] % 2 != 0 {
@@ -114,20 +141,10 @@ pub fn plan(out: &TensorDesc, x: &TensorDesc, block: i32, rows: i32, occupancy: 
         return Err(invalid("`out` overlaps `x`: silu_and_mul writes a separate (m, H) tensor".to_string()));
     }
 
-    let (block, rows) = ffi_util::row_tile(block, rows, default_block(h), |b| default_rows(b, m), 256, MAX_TILE_ELEMS)?;
-    let occupancy = ffi_util::occupancy_hint(occupancy)?;
-    let warps = ffi_util::warps_hint(warps)?;
-    let tiles = ((m as i64 + rows as i64 - 1) / rows as i64) * ((h as i64 + block as i64 - 1) / block as i64);
-    if tiles > i32::MAX as i64 {
-        return Err(invalid(format!(
-            "{tiles} tile blocks exceed the 1-D grid limit {}; use larger tiles (block, rows)",
-            i32::MAX
-        )));
-    }
-    let exact = exact_fits(m, h, rows, block, stride_x, stride_out);
-    let masked = !exact && masked_fits(m, h, rows, block, stride_x, stride_out);
-    let row = RowPlan { block, rows, occupancy, warps, m, n: h, stride_x, stride_y: stride_out };
-    Ok(Plan { dtype, row, grid: tiles as u32, exact, masked })
+    let (row, grid) = tiled_plan(m, h, block, rows, occupancy, warps, stride_x, stride_out)?;
+    let exact = exact_fits(m, h, row.rows, row.block, stride_x, stride_out);
+    let masked = !exact && masked_fits(m, h, row.rows, row.block, stride_x, stride_out);
+    Ok(Plan { dtype, row, grid, exact, masked })
 }
 
 fn launch<T: Element>(p: &Plan, out: &TensorDesc, x: &TensorDesc, stream: &Arc<Stream>) -> FfiResult<()> {

@@ -29,8 +29,7 @@
 //! `masked_fits` (with the mask) keep every access inside the tensors.
 #[cutile::module]
 pub mod silu_and_mul_device {
-    use crate::device_util::activations::silu_mul;
-    use crate::device_util::views::{strided_view, tile_mask, tile_pointers};
+    use crate::device_util::activations::{silu_mul_exact_tile, silu_mul_masked_tile, silu_mul_padded_tile};
     use cutile::core::*;
 
     #[cutile::entry(unchecked_accesses = true)]
@@ -43,26 +42,8 @@ pub mod silu_and_mul_device {
         stride_x: i32,
         stride_out: i32,
     ) {
-        let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
-        let col_tiles: i32 = (h + BLOCK - 1) / BLOCK;
-        let pid: i32 = get_tile_block_id().0;
-        let rt: i32 = pid / col_tiles;
-        let ct: i32 = pid - rt * col_tiles;
-        let tok: Token = new_token_unordered();
-
         // Gate and up: two (m, h) views with x's row stride; out: (m, h) with its own.
-        let g_view: Tensor<T, { [-1, -1] }> = unsafe { strided_view(gate_ptr, m, h, stride_x, tok) };
-        let u_view: Tensor<T, { [-1, -1] }> = unsafe { strided_view(up_ptr, m, h, stride_x, tok) };
-        let y_view: Tensor<T, { [-1, -1] }> = unsafe { strided_view(out_ptr, m, h, stride_out, tok) };
-
-        let g_part: Partition<T, { [ROWS, BLOCK] }> = g_view.partition(tile);
-        let u_part: Partition<T, { [ROWS, BLOCK] }> = u_view.partition(tile);
-        let mut y_part: PartitionMut<T, { [ROWS, BLOCK] }> = unsafe { y_view.partition_full_mut(tile) };
-
-        let g: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(g_part.load([rt, ct]));
-        let u: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(u_part.load([rt, ct]));
-        let y: Tile<T, { [ROWS, BLOCK] }> = silu_mul::<T, ROWS, BLOCK>(g, u);
-        y_part.store(y, [rt, ct]);
+        silu_mul_padded_tile::<T, ROWS, BLOCK>(out_ptr, gate_ptr, up_ptr, m, h, stride_x, stride_x, stride_out);
     }
 
     /// Same result as `silu_and_mul`, for shapes the tile divides (m % ROWS == 0, h % BLOCK == 0)
@@ -81,29 +62,7 @@ pub mod silu_and_mul_device {
         stride_x: i32,
         stride_out: i32,
     ) {
-        let col_tiles: i32 = h / BLOCK;
-        let pid: i32 = get_tile_block_id().0;
-        let rt: i32 = pid / col_tiles;
-        let ct: i32 = pid - rt * col_tiles;
-        let row0: i32 = rt * ROWS;
-        let col0: i32 = ct * BLOCK;
-        // The pointers of the tile's elements: its first element, then r * stride + c.
-        let g_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
-            tile_pointers::<T, ROWS, BLOCK>(gate_ptr, row0 * stride_x + col0, stride_x);
-        let u_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
-            tile_pointers::<T, ROWS, BLOCK>(up_ptr, row0 * stride_x + col0, stride_x);
-        let y_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
-            tile_pointers::<T, ROWS, BLOCK>(out_ptr, row0 * stride_out + col0, stride_out);
-
-        let (g_raw, _g_tok): (Tile<T, { [ROWS, BLOCK] }>, Token) =
-            unsafe { load_ptr_tko(g_ptrs, ordering::Weak, None::<scope::TileBlock>, None, None, None, Latency::<3>) };
-        let (u_raw, _u_tok): (Tile<T, { [ROWS, BLOCK] }>, Token) =
-            unsafe { load_ptr_tko(u_ptrs, ordering::Weak, None::<scope::TileBlock>, None, None, None, Latency::<3>) };
-        let g: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(g_raw);
-        let u: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(u_raw);
-        let y: Tile<T, { [ROWS, BLOCK] }> = silu_mul::<T, ROWS, BLOCK>(g, u);
-        let _y_tok: Token =
-            unsafe { store_ptr_tko(y_ptrs, y, ordering::Weak, None::<scope::TileBlock>, None, None, Latency::<3>) };
+        silu_mul_exact_tile::<T, ROWS, BLOCK>(out_ptr, gate_ptr, up_ptr, h, stride_x, stride_x, stride_out);
     }
 
     /// Same result as `silu_and_mul`, for shapes the tile does not divide (H = 11008, 4097, m = 37)
@@ -122,30 +81,6 @@ pub mod silu_and_mul_device {
         stride_x: i32,
         stride_out: i32,
     ) {
-        let col_tiles: i32 = (h + BLOCK - 1) / BLOCK;
-        let pid: i32 = get_tile_block_id().0;
-        let rt: i32 = pid / col_tiles;
-        let ct: i32 = pid - rt * col_tiles;
-        let row0: i32 = rt * ROWS;
-        let col0: i32 = ct * BLOCK;
-        let g_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
-            tile_pointers::<T, ROWS, BLOCK>(gate_ptr, row0 * stride_x + col0, stride_x);
-        let u_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
-            tile_pointers::<T, ROWS, BLOCK>(up_ptr, row0 * stride_x + col0, stride_x);
-        let y_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
-            tile_pointers::<T, ROWS, BLOCK>(out_ptr, row0 * stride_out + col0, stride_out);
-        let mask: Tile<bool, { [ROWS, BLOCK] }> = tile_mask::<ROWS, BLOCK>(row0, col0, m, h);
-        let (g_raw, _g_tok): (Tile<T, { [ROWS, BLOCK] }>, Token) = unsafe {
-            load_ptr_tko(g_ptrs, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, None, Latency::<3>)
-        };
-        let (u_raw, _u_tok): (Tile<T, { [ROWS, BLOCK] }>, Token) = unsafe {
-            load_ptr_tko(u_ptrs, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, None, Latency::<3>)
-        };
-        let g: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(g_raw);
-        let u: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(u_raw);
-        let y: Tile<T, { [ROWS, BLOCK] }> = silu_mul::<T, ROWS, BLOCK>(g, u);
-        let _y_tok: Token = unsafe {
-            store_ptr_tko(y_ptrs, y, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, Latency::<3>)
-        };
+        silu_mul_masked_tile::<T, ROWS, BLOCK>(out_ptr, gate_ptr, up_ptr, m, h, stride_x, stride_x, stride_out);
     }
 }

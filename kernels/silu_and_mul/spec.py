@@ -18,6 +18,11 @@ from tilekit.kernel import BadInput, FfiCase, call, generator, row_kernel, shape
 # and a sigmoid written exp(a) / (1 + exp(a)) turns 100 into NaN.
 SATURATING_GATES = (-100.0, -30.0, 30.0, 100.0)
 
+# (m, h, dtype) of variant_shapes with partial tiles for every variant (swiglu's too): 37 rows
+# (partial row tiles for rows > 1), H = 1000 (one padded tile), 11008 (masked, 16-byte
+# predicated), 14336 (whole tiles for one-row variants), 4097 (a 1-element last tile).
+VARIANT_EDGES = ((37, 1000, "float16"), (64, 11008, "bfloat16"), (19, 14336, "bfloat16"), (37, 4097, "float32"))
+
 
 def make_inputs(cfg: dict, device="cuda", seed: int | None = None) -> dict:
     """Fresh random inputs (never zeros): x ~ N(0, 2^2), so gates reach silu's curved and flat
@@ -73,11 +78,7 @@ SPEC = row_kernel(  # its tolerance: a few output ulps (the torch baseline round
     # H = 4097 a 1-element last tile; 64 x 4096 with padded rows: every variant unmasked.
     # "default" (ffi.rs's tile) is checked there too. The partial tiles run the masked pointer-tile
     # entry; H = 11008 (8-element multiple) its predicated 16-byte form.
-    variant_shapes=shapes(
-        "m h dtype row_stride",
-        *((37, 1000, "float16"), (64, 11008, "bfloat16"), (19, 14336, "bfloat16")),
-        *((37, 4097, "float32"), (64, 4096, "float16", 8200)),
-    ),
+    variant_shapes=shapes("m h dtype row_stride", *VARIANT_EDGES, (64, 4096, "float16", 8200)),
     every_variant_default=True,
     bad_inputs={
         "odd_last_dim": BadInput(lambda: call(torch.randn(4, 7)), ValueError, "even last dim"),

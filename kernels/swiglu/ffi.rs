@@ -15,14 +15,11 @@
 //! returns -2/-5/-6 with a message, never a launch.
 use super::kernel::swiglu_device as device;
 use crate::ffi_util::{self, invalid, to_i32, DType, Element, FfiResult, RowPlan, TensorDesc};
-use crate::silu_and_mul::ffi::{default_block, default_rows};
+use crate::silu_and_mul::ffi::tiled_plan;
 use cutile::cuda_core::Stream;
 use std::sync::Arc;
 
 const KERNEL: &str = "swiglu";
-/// Largest output tile (ROWS * BLOCK elements): a block holds three tiles of that size (a and b in
-/// f32, the result), so beyond it registers spill.
-const MAX_TILE_ELEMS: i32 = 1 << 14;
 
 /// A validated launch: sizes as the kernel indexes them.
 #[derive(Debug, PartialEq)]
@@ -87,21 +84,11 @@ pub fn plan(
         }
     }
 
-    let (block, rows) = ffi_util::row_tile(block, rows, default_block(h), |b| default_rows(b, m), 256, MAX_TILE_ELEMS)?;
-    let occupancy = ffi_util::occupancy_hint(occupancy)?;
-    let warps = ffi_util::warps_hint(warps)?;
-    let tiles = ((m as i64 + rows as i64 - 1) / rows as i64) * ((h as i64 + block as i64 - 1) / block as i64);
-    if tiles > i32::MAX as i64 {
-        return Err(invalid(format!(
-            "{tiles} tile blocks exceed the 1-D grid limit {}; use larger tiles (block, rows)",
-            i32::MAX
-        )));
-    }
+    let (row, grid) = tiled_plan(m, h, block, rows, occupancy, warps, stride_a, stride_out)?;
     let strides = [stride_a, stride_b, stride_out];
-    let exact = exact_fits(m, h, rows, block, strides);
-    let masked = !exact && masked_fits(m, h, rows, block, strides);
-    let row = RowPlan { block, rows, occupancy, warps, m, n: h, stride_x: stride_a, stride_y: stride_out };
-    Ok(Plan { dtype, row, stride_b, grid: tiles as u32, exact, masked })
+    let exact = exact_fits(m, h, row.rows, row.block, strides);
+    let masked = !exact && masked_fits(m, h, row.rows, row.block, strides);
+    Ok(Plan { dtype, row, stride_b, grid, exact, masked })
 }
 
 fn launch<T: Element>(

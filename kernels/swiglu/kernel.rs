@@ -21,8 +21,7 @@
 //! decodes col_tiles from the same h, so every block's tile indices are in range by construction.
 #[cutile::module]
 pub mod swiglu_device {
-    use crate::device_util::activations::silu_mul;
-    use crate::device_util::views::{strided_view, tile_mask, tile_pointers};
+    use crate::device_util::activations::{silu_mul_exact_tile, silu_mul_masked_tile, silu_mul_padded_tile};
     use cutile::core::*;
 
     #[cutile::entry(unchecked_accesses = true)]
@@ -36,25 +35,7 @@ pub mod swiglu_device {
         stride_b: i32,
         stride_out: i32,
     ) {
-        let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
-        let col_tiles: i32 = (h + BLOCK - 1) / BLOCK;
-        let pid: i32 = get_tile_block_id().0;
-        let rt: i32 = pid / col_tiles;
-        let ct: i32 = pid - rt * col_tiles;
-        let tok: Token = new_token_unordered();
-
-        let a_view: Tensor<T, { [-1, -1] }> = unsafe { strided_view(a_ptr, m, h, stride_a, tok) };
-        let b_view: Tensor<T, { [-1, -1] }> = unsafe { strided_view(b_ptr, m, h, stride_b, tok) };
-        let y_view: Tensor<T, { [-1, -1] }> = unsafe { strided_view(out_ptr, m, h, stride_out, tok) };
-
-        let a_part: Partition<T, { [ROWS, BLOCK] }> = a_view.partition(tile);
-        let b_part: Partition<T, { [ROWS, BLOCK] }> = b_view.partition(tile);
-        let mut y_part: PartitionMut<T, { [ROWS, BLOCK] }> = unsafe { y_view.partition_full_mut(tile) };
-
-        let g: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(a_part.load([rt, ct]));
-        let u: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(b_part.load([rt, ct]));
-        let y: Tile<T, { [ROWS, BLOCK] }> = silu_mul::<T, ROWS, BLOCK>(g, u);
-        y_part.store(y, [rt, ct]);
+        silu_mul_padded_tile::<T, ROWS, BLOCK>(out_ptr, a_ptr, b_ptr, m, h, stride_a, stride_b, stride_out);
     }
 
     /// Same result as `swiglu`, for shapes the tile divides (m % ROWS == 0, h % BLOCK == 0) whose
@@ -71,28 +52,7 @@ pub mod swiglu_device {
         stride_b: i32,
         stride_out: i32,
     ) {
-        let col_tiles: i32 = h / BLOCK;
-        let pid: i32 = get_tile_block_id().0;
-        let rt: i32 = pid / col_tiles;
-        let ct: i32 = pid - rt * col_tiles;
-        let row0: i32 = rt * ROWS;
-        let col0: i32 = ct * BLOCK;
-        let a_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
-            tile_pointers::<T, ROWS, BLOCK>(a_ptr, row0 * stride_a + col0, stride_a);
-        let b_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
-            tile_pointers::<T, ROWS, BLOCK>(b_ptr, row0 * stride_b + col0, stride_b);
-        let y_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
-            tile_pointers::<T, ROWS, BLOCK>(out_ptr, row0 * stride_out + col0, stride_out);
-
-        let (a_raw, _a_tok): (Tile<T, { [ROWS, BLOCK] }>, Token) =
-            unsafe { load_ptr_tko(a_ptrs, ordering::Weak, None::<scope::TileBlock>, None, None, None, Latency::<3>) };
-        let (b_raw, _b_tok): (Tile<T, { [ROWS, BLOCK] }>, Token) =
-            unsafe { load_ptr_tko(b_ptrs, ordering::Weak, None::<scope::TileBlock>, None, None, None, Latency::<3>) };
-        let g: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(a_raw);
-        let u: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(b_raw);
-        let y: Tile<T, { [ROWS, BLOCK] }> = silu_mul::<T, ROWS, BLOCK>(g, u);
-        let _y_tok: Token =
-            unsafe { store_ptr_tko(y_ptrs, y, ordering::Weak, None::<scope::TileBlock>, None, None, Latency::<3>) };
+        silu_mul_exact_tile::<T, ROWS, BLOCK>(out_ptr, a_ptr, b_ptr, h, stride_a, stride_b, stride_out);
     }
 
     /// Same result as `swiglu`, for shapes the tile does not divide (H = 11008, 4097, m = 37) whose
@@ -110,30 +70,6 @@ pub mod swiglu_device {
         stride_b: i32,
         stride_out: i32,
     ) {
-        let col_tiles: i32 = (h + BLOCK - 1) / BLOCK;
-        let pid: i32 = get_tile_block_id().0;
-        let rt: i32 = pid / col_tiles;
-        let ct: i32 = pid - rt * col_tiles;
-        let row0: i32 = rt * ROWS;
-        let col0: i32 = ct * BLOCK;
-        let a_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
-            tile_pointers::<T, ROWS, BLOCK>(a_ptr, row0 * stride_a + col0, stride_a);
-        let b_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
-            tile_pointers::<T, ROWS, BLOCK>(b_ptr, row0 * stride_b + col0, stride_b);
-        let y_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
-            tile_pointers::<T, ROWS, BLOCK>(out_ptr, row0 * stride_out + col0, stride_out);
-        let mask: Tile<bool, { [ROWS, BLOCK] }> = tile_mask::<ROWS, BLOCK>(row0, col0, m, h);
-        let (a_raw, _a_tok): (Tile<T, { [ROWS, BLOCK] }>, Token) = unsafe {
-            load_ptr_tko(a_ptrs, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, None, Latency::<3>)
-        };
-        let (b_raw, _b_tok): (Tile<T, { [ROWS, BLOCK] }>, Token) = unsafe {
-            load_ptr_tko(b_ptrs, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, None, Latency::<3>)
-        };
-        let g: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(a_raw);
-        let u: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(b_raw);
-        let y: Tile<T, { [ROWS, BLOCK] }> = silu_mul::<T, ROWS, BLOCK>(g, u);
-        let _y_tok: Token = unsafe {
-            store_ptr_tko(y_ptrs, y, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, Latency::<3>)
-        };
+        silu_mul_masked_tile::<T, ROWS, BLOCK>(out_ptr, a_ptr, b_ptr, m, h, stride_a, stride_b, stride_out);
     }
 }

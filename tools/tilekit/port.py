@@ -32,7 +32,8 @@ def name(op: ModuleType | str) -> str:
 def export_args(op: ModuleType | str, variant: dict, sms: int) -> tuple:
     """The variant's arguments of the export, op.export_args(**variant) (pure), on a GPU with `sms` SMs."""
     op = module(op)
-    params = {p: v for p, v in inspect.signature(op.export_args).parameters.items() if p != "sms"}
+    signature = inspect.signature(op.export_args).parameters
+    params = {p: v for p, v in signature.items() if p != "sms"}
     missing = sorted(p for p, v in params.items() if v.default is inspect.Parameter.empty and p not in variant)
     unknown = sorted(set(variant) - set(params))
     if missing or unknown:
@@ -43,7 +44,7 @@ def export_args(op: ModuleType | str, variant: dict, sms: int) -> tuple:
             )
             + f" (the export's knobs: {', '.join(params)}; -1 keeps ffi.rs's default)"
         )
-    return op.export_args(**variant, **({"sms": sms} if "sms" in inspect.signature(op.export_args).parameters else {}))
+    return op.export_args(**variant, **({"sms": sms} if "sms" in signature else {}))
 
 
 @functools.lru_cache(maxsize=None)

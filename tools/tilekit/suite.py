@@ -55,9 +55,7 @@ def cases(spec, swept: tuple[str, str] | None = None) -> dict[str, list]:
             pytest.param(case, id=harness.case_id("cutile_rs", case)) for case in spec.bad_inputs
         ],
         "test_perf": [
-            pytest.param(b, c, id=harness.case_id(b, spec.shape_id(c, sep=spec.perf_id_sep), c["dtype"]))
-            for b in b_ids
-            for c in spec.perf_configs
+            pytest.param(b, c, id=harness.case_id(b, sweep.case_id(spec, c))) for b in b_ids for c in spec.perf_configs
         ],
     }
 

@@ -90,7 +90,7 @@ def cost(spec, cfg: dict) -> float:
 
 
 def case_id(spec, cfg: dict) -> str:
-    """A config's part of the test id, as test_perf writes it: '16x4096x4096-bt1-bfloat16'."""
+    """A timed config's part of its test_perf and test_sweep ids: '16x4096x4096-bt1-bfloat16'."""
     return f"{spec.shape_id(cfg, sep=spec.perf_id_sep)}-{cfg['dtype']}"
 
 

@@ -180,11 +180,18 @@ def jit_cache_key(tileiras: str, gpu: str, capability: str, crate: str) -> str:
 
     >>> jit_cache_key("V13.2.1", "NVIDIA H200", "9.0", "0.5.0")
     'sm90-tileiras13.2.1-cutile0.5.0-7fcdb257cfe9'
+
+    The name keeps the release's first word (tileiras 13.4 reports "V13.4.92\\nBuild local..." as one
+    token, as the H200 records show: a folder name with a newline otherwise); the digest keeps all of it.
+
+    >>> jit_cache_key("V13.4.92\\nBuild local.local.38855100_", "NVIDIA H200", "9.0", "0.5.0").split("-")[:3]
+    ['sm90', 'tileiras13.4.92', 'cutile0.5.0']
     """
     import hashlib
 
     digest = hashlib.sha256("|".join((tileiras, gpu, capability, crate)).encode()).hexdigest()[:12]
-    return f"sm{capability.replace('.', '')}-tileiras{tileiras.removeprefix('V')}-cutile{crate}-{digest}"
+    release = (tileiras.split() or ["unknown"])[0].removeprefix("V")
+    return f"sm{capability.replace('.', '')}-tileiras{release}-cutile{crate}-{digest}"
 
 
 def set_jit_cache_env(env) -> str | None:

@@ -8,7 +8,9 @@ NaN, the port called through the C ABI (variant "auto"), compared with the float
 (relative L2 error, max abs error, unwritten elements) against the declared tolerance. Prints the
 first call's wall time (the JIT: Rust -> Tile IR -> tileiras -> cubin, and autotune the first
 time a shape class is seen; TILEKIT_AUTOTUNE=0 skips tuning) and a rough per-call time (median of
-CUDA-event timed calls, L2 not flushed) with GB/s, or TFLOP/s where the kernel declares flops.
+CUDA-event timed calls, L2 not flushed) with GB/s, or TFLOP/s where the kernel declares flops. The
+last line has the process's JIT counters (tileiras runs, disk-cache hits: a second run compiles
+nothing when the cache under $TILEKIT_CACHE is warm, docs/sweep.md).
 This is a smoke test: the results of record are `make test` and `make perf` (CUPTI). Set
 CUTILE_JIT_TIMING=1 to see cutile's per-stage compile times on stderr.
 """
@@ -21,7 +23,7 @@ import time
 
 import torch
 
-from tilekit import kernel
+from tilekit import ffi, kernel
 
 
 def smoke(spec, cfg: dict, reps: int) -> bool:
@@ -80,7 +82,7 @@ def main(argv):
         spec = kernel.load(name)
         configs = [dict(s, dtype=d) for s in spec.correctness_shapes for d in spec.dtypes] + spec.perf_configs
         failures += sum(not smoke(spec, cfg, args.reps) for cfg in configs)
-    print(f"gpu_smoke: {failures} failing case(s)")
+    print(f"gpu_smoke: {failures} failing case(s); JIT in this process: {ffi.library().jit_stats()}")
     return 1 if failures else 0
 
 

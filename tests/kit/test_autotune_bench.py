@@ -125,6 +125,21 @@ def test_pick_resolves_auto_default_and_an_explicit_variant(cache, monkeypatch):
     assert autotune.pick("k", {"block": 64}, **kw) == {"block": 64}
 
 
+def test_last_pick_is_what_the_last_call_ran_until_forgotten(cache, monkeypatch):
+    """harness.run_perf names the port's variant in its record from last_pick: it must follow every
+    pick of that kernel only, and be gone once forgotten (so a stale one is never recorded)."""
+    monkeypatch.setenv("TILEKIT_AUTOTUNE", "0")
+    kw = {"default": {"block": -1}, "key": {"n": 6}, "candidates": VARIANTS, "make_call": make_call}
+    autotune.last_pick("k", forget=True)
+    assert autotune.last_pick("k") is None
+    autotune.pick("k", "auto", **kw)
+    autotune.pick("other", {"block": 64}, **kw)
+    assert autotune.last_pick("k") == VARIANTS[0]
+    autotune.pick("k", "default", **kw)
+    assert autotune.last_pick("k", forget=True) == {"block": -1}
+    assert autotune.last_pick("k") is None
+
+
 def test_timing_stats_are_median_mean_std_min_max():
     t = bench.Timing(samples_ms=[1.0, 3.0, 2.0, 10.0])
     assert t.stats() == {

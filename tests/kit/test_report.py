@@ -86,6 +86,21 @@ def test_clean_run_renders_done_with_tables_per_dtype(tmp_path):
     assert "- reports/logs/perf_cutile_rs.full.txt" in lines
 
 
+def test_the_variant_each_port_record_names_is_listed_and_absent_without_one(tmp_path):
+    d = make_dir(tmp_path)
+    assert run(d) == 0
+    assert "Variants" not in (d / "reports" / "performance.md").read_text()
+    logs = tmp_path / "with" / "out" / KERNEL / "reports" / "logs"
+    d = make_dir(tmp_path / "with")
+    port = perf_log("cutile-rs", SHAPES, gbps=3900.0, peak_gbps=4800.0, env=ENV, variant={"block": 1024, "rows": 2})
+    (logs / "perf_cutile_rs.full.txt").write_text(port)
+    assert run(d) == 0
+    lines = (d / "reports" / "performance.md").read_text().split("\n")
+    start = lines.index("## Variants cutile-rs ran (autotune's pick per config)")
+    assert lines[start + 2] == '- {"dtype": "float16", "m": 4096, "n": 1024}: {"block": 1024, "rows": 2}'
+    assert len([ln_ for ln_ in lines[start:] if ln_.startswith("- {")]) == len(SHAPES)
+
+
 def test_report_re_sanitizes_raw_logs_and_is_byte_identical_on_rerun(tmp_path):
     d = make_dir(tmp_path)
     assert run(d) == 0

@@ -24,6 +24,7 @@ from tilekit.records import read_text
 
 _LOCK = threading.Lock()
 _MEMO: dict[tuple, dict] = {}
+_LAST_PICK: dict[str, dict] = {}  # kernel -> the variant its last call ran (last_pick)
 
 
 def cache_path() -> Path:
@@ -123,8 +124,18 @@ def pick(kernel: str, variant, *, default: dict, key: dict, candidates: list[dic
     """What an op's `variant` argument names: "auto" the cached winner of `candidates` for `key`
     (best), "default" `default` (the export's own choice, knobs at -1), a dict itself."""
     if variant == "auto":
-        return best(kernel, key, candidates, make_call)
-    return default if variant == "default" else variant
+        chosen = best(kernel, key, candidates, make_call)
+    else:
+        chosen = default if variant == "default" else variant
+    _LAST_PICK[kernel] = chosen
+    return chosen
+
+
+def last_pick(kernel: str, *, forget: bool = False) -> dict | None:
+    """The variant this process's last call of `kernel` ran (what pick returned), for the perf
+    record: which tile shape won is what an engineer reads first. `forget` clears it (before the
+    calls whose pick is wanted)."""
+    return _LAST_PICK.pop(kernel, None) if forget else _LAST_PICK.get(kernel)
 
 
 def _gpu_name() -> str:

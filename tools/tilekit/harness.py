@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from tilekit import bench, providers
+from tilekit import autotune, bench, providers
 from tilekit.baseline_support import NotServed
 
 # pytest id of a backend -> its name in records (DESIGN.md "Backend names"); a provider's id is its
@@ -53,11 +53,11 @@ def backend_of_case_id(param_id: str) -> str | None:
     return first if first in BACKEND_IDS else None
 
 
-def implementation(spec, backend_id: str):
-    """(inputs, out=None) -> output, for one backend of the kernel (a tilekit.kernel.KernelSpec);
-    pytest-skips with the reason when a baseline cannot run here."""
+def implementation(spec, backend_id: str, variant="auto"):
+    """(inputs, out=None) -> output, for one backend of the kernel (a tilekit.kernel.KernelSpec;
+    the port runs `variant`); pytest-skips with the reason when a baseline cannot run here."""
     if backend_id == "cutile_rs":
-        return lambda inp, out=None: spec.run_port(inp, out=out)
+        return lambda inp, out=None: spec.run_port(inp, out=out, variant=variant)
     import pytest
 
     baselines = spec.baselines()
@@ -88,7 +88,9 @@ def nrep() -> int:
 
 def run_perf(request, *, kernel: str, backend_id: str, cfg: dict, call, bytes_moved=None, flops=None) -> dict:
     """Time `call` with CUPTI and attach the record to the test (the plugin prints it). A
-    provider's record carries its package's version in its env."""
+    provider's record carries its package's version in its env; the port's, the variant it ran
+    (`variant`: autotune's pick, or the one asked for)."""
+    autotune.last_pick(kernel, forget=True)
     timing = bench.time_cupti(call, nrep=nrep())
     extra = providers.record_env(RECORD_NAME[backend_id])
     record = bench.perf_record(
@@ -101,5 +103,7 @@ def run_perf(request, *, kernel: str, backend_id: str, cfg: dict, call, bytes_mo
         bytes_moved=bytes_moved,
         flops=flops,
     )
+    if backend_id == "cutile_rs" and autotune.last_pick(kernel) is not None:
+        record["variant"] = autotune.last_pick(kernel)  # what the timed calls ran (autotune's pick)
     request.node.user_properties.append(("tilekit_perf_record", record))
     return record

@@ -226,6 +226,15 @@ def _lists(c: Comparison) -> list[str]:
     return out
 
 
+def _variant_lines(inputs: PerfInputs) -> list[str]:
+    """Which variant the port ran per config (its records' `variant`, where they name one)."""
+    named = [r for r in inputs.port.records if "variant" in r.fields]
+    if not named:
+        return []
+    out = [f"## Variants {PORT_BACKEND} ran (autotune's pick per config)", ""]
+    return out + [f"- {r.config_key}: {r.fields['variant']}" for r in named] + [""]
+
+
 def record_env(record) -> dict:
     """The record's `env`, with a top-level `gpu` key folded in when env lacks one."""
     env = dict(record.env())
@@ -291,7 +300,7 @@ def render_performance(c: Comparison, inputs: PerfInputs, chart_line: str | None
         lines += _baselines_table(c) + [""] + _config_tables(c) + _lists(c)
     elif c.unmatched:
         lines += _lists(c)
-    lines += _env_lines(inputs, c) + _investigation_summary(inputs)
+    lines += _variant_lines(inputs) + _env_lines(inputs, c) + _investigation_summary(inputs)
     lines += ["## Logs (relative to the kernel's output folder)", ""] + [f"- {p}" for p in inputs.logs]
     return "\n".join(lines).rstrip("\n") + "\n"
 

@@ -1,6 +1,6 @@
 """Every kernel's GPU suites, generated from its declaration (kernels/<name>/spec.py, tilekit.kernel):
 
-    test_op[<backend>-<shape>-<dtype>]            correctness of the port and each baseline
+    test_op[<backend>-<shape>-<dtype>]            correctness of the port (its default variant) and each baseline
     test_op_every_variant_cutile_rs[<shape>-<dtype>]   each autotune candidate on the variant shapes
     test_op_bad_input_cutile_rs[cutile_rs-<case>]      bad input refused in Python (runs on the CPU)
     test_perf[<backend>-<config>-<dtype>]         CUPTI time and record (tilekit.pytest_plugin prints it)
@@ -70,7 +70,10 @@ def generate(name: str) -> dict:
 
     @pytest.mark.parametrize("backend_id,cfg", params["test_op"])
     def test_op(cuda, backend_id, cfg):
-        fn = harness.implementation(spec, backend_id)
+        """The port runs its export's own choice (variant "default": one JIT per shape, no autotune
+        timing); each autotune candidate is checked by test_op_every_variant_cutile_rs on the
+        variant shapes, and autotune's pick on each perf config by test_perf before it is timed."""
+        fn = harness.implementation(spec, backend_id, variant="default")
         inputs = spec.make_inputs(cfg)
         out = spec.make_out(cfg, inputs)
         y = fn(inputs, out)

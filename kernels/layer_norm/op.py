@@ -7,16 +7,17 @@ Calls `cutile_layer_norm` (kernels/layer_norm/ffi.rs) through tilekit.port, into
 with torch.empty (or `out`); a weight or bias of None is sent as a null descriptor (absent: not
 scaled, not shifted). `variant="auto"` (the default) uses the autotuned (block, rows, occupancy,
 programs_per_sm) for this GPU, dtype and shape class (over `variants`); a dict picks one explicitly.
-The knobs, defaults and candidates are rms_norm's (the same bytes per element and one more
-reduction, NOTES.md), imported from its op.py.
+The knobs and defaults are rms_norm's (the same bytes per element and one more reduction,
+NOTES.md), imported from its op.py; so are the candidates, plus two for whole rows of 4096 and more.
 """
 
 from __future__ import annotations
 
 from torch import Tensor
 
-from kernels.rms_norm.op import DEFAULT_VARIANT, export_args, tune_key, variants
-from tilekit import checks, port
+from kernels.rms_norm import op as rms_norm_op
+from kernels.rms_norm.op import DEFAULT_VARIANT, export_args, tune_key
+from tilekit import autotune, checks, port
 
 __all__ = ["CDEF", "DEFAULT_VARIANT", "DTYPES", "export_args", "layer_norm", "tune_key", "variants"]
 
@@ -51,3 +52,18 @@ def layer_norm(
     checks.out_matches("layer_norm", out, x.shape, x)
     checks.cuda("layer_norm", x=x, **params)
     return port.rows(__name__, x, out, x.shape[-1], weight, bias, float(eps), variant=variant)
+
+
+def variants(m: int, n: int) -> list[dict]:
+    """rms_norm's candidates, plus one row per tile block over the whole row at occupancy 1 and at
+    the compiler's choice (-1) for n >= 4096: Liger's cuTile layer_norm, the fastest baseline at the
+    headline (4.03 TB/s against our 3.87 on the H200, NOTES.md), runs that shape at occupancy 1.
+
+    >>> [(v["block"], v["rows"], v["occupancy"]) for v in variants(32768, 8192)][-2:]
+    [(8192, 1, 1), (8192, 1, -1)]
+    >>> variants(64, 1000) == rms_norm_op.variants(64, 1000)
+    True
+    """
+    pow2 = autotune.pow2(n)
+    whole_rows = [{"block": pow2, "rows": 1, "occupancy": o, "programs_per_sm": 0} for o in (1, -1)]
+    return autotune.unique(rms_norm_op.variants(m, n) + (whole_rows if 4096 <= pow2 <= 16384 else []))

@@ -225,3 +225,62 @@ def test_harness_implementation_skips_a_baseline_that_cannot_run_with_its_reason
     monkeypatch.setattr(baselines, "_CUTILE_ERROR", ModuleNotFoundError("No module named 'cuda.tile'"))
     with pytest.raises(pytest.skip.Exception, match="cutile_py: cuda.tile is not installed"):
         harness.implementation(spec, "cutile_py")
+
+
+# -- warm: the candidates compile side by side before they are timed ------------------------------
+
+
+def test_warm_calls_every_variant_once_side_by_side_before_timing(cache):
+    """Each first call waits at a barrier for all the others: the barrier only opens when the three
+    calls run at the same time (one after another it would break after its timeout)."""
+    import threading
+
+    barrier, calls = threading.Barrier(len(VARIANTS), timeout=30), []
+
+    def call_of(v):
+        def call():
+            if len(calls) < len(VARIANTS):
+                calls.append(v["rows"])
+                barrier.wait()
+            return v["rows"]
+
+        return call
+
+    entry = autotune.tune(VARIANTS, call_of, timer=fake_timer({8: 0.3, 16: 0.2, 4: 0.4}), workers=3)
+    assert sorted(calls) == [4, 8, 16] and entry["variant"] == VARIANTS[1] and entry["skipped"] == []
+
+
+def test_a_variant_that_fails_its_first_call_is_skipped_and_not_timed(cache):
+    timed = []
+
+    def call_of(v):
+        def call():
+            if v["rows"] == 16:
+                raise RuntimeError("tileiras: out of registers")
+            return v["rows"]
+
+        return call
+
+    def timer(call):
+        timed.append(call())
+        return FakeTiming({8: 0.3, 4: 0.4}[timed[-1]])
+
+    entry = autotune.tune(VARIANTS, call_of, timer=timer, workers=2)
+    assert entry["variant"] == VARIANTS[0] and sorted(timed) == [4, 8]
+    assert entry["skipped"] == [{"variant": VARIANTS[1], "error": "tileiras: out of registers"}]
+
+
+@pytest.mark.parametrize("value", ["0", "-2", "many"])
+def test_tune_threads_must_be_a_whole_number_of_at_least_one(monkeypatch, value):
+    monkeypatch.setenv("TILEKIT_TUNE_THREADS", value)
+    with pytest.raises(ValueError, match="TILEKIT_TUNE_THREADS"):
+        autotune.threads()
+
+
+def test_one_tune_thread_leaves_the_first_call_to_the_timer(cache, monkeypatch):
+    monkeypatch.setenv("TILEKIT_TUNE_THREADS", "1")
+    calls = []
+    entry = autotune.tune(
+        VARIANTS, lambda v: lambda: calls.append(v["rows"]) or v["rows"], timer=fake_timer({8: 1, 16: 2, 4: 3})
+    )
+    assert calls == [8, 16, 4] and entry["variant"] == VARIANTS[0]

@@ -8,7 +8,9 @@ the benchmarks, and remember the winner per (GPU name, kernel, key).
 A variant that fails to compile or launch is skipped with a note (kept in the cache entry), not
 fatal; if every variant fails, the last error is raised. The cache is one JSON file,
 $TILEKIT_AUTOTUNE_CACHE or $TILEKIT_CACHE/autotune.json (default ~/.cache/tilekit/autotune.json),
-written atomically; TILEKIT_AUTOTUNE=0 disables tuning (the first variant is used).
+written atomically; TILEKIT_AUTOTUNE=0 disables tuning (the first variant is used). Before
+timing, the candidates are compiled side by side (`warm`, TILEKIT_TUNE_THREADS threads, default
+min(8, CPUs); 1 compiles each at its first timed call, as before).
 """
 
 from __future__ import annotations
@@ -57,12 +59,53 @@ def save(path: Path, data: dict) -> None:
     os.replace(tmp, path)
 
 
-def tune(variants: list[dict], make_call, *, timer=None) -> dict:
-    """Time every variant; returns {"variant", "median_ms", "tried": [...], "skipped": [...]}."""
+def threads() -> int:
+    """How many variants warm() compiles at once: $TILEKIT_TUNE_THREADS, else min(8, CPUs)."""
+    value = os.environ.get("TILEKIT_TUNE_THREADS", "")
+    if value:
+        try:
+            n = int(value)
+        except ValueError:
+            raise ValueError(f"TILEKIT_TUNE_THREADS={value!r}: give a whole number of threads (1 = one at a time)")
+        if n < 1:
+            raise ValueError(f"TILEKIT_TUNE_THREADS={value!r}: give at least 1 (1 = one at a time)")
+        return n
+    return min(8, os.cpu_count() or 1)
+
+
+def warm(variants: list[dict], make_call, workers: int) -> dict[int, Exception]:
+    """Call each variant once, `workers` at a time; {index: error} of those that failed. A variant's
+    first call JITs it (Rust -> Tile IR -> tileiras: CPU work of about a second, outside the GIL in
+    the cffi call), so a class's candidates compile side by side instead of one after another
+    before tune times them; the launches themselves queue on the caller's stream."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def first_call(v):
+        try:
+            make_call(v)()
+        except Exception as e:  # noqa: BLE001 - reported by tune as a skipped variant
+            return e
+        return None
+
+    if workers <= 1 or len(variants) <= 1:
+        return {}  # tune's own first call compiles, as before
+    with ThreadPoolExecutor(max_workers=min(workers, len(variants)), thread_name_prefix="tilekit-jit") as pool:
+        errors = list(pool.map(first_call, variants))
+    return {i: e for i, e in enumerate(errors) if e is not None}
+
+
+def tune(variants: list[dict], make_call, *, timer=None, workers: int | None = None) -> dict:
+    """Time every variant (after warm() compiled them, `workers` at a time: default threads());
+    returns {"variant", "median_ms", "tried": [...], "skipped": [...]}."""
     timer = timer or (lambda fn: bench.time_cupti(fn, nrep=15, warmup=2))
+    failed = warm(variants, make_call, threads() if workers is None else workers)
     tried, skipped = [], []
     last_error = None
-    for v in variants:
+    for i, v in enumerate(variants):
+        if i in failed:
+            last_error = failed[i]
+            skipped.append({"variant": v, "error": str(failed[i])[:300]})
+            continue
         try:
             ms = timer(make_call(v)).stats()["median_ms"]
         except Exception as e:  # noqa: BLE001 - a variant that cannot compile/launch is skipped

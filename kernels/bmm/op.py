@@ -140,7 +140,7 @@ FLOP_BOUND = (
     _v(128, 128),
     _v(128, 256, cga=2),
     _v(256, 128, cga=2),
-    _v(128, 128, occupancy=2, cga=2),  # each CTA 64 x 128, B multicast to the pair
+    _v(128, 128, occupancy=2, cga=2),  # SASS: each CTA half the tile, multicast loads
     _v(128, 128, persistent=True),
     _v(128, 128, persistent=True, cga=2),
     _v(128, 256, persistent=True, cga=2),  # TileGym's sm_90 form: persistent 2-CTA clusters

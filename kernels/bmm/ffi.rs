@@ -400,36 +400,64 @@ mod tests {
         }
     }
 
+    /// The perf configs' integer arguments as the launcher passes them (batch, m, n, k, B as given,
+    /// transposed or shared): what the run-time JIT specializes on (`assume div_by<16>` each).
+    fn perf_ints(batch: i32, m: i32, n: i32, k: i32, b_t: bool, shared: bool) -> [(&'static str, i32); 12] {
+        let ldb = if b_t { k } else { n };
+        [
+            ("batch", batch),
+            ("m", m),
+            ("n", n),
+            ("k", k),
+            ("a_batches", batch),
+            ("b_batches", if shared { 1 } else { batch }),
+            ("sa", m * k),
+            ("sb", k * n),
+            ("sc", m * n),
+            ("lda", k),
+            ("ldb", ldb),
+            ("ldc", n),
+        ]
+    }
+
     #[test]
     fn perf_config_specializations_lower_and_assemble_for_sm90() {
-        // As the launcher compiles the shape at run time (every pointer 16-byte aligned,
-        // every size a multiple of 16: one `assume div_by<16>` each), row-major and with B
-        // transposed (Q @ K^T) or shared, at matmul's default tile: the cubins to hold against
-        // matmul's in the SASS (TILEKIT_CUBIN_DIR).
+        // As the launcher compiles the shapes at run time (every pointer 16-byte aligned,
+        // every size a multiple of 16: one `assume div_by<16>` each): each form of op.py's
+        // FLOP_BOUND at 16x2048^3, its first at B shared, and at Q @ K^T (B transposed, k = 128) the
+        // forms STORE_BOUND adds and the two it starts from. The cubins to read in the SASS
+        // (TILEKIT_CUBIN_DIR; NOTES.md, "The variant space": spills, smem, multicast loads).
         use crate::ffi_util::ALIGNED_PTR;
         let ptrs = [("c_ptr", ALIGNED_PTR), ("a_ptr", ALIGNED_PTR), ("b_ptr", ALIGNED_PTR)];
-        for (layout, b_batches, what) in [
-            (["0", "0", "0", "1", "2", "0", "1", "2"], 16, " 16x2048^3"),
-            (["0", "1", "0", "1", "2", "0", "2", "1"], 16, " 16x2048^3 B transposed"),
-            (["0", "0", "0", "1", "2", "0", "1", "2"], 1, " 16x2048^3 B shared"),
-        ] {
-            let ints = [
-                ("batch", 16),
-                ("m", 2048),
-                ("n", 2048),
-                ("k", 2048),
-                ("a_batches", 16),
-                ("b_batches", b_batches),
-                ("sa", 2048 * 2048),
-                ("sb", 2048 * 2048),
-                ("sc", 2048 * 2048),
-                ("lda", 2048),
-                ("ldb", 2048),
-                ("ldc", 2048),
-            ];
-            let generics = [&["bf16", "128", "128", "64", "8"][..], &layout[..]].concat();
-            let options = ffi_util::compile_options(Some(2), None);
-            DEVICE.assert_div_hints_lower("bmm_tiles", &generics, &ptrs, &ints, options, what);
+        let (row, bt) = (["0", "0", "0", "1", "2", "0", "1", "2"], ["0", "1", "0", "1", "2", "0", "2", "1"]);
+        let (cube, shared, qkt) = (
+            perf_ints(16, 2048, 2048, 2048, false, false),
+            perf_ints(16, 1024, 4096, 4096, false, true),
+            perf_ints(128, 2048, 2048, 128, true, false),
+        );
+        let (tiles, persistent) = ("bmm_tiles", "bmm_persistent");
+        // (entry, [bm, bn, bk], occupancy, num_cta_in_cga, layout, ints, name)
+        let cases = [
+            (tiles, ["128", "128", "64"], 2, 1, row, cube, "16x2048^3"),
+            (tiles, ["128", "128", "64"], 1, 1, row, cube, "16x2048^3"),
+            (tiles, ["128", "256", "64"], 1, 2, row, cube, "16x2048^3"),
+            (tiles, ["256", "128", "64"], 1, 2, row, cube, "16x2048^3"),
+            (tiles, ["128", "128", "64"], 2, 2, row, cube, "16x2048^3"),
+            (persistent, ["128", "128", "64"], 1, 1, row, cube, "16x2048^3"),
+            (persistent, ["128", "128", "64"], 1, 2, row, cube, "16x2048^3"),
+            (persistent, ["128", "256", "64"], 1, 2, row, cube, "16x2048^3"),
+            (persistent, ["256", "128", "64"], 1, 2, row, cube, "16x2048^3"),
+            (tiles, ["128", "128", "64"], 2, 1, row, shared, "B shared"),
+            (tiles, ["128", "128", "64"], 2, 1, bt, qkt, "QKt"),
+            (tiles, ["128", "128", "128"], 2, 1, bt, qkt, "QKt"),
+            (persistent, ["128", "128", "64"], 1, 1, bt, qkt, "QKt"),
+            (persistent, ["128", "128", "128"], 1, 1, bt, qkt, "QKt"),
+        ];
+        for (entry, tile, occupancy, cga, layout, ints, name) in cases {
+            let generics = [&["bf16"][..], &tile[..], &["8"][..], &layout[..]].concat();
+            let options = ffi_util::compile_options(Some(occupancy), None).num_cta_in_cga(cga);
+            let what = format!(" {name} occupancy {occupancy} cga {cga}");
+            DEVICE.assert_div_hints_lower(entry, &generics, &ptrs, &ints, options, &what);
         }
     }
 }

@@ -6,8 +6,8 @@
 
 Each matrix of a and b is row-major (last dim contiguous) or column-major (middle dim contiguous:
 the transpose(1, 2) of a row-major batch), at any batch stride, 0 included: `layout` reads which
-from the strides, as ffi.rs does. The variant knobs, their defaults and the candidates are
-kernels/matmul's (its NOTES.md has the measurements), chosen by the batch's tile count.
+from the strides, as ffi.rs does. The variant knobs and their defaults are kernels/matmul's; the
+candidates are chosen by the batch's tile count and K (NOTES.md, "The variant space").
 
 `cutile_bmm` (kernels/bmm/ffi.rs) called through tilekit.port. `variant`: "auto" the autotuned
 candidate of `variants` for this GPU, dtype and shape class, "default" ffi.rs's defaults, a dict
@@ -111,7 +111,7 @@ def bmm(a: Tensor, b: Tensor, *, variant: str | dict = "auto", out: Tensor | Non
     return c
 
 
-# -- autotune: matmul's candidates for the batch's tile count -------------------------------------
+# -- autotune: the candidates for the batch's tile count and depth ---------------------------------
 
 
 def tune_key(dtype: str, batch: int, m: int, n: int, k: int, *, a_t=False, b_t=False, shared_b=False) -> dict:
@@ -128,18 +128,63 @@ def tune_key(dtype: str, batch: int, m: int, n: int, k: int, *, a_t=False, b_t=F
     return key | ({"layout": "nt"[a_t] + "nt"[b_t]} if a_t or b_t else {}) | ({"shared_b": True} if shared_b else {})
 
 
-def variants(batch: int, m: int, n: int, k: int) -> list[dict]:
-    """matmul's candidates (kernels/matmul/NOTES.md): its decode list when each product has at most
-    64 rows, else the list of a product with as many 128-row tile rows as the whole batch, so a
-    batch of small products gets the large-problem tiles once it fills the GPU:
+def _v(bm, bn, bk=64, *, persistent=False, occupancy=1, cga=1) -> dict:
+    return {"bm": bm, "bn": bn, "bk": bk, "group": 8, "persistent": persistent, "occupancy": occupancy, "cga": cga}
 
-    >>> [(v["bm"], v["bn"], v["cga"], v["persistent"]) for v in variants(16, 2048, 2048, 2048)]  # 4096 tiles
-    [(128, 128, 1, False), (128, 128, 1, False), (128, 256, 2, False), (256, 128, 2, False), (128, 128, 1, True)]
-    >>> variants(64, 512, 512, 1024) == variants(128, 2048, 128, 2048) == variants(16, 2048, 2048, 2048)
-    True
+
+# Why each: NOTES.md, "The variant space (issue 14)". Persistent forms run at occupancy 1: at 2
+# tileiras caps them at 128 registers and spills (150 spill stores at 128 x 128); at 1 they get 255
+# registers and a deeper pipeline. Wide tiles run as 2-CTA clusters (one CTA spills them).
+FLOP_BOUND = (
+    _v(128, 128, occupancy=2),  # matmul's measured winner
+    _v(128, 128),
+    _v(128, 256, cga=2),
+    _v(256, 128, cga=2),
+    _v(128, 128, occupancy=2, cga=2),  # SASS: each CTA half the tile, multicast loads
+    _v(128, 128, persistent=True),
+    _v(128, 128, persistent=True, cga=2),
+    _v(128, 256, persistent=True, cga=2),  # TileGym's sm_90 form: persistent 2-CTA clusters
+    _v(256, 128, persistent=True, cga=2),
+)
+# k <= 128 (attention's Q @ K^T): one or two K steps per tile; bound by writing C, so the forms that
+# overlap a tile's store with the next tile's loads (persistent) and one 128-deep K step.
+STORE_BOUND = (
+    _v(128, 128, occupancy=2),
+    _v(128, 128, 128, occupancy=2),
+    _v(128, 128, persistent=True),
+    _v(128, 128, 128, persistent=True),
+    _v(128, 128, persistent=True, cga=2),
+    _v(128, 256, persistent=True, cga=2),
+    _v(256, 128, persistent=True, cga=2),
+    _v(128, 256, cga=2),
+    _v(256, 128, cga=2),
+)
+
+
+def variants(batch: int, m: int, n: int, k: int) -> list[dict]:
+    """Candidates. A batch with fewer 128 x 128 tiles than two per SM, or products of at most 64
+    rows, gets matmul's lists (kernels/matmul/NOTES.md) for a product with as many tile rows as the
+    whole batch:
+
     >>> [(v["bm"], v["bn"]) for v in variants(2, 300, 300, 64)]  # 18 tiles of 128 x 128
     [(128, 128), (64, 128), (128, 64), (64, 64)]
     >>> variants(8, 16, 4096, 4096) == matmul.variants(16, 4096, 4096)
     True
+
+    A batch that fills the GPU gets FLOP_BOUND, or STORE_BOUND at k <= 128; a 256-row (-column) tile
+    is left out where the product has at most 128 rows (columns):
+
+    >>> [(v["bm"], v["bn"], v["cga"], v["persistent"]) for v in variants(16, 2048, 2048, 2048)][-3:]
+    [(128, 128, 2, True), (128, 256, 2, True), (256, 128, 2, True)]
+    >>> variants(64, 512, 512, 1024) == variants(16, 1024, 4096, 4096) == list(FLOP_BOUND)
+    True
+    >>> variants(128, 2048, 2048, 128) == list(STORE_BOUND)
+    True
+    >>> [(v["bm"], v["bn"], v["persistent"]) for v in variants(128, 2048, 128, 2048) if v["cga"] == 2]  # P @ V
+    [(256, 128, False), (128, 128, False), (128, 128, True), (256, 128, True)]
     """
-    return matmul.variants(m if m <= 64 else batch * -(-m // 128) * 128, n, k)
+    if m <= 64 or batch * -(-m // 128) * -(-n // 128) < 2 * matmul.H200_SMS:
+        return matmul.variants(m if m <= 64 else batch * -(-m // 128) * 128, n, k)
+    listed = STORE_BOUND if k <= 128 else FLOP_BOUND
+    rows, cols = max(128, autotune.pow2(m)), max(128, autotune.pow2(n))
+    return [v for v in listed if v["bm"] <= rows and v["bn"] <= cols]

@@ -114,10 +114,11 @@ SPEC = KernelSpec(
     flops=flops,
     out_shape=lambda cfg: (cfg["batch"], cfg["m"], cfg["n"]),
     # Every list of candidates: a few tiles (small list), a batch that fills the GPU (400 tiles:
-    # the large list, the persistent variant loops), 33-row products with B transposed (decode list).
+    # FLOP_BOUND, the persistent variants loop), 33-row products with B transposed (decode list),
+    # Q @ K^T-like k = 64 with ragged m and n (320 tiles: STORE_BOUND).
     variant_shapes=shapes("batch m n k dtype", (3, 129, 257, 65, "bfloat16"), (16, 640, 640, 320, "float16"))
-    + shapes("batch m n k bt dtype", (8, 33, 1000, 520, 1, "bfloat16")),
-    max_variants=6,
+    + shapes("batch m n k bt dtype", (8, 33, 1000, 520, 1, "bfloat16"), (32, 200, 640, 64, 1, "bfloat16")),
+    max_variants=9,
     size_check=lambda batch, m, n, k: op.check_index_range(batch, m, n, k),
     # a of 1024 x 2048 x 1024: 2^31 elements, refused; 2^31 - 2^20 served
     autotune_edges=shapes("batch m n k", (1024, 2048, 64, 1024), (1023, 2048, 64, 1024), (4096, 1, 1, 1)),

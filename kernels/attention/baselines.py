@@ -122,16 +122,6 @@ def tile_plan(sq: int, d: int, variant: str = "auto") -> dict:
     return {"variant": variant, "bm": bm, "bn": bn, "num_warps": 8 if bm * d >= 128 * 128 else 4, "num_stages": 3}
 
 
-def key_tiles(mt: int, bm: int, bn: int, skv: int, diag: int) -> tuple[int, int]:
-    """(unmasked key tiles, key tiles visited) of query tile mt, as ffi.rs's device code counts them.
-
-    >>> key_tiles(0, 128, 64, 4096, 0), key_tiles(3, 128, 64, 4096, 0), key_tiles(0, 64, 64, 100, 100)
-    ((0, 2), (6, 8), (1, 2))
-    """
-    visited = bs.cdiv(max(0, min((mt + 1) * bm + diag, skv)), bn)
-    return min(max(0, min(mt * bm + diag + 1, skv)) // bn, visited), visited
-
-
 # -- Triton -------------------------------------------------------------------------------------
 
 if triton is not None:
@@ -154,7 +144,7 @@ if triton is not None:
     ):  # fmt: skip
         """One query tile of one (batch, head); the query tiles of a head heaviest first. A sink
         starts the running max and sum as one more score with a zero value row; a window skips
-        the key tiles before it and masks the tiles across its start (tile map: `key_tiles`)."""
+        the key tiles before it and masks the tiles across its start (the tile map of op.key_tiles)."""
         mt = tl.num_programs(0) - 1 - tl.program_id(0)
         b, h = tl.program_id(1) // H, tl.program_id(1) % H
         kvh = h // GROUP

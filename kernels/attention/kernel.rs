@@ -26,6 +26,13 @@
 //! l = 0 and acc = 0 and gets O = 0; every other row has l >= 1 (its largest score contributes
 //! exp2(0)), so dividing by max(l, 1) changes nothing else.
 //!
+//! Sinks and a window, const generics (without them the program is the one above, unchanged).
+//! SINKS: the head's sink logit (element type S, q's or f32) is one more score of every row whose
+//! value row is zero: m and l start at max(sink · log2(e), lowest) and exp2(sink · log2(e) - m).
+//! WINDOW (causal only): row i also hides key j <= i + diag - window; the key tiles before the
+//! first row's window are not visited, the ones across the window's start are masked like the
+//! diagonal ones (`window_tiles`), so the work is O(s_q · window).
+//!
 //! Ragged edges need no other masks: the partitions pad with zeros, so Q rows past s_q compute
 //! rows that the store drops (stores outside the view are not written), and K/V rows past s_kv are
 //! zeros whose scores the tail mask hides (P = 0 there, meeting V's zero rows).

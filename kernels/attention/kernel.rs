@@ -194,11 +194,8 @@ pub mod attention_device {
         let kv_head: i32 = head / (h / hkv);
         let (full, visited) = key_tiles::<BM, BN>(mt, skv, diag);
         // Without a window every row's keys start at 0: no tile before the unmasked ones.
-        let (first, lo, hi) = if WINDOW {
-            window_tiles::<BM, BN>(mt, diag, window, full, visited)
-        } else {
-            (0i32, 0i32, full)
-        };
+        let (first, lo, hi) =
+            if WINDOW { window_tiles::<BM, BN>(mt, diag, window, full, visited) } else { (0i32, 0i32, full) };
 
         let q: Tile<T, { [BM, D] }> = q_part.load([batch, head, mt, 0i32]).reshape(shape![BM, D]);
         let mut m_i: Tile<f32, { [BM, 1] }> = constant(-3.4028235e38f32, shape![BM, 1]);

@@ -46,8 +46,9 @@ def test_op_f32_sinks_and_a_minus_inf_sink_cutile_rs(cuda):
     inputs["sinks"] = inputs["sinks"].float() + 0.3  # not representable in bf16
     out = SPEC.entry(*inputs.values())
     harness.check(SPEC, "cutile_rs", dict(cfg, sinks="f32"), inputs, out)
-    no_sink = dict(inputs, sinks=torch.full((4,), -math.inf, device="cuda"))
-    assert torch.equal(SPEC.entry(*no_sink.values()), SPEC.entry(*dict(inputs, sinks=None).values()))
+    minus_inf = dict(inputs, sinks=torch.full((4,), -math.inf, device="cuda"))
+    no_sink = dict(inputs, sinks=None)
+    torch.testing.assert_close(SPEC.entry(*minus_inf.values()), SPEC.entry(*no_sink.values()), rtol=1e-2, atol=1e-2)
 
 
 def test_key_tiles_visit_every_visible_key_and_mask_only_partial_tiles():

@@ -14,14 +14,16 @@
 //! the factor of the scores (> 0, finite).
 //!
 //! Optional, for gpt-oss / Mistral-style layers: `sinks` (null: none) a contiguous (h,) of q's
-//! dtype or f32 (the kernel's S), per-head sink logits, each one more score of every query of its head whose value row is zero
-//! (it only adds exp(sink - m) to the softmax denominator; not multiplied by `scale`); `window`
-//! (-1: none) a sliding window of that many keys, which needs `causal` = 1: query i sees key j iff
-//! i + s_kv - s_q - window < j <= i + s_kv - s_q. A window >= s_kv hides nothing and runs the
-//! kernel without one. Each is a const generic of the kernel (SINKS, WINDOW): without them the
-//! kernel is the same program as before they existed. The variant: `bm` / `bn` the query / key tile rows (64
-//! or 128), `occupancy` (1..=32) and `warps` (worker warps per CTA: 4 or 8) compile hints for
-//! tileiras; -1 picks the default (the compiler's, for the hints). Every descriptor is validated before anything touches the GPU: bad
+//! dtype or f32 (the kernel's S), per-head sink logits, each one more score of every query of its
+//! head whose value row is zero (it only adds exp(sink - m) to the softmax denominator; not
+//! multiplied by `scale`); `window` (-1: none) a sliding window of that many keys, which needs
+//! `causal` = 1: query i sees key j iff i + s_kv - s_q - window < j <= i + s_kv - s_q. A window
+//! of s_kv keys or more hides nothing and runs the kernel without one. Each is a const generic of
+//! the kernel (SINKS, WINDOW): without them the kernel is the same program as before they existed.
+//!
+//! The variant: `bm` / `bn` the query / key tile rows (64 or 128), `occupancy` (1..=32) and
+//! `warps` (worker warps per CTA: 4 or 8) compile hints for tileiras; -1 picks the default (the
+//! compiler's, for the hints). Every descriptor is validated before anything touches the GPU: bad
 //! input returns -2/-5/-6 with a message, never a launch.
 use super::kernel::attention_device as device;
 use crate::ffi_util::{self, invalid, or_default, to_i32, DType, Element, FfiResult, Launch, TensorDesc};

@@ -39,7 +39,8 @@
 //!
 //! `unchecked_accesses`: the grid is tiles_m · b · h and each id maps to bh < b · h and a query
 //! tile < tiles_m = ceil(s_q / BM); key tiles stop at ceil(min(s_kv, ...) / BN); kv head
-//! head / group < h_kv because the launcher checked h = h_kv · group.
+//! head / group < h_kv because the launcher checked h = h_kv · group; the sink of query head
+//! `head` < h, the sinks view's extent; window tiles lie in [0, visited).
 #[cutile::module]
 pub mod attention_device {
     use cutile::core::*;

@@ -3,12 +3,16 @@
     o = softmax(q kᵀ · scale + mask) v     q (b, h, sq, d), k and v (b, hkv, skv, d), f16 or bf16
 
 GQA (hkv divides h), any strides with the last dim contiguous; `causal` hides key j from query i
-when j > i + skv - sq (aligned to the end of the keys). Entries (q, k, v, causal, scale) -> o:
+when j > i + skv - sq (aligned to the end of the keys), a `window` (> 0, causal only; -1 none) also
+when j <= i + skv - sq - window; `sinks` (h,) adds exp(sink_h) to each softmax's denominator (op.py).
+Entries (q, k, v, sinks, causal, scale, window) -> o, a backend that has no sinks or no window
+refusing the config (NotServed, a skip with the reason):
 ``torch_attention`` and ``torch_flash_attention`` (torch's scaled_dot_product_attention on its cuDNN
 and its FlashAttention-2 backend: the `torch` and `torch_flash` baselines), ``triton_attention``
 and ``cutile_attention`` (ours: one program per (query tile, batch · head), an online softmax over
 the key tiles, unmasked tiles first and only the ones crossing the diagonal or the key tail
-masked), and TileGym's cuTile ``fmha``. Variants of ours: "BMxBN" tiles, "auto" = 128x64 (64x64
+masked; the Triton one with sinks and a window, skipping the tiles outside it), TileGym's cuTile
+``fmha``, or its ``attention_sink`` for configs with sinks. Variants of ours: "BMxBN" tiles, "auto" = 128x64 (64x64
 for up to 64 queries); unmeasured, to be swept on the H200 (NOTES.md).
 """
 
@@ -49,17 +53,31 @@ def _scale(q, scale) -> float:
     return 1.0 / math.sqrt(q.shape[3]) if scale is None else float(scale)
 
 
-def _sdpa(backend: str, q, k, v, causal=0, scale=None):
+def _refuse(backend: str, sinks, window, what: str) -> None:
+    """NotServed for the sinks or the window `backend` has no way to take."""
+    if sinks is not None and "sinks" in what:
+        raise bs.NotServed(f"{backend} has no sink logits")
+    if window is not None and window > 0 and "window" in what:
+        raise bs.NotServed(f"{backend} has no sliding window")
+
+
+def _sdpa(backend: str, q, k, v, sinks=None, causal=0, scale=None, window=-1):
     """torch.nn.functional.scaled_dot_product_attention restricted to one of its backends (on the
     CPU torch's own math), GQA as enable_gqa; a causal sq != skv passes the end-aligned mask
     explicitly. A shape that backend does not serve ("No available kernel") is NotServed, so a
-    record named after a backend is always that backend's."""
+    record named after a backend is always that backend's. SDPA has no sinks; a window only as an
+    explicit (sq, skv) mask, which on a GPU would time a materialized mask against kernels that skip
+    the tiles outside the window: NotServed there (on the CPU, the reference math takes it)."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
+    _refuse(f"SDPA ({backend})", sinks, window, "sinks" + (" window" if q.is_cuda else ""))
     mask, is_causal = None, bool(causal)
-    if is_causal and q.shape[2] != k.shape[2]:
+    if is_causal and (q.shape[2] != k.shape[2] or (window or -1) > 0):
         keys, queries = torch.arange(k.shape[2], device=q.device), torch.arange(q.shape[2], device=q.device)
-        mask, is_causal = keys[None, :] <= queries[:, None] + (k.shape[2] - q.shape[2]), False
+        diag = queries[:, None] + (k.shape[2] - q.shape[2])
+        mask, is_causal = keys[None, :] <= diag, False
+        if (window or -1) > 0:
+            mask &= keys[None, :] > diag - window
     kwargs = dict(attn_mask=mask, is_causal=is_causal, scale=_scale(q, scale), enable_gqa=k.shape[1] != q.shape[1])
     if not q.is_cuda:
         return torch.nn.functional.scaled_dot_product_attention(q, k, v, **kwargs)
@@ -75,14 +93,14 @@ def _sdpa(backend: str, q, k, v, causal=0, scale=None):
         ) from e
 
 
-def torch_attention(q, k, v, causal=0, scale=None):
+def torch_attention(q, k, v, sinks=None, causal=0, scale=None, window=-1):
     """SDPA on its cuDNN backend (cuDNN's fused flash attention for sm_90)."""
-    return _sdpa("CUDNN_ATTENTION", q, k, v, causal, scale)
+    return _sdpa("CUDNN_ATTENTION", q, k, v, sinks, causal, scale, window)
 
 
-def torch_flash_attention(q, k, v, causal=0, scale=None):
+def torch_flash_attention(q, k, v, sinks=None, causal=0, scale=None, window=-1):
     """SDPA on its FlashAttention-2 backend (torch's bundled flash kernels)."""
-    return _sdpa("FLASH_ATTENTION", q, k, v, causal, scale)
+    return _sdpa("FLASH_ATTENTION", q, k, v, sinks, causal, scale, window)
 
 
 def _diag(q, k, causal) -> int:
@@ -104,16 +122,6 @@ def tile_plan(sq: int, d: int, variant: str = "auto") -> dict:
     return {"variant": variant, "bm": bm, "bn": bn, "num_warps": 8 if bm * d >= 128 * 128 else 4, "num_stages": 3}
 
 
-def key_tiles(mt: int, bm: int, bn: int, skv: int, diag: int) -> tuple[int, int]:
-    """(unmasked key tiles, key tiles visited) of query tile mt, as ffi.rs's device code counts them.
-
-    >>> key_tiles(0, 128, 64, 4096, 0), key_tiles(3, 128, 64, 4096, 0), key_tiles(0, 64, 64, 100, 100)
-    ((0, 2), (6, 8), (1, 2))
-    """
-    visited = bs.cdiv(max(0, min((mt + 1) * bm + diag, skv)), bn)
-    return min(max(0, min(mt * bm + diag + 1, skv)) // bn, visited), visited
-
-
 # -- Triton -------------------------------------------------------------------------------------
 
 if triton is not None:
@@ -129,11 +137,14 @@ if triton is not None:
 
     @triton.jit
     def _triton_attention_kernel(
-        q_ptr, k_ptr, v_ptr, o_ptr, q_sb, q_sh, q_ss, k_sb, k_sh, k_ss, v_sb, v_sh, v_ss, o_sb, o_sh, o_ss,
-        H, GROUP, SQ, SKV, DIAG, qk_scale_log2,
+        q_ptr, k_ptr, v_ptr, o_ptr, sinks_ptr, q_sb, q_sh, q_ss, k_sb, k_sh, k_ss, v_sb, v_sh, v_ss, o_sb, o_sh, o_ss,
+        H, GROUP, SQ, SKV, DIAG, WINDOW, qk_scale_log2,
         LOWEST: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, D: tl.constexpr,
+        HAS_SINKS: tl.constexpr, HAS_WINDOW: tl.constexpr,
     ):  # fmt: skip
-        """One query tile of one (batch, head); the query tiles of a head heaviest first."""
+        """One query tile of one (batch, head); the query tiles of a head heaviest first. A sink
+        starts the running max and sum as one more score with a zero value row; a window skips
+        the key tiles before it and masks the tiles across its start (the tile map of op.key_tiles)."""
         mt = tl.num_programs(0) - 1 - tl.program_id(0)
         b, h = tl.program_id(1) // H, tl.program_id(1) % H
         kvh = h // GROUP
@@ -148,18 +159,37 @@ if triton is not None:
         m_i = tl.full([BM], LOWEST, tl.float32)
         l_i = tl.zeros([BM], tl.float32)
         acc = tl.zeros([BM, D], tl.float32)
+        if HAS_SINKS:
+            sink = tl.load(sinks_ptr + h).to(tl.float32) * 1.4426950408889634 + tl.zeros([BM], tl.float32)
+            m_i = tl.maximum(m_i, sink)
+            l_i = tl.math.exp2(sink - m_i)
         visited = tl.cdiv(tl.maximum(tl.minimum((mt + 1) * BM + DIAG, SKV), 0), BN)
         full = tl.minimum(tl.maximum(tl.minimum(mt * BM + DIAG + 1, SKV), 0) // BN, visited)
-        for j in range(0, full):
+        first, lo, hi = 0, 0, full
+        if HAS_WINDOW:
+            first = tl.minimum(tl.maximum(mt * BM + DIAG - WINDOW + 1, 0) // BN, visited)
+            lo = tl.minimum(tl.maximum(tl.cdiv(tl.maximum((mt + 1) * BM + DIAG - WINDOW, 0), BN), first), visited)
+            hi = tl.maximum(full, lo)
+            for j in range(first, lo):
+                keys = j * BN + cols
+                k = tl.load(k_base + keys[None, :] * k_ss, mask=keys[None, :] < SKV, other=0.0)
+                v = tl.load(v_base + keys[:, None] * v_ss, mask=keys[:, None] < SKV, other=0.0)
+                visible = (keys[None, :] < SKV) & (keys[None, :] <= rows[:, None] + DIAG)
+                visible &= keys[None, :] > rows[:, None] + DIAG - WINDOW
+                s = tl.where(visible, tl.dot(q, k), float("-inf"))
+                m_i, l_i, acc = _triton_step(s, v, m_i, l_i, acc, qk_scale_log2)
+        for j in range(lo, hi):
             keys = j * BN + cols
             k = tl.load(k_base + keys[None, :] * k_ss)
             v = tl.load(v_base + keys[:, None] * v_ss)
             m_i, l_i, acc = _triton_step(tl.dot(q, k), v, m_i, l_i, acc, qk_scale_log2)
-        for j in range(full, visited):
+        for j in range(hi, visited):
             keys = j * BN + cols
             k = tl.load(k_base + keys[None, :] * k_ss, mask=keys[None, :] < SKV, other=0.0)
             v = tl.load(v_base + keys[:, None] * v_ss, mask=keys[:, None] < SKV, other=0.0)
             visible = (keys[None, :] < SKV) & (keys[None, :] <= rows[:, None] + DIAG)
+            if HAS_WINDOW:
+                visible &= keys[None, :] > rows[:, None] + DIAG - WINDOW
             s = tl.where(visible, tl.dot(q, k), float("-inf"))
             m_i, l_i, acc = _triton_step(s, v, m_i, l_i, acc, qk_scale_log2)
         # A query that saw no key has l = 0 and acc = 0: 0 (l >= 1 otherwise).
@@ -168,19 +198,29 @@ if triton is not None:
         tl.store(o_ptrs, o.to(o_ptr.dtype.element_ty), mask=rows[:, None] < SQ)
 
 
-def triton_attention(q, k, v, causal=0, scale=None, *, variant: str = "auto"):
+def _window(window, causal, skv: int) -> int:
+    """The kernels' window: -1 for none, or for one of s_kv keys or more (it hides nothing)."""
+    window = -1 if window is None else int(window)
+    if window != -1 and (window <= 0 or not causal):
+        raise ValueError(f"attention baseline: window={window} must be > 0 under causal=1, or -1 for none")
+    return window if 0 < window < skv else -1
+
+
+def triton_attention(q, k, v, sinks=None, causal=0, scale=None, window=-1, *, variant: str = "auto"):
     """Our Triton fused attention; `variant` as in `tile_plan`."""
     bs.require(triton, unavailable_reason, "triton")
     _check_inputs(q, k, v)
     (b, h, sq, d), (hkv, skv) = q.shape, k.shape[1:3]
+    window = _window(window, causal, skv)
     o = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     if o.numel() == 0 or skv == 0:
         return o.zero_()
     plan = tile_plan(sq, d, variant)
     strides = (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3])
     _triton_attention_kernel[(bs.cdiv(sq, plan["bm"]), b * h)](
-        q, k, v, o, *strides, h, h // hkv, sq, skv, _diag(q, k, causal), _scale(q, scale) * LOG2E,
-        LOWEST=F32_LOWEST, BM=plan["bm"], BN=plan["bn"], D=d,
+        q, k, v, o, q if sinks is None else sinks.contiguous(), *strides,
+        h, h // hkv, sq, skv, _diag(q, k, causal), window, _scale(q, scale) * LOG2E,
+        LOWEST=F32_LOWEST, BM=plan["bm"], BN=plan["bn"], D=d, HAS_SINKS=sinks is not None, HAS_WINDOW=window > 0,
         num_warps=plan["num_warps"], num_stages=plan["num_stages"],
     )  # fmt: skip
     return o
@@ -224,9 +264,11 @@ if ct is not None:
         ct.store(Out, index=(b, h, mt, 0), tile=o.reshape((1, 1, BM, D)).astype(Out.dtype))
 
 
-def cutile_attention(q, k, v, causal=0, scale=None, *, variant: str = "auto"):
-    """Our cuTile Python fused attention; `variant` as in `tile_plan`."""
+def cutile_attention(q, k, v, sinks=None, causal=0, scale=None, window=-1, *, variant: str = "auto"):
+    """Our cuTile Python fused attention; `variant` as in `tile_plan`. Neither sinks nor a window
+    (the Triton kernel has both)."""
     bs.require(ct, unavailable_reason, "cutile")
+    _refuse("our cuTile Python attention", sinks, window, "sinks window")
     _check_inputs(q, k, v)
     bs.require_cuda(KERNEL, "q", q)
     (b, h, sq, d), (hkv, skv) = q.shape, k.shape[1:3]
@@ -242,17 +284,41 @@ def cutile_attention(q, k, v, causal=0, scale=None, *, variant: str = "auto"):
     return o
 
 
-def tilegym_attention(ops, q, k, v, causal=0, scale=None):
+def tilegym_attention(ops, q, k, v, sinks=None, causal=0, scale=None, window=-1):
     """TileGym's cuTile fmha (its causal mask is aligned to the end of the keys too; it copies
-    non-contiguous inputs).
+    non-contiguous inputs); with sinks its attention_sink (causal only; a window as its
+    sliding_window, the same keys; it takes q (b, s, h_kv, group, d) and k, v (b, s, h_kv, d) and
+    returns (b, s, h · d): the copies into that layout, and its own back to (b, h, s, d), are part
+    of its time). A window without sinks: NotServed (fmha has none).
 
-    >>> class Ops:  # what TileGym's fmha receives
+    >>> class Ops:  # what TileGym's fmha and attention_sink receive
     ...     def fmha(self, q, k, v, **kw):
     ...         return tuple(q.shape), tuple(k.shape), kw
-    >>> tilegym_attention(Ops(), torch.empty(1, 4, 8, 64), torch.empty(1, 2, 8, 64), torch.empty(1, 2, 8, 64), 1)
+    ...     def attention_sink(self, q, k, v, sinks, **kw):
+    ...         return torch.zeros(q.shape[0], q.shape[1], q.shape[2] * q.shape[3] * q.shape[4]), (q.shape, kw)
+    >>> q, kv = torch.empty(1, 4, 8, 64), torch.empty(1, 2, 8, 64)
+    >>> tilegym_attention(Ops(), q, kv, kv, None, 1)
     ((1, 4, 8, 64), (1, 2, 8, 64), {'scaling': 0.125, 'is_causal': True})
+    >>> ops = Ops()
+    >>> ops.attention_sink = lambda q, k, v, sinks, **kw: print(tuple(q.shape), kw) or torch.zeros(1, 8, 4 * 64)
+    >>> tuple(tilegym_attention(ops, q, kv, kv, torch.zeros(4), 1, None, 3).shape)
+    (1, 8, 2, 2, 64) {'sm_scale': 0.125, 'sliding_window': 3, 'start_q': 0}
+    (1, 4, 8, 64)
     """
-    return ops.fmha(q, k, v, scaling=_scale(q, scale), is_causal=bool(causal))
+    window = _window(window, causal, k.shape[2])
+    if sinks is None:
+        _refuse("TileGym's fmha", sinks, window, "window")
+        return ops.fmha(q, k, v, scaling=_scale(q, scale), is_causal=bool(causal))
+    if not causal:
+        raise bs.NotServed("TileGym's attention_sink is causal only")
+    (b, h, sq, d), (hkv, skv) = q.shape, k.shape[1:3]
+    query = q.transpose(1, 2).reshape(b, sq, hkv, h // hkv, d)
+    key, value = (t.transpose(1, 2).contiguous() for t in (k, v))
+    o = ops.attention_sink(
+        query, key, value, sinks, sm_scale=_scale(q, scale), sliding_window=window if window > 0 else None,
+        start_q=skv - sq,
+    )  # fmt: skip
+    return o.view(b, sq, h, d).transpose(1, 2)
 
 
 BACKENDS = {

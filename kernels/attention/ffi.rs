@@ -1,7 +1,8 @@
 //! C-ABI launcher of attention: `cutile_attention` (declared for Python in op.py's CDEF).
 //!
 //!   int32_t cutile_attention(const TensorDesc* out, const TensorDesc* q, const TensorDesc* k,
-//!                            const TensorDesc* v, int32_t causal, float scale,
+//!                            const TensorDesc* v, const TensorDesc* sinks, int32_t causal,
+//!                            float scale, int32_t window,
 //!                            int32_t bm, int32_t bn, int32_t occupancy, int32_t warps,
 //!                            int32_t device_id, uint64_t stream);
 //!
@@ -10,9 +11,19 @@
 //! dtype (f16 or bf16), d 64 or 128, each with any strides for b, h and s and a contiguous last dim
 //! (a (b, s, h, d) tensor's `.transpose(1, 2)` is read in place). `causal` 1 hides key j from query
 //! i when j > i + s_kv - s_q (the mask aligned to the end of the keys), 0 hides nothing; `scale` is
-//! the factor of the scores (> 0, finite). The variant: `bm` / `bn` the query / key tile rows (64
-//! or 128), `occupancy` (1..=32) and `warps` (worker warps per CTA: 4 or 8) compile hints for
-//! tileiras; -1 picks the default (the compiler's, for the hints). Every descriptor is validated before anything touches the GPU: bad
+//! the factor of the scores (> 0, finite).
+//!
+//! Optional, for gpt-oss / Mistral-style layers: `sinks` (null: none) a contiguous (h,) of q's
+//! dtype or f32 (the kernel's S), per-head sink logits, each one more score of every query of its
+//! head whose value row is zero (it only adds exp(sink - m) to the softmax denominator; not
+//! multiplied by `scale`); `window` (-1: none) a sliding window of that many keys, which needs
+//! `causal` = 1: query i sees key j iff i + s_kv - s_q - window < j <= i + s_kv - s_q. A window
+//! of s_kv keys or more hides nothing and runs the kernel without one. Each is a const generic of
+//! the kernel (SINKS, WINDOW): without them the kernel is the same program as before they existed.
+//!
+//! The variant: `bm` / `bn` the query / key tile rows (64 or 128), `occupancy` (1..=32) and
+//! `warps` (worker warps per CTA: 4 or 8) compile hints for tileiras; -1 picks the default (the
+//! compiler's, for the hints). Every descriptor is validated before anything touches the GPU: bad
 //! input returns -2/-5/-6 with a message, never a launch.
 use super::kernel::attention_device as device;
 use crate::ffi_util::{self, invalid, or_default, to_i32, DType, Element, FfiResult, Launch, TensorDesc};
@@ -46,6 +57,10 @@ pub struct Plan {
     pub strides: [[i32; 3]; 4],
     /// Key j is hidden from query i when j > i + diag: s_kv - s_q when causal, s_kv (never) otherwise.
     pub diag: i32,
+    /// The sinks' dtype (q's or f32, the kernel's S) when given (the kernel's SINKS).
+    pub sinks: Option<DType>,
+    /// The window in keys (the kernel's WINDOW), None: none (or one that hides no key).
+    pub window: Option<i32>,
     /// scale · log2(e): the kernel exponentiates in base 2.
     pub qk_scale_log2: f32,
     pub bm: i32,
@@ -83,8 +98,10 @@ pub fn plan(
     q: &TensorDesc,
     k: &TensorDesc,
     v: &TensorDesc,
+    sinks: Option<&TensorDesc>,
     causal: i32,
     scale: f32,
+    window: i32,
     bm: i32,
     bn: i32,
     occupancy: i32,
@@ -124,6 +141,23 @@ pub fn plan(
     if !(scale.is_finite() && scale > 0.0) {
         return Err(invalid(format!("scale={scale}: the scores' factor must be finite and > 0")));
     }
+    if let Some(s) = sinks {
+        ffi_util::check_tensor(s, "sinks", 1)?;
+        if ![dtype, DType::F32].contains(&s.dtype()?) || s.shape[0] != h || (h > 1 && s.strides[0] != 1) {
+            return Err(invalid(format!(
+                "`sinks` is {} {:?} with strides {:?}: pass a contiguous ({h},) of q's dtype {} or f32, one logit per query head",
+                s.dtype()?.name(),
+                s.shape(),
+                s.strides(),
+                dtype.name()
+            )));
+        }
+    }
+    if window != -1 && (window <= 0 || causal != 1) {
+        return Err(invalid(format!(
+            "window={window} with causal={causal}: a window is > 0 keys under the causal mask (causal=1), or -1 for none"
+        )));
+    }
     let (bm, bn) = (or_default(bm, DEFAULT_BM), or_default(bn, DEFAULT_BN));
     if ![64, 128].contains(&bm) || ![64, 128].contains(&bn) {
         return Err(invalid(format!("variant bm={bm} bn={bn}: each must be 64 or 128, or -1 for the default")));
@@ -141,6 +175,9 @@ pub fn plan(
         d,
         strides: [strides(out, "out")?, strides(q, "q")?, strides(k, "k")?, strides(v, "v")?],
         diag: if causal == 1 { skv - sq } else { skv },
+        sinks: sinks.map(|s| s.dtype()).transpose()?,
+        // Query i' = i + s_kv - s_q <= s_kv - 1 sees key j >= 0 > i' - window when window >= s_kv.
+        window: (window != -1 && window < skv).then_some(window),
         qk_scale_log2: scale * std::f32::consts::LOG2_E,
         bm,
         bn,
@@ -160,13 +197,35 @@ fn launch<T: Element>(
     q: &TensorDesc,
     k: &TensorDesc,
     v: &TensorDesc,
+    sinks: Option<&TensorDesc>,
+    stream: &Arc<Stream>,
+) -> FfiResult<()> {
+    // The sinks' element type S: f32 or T; absent sinks pass q's pointer as T, which the kernel
+    // compiled without SINKS never reads.
+    match (sinks, p.sinks) {
+        (Some(s), Some(DType::F32)) => launch_with::<T, f32>(p, out, q, k, v, s, stream),
+        (s, _) => launch_with::<T, T>(p, out, q, k, v, s.unwrap_or(q), stream),
+    }
+}
+
+fn launch_with<T: Element, S: Element>(
+    p: &Plan,
+    out: &TensorDesc,
+    q: &TensorDesc,
+    k: &TensorDesc,
+    v: &TensorDesc,
+    sinks: &TensorDesc,
     stream: &Arc<Stream>,
 ) -> FfiResult<()> {
     let ptrs = unsafe {
         [out, q, k, v].map(|t| ffi_util::device_ptr::<T>(t)) // dtypes checked by plan()
     };
     let [o_ptr, q_ptr, k_ptr, v_ptr] = ptrs;
-    let launch = Launch::new::<T>(&[p.bm, p.bn, p.d], p.grid(), ffi_util::compile_options(p.occupancy, p.warps));
+    let sinks_ptr = unsafe { ffi_util::device_ptr::<S>(sinks) }; // S checked by plan()
+    let mut launch = Launch::new::<T>(&[p.bm, p.bn, p.d], p.grid(), ffi_util::compile_options(p.occupancy, p.warps));
+    // generics T, S, BM, BN, D, SINKS, WINDOW.
+    launch.generics.insert(1, S::DTYPE.as_str().to_string());
+    launch.generics.extend([p.sinks.is_some().to_string(), p.window.is_some().to_string()]);
     let [[o_sb, o_sh, o_ss], [q_sb, q_sh, q_ss], [k_sb, k_sh, k_ss], [v_sb, v_sh, v_ss]] = p.strides;
     // SAFETY: plan() checked shapes, strides and dtypes against the descriptors; the memory is
     // PyTorch's, alive until the caller's stream has run the kernel (stream-ordered allocator).
@@ -177,6 +236,7 @@ fn launch<T: Element>(
                 q_ptr,
                 k_ptr,
                 v_ptr,
+                sinks_ptr,
                 p.b,
                 p.h,
                 p.hkv,
@@ -195,6 +255,7 @@ fn launch<T: Element>(
                 v_sh,
                 v_ss,
                 p.diag,
+                p.window.unwrap_or(-1),
                 p.qk_scale_log2,
             ),
             stream,
@@ -203,7 +264,8 @@ fn launch<T: Element>(
 }
 
 // `cutile_attention`: the descriptors, then plan(), the caller's stream and launch() (ffi_util::export!).
-crate::export!(cutile_attention(out, q, k, v; causal: i32, scale: f32, bm: i32, bn: i32, occupancy: i32, warps: i32));
+// `sinks` may be null.
+crate::export!(cutile_attention(out, q, k, v; optional sinks; causal: i32, scale: f32, window: i32, bm: i32, bn: i32, occupancy: i32, warps: i32));
 
 #[cfg(test)]
 mod tests {
@@ -230,7 +292,7 @@ mod tests {
     }
 
     fn plan_of(t: &[TensorDesc; 4], causal: i32) -> FfiResult<Plan> {
-        plan(&t[0], &t[1], &t[2], &t[3], causal, 0.125, -1, -1, -1, -1)
+        plan(&t[0], &t[1], &t[2], &t[3], None, causal, 0.125, -1, -1, -1, -1, -1)
     }
 
     #[test]
@@ -242,9 +304,10 @@ mod tests {
         assert_eq!(p.grid(), (8 * 2 * 32, 1, 1));
         assert!((p.qk_scale_log2 - 0.125 * std::f32::consts::LOG2_E).abs() < 1e-7);
         assert_eq!(plan_of(&t, 0).unwrap().diag, 4097);
+        assert_eq!((p.sinks, p.window), (None, None));
         // 8 worker warps by default for 128-row query tiles only; a given hint is kept.
         let [o, q, k, v] = &t;
-        let warps = |bm, w| plan(o, q, k, v, 1, 0.125, bm, -1, -1, w).unwrap().warps;
+        let warps = |bm, w| plan(o, q, k, v, None, 1, 0.125, -1, bm, -1, -1, w).unwrap().warps;
         assert_eq!((warps(-1, -1), warps(64, -1), warps(128, 4), warps(64, 8)), (Some(8), None, Some(4), Some(8)));
     }
 
@@ -277,13 +340,52 @@ mod tests {
         let t = [o, q, k, v];
         assert_fails(plan_of(&t, 2), rc::INVALID_ARGUMENT, "causal=2");
         for scale in [0.0, -1.0, f32::NAN, f32::INFINITY] {
-            assert_fails(plan(&o, &q, &k, &v, 0, scale, -1, -1, -1, -1), rc::INVALID_ARGUMENT, "scale=");
+            assert_fails(plan(&o, &q, &k, &v, None, 0, scale, -1, -1, -1, -1, -1), rc::INVALID_ARGUMENT, "scale=");
         }
-        assert_fails(plan(&o, &q, &k, &v, 0, 1.0, 32, -1, -1, -1), rc::INVALID_ARGUMENT, "bm=32");
-        assert_fails(plan(&o, &q, &k, &v, 0, 1.0, -1, 256, -1, -1), rc::INVALID_ARGUMENT, "bn=256");
-        assert_hints_checked(true, |occ, w| plan(&o, &q, &k, &v, 0, 1.0, -1, -1, occ, w));
+        assert_fails(plan(&o, &q, &k, &v, None, 0, 1.0, -1, 32, -1, -1, -1), rc::INVALID_ARGUMENT, "bm=32");
+        assert_fails(plan(&o, &q, &k, &v, None, 0, 1.0, -1, -1, 256, -1, -1), rc::INVALID_ARGUMENT, "bn=256");
+        assert_hints_checked(true, |occ, w| plan(&o, &q, &k, &v, None, 0, 1.0, -1, -1, -1, occ, w));
         let f32s = qkv(DType::F32, [1, 4, 2, 8, 8, 64]);
         assert_fails(plan_of(&f32s, 0), rc::UNSUPPORTED_DTYPE, "attention supports f16 and bf16");
+    }
+
+    /// A contiguous f32 (n,) at 0x5000.
+    fn sinks_of(n: i64) -> TensorDesc {
+        TensorDesc::from_parts(0x5000, DType::F32, &[n], &[1])
+    }
+
+    #[test]
+    fn plan_takes_sinks_and_a_window_under_the_causal_mask() {
+        let [o, q, k, v] = qkv(DType::BF16, [2, 32, 8, 1000, 4097, 128]);
+        let p = |sinks, window| plan(&o, &q, &k, &v, sinks, 1, 0.125, window, -1, -1, -1, -1);
+        let (s, s_bf16) = (sinks_of(32), TensorDesc::from_parts(0x5000, DType::BF16, &[32], &[1]));
+        assert_eq!(p(Some(&s), -1).map(|p| (p.sinks, p.window)).unwrap(), (Some(DType::F32), None));
+        assert_eq!(p(Some(&s_bf16), -1).unwrap().sinks, Some(DType::BF16));
+        assert_eq!(p(None, 1024).map(|p| (p.sinks, p.window)).unwrap(), (None, Some(1024)));
+        assert_eq!(p(Some(&s), 1).map(|p| (p.sinks, p.window)).unwrap(), (Some(DType::F32), Some(1)));
+        // A window of s_kv keys or more hides nothing: the kernel without one.
+        assert_eq!(p(None, 4096).unwrap().window, Some(4096));
+        assert_eq!(p(None, 4097).unwrap().window, None);
+        assert_eq!(p(None, i32::MAX).unwrap().window, None);
+    }
+
+    #[test]
+    fn plan_rejects_bad_sinks_and_windows() {
+        let [o, q, k, v] = qkv(DType::F16, [1, 4, 2, 8, 8, 64]);
+        let p = |sinks, causal, window| plan(&o, &q, &k, &v, sinks, causal, 0.125, window, -1, -1, -1, -1);
+        let sinks = [
+            (TensorDesc::from_parts(0x5000, DType::BF16, &[4], &[1]), "`sinks` is bf16 [4]"),
+            (sinks_of(2), "`sinks` is f32 [2] with strides [1]: pass a contiguous (4,) of q's dtype f16 or f32"),
+            (TensorDesc::from_parts(0x5000, DType::F32, &[4], &[2]), "with strides [2]"),
+            (TensorDesc::from_parts(0x5000, DType::F32, &[1, 4], &[4, 1]), "`sinks` must have 1 dims"),
+        ];
+        for (s, needle) in &sinks {
+            assert_fails(p(Some(s), 1, -1), rc::INVALID_ARGUMENT, needle);
+        }
+        for (causal, window) in [(1, 0), (1, -2), (1, i32::MIN), (0, 4)] {
+            let needle = format!("window={window} with causal={causal}: a window is > 0 keys under the causal mask");
+            assert_fails(p(None, causal, window), rc::INVALID_ARGUMENT, &needle);
+        }
     }
 
     #[test]
@@ -340,11 +442,76 @@ mod tests {
     }
 
     #[test]
+    fn the_window_skips_the_tiles_outside_it_and_masks_only_its_edges() {
+        // window_tiles over key_tiles, brute-forced: tiles before `first` and from `visited` on
+        // hold no visible (row, key), [first, visited) only tiles with one, [lo, hi) exactly the
+        // tiles every row sees in full (run unmasked); causal, the window aligned like the mask.
+        let visible = |i: i32, j: i32, skv: i32, diag: i32, w: i32| j < skv && j <= i + diag && j > i + diag - w;
+        for (sq, skv) in [(1000, 1000), (17, 4097), (300, 129), (1, 1), (333, 1000), (4097, 4097)] {
+            let diag = skv - sq;
+            for w in [1, 2, 63, 64, 65, 127, 128, 129, 200, 1000, 4096] {
+                for (bm, bn) in [(64, 64), (128, 64), (64, 128), (128, 128)] {
+                    for mt in 0..(sq + bm - 1) / bm {
+                        let (full, visited, (first, lo, hi)) = match (bm, bn) {
+                            (64, 64) => {
+                                let (f, v) = device::key_tiles::<64, 64>(mt, skv, diag);
+                                (f, v, device::window_tiles::<64, 64>(mt, diag, w, f, v))
+                            }
+                            (128, 64) => {
+                                let (f, v) = device::key_tiles::<128, 64>(mt, skv, diag);
+                                (f, v, device::window_tiles::<128, 64>(mt, diag, w, f, v))
+                            }
+                            (64, 128) => {
+                                let (f, v) = device::key_tiles::<64, 128>(mt, skv, diag);
+                                (f, v, device::window_tiles::<64, 128>(mt, diag, w, f, v))
+                            }
+                            _ => {
+                                let (f, v) = device::key_tiles::<128, 128>(mt, skv, diag);
+                                (f, v, device::window_tiles::<128, 128>(mt, diag, w, f, v))
+                            }
+                        };
+                        let what = format!("sq={sq} skv={skv} w={w} bm={bm} bn={bn} mt={mt}");
+                        assert!(first <= lo && lo <= hi && hi <= visited && full <= visited, "{what}");
+                        for j in 0..(skv + bn - 1) / bn {
+                            let cells =
+                                || (mt * bm..(mt + 1) * bm).flat_map(|i| (j * bn..(j + 1) * bn).map(move |c| (i, c)));
+                            let any = cells().any(|(i, c)| visible(i, c, skv, diag, w));
+                            let all = cells().all(|(i, c)| visible(i, c, skv, diag, w));
+                            assert_eq!((first..visited).contains(&j), any, "{what} j={j}: visited");
+                            assert_eq!((lo..hi).contains(&j), all, "{what} j={j}: unmasked");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
     fn the_entry_lowers_to_tile_ir_for_sm90() {
         for dtype in ["f16", "bf16"] {
             for (bm, bn, d) in [("128", "64", "128"), ("64", "64", "64"), ("128", "128", "64"), ("64", "128", "128")] {
-                DEVICE.assert_lowers("attention_fwd", &[dtype, bm, bn, d], &["mma", "exp2", "store_view_tko"]);
+                DEVICE.assert_lowers(
+                    "attention_fwd",
+                    &[dtype, dtype, bm, bn, d, "false", "false"],
+                    &["mma", "exp2", "store_view_tko"],
+                );
             }
+        }
+    }
+
+    #[test]
+    fn the_sinks_and_window_specializations_lower_to_tile_ir_for_sm90() {
+        // Each of SINKS (of q's dtype and f32) and WINDOW alone and together, at both head dims
+        // and tile shapes.
+        for (dtype, s, bm, bn, d, sinks, window) in [
+            ("bf16", "bf16", "128", "64", "128", "true", "false"),
+            ("bf16", "bf16", "128", "64", "128", "false", "true"),
+            ("bf16", "f32", "128", "64", "64", "true", "true"),
+            ("f16", "f16", "64", "128", "128", "true", "true"),
+            ("f16", "f16", "64", "64", "64", "false", "true"),
+        ] {
+            let generics = [dtype, s, bm, bn, d, sinks, window];
+            DEVICE.assert_lowers("attention_fwd", &generics, &["mma", "exp2", "store_view_tko"]);
         }
     }
 
@@ -354,7 +521,15 @@ mod tests {
         // aligned pointers, every size and stride a multiple of 16), with 4 and 8 worker warps and
         // occupancy 2 (TILEKIT_CUBIN_DIR keeps the cubins for cuobjdump -res-usage).
         use crate::ffi_util::{div_hints, ALIGNED_PTR};
-        let ptrs = [("o_ptr", ALIGNED_PTR), ("q_ptr", ALIGNED_PTR), ("k_ptr", ALIGNED_PTR), ("v_ptr", ALIGNED_PTR)];
+        // Without sinks the launcher passes q's pointer as `sinks_ptr` (S = T, aligned); window -1
+        // has no hint.
+        let ptrs = [
+            ("o_ptr", ALIGNED_PTR),
+            ("q_ptr", ALIGNED_PTR),
+            ("k_ptr", ALIGNED_PTR),
+            ("v_ptr", ALIGNED_PTR),
+            ("sinks_ptr", ALIGNED_PTR),
+        ];
         let (hq, hk, s, d) = (32 * 4096 * 128, 8 * 4096 * 128, 4096 * 128, 128);
         let ints = [
             ("b", 4),
@@ -380,7 +555,8 @@ mod tests {
             ("128", ffi_util::compile_options(Some(2), None), "-occupancy2"),
             ("64", ffi_util::compile_options(None, None), "-hinted"),
         ] {
-            let ir = DEVICE.lower("attention_fwd", &["bf16", bm, "64", "128"], &div_hints(&ptrs, &ints), options, what);
+            let generics = ["bf16", "bf16", bm, "64", "128", "false", "false"];
+            let ir = DEVICE.lower("attention_fwd", &generics, &div_hints(&ptrs, &ints), options, what);
             assert!(ir.contains("mma") && ir.contains("assume div_by<16>"), "{what}:\n{ir}");
         }
     }

@@ -26,13 +26,21 @@
 //! l = 0 and acc = 0 and gets O = 0; every other row has l >= 1 (its largest score contributes
 //! exp2(0)), so dividing by max(l, 1) changes nothing else.
 //!
+//! Sinks and a window, const generics (without them the program is the one above, unchanged).
+//! SINKS: the head's sink logit (element type S, q's or f32) is one more score of every row whose
+//! value row is zero: m and l start at max(sink · log2(e), lowest) and exp2(sink · log2(e) - m).
+//! WINDOW (causal only): row i also hides key j <= i + diag - window; the key tiles before the
+//! first row's window are not visited, the ones across the window's start are masked like the
+//! diagonal ones (`window_tiles`), so the work is O(s_q · window).
+//!
 //! Ragged edges need no other masks: the partitions pad with zeros, so Q rows past s_q compute
 //! rows that the store drops (stores outside the view are not written), and K/V rows past s_kv are
 //! zeros whose scores the tail mask hides (P = 0 there, meeting V's zero rows).
 //!
 //! `unchecked_accesses`: the grid is tiles_m · b · h and each id maps to bh < b · h and a query
 //! tile < tiles_m = ceil(s_q / BM); key tiles stop at ceil(min(s_kv, ...) / BN); kv head
-//! head / group < h_kv because the launcher checked h = h_kv · group.
+//! head / group < h_kv because the launcher checked h = h_kv · group; the sink of query head
+//! `head` < h, the sinks view's extent; window tiles lie in [0, visited).
 #[cutile::module]
 pub mod attention_device {
     use cutile::core::*;
@@ -56,6 +64,41 @@ pub mod attention_device {
         let full_end: i32 = if end_first < skv { end_first } else { skv };
         let full: i32 = if full_end > 0 { full_end / BN } else { 0 };
         (if full < visited { full } else { visited }, visited)
+    }
+
+    /// With a window of `window` keys (WINDOW), the key tiles of query tile `mt` given
+    /// `key_tiles`' (full, visited): (first, lo, hi) with first <= lo <= hi <= visited. Tiles
+    /// before `first` are outside every row's window (not visited), [lo, hi) every row sees in
+    /// full (no mask), [first, lo) and [hi, visited) are masked. Row i sees keys in
+    /// (i + diag - window, i + diag]: the window of the tile's first row starts at
+    /// mt · BM + diag - window + 1, that of its last row at (mt + 1) · BM + diag - window.
+    pub fn window_tiles<const BM: i32, const BN: i32>(
+        mt: i32,
+        diag: i32,
+        window: i32,
+        full: i32,
+        visited: i32,
+    ) -> (i32, i32, i32) {
+        let start_first: i32 = mt * BM + diag - window + 1;
+        let first_tile: i32 = if start_first > 0 { start_first / BN } else { 0 };
+        let first: i32 = if first_tile < visited { first_tile } else { visited };
+        let start_last: i32 = (mt + 1) * BM + diag - window;
+        let lo_tile: i32 = if start_last > 0 { (start_last + BN - 1) / BN } else { 0 };
+        let lo_above: i32 = if lo_tile > first { lo_tile } else { first };
+        let lo: i32 = if lo_above < visited { lo_above } else { visited };
+        (first, lo, if full > lo { full } else { lo })
+    }
+
+    /// The scores of a masked key tile inside the window (key > query + diag - window), in
+    /// tile-local indices: column c is key j · BN + c, row r query mt · BM + r, and `start` =
+    /// mt · BM + diag - window + 1 - j · BN the first column row 0 sees.
+    fn in_window<const BM: i32, const BN: i32>(
+        rows: Tile<i32, { [BM, BN] }>,
+        cols: Tile<i32, { [BM, BN] }>,
+        start: i32,
+    ) -> Tile<bool, { [BM, BN] }> {
+        let start_tile: Tile<i32, { [BM, BN] }> = broadcast_scalar(start, shape![BM, BN]);
+        ge_tile(cols, rows + start_tile)
     }
 
     /// The online-softmax update with one key/value tile: `qk` the raw scores Q Kᵀ (-inf where
@@ -90,11 +133,20 @@ pub mod attention_device {
     #[cutile::entry(unchecked_accesses = true)]
     // The views' sizes and strides one for one: a struct would only repack them.
     #[allow(clippy::too_many_arguments)]
-    unsafe fn attention_fwd<T: ElementType, const BM: i32, const BN: i32, const D: i32>(
+    unsafe fn attention_fwd<
+        T: ElementType,
+        S: ElementType,
+        const BM: i32,
+        const BN: i32,
+        const D: i32,
+        const SINKS: bool,
+        const WINDOW: bool,
+    >(
         o_ptr: *mut T,
         q_ptr: *mut T,
         k_ptr: *mut T,
         v_ptr: *mut T,
+        sinks_ptr: *mut S,
         b: i32,
         h: i32,
         hkv: i32,
@@ -113,6 +165,7 @@ pub mod attention_device {
         v_sh: i32,
         v_ss: i32,
         diag: i32,
+        window: i32,
         qk_scale_log2: f32,
     ) {
         let tok: Token = new_token_unordered();
@@ -141,16 +194,59 @@ pub mod attention_device {
         let (batch, head, mt) = block_coords(get_tile_block_id().0, tiles_m, h);
         let kv_head: i32 = head / (h / hkv);
         let (full, visited) = key_tiles::<BM, BN>(mt, skv, diag);
+        // Without a window every row's keys start at 0: no tile before the unmasked ones.
+        let (first, lo, hi) =
+            if WINDOW { window_tiles::<BM, BN>(mt, diag, window, full, visited) } else { (0i32, 0i32, full) };
 
         let q: Tile<T, { [BM, D] }> = q_part.load([batch, head, mt, 0i32]).reshape(shape![BM, D]);
         let mut m_i: Tile<f32, { [BM, 1] }> = constant(-3.4028235e38f32, shape![BM, 1]);
         let mut l_i: Tile<f32, { [BM, 1] }> = constant(0.0f32, shape![BM, 1]);
         let mut acc: Tile<f32, { [BM, D] }> = constant(0.0f32, shape![BM, D]);
+        if SINKS {
+            // The head's sink logit s enters as one more score of every row with a zero value
+            // row: m = max(s · log2(e), lowest), l = exp2(s · log2(e) - m) (0 for s = -inf).
+            let sinks_shape: Shape<{ [-1] }> = Shape::<{ [-1] }> { dims: &[h] };
+            let sinks_strides: Array<{ [1] }> = Array::<{ [1] }> { dims: &[] };
+            let sinks_view: Tensor<S, { [-1] }> =
+                unsafe { make_tensor_view(pointer_to_tile(sinks_ptr), sinks_shape, sinks_strides, tok) };
+            let sink_part: Partition<S, { [1] }> = sinks_view.partition(shape![1]);
+            let sink: Tile<f32, { [1] }> = convert_tile(sink_part.load([head]));
+            let log2e: Tile<f32, { [BM, 1] }> = constant(1.4426950408889634f32, shape![BM, 1]);
+            let s: Tile<f32, { [BM, 1] }> = sink.reshape(shape![1, 1]).broadcast(shape![BM, 1]) * log2e;
+            m_i = maxf(s, m_i, nan::Disabled, ftz::Disabled);
+            l_i = exp2(s - m_i, ftz::Enabled);
+        }
 
         let tile: Shape<{ [BM, BN] }> = shape![BM, BN];
         let zero: Tile<f32, { [BM, BN] }> = constant(0.0f32, tile);
+        if WINDOW {
+            // Key tiles across the window's start.
+            let row_ids: Tile<i32, { [BM] }> = iota(shape![BM]);
+            let rows: Tile<i32, { [BM, BN] }> = row_ids.reshape(shape![BM, 1]).broadcast(tile);
+            let col_ids: Tile<i32, { [BN] }> = iota(shape![BN]);
+            let cols: Tile<i32, { [BM, BN] }> = col_ids.reshape(shape![1, BN]).broadcast(tile);
+            let neg_inf: Tile<f32, { [BM, BN] }> = constant(f32::NEG_INFINITY, tile);
+            for j in first..lo {
+                let k: Tile<T, { [D, BN] }> =
+                    k_part.load_pipelined::<2>([batch, kv_head, 0i32, j]).reshape(shape![D, BN]);
+                let qk: Tile<f32, { [BM, BN] }> = mma(q, k, zero);
+                // As in the diagonal tiles below.
+                let key_end: Tile<i32, { [BM, BN] }> = broadcast_scalar(skv - j * BN, tile);
+                let diag_off: Tile<i32, { [BM, BN] }> = broadcast_scalar(mt * BM + diag - j * BN, tile);
+                let causal: Tile<bool, { [BM, BN] }> = andi(lt_tile(cols, key_end), le_tile(cols, rows + diag_off));
+                let start: i32 = mt * BM + diag - window + 1 - j * BN;
+                let visible: Tile<bool, { [BM, BN] }> = andi(causal, in_window::<BM, BN>(rows, cols, start));
+                let v: Tile<T, { [BN, D] }> =
+                    v_part.load_pipelined::<4>([batch, kv_head, j, 0i32]).reshape(shape![BN, D]);
+                let (m_new, l_new, acc_new) =
+                    online_step::<T, BM, BN, D>(select(visible, qk, neg_inf), v, qk_scale_log2, m_i, l_i, acc);
+                m_i = m_new;
+                l_i = l_new;
+                acc = acc_new;
+            }
+        }
         // Key tiles every row of the query tile sees in full: no mask.
-        for j in 0i32..full {
+        for j in lo..hi {
             let k: Tile<T, { [D, BN] }> = k_part.load_pipelined::<2>([batch, kv_head, 0i32, j]).reshape(shape![D, BN]);
             let qk: Tile<f32, { [BM, BN] }> = mma(q, k, zero);
             let v: Tile<T, { [BN, D] }> = v_part.load_pipelined::<4>([batch, kv_head, j, 0i32]).reshape(shape![BN, D]);
@@ -160,21 +256,25 @@ pub mod attention_device {
             acc = acc_new;
         }
 
-        // Tiles across the diagonal or the key tail: hide key j from row i unless j < skv and
-        // j <= i + diag.
+        // Tiles across the diagonal or the key tail (or, narrower than BM + BN, the window's start).
         let row_ids: Tile<i32, { [BM] }> = iota(shape![BM]);
         let rows: Tile<i32, { [BM, BN] }> = row_ids.reshape(shape![BM, 1]).broadcast(tile);
         let col_ids: Tile<i32, { [BN] }> = iota(shape![BN]);
         let cols: Tile<i32, { [BM, BN] }> = col_ids.reshape(shape![1, BN]).broadcast(tile);
         let neg_inf: Tile<f32, { [BM, BN] }> = constant(f32::NEG_INFINITY, tile);
-        for j in full..visited {
+        for j in hi..visited {
             let k: Tile<T, { [D, BN] }> = k_part.load_pipelined::<2>([batch, kv_head, 0i32, j]).reshape(shape![D, BN]);
             let qk: Tile<f32, { [BM, BN] }> = mma(q, k, zero);
             // Column c of this tile is key j * BN + c, row r is query mt * BM + r: key < skv and
-            // key <= query + diag, in tile-local indices.
+            // key <= query + diag (and, with a window, key > query + diag - window), in tile-local
+            // indices.
             let key_end: Tile<i32, { [BM, BN] }> = broadcast_scalar(skv - j * BN, tile);
             let diag_off: Tile<i32, { [BM, BN] }> = broadcast_scalar(mt * BM + diag - j * BN, tile);
-            let visible: Tile<bool, { [BM, BN] }> = andi(lt_tile(cols, key_end), le_tile(cols, rows + diag_off));
+            let mut visible: Tile<bool, { [BM, BN] }> = andi(lt_tile(cols, key_end), le_tile(cols, rows + diag_off));
+            if WINDOW {
+                let start: i32 = mt * BM + diag - window + 1 - j * BN;
+                visible = andi(visible, in_window::<BM, BN>(rows, cols, start));
+            }
             let v: Tile<T, { [BN, D] }> = v_part.load_pipelined::<4>([batch, kv_head, j, 0i32]).reshape(shape![BN, D]);
             let (m_new, l_new, acc_new) =
                 online_step::<T, BM, BN, D>(select(visible, qk, neg_inf), v, qk_scale_log2, m_i, l_i, acc);

@@ -1,6 +1,6 @@
 """attention, the cuTile Rust port: the fused forward of softmax(q kᵀ · scale + mask) v.
 
-    o = attention(q, k, v, causal=False, scale=None, variant="auto", out=None)
+    o = attention(q, k, v, sinks=None, causal=False, scale=None, window=None, variant="auto", out=None)
 
 q (b, h, s_q, d), k and v (b, h_kv, s_kv, d) CUDA f16/bf16 with d 64 or 128 and h_kv dividing h
 (GQA; MQA with h_kv = 1: query head i reads key/value head i // (h // h_kv)); any strides with the
@@ -8,7 +8,14 @@ last dim contiguous, so the (b, s, h, d) layout of a model passes `x.transpose(1
 `causal` hides key j from query i when j > i + s_kv - s_q (the mask aligned to the end of the keys,
 as FlashAttention and TileGym define it; a query that sees no key, possible only when s_q > s_kv,
 gets 0). `scale` defaults to 1 / sqrt(d). The output has q's layout (torch.empty_like) unless `out`
-is given.
+is given. Pass `causal`, `scale` and `window` by keyword: `sinks` comes first, as in the export.
+
+`sinks` (gpt-oss), a (h,) tensor of q's dtype or f32 on q's device: per-head sink logits, each one
+more score of every query of its head (not multiplied by `scale`) whose value is zero, so
+o_i = sum_j exp(s_ij - m) v_j / (exp(sink_h - m) + sum_j exp(s_ij - m)); a sink of -inf is no sink.
+`window` (Mistral, gpt-oss), needs `causal`: a sliding window of that many keys, query i seeing key
+j iff i + s_kv - s_q - window < j <= i + s_kv - s_q; the kernel skips the key tiles outside it, so
+the work is O(s_q · window). None (or -1) is no window.
 
 `cutile_attention` (kernels/attention/ffi.rs) called through tilekit.port. `variant`: "auto" the
 autotuned candidate of `variants` for this GPU, dtype and shape class, "default" ffi.rs's defaults,
@@ -26,7 +33,8 @@ from tilekit import autotune, checks, port
 
 CDEF = """
 int32_t cutile_attention(const TensorDesc* out, const TensorDesc* q, const TensorDesc* k,
-                         const TensorDesc* v, int32_t causal, float scale,
+                         const TensorDesc* v, const TensorDesc* sinks, int32_t causal,
+                         float scale, int32_t window,
                          int32_t bm, int32_t bn, int32_t occupancy, int32_t warps,
                          int32_t device_id, uint64_t stream);
 """
@@ -66,6 +74,57 @@ def check_sizes(b: int, h: int, hkv: int, sq: int, skv: int, d: int) -> None:
             )
 
 
+def check_window(window, causal) -> int:
+    """The export's `window`: -1 for None or -1, else a positive int under the causal mask;
+    ValueError/TypeError naming the fix otherwise. Pure.
+
+    >>> check_window(None, False), check_window(-1, True), check_window(4096, True)
+    (-1, -1, 4096)
+    >>> check_window(0, True)
+    Traceback (most recent call last):
+    ValueError: attention: window=0 must be a positive number of keys, or None for no window
+    >>> check_window(128, False)
+    Traceback (most recent call last):
+    ValueError: attention: window=128 needs causal=True (a sliding window looks back from each query's diagonal)
+    """
+    if window is None or (isinstance(window, int) and not isinstance(window, bool) and window == -1):
+        return -1
+    if not isinstance(window, int) or isinstance(window, bool):
+        raise TypeError(f"attention: window must be an int or None, got {type(window).__name__}")
+    if window <= 0 or window > INDEX_LIMIT:
+        raise ValueError(f"attention: window={window} must be a positive number of keys, or None for no window")
+    if not causal:
+        raise ValueError(
+            f"attention: window={window} needs causal=True (a sliding window looks back from each query's diagonal)"
+        )
+    return window
+
+
+def key_tiles(mt: int, bm: int, bn: int, skv: int, diag: int, window: int = -1) -> tuple[int, int, int, int]:
+    """The key tiles query tile `mt` visits, as kernel.rs's key_tiles and window_tiles count them
+    (row i sees key j < skv with i + diag - window < j <= i + diag; diag = skv - sq when causal,
+    skv for no mask; window -1 none): (first, lo, hi, visited), tiles [first, lo) and
+    [hi, visited) masked, [lo, hi) run unmasked. Pure: tests.py checks it on the CPU.
+
+    Llama-like 4096 tokens, 128 x 64 tiles, a 1024-key window: the last query tile walks 18 key
+    tiles, not 64 (14 unmasked), and the first tile only the 2 on its diagonal:
+
+    >>> key_tiles(31, 128, 64, 4096, 0, 1024), key_tiles(0, 128, 64, 4096, 0, 1024), key_tiles(31, 128, 64, 4096, 0)
+    ((46, 48, 62, 64), (0, 0, 0, 2), (0, 0, 62, 64))
+    """
+
+    def cdiv(a, b):
+        return -(-a // b)
+
+    visited = cdiv(max(0, min((mt + 1) * bm + diag, skv)), bn)
+    full = min(max(0, min(mt * bm + diag + 1, skv)) // bn, visited)
+    if window <= 0:
+        return 0, 0, full, visited
+    first = min(max(0, mt * bm + diag - window + 1) // bn, visited)
+    lo = min(max(cdiv(max(0, (mt + 1) * bm + diag - window), bn), first), visited)
+    return first, lo, max(full, lo), visited
+
+
 def export_args(bm: int, bn: int, occupancy: int, warps: int) -> tuple[int, int, int, int]:
     """A variant's arguments of the export, (bm, bn, occupancy, warps). Pure."""
     return int(bm), int(bn), int(occupancy), int(warps)
@@ -75,8 +134,10 @@ def attention(
     q: Tensor,
     k: Tensor,
     v: Tensor,
+    sinks: Tensor | None = None,
     causal: bool = False,
     scale: float | None = None,
+    window: int | None = None,
     *,
     variant: str | dict = "auto",
     out: Tensor | None = None,
@@ -102,28 +163,58 @@ def attention(
     scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
     if not (math.isfinite(scale) and scale > 0):
         raise ValueError(f"attention: scale={scale} must be finite and > 0")
+    window = check_window(window, causal)
+    if sinks is not None:
+        if not isinstance(sinks, torch.Tensor):
+            raise TypeError(
+                f"attention: sinks must be a ({h},) tensor of per-head logits or None, got {type(sinks).__name__}"
+                " (causal, scale and window go by keyword)"
+            )
+        if tuple(sinks.shape) != (h,) or sinks.dtype not in (q.dtype, torch.float32):
+            raise ValueError(
+                f"attention: sinks must be ({h},) of q's dtype {q.dtype} or torch.float32, one logit per query "
+                f"head, got {tuple(sinks.shape)} {sinks.dtype}"
+            )
+        checks.cuda("attention", q=q, sinks=sinks)
+        sinks = sinks.contiguous()
     checks.cuda("attention", q=q, k=k, v=v)
     o = out if out is not None else torch.empty_like(q)
     if skv == 0:
-        return o.zero_()  # no key: every query sees none
-    key = tune_key(str(q.dtype)[6:], b, h, hkv, sq, skv, d, causal=bool(causal))
-    port.run(__name__, variant, (b, h, hkv, sq, skv, d), o, q, k, v, int(bool(causal)), scale, key=key)
+        return o.zero_()  # no key: every query sees none (a sink only adds to the denominator)
+    key = tune_key(str(q.dtype)[6:], b, h, hkv, sq, skv, d, causal=bool(causal), window=window, sinks=sinks is not None)
+    args = (o, q, k, v, sinks, int(bool(causal)), scale, window)
+    port.run(__name__, variant, (b, h, hkv, sq, skv, d), *args, key=key)
     return o
 
 
 # -- autotune: the port's variants (ffi.rs: query and key tile rows, occupancy hint) ---------------
 
 
-def tune_key(dtype: str, b: int, h: int, hkv: int, sq: int, skv: int, d: int, *, causal: bool = False) -> dict:
+def tune_key(
+    dtype: str,
+    b: int,
+    h: int,
+    hkv: int,
+    sq: int,
+    skv: int,
+    d: int,
+    *,
+    causal: bool = False,
+    window: int = -1,
+    sinks: bool = False,
+) -> dict:
     """Problem class: head dim, mask, query and key lengths and the b · h tile-block rows rounded up to
-    powers of two (GQA's group changes only which K/V a block reads).
+    powers of two (GQA's group changes only which K/V a block reads); a window's length class and
+    sinks only when present (the keys without them are unchanged).
 
     >>> tune_key("bfloat16", 4, 32, 8, 4096, 4096, 128, causal=True)
     {'dtype': 'bfloat16', 'd': 128, 'causal': True, 'sq_class': 4096, 'skv_class': 4096, 'bh_class': 128}
+    >>> tune_key("bfloat16", 4, 64, 8, 4096, 4096, 64, causal=True, window=128, sinks=True)["window_class"]
+    128
     """
     del hkv
     pow2 = autotune.pow2
-    return {
+    key = {
         "dtype": dtype,
         "d": d,
         "causal": causal,
@@ -131,6 +222,11 @@ def tune_key(dtype: str, b: int, h: int, hkv: int, sq: int, skv: int, d: int, *,
         "skv_class": pow2(skv),
         "bh_class": pow2(b * h),
     }
+    if 0 < window < skv:  # a window of s_kv keys or more runs as none
+        key["window_class"] = pow2(window)
+    if sinks:
+        key["sinks"] = True
+    return key
 
 
 def _v(bm: int, bn: int, occupancy: int = -1, warps: int = -1) -> dict:

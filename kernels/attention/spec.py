@@ -4,7 +4,9 @@ its suites, CPU contract tests and scripts/sweep_variants.py read SPEC). Touches
 O = softmax(Q Kᵀ / sqrt(d) + mask) V per (batch, head): q (b, h, sq, d), k and v (b, hkv, skv, d),
 f16 or bf16. A config's `causal` (1) hides key j from query i when j > i + skv - sq (aligned to the
 end of the keys); `bshd` (1) stores q, k and v as (b, s, h, d) and passes their transpose(1, 2)
-views (strided in s and h), as a model's projections come out.
+views (strided in s and h), as a model's projections come out; `window` (with causal) lets query i
+see only the last `window` keys up to its diagonal, j > i + skv - sq - window; `sinks` (1) adds a
+per-head sink logit to each softmax's denominator (gpt-oss; op.py's docstring has the formula).
 """
 
 from __future__ import annotations
@@ -18,13 +20,20 @@ from tilekit.kernel import BadInput, FfiCase, KernelSpec, call, generator, shape
 
 
 def make_inputs(cfg: dict, device="cuda", seed: int | None = None) -> dict:
-    """Fresh random q, k, v ~ N(0, 1) (scores of unit variance at scale 1 / sqrt(d)), the mask flag
-    and the scale: the entry's arguments in order.
+    """Fresh random q, k, v ~ N(0, 1) (scores of unit variance at scale 1 / sqrt(d)), the sinks
+    (None, or ~ N(1, 2²) per head in q's dtype, as a model stores them: sinks above, near and below
+    a row's largest score), the mask flag, the scale and the window (-1: none): the entry's
+    arguments in order.
 
     >>> cfg = {"dtype": "float16", "b": 2, "h": 4, "hkv": 2, "sq": 5, "skv": 7, "d": 64, "bshd": 1}
     >>> inputs = make_inputs(cfg, device="meta")
     >>> [(tuple(t.shape), t.stride()) for t in list(inputs.values())[:2]], inputs["causal"], inputs["scale"]
     ([((2, 4, 5, 64), (1280, 64, 256, 1)), ((2, 2, 7, 64), (896, 64, 128, 1))], 0, 0.125)
+    >>> list(inputs)[3:], inputs["sinks"], inputs["window"]
+    (['sinks', 'causal', 'scale', 'window'], None, -1)
+    >>> inputs = make_inputs(dict(cfg, causal=1, window=3, sinks=1), device="meta")
+    >>> inputs["sinks"].shape, inputs["sinks"].dtype, inputs["window"]
+    (torch.Size([4]), torch.float16, 3)
     """
     g, dt = generator(device, seed), torch_dtype(cfg["dtype"])
     b, d = cfg["b"], cfg["d"]
@@ -35,13 +44,26 @@ def make_inputs(cfg: dict, device="cuda", seed: int | None = None) -> dict:
         return torch.randn(b, heads, s, d, generator=g, device=device, dtype=torch.float32).to(dt)
 
     q, k, v = tensor(cfg["h"], cfg["sq"]), tensor(cfg["hkv"], cfg["skv"]), tensor(cfg["hkv"], cfg["skv"])
-    return {"q": q, "k": k, "v": v, "causal": int(cfg.get("causal", 0)), "scale": 1.0 / math.sqrt(d)}
+    sinks = None
+    if cfg.get("sinks"):
+        sinks = (1.0 + 2.0 * torch.randn(cfg["h"], generator=g, device=device, dtype=torch.float32)).to(dt)
+    return {
+        "q": q,
+        "k": k,
+        "v": v,
+        "sinks": sinks,
+        "causal": int(cfg.get("causal", 0)),
+        "scale": 1.0 / math.sqrt(d),
+        "window": int(cfg.get("window", -1)),
+    }
 
 
 def reference(inputs: dict) -> torch.Tensor:
     """float64 attention with materialized scores, on the inputs' device, a few query rows at a time
-    per (batch, key/value head) so the scores stay under ~512 MiB; a query that sees no key gets 0."""
-    q, k, v, causal, scale = inputs.values()
+    per (batch, key/value head) so the scores stay under ~512 MiB; a query that sees no key gets 0.
+    The sink of head h is one more score column of its rows whose value row is zero; the window
+    hides key j from query i unless j > i + skv - sq - window."""
+    q, k, v, sinks, causal, scale, window = inputs.values()
     b, h, sq, d = q.shape
     hkv, skv = k.shape[1], k.shape[2]
     group = h // hkv
@@ -57,35 +79,53 @@ def reference(inputs: dict) -> torch.Tensor:
                 if causal:
                     queries = torch.arange(r0, r0 + qq.shape[1], device=q.device)
                     hidden = keys[None, :] > queries[:, None] + (skv - sq)
+                    if window > 0:
+                        hidden |= keys[None, :] <= queries[:, None] + (skv - sq) - window
                     s = s.masked_fill(hidden, -math.inf)
-                p = torch.softmax(s, dim=-1).nan_to_num(0.0)  # all keys hidden: 0
-                out[bi, g * group : (g + 1) * group, r0 : r0 + rows] = p @ vv
+                if sinks is not None:  # a last column, dropped after the softmax
+                    sink = sinks[g * group : (g + 1) * group].double()[:, None, None].expand(-1, s.shape[1], 1)
+                    s = torch.cat((s, sink), dim=-1)
+                p = torch.softmax(s, dim=-1).nan_to_num(0.0)  # all keys hidden (and no sink): 0
+                out[bi, g * group : (g + 1) * group, r0 : r0 + rows] = p[..., :skv] @ vv
     return out
 
 
-def visible_pairs(sq: int, skv: int, causal: bool) -> int:
-    """(query, key) pairs the mask leaves: sq · skv, or under the causal mask aligned to the end the
-    sum over queries i of min(skv, max(0, i + skv - sq + 1)); sq (sq + 1) / 2 when sq == skv.
+def visible_pairs(sq: int, skv: int, causal: bool, window: int = -1) -> int:
+    """(query, key) pairs the mask leaves: sq · skv without a mask. Under the causal mask query i
+    sees keys max(0, t - w) <= j < t with t = i + skv - sq + 1 (w = window, or unbounded): min(t, w)
+    keys when t > 0, t ranging over skv - sq + 1 .. skv. With F(n) = sum of min(t, w) for
+    t = 1 .. n (n (n + 1) / 2 while n <= w, then w (w + 1) / 2 + (n - w) w), the pairs are
+    F(skv) - F(max(0, skv - sq)): sq (sq + 1) / 2 for sq == skv without a window, about sq · w with
+    one (sq ≫ w).
 
     >>> visible_pairs(4096, 4096, True) == 4096 * 4097 // 2, visible_pairs(1, 1000, True), visible_pairs(3, 2, True)
     (True, 1000, 3)
+    >>> visible_pairs(4096, 4096, True, 1024) == 1024 * 1025 // 2 + (4096 - 1024) * 1024
+    True
+    >>> visible_pairs(5, 7, True, 2), visible_pairs(5, 7, True, 7) == visible_pairs(5, 7, True)
+    (10, True)
     """
     if not causal:
         return sq * skv
-    off = skv - sq  # query i sees keys j <= i + off
-    if off >= 0:
-        return sq * (off + 1) + sq * (sq - 1) // 2
-    return skv * (skv + 1) // 2  # the first -off queries see nothing
+
+    def upto(n: int) -> int:  # F(n)
+        if window <= 0 or n <= window:
+            return n * (n + 1) // 2
+        return window * (window + 1) // 2 + (n - window) * window
+
+    return upto(skv) - upto(max(0, skv - sq))
 
 
 def flops(cfg: dict) -> int:
     """Two per multiply-add of Q Kᵀ and of P V over the visible pairs: 4 · b · h · d · pairs (the
-    issue's 4 · b · h · s² · d halved for causal, up to the diagonal's s / 2 pairs).
+    issue's 4 · b · h · s² · d halved for causal, up to the diagonal's s / 2 pairs; with a window
+    only the pairs inside it, so TFLOP/s counts no skipped or masked work). Sinks add no FLOPs.
 
     >>> flops({"b": 4, "h": 32, "sq": 4096, "skv": 4096, "d": 128}) == 4 * 4 * 32 * 4096 * 4096 * 128
     True
     """
-    return 4 * cfg["b"] * cfg["h"] * cfg["d"] * visible_pairs(cfg["sq"], cfg["skv"], bool(cfg.get("causal")))
+    pairs = visible_pairs(cfg["sq"], cfg["skv"], bool(cfg.get("causal")), cfg.get("window", -1))
+    return 4 * cfg["b"] * cfg["h"] * cfg["d"] * pairs
 
 
 def bytes_moved(cfg: dict) -> int:
@@ -113,6 +153,7 @@ SPEC = KernelSpec(
     op=op,
     dims={"b": 64, "h": 128, "hkv": 128, "sq": 1 << 17, "skv": 1 << 17, "d": 256},
     strides={"causal": "-causal", "bshd": "-bshd"},
+    options={"window": "-window", "sinks": "-sinks"},
     # One query (decode, MHA and MQA), a tiny ragged causal GQA problem, 1000 and 4097 (each past a
     # tile), MQA (hkv = 1), sq != skv both ways (chunked prefill sees its prefix; sq > skv without a
     # mask), a (b, s, h, d) strided view, d = 64 and 128, causal and full. Small b · h keep the
@@ -123,7 +164,21 @@ SPEC = KernelSpec(
         *((1, 4, 4, 1000, 1000, 128, 1), (1, 2, 1, 4097, 4097, 64, 0), (1, 2, 2, 4097, 4097, 128, 1)),
         *((1, 8, 2, 1000, 4097, 128, 1), (1, 4, 1, 300, 129, 64, 0)),
     )
-    + shapes("b h hkv sq skv d causal bshd", (2, 4, 2, 1000, 1000, 128, 1, 1), (1, 4, 2, 333, 333, 64, 0, 1)),
+    + shapes("b h hkv sq skv d causal bshd", (2, 4, 2, 1000, 1000, 128, 1, 1), (1, 4, 2, 333, 333, 64, 0, 1))
+    # Sliding windows (causal): one key (the diagonal only), odd widths across tile edges, a window
+    # one key short of s_kv at 4097, one wider than s_kv (runs without one), chunked prefill (s_q <
+    # s_kv) and decode (s_q = 1) with MQA. Sinks: with the full mask and s_q > s_kv, causal with
+    # queries that see no key (o = 0: a sink has no value row), with windows.
+    + shapes(
+        "b h hkv sq skv d causal window",
+        *((1, 2, 2, 200, 200, 64, 1, 1), (1, 4, 2, 1000, 1000, 128, 1, 200), (1, 2, 2, 4097, 4097, 128, 1, 4096)),
+        (1, 2, 1, 100, 100, 64, 1, 1000),
+    )
+    + shapes("b h hkv sq skv d causal sinks", (2, 4, 2, 300, 129, 64, 0, 1), (1, 4, 2, 300, 129, 128, 1, 1))
+    + shapes(
+        "b h hkv sq skv d causal window sinks",
+        *((1, 4, 4, 17, 17, 64, 1, 5, 1), (2, 4, 1, 333, 1000, 64, 1, 129, 1), (1, 8, 1, 1, 1000, 128, 1, 128, 1)),
+    ),
     # Llama-3-8B (32 query heads, 8 key/value heads, d = 128) prefill at 2k/4k/8k, causal; a d = 64
     # model (16 heads, 1024 tokens, causal: the issue's row); a full-mask encoder (32 heads, d = 128).
     perf_configs=shapes(
@@ -132,7 +187,11 @@ SPEC = KernelSpec(
         ("bfloat16", 2, 32, 8, 8192, 8192, 128, 1),
         ("bfloat16", 16, 16, 16, 1024, 1024, 64, 1),
         ("bfloat16", 4, 32, 32, 4096, 4096, 128, 0),
-    ),
+    )
+    # Mistral-7B (32 / 8 heads, d = 128, a 4096-key sliding window) at 8k tokens; gpt-oss-20b's
+    # sliding layers (64 / 8 heads, d = 64, 128-key window, per-head sinks in bf16) at 4k.
+    + shapes("dtype b h hkv sq skv d causal window", ("bfloat16", 2, 32, 8, 8192, 8192, 128, 1, 4096))
+    + shapes("dtype b h hkv sq skv d causal window sinks", ("bfloat16", 4, 64, 8, 4096, 4096, 64, 1, 128, 1)),
     # make sweep: Llama-3-8B's heads (GQA 32/8) and MHA, prefill lengths 128..8192 (S_q = S_kv) and
     # decode (S_q = 1) over the same caches, both head dims, causal and full
     sweep=sweep_grid(
@@ -156,7 +215,9 @@ SPEC = KernelSpec(
     # GQA: every candidate of the long-query list; 40 queries: the short list.
     variant_shapes=shapes(
         "b h hkv sq skv d causal dtype", (1, 4, 2, 200, 333, 128, 1, "bfloat16"), (1, 4, 2, 40, 77, 64, 0, "float16")
-    ),
+    )
+    # and the window's edge tiles (a 100-key window against both tile heights) with sinks
+    + shapes("b h hkv sq skv d causal window sinks dtype", (1, 4, 2, 300, 333, 128, 1, 100, 1, "bfloat16")),
     max_variants=6,
     size_check=op.check_sizes,
     autotune_edges=shapes(
@@ -174,7 +235,21 @@ SPEC = KernelSpec(
         "last_dim_stride": BadInput(
             lambda: call(f16(1, 4, 8, 128)[..., ::2], *qkv()[1:]), ValueError, "q must be contiguous in its last dim"
         ),
-        "scale": BadInput(lambda: call(*qkv(), False, -1.0), ValueError, "scale=-1.0 must be finite and > 0"),
+        "scale": BadInput(lambda: call(*qkv(), scale=-1.0), ValueError, "scale=-1.0 must be finite and > 0"),
+        "sinks_not_a_tensor": BadInput(lambda: call(*qkv(), True), TypeError, "sinks must be a (4,) tensor"),
+        "sinks_shape": BadInput(lambda: call(*qkv(), f16(2)), ValueError, "sinks must be (4,) of q's dtype"),
+        "sinks_dtype": BadInput(
+            lambda: call(*qkv(), torch.zeros(4, dtype=torch.float64)), ValueError, "got (4,) torch.float64"
+        ),
+        "sinks_device": BadInput(
+            lambda: call(*qkv(), torch.zeros(4, dtype=torch.float16, device="meta")),
+            ValueError,
+            "q and sinks must be on one CUDA device",
+        ),
+        "window_zero": BadInput(
+            lambda: call(*qkv(), causal=True, window=0), ValueError, "window=0 must be a positive number"
+        ),
+        "window_without_causal": BadInput(lambda: call(*qkv(), window=64), ValueError, "needs causal=True"),
         "cpu_tensor": BadInput(lambda: call(*qkv()), ValueError, "CUDA device"),
     },
     ffi_example={"b": 1, "h": 4, "hkv": 2, "sq": 8, "skv": 8, "d": 64, "dtype": "float16"},
@@ -201,5 +276,12 @@ SPEC = KernelSpec(
             code=-4,
         ),
         "mqa": FfiCase(lambda: {"k": f16(1, 1, 8, 64), "v": f16(1, 1, 8, 64)}, code=-4),
+        "sinks_shape": FfiCase(lambda: {"sinks": f16(3)}, message="`sinks` is f16 [3] with strides [1]: pass a"),
+        "sinks_dtype": FfiCase(lambda: {"sinks": f16(4).bfloat16()}, message="of q's dtype f16 or f32"),
+        "window_without_causal": FfiCase(lambda: {"window": 4}, message="window=4 with causal=0"),
+        "window_zero": FfiCase(lambda: {"causal": 1, "window": 0}, message="window=0 with causal=1"),
+        # sinks of q's dtype and of f32, with a window: accepted
+        "sinks_and_window": FfiCase(lambda: {"sinks": f16(4), "causal": 1, "window": 3}, code=-4),
+        "f32_sinks": FfiCase(lambda: {"sinks": torch.randn(4)}, code=-4),
     },
 )

@@ -2,8 +2,11 @@
 tests/kernels/test_attention.py), and BASELINE_CASES, what tests/kit/test_baselines.py checks of
 baselines.py on the CPU (tilekit.baseline_cases)."""
 
+import math
+
 import torch
 
+from kernels.attention import op
 from kernels.attention.spec import SPEC
 from tilekit import harness
 from tilekit.baseline_cases import TOL, BaselineCases, Has
@@ -34,6 +37,103 @@ def test_op_default_variant_and_scale_cutile_rs(cuda):
     harness.check(SPEC, "cutile_rs", dict(cfg, scale=0.3), inputs, out)
 
 
+def test_op_f32_sinks_and_a_minus_inf_sink_cutile_rs(cuda):
+    """f32 sinks (the kernel's S = f32) against the reference; a sink of -inf is no sink at all
+    (the kernel's m starts at the lowest finite f32, so exp2(-inf - m) = 0, never NaN)."""
+    cfg = {"b": 1, "h": 4, "hkv": 2, "sq": 200, "skv": 300, "d": 64, "causal": 1, "window": 70, "sinks": 1}
+    cfg["dtype"] = "bfloat16"
+    inputs = SPEC.make_inputs(cfg)
+    inputs["sinks"] = inputs["sinks"].float() + 0.3  # not representable in bf16
+    out = SPEC.entry(*inputs.values())
+    harness.check(SPEC, "cutile_rs", dict(cfg, sinks="f32"), inputs, out)
+    minus_inf = dict(inputs, sinks=torch.full((4,), -math.inf, device="cuda"))
+    no_sink = dict(inputs, sinks=None)
+    torch.testing.assert_close(SPEC.entry(*minus_inf.values()), SPEC.entry(*no_sink.values()), rtol=1e-2, atol=1e-2)
+
+
+def test_key_tiles_visit_every_visible_key_and_mask_only_partial_tiles():
+    """op.key_tiles (kernel.rs's key_tiles and window_tiles, mirrored) brute-forced on the CPU:
+    tiles outside [first, visited) hold no visible (query, key), every tile inside holds one, and
+    [lo, hi) are exactly the tiles every row sees in full (the kernel runs them unmasked)."""
+    for sq, skv, causal in ((1000, 1000, 1), (17, 4097, 1), (300, 129, 1), (1, 1000, 1), (333, 1000, 1), (70, 50, 0)):
+        diag = skv - sq if causal else skv
+        for window in (-1, 1, 63, 64, 65, 128, 200, 999) if causal else (-1,):
+            for bm, bn in ((64, 64), (128, 64), (64, 128), (128, 128)):
+                tm, tn = -(-sq // bm), -(-skv // bn)
+                i, j = torch.arange(tm * bm)[:, None], torch.arange(tn * bn)[None, :]
+                seen = (j < skv) & (j <= i + diag) & ((j > i + diag - window) if window > 0 else True)
+                tiles = seen.view(tm, bm, tn, bn)
+                some, every = tiles.any(dim=3).any(dim=1), tiles.all(dim=3).all(dim=1)
+                for mt in range(tm):
+                    first, lo, hi, visited = op.key_tiles(mt, bm, bn, skv, diag, window)
+                    what = f"sq={sq} skv={skv} window={window} {bm}x{bn} mt={mt}"
+                    assert [first <= t < visited for t in range(tn)] == some[mt].tolist(), what
+                    assert [lo <= t < hi for t in range(tn)] == every[mt].tolist(), what
+
+
+def _emulate(inputs: dict, bm: int, bn: int) -> torch.Tensor:
+    """kernel.rs's program in float64 on the CPU: per query tile the key tiles op.key_tiles lists,
+    the mask only on [first, lo) and [hi, visited), the online softmax in base 2 from m = max(sink ·
+    log2(e), lowest f32) and l = exp2(sink · log2(e) - m) (m = lowest, l = 0 without sinks), then
+    o = acc / max(l, 1)."""
+    q, k, v, sinks, causal, scale, window = inputs.values()
+    (b, h, sq, d), (hkv, skv) = q.shape, k.shape[1:3]
+    diag, c, lowest = (skv - sq if causal else skv), scale * math.log2(math.e), -3.4028234663852886e38
+    out = torch.zeros(b, h, sq, d, dtype=torch.float64)
+    for bi in range(b):
+        for hi_ in range(h):
+            qq, kk, vv = q[bi, hi_].double(), k[bi, hi_ // (h // hkv)].double(), v[bi, hi_ // (h // hkv)].double()
+            for mt in range(-(-sq // bm)):
+                rows = torch.arange(mt * bm, (mt + 1) * bm)
+                sink = -math.inf if sinks is None else float(sinks[hi_]) * math.log2(math.e)
+                m = torch.full((bm,), max(sink, lowest), dtype=torch.float64)
+                total = torch.exp2(sink - m)
+                acc = torch.zeros(bm, d, dtype=torch.float64)
+                qt = torch.zeros(bm, d, dtype=torch.float64)
+                qt[: min(bm, sq - mt * bm)] = qq[mt * bm : (mt + 1) * bm]
+                first, lo, hi, visited = op.key_tiles(mt, bm, bn, skv, diag, window)
+                for j in range(first, visited):
+                    keys = torch.arange(j * bn, (j + 1) * bn)
+                    kt, vt = torch.zeros(bn, d, dtype=torch.float64), torch.zeros(bn, d, dtype=torch.float64)
+                    kt[: min(bn, skv - j * bn)], vt[: min(bn, skv - j * bn)] = (
+                        kk[j * bn : (j + 1) * bn],
+                        vv[j * bn : (j + 1) * bn],
+                    )
+                    s = qt @ kt.T
+                    if not lo <= j < hi:
+                        seen = (keys[None, :] < skv) & (keys[None, :] <= rows[:, None] + diag)
+                        if window > 0:
+                            seen &= keys[None, :] > rows[:, None] + diag - window
+                        s = s.masked_fill(~seen, -math.inf)
+                    m_new = torch.maximum(m, s.max(dim=1).values * c)
+                    p = torch.exp2(s * c - m_new[:, None])
+                    alpha = torch.exp2(m - m_new)
+                    total, acc, m = total * alpha + p.sum(dim=1), acc * alpha[:, None] + p @ vt, m_new
+                o = acc / total.clamp(min=1.0)[:, None]
+                out[bi, hi_, mt * bm : (mt + 1) * bm] = o[: min(bm, sq - mt * bm)]
+    return out
+
+
+def test_the_kernels_tile_walk_emulated_on_the_cpu_matches_the_reference():
+    """The masking and sink logic of kernel.rs, emulated tile by tile in float64 (_emulate), equals
+    SPEC.reference to rounding on windows across tile edges, sinks, s_q != s_kv both ways and
+    queries that see no key: a wrong tile bound or mask shows here, before any GPU."""
+    cases = (
+        dict(sq=150, skv=150, causal=1, window=40, sinks=1),
+        dict(sq=70, skv=200, causal=1, window=1, sinks=0),
+        dict(sq=200, skv=90, causal=1, window=100, sinks=1),
+        dict(sq=100, skv=130, causal=0, sinks=1),
+        dict(sq=1, skv=300, causal=1, window=65, sinks=1),
+    )
+    for case in cases:
+        cfg = dict(b=1, h=2, hkv=1, d=64, dtype="float32", **case)
+        inputs = SPEC.make_inputs(cfg, device="cpu", seed=0)
+        ref = SPEC.reference(inputs)
+        for bm, bn in ((64, 64), (128, 64), (64, 128)):
+            got = _emulate(inputs, bm, bn)
+            assert torch.allclose(got, ref, rtol=1e-9, atol=1e-9), (case, bm, bn, (got - ref).abs().max())
+
+
 BASELINE_CASES = BaselineCases(
     SPEC,
     # Ragged tiny causal GQA (diagonal and tail tiles), sq != skv both ways (a prefix of keys seen in
@@ -46,6 +146,10 @@ BASELINE_CASES = BaselineCases(
         (dict(b=1, h=1, hkv=1, sq=130, skv=70, d=64, causal=1, dtype="float16"), "64x64", {}),
         (dict(b=1, h=2, hkv=1, sq=1, skv=70, d=128, causal=0, dtype="bfloat16"), "auto", {}),
         (dict(b=2, h=2, hkv=1, sq=65, skv=65, d=128, causal=0, dtype="float16"), "128x128", {}),
+        # sinks and windows: the window's edge tiles skipped and masked, queries that see no key
+        (dict(b=1, h=2, hkv=1, sq=130, skv=150, d=64, causal=1, window=40, sinks=1, dtype="float16"), "64x64", {}),
+        (dict(b=1, h=2, hkv=2, sq=150, skv=100, d=64, causal=1, window=1, dtype="bfloat16"), "128x64", {}),
+        (dict(b=1, h=2, hkv=1, sq=40, skv=70, d=64, causal=0, sinks=1, dtype="float16"), "auto", {}),
     ],
     torch_case=(
         {"b": 1, "h": 4, "hkv": 2, "sq": 33, "skv": 40, "d": 64, "causal": 1, "dtype": "bfloat16"},
@@ -68,8 +172,18 @@ BASELINE_CASES = BaselineCases(
     + [("tile_plan", (c["sq"], c["d"]), Has(variant="128x64")) for c in SPEC.perf_configs],
     plan_errors=[("tile_plan", (10, 64, "fastest"), {}, "variant must be one of")],
     triton_compile=[
-        ("_triton_attention_kernel", dt, dict(LOWEST=-3.4e38, BM=bm, BN=bn, D=d), dict(num_warps=w, num_stages=3))
-        for dt, bm, bn, d, w in (("bf16", 128, 64, 128, 8), ("fp16", 128, 64, 64, 4), ("bf16", 64, 128, 128, 4))
+        (
+            "_triton_attention_kernel",
+            dt,
+            dict(LOWEST=-3.4e38, BM=bm, BN=bn, D=d, HAS_SINKS=extra, HAS_WINDOW=extra),
+            dict(num_warps=w, num_stages=3),
+        )
+        for dt, bm, bn, d, w, extra in (
+            ("bf16", 128, 64, 128, 8, False),
+            ("fp16", 128, 64, 64, 4, False),
+            ("bf16", 64, 128, 128, 4, False),
+            ("bf16", 128, 64, 64, 4, True),
+        )
     ],
     triton_types={"qk_scale_log2": "fp32"},
     triton_ptx_has="mma",
@@ -97,7 +211,7 @@ def test_a_shape_an_sdpa_backend_does_not_serve_is_not_served_not_another_backen
     k = SimpleNamespace(shape=(1, 2, 17, 64))
     for entry, name in ((baselines.torch_attention, "CUDNN_ATTENTION"), (baselines.torch_flash_attention, "FLASH")):
         try:
-            entry(q, k, k, 1)
+            entry(q, k, k, None, 1)
         except NotServed as e:
             assert f"SDPA's {name}" in str(e) and "No available kernel" in str(e)
         else:

@@ -36,7 +36,7 @@ NAMED = {  # (bm, bn, Triton's num_warps, num_stages): kernels/matmul/tests.py's
 
 
 def _triton_autotuned(B) -> tuple:
-    tuned = B._triton_autotuned
+    tuned = B.gemm._triton_autotuned
     return [(*(c.kwargs[x] for x in ("BM", "BN", "BK")), c.num_warps, c.num_stages) for c in tuned.configs], tuned.keys
 
 
@@ -90,7 +90,12 @@ BASELINE_CASES = BaselineCases(
         ("cutile_config", (2, 10, 10, 8, "fastest"), {}, "variant must be one of"),
     ],
     triton_compile=[
-        ("_triton_bmm_kernel", "bf16", dict(BM=128, BN=256, BK=64, GROUP=8, EVEN_K=even_k, PERSISTENT=persistent), opts)
+        (
+            "gemm._triton_bmm_kernel",
+            "bf16",
+            dict(BM=128, BN=256, BK=64, GROUP=8, EVEN_K=even_k, PERSISTENT=persistent),
+            opts,
+        )
         for persistent in (False, True)
         for even_k in (True, False)
         for opts in [dict(num_warps=8, num_stages=3)]
@@ -99,7 +104,7 @@ BASELINE_CASES = BaselineCases(
     cutile_kernels=[
         (kernel, dt, ["A3", "A3", "A3", bm, bn, bk, 8, ta, tb, shared], dt == "bfloat16" and bm == 128)
         for dt in ("bfloat16", "float16")
-        for kernel in ("_cutile_tiles_kernel", "_cutile_persistent_kernel")
+        for kernel in ("gemm._cutile_tiles_kernel", "gemm._cutile_persistent_kernel")
         for bm, bn, bk, ta, tb, shared in ((128, 128, 64, 0, 0, 0), (64, 64, 32, 0, 1, 1), (128, 256, 64, 1, 1, 0))
     ],
     pinned=[("triton.autotune's configs and key", _triton_autotuned, (list(TRITON_TUNED), ["Q", "M", "N", "K"]), True)],

@@ -54,7 +54,7 @@ CUTILE_TUNED = ((128, 256, 64, 1), (256, 128, 64, 1), (128, 256, 64, 2), (256, 2
 
 def _triton_autotuned(B) -> tuple:
     """triton.autotune's configs, as (BM, BN, BK, num_warps, num_stages), and its key."""
-    tuned = B._triton_autotuned
+    tuned = B.gemm._triton_autotuned
     return [(*(c.kwargs[x] for x in ("BM", "BN", "BK")), c.num_warps, c.num_stages) for c in tuned.configs], tuned.keys
 
 
@@ -116,7 +116,7 @@ BASELINE_CASES = BaselineCases(
     ],
     triton_compile=[
         (
-            "_triton_matmul_kernel",
+            "gemm._triton_bmm_kernel",
             "bf16",
             dict(BM=128, BN=256, BK=64, GROUP=8, EVEN_K=even_k, PERSISTENT=persistent),
             opts,
@@ -127,15 +127,15 @@ BASELINE_CASES = BaselineCases(
     ],
     triton_ptx_has="mma",  # tensor-core instructions (wgmma on sm_90)
     cutile_kernels=[
-        (kernel, dt, ["A2", "A2", "A2", bm, bn, bk, 8, ta, tb], dt == "bfloat16" and bm == 128)
+        (kernel, dt, ["A3", "A3", "A3", bm, bn, bk, 8, ta, tb, 0], dt == "bfloat16" and bm == 128)
         for dt in ("bfloat16", "float16")
-        for kernel in ("_cutile_tiles_kernel", "_cutile_persistent_kernel")
+        for kernel in ("gemm._cutile_tiles_kernel", "gemm._cutile_persistent_kernel")
         for bm, bn, bk, ta, tb in ((128, 256, 64, 0, 0), (64, 64, 32, 0, 0), (128, 128, 64, 0, 1), (64, 64, 32, 1, 1))
     ],
     pinned=[
-        ("GROUP_M", lambda B: B.GROUP_M, 8, False),
-        ("TRITON_AUTOTUNE", lambda B: B.TRITON_AUTOTUNE, TRITON_TUNED, False),
-        ("CUTILE_AUTOTUNE", lambda B: B.CUTILE_AUTOTUNE, CUTILE_TUNED, False),
-        ("triton.autotune's configs and key", _triton_autotuned, (list(TRITON_TUNED), ["M", "N", "K"]), True),
+        ("GROUP_M", lambda B: B.gemm.GROUP_M, 8, False),
+        ("TRITON_AUTOTUNE", lambda B: B.gemm.TRITON_AUTOTUNE, TRITON_TUNED, False),
+        ("CUTILE_AUTOTUNE", lambda B: B.gemm.CUTILE_AUTOTUNE, CUTILE_TUNED, False),
+        ("triton.autotune's configs and key", _triton_autotuned, (list(TRITON_TUNED), ["Q", "M", "N", "K"]), True),
     ],
 )

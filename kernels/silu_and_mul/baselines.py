@@ -7,7 +7,7 @@ x is (m, 2H), f16/bf16/f32, last dim contiguous; out is (m, H) in x's dtype. Ent
 between), ``triton_silu_and_mul`` and ``cutile_silu_and_mul`` (ours, f32 inside). Their variants:
 "tiled" (one ROWS x BLOCK output tile of ~4K elements per program, column tile fastest), "wide"
 (~8K-element tiles), "row" (one program per row, BLOCK-wide chunks: the classic form),
-"auto" = "tiled". The rule is `config` (pure); every knob can be forced by keyword.
+"auto" = "tiled". The rule is `config` (tilekit.gated, pure); every knob can be forced by keyword.
 Opt-in entries from other libraries (tilekit.providers): tilegym and liger; liger_cutile says why not.
 """
 
@@ -16,6 +16,7 @@ import functools
 import torch
 
 from tilekit import baseline_support as bs
+from tilekit import gated
 from tilekit import providers
 
 triton, tl, _TRITON_ERROR = bs.import_triton()
@@ -25,41 +26,11 @@ KERNEL = "silu_and_mul"
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 VARIANTS = ("auto", "tiled", "wide", "row")
 
-TILE_ELEMS = {"tiled": 4096, "wide": 8192}  # output elements per program
-MAX_BLOCK = 4096  # widest column tile / row chunk
-MAX_ROWS = 64
-TRITON_ELEMS_PER_THREAD = 8  # per tensor (gate, up): 8 f32 values each -> 16 B bf16 vectors
-CUTILE_OCCUPANCY = 4  # CTAs per SM tileiras plans registers for: the compiler's default was
-# 1.5-3x slower for rms_norm's streaming tiles on the H200; -1 = its default
-
-
-def tile_width(h: int) -> int:
-    """BLOCK of the tiled forms: the whole row (next power of two) up to MAX_BLOCK, else the widest
-    power-of-two tile in [256, 4096] that pads at most 1/8 (the port's default, ffi.rs default_block)."""
-    if h <= MAX_BLOCK:
-        return bs.row_block(h)
-    for b in (4096, 2048, 1024, 512):
-        if bs.cdiv(h, b) * b * 8 <= h * 9:
-            return b
-    return 256
-
-
-def config(m: int, h: int, variant: str = "auto", *, block=None, rows=None) -> dict:
-    """The launch plan of the Triton and cuTile kernels for an (m, 2h) input:
-    {"variant", "block", "rows", "grid"} (grid = number of programs, 1-D). Pure; keywords force a
-    knob."""
-    bs.check_variant(KERNEL, variant, VARIANTS)
-    if variant == "auto":
-        variant = "tiled"
-    if variant == "row":
-        block = block or min(bs.row_block(h), MAX_BLOCK)
-        return {"variant": variant, "block": block, "rows": 1, "grid": m}
-    block = block or tile_width(h)
-    rows = rows or bs.clamp(TILE_ELEMS[variant] // block, 1, min(MAX_ROWS, bs.next_pow2(m)))
-    grid = bs.cdiv(m, rows) * bs.cdiv(h, block)
-    if grid > 2**31 - 1:
-        raise ValueError(f"silu_and_mul: {grid} programs exceed the 1-D grid limit; force a larger block or rows")
-    return {"variant": variant, "block": block, "rows": rows, "grid": grid}
+# The launch plans (tilekit.gated, swiglu's too): (m, h[, sms], variant="auto", *, block, rows[, num_warps]).
+config = functools.partial(gated.config, KERNEL, VARIANTS)
+triton_config = functools.partial(gated.triton_config, KERNEL, VARIANTS)
+cutile_config = functools.partial(gated.cutile_config, KERNEL, VARIANTS)
+CUTILE_OCCUPANCY = gated.CUTILE_OCCUPANCY
 
 
 def _check_inputs(x: torch.Tensor) -> int:
@@ -118,12 +89,6 @@ if triton is not None:
     _TRITON_KERNELS = {"tiled": _triton_tiled_kernel, "wide": _triton_tiled_kernel, "row": _triton_row_kernel}
 
 
-def triton_config(m: int, h: int, sms: int, variant: str = "auto", *, block=None, rows=None, num_warps=None) -> dict:
-    """`config` with Triton's num_warps (sms is not needed: one program per output tile)."""
-    cfg = config(m, h, variant, block=block, rows=rows)
-    return dict(cfg, num_warps=num_warps or bs.triton_warps(cfg["rows"] * cfg["block"], TRITON_ELEMS_PER_THREAD))
-
-
 def triton_silu_and_mul(
     x: torch.Tensor, *, variant: str = "auto", block=None, rows=None, num_warps=None
 ) -> torch.Tensor:
@@ -171,11 +136,6 @@ if ct is not None:
     def _cutile_kernel(variant: str, occupancy: int):
         kernel = _cutile_row_kernel if variant == "row" else _cutile_tiled_kernel
         return kernel if occupancy == -1 else kernel.replace_hints(occupancy=occupancy)
-
-
-def cutile_config(m: int, h: int, sms: int, variant: str = "auto", *, block=None, rows=None) -> dict:
-    """`config` (sms is not needed: one program per output tile)."""
-    return config(m, h, variant, block=block, rows=rows)
 
 
 def cutile_silu_and_mul(

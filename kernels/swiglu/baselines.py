@@ -10,10 +10,13 @@ cuTile kernels are silu_and_mul's tiled ones (its kernels take gate and up as tw
 "tiled" (~4K-element output tiles, "auto"), "wide" (~8K); the Triton kernel is this op's.
 """
 
+import functools
+
 import torch
 
 from kernels.silu_and_mul import baselines as sam
 from tilekit import baseline_support as bs
+from tilekit import gated
 from tilekit import providers
 
 triton, tl, _TRITON_ERROR = bs.import_triton()
@@ -22,21 +25,13 @@ ct, _CUTILE_ERROR = bs.import_cutile()
 KERNEL = "swiglu"
 DTYPES = sam.DTYPES
 VARIANTS = ("auto", "tiled", "wide")
-CUTILE_OCCUPANCY = sam.CUTILE_OCCUPANCY
+CUTILE_OCCUPANCY = gated.CUTILE_OCCUPANCY
 _cutile_kernel = getattr(sam, "_cutile_kernel", None)  # (variant, occupancy) -> kernel(G, U, Y, ROWS, BLOCK)
 
 
-def triton_config(m: int, h: int, sms: int, variant: str = "auto", **knobs) -> dict:
-    """silu_and_mul's plan {"variant", "block", "rows", "grid", "num_warps"} for (m, h) outputs (sms
-    is not needed: one program per output tile). Pure; knobs block, rows, num_warps force one."""
-    bs.check_variant(KERNEL, variant, VARIANTS)
-    return sam.triton_config(m, h, sms, variant, **knobs)
-
-
-def cutile_config(m: int, h: int, sms: int, variant: str = "auto", **knobs) -> dict:
-    """silu_and_mul's plan {"variant", "block", "rows", "grid"}. Pure; knobs block, rows force one."""
-    bs.check_variant(KERNEL, variant, VARIANTS)
-    return sam.cutile_config(m, h, sms, variant, **knobs)
+# silu_and_mul's plans (tilekit.gated): (m, h, sms, variant="auto", *, block, rows[, num_warps]).
+triton_config = functools.partial(gated.triton_config, KERNEL, VARIANTS)
+cutile_config = functools.partial(gated.cutile_config, KERNEL, VARIANTS)
 
 
 def _check_inputs(a: torch.Tensor, b: torch.Tensor) -> None:

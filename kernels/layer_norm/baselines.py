@@ -12,8 +12,9 @@ one (`_check_inputs`).
 
 import torch
 
-from kernels.rms_norm.baselines import AUTO, DTYPES
+from kernels.rms_norm.baselines import DTYPES
 from tilekit import baseline_support as bs
+from tilekit import norm
 from tilekit import providers
 
 triton, tl, _TRITON_ERROR = bs.import_triton()
@@ -21,9 +22,9 @@ ct, _CUTILE_ERROR = bs.import_cutile()
 
 KERNEL = "layer_norm"
 VARIANTS = bs.ROW_VARIANTS  # ("auto", "row", "multirow", "looped")
-# DTYPES and AUTO are rms_norm's: the same row reduction shape and bytes, until an H200 sweep says
-# otherwise.
-triton_config, cutile_config = bs.row_configs(KERNEL, AUTO)
+# DTYPES and auto are rms_norm's (tilekit.norm): the same row reduction shape and bytes, until an
+# H200 sweep says otherwise.
+triton_config, cutile_config = bs.row_configs(KERNEL, norm.AUTO)
 
 
 def _check_inputs(x: torch.Tensor, w, b) -> tuple:

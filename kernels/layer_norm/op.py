@@ -8,14 +8,14 @@ with torch.empty (or `out`); a weight or bias of None is sent as a null descript
 scaled, not shifted). `variant="auto"` (the default) uses the autotuned (block, rows, occupancy,
 programs_per_sm) for this GPU, dtype and shape class (over `variants`); a dict picks one explicitly.
 The knobs, defaults and candidates are rms_norm's (the same bytes per element and one more
-reduction, NOTES.md), imported from its op.py.
+reduction, NOTES.md): tilekit.norm's.
 """
 
 from __future__ import annotations
 
 from torch import Tensor
 
-from kernels.rms_norm.op import DEFAULT_VARIANT, export_args, tune_key, variants
+from tilekit.norm import DEFAULT_VARIANT, export_args, tune_key, variants
 from tilekit import checks, port
 
 __all__ = ["CDEF", "DEFAULT_VARIANT", "DTYPES", "export_args", "layer_norm", "tune_key", "variants"]

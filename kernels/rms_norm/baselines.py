@@ -4,13 +4,14 @@
 
 x is (m, n), f16/bf16/f32, last dim contiguous; w is (n,) in x's dtype. Entries (x, w, eps) -> y:
 ``torch_rms_norm`` (PyTorch's fused op), ``triton_rms_norm`` and ``cutile_rms_norm`` (ours, with the
-row reductions' variants of tilekit.baseline_support), whose `auto` rules are AUTO below.
+row reductions' variants of tilekit.baseline_support), whose `auto` rules are tilekit.norm.AUTO.
 Opt-in entries from other libraries (tilekit.providers): tilegym, liger and liger_cutile.
 """
 
 import torch
 
 from tilekit import baseline_support as bs
+from tilekit import norm
 from tilekit import providers
 
 triton, tl, _TRITON_ERROR = bs.import_triton()
@@ -19,11 +20,7 @@ ct, _CUTILE_ERROR = bs.import_cutile()
 KERNEL = "rms_norm"
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 VARIANTS = bs.ROW_VARIANTS  # ("auto", "row", "multirow", "looped")
-# auto (tilekit.baseline_support.row_configs; NOTES.md has the H200 sweep): Triton takes the two-pass form
-# from a 1024-wide row on, else multirow when there are more row tiles than persistent programs;
-# cuTile goes persistent once the rows make more than a couple of waves.
-AUTO = {"triton": {"looped_from": 1024, "multirow": "tiles"}, "cutile": {"multirow": "waves"}}
-triton_config, cutile_config = bs.row_configs(KERNEL, AUTO)
+triton_config, cutile_config = bs.row_configs(KERNEL, norm.AUTO)  # auto: tilekit.norm (layer_norm's too)
 
 
 def _check_inputs(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:

@@ -42,6 +42,7 @@ def torch_rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor
 # -- Triton -------------------------------------------------------------------------------------
 
 if triton is not None:
+    from tilekit.triton_tiles import row_tile
 
     @triton.jit
     def _triton_rows_kernel(
@@ -54,11 +55,8 @@ if triton is not None:
         # w is reused by every row this program touches: load it once, keep it in L2 too.
         w = tl.load(w_ptr + cols, mask=col_ok, other=0.0, eviction_policy="evict_last").to(tl.float32)
         for tile in range(tl.program_id(0), tl.cdiv(m, ROWS), tl.num_programs(0)):
-            rows = tile * ROWS + tl.arange(0, ROWS)
-            mask = (rows < m)[:, None] & col_ok[None, :]
-            rows = rows.to(tl.int64)  # m * stride may exceed 2^31 elements
+            x_rows, y_rows, mask = row_tile(x_ptr, y_ptr, stride_x, stride_y, tile, m, col_ok, ROWS)
             # x and y are streamed once: evict_first keeps them from pushing w out of L2.
-            x_rows, y_rows = x_ptr + rows[:, None] * stride_x, y_ptr + rows[:, None] * stride_y
             x = tl.load(x_rows + cols[None, :], mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
             y = x * tl.rsqrt(tl.sum(x * x, axis=1) / n + eps)[:, None] * w[None, :]
             tl.store(y_rows + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask, eviction_policy="evict_first")

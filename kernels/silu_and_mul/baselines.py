@@ -50,6 +50,7 @@ def torch_silu_and_mul(x: torch.Tensor) -> torch.Tensor:
 # -- Triton -------------------------------------------------------------------------------------
 
 if triton is not None:
+    from tilekit.triton_tiles import output_tile
 
     @triton.jit
     def _silu_mul_f32(g, u):
@@ -59,15 +60,9 @@ if triton is not None:
     @triton.jit
     def _triton_tiled_kernel(x_ptr, y_ptr, m, h, stride_x, stride_y, ROWS: tl.constexpr, BLOCK: tl.constexpr):
         """One ROWS x BLOCK output tile per program; the 1-D program id walks column tiles fastest."""
-        pid = tl.program_id(0)
-        col_tiles = tl.cdiv(h, BLOCK)
-        rt = pid // col_tiles
-        cols = (pid - rt * col_tiles) * BLOCK + tl.arange(0, BLOCK)
-        rows = rt * ROWS + tl.arange(0, ROWS)
-        mask = (rows < m)[:, None] & (cols < h)[None, :]
-        rows = rows.to(tl.int64)  # m * stride may exceed 2^31 elements
-        gate = x_ptr + rows[:, None] * stride_x + cols[None, :]
-        out = y_ptr + rows[:, None] * stride_y + cols[None, :]
+        rows, cols, mask = output_tile(m, h, ROWS, BLOCK)
+        gate = x_ptr + rows * stride_x + cols[None, :]
+        out = y_ptr + rows * stride_y + cols[None, :]
         # x and out are touched once: evict_first keeps them from displacing anything useful.
         g = tl.load(gate, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
         u = tl.load(gate + h, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)

@@ -49,19 +49,14 @@ def torch_swiglu(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 if triton is not None:
+    from tilekit.triton_tiles import output_tile
 
     @triton.jit
     def _triton_tiled_kernel(
         a_ptr, b_ptr, y_ptr, m, h, stride_a, stride_y, stride_b, ROWS: tl.constexpr, BLOCK: tl.constexpr
     ):
         """One ROWS x BLOCK output tile per program; the 1-D program id walks column tiles fastest."""
-        pid = tl.program_id(0)
-        col_tiles = tl.cdiv(h, BLOCK)
-        rt = pid // col_tiles
-        cols = (pid - rt * col_tiles) * BLOCK + tl.arange(0, BLOCK)
-        rows = rt * ROWS + tl.arange(0, ROWS)
-        mask = (rows < m)[:, None] & (cols < h)[None, :]
-        rows = rows.to(tl.int64)[:, None]  # m * stride may exceed 2^31 elements
+        rows, cols, mask = output_tile(m, h, ROWS, BLOCK)
         # a, b and out are touched once: evict_first keeps them from displacing anything useful.
         g = tl.load(a_ptr + rows * stride_a + cols, mask=mask, other=0.0, eviction_policy="evict_first")
         u = tl.load(b_ptr + rows * stride_b + cols, mask=mask, other=0.0, eviction_policy="evict_first")

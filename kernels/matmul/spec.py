@@ -112,6 +112,7 @@ SPEC = KernelSpec(
     variant_shapes=shapes("m n k dtype", (129, 257, 65, "bfloat16"), (2176, 1920, 320, "float16"))
     + shapes("m n k bt dtype", (33, 1000, 520, 1, "bfloat16")),
     max_variants=6,
+    every_variant_default=True,  # variant="default" (every knob -1: ffi_util::MmaVariant's defaults) too
     # make sweep: decode (m <= 64) to prefill rows, Llama-3-8B's widths and depths, B as given and as
     # an nn.Linear weight (bt)
     sweep=sweep_grid(
@@ -135,10 +136,6 @@ SPEC = KernelSpec(
     bad_inputs={
         "dtype_mix": BadInput(lambda: call(f16(4, 8), f16(8, 3).bfloat16()), TypeError, "share one dtype"),
         "inner_dim": BadInput(lambda: call(f16(4, 8), f16(7, 3)), ValueError, "a must be (m, k) and b (k, n)"),
-        "cpu_tensor": BadInput(lambda: call(f16(4, 8), f16(8, 3)), ValueError, "CUDA device"),
-        "last_dim_stride": BadInput(
-            lambda: call(f16(8, 16)[::2, ::2], f16(8, 3)), ValueError, "a must be contiguous in its last dim"
-        ),
         "float32": BadInput(lambda: call(torch.randn(4, 8), torch.randn(8, 3)), TypeError, "share one dtype"),
         "batched": BadInput(lambda: call(f16(2, 4, 8), f16(8, 3)), ValueError, "a must be (m, k)"),
         # a one-column out whose column is strided (the .t() of a row): ffi.rs takes c row-major only

@@ -25,15 +25,6 @@ def test_op_persistent_grid_strides_over_more_tiles_than_programs_cutile_rs(cuda
     check_persistent_port(SPEC, {"m": 1000, "n": 1100, "k": 520, "dtype": "bfloat16"})
 
 
-def test_op_default_variant_cutile_rs(cuda):
-    """`variant="default"` (every knob -1: ffi_util::MmaVariant's defaults) is a valid launch."""
-    cfg = {"m": 300, "n": 500, "k": 200, "dtype": "float16"}
-    inputs = SPEC.make_inputs(cfg)
-    out = SPEC.make_out(cfg, inputs)
-    SPEC.run_port(inputs, out=out, variant="default")
-    harness.check(SPEC, "cutile_rs", cfg, inputs, out)
-
-
 BASELINE_CASES = gemm_cases(
     SPEC,
     # compiled for sm_90: (bm, bn, bk, TRANS_A, TRANS_B, SHARED_B)

@@ -63,3 +63,41 @@ def variants(m: int, n: int, k: int) -> list[dict]:
         return [_v(128, 128, 64, occupancy=2), _v(128, 128, 64), *wide, _v(128, 128, 64, persistent=True, occupancy=2)]
     small = [_v(bm, bn, 64, occupancy=2) for bm, bn in ((128, 128), (64, 128), (128, 64))]
     return small + [_v(64, 64, 64, occupancy=4)]
+
+
+# -- the declarations (spec.py): a config's dims are [batch,] m, n, k; a batch's `shared` B is read once
+
+
+def reference(inputs: dict):
+    """float64 products of the inputs as given (on their device: the GPU for big shapes)."""
+    return inputs["a"].double() @ inputs["b"].double()
+
+
+def flops(cfg: dict) -> int:
+    """Two per multiply-add.
+
+    >>> flops({"m": 16384, "n": 1024, "k": 4096}) == 2 * 16384 * 1024 * 4096, flops({"batch": 2, "m": 1, "n": 1, "k": 1})
+    (True, 4)
+    """
+    return 2 * cfg.get("batch", 1) * cfg["m"] * cfg["n"] * cfg["k"]
+
+
+def bytes_moved(cfg: dict) -> int:
+    """Fewest bytes: read A and B once (a shared B once for the batch), write C once.
+
+    >>> bytes_moved({"dtype": "bfloat16", "m": 16384, "n": 1024, "k": 4096}) == (16384 * 4096 + 4096 * 1024 + 16384 * 1024) * 2
+    True
+    >>> bytes_moved({"dtype": "bfloat16", "batch": 4, "m": 8, "n": 16, "k": 32, "shared": 1})
+    4096
+    """
+    import torch
+
+    batch, m, n, k = cfg.get("batch", 1), cfg["m"], cfg["n"], cfg["k"]
+    b_batches = 1 if cfg.get("shared") else batch
+    return (batch * m * k + b_batches * k * n + batch * m * n) * torch.finfo(getattr(torch, cfg["dtype"])).bits // 8
+
+
+# Against the float64 product of the same (rounded) inputs. With f32 accumulation the error is the
+# final rounding to the output dtype: about u / sqrt(3) in L2 (u = 2^-8 bf16, 2^-11 f16) and at most
+# u per element; ~4x margin.
+TOLERANCE = {"bfloat16": (8e-3, 1.6e-2), "float16": (1e-3, 2e-3)}

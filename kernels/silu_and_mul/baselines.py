@@ -16,7 +16,7 @@ import functools
 import torch
 
 from tilekit import baseline_support as bs
-from tilekit import gated
+from tilekit import gated, gated_baselines
 from tilekit import providers
 
 triton, tl, _TRITON_ERROR = bs.import_triton()
@@ -94,43 +94,7 @@ def triton_silu_and_mul(
     return bs.launch_rows(_TRITON_KERNELS, triton_config, (x,), cols=h, variant=variant, knobs=knobs, one_row="row")
 
 
-# -- cuTile Python ------------------------------------------------------------------------------
-
-if ct is not None:
-    _ZERO = ct.PaddingMode.ZERO
-    _APPROX = ct.RoundingMode.APPROX
-
-    def _silu_mul_tile(g, u):
-        # 1 / (1 + exp(-g)) saturates to 0 for very negative g (exp -> inf), never NaN.
-        sig = ct.truediv(1.0, 1.0 + ct.exp(-g), flush_to_zero=True, rounding_mode=_APPROX)
-        return g * sig * u
-
-    @ct.kernel
-    def _cutile_tiled_kernel(G, U, Y, ROWS: ct.Constant[int], BLOCK: ct.Constant[int]):
-        """One ROWS x BLOCK output tile per program; G and U are the (m, H) gate and up views of x.
-        Out-of-range lanes read zero and their stores are dropped."""
-        col_tiles = ct.cdiv(G.shape[1], BLOCK)
-        pid = ct.bid(0)
-        rt = pid // col_tiles
-        c = pid - rt * col_tiles
-        g = ct.astype(ct.load(G, index=(rt, c), shape=(ROWS, BLOCK), padding_mode=_ZERO), ct.float32)
-        u = ct.astype(ct.load(U, index=(rt, c), shape=(ROWS, BLOCK), padding_mode=_ZERO), ct.float32)
-        # Plain stores beat TMA stores for streaming writes (TileGym's H100 finding, kept for rms_norm).
-        ct.store(Y, index=(rt, c), tile=ct.astype(_silu_mul_tile(g, u), Y.dtype), allow_tma=False)
-
-    @ct.kernel
-    def _cutile_row_kernel(G, U, Y, BLOCK: ct.Constant[int]):
-        """One row per program, (1, BLOCK) column tiles."""
-        row = ct.bid(0)
-        for j in range(ct.cdiv(G.shape[1], BLOCK)):
-            g = ct.astype(ct.load(G, index=(row, j), shape=(1, BLOCK), padding_mode=_ZERO), ct.float32)
-            u = ct.astype(ct.load(U, index=(row, j), shape=(1, BLOCK), padding_mode=_ZERO), ct.float32)
-            ct.store(Y, index=(row, j), tile=ct.astype(_silu_mul_tile(g, u), Y.dtype), allow_tma=False)
-
-    @functools.lru_cache(maxsize=None)
-    def _cutile_kernel(variant: str, occupancy: int):
-        kernel = _cutile_row_kernel if variant == "row" else _cutile_tiled_kernel
-        return kernel if occupancy == -1 else kernel.replace_hints(occupancy=occupancy)
+# -- cuTile Python: tilekit.gated_baselines' kernels (swiglu's too) --------------------------------
 
 
 def cutile_silu_and_mul(
@@ -141,7 +105,7 @@ def cutile_silu_and_mul(
     bs.require(ct, unavailable_reason, "cutile")
     h = _check_inputs(x)
     bs.require_cuda(KERNEL, "x", x)
-    kernels = {v: _cutile_kernel(v, occupancy) for v in VARIANTS[1:]}
+    kernels = {v: gated_baselines.cutile_kernel(v, occupancy) for v in VARIANTS[1:]}
     knobs = {"block": block, "rows": rows}
     return bs.launch_rows(
         kernels, cutile_config, (x[:, :h], x[:, h:]), ct=ct, variant=variant, knobs=knobs, one_row="row"

@@ -120,9 +120,9 @@ BASELINE_CASES = BaselineCases(
         (kernel, dt, args, dt == "bfloat16")
         for dt in ("bfloat16", "float16", "float32")
         for kernel, args in (
-            (("_cutile_kernel", ("tiled", 4)), ["A2", "A2", "A2", 2, 2048]),
-            (("_cutile_kernel", ("wide", -1)), ["A2", "A2", "A2", 4, 2048]),
-            (("_cutile_kernel", ("row", 4)), ["A2", "A2", "A2", 4096]),
+            (("gated_baselines.cutile_kernel", ("tiled", 4)), ["A2", "A2", "A2", 2, 2048]),
+            (("gated_baselines.cutile_kernel", ("wide", -1)), ["A2", "A2", "A2", 4, 2048]),
+            (("gated_baselines.cutile_kernel", ("row", 4)), ["A2", "A2", "A2", 4096]),
         )
     ],
     pinned=[("CUTILE_OCCUPANCY", lambda B: B.CUTILE_OCCUPANCY, 4, False)],

@@ -16,7 +16,7 @@ import torch
 
 from kernels.silu_and_mul import baselines as sam
 from tilekit import baseline_support as bs
-from tilekit import gated
+from tilekit import gated, gated_baselines
 from tilekit import providers
 
 triton, tl, _TRITON_ERROR = bs.import_triton()
@@ -26,7 +26,6 @@ KERNEL = "swiglu"
 DTYPES = sam.DTYPES
 VARIANTS = ("auto", "tiled", "wide")
 CUTILE_OCCUPANCY = gated.CUTILE_OCCUPANCY
-_cutile_kernel = getattr(sam, "_cutile_kernel", None)  # (variant, occupancy) -> kernel(G, U, Y, ROWS, BLOCK)
 
 
 # silu_and_mul's plans (tilekit.gated): (m, h, sms, variant="auto", *, block, rows[, num_warps]).
@@ -83,7 +82,7 @@ def cutile_swiglu(
     bs.require(ct, unavailable_reason, "cutile")
     _check_inputs(a, b)
     bs.require_cuda(KERNEL, "a", a)
-    kernels = {v: _cutile_kernel(v, occupancy) for v in VARIANTS[1:]}
+    kernels = {v: gated_baselines.cutile_kernel(v, occupancy) for v in VARIANTS[1:]}
     return bs.launch_rows(kernels, cutile_config, (a, b), ct=ct, variant=variant, knobs=knobs)
 
 

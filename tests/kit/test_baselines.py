@@ -289,7 +289,7 @@ def _cutile_kernel(kernel, index):
 
     B = baselines(kernel)
     name, dt, args, cubin = CASES[kernel].cutile_kernels[index]
-    fn = attr(B, name) if isinstance(name, str) else getattr(B, name[0])(*name[1])
+    fn = attr(B, name) if isinstance(name, str) else attr(B, name[0])(*name[1])
     dtype = getattr(B.ct, dt)
     sig = [
         ArrayConstraint(

@@ -142,6 +142,16 @@ ROW_RULES = [
     ("triton_config", (100, 5000, 8, "looped"), {"block": 512, "num_warps": 2}, tile_plan("looped", 512, 1, 100, 2)),
     ("cutile_config", (100, 1000, 8, "multirow"), {"rows": 4, "ctas_per_sm": 2}, Has(grid=16)),
 ]
+# The row normalizations' (rms_norm, layer_norm: tilekit.norm.AUTO): the variant each config picks
+# where the rule is the row reductions', and the Triton kernels compiled on the CPU.
+NORM_FORMS = {
+    "triton": {(262144, 512): "multirow", (64, 512): "row", (1024, 32768): "looped"},
+    "cutile": {(200, 4096): "row", (1024, 32768): "looped"},
+}
+NORM_TRITON_COMPILE = [
+    ("_triton_rows_kernel", "fp16", {"ROWS": 8, "BLOCK": 1024}),
+    ("_triton_looped_kernel", "bf16", {"BLOCK": 4096}),
+]
 ROW_ERRORS = [
     (fn, (10, 1000, 8, v), kwargs, match)
     for v, kwargs, match in (("row", {"block": 512}, "block=512 < n=1000"), ("fastest", {}, "variant must be one of"))

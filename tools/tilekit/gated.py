@@ -98,3 +98,38 @@ def triton_config(kernel, variants, m, h, sms, variant="auto", *, block=None, ro
 def cutile_config(kernel, variants, m, h, sms, variant="auto", *, block=None, rows=None) -> dict:
     """`config` (sms is not needed: one program per output tile)."""
     return config(kernel, variants, m, h, variant, block=block, rows=rows)
+
+
+# -- the declarations (spec.py) --------------------------------------------------------------------
+
+# Written into the first gate entries of row 0 (plant_saturating_gates): silu saturates to 0 and to
+# the identity there, and a sigmoid written exp(a) / (1 + exp(a)) turns 100 into NaN.
+SATURATING_GATES = (-100.0, -30.0, 30.0, 100.0)
+
+# (m, h, dtype) of variant_shapes with partial tiles for every variant: 37 rows (partial row tiles
+# for rows > 1), H = 1000 (one padded tile), 11008 (masked, 16-byte predicated), 14336 (whole tiles
+# for one-row variants), 4097 (a 1-element last tile).
+VARIANT_EDGES = ((37, 1000, "float16"), (64, 11008, "bfloat16"), (19, 14336, "bfloat16"), (37, 4097, "float32"))
+
+
+def plant_saturating_gates(gate) -> None:
+    """Write SATURATING_GATES into the first entries of row 0 of the (m, h) gate, in place."""
+    import torch
+
+    k = min(gate.shape[1], len(SATURATING_GATES))
+    gate[0, :k] = torch.tensor(SATURATING_GATES[:k], dtype=gate.dtype, device=gate.device)
+
+
+def reference(gate, up):
+    """float64 silu(gate) * up."""
+    import torch
+
+    gate = gate.double()
+    return gate * torch.sigmoid(gate) * up.double()
+
+
+def bytes_moved(cfg: dict) -> int:
+    """Fewest bytes: read the gate and up once (m * 2h), write out once (m * h)."""
+    import torch
+
+    return 3 * cfg["m"] * cfg["h"] * torch.finfo(getattr(torch, cfg["dtype"])).bits // 8

@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 
 from kernels.bmm import op
+from tilekit import mma
 from tilekit.kernel import BadInput, FfiCase, KernelSpec, call, generator, shapes, sweep_grid, torch_dtype
 
 
@@ -39,31 +40,6 @@ def make_inputs(cfg: dict, device="cuda", seed: int | None = None) -> dict:
     b_batch = 1 if cfg.get("shared") else batch
     b = randn(b_batch, n, k).transpose(1, 2) if cfg.get("bt") else randn(b_batch, k, n)
     return {"a": a, "b": b.expand(batch, k, n)}
-
-
-def reference(inputs: dict) -> torch.Tensor:
-    """float64 products of the inputs as given (on their device: the GPU for big shapes)."""
-    return inputs["a"].double() @ inputs["b"].double()
-
-
-def flops(cfg: dict) -> int:
-    """Two per multiply-add.
-
-    >>> flops({"batch": 16, "m": 2048, "n": 2048, "k": 2048}) == 2 * 16 * 2048**3
-    True
-    """
-    return 2 * cfg["batch"] * cfg["m"] * cfg["n"] * cfg["k"]
-
-
-def bytes_moved(cfg: dict) -> int:
-    """Fewest bytes: read A and B once (a shared B once for the batch), write C once.
-
-    >>> bytes_moved({"dtype": "bfloat16", "batch": 4, "m": 8, "n": 16, "k": 32, "shared": 1})
-    4096
-    """
-    batch, m, n, k = cfg["batch"], cfg["m"], cfg["n"], cfg["k"]
-    b_batches = 1 if cfg.get("shared") else batch
-    return (batch * m * k + b_batches * k * n + batch * m * n) * torch.finfo(torch_dtype(cfg["dtype"])).bits // 8
 
 
 def f16(*shape):
@@ -106,12 +82,11 @@ SPEC = KernelSpec(
             dtype=op.DTYPES, batch=(1, 16, 128), m=(128, 512, 2048), n=(128, 512, 2048), k=(128, 2048), bt=(None, 1)
         ),
     ),
-    # matmul's: the final rounding to the output dtype with f32 accumulation, ~4x margin.
-    tolerance={"bfloat16": (8e-3, 1.6e-2), "float16": (1e-3, 2e-3)},
+    tolerance=mma.TOLERANCE,  # matmul's: the final rounding to the output dtype with f32 accumulation
     make_inputs=make_inputs,
-    reference=reference,
-    bytes_moved=bytes_moved,
-    flops=flops,
+    reference=mma.reference,
+    bytes_moved=mma.bytes_moved,
+    flops=mma.flops,
     out_shape=lambda cfg: (cfg["batch"], cfg["m"], cfg["n"]),
     # Every list of candidates: a few tiles (small list), a batch that fills the GPU (400 tiles:
     # FLOP_BOUND, the persistent variants loop), 33-row products with B transposed (decode list),

@@ -5,11 +5,10 @@ and BASELINE_CASES, what tests/kit/test_baselines.py checks of baselines.py on t
 import torch
 
 from kernels.bmm.spec import SPEC
-from kernels.matmul.tests import TRITON_TUNED  # the same candidates (baselines.py takes matmul's)
 from kernels.matmul.tests import check_persistent_port
 from tilekit import harness
 from tilekit.baseline_cases import H200_SMS as SMS
-from tilekit.baseline_cases import BaselineCases, Has
+from tilekit.baseline_cases import GEMM_NAMED, Has, gemm_cases
 
 
 def test_op_persistent_grid_strides_over_the_tiles_of_every_product_cutile_rs(cuda):
@@ -27,29 +26,18 @@ def test_op_default_variant_and_out_with_interleaved_batches_cutile_rs(cuda):
     harness.check(SPEC, "cutile_rs", cfg, inputs, out)
 
 
-NAMED = {  # (bm, bn, Triton's num_warps, num_stages): kernels/matmul/tests.py's
-    "128x256x64": (128, 256, 8, 3),
-    "256x128x64": (256, 128, 8, 3),
-    "128x128x64": (128, 128, 8, 4),
-    "persistent": (128, 256, 8, 3),
-}
-
-
-def _triton_autotuned(B) -> tuple:
-    tuned = B._triton_autotuned
-    return [(*(c.kwargs[x] for x in ("BM", "BN", "BK")), c.num_warps, c.num_stages) for c in tuned.configs], tuned.keys
-
-
 f16 = torch.float16
-BASELINE_CASES = BaselineCases(
+BASELINE_CASES = gemm_cases(
     SPEC,
+    # compiled for sm_90: (bm, bn, bk, TRANS_A, TRANS_B, SHARED_B)
+    [(128, 128, 64, 0, 0, 0), (64, 64, 32, 0, 1, 1), (128, 256, 64, 1, 1, 0)],
     # Odd sizes inside one tile, K ragged and K a multiple of BK (the unmasked path), the persistent
     # grid of one program ("one SM" on the CPU) walking every product, each layout.
     interpreted=[
         (dict(batch=q, m=m, n=n, k=k, dtype=dt), v, {})
         for dt in ("float16", "bfloat16")
         for q, m, n, k in ((3, 17, 33, 65), (2, 130, 40, 128))
-        for v in ("auto", *NAMED)
+        for v in ("auto", *GEMM_NAMED)
     ]
     + [(dict(batch=3, m=65, n=40, k=70, bt=1, dtype="bfloat16"), v, {}) for v in ("auto", "persistent")]
     + [(dict(batch=2, m=33, n=17, k=65, at=1, bt=1, dtype="float16"), "128x128x64", {})]
@@ -72,35 +60,5 @@ BASELINE_CASES = BaselineCases(
         ("triton_config", (16, 2048, 2048, 64, SMS, "persistent"), Has(grid=SMS)),
         ("triton_config", (3, 1000, 300, 64, SMS, "persistent"), Has(grid=3 * 8 * 2)),
         ("cutile_config", (3, 1000, 300, SMS, "persistent"), Has(grid=3 * 8 * 2)),
-    ]
-    + [  # the named variants at the perf shapes
-        p
-        for q, m, n, k in (SPEC.dims_of(c).values() for c in SPEC.perf_configs)
-        for v, (bm, bn, warps, stages) in NAMED.items()
-        for tiles in [q * -(-m // bm) * -(-n // bn)]
-        for plan in [dict(variant=v, bm=bm, bn=bn, bk=64, grid=min(tiles, SMS) if v == "persistent" else tiles)]
-        for p in (
-            ("triton_config", (q, m, n, k, SMS, v), dict(plan, num_warps=warps, num_stages=stages, even_k=k % 64 == 0)),
-            ("cutile_config", (q, m, n, SMS, v), plan),
-        )
     ],
-    plan_errors=[
-        ("cutile_config", (16, 2048, 2048, SMS, "auto"), {}, "'auto' is tuned on the GPU"),
-        ("triton_config", (2, 10, 10, 10, 8, "fastest"), {}, "variant must be one of"),
-        ("cutile_config", (2, 10, 10, 8, "fastest"), {}, "variant must be one of"),
-    ],
-    triton_compile=[
-        ("_triton_bmm_kernel", "bf16", dict(BM=128, BN=256, BK=64, GROUP=8, EVEN_K=even_k, PERSISTENT=persistent), opts)
-        for persistent in (False, True)
-        for even_k in (True, False)
-        for opts in [dict(num_warps=8, num_stages=3)]
-    ],
-    triton_ptx_has="mma",  # tensor-core instructions (wgmma on sm_90)
-    cutile_kernels=[
-        (kernel, dt, ["A3", "A3", "A3", bm, bn, bk, 8, ta, tb, shared], dt == "bfloat16" and bm == 128)
-        for dt in ("bfloat16", "float16")
-        for kernel in ("_cutile_tiles_kernel", "_cutile_persistent_kernel")
-        for bm, bn, bk, ta, tb, shared in ((128, 128, 64, 0, 0, 0), (64, 64, 32, 0, 1, 1), (128, 256, 64, 1, 1, 0))
-    ],
-    pinned=[("triton.autotune's configs and key", _triton_autotuned, (list(TRITON_TUNED), ["Q", "M", "N", "K"]), True)],
 )

@@ -12,8 +12,9 @@ one (`_check_inputs`).
 
 import torch
 
-from kernels.rms_norm.baselines import AUTO, DTYPES
+from kernels.rms_norm.baselines import DTYPES
 from tilekit import baseline_support as bs
+from tilekit import norm
 from tilekit import providers
 
 triton, tl, _TRITON_ERROR = bs.import_triton()
@@ -21,9 +22,9 @@ ct, _CUTILE_ERROR = bs.import_cutile()
 
 KERNEL = "layer_norm"
 VARIANTS = bs.ROW_VARIANTS  # ("auto", "row", "multirow", "looped")
-# DTYPES and AUTO are rms_norm's: the same row reduction shape and bytes, until an H200 sweep says
-# otherwise.
-triton_config, cutile_config = bs.row_configs(KERNEL, AUTO)
+# DTYPES and auto are rms_norm's (tilekit.norm): the same row reduction shape and bytes, until an
+# H200 sweep says otherwise.
+triton_config, cutile_config = bs.row_configs(KERNEL, norm.AUTO)
 
 
 def _check_inputs(x: torch.Tensor, w, b) -> tuple:
@@ -48,6 +49,7 @@ def torch_layer_norm(x: torch.Tensor, w, b, eps: float) -> torch.Tensor:
 # -- Triton -------------------------------------------------------------------------------------
 
 if triton is not None:
+    from tilekit.triton_tiles import row_tile
 
     @triton.jit
     def _triton_rows_kernel(
@@ -61,10 +63,7 @@ if triton is not None:
         w = tl.load(w_ptr + cols, mask=col_ok, other=0.0, eviction_policy="evict_last").to(tl.float32)
         b = tl.load(b_ptr + cols, mask=col_ok, other=0.0, eviction_policy="evict_last").to(tl.float32)
         for tile in range(tl.program_id(0), tl.cdiv(m, ROWS), tl.num_programs(0)):
-            rows = tile * ROWS + tl.arange(0, ROWS)
-            mask = (rows < m)[:, None] & col_ok[None, :]
-            rows = rows.to(tl.int64)  # m * stride may exceed 2^31 elements
-            x_rows, y_rows = x_ptr + rows[:, None] * stride_x, y_ptr + rows[:, None] * stride_y
+            x_rows, y_rows, mask = row_tile(x_ptr, y_ptr, stride_x, stride_y, tile, m, col_ok, ROWS)
             x = tl.load(x_rows + cols[None, :], mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
             d = tl.where(mask, x - (tl.sum(x, axis=1) / n)[:, None], 0.0)
             y = d * tl.rsqrt(tl.sum(d * d, axis=1) / n + eps)[:, None] * w[None, :] + b[None, :]

@@ -8,16 +8,15 @@ with torch.empty (or `out`); a weight or bias of None is sent as a null descript
 scaled, not shifted). `variant="auto"` (the default) uses the autotuned (block, rows, occupancy,
 programs_per_sm) for this GPU, dtype and shape class (over `variants`); a dict picks one explicitly.
 The knobs and defaults are rms_norm's (the same bytes per element and one more reduction,
-NOTES.md), imported from its op.py; so are the candidates, plus two for whole rows of 4096 and more.
+NOTES.md): tilekit.norm's; so are the candidates, plus two for whole rows of 4096 and more.
 """
 
 from __future__ import annotations
 
 from torch import Tensor
 
-from kernels.rms_norm import op as rms_norm_op
-from kernels.rms_norm.op import DEFAULT_VARIANT, export_args, tune_key
-from tilekit import autotune, checks, port
+from tilekit import autotune, checks, norm, port
+from tilekit.norm import DEFAULT_VARIANT, export_args, tune_key
 
 __all__ = ["CDEF", "DEFAULT_VARIANT", "DTYPES", "export_args", "layer_norm", "tune_key", "variants"]
 
@@ -61,9 +60,9 @@ def variants(m: int, n: int) -> list[dict]:
 
     >>> [(v["block"], v["rows"], v["occupancy"]) for v in variants(32768, 8192)][-2:]
     [(8192, 1, 1), (8192, 1, -1)]
-    >>> variants(64, 1000) == rms_norm_op.variants(64, 1000)
+    >>> variants(64, 1000) == norm.variants(64, 1000)
     True
     """
     pow2 = autotune.pow2(n)
     whole_rows = [{"block": pow2, "rows": 1, "occupancy": o, "programs_per_sm": 0} for o in (1, -1)]
-    return autotune.unique(rms_norm_op.variants(m, n) + (whole_rows if 4096 <= pow2 <= 16384 else []))
+    return autotune.unique(norm.variants(m, n) + (whole_rows if 4096 <= pow2 <= 16384 else []))

@@ -7,10 +7,16 @@ import torch
 
 from kernels.layer_norm import op
 from kernels.layer_norm.spec import EPS, SPEC, reference
-from kernels.rms_norm.tests import FORMS, TRITON_COMPILE  # the same row-reduction baselines
 from tilekit import harness
 from tilekit.baseline_cases import H200_SMS as SMS
-from tilekit.baseline_cases import ROW_ERRORS, BaselineCases, row_interpreted, row_plans
+from tilekit.baseline_cases import (
+    NORM_FORMS,
+    NORM_TRITON_COMPILE,
+    ROW_ERRORS,
+    BaselineCases,
+    row_interpreted,
+    row_plans,
+)
 
 
 @pytest.mark.parametrize(
@@ -51,10 +57,10 @@ BASELINE_CASES = BaselineCases(
             (16384, 5120): (("looped", 4096, 1, 16384, 8), ("multirow", 8192, 4, SMS)),
             (256, 4096): (("looped", 4096, 1, 256, 8), ("row", 4096, 1, 256)),
         },
-        **FORMS,
+        **NORM_FORMS,
     ),
     plan_errors=ROW_ERRORS,
-    triton_compile=TRITON_COMPILE,
+    triton_compile=NORM_TRITON_COMPILE,
     triton_types={"eps": "fp32"},
     cutile_kernels=[
         (kernel, dt, ["A2", "A2", "A2", "A2", EPS, *tile], dt == "bfloat16")  # W, B: (1, n)

@@ -18,17 +18,15 @@ from torch import Tensor
 
 from tilekit import autotune, checks, port
 
+# op.py's contract names (tilekit.kernel) that the GEMM family shares: dtypes, knobs, candidates
+from tilekit.mma import DEFAULT_VARIANT, DTYPES, INDEX_LIMIT, export_args, variants  # noqa: F401
+
 CDEF = """
 int32_t cutile_matmul(const TensorDesc* c, const TensorDesc* a, const TensorDesc* b,
                       int32_t bm, int32_t bn, int32_t bk, int32_t group, int32_t programs,
                       int32_t occupancy, int32_t num_cta_in_cga,
                       int32_t device_id, uint64_t stream);
 """
-
-DTYPES = ("bfloat16", "float16")
-DEFAULT_VARIANT = {"bm": -1, "bn": -1, "bk": -1, "group": -1, "persistent": False, "occupancy": -1, "cga": -1}
-
-INDEX_LIMIT = 2**31 - 1  # ffi.rs row_stride(): the kernel's views index each operand with i32
 
 
 def check_index_range(m, n, k, lda=None, ldb=None, ldc=None, *, a_t: bool = False, b_t: bool = False):
@@ -62,24 +60,6 @@ def check_index_range(m, n, k, lda=None, ldb=None, ldc=None, *, a_t: bool = Fals
                 f"the kernel indexes each operand with i32 (at most {INDEX_LIMIT} elements): split the product into "
                 "smaller blocks"
             )
-
-
-def persistent_programs(sms: int, occupancy: int, cga: int) -> int:
-    """Tile blocks of a persistent grid: one per cluster of `cga` SMs, `occupancy` deep (-1 = 1).
-
-    >>> persistent_programs(132, 1, 1), persistent_programs(132, 2, 1), persistent_programs(132, 1, 2), persistent_programs(132, -1, -1)
-    (132, 264, 66, 132)
-    """
-    return max(1, sms // max(1, cga)) * max(1, occupancy)
-
-
-def export_args(
-    bm: int, bn: int, bk: int, group: int, persistent: bool, occupancy: int, cga: int, *, sms: int
-) -> tuple[int, ...]:
-    """A variant's arguments of the export, (bm, bn, bk, group, programs, occupancy, num_cta_in_cga),
-    on a GPU with `sms` SMs. Pure: the CPU tests check `variants` through it."""
-    programs = persistent_programs(sms, occupancy, cga) if persistent else 0
-    return int(bm), int(bn), int(bk), int(group), int(programs), int(occupancy), int(cga)
 
 
 def matmul(a: Tensor, b: Tensor, *, variant: str | dict = "auto", out: Tensor | None = None) -> Tensor:
@@ -123,9 +103,7 @@ def layout(name: str, t: Tensor) -> tuple[bool, int]:
     )
 
 
-# -- autotune: the port's variants (ffi.rs: tile shape, band rows, persistent grid, hints) --------
-
-H200_SMS = 132  # decides the variant list only; tilekit.port sizes persistent grids from the real GPU
+# -- autotune: the problem class (the candidates, ffi_util::MmaVariant knobs: tilekit.mma.variants) --
 
 
 def tune_key(dtype: str, m: int, n: int, k: int, *, a_t: bool = False, b_t: bool = False) -> dict:
@@ -137,35 +115,3 @@ def tune_key(dtype: str, m: int, n: int, k: int, *, a_t: bool = False, b_t: bool
     """
     key = {"dtype": dtype, "m_class": autotune.pow2(m), "n_class": autotune.pow2(n), "k_class": autotune.pow2(k)}
     return key | ({"layout": "nt"[a_t] + "nt"[b_t]} if a_t or b_t else {})
-
-
-def _v(bm, bn, bk, *, persistent=False, occupancy=1, cga=1, group=8) -> dict:
-    return {"bm": bm, "bn": bn, "bk": bk, "group": group, "persistent": persistent, "occupancy": occupancy, "cga": cga}
-
-
-def variants(m: int, n: int, k: int) -> list[dict]:
-    """Candidates, few: each GEMM tile shape is a ~3-4 s JIT. Why these: kernels/matmul/NOTES.md, "The
-    variant space"; problems with fewer 128x128 tiles than two per SM get smaller tiles:
-
-    >>> [(v["bm"], v["bn"], v["cga"], v["persistent"]) for v in variants(1000, 1000, 1000)]  # 64 tiles for 132 SMs
-    [(128, 128, 1, False), (64, 128, 1, False), (128, 64, 1, False), (64, 64, 1, False)]
-    >>> [(v["bm"], v["bn"], v["cga"], v["persistent"]) for v in variants(4096, 4096, 4096)]  # 1024
-    [(128, 128, 1, False), (128, 128, 1, False), (128, 256, 2, False), (256, 128, 2, False), (128, 128, 1, True)]
-    >>> variants(16384, 1024, 4096)[0] == _v(128, 128, 64, occupancy=2)
-    True
-
-    Decode-sized products (m <= 64: a token batch times a weight) stream B once and are bound by its
-    bytes: 16- to 64-row tiles, 64-128 wide, 128-deep K steps (NOTES.md, "Decode and x @ W.t()"):
-
-    >>> [(v["bm"], v["bn"], v["bk"], v["occupancy"]) for v in variants(16, 4096, 4096)]
-    [(16, 64, 128, 2), (16, 128, 128, 1), (32, 64, 128, 2), (64, 64, 128, 2), (64, 128, 64, 2), (32, 128, 128, 2)]
-    """
-    del k  # K decides the loop length, not the tiling
-    if m <= 64:
-        shapes = ((16, 64, 128, 2), (16, 128, 128, 1), (32, 64, 128, 2), (64, 64, 128, 2), (64, 128, 64, 2))
-        return [_v(bm, bn, bk, occupancy=o) for bm, bn, bk, o in (*shapes, (32, 128, 128, 2))]
-    if -(-m // 128) * -(-n // 128) >= 2 * H200_SMS:
-        wide = [_v(128, 256, 64, cga=2), _v(256, 128, 64, cga=2)]  # 2-CTA clusters
-        return [_v(128, 128, 64, occupancy=2), _v(128, 128, 64), *wide, _v(128, 128, 64, persistent=True, occupancy=2)]
-    small = [_v(bm, bn, 64, occupancy=2) for bm, bn in ((128, 128), (64, 128), (128, 64))]
-    return small + [_v(64, 64, 64, occupancy=4)]

@@ -4,13 +4,14 @@
 
 x is (m, n), f16/bf16/f32, last dim contiguous; w is (n,) in x's dtype. Entries (x, w, eps) -> y:
 ``torch_rms_norm`` (PyTorch's fused op), ``triton_rms_norm`` and ``cutile_rms_norm`` (ours, with the
-row reductions' variants of tilekit.baseline_support), whose `auto` rules are AUTO below.
+row reductions' variants of tilekit.baseline_support), whose `auto` rules are tilekit.norm.AUTO.
 Opt-in entries from other libraries (tilekit.providers): tilegym, liger and liger_cutile.
 """
 
 import torch
 
 from tilekit import baseline_support as bs
+from tilekit import norm
 from tilekit import providers
 
 triton, tl, _TRITON_ERROR = bs.import_triton()
@@ -19,11 +20,7 @@ ct, _CUTILE_ERROR = bs.import_cutile()
 KERNEL = "rms_norm"
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 VARIANTS = bs.ROW_VARIANTS  # ("auto", "row", "multirow", "looped")
-# auto (tilekit.baseline_support.row_configs; NOTES.md has the H200 sweep): Triton takes the two-pass form
-# from a 1024-wide row on, else multirow when there are more row tiles than persistent programs;
-# cuTile goes persistent once the rows make more than a couple of waves.
-AUTO = {"triton": {"looped_from": 1024, "multirow": "tiles"}, "cutile": {"multirow": "waves"}}
-triton_config, cutile_config = bs.row_configs(KERNEL, AUTO)
+triton_config, cutile_config = bs.row_configs(KERNEL, norm.AUTO)  # auto: tilekit.norm (layer_norm's too)
 
 
 def _check_inputs(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
@@ -45,6 +42,7 @@ def torch_rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor
 # -- Triton -------------------------------------------------------------------------------------
 
 if triton is not None:
+    from tilekit.triton_tiles import row_tile
 
     @triton.jit
     def _triton_rows_kernel(
@@ -57,11 +55,8 @@ if triton is not None:
         # w is reused by every row this program touches: load it once, keep it in L2 too.
         w = tl.load(w_ptr + cols, mask=col_ok, other=0.0, eviction_policy="evict_last").to(tl.float32)
         for tile in range(tl.program_id(0), tl.cdiv(m, ROWS), tl.num_programs(0)):
-            rows = tile * ROWS + tl.arange(0, ROWS)
-            mask = (rows < m)[:, None] & col_ok[None, :]
-            rows = rows.to(tl.int64)  # m * stride may exceed 2^31 elements
+            x_rows, y_rows, mask = row_tile(x_ptr, y_ptr, stride_x, stride_y, tile, m, col_ok, ROWS)
             # x and y are streamed once: evict_first keeps them from pushing w out of L2.
-            x_rows, y_rows = x_ptr + rows[:, None] * stride_x, y_ptr + rows[:, None] * stride_y
             x = tl.load(x_rows + cols[None, :], mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
             y = x * tl.rsqrt(tl.sum(x * x, axis=1) / n + eps)[:, None] * w[None, :]
             tl.store(y_rows + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask, eviction_policy="evict_first")

@@ -5,18 +5,8 @@ import torch
 
 from kernels.rms_norm.spec import EPS, SPEC
 from tilekit.baseline_cases import H200_SMS as SMS
-from tilekit.baseline_cases import ROW_ERRORS, BaselineCases, Has, row_interpreted, row_plans, tile_plan
-
-# The variant each config picks where the rule is the row reductions' (layer_norm's too), and the
-# Triton kernels compiled on the CPU.
-FORMS = {
-    "triton": {(262144, 512): "multirow", (64, 512): "row", (1024, 32768): "looped"},
-    "cutile": {(200, 4096): "row", (1024, 32768): "looped"},
-}
-TRITON_COMPILE = [
-    ("_triton_rows_kernel", "fp16", {"ROWS": 8, "BLOCK": 1024}),
-    ("_triton_looped_kernel", "bf16", {"BLOCK": 4096}),
-]
+from tilekit.baseline_cases import NORM_FORMS, NORM_TRITON_COMPILE, ROW_ERRORS, BaselineCases, Has, row_interpreted
+from tilekit.baseline_cases import row_plans, tile_plan
 
 BASELINE_CASES = BaselineCases(
     SPEC,
@@ -36,14 +26,14 @@ BASELINE_CASES = BaselineCases(
             (65536, 8192): (("looped", 4096, 1, 65536, 8), ("multirow", 8192, 4, SMS)),
             (65536, 16384): (("looped", 4096, 1, 65536, 8), ("multirow", 16384, 2, SMS)),
         },
-        **FORMS,
+        **NORM_FORMS,
     )
     + [  # multirow: persistent, one weight load per program
         ("triton_config", (262144, 1024, SMS, "multirow"), tile_plan("multirow", 1024, 8, 2 * SMS, 16)),
         ("cutile_config", (300, 16384, SMS), Has(rows=2)),
     ],
     plan_errors=ROW_ERRORS,
-    triton_compile=TRITON_COMPILE,
+    triton_compile=NORM_TRITON_COMPILE,
     triton_types={"eps": "fp32"},
     cutile_kernels=[
         (kernel, dt, args, dt == "float16" and kernel == "_cutile_rows_kernel")

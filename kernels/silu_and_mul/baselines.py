@@ -7,7 +7,7 @@ x is (m, 2H), f16/bf16/f32, last dim contiguous; out is (m, H) in x's dtype. Ent
 between), ``triton_silu_and_mul`` and ``cutile_silu_and_mul`` (ours, f32 inside). Their variants:
 "tiled" (one ROWS x BLOCK output tile of ~4K elements per program, column tile fastest), "wide"
 (~8K-element tiles), "row" (one program per row, BLOCK-wide chunks: the classic form),
-"auto" = "tiled". The rule is `config` (pure); every knob can be forced by keyword.
+"auto" = "tiled". The rule is `config` (tilekit.gated, pure); every knob can be forced by keyword.
 Opt-in entries from other libraries (tilekit.providers): tilegym and liger; liger_cutile says why not.
 """
 
@@ -16,6 +16,7 @@ import functools
 import torch
 
 from tilekit import baseline_support as bs
+from tilekit import gated, gated_baselines
 from tilekit import providers
 
 triton, tl, _TRITON_ERROR = bs.import_triton()
@@ -25,41 +26,11 @@ KERNEL = "silu_and_mul"
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 VARIANTS = ("auto", "tiled", "wide", "row")
 
-TILE_ELEMS = {"tiled": 4096, "wide": 8192}  # output elements per program
-MAX_BLOCK = 4096  # widest column tile / row chunk
-MAX_ROWS = 64
-TRITON_ELEMS_PER_THREAD = 8  # per tensor (gate, up): 8 f32 values each -> 16 B bf16 vectors
-CUTILE_OCCUPANCY = 4  # CTAs per SM tileiras plans registers for: the compiler's default was
-# 1.5-3x slower for rms_norm's streaming tiles on the H200; -1 = its default
-
-
-def tile_width(h: int) -> int:
-    """BLOCK of the tiled forms: the whole row (next power of two) up to MAX_BLOCK, else the widest
-    power-of-two tile in [256, 4096] that pads at most 1/8 (the port's default, ffi.rs default_block)."""
-    if h <= MAX_BLOCK:
-        return bs.row_block(h)
-    for b in (4096, 2048, 1024, 512):
-        if bs.cdiv(h, b) * b * 8 <= h * 9:
-            return b
-    return 256
-
-
-def config(m: int, h: int, variant: str = "auto", *, block=None, rows=None) -> dict:
-    """The launch plan of the Triton and cuTile kernels for an (m, 2h) input:
-    {"variant", "block", "rows", "grid"} (grid = number of programs, 1-D). Pure; keywords force a
-    knob."""
-    bs.check_variant(KERNEL, variant, VARIANTS)
-    if variant == "auto":
-        variant = "tiled"
-    if variant == "row":
-        block = block or min(bs.row_block(h), MAX_BLOCK)
-        return {"variant": variant, "block": block, "rows": 1, "grid": m}
-    block = block or tile_width(h)
-    rows = rows or bs.clamp(TILE_ELEMS[variant] // block, 1, min(MAX_ROWS, bs.next_pow2(m)))
-    grid = bs.cdiv(m, rows) * bs.cdiv(h, block)
-    if grid > 2**31 - 1:
-        raise ValueError(f"silu_and_mul: {grid} programs exceed the 1-D grid limit; force a larger block or rows")
-    return {"variant": variant, "block": block, "rows": rows, "grid": grid}
+# The launch plans (tilekit.gated, swiglu's too): (m, h[, sms], variant="auto", *, block, rows[, num_warps]).
+config = functools.partial(gated.config, KERNEL, VARIANTS)
+triton_config = functools.partial(gated.triton_config, KERNEL, VARIANTS)
+cutile_config = functools.partial(gated.cutile_config, KERNEL, VARIANTS)
+CUTILE_OCCUPANCY = gated.CUTILE_OCCUPANCY
 
 
 def _check_inputs(x: torch.Tensor) -> int:
@@ -79,6 +50,7 @@ def torch_silu_and_mul(x: torch.Tensor) -> torch.Tensor:
 # -- Triton -------------------------------------------------------------------------------------
 
 if triton is not None:
+    from tilekit.triton_tiles import output_tile
 
     @triton.jit
     def _silu_mul_f32(g, u):
@@ -88,15 +60,9 @@ if triton is not None:
     @triton.jit
     def _triton_tiled_kernel(x_ptr, y_ptr, m, h, stride_x, stride_y, ROWS: tl.constexpr, BLOCK: tl.constexpr):
         """One ROWS x BLOCK output tile per program; the 1-D program id walks column tiles fastest."""
-        pid = tl.program_id(0)
-        col_tiles = tl.cdiv(h, BLOCK)
-        rt = pid // col_tiles
-        cols = (pid - rt * col_tiles) * BLOCK + tl.arange(0, BLOCK)
-        rows = rt * ROWS + tl.arange(0, ROWS)
-        mask = (rows < m)[:, None] & (cols < h)[None, :]
-        rows = rows.to(tl.int64)  # m * stride may exceed 2^31 elements
-        gate = x_ptr + rows[:, None] * stride_x + cols[None, :]
-        out = y_ptr + rows[:, None] * stride_y + cols[None, :]
+        rows, cols, mask = output_tile(m, h, ROWS, BLOCK)
+        gate = x_ptr + rows * stride_x + cols[None, :]
+        out = y_ptr + rows * stride_y + cols[None, :]
         # x and out are touched once: evict_first keeps them from displacing anything useful.
         g = tl.load(gate, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
         u = tl.load(gate + h, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
@@ -118,12 +84,6 @@ if triton is not None:
     _TRITON_KERNELS = {"tiled": _triton_tiled_kernel, "wide": _triton_tiled_kernel, "row": _triton_row_kernel}
 
 
-def triton_config(m: int, h: int, sms: int, variant: str = "auto", *, block=None, rows=None, num_warps=None) -> dict:
-    """`config` with Triton's num_warps (sms is not needed: one program per output tile)."""
-    cfg = config(m, h, variant, block=block, rows=rows)
-    return dict(cfg, num_warps=num_warps or bs.triton_warps(cfg["rows"] * cfg["block"], TRITON_ELEMS_PER_THREAD))
-
-
 def triton_silu_and_mul(
     x: torch.Tensor, *, variant: str = "auto", block=None, rows=None, num_warps=None
 ) -> torch.Tensor:
@@ -134,48 +94,7 @@ def triton_silu_and_mul(
     return bs.launch_rows(_TRITON_KERNELS, triton_config, (x,), cols=h, variant=variant, knobs=knobs, one_row="row")
 
 
-# -- cuTile Python ------------------------------------------------------------------------------
-
-if ct is not None:
-    _ZERO = ct.PaddingMode.ZERO
-    _APPROX = ct.RoundingMode.APPROX
-
-    def _silu_mul_tile(g, u):
-        # 1 / (1 + exp(-g)) saturates to 0 for very negative g (exp -> inf), never NaN.
-        sig = ct.truediv(1.0, 1.0 + ct.exp(-g), flush_to_zero=True, rounding_mode=_APPROX)
-        return g * sig * u
-
-    @ct.kernel
-    def _cutile_tiled_kernel(G, U, Y, ROWS: ct.Constant[int], BLOCK: ct.Constant[int]):
-        """One ROWS x BLOCK output tile per program; G and U are the (m, H) gate and up views of x.
-        Out-of-range lanes read zero and their stores are dropped."""
-        col_tiles = ct.cdiv(G.shape[1], BLOCK)
-        pid = ct.bid(0)
-        rt = pid // col_tiles
-        c = pid - rt * col_tiles
-        g = ct.astype(ct.load(G, index=(rt, c), shape=(ROWS, BLOCK), padding_mode=_ZERO), ct.float32)
-        u = ct.astype(ct.load(U, index=(rt, c), shape=(ROWS, BLOCK), padding_mode=_ZERO), ct.float32)
-        # Plain stores beat TMA stores for streaming writes (TileGym's H100 finding, kept for rms_norm).
-        ct.store(Y, index=(rt, c), tile=ct.astype(_silu_mul_tile(g, u), Y.dtype), allow_tma=False)
-
-    @ct.kernel
-    def _cutile_row_kernel(G, U, Y, BLOCK: ct.Constant[int]):
-        """One row per program, (1, BLOCK) column tiles."""
-        row = ct.bid(0)
-        for j in range(ct.cdiv(G.shape[1], BLOCK)):
-            g = ct.astype(ct.load(G, index=(row, j), shape=(1, BLOCK), padding_mode=_ZERO), ct.float32)
-            u = ct.astype(ct.load(U, index=(row, j), shape=(1, BLOCK), padding_mode=_ZERO), ct.float32)
-            ct.store(Y, index=(row, j), tile=ct.astype(_silu_mul_tile(g, u), Y.dtype), allow_tma=False)
-
-    @functools.lru_cache(maxsize=None)
-    def _cutile_kernel(variant: str, occupancy: int):
-        kernel = _cutile_row_kernel if variant == "row" else _cutile_tiled_kernel
-        return kernel if occupancy == -1 else kernel.replace_hints(occupancy=occupancy)
-
-
-def cutile_config(m: int, h: int, sms: int, variant: str = "auto", *, block=None, rows=None) -> dict:
-    """`config` (sms is not needed: one program per output tile)."""
-    return config(m, h, variant, block=block, rows=rows)
+# -- cuTile Python: tilekit.gated_baselines' kernels (swiglu's too) --------------------------------
 
 
 def cutile_silu_and_mul(
@@ -186,7 +105,7 @@ def cutile_silu_and_mul(
     bs.require(ct, unavailable_reason, "cutile")
     h = _check_inputs(x)
     bs.require_cuda(KERNEL, "x", x)
-    kernels = {v: _cutile_kernel(v, occupancy) for v in VARIANTS[1:]}
+    kernels = {v: gated_baselines.cutile_kernel(v, occupancy) for v in VARIANTS[1:]}
     knobs = {"block": block, "rows": rows}
     return bs.launch_rows(
         kernels, cutile_config, (x[:, :h], x[:, h:]), ct=ct, variant=variant, knobs=knobs, one_row="row"

@@ -41,6 +41,7 @@ def torch_softmax(x: torch.Tensor) -> torch.Tensor:
 # -- Triton -------------------------------------------------------------------------------------
 
 if triton is not None:
+    from tilekit.triton_tiles import row_tile
 
     @triton.jit
     def _triton_rows_kernel(x_ptr, y_ptr, m, n, stride_x, stride_y, ROWS: tl.constexpr, BLOCK: tl.constexpr):
@@ -49,12 +50,9 @@ if triton is not None:
         cols = tl.arange(0, BLOCK)
         col_ok = cols < n
         for tile in range(tl.program_id(0), tl.cdiv(m, ROWS), tl.num_programs(0)):
-            rows = tile * ROWS + tl.arange(0, ROWS)
-            mask = (rows < m)[:, None] & col_ok[None, :]
-            rows = rows.to(tl.int64)  # m * stride may exceed 2^31 elements
+            x_rows, y_rows, mask = row_tile(x_ptr, y_ptr, stride_x, stride_y, tile, m, col_ok, ROWS)
             # -inf past n: never the max, exp(-inf) = 0 adds nothing to the sum. x and y are
             # streamed once: evict_first keeps them from crowding L2.
-            x_rows, y_rows = x_ptr + rows[:, None] * stride_x, y_ptr + rows[:, None] * stride_y
             x = tl.load(x_rows + cols[None, :], mask=mask, other=float("-inf"), eviction_policy="evict_first")
             x = x.to(tl.float32)
             # Rows past m are all -inf and turn into NaN; the store mask drops them.

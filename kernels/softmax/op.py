@@ -11,6 +11,7 @@ from __future__ import annotations
 from torch import Tensor
 
 from tilekit import autotune, checks, port
+from tilekit.autotune import row_tune_key as tune_key  # noqa: F401 (op.py's contract name)
 
 CDEF = """
 int32_t cutile_softmax(const TensorDesc* out, const TensorDesc* x,
@@ -44,15 +45,6 @@ def softmax(x: Tensor, *, variant: str | dict = "auto", out: Tensor | None = Non
 # The split form for n > 16384 (ffi.rs `SplitPlan`: several tile blocks per row): (block, rows,
 # occupancy, chunk columns), the four fastest of the H200 sweep over vocabulary rows (NOTES.md).
 SPLIT_SHAPES = [(4096, 1, 8, 16384), (4096, 1, 8, 8192), (2048, 1, 16, 4096), (8192, 1, 4, 8192)]
-
-
-def tune_key(dtype: str, m: int, n: int) -> dict:
-    """Problem class: exact n (it decides tiling), m rounded up to a power of two.
-
-    >>> tune_key("float16", 65535, 1000), tune_key("float32", 1, 1)
-    ({'dtype': 'float16', 'n': 1000, 'm_class': 65536}, {'dtype': 'float32', 'n': 1, 'm_class': 1})
-    """
-    return {"dtype": dtype, "n": n, "m_class": autotune.pow2(m)}
 
 
 def variants(m: int, n: int) -> list[dict]:

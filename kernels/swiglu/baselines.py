@@ -10,10 +10,13 @@ cuTile kernels are silu_and_mul's tiled ones (its kernels take gate and up as tw
 "tiled" (~4K-element output tiles, "auto"), "wide" (~8K); the Triton kernel is this op's.
 """
 
+import functools
+
 import torch
 
 from kernels.silu_and_mul import baselines as sam
 from tilekit import baseline_support as bs
+from tilekit import gated, gated_baselines
 from tilekit import providers
 
 triton, tl, _TRITON_ERROR = bs.import_triton()
@@ -22,21 +25,12 @@ ct, _CUTILE_ERROR = bs.import_cutile()
 KERNEL = "swiglu"
 DTYPES = sam.DTYPES
 VARIANTS = ("auto", "tiled", "wide")
-CUTILE_OCCUPANCY = sam.CUTILE_OCCUPANCY
-_cutile_kernel = getattr(sam, "_cutile_kernel", None)  # (variant, occupancy) -> kernel(G, U, Y, ROWS, BLOCK)
+CUTILE_OCCUPANCY = gated.CUTILE_OCCUPANCY
 
 
-def triton_config(m: int, h: int, sms: int, variant: str = "auto", **knobs) -> dict:
-    """silu_and_mul's plan {"variant", "block", "rows", "grid", "num_warps"} for (m, h) outputs (sms
-    is not needed: one program per output tile). Pure; knobs block, rows, num_warps force one."""
-    bs.check_variant(KERNEL, variant, VARIANTS)
-    return sam.triton_config(m, h, sms, variant, **knobs)
-
-
-def cutile_config(m: int, h: int, sms: int, variant: str = "auto", **knobs) -> dict:
-    """silu_and_mul's plan {"variant", "block", "rows", "grid"}. Pure; knobs block, rows force one."""
-    bs.check_variant(KERNEL, variant, VARIANTS)
-    return sam.cutile_config(m, h, sms, variant, **knobs)
+# silu_and_mul's plans (tilekit.gated): (m, h, sms, variant="auto", *, block, rows[, num_warps]).
+triton_config = functools.partial(gated.triton_config, KERNEL, VARIANTS)
+cutile_config = functools.partial(gated.cutile_config, KERNEL, VARIANTS)
 
 
 def _check_inputs(a: torch.Tensor, b: torch.Tensor) -> None:
@@ -54,19 +48,14 @@ def torch_swiglu(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 if triton is not None:
+    from tilekit.triton_tiles import output_tile
 
     @triton.jit
     def _triton_tiled_kernel(
         a_ptr, b_ptr, y_ptr, m, h, stride_a, stride_y, stride_b, ROWS: tl.constexpr, BLOCK: tl.constexpr
     ):
         """One ROWS x BLOCK output tile per program; the 1-D program id walks column tiles fastest."""
-        pid = tl.program_id(0)
-        col_tiles = tl.cdiv(h, BLOCK)
-        rt = pid // col_tiles
-        cols = (pid - rt * col_tiles) * BLOCK + tl.arange(0, BLOCK)
-        rows = rt * ROWS + tl.arange(0, ROWS)
-        mask = (rows < m)[:, None] & (cols < h)[None, :]
-        rows = rows.to(tl.int64)[:, None]  # m * stride may exceed 2^31 elements
+        rows, cols, mask = output_tile(m, h, ROWS, BLOCK)
         # a, b and out are touched once: evict_first keeps them from displacing anything useful.
         g = tl.load(a_ptr + rows * stride_a + cols, mask=mask, other=0.0, eviction_policy="evict_first")
         u = tl.load(b_ptr + rows * stride_b + cols, mask=mask, other=0.0, eviction_policy="evict_first")
@@ -93,7 +82,7 @@ def cutile_swiglu(
     bs.require(ct, unavailable_reason, "cutile")
     _check_inputs(a, b)
     bs.require_cuda(KERNEL, "a", a)
-    kernels = {v: _cutile_kernel(v, occupancy) for v in VARIANTS[1:]}
+    kernels = {v: gated_baselines.cutile_kernel(v, occupancy) for v in VARIANTS[1:]}
     return bs.launch_rows(kernels, cutile_config, (a, b), ct=ct, variant=variant, knobs=knobs)
 
 

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import torch
 
-from kernels.silu_and_mul.spec import SATURATING_GATES, VARIANT_EDGES, bytes_moved  # 3 m h elements moved, as here
 from kernels.swiglu import op
+from tilekit import gated
 from tilekit.kernel import BadInput, FfiCase, call, generator, row_kernel, shapes, torch_dtype
 
 
 def make_inputs(cfg: dict, device="cuda", seed: int | None = None) -> dict:
     """Fresh random a, b ~ N(0, 2^2) (never zeros), column slices of (m, lda) / (m, ldb) buffers
-    when the config has row strides, plus silu_and_mul's SATURATING_GATES (silu's flat parts, and
+    when the config has row strides, plus tilekit.gated's SATURATING_GATES (silu's flat parts, and
     100, which a sigmoid written exp(a) / (1 + exp(a)) turns into NaN) at the start of a's row 0.
 
     >>> inputs = make_inputs({"dtype": "float16", "m": 4, "h": 6, "lda": 16, "ldb": 8}, device="cpu", seed=1)
@@ -30,14 +30,12 @@ def make_inputs(cfg: dict, device="cuda", seed: int | None = None) -> dict:
         return (2 * torch.randn(m, ld or h, generator=g, device=device, dtype=torch.float32)).to(dt)[:, :h]
 
     a, b = operand(cfg.get("lda")), operand(cfg.get("ldb"))
-    k = min(h, len(SATURATING_GATES))
-    a[0, :k] = torch.tensor(SATURATING_GATES[:k], dtype=dt, device=device)
+    gated.plant_saturating_gates(a)
     return {"a": a, "b": b}
 
 
 def reference(inputs: dict) -> torch.Tensor:
-    a, b = inputs["a"].double(), inputs["b"].double()
-    return a * torch.sigmoid(a) * b
+    return gated.reference(inputs["a"], inputs["b"])
 
 
 def args(dtype=torch.float32, b=None, **kwargs):
@@ -65,10 +63,10 @@ SPEC = row_kernel(  # its tolerance: a few output ulps (the torch baseline round
     ),
     make_inputs=make_inputs,
     reference=reference,
-    bytes_moved=bytes_moved,
+    bytes_moved=gated.bytes_moved,  # 3 m h elements moved, as silu_and_mul's
     # silu_and_mul's: partial row tiles (37 rows), one padded tile (1000), whole tiles (14336),
     # a 1-element last tile (4097), padded rows of a and b with every variant unmasked (64 x 4096).
-    variant_shapes=shapes("m h dtype lda ldb", *VARIANT_EDGES, (64, 4096, "float16", 8200, 4160)),
+    variant_shapes=shapes("m h dtype lda ldb", *gated.VARIANT_EDGES, (64, 4096, "float16", 8200, 4160)),
     every_variant_default=True,
     bad_inputs={
         "shape_mismatch": BadInput(lambda: args(b=torch.randn(4, 9)), ValueError, "one shape"),

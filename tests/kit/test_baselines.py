@@ -13,6 +13,7 @@ before baselines.py is imported, so each kernel's interpreted cases run in ONE c
 """
 
 import doctest
+import functools
 import importlib
 import io
 import os
@@ -40,6 +41,11 @@ NO_CUTILE = "cuda.tile is not installed here (kept out of the project venv)"
 
 def baselines(kernel: str):
     return importlib.import_module(f"kernels.{kernel}.baselines")
+
+
+def attr(B, name: str):
+    """B's attribute `name`, dotted through a module it imports (gemm._triton_bmm_kernel)."""
+    return functools.reduce(getattr, name.split("."), B)
 
 
 def each(field: str) -> list:
@@ -270,7 +276,7 @@ def test_triton_kernels_compile_for_sm90(kernel, index):
     from triton.backends.compiler import GPUTarget
 
     name, pointer, constexprs, *options = cases.triton_compile[index]
-    fn = getattr(B, name)
+    fn = attr(B, name)
     src = B.triton.compiler.ASTSource(fn=fn, signature=cases.triton_signature(fn, pointer), constexprs=constexprs)
     compiled = B.triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options[0] if options else {})
     assert compiled.asm["cubin"]
@@ -283,7 +289,7 @@ def _cutile_kernel(kernel, index):
 
     B = baselines(kernel)
     name, dt, args, cubin = CASES[kernel].cutile_kernels[index]
-    fn = getattr(B, name) if isinstance(name, str) else getattr(B, name[0])(*name[1])
+    fn = attr(B, name) if isinstance(name, str) else attr(B, name[0])(*name[1])
     dtype = getattr(B.ct, dt)
     sig = [
         ArrayConstraint(

@@ -153,6 +153,15 @@ def pow2(v: int) -> int:
     return 1 << max(0, (v - 1).bit_length())
 
 
+def row_tune_key(dtype: str, m: int, n: int) -> dict:
+    """A row kernel's problem class: exact n (it decides tiling), m rounded up to a power of two.
+
+    >>> row_tune_key("float16", 65535, 1000), row_tune_key("float32", 1, 1)
+    ({'dtype': 'float16', 'n': 1000, 'm_class': 65536}, {'dtype': 'float32', 'n': 1, 'm_class': 1})
+    """
+    return {"dtype": dtype, "n": n, "m_class": pow2(m)}
+
+
 def unique(candidates) -> list[dict]:
     """Variant dicts in order, without their None knobs (the export's default) and repeats."""
     out = []

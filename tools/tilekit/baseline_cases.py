@@ -142,8 +142,103 @@ ROW_RULES = [
     ("triton_config", (100, 5000, 8, "looped"), {"block": 512, "num_warps": 2}, tile_plan("looped", 512, 1, 100, 2)),
     ("cutile_config", (100, 1000, 8, "multirow"), {"rows": 4, "ctas_per_sm": 2}, Has(grid=16)),
 ]
+# The row normalizations' (rms_norm, layer_norm: tilekit.norm.AUTO): the variant each config picks
+# where the rule is the row reductions', and the Triton kernels compiled on the CPU.
+NORM_FORMS = {
+    "triton": {(262144, 512): "multirow", (64, 512): "row", (1024, 32768): "looped"},
+    "cutile": {(200, 4096): "row", (1024, 32768): "looped"},
+}
+NORM_TRITON_COMPILE = [
+    ("_triton_rows_kernel", "fp16", {"ROWS": 8, "BLOCK": 1024}),
+    ("_triton_looped_kernel", "bf16", {"BLOCK": 4096}),
+]
 ROW_ERRORS = [
     (fn, (10, 1000, 8, v), kwargs, match)
     for v, kwargs, match in (("row", {"block": 512}, "block=512 < n=1000"), ("fastest", {}, "variant must be one of"))
     for fn in CONFIGS
 ]
+
+
+# -- the GEMM family (matmul, bmm: tilekit.gemm_baselines) ----------------------------------------
+
+# The named variants: (bm, bn, Triton's num_warps, num_stages); persistent runs 128x256 tiles, one
+# program per SM, the others one program per tile.
+GEMM_NAMED = {
+    "128x256x64": (128, 256, 8, 3),
+    "256x128x64": (256, 128, 8, 3),
+    "128x128x64": (128, 128, 8, 4),
+    "persistent": (128, 256, 8, 3),
+}
+# The auto path's candidates (BM, BN, BK, num_warps, num_stages) / (BM, BN, BK, CTAs per cluster):
+# the committed H200 results were tuned over exactly these. Triton's: the named tiles, then two at 4 warps.
+GEMM_TRITON_TUNED = (
+    *[(bm, bn, 64, w, s) for bm, bn, w, s in list(GEMM_NAMED.values())[:3]],
+    (128, 128, 64, 4, 4),
+    (64, 256, 64, 4, 4),
+)
+GEMM_CUTILE_TUNED = ((128, 256, 64, 1), (256, 128, 64, 1), (128, 256, 64, 2), (256, 256, 64, 2), (128, 128, 64, 1))
+
+
+def _gemm_triton_autotuned(B) -> tuple:
+    """triton.autotune's configs, as (BM, BN, BK, num_warps, num_stages), and its key."""
+    tuned = B.gemm._triton_autotuned
+    return [(*(c.kwargs[x] for x in ("BM", "BN", "BK")), c.num_warps, c.num_stages) for c in tuned.configs], tuned.keys
+
+
+def gemm_cases(spec: KernelSpec, layouts: list, **fields) -> BaselineCases:
+    """The BaselineCases of a GEMM kernel (a leading `batch` dim when spec has one), `fields` giving
+    its interpreted runs, torch case, bad inputs and own plans; added here: the named variants'
+    plans at the perf shapes (one program per output tile, or per SM for persistent), the plans
+    refused, the pinned candidates, the Triton kernel compiled four ways and the cuTile kernels
+    compiled for `layouts` (bm, bn, bk, TRANS_A, TRANS_B, SHARED_B)."""
+    batched = "batch" in spec.dims
+    one = () if batched else (1,)  # what a batch of one reads as, to write each plan once
+
+    def args(q, *rest):
+        return (q, *rest) if batched else rest
+
+    named = [
+        p
+        for q, m, n, k in ((*one, *spec.dims_of(c).values()) for c in spec.perf_configs)
+        for v, (bm, bn, warps, stages) in GEMM_NAMED.items()
+        for tiles in [q * -(-m // bm) * -(-n // bn)]
+        for plan in [dict(variant=v, bm=bm, bn=bn, bk=64, grid=min(tiles, H200_SMS) if v == "persistent" else tiles)]
+        for p in (
+            (
+                "triton_config",
+                args(q, m, n, k, H200_SMS, v),
+                dict(plan, num_warps=warps, num_stages=stages, even_k=k % 64 == 0),
+            ),
+            ("cutile_config", args(q, m, n, H200_SMS, v), plan),
+        )
+    ]
+    fields["plans"] = fields["plans"] + named
+    fields["plan_errors"] = [
+        ("cutile_config", args(16, 2048, 2048, H200_SMS, "auto"), {}, "'auto' is tuned on the GPU"),
+        ("triton_config", args(2, 10, 10, 10, 8, "fastest"), {}, "variant must be one of"),
+        ("cutile_config", args(2, 10, 10, 8, "fastest"), {}, "variant must be one of"),
+    ]
+    fields["triton_compile"] = [
+        ("gemm._triton_bmm_kernel", "bf16", dict(BM=128, BN=256, BK=64, GROUP=8, EVEN_K=even, PERSISTENT=p), opts)
+        for p in (False, True)
+        for even in (True, False)
+        for opts in [dict(num_warps=8, num_stages=3)]
+    ]
+    fields["cutile_kernels"] = [
+        (kernel, dt, ["A3", "A3", "A3", bm, bn, bk, 8, *flags], dt == "bfloat16" and bm == 128)
+        for dt in ("bfloat16", "float16")
+        for kernel in ("gemm._cutile_tiles_kernel", "gemm._cutile_persistent_kernel")
+        for bm, bn, bk, *flags in layouts
+    ]
+    fields["pinned"] = [
+        ("GROUP_M", lambda B: B.gemm.GROUP_M, 8, False),
+        ("TRITON_AUTOTUNE", lambda B: B.gemm.TRITON_AUTOTUNE, GEMM_TRITON_TUNED, False),
+        ("CUTILE_AUTOTUNE", lambda B: B.gemm.CUTILE_AUTOTUNE, GEMM_CUTILE_TUNED, False),
+        (
+            "triton.autotune's configs and key",
+            _gemm_triton_autotuned,
+            (list(GEMM_TRITON_TUNED), ["Q", "M", "N", "K"]),
+            True,
+        ),
+    ]
+    return BaselineCases(spec, triton_ptx_has="mma", **fields)  # tensor-core instructions (wgmma on sm_90)

@@ -240,6 +240,34 @@ class KernelSpec:
             }
         return cases
 
+    def bad_input_cases(self) -> dict[str, BadInput]:
+        """test_op_bad_input_cutile_rs's cases: the calls every entry refuses alike, in
+        tilekit.checks' words, on the ffi_example's CPU inputs (as they are: on the CPU; in float64;
+        the first one strided in its last dim), then bad_inputs (a case of the same name replaces
+        the shared one)."""
+        import torch
+
+        first = next(iter(self.make_inputs(self.ffi_example, device="meta")))
+
+        def made(change=lambda name, t: t):
+            inputs = self.make_inputs(self.ffi_example, device="cpu", seed=0)
+            return call(*(change(n, v) if isinstance(v, torch.Tensor) else v for n, v in inputs.items()))
+
+        def strided(name, t):  # every other element of a buffer twice as wide: strided in its last dim only
+            return torch.stack((t, t), -1).flatten(-2)[..., ::2] if name == first else t
+
+        allowed = tuple(torch_dtype(d) for d in self.dtypes)
+        shared = {
+            "cpu_tensor": BadInput(made, ValueError, "CUDA device"),
+            "last_dim_stride": BadInput(
+                lambda: made(strided), ValueError, f"{first} must be contiguous in its last dim"
+            ),
+        }
+        if "float64" not in self.dtypes:
+            double = lambda: made(lambda name, t: t.double())  # noqa: E731
+            shared["float64"] = BadInput(double, TypeError, f"of {allowed}, got torch.float64")
+        return shared | self.bad_inputs
+
     # -- the declaration checks itself (tests/kit/test_kernel_contract.py) ---------------------------
 
     def problems(self) -> list[str]:

@@ -52,7 +52,7 @@ def cases(spec, swept: tuple[str, str] | None = None) -> dict[str, list]:
             pytest.param(c, id=f"{spec.shape_id(c, strides=False)}-{c['dtype']}") for c in spec.variant_shapes
         ],
         "test_op_bad_input_cutile_rs": [
-            pytest.param(case, id=harness.case_id("cutile_rs", case)) for case in spec.bad_inputs
+            pytest.param(case, id=harness.case_id("cutile_rs", case)) for case in spec.bad_input_cases()
         ],
         "test_perf": [
             pytest.param(b, c, id=harness.case_id(b, sweep.case_id(spec, c))) for b in b_ids for c in spec.perf_configs
@@ -95,7 +95,7 @@ def generate(name: str) -> dict:
     def test_op_bad_input_cutile_rs(case):
         """Rejected in Python before the GPU is touched, with a message that says what to fix (runs on
         CPU tensors, so also on machines without a GPU)."""
-        bad = spec.bad_inputs[case]
+        bad = spec.bad_input_cases()[case]
         args, kwargs = bad.make()
         with pytest.raises(bad.error, match=re.escape(bad.message)):
             spec.entry(*args, **kwargs)

@@ -1,0 +1,103 @@
+"""The GEMM family's port side (kernels/matmul and kernels/bmm: both exports take the variant knobs
+of cutile_kernels' ffi_util::MmaVariant): the dtypes, the knobs and their defaults, a variant's
+export arguments, the i32 index limit, and the candidate list autotune times (matmul's measurements,
+kernels/matmul/NOTES.md "The variant space"; bmm picks from it by the batch's tile count).
+"""
+
+from __future__ import annotations
+
+DTYPES = ("bfloat16", "float16")
+# every knob -1 (persistent off): ffi_util::MmaVariant's defaults
+DEFAULT_VARIANT = {"bm": -1, "bn": -1, "bk": -1, "group": -1, "persistent": False, "occupancy": -1, "cga": -1}
+INDEX_LIMIT = 2**31 - 1  # ffi.rs row_stride(): the kernel's views index each operand with i32
+
+
+def persistent_programs(sms: int, occupancy: int, cga: int) -> int:
+    """Tile blocks of a persistent grid: one per cluster of `cga` SMs, `occupancy` deep (-1 = 1).
+
+    >>> persistent_programs(132, 1, 1), persistent_programs(132, 2, 1), persistent_programs(132, 1, 2), persistent_programs(132, -1, -1)
+    (132, 264, 66, 132)
+    """
+    return max(1, sms // max(1, cga)) * max(1, occupancy)
+
+
+def export_args(
+    bm: int, bn: int, bk: int, group: int, persistent: bool, occupancy: int, cga: int, *, sms: int
+) -> tuple[int, ...]:
+    """A variant's arguments of the export, (bm, bn, bk, group, programs, occupancy, num_cta_in_cga),
+    on a GPU with `sms` SMs. Pure: the CPU tests check `variants` through it."""
+    programs = persistent_programs(sms, occupancy, cga) if persistent else 0
+    return int(bm), int(bn), int(bk), int(group), int(programs), int(occupancy), int(cga)
+
+
+H200_SMS = 132  # decides the variant list only; tilekit.port sizes persistent grids from the real GPU
+
+
+def _v(bm, bn, bk, *, persistent=False, occupancy=1, cga=1, group=8) -> dict:
+    return {"bm": bm, "bn": bn, "bk": bk, "group": group, "persistent": persistent, "occupancy": occupancy, "cga": cga}
+
+
+def variants(m: int, n: int, k: int) -> list[dict]:
+    """Candidates, few: each GEMM tile shape is a ~3-4 s JIT. Why these: kernels/matmul/NOTES.md, "The
+    variant space"; problems with fewer 128x128 tiles than two per SM get smaller tiles:
+
+    >>> [(v["bm"], v["bn"], v["cga"], v["persistent"]) for v in variants(1000, 1000, 1000)]  # 64 tiles for 132 SMs
+    [(128, 128, 1, False), (64, 128, 1, False), (128, 64, 1, False), (64, 64, 1, False)]
+    >>> [(v["bm"], v["bn"], v["cga"], v["persistent"]) for v in variants(4096, 4096, 4096)]  # 1024
+    [(128, 128, 1, False), (128, 128, 1, False), (128, 256, 2, False), (256, 128, 2, False), (128, 128, 1, True)]
+    >>> variants(16384, 1024, 4096)[0] == _v(128, 128, 64, occupancy=2)
+    True
+
+    Decode-sized products (m <= 64: a token batch times a weight) stream B once and are bound by its
+    bytes: 16- to 64-row tiles, 64-128 wide, 128-deep K steps (NOTES.md, "Decode and x @ W.t()"):
+
+    >>> [(v["bm"], v["bn"], v["bk"], v["occupancy"]) for v in variants(16, 4096, 4096)]
+    [(16, 64, 128, 2), (16, 128, 128, 1), (32, 64, 128, 2), (64, 64, 128, 2), (64, 128, 64, 2), (32, 128, 128, 2)]
+    """
+    del k  # K decides the loop length, not the tiling
+    if m <= 64:
+        shapes = ((16, 64, 128, 2), (16, 128, 128, 1), (32, 64, 128, 2), (64, 64, 128, 2), (64, 128, 64, 2))
+        return [_v(bm, bn, bk, occupancy=o) for bm, bn, bk, o in (*shapes, (32, 128, 128, 2))]
+    if -(-m // 128) * -(-n // 128) >= 2 * H200_SMS:
+        wide = [_v(128, 256, 64, cga=2), _v(256, 128, 64, cga=2)]  # 2-CTA clusters
+        return [_v(128, 128, 64, occupancy=2), _v(128, 128, 64), *wide, _v(128, 128, 64, persistent=True, occupancy=2)]
+    small = [_v(bm, bn, 64, occupancy=2) for bm, bn in ((128, 128), (64, 128), (128, 64))]
+    return small + [_v(64, 64, 64, occupancy=4)]
+
+
+# -- the declarations (spec.py): a config's dims are [batch,] m, n, k; a batch's `shared` B is read once
+
+
+def reference(inputs: dict):
+    """float64 products of the inputs as given (on their device: the GPU for big shapes)."""
+    return inputs["a"].double() @ inputs["b"].double()
+
+
+def flops(cfg: dict) -> int:
+    """Two per multiply-add.
+
+    >>> flops({"m": 16384, "n": 1024, "k": 4096}) == 2 * 16384 * 1024 * 4096, flops({"batch": 2, "m": 1, "n": 1, "k": 1})
+    (True, 4)
+    """
+    return 2 * cfg.get("batch", 1) * cfg["m"] * cfg["n"] * cfg["k"]
+
+
+def bytes_moved(cfg: dict) -> int:
+    """Fewest bytes: read A and B once (a shared B once for the batch), write C once.
+
+    >>> bytes_moved({"dtype": "bfloat16", "m": 16384, "n": 1024, "k": 4096}) == (16384 * 4096 + 4096 * 1024 + 16384 * 1024) * 2
+    True
+    >>> bytes_moved({"dtype": "bfloat16", "batch": 4, "m": 8, "n": 16, "k": 32, "shared": 1})
+    4096
+    """
+    import torch
+
+    batch, m, n, k = cfg.get("batch", 1), cfg["m"], cfg["n"], cfg["k"]
+    b_batches = 1 if cfg.get("shared") else batch
+    return (batch * m * k + b_batches * k * n + batch * m * n) * torch.finfo(getattr(torch, cfg["dtype"])).bits // 8
+
+
+# Against the float64 product of the same (rounded) inputs. With f32 accumulation the error is the
+# final rounding to the output dtype: about u / sqrt(3) in L2 (u = 2^-8 bf16, 2^-11 f16) and at most
+# u per element; ~4x margin.
+TOLERANCE = {"bfloat16": (8e-3, 1.6e-2), "float16": (1e-3, 2e-3)}

@@ -1,0 +1,55 @@
+"""The row normalizations (kernels/rms_norm, kernels/layer_norm): what both ports and both baselines
+share. Pure: no GPU, no triton, no cuda.tile.
+
+Port (op.py): the knobs (block = tile width, rows per tile block, occupancy, persistent programs
+per SM), their ffi.rs defaults, the tune key (tilekit.autotune.row_tune_key) and the candidates
+autotune times (kernels/rms_norm/NOTES.md, "The variant space"; layer_norm moves the same bytes
+per element with one more reduction). Baselines: the `auto` rule of their row-reduction forms.
+"""
+
+from __future__ import annotations
+
+from tilekit import autotune
+from tilekit.autotune import row_tune_key as tune_key
+
+__all__ = ["AUTO", "DEFAULT_VARIANT", "DTYPES", "export_args", "tune_key", "variants"]
+
+DTYPES = ("float16", "bfloat16", "float32")
+DEFAULT_VARIANT = {"block": -1, "rows": -1, "occupancy": -1, "programs_per_sm": 0}  # ffi.rs picks
+
+
+def export_args(block: int, rows: int, occupancy: int, programs_per_sm: int = 0, *, sms: int) -> tuple[int, ...]:
+    """A variant's arguments of the export, (block, rows, occupancy, programs), on a GPU with `sms` SMs
+    (programs_per_sm > 0: the persistent kernel). Pure: the CPU tests check `variants` through it."""
+    programs = programs_per_sm * sms if programs_per_sm > 0 else 0
+    return int(block), int(rows), int(occupancy), int(programs)
+
+
+def variants(m: int, n: int) -> list[dict]:
+    """Candidate (block, rows, occupancy, programs_per_sm), few so tuning a class takes seconds; why
+    these: kernels/rms_norm/NOTES.md, "The variant space". Rows are capped at m (rounded up to a
+    power of two) and 64, as ffi.rs's default is (issue 11: more made autotune fail):
+
+    >>> [(v["block"], v["rows"], v["occupancy"], v["programs_per_sm"]) for v in variants(1000, 1)]
+    [(16, 64, 4, 0), (16, 64, 2, 0), (16, 64, 4, 4), (16, 64, 2, 2)]
+    >>> [(v["block"], v["rows"], v["occupancy"]) for v in variants(256, 4096) if v["programs_per_sm"] == 0][-2:]
+    [(4096, 1, 4), (4096, 1, 2)]
+    """
+    pow2 = 1 << max(4, (n - 1).bit_length())
+    max_rows = min(64, autotune.pow2(m))  # ffi.rs accepts 1..=64 rows per tile block
+    shapes = [(pow2, max(1, elems // pow2)) for elems in (8192, 16384)] if pow2 <= 16384 else []
+    shapes += [(pow2, 2)] if pow2 == 16384 else []
+    shapes += [(block, 8192 // block) for block in (2048, 4096) if block < n]
+    shapes += [(pow2, 1)] if m <= 512 and pow2 <= 16384 else []  # decode batches: a tile block per row
+    out = autotune.unique(
+        {"block": b, "rows": min(r, max_rows), "occupancy": o, "programs_per_sm": 0} for b, r in shapes for o in (4, 2)
+    )
+    # persistent: the first tile on SMs x occupancy tile blocks, each loading w once
+    return out + ([dict(out[0], occupancy=o, programs_per_sm=o) for o in (4, 2)] if pow2 <= 16384 else [])
+
+
+# auto of the baselines' row reductions (tilekit.baseline_support.row_configs; rms_norm's NOTES.md has
+# the H200 sweep): Triton takes the two-pass form from a 1024-wide row on, else multirow when there
+# are more row tiles than persistent programs; cuTile goes persistent once the rows make more than a
+# couple of waves.
+AUTO = {"triton": {"looped_from": 1024, "multirow": "tiles"}, "cutile": {"multirow": "waves"}}

@@ -19,8 +19,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from kernels.matmul import op as matmul
-from tilekit import autotune, checks, port
+from tilekit import autotune, checks, mma, port
 
 CDEF = """
 int32_t cutile_bmm(const TensorDesc* c, const TensorDesc* a, const TensorDesc* b,
@@ -29,10 +28,10 @@ int32_t cutile_bmm(const TensorDesc* c, const TensorDesc* a, const TensorDesc* b
                    int32_t device_id, uint64_t stream);
 """
 
-DTYPES = matmul.DTYPES
-DEFAULT_VARIANT = dict(matmul.DEFAULT_VARIANT)
-export_args = matmul.export_args  # the same knobs, in the same order
-INDEX_LIMIT = matmul.INDEX_LIMIT  # ffi.rs: the kernel's views index each operand with i32
+DTYPES = mma.DTYPES
+DEFAULT_VARIANT = dict(mma.DEFAULT_VARIANT)
+export_args = mma.export_args  # the same knobs, in the same order
+INDEX_LIMIT = mma.INDEX_LIMIT  # ffi.rs: the kernel's views index each operand with i32
 
 
 def span(t: Tensor) -> int:
@@ -168,7 +167,7 @@ def variants(batch: int, m: int, n: int, k: int) -> list[dict]:
 
     >>> [(v["bm"], v["bn"]) for v in variants(2, 300, 300, 64)]  # 18 tiles of 128 x 128
     [(128, 128), (64, 128), (128, 64), (64, 64)]
-    >>> variants(8, 16, 4096, 4096) == matmul.variants(16, 4096, 4096)
+    >>> variants(8, 16, 4096, 4096) == mma.variants(16, 4096, 4096)
     True
 
     A batch that fills the GPU gets FLOP_BOUND, or STORE_BOUND at k <= 128; a 256-row (-column) tile
@@ -183,8 +182,8 @@ def variants(batch: int, m: int, n: int, k: int) -> list[dict]:
     >>> [(v["bm"], v["bn"], v["persistent"]) for v in variants(128, 2048, 128, 2048) if v["cga"] == 2]  # P @ V
     [(256, 128, False), (128, 128, False), (128, 128, True), (256, 128, True)]
     """
-    if m <= 64 or batch * -(-m // 128) * -(-n // 128) < 2 * matmul.H200_SMS:
-        return matmul.variants(m if m <= 64 else batch * -(-m // 128) * 128, n, k)
+    if m <= 64 or batch * -(-m // 128) * -(-n // 128) < 2 * mma.H200_SMS:
+        return mma.variants(m if m <= 64 else batch * -(-m // 128) * 128, n, k)
     listed = STORE_BOUND if k <= 128 else FLOP_BOUND
     rows, cols = max(128, autotune.pow2(m)), max(128, autotune.pow2(n))
     return [v for v in listed if v["bm"] <= rows and v["bn"] <= cols]

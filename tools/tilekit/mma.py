@@ -44,7 +44,7 @@ def variants(m: int, n: int, k: int) -> list[dict]:
     >>> [(v["bm"], v["bn"], v["cga"], v["persistent"]) for v in variants(1000, 1000, 1000)]  # 64 tiles for 132 SMs
     [(128, 128, 1, False), (64, 128, 1, False), (128, 64, 1, False), (64, 64, 1, False)]
     >>> [(v["bm"], v["bn"], v["cga"], v["persistent"]) for v in variants(4096, 4096, 4096)]  # 1024
-    [(128, 128, 1, False), (128, 128, 1, False), (128, 256, 2, False), (256, 128, 2, False), (128, 128, 1, True)]
+    [(128, 128, 1, False), (128, 128, 1, False), (128, 256, 2, False), (256, 128, 2, False), (128, 128, 1, True), (128, 256, 2, True)]
     >>> variants(16384, 1024, 4096)[0] == _v(128, 128, 64, occupancy=2)
     True
 
@@ -60,7 +60,10 @@ def variants(m: int, n: int, k: int) -> list[dict]:
         return [_v(bm, bn, bk, occupancy=o) for bm, bn, bk, o in (*shapes, (32, 128, 128, 2))]
     if -(-m // 128) * -(-n // 128) >= 2 * H200_SMS:
         wide = [_v(128, 256, 64, cga=2), _v(256, 128, 64, cga=2)]  # 2-CTA clusters
-        return [_v(128, 128, 64, occupancy=2), _v(128, 128, 64), *wide, _v(128, 128, 64, persistent=True, occupancy=2)]
+        # persistent grids at occupancy 1: at 2 the 128x128 one spilled (150 spill stores in its SASS,
+        # kernels/bmm/NOTES.md); the clustered one is TileGym's sm_90 form
+        persistent = [_v(128, 128, 64, persistent=True), _v(128, 256, 64, persistent=True, cga=2)]
+        return [_v(128, 128, 64, occupancy=2), _v(128, 128, 64), *wide, *persistent]
     small = [_v(bm, bn, 64, occupancy=2) for bm, bn in ((128, 128), (64, 128), (128, 64))]
     return small + [_v(64, 64, 64, occupancy=4)]
 

@@ -10,11 +10,7 @@ pub mod views {
     /// how every kernel views the row-major (possibly row-padded or column-sliced) tensors PyTorch
     /// passes as raw pointers.
     pub unsafe fn strided_view<T: ElementType>(
-        ptr: *mut T,
-        rows: i32,
-        cols: i32,
-        stride: i32,
-        tok: Token,
+        ptr: *mut T, rows: i32, cols: i32, stride: i32, tok: Token,
     ) -> Tensor<T, { [-1, -1] }> {
         let shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[rows, cols] };
         let strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[stride] };
@@ -25,9 +21,7 @@ pub mod views {
     /// in rows `stride` elements apart: a tile to load or store without masks (`load_ptr_tko`,
     /// `store_ptr_tko`), which the launcher allows only where the tile lies inside the tensor.
     pub fn tile_pointers<T: ElementType, const ROWS: i32, const BLOCK: i32>(
-        ptr: *mut T,
-        first: i32,
-        stride: i32,
+        ptr: *mut T, first: i32, stride: i32,
     ) -> PointerTile<*mut T, { [ROWS, BLOCK] }> {
         let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
         // Offsets of the tile's elements from its first one: r * stride + c.
@@ -47,10 +41,7 @@ pub mod views {
     /// (m, n) tensor: the mask of a masked pointer-tile load or store (`load_ptr_tko`,
     /// `store_ptr_tko`) at a ragged edge.
     pub fn tile_mask<const ROWS: i32, const BLOCK: i32>(
-        row0: i32,
-        col0: i32,
-        m: i32,
-        n: i32,
+        row0: i32, col0: i32, m: i32, n: i32,
     ) -> Tile<bool, { [ROWS, BLOCK] }> {
         let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
         let col_ids: Tile<i32, { [BLOCK] }> = iota(shape![BLOCK]);
@@ -101,8 +92,7 @@ pub mod activations {
 
     /// silu(g) * u = g * sigmoid(g) * u from f32 tiles, rounded to T (silu_and_mul, swiglu).
     pub fn silu_mul<T: ElementType, const ROWS: i32, const BLOCK: i32>(
-        g: Tile<f32, { [ROWS, BLOCK] }>,
-        u: Tile<f32, { [ROWS, BLOCK] }>,
+        g: Tile<f32, { [ROWS, BLOCK] }>, u: Tile<f32, { [ROWS, BLOCK] }>,
     ) -> Tile<T, { [ROWS, BLOCK] }> {
         // sigmoid(g) = 1 / (1 + exp(-g)), with exp(-g) = exp2(g * -log2(e)) (the hardware's ex2)
         // and the approximate, flush-to-zero reciprocal (MUFU.RCP, ~1 ulp) instead of the IEEE
@@ -123,13 +113,7 @@ pub mod activations {
     /// tile divides (m, h)): the body of silu_and_mul's and swiglu's exact entries. The launcher
     /// checks that every offset fits i32.
     pub unsafe fn silu_mul_exact_tile<T: ElementType, const ROWS: i32, const BLOCK: i32>(
-        out_ptr: *mut T,
-        a_ptr: *mut T,
-        b_ptr: *mut T,
-        h: i32,
-        stride_a: i32,
-        stride_b: i32,
-        stride_out: i32,
+        out_ptr: *mut T, a_ptr: *mut T, b_ptr: *mut T, h: i32, stride_a: i32, stride_b: i32, stride_out: i32,
     ) {
         let col_tiles: i32 = h / BLOCK;
         let pid: i32 = get_tile_block_id().0;
@@ -161,14 +145,7 @@ pub mod activations {
     /// masked entries.
     #[allow(clippy::too_many_arguments)]
     pub unsafe fn silu_mul_masked_tile<T: ElementType, const ROWS: i32, const BLOCK: i32>(
-        out_ptr: *mut T,
-        a_ptr: *mut T,
-        b_ptr: *mut T,
-        m: i32,
-        h: i32,
-        stride_a: i32,
-        stride_b: i32,
-        stride_out: i32,
+        out_ptr: *mut T, a_ptr: *mut T, b_ptr: *mut T, m: i32, h: i32, stride_a: i32, stride_b: i32, stride_out: i32,
     ) {
         let col_tiles: i32 = (h + BLOCK - 1) / BLOCK;
         let pid: i32 = get_tile_block_id().0;
@@ -202,14 +179,7 @@ pub mod activations {
     /// body of silu_and_mul's and swiglu's padded entries.
     #[allow(clippy::too_many_arguments)]
     pub unsafe fn silu_mul_padded_tile<T: ElementType, const ROWS: i32, const BLOCK: i32>(
-        out_ptr: *mut T,
-        a_ptr: *mut T,
-        b_ptr: *mut T,
-        m: i32,
-        h: i32,
-        stride_a: i32,
-        stride_b: i32,
-        stride_out: i32,
+        out_ptr: *mut T, a_ptr: *mut T, b_ptr: *mut T, m: i32, h: i32, stride_a: i32, stride_b: i32, stride_out: i32,
     ) {
         let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
         let col_tiles: i32 = (h + BLOCK - 1) / BLOCK;

@@ -79,16 +79,8 @@ fn strides(d: &TensorDesc, arg: &str) -> FfiResult<[i32; 3]> {
 // The export's arguments one for one (its C signature is fixed): a struct would only repack them.
 #[allow(clippy::too_many_arguments)]
 pub fn plan(
-    out: &TensorDesc,
-    q: &TensorDesc,
-    k: &TensorDesc,
-    v: &TensorDesc,
-    causal: i32,
-    scale: f32,
-    bm: i32,
-    bn: i32,
-    occupancy: i32,
-    warps: i32,
+    out: &TensorDesc, q: &TensorDesc, k: &TensorDesc, v: &TensorDesc, causal: i32, scale: f32, bm: i32, bn: i32,
+    occupancy: i32, warps: i32,
 ) -> FfiResult<Plan> {
     let tensors = [(q, "q", 4), (k, "k", 4), (v, "v", 4), (out, "out", 4)];
     let dtype = ffi_util::check_tensors(KERNEL, &[DType::F16, DType::BF16], "f16 and bf16", &tensors)?;
@@ -155,12 +147,7 @@ pub fn plan(
 }
 
 fn launch<T: Element>(
-    p: &Plan,
-    out: &TensorDesc,
-    q: &TensorDesc,
-    k: &TensorDesc,
-    v: &TensorDesc,
-    stream: &Arc<Stream>,
+    p: &Plan, out: &TensorDesc, q: &TensorDesc, k: &TensorDesc, v: &TensorDesc, stream: &Arc<Stream>,
 ) -> FfiResult<()> {
     let ptrs = unsafe {
         [out, q, k, v].map(|t| ffi_util::device_ptr::<T>(t)) // dtypes checked by plan()

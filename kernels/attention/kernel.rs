@@ -61,12 +61,8 @@ pub mod attention_device {
     /// The online-softmax update with one key/value tile: `qk` the raw scores Q Kᵀ (-inf where
     /// hidden), `c` = scale · log2(e). Returns the new (m, l, acc).
     fn online_step<T: ElementType, const BM: i32, const BN: i32, const D: i32>(
-        qk: Tile<f32, { [BM, BN] }>,
-        v: Tile<T, { [BN, D] }>,
-        c: f32,
-        m_i: Tile<f32, { [BM, 1] }>,
-        l_i: Tile<f32, { [BM, 1] }>,
-        acc: Tile<f32, { [BM, D] }>,
+        qk: Tile<f32, { [BM, BN] }>, v: Tile<T, { [BN, D] }>, c: f32, m_i: Tile<f32, { [BM, 1] }>,
+        l_i: Tile<f32, { [BM, 1] }>, acc: Tile<f32, { [BM, D] }>,
     ) -> (Tile<f32, { [BM, 1] }>, Tile<f32, { [BM, 1] }>, Tile<f32, { [BM, D] }>) {
         let row_max: Tile<f32, { [BM] }> = reduce_max(qk, 1i32);
         let c_col: Tile<f32, { [BM, 1] }> = broadcast_scalar(c, shape![BM, 1]);
@@ -91,29 +87,9 @@ pub mod attention_device {
     // The views' sizes and strides one for one: a struct would only repack them.
     #[allow(clippy::too_many_arguments)]
     unsafe fn attention_fwd<T: ElementType, const BM: i32, const BN: i32, const D: i32>(
-        o_ptr: *mut T,
-        q_ptr: *mut T,
-        k_ptr: *mut T,
-        v_ptr: *mut T,
-        b: i32,
-        h: i32,
-        hkv: i32,
-        sq: i32,
-        skv: i32,
-        o_sb: i32,
-        o_sh: i32,
-        o_ss: i32,
-        q_sb: i32,
-        q_sh: i32,
-        q_ss: i32,
-        k_sb: i32,
-        k_sh: i32,
-        k_ss: i32,
-        v_sb: i32,
-        v_sh: i32,
-        v_ss: i32,
-        diag: i32,
-        qk_scale_log2: f32,
+        o_ptr: *mut T, q_ptr: *mut T, k_ptr: *mut T, v_ptr: *mut T, b: i32, h: i32, hkv: i32, sq: i32, skv: i32,
+        o_sb: i32, o_sh: i32, o_ss: i32, q_sb: i32, q_sh: i32, q_ss: i32, k_sb: i32, k_sh: i32, k_ss: i32, v_sb: i32,
+        v_sh: i32, v_ss: i32, diag: i32, qk_scale_log2: f32,
     ) {
         let tok: Token = new_token_unordered();
         let q_shape: Shape<{ [-1, -1, -1, -1] }> = Shape::<{ [-1, -1, -1, -1] }> { dims: &[b, h, sq, D] };

@@ -46,15 +46,8 @@ pub struct Plan {
 // The export's arguments one for one (its C signature is fixed): a struct would only repack them.
 #[allow(clippy::too_many_arguments)]
 pub fn plan(
-    out: &TensorDesc,
-    x: &TensorDesc,
-    weight: Option<&TensorDesc>,
-    bias: Option<&TensorDesc>,
-    eps: f32,
-    block: i32,
-    rows: i32,
-    occupancy: i32,
-    programs: i32,
+    out: &TensorDesc, x: &TensorDesc, weight: Option<&TensorDesc>, bias: Option<&TensorDesc>, eps: f32, block: i32,
+    rows: i32, occupancy: i32, programs: i32,
 ) -> FfiResult<Plan> {
     let params: Vec<(&TensorDesc, &str)> =
         [(weight, "weight"), (bias, "bias")].into_iter().filter_map(|(d, arg)| Some((d?, arg))).collect();
@@ -75,11 +68,7 @@ pub fn plan(
 }
 
 fn launch<T: Element>(
-    p: &Plan,
-    out: &TensorDesc,
-    x: &TensorDesc,
-    weight: Option<&TensorDesc>,
-    bias: Option<&TensorDesc>,
+    p: &Plan, out: &TensorDesc, x: &TensorDesc, weight: Option<&TensorDesc>, bias: Option<&TensorDesc>,
     stream: &Arc<Stream>,
 ) -> FfiResult<()> {
     // An absent weight or bias passes x's pointer, which the kernel compiled without it never reads.

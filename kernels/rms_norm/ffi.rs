@@ -61,13 +61,7 @@ pub fn default_rows(block: i32, m: i32) -> i32 {
 /// (`programs` > 0, capped at the row tiles, only with whole rows), the row strides, and whether
 /// the masked entries run ([`masked_fits`]).
 pub fn rows_plan(
-    x: &TensorDesc,
-    out: &TensorDesc,
-    eps: f32,
-    block: i32,
-    rows: i32,
-    occupancy: i32,
-    programs: i32,
+    x: &TensorDesc, out: &TensorDesc, eps: f32, block: i32, rows: i32, occupancy: i32, programs: i32,
 ) -> FfiResult<(RowPlan, Option<i32>, bool)> {
     let m = to_i32(x.shape[0], "m")?;
     let n = to_i32(x.shape[1], "n")?;
@@ -100,14 +94,7 @@ pub fn rows_plan(
 // The export's arguments one for one (its C signature is fixed): a struct would only repack them.
 #[allow(clippy::too_many_arguments)]
 pub fn plan(
-    out: &TensorDesc,
-    x: &TensorDesc,
-    w: &TensorDesc,
-    eps: f32,
-    block: i32,
-    rows: i32,
-    occupancy: i32,
-    programs: i32,
+    out: &TensorDesc, x: &TensorDesc, w: &TensorDesc, eps: f32, block: i32, rows: i32, occupancy: i32, programs: i32,
 ) -> FfiResult<Plan> {
     let dtype = ffi_util::check_float_tensors(KERNEL, &[(x, "x", 2), (out, "out", 2), (w, "weight", 1)])?;
     check_same_shape(x, "x", out, "out")?;
@@ -120,11 +107,7 @@ pub fn plan(
 }
 
 fn launch<T: Element>(
-    p: &Plan,
-    out: &TensorDesc,
-    x: &TensorDesc,
-    w: &TensorDesc,
-    stream: &Arc<Stream>,
+    p: &Plan, out: &TensorDesc, x: &TensorDesc, w: &TensorDesc, stream: &Arc<Stream>,
 ) -> FfiResult<()> {
     let (y_ptr, x_ptr, w_ptr) =
         unsafe { (ffi_util::device_ptr::<T>(out), ffi_util::device_ptr::<T>(x), ffi_util::device_ptr::<T>(w)) };

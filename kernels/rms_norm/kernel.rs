@@ -34,13 +34,7 @@ pub mod rms_norm_device {
 
     /// x and y as (m, n) views with their row strides, and w as n contiguous elements.
     unsafe fn rms_views<T: ElementType>(
-        y_ptr: *mut T,
-        x_ptr: *mut T,
-        w_ptr: *mut T,
-        m: i32,
-        n: i32,
-        stride_x: i32,
-        stride_y: i32,
+        y_ptr: *mut T, x_ptr: *mut T, w_ptr: *mut T, m: i32, n: i32, stride_x: i32, stride_y: i32,
     ) -> (Tensor<T, { [-1, -1] }>, Tensor<T, { [-1, -1] }>, Tensor<T, { [-1] }>) {
         let tok: Token = new_token_unordered();
         let x_view: Tensor<T, { [-1, -1] }> = strided_view(x_ptr, m, n, stride_x, tok);
@@ -54,9 +48,7 @@ pub mod rms_norm_device {
     /// rsqrt(mean of squares + eps) per row, broadcast over the row block: the mean with exact
     /// (round-to-nearest) division of `sum_sq` by `n_f`.
     fn inv_rms<const ROWS: i32, const BLOCK: i32>(
-        sum_sq: Tile<f32, { [ROWS] }>,
-        n_f: Tile<f32, { [ROWS] }>,
-        eps_t: Tile<f32, { [ROWS] }>,
+        sum_sq: Tile<f32, { [ROWS] }>, n_f: Tile<f32, { [ROWS] }>, eps_t: Tile<f32, { [ROWS] }>,
     ) -> Tile<f32, { [ROWS, BLOCK] }> {
         let mean_sq: Tile<f32, { [ROWS] }> = divf(sum_sq, n_f, rounding::NearestEven, ftz::Disabled);
         rsqrt(mean_sq + eps_t, ftz::Disabled).reshape(shape![ROWS, 1]).broadcast(shape![ROWS, BLOCK])
@@ -64,9 +56,7 @@ pub mod rms_norm_device {
 
     /// `inv_rms` with n and eps turned into per-row f32 tiles first.
     fn inv_rms_of<const ROWS: i32, const BLOCK: i32>(
-        sum_sq: Tile<f32, { [ROWS] }>,
-        n: i32,
-        eps: f32,
+        sum_sq: Tile<f32, { [ROWS] }>, n: i32, eps: f32,
     ) -> Tile<f32, { [ROWS, BLOCK] }> {
         let n_scalar: f32 = convert_scalar(n);
         let n_f: Tile<f32, { [ROWS] }> = broadcast_scalar(n_scalar, shape![ROWS]);
@@ -76,8 +66,7 @@ pub mod rms_norm_device {
 
     /// Column tile j of w, in f32, repeated for each of the ROWS rows.
     fn weight_tile<T: ElementType, const ROWS: i32, const BLOCK: i32>(
-        w_part: &Partition<T, { [BLOCK] }>,
-        j: i32,
+        w_part: &Partition<T, { [BLOCK] }>, j: i32,
     ) -> Tile<f32, { [ROWS, BLOCK] }> {
         let w_row: Tile<T, { [BLOCK] }> = w_part.load([j]);
         convert_tile(w_row.reshape(shape![1, BLOCK]).broadcast(shape![ROWS, BLOCK]))
@@ -86,14 +75,7 @@ pub mod rms_norm_device {
     /// n <= BLOCK: one load, one store per element.
     #[cutile::entry(unchecked_accesses = true)]
     unsafe fn rms_norm_row<T: ElementType, const ROWS: i32, const BLOCK: i32>(
-        y_ptr: *mut T,
-        x_ptr: *mut T,
-        w_ptr: *mut T,
-        m: i32,
-        n: i32,
-        stride_x: i32,
-        stride_y: i32,
-        eps: f32,
+        y_ptr: *mut T, x_ptr: *mut T, w_ptr: *mut T, m: i32, n: i32, stride_x: i32, stride_y: i32, eps: f32,
     ) {
         let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
         let rb: i32 = get_tile_block_id().0;
@@ -114,14 +96,7 @@ pub mod rms_norm_device {
     /// walks row tiles pid, pid + grid, ... (the host sizes the grid from the SM count).
     #[cutile::entry(unchecked_accesses = true)]
     unsafe fn rms_norm_row_persistent<T: ElementType, const ROWS: i32, const BLOCK: i32>(
-        y_ptr: *mut T,
-        x_ptr: *mut T,
-        w_ptr: *mut T,
-        m: i32,
-        n: i32,
-        stride_x: i32,
-        stride_y: i32,
-        eps: f32,
+        y_ptr: *mut T, x_ptr: *mut T, w_ptr: *mut T, m: i32, n: i32, stride_x: i32, stride_y: i32, eps: f32,
     ) {
         let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
         let pid: i32 = get_tile_block_id().0;
@@ -148,14 +123,7 @@ pub mod rms_norm_device {
     /// n > BLOCK: two passes over ceil(n / BLOCK) column tiles.
     #[cutile::entry(unchecked_accesses = true)]
     unsafe fn rms_norm_looped<T: ElementType, const ROWS: i32, const BLOCK: i32>(
-        y_ptr: *mut T,
-        x_ptr: *mut T,
-        w_ptr: *mut T,
-        m: i32,
-        n: i32,
-        stride_x: i32,
-        stride_y: i32,
-        eps: f32,
+        y_ptr: *mut T, x_ptr: *mut T, w_ptr: *mut T, m: i32, n: i32, stride_x: i32, stride_y: i32, eps: f32,
     ) {
         let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
         let col_tiles: i32 = (n + BLOCK - 1) / BLOCK;
@@ -186,12 +154,7 @@ pub mod rms_norm_device {
     /// The ROWS x BLOCK tile of x (in f32) whose first element is (row0, col0), loaded through a
     /// pointer tile with a mask: lanes outside (m, n) read 0 and touch no memory.
     unsafe fn x_tile_masked<T: ElementType, const ROWS: i32, const BLOCK: i32>(
-        x_ptr: *mut T,
-        row0: i32,
-        col0: i32,
-        m: i32,
-        n: i32,
-        stride_x: i32,
+        x_ptr: *mut T, row0: i32, col0: i32, m: i32, n: i32, stride_x: i32,
     ) -> Tile<f32, { [ROWS, BLOCK] }> {
         let ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
             tile_pointers::<T, ROWS, BLOCK>(x_ptr, row0 * stride_x + col0, stride_x);
@@ -206,9 +169,7 @@ pub mod rms_norm_device {
     /// Columns [col0, col0 + BLOCK) of w, in f32, repeated for each of the ROWS rows; lanes past n
     /// are masked off (never stored).
     unsafe fn w_tile_masked<T: ElementType, const ROWS: i32, const BLOCK: i32>(
-        w_ptr: *mut T,
-        col0: i32,
-        n: i32,
+        w_ptr: *mut T, col0: i32, n: i32,
     ) -> Tile<f32, { [ROWS, BLOCK] }> {
         let ptrs: PointerTile<*mut T, { [1, BLOCK] }> = tile_pointers::<T, 1, BLOCK>(w_ptr, col0, 0i32);
         let mask: Tile<bool, { [1, BLOCK] }> = tile_mask::<1, BLOCK>(0i32, col0, 1i32, n);
@@ -220,13 +181,7 @@ pub mod rms_norm_device {
 
     /// Stores y's tile at (row0, col0) through a pointer tile, lanes outside (m, n) masked off.
     unsafe fn store_y_masked<T: ElementType, const ROWS: i32, const BLOCK: i32>(
-        y_ptr: *mut T,
-        y: Tile<T, { [ROWS, BLOCK] }>,
-        row0: i32,
-        col0: i32,
-        m: i32,
-        n: i32,
-        stride_y: i32,
+        y_ptr: *mut T, y: Tile<T, { [ROWS, BLOCK] }>, row0: i32, col0: i32, m: i32, n: i32, stride_y: i32,
     ) {
         let ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
             tile_pointers::<T, ROWS, BLOCK>(y_ptr, row0 * stride_y + col0, stride_y);
@@ -238,14 +193,7 @@ pub mod rms_norm_device {
     /// `rms_norm_row` through masked pointer tiles (ffi.rs: when every offset fits i32).
     #[cutile::entry(unchecked_accesses = true)]
     unsafe fn rms_norm_row_masked<T: ElementType, const ROWS: i32, const BLOCK: i32>(
-        y_ptr: *mut T,
-        x_ptr: *mut T,
-        w_ptr: *mut T,
-        m: i32,
-        n: i32,
-        stride_x: i32,
-        stride_y: i32,
-        eps: f32,
+        y_ptr: *mut T, x_ptr: *mut T, w_ptr: *mut T, m: i32, n: i32, stride_x: i32, stride_y: i32, eps: f32,
     ) {
         let row0: i32 = get_tile_block_id().0 * ROWS;
         let x: Tile<f32, { [ROWS, BLOCK] }> = x_tile_masked::<T, ROWS, BLOCK>(x_ptr, row0, 0i32, m, n, stride_x);
@@ -259,14 +207,7 @@ pub mod rms_norm_device {
     /// `rms_norm_looped` through masked pointer tiles (ffi.rs: when every offset fits i32).
     #[cutile::entry(unchecked_accesses = true)]
     unsafe fn rms_norm_looped_masked<T: ElementType, const ROWS: i32, const BLOCK: i32>(
-        y_ptr: *mut T,
-        x_ptr: *mut T,
-        w_ptr: *mut T,
-        m: i32,
-        n: i32,
-        stride_x: i32,
-        stride_y: i32,
-        eps: f32,
+        y_ptr: *mut T, x_ptr: *mut T, w_ptr: *mut T, m: i32, n: i32, stride_x: i32, stride_y: i32, eps: f32,
     ) {
         let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
         let col_tiles: i32 = (n + BLOCK - 1) / BLOCK;

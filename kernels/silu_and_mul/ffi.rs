@@ -92,14 +92,7 @@ fn byte_span(d: &TensorDesc, m: i32, len: i32, stride: i32, size: usize) -> (u12
 /// grid of its tiles, refused beyond i32::MAX tile blocks.
 #[allow(clippy::too_many_arguments)]
 pub fn tiled_plan(
-    m: i32,
-    h: i32,
-    block: i32,
-    rows: i32,
-    occupancy: i32,
-    warps: i32,
-    stride_x: i32,
-    stride_out: i32,
+    m: i32, h: i32, block: i32, rows: i32, occupancy: i32, warps: i32, stride_x: i32, stride_out: i32,
 ) -> FfiResult<(RowPlan, u32)> {
     let (block, rows) = ffi_util::row_tile(block, rows, default_block(h), |b| default_rows(b, m), 256, MAX_TILE_ELEMS)?;
     let occupancy = ffi_util::occupancy_hint(occupancy)?;

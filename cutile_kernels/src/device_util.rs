@@ -17,6 +17,13 @@ pub mod views {
         make_tensor_view(pointer_to_tile(ptr), shape, strides, tok)
     }
 
+    /// `len` contiguous elements at `ptr`: a norm's weight or bias.
+    pub unsafe fn vector_view<T: ElementType>(ptr: *mut T, len: i32, tok: Token) -> Tensor<T, { [-1] }> {
+        let shape: Shape<{ [-1] }> = Shape::<{ [-1] }> { dims: &[len] };
+        let strides: Array<{ [1] }> = Array::<{ [1] }> { dims: &[] };
+        make_tensor_view(pointer_to_tile(ptr), shape, strides, tok)
+    }
+
     /// The ROWS x BLOCK pointers of the tile whose first element is `first` elements past `ptr`,
     /// in rows `stride` elements apart: a tile to load or store without masks (`load_ptr_tko`,
     /// `store_ptr_tko`), which the launcher allows only where the tile lies inside the tensor.
@@ -107,15 +114,19 @@ pub mod activations {
         y
     }
 
-    /// The tile block's ROWS x BLOCK tile of out = silu(a) * b over (m, h) tensors, rows
-    /// `stride_*` elements apart, in the 1-D grid of ceil(m / ROWS) * `col_tiles` tile blocks
-    /// (column tile fastest), addressed as pointer tiles and loaded and stored without masks (the
-    /// tile divides (m, h)): the body of silu_and_mul's and swiglu's exact entries. The launcher
-    /// checks that every offset fits i32.
-    pub unsafe fn silu_mul_exact_tile<T: ElementType, const ROWS: i32, const BLOCK: i32>(
-        out_ptr: *mut T, a_ptr: *mut T, b_ptr: *mut T, h: i32, stride_a: i32, stride_b: i32, stride_out: i32,
+    /// (row0, col0), the first element of the tile block's ROWS x BLOCK tile in the 1-D grid of
+    /// row tiles x `col_tiles` column tiles (column tile fastest), and the pointer tiles of a, b and
+    /// out there (rows `stride_*` elements apart): where the exact and masked entries load and store.
+    #[allow(clippy::type_complexity)]
+    fn silu_mul_tile_at<T: ElementType, const ROWS: i32, const BLOCK: i32>(
+        out_ptr: *mut T, a_ptr: *mut T, b_ptr: *mut T, col_tiles: i32, stride_a: i32, stride_b: i32, stride_out: i32,
+    ) -> (
+        i32,
+        i32,
+        PointerTile<*mut T, { [ROWS, BLOCK] }>,
+        PointerTile<*mut T, { [ROWS, BLOCK] }>,
+        PointerTile<*mut T, { [ROWS, BLOCK] }>,
     ) {
-        let col_tiles: i32 = h / BLOCK;
         let pid: i32 = get_tile_block_id().0;
         let rt: i32 = pid / col_tiles;
         let ct: i32 = pid - rt * col_tiles;
@@ -128,7 +139,20 @@ pub mod activations {
             tile_pointers::<T, ROWS, BLOCK>(b_ptr, row0 * stride_b + col0, stride_b);
         let y_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
             tile_pointers::<T, ROWS, BLOCK>(out_ptr, row0 * stride_out + col0, stride_out);
+        (row0, col0, a_ptrs, b_ptrs, y_ptrs)
+    }
 
+    /// The tile block's ROWS x BLOCK tile of out = silu(a) * b over (m, h) tensors, rows
+    /// `stride_*` elements apart, in the 1-D grid of ceil(m / ROWS) * `col_tiles` tile blocks
+    /// (column tile fastest), addressed as pointer tiles and loaded and stored without masks (the
+    /// tile divides (m, h)): the body of silu_and_mul's and swiglu's exact entries. The launcher
+    /// checks that every offset fits i32.
+    pub unsafe fn silu_mul_exact_tile<T: ElementType, const ROWS: i32, const BLOCK: i32>(
+        out_ptr: *mut T, a_ptr: *mut T, b_ptr: *mut T, h: i32, stride_a: i32, stride_b: i32, stride_out: i32,
+    ) {
+        let col_tiles: i32 = h / BLOCK;
+        let (_row0, _col0, a_ptrs, b_ptrs, y_ptrs) =
+            silu_mul_tile_at::<T, ROWS, BLOCK>(out_ptr, a_ptr, b_ptr, col_tiles, stride_a, stride_b, stride_out);
         let (a_raw, _a_tok): (Tile<T, { [ROWS, BLOCK] }>, Token) =
             unsafe { load_ptr_tko(a_ptrs, ordering::Weak, None::<scope::TileBlock>, None, None, None, Latency::<3>) };
         let (b_raw, _b_tok): (Tile<T, { [ROWS, BLOCK] }>, Token) =
@@ -148,17 +172,8 @@ pub mod activations {
         out_ptr: *mut T, a_ptr: *mut T, b_ptr: *mut T, m: i32, h: i32, stride_a: i32, stride_b: i32, stride_out: i32,
     ) {
         let col_tiles: i32 = (h + BLOCK - 1) / BLOCK;
-        let pid: i32 = get_tile_block_id().0;
-        let rt: i32 = pid / col_tiles;
-        let ct: i32 = pid - rt * col_tiles;
-        let row0: i32 = rt * ROWS;
-        let col0: i32 = ct * BLOCK;
-        let a_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
-            tile_pointers::<T, ROWS, BLOCK>(a_ptr, row0 * stride_a + col0, stride_a);
-        let b_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
-            tile_pointers::<T, ROWS, BLOCK>(b_ptr, row0 * stride_b + col0, stride_b);
-        let y_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
-            tile_pointers::<T, ROWS, BLOCK>(out_ptr, row0 * stride_out + col0, stride_out);
+        let (row0, col0, a_ptrs, b_ptrs, y_ptrs) =
+            silu_mul_tile_at::<T, ROWS, BLOCK>(out_ptr, a_ptr, b_ptr, col_tiles, stride_a, stride_b, stride_out);
         let mask: Tile<bool, { [ROWS, BLOCK] }> = tile_mask::<ROWS, BLOCK>(row0, col0, m, h);
         let (a_raw, _a_tok): (Tile<T, { [ROWS, BLOCK] }>, Token) = unsafe {
             load_ptr_tko(a_ptrs, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, None, Latency::<3>)

@@ -36,7 +36,7 @@
 //! every tile index is inside its partition by construction.
 #[cutile::module]
 pub mod layer_norm_device {
-    use crate::device_util::views::{strided_view, tile_mask, tile_pointers};
+    use crate::device_util::views::{strided_view, tile_mask, tile_pointers, vector_view};
     use cutile::core::*;
 
     /// x and y as (m, n) views with their row strides, w and b as n contiguous elements each.
@@ -47,10 +47,8 @@ pub mod layer_norm_device {
         let tok: Token = new_token_unordered();
         let x_view: Tensor<T, { [-1, -1] }> = strided_view(x_ptr, m, n, stride_x, tok);
         let y_view: Tensor<T, { [-1, -1] }> = strided_view(y_ptr, m, n, stride_y, tok);
-        let shape: Shape<{ [-1] }> = Shape::<{ [-1] }> { dims: &[n] };
-        let strides: Array<{ [1] }> = Array::<{ [1] }> { dims: &[] };
-        let w_view: Tensor<T, { [-1] }> = make_tensor_view(pointer_to_tile(w_ptr), shape, strides, tok);
-        let b_view: Tensor<T, { [-1] }> = make_tensor_view(pointer_to_tile(b_ptr), shape, strides, tok);
+        let w_view: Tensor<T, { [-1] }> = vector_view(w_ptr, n, tok);
+        let b_view: Tensor<T, { [-1] }> = vector_view(b_ptr, n, tok);
         (x_view, y_view, w_view, b_view)
     }
 

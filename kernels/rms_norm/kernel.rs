@@ -29,7 +29,7 @@
 //! tiles have no such checks: their masks and ffi.rs's `masked_fits` keep every access inside.
 #[cutile::module]
 pub mod rms_norm_device {
-    use crate::device_util::views::{strided_view, tile_mask, tile_pointers};
+    use crate::device_util::views::{strided_view, tile_mask, tile_pointers, vector_view};
     use cutile::core::*;
 
     /// x and y as (m, n) views with their row strides, and w as n contiguous elements.
@@ -39,9 +39,7 @@ pub mod rms_norm_device {
         let tok: Token = new_token_unordered();
         let x_view: Tensor<T, { [-1, -1] }> = strided_view(x_ptr, m, n, stride_x, tok);
         let y_view: Tensor<T, { [-1, -1] }> = strided_view(y_ptr, m, n, stride_y, tok);
-        let w_shape: Shape<{ [-1] }> = Shape::<{ [-1] }> { dims: &[n] };
-        let w_strides: Array<{ [1] }> = Array::<{ [1] }> { dims: &[] };
-        let w_view: Tensor<T, { [-1] }> = make_tensor_view(pointer_to_tile(w_ptr), w_shape, w_strides, tok);
+        let w_view: Tensor<T, { [-1] }> = vector_view(w_ptr, n, tok);
         (x_view, y_view, w_view)
     }
 
@@ -72,6 +70,15 @@ pub mod rms_norm_device {
         convert_tile(w_row.reshape(shape![1, BLOCK]).broadcast(shape![ROWS, BLOCK]))
     }
 
+    /// y = x * inv_rms * w, rounded to T, stored as tile (rb, j) of y.
+    fn store_scaled<T: ElementType, const ROWS: i32, const BLOCK: i32>(
+        y_part: &mut PartitionMut<T, { [ROWS, BLOCK] }>, x: Tile<f32, { [ROWS, BLOCK] }>,
+        inv_rms: Tile<f32, { [ROWS, BLOCK] }>, w: Tile<f32, { [ROWS, BLOCK] }>, rb: i32, j: i32,
+    ) {
+        let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(x * inv_rms * w);
+        y_part.store(y, [rb, j]);
+    }
+
     /// n <= BLOCK: one load, one store per element.
     #[cutile::entry(unchecked_accesses = true)]
     unsafe fn rms_norm_row<T: ElementType, const ROWS: i32, const BLOCK: i32>(
@@ -88,8 +95,7 @@ pub mod rms_norm_device {
         let sum_sq: Tile<f32, { [ROWS] }> = reduce_sum(x * x, 1i32);
         let inv_rms: Tile<f32, { [ROWS, BLOCK] }> = inv_rms_of::<ROWS, BLOCK>(sum_sq, n, eps);
         let w: Tile<f32, { [ROWS, BLOCK] }> = weight_tile::<T, ROWS, BLOCK>(&w_part, 0i32);
-        let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(x * inv_rms * w);
-        y_part.store(y, [rb, 0i32]);
+        store_scaled::<T, ROWS, BLOCK>(&mut y_part, x, inv_rms, w, rb, 0i32);
     }
 
     /// n <= BLOCK, persistent: a grid of fewer tile blocks than row tiles; each loads w once and
@@ -115,8 +121,7 @@ pub mod rms_norm_device {
             let x: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(x_part.load([rb, 0i32]));
             let sum_sq: Tile<f32, { [ROWS] }> = reduce_sum(x * x, 1i32);
             let inv_rms: Tile<f32, { [ROWS, BLOCK] }> = inv_rms::<ROWS, BLOCK>(sum_sq, n_f, eps_t);
-            let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(x * inv_rms * w);
-            y_part.store(y, [rb, 0i32]);
+            store_scaled::<T, ROWS, BLOCK>(&mut y_part, x, inv_rms, w, rb, 0i32);
         }
     }
 
@@ -146,8 +151,7 @@ pub mod rms_norm_device {
         for j in 0i32..col_tiles {
             let x: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(x_part.load([rb, j]));
             let w: Tile<f32, { [ROWS, BLOCK] }> = weight_tile::<T, ROWS, BLOCK>(&w_part, j);
-            let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(x * inv_rms * w);
-            y_part.store(y, [rb, j]);
+            store_scaled::<T, ROWS, BLOCK>(&mut y_part, x, inv_rms, w, rb, j);
         }
     }
 

@@ -882,6 +882,18 @@ impl DeviceModule {
         ir
     }
 
+    /// Test helper: [`assert_lowers`](Self::assert_lowers) for each of `entries` in every float
+    /// dtype (f32, f16, bf16) and each (ROWS, BLOCK) of `tiles`, the entries' generics.
+    pub fn assert_each_lowers(&self, entries: &[&str], tiles: &[(&str, &str)], needles: &[&str]) {
+        for dtype in ["f32", "f16", "bf16"] {
+            for &(rows, block) in tiles {
+                for entry in entries {
+                    self.assert_lowers(entry, &[dtype, rows, block], needles);
+                }
+            }
+        }
+    }
+
     /// Test helper: `entry<generics>` lowered as the launcher compiles it at run time, with the
     /// divisibility hints of these pointer addresses and integer values ([`div_hints`]). Each
     /// argument whose value divides by 16 (all of them, in the perf configs) reaches the IR as one

@@ -351,12 +351,11 @@ mod tests {
 
     #[test]
     fn entry_lowers_and_assembles_for_sm90() {
-        for dtype in ["f32", "f16", "bf16"] {
-            for (rows, block) in [("1", "4096"), ("2", "2048"), ("8", "512"), ("64", "16")] {
-                for entry in ["silu_and_mul", "silu_and_mul_exact", "silu_and_mul_masked"] {
-                    DEVICE.assert_lowers(entry, &[dtype, rows, block], &["exp2", "divf", "approx"]);
-                }
-            }
-        }
+        let tiles = [("1", "4096"), ("2", "2048"), ("8", "512"), ("64", "16")];
+        DEVICE.assert_each_lowers(
+            &["silu_and_mul", "silu_and_mul_exact", "silu_and_mul_masked"],
+            &tiles,
+            &["exp2", "divf", "approx"],
+        );
     }
 }

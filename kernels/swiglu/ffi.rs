@@ -248,12 +248,7 @@ mod tests {
 
     #[test]
     fn entry_lowers_and_assembles_for_sm90() {
-        for dtype in ["f32", "f16", "bf16"] {
-            for (rows, block) in [("1", "4096"), ("2", "2048"), ("8", "512"), ("64", "16")] {
-                for entry in ["swiglu", "swiglu_exact", "swiglu_masked"] {
-                    DEVICE.assert_lowers(entry, &[dtype, rows, block], &["exp2", "divf", "approx"]);
-                }
-            }
-        }
+        let tiles = [("1", "4096"), ("2", "2048"), ("8", "512"), ("64", "16")];
+        DEVICE.assert_each_lowers(&["swiglu", "swiglu_exact", "swiglu_masked"], &tiles, &["exp2", "divf", "approx"]);
     }
 }

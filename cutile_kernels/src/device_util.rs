@@ -10,14 +10,17 @@ pub mod views {
     /// how every kernel views the row-major (possibly row-padded or column-sliced) tensors PyTorch
     /// passes as raw pointers.
     pub unsafe fn strided_view<T: ElementType>(
-        ptr: *mut T,
-        rows: i32,
-        cols: i32,
-        stride: i32,
-        tok: Token,
+        ptr: *mut T, rows: i32, cols: i32, stride: i32, tok: Token,
     ) -> Tensor<T, { [-1, -1] }> {
         let shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[rows, cols] };
         let strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[stride] };
+        make_tensor_view(pointer_to_tile(ptr), shape, strides, tok)
+    }
+
+    /// `len` contiguous elements at `ptr`: a norm's weight or bias.
+    pub unsafe fn vector_view<T: ElementType>(ptr: *mut T, len: i32, tok: Token) -> Tensor<T, { [-1] }> {
+        let shape: Shape<{ [-1] }> = Shape::<{ [-1] }> { dims: &[len] };
+        let strides: Array<{ [1] }> = Array::<{ [1] }> { dims: &[] };
         make_tensor_view(pointer_to_tile(ptr), shape, strides, tok)
     }
 
@@ -25,9 +28,7 @@ pub mod views {
     /// in rows `stride` elements apart: a tile to load or store without masks (`load_ptr_tko`,
     /// `store_ptr_tko`), which the launcher allows only where the tile lies inside the tensor.
     pub fn tile_pointers<T: ElementType, const ROWS: i32, const BLOCK: i32>(
-        ptr: *mut T,
-        first: i32,
-        stride: i32,
+        ptr: *mut T, first: i32, stride: i32,
     ) -> PointerTile<*mut T, { [ROWS, BLOCK] }> {
         let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
         // Offsets of the tile's elements from its first one: r * stride + c.
@@ -47,10 +48,7 @@ pub mod views {
     /// (m, n) tensor: the mask of a masked pointer-tile load or store (`load_ptr_tko`,
     /// `store_ptr_tko`) at a ragged edge.
     pub fn tile_mask<const ROWS: i32, const BLOCK: i32>(
-        row0: i32,
-        col0: i32,
-        m: i32,
-        n: i32,
+        row0: i32, col0: i32, m: i32, n: i32,
     ) -> Tile<bool, { [ROWS, BLOCK] }> {
         let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
         let col_ids: Tile<i32, { [BLOCK] }> = iota(shape![BLOCK]);
@@ -101,8 +99,7 @@ pub mod activations {
 
     /// silu(g) * u = g * sigmoid(g) * u from f32 tiles, rounded to T (silu_and_mul, swiglu).
     pub fn silu_mul<T: ElementType, const ROWS: i32, const BLOCK: i32>(
-        g: Tile<f32, { [ROWS, BLOCK] }>,
-        u: Tile<f32, { [ROWS, BLOCK] }>,
+        g: Tile<f32, { [ROWS, BLOCK] }>, u: Tile<f32, { [ROWS, BLOCK] }>,
     ) -> Tile<T, { [ROWS, BLOCK] }> {
         // sigmoid(g) = 1 / (1 + exp(-g)), with exp(-g) = exp2(g * -log2(e)) (the hardware's ex2)
         // and the approximate, flush-to-zero reciprocal (MUFU.RCP, ~1 ulp) instead of the IEEE
@@ -117,21 +114,19 @@ pub mod activations {
         y
     }
 
-    /// The tile block's ROWS x BLOCK tile of out = silu(a) * b over (m, h) tensors, rows
-    /// `stride_*` elements apart, in the 1-D grid of ceil(m / ROWS) * `col_tiles` tile blocks
-    /// (column tile fastest), addressed as pointer tiles and loaded and stored without masks (the
-    /// tile divides (m, h)): the body of silu_and_mul's and swiglu's exact entries. The launcher
-    /// checks that every offset fits i32.
-    pub unsafe fn silu_mul_exact_tile<T: ElementType, const ROWS: i32, const BLOCK: i32>(
-        out_ptr: *mut T,
-        a_ptr: *mut T,
-        b_ptr: *mut T,
-        h: i32,
-        stride_a: i32,
-        stride_b: i32,
-        stride_out: i32,
+    /// (row0, col0), the first element of the tile block's ROWS x BLOCK tile in the 1-D grid of
+    /// row tiles x `col_tiles` column tiles (column tile fastest), and the pointer tiles of a, b and
+    /// out there (rows `stride_*` elements apart): where the exact and masked entries load and store.
+    #[allow(clippy::type_complexity)]
+    fn silu_mul_tile_at<T: ElementType, const ROWS: i32, const BLOCK: i32>(
+        out_ptr: *mut T, a_ptr: *mut T, b_ptr: *mut T, col_tiles: i32, stride_a: i32, stride_b: i32, stride_out: i32,
+    ) -> (
+        i32,
+        i32,
+        PointerTile<*mut T, { [ROWS, BLOCK] }>,
+        PointerTile<*mut T, { [ROWS, BLOCK] }>,
+        PointerTile<*mut T, { [ROWS, BLOCK] }>,
     ) {
-        let col_tiles: i32 = h / BLOCK;
         let pid: i32 = get_tile_block_id().0;
         let rt: i32 = pid / col_tiles;
         let ct: i32 = pid - rt * col_tiles;
@@ -144,7 +139,20 @@ pub mod activations {
             tile_pointers::<T, ROWS, BLOCK>(b_ptr, row0 * stride_b + col0, stride_b);
         let y_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
             tile_pointers::<T, ROWS, BLOCK>(out_ptr, row0 * stride_out + col0, stride_out);
+        (row0, col0, a_ptrs, b_ptrs, y_ptrs)
+    }
 
+    /// The tile block's ROWS x BLOCK tile of out = silu(a) * b over (m, h) tensors, rows
+    /// `stride_*` elements apart, in the 1-D grid of ceil(m / ROWS) * `col_tiles` tile blocks
+    /// (column tile fastest), addressed as pointer tiles and loaded and stored without masks (the
+    /// tile divides (m, h)): the body of silu_and_mul's and swiglu's exact entries. The launcher
+    /// checks that every offset fits i32.
+    pub unsafe fn silu_mul_exact_tile<T: ElementType, const ROWS: i32, const BLOCK: i32>(
+        out_ptr: *mut T, a_ptr: *mut T, b_ptr: *mut T, h: i32, stride_a: i32, stride_b: i32, stride_out: i32,
+    ) {
+        let col_tiles: i32 = h / BLOCK;
+        let (_row0, _col0, a_ptrs, b_ptrs, y_ptrs) =
+            silu_mul_tile_at::<T, ROWS, BLOCK>(out_ptr, a_ptr, b_ptr, col_tiles, stride_a, stride_b, stride_out);
         let (a_raw, _a_tok): (Tile<T, { [ROWS, BLOCK] }>, Token) =
             unsafe { load_ptr_tko(a_ptrs, ordering::Weak, None::<scope::TileBlock>, None, None, None, Latency::<3>) };
         let (b_raw, _b_tok): (Tile<T, { [ROWS, BLOCK] }>, Token) =
@@ -161,27 +169,11 @@ pub mod activations {
     /// masked entries.
     #[allow(clippy::too_many_arguments)]
     pub unsafe fn silu_mul_masked_tile<T: ElementType, const ROWS: i32, const BLOCK: i32>(
-        out_ptr: *mut T,
-        a_ptr: *mut T,
-        b_ptr: *mut T,
-        m: i32,
-        h: i32,
-        stride_a: i32,
-        stride_b: i32,
-        stride_out: i32,
+        out_ptr: *mut T, a_ptr: *mut T, b_ptr: *mut T, m: i32, h: i32, stride_a: i32, stride_b: i32, stride_out: i32,
     ) {
         let col_tiles: i32 = (h + BLOCK - 1) / BLOCK;
-        let pid: i32 = get_tile_block_id().0;
-        let rt: i32 = pid / col_tiles;
-        let ct: i32 = pid - rt * col_tiles;
-        let row0: i32 = rt * ROWS;
-        let col0: i32 = ct * BLOCK;
-        let a_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
-            tile_pointers::<T, ROWS, BLOCK>(a_ptr, row0 * stride_a + col0, stride_a);
-        let b_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
-            tile_pointers::<T, ROWS, BLOCK>(b_ptr, row0 * stride_b + col0, stride_b);
-        let y_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
-            tile_pointers::<T, ROWS, BLOCK>(out_ptr, row0 * stride_out + col0, stride_out);
+        let (row0, col0, a_ptrs, b_ptrs, y_ptrs) =
+            silu_mul_tile_at::<T, ROWS, BLOCK>(out_ptr, a_ptr, b_ptr, col_tiles, stride_a, stride_b, stride_out);
         let mask: Tile<bool, { [ROWS, BLOCK] }> = tile_mask::<ROWS, BLOCK>(row0, col0, m, h);
         let (a_raw, _a_tok): (Tile<T, { [ROWS, BLOCK] }>, Token) = unsafe {
             load_ptr_tko(a_ptrs, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, None, Latency::<3>)
@@ -202,14 +194,7 @@ pub mod activations {
     /// body of silu_and_mul's and swiglu's padded entries.
     #[allow(clippy::too_many_arguments)]
     pub unsafe fn silu_mul_padded_tile<T: ElementType, const ROWS: i32, const BLOCK: i32>(
-        out_ptr: *mut T,
-        a_ptr: *mut T,
-        b_ptr: *mut T,
-        m: i32,
-        h: i32,
-        stride_a: i32,
-        stride_b: i32,
-        stride_out: i32,
+        out_ptr: *mut T, a_ptr: *mut T, b_ptr: *mut T, m: i32, h: i32, stride_a: i32, stride_b: i32, stride_out: i32,
     ) {
         let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
         let col_tiles: i32 = (h + BLOCK - 1) / BLOCK;

@@ -368,10 +368,7 @@ pub const FLOATS: [DType; 3] = [DType::F32, DType::F16, DType::BF16];
 /// `kernel` supports `ok_names`"), every other tensor has that dtype, then each tensor in turn has
 /// its (arg, ndim) ([`check_tensor`]). Returns the dtype.
 pub fn check_tensors(
-    kernel: &str,
-    ok: &[DType],
-    ok_names: &str,
-    tensors: &[(&TensorDesc, &str, i32)],
+    kernel: &str, ok: &[DType], ok_names: &str, tensors: &[(&TensorDesc, &str, i32)],
 ) -> FfiResult<DType> {
     let (first, first_arg, _) = tensors[0];
     let dtype = first.dtype()?;
@@ -413,12 +410,7 @@ pub fn or_default(v: i32, default: i32) -> i32 {
 /// then `default_rows(block)`): block a power of two in [16, max_elems], rows a power of two in
 /// [1, max_rows], block * rows <= max_elems (beyond it registers spill).
 pub fn row_tile(
-    block: i32,
-    rows: i32,
-    default_block: i32,
-    default_rows: impl FnOnce(i32) -> i32,
-    max_rows: i32,
-    max_elems: i32,
+    block: i32, rows: i32, default_block: i32, default_rows: impl FnOnce(i32) -> i32, max_rows: i32, max_elems: i32,
 ) -> FfiResult<(i32, i32)> {
     let block = or_default(block, default_block);
     let rows = if rows == rc::COMPILER_DEFAULT { default_rows(block) } else { rows };
@@ -685,9 +677,7 @@ impl Launch {
     /// # Safety
     /// As for [`enqueue`]: every pointer the op carries stays valid until the stream has run it.
     pub unsafe fn enqueue<A: Send, D: DeviceOp<Output = S>, S: Send>(
-        self,
-        op: impl TileKernel<A, D, S>,
-        stream: &Arc<Stream>,
+        self, op: impl TileKernel<A, D, S>, stream: &Arc<Stream>,
     ) -> FfiResult<()> {
         enqueue(op.generics(self.generics).grid(self.grid).compile_options(self.options), stream)
     }
@@ -838,8 +828,7 @@ pub const ALIGNED_PTR: u64 = 0x7f00_0000_0000;
 /// these addresses and integer arguments of these values.
 #[cfg(test)]
 pub fn div_hints<'a>(
-    ptrs: &[(&'a str, u64)],
-    ints: &[(&'a str, i32)],
+    ptrs: &[(&'a str, u64)], ints: &[(&'a str, i32)],
 ) -> Vec<(&'a str, cutile::cutile_compiler::specialization::DivHint)> {
     use cutile::cutile_compiler::specialization::DivHint;
     let ptrs = ptrs.iter().map(|&(name, p)| (name, DivHint::from_ptr(p)));
@@ -869,12 +858,8 @@ impl DeviceModule {
     /// IR text. `what_suffix` tells specializations of the same generics apart (their cubins'
     /// names under TILEKIT_CUBIN_DIR).
     pub fn lower(
-        &self,
-        entry: &str,
-        generics: &[&str],
-        hints: &[(&str, cutile::cutile_compiler::specialization::DivHint)],
-        options: CompileOptions,
-        what_suffix: &str,
+        &self, entry: &str, generics: &[&str], hints: &[(&str, cutile::cutile_compiler::specialization::DivHint)],
+        options: CompileOptions, what_suffix: &str,
     ) -> String {
         let what = format!("{entry}<{}>{what_suffix}", generics.join(","));
         let artifacts = cutile::compile_api::KernelCompiler::new(self.ast, self.name, entry)
@@ -897,17 +882,24 @@ impl DeviceModule {
         ir
     }
 
+    /// Test helper: [`assert_lowers`](Self::assert_lowers) for each of `entries` in every float
+    /// dtype (f32, f16, bf16) and each (ROWS, BLOCK) of `tiles`, the entries' generics.
+    pub fn assert_each_lowers(&self, entries: &[&str], tiles: &[(&str, &str)], needles: &[&str]) {
+        for dtype in ["f32", "f16", "bf16"] {
+            for &(rows, block) in tiles {
+                for entry in entries {
+                    self.assert_lowers(entry, &[dtype, rows, block], needles);
+                }
+            }
+        }
+    }
+
     /// Test helper: `entry<generics>` lowered as the launcher compiles it at run time, with the
     /// divisibility hints of these pointer addresses and integer values ([`div_hints`]). Each
     /// argument whose value divides by 16 (all of them, in the perf configs) reaches the IR as one
     /// `assume div_by<16>` (what lets tileiras emit 16-byte loads); a hint missing from the IR fails.
     pub fn assert_div_hints_lower(
-        &self,
-        entry: &str,
-        generics: &[&str],
-        ptrs: &[(&str, u64)],
-        ints: &[(&str, i32)],
-        options: CompileOptions,
+        &self, entry: &str, generics: &[&str], ptrs: &[(&str, u64)], ints: &[(&str, i32)], options: CompileOptions,
         what_suffix: &str,
     ) {
         let hints = div_hints(ptrs, ints);

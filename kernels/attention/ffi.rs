@@ -94,18 +94,8 @@ fn strides(d: &TensorDesc, arg: &str) -> FfiResult<[i32; 3]> {
 // The export's arguments one for one (its C signature is fixed): a struct would only repack them.
 #[allow(clippy::too_many_arguments)]
 pub fn plan(
-    out: &TensorDesc,
-    q: &TensorDesc,
-    k: &TensorDesc,
-    v: &TensorDesc,
-    sinks: Option<&TensorDesc>,
-    causal: i32,
-    scale: f32,
-    window: i32,
-    bm: i32,
-    bn: i32,
-    occupancy: i32,
-    warps: i32,
+    out: &TensorDesc, q: &TensorDesc, k: &TensorDesc, v: &TensorDesc, sinks: Option<&TensorDesc>, causal: i32,
+    scale: f32, window: i32, bm: i32, bn: i32, occupancy: i32, warps: i32,
 ) -> FfiResult<Plan> {
     let tensors = [(q, "q", 4), (k, "k", 4), (v, "v", 4), (out, "out", 4)];
     let dtype = ffi_util::check_tensors(KERNEL, &[DType::F16, DType::BF16], "f16 and bf16", &tensors)?;
@@ -192,12 +182,7 @@ pub fn plan(
 }
 
 fn launch<T: Element>(
-    p: &Plan,
-    out: &TensorDesc,
-    q: &TensorDesc,
-    k: &TensorDesc,
-    v: &TensorDesc,
-    sinks: Option<&TensorDesc>,
+    p: &Plan, out: &TensorDesc, q: &TensorDesc, k: &TensorDesc, v: &TensorDesc, sinks: Option<&TensorDesc>,
     stream: &Arc<Stream>,
 ) -> FfiResult<()> {
     // The sinks' element type S: f32 or T; absent sinks pass q's pointer as T, which the kernel
@@ -209,12 +194,7 @@ fn launch<T: Element>(
 }
 
 fn launch_with<T: Element, S: Element>(
-    p: &Plan,
-    out: &TensorDesc,
-    q: &TensorDesc,
-    k: &TensorDesc,
-    v: &TensorDesc,
-    sinks: &TensorDesc,
+    p: &Plan, out: &TensorDesc, q: &TensorDesc, k: &TensorDesc, v: &TensorDesc, sinks: &TensorDesc,
     stream: &Arc<Stream>,
 ) -> FfiResult<()> {
     let ptrs = unsafe {

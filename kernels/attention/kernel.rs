@@ -73,11 +73,7 @@ pub mod attention_device {
     /// (i + diag - window, i + diag]: the window of the tile's first row starts at
     /// mt · BM + diag - window + 1, that of its last row at (mt + 1) · BM + diag - window.
     pub fn window_tiles<const BM: i32, const BN: i32>(
-        mt: i32,
-        diag: i32,
-        window: i32,
-        full: i32,
-        visited: i32,
+        mt: i32, diag: i32, window: i32, full: i32, visited: i32,
     ) -> (i32, i32, i32) {
         let start_first: i32 = mt * BM + diag - window + 1;
         let first_tile: i32 = if start_first > 0 { start_first / BN } else { 0 };
@@ -93,9 +89,7 @@ pub mod attention_device {
     /// tile-local indices: column c is key j · BN + c, row r query mt · BM + r, and `start` =
     /// mt · BM + diag - window + 1 - j · BN the first column row 0 sees.
     fn in_window<const BM: i32, const BN: i32>(
-        rows: Tile<i32, { [BM, BN] }>,
-        cols: Tile<i32, { [BM, BN] }>,
-        start: i32,
+        rows: Tile<i32, { [BM, BN] }>, cols: Tile<i32, { [BM, BN] }>, start: i32,
     ) -> Tile<bool, { [BM, BN] }> {
         let start_tile: Tile<i32, { [BM, BN] }> = broadcast_scalar(start, shape![BM, BN]);
         ge_tile(cols, rows + start_tile)
@@ -104,12 +98,8 @@ pub mod attention_device {
     /// The online-softmax update with one key/value tile: `qk` the raw scores Q Kᵀ (-inf where
     /// hidden), `c` = scale · log2(e). Returns the new (m, l, acc).
     fn online_step<T: ElementType, const BM: i32, const BN: i32, const D: i32>(
-        qk: Tile<f32, { [BM, BN] }>,
-        v: Tile<T, { [BN, D] }>,
-        c: f32,
-        m_i: Tile<f32, { [BM, 1] }>,
-        l_i: Tile<f32, { [BM, 1] }>,
-        acc: Tile<f32, { [BM, D] }>,
+        qk: Tile<f32, { [BM, BN] }>, v: Tile<T, { [BN, D] }>, c: f32, m_i: Tile<f32, { [BM, 1] }>,
+        l_i: Tile<f32, { [BM, 1] }>, acc: Tile<f32, { [BM, D] }>,
     ) -> (Tile<f32, { [BM, 1] }>, Tile<f32, { [BM, 1] }>, Tile<f32, { [BM, D] }>) {
         let row_max: Tile<f32, { [BM] }> = reduce_max(qk, 1i32);
         let c_col: Tile<f32, { [BM, 1] }> = broadcast_scalar(c, shape![BM, 1]);
@@ -142,31 +132,9 @@ pub mod attention_device {
         const SINKS: bool,
         const WINDOW: bool,
     >(
-        o_ptr: *mut T,
-        q_ptr: *mut T,
-        k_ptr: *mut T,
-        v_ptr: *mut T,
-        sinks_ptr: *mut S,
-        b: i32,
-        h: i32,
-        hkv: i32,
-        sq: i32,
-        skv: i32,
-        o_sb: i32,
-        o_sh: i32,
-        o_ss: i32,
-        q_sb: i32,
-        q_sh: i32,
-        q_ss: i32,
-        k_sb: i32,
-        k_sh: i32,
-        k_ss: i32,
-        v_sb: i32,
-        v_sh: i32,
-        v_ss: i32,
-        diag: i32,
-        window: i32,
-        qk_scale_log2: f32,
+        o_ptr: *mut T, q_ptr: *mut T, k_ptr: *mut T, v_ptr: *mut T, sinks_ptr: *mut S, b: i32, h: i32, hkv: i32,
+        sq: i32, skv: i32, o_sb: i32, o_sh: i32, o_ss: i32, q_sb: i32, q_sh: i32, q_ss: i32, k_sb: i32, k_sh: i32,
+        k_ss: i32, v_sb: i32, v_sh: i32, v_ss: i32, diag: i32, window: i32, qk_scale_log2: f32,
     ) {
         let tok: Token = new_token_unordered();
         let q_shape: Shape<{ [-1, -1, -1, -1] }> = Shape::<{ [-1, -1, -1, -1] }> { dims: &[b, h, sq, D] };

@@ -138,16 +138,8 @@ fn output(c: &TensorDesc) -> FfiResult<(i32, i32)> {
 // The export's arguments one for one (its C signature is fixed): a struct would only repack them.
 #[allow(clippy::too_many_arguments)]
 pub fn plan(
-    c: &TensorDesc,
-    a: &TensorDesc,
-    b: &TensorDesc,
-    bm: i32,
-    bn: i32,
-    bk: i32,
-    group: i32,
-    programs: i32,
-    occupancy: i32,
-    num_cta_in_cga: i32,
+    c: &TensorDesc, a: &TensorDesc, b: &TensorDesc, bm: i32, bn: i32, bk: i32, group: i32, programs: i32,
+    occupancy: i32, num_cta_in_cga: i32,
 ) -> FfiResult<Plan> {
     let tensors = [(a, "a", 3), (b, "b", 3), (c, "c", 3)];
     let dtype = ffi_util::check_tensors(KERNEL, &[DType::F16, DType::BF16], "f16 and bf16", &tensors)?;

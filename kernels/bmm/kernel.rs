@@ -45,13 +45,7 @@ pub mod bmm_device {
     /// `batches` matrices of `rows` x `cols` at `ptr`, `batch_stride` apart, rows `ld` apart, the
     /// last dim contiguous.
     unsafe fn batched_view<T: ElementType>(
-        ptr: *mut T,
-        batches: i32,
-        rows: i32,
-        cols: i32,
-        batch_stride: i32,
-        ld: i32,
-        tok: Token,
+        ptr: *mut T, batches: i32, rows: i32, cols: i32, batch_stride: i32, ld: i32, tok: Token,
     ) -> Tensor<T, { [-1, -1, -1] }> {
         let shape: Shape<{ [-1, -1, -1] }> = Shape::<{ [-1, -1, -1] }> { dims: &[batches, rows, cols] };
         let strides: Array<{ [-1, -1, 1] }> = Array::<{ [-1, -1, 1] }> { dims: &[batch_stride, ld] };
@@ -64,21 +58,8 @@ pub mod bmm_device {
     // The entries' sizes one for one: a struct would only repack them.
     #[allow(clippy::too_many_arguments)]
     unsafe fn bmm_views<T: ElementType, const A_T: i32, const B_T: i32>(
-        c_ptr: *mut T,
-        a_ptr: *mut T,
-        b_ptr: *mut T,
-        batch: i32,
-        m: i32,
-        n: i32,
-        k: i32,
-        a_batches: i32,
-        b_batches: i32,
-        sa: i32,
-        sb: i32,
-        sc: i32,
-        lda: i32,
-        ldb: i32,
-        ldc: i32,
+        c_ptr: *mut T, a_ptr: *mut T, b_ptr: *mut T, batch: i32, m: i32, n: i32, k: i32, a_batches: i32,
+        b_batches: i32, sa: i32, sb: i32, sc: i32, lda: i32, ldb: i32, ldc: i32,
     ) -> (Tensor<T, { [-1, -1, -1] }>, Tensor<T, { [-1, -1, -1] }>, Tensor<T, { [-1, -1, -1] }>) {
         let tok: Token = new_token_unordered();
         // (rows, cols) of each stored matrix: the logical shape, swapped when it is column-major.
@@ -95,13 +76,8 @@ pub mod bmm_device {
     // The tile's coordinates one for one: a struct would only repack them.
     #[allow(clippy::too_many_arguments)]
     fn mma_tile<T: ElementType, const BM: i32, const BN: i32, const BK: i32>(
-        a_part: &Partition<T, { [1, BM, BK] }>,
-        b_part: &Partition<T, { [1, BK, BN] }>,
-        a_b: i32,
-        b_b: i32,
-        bid_m: i32,
-        bid_n: i32,
-        k_tiles: i32,
+        a_part: &Partition<T, { [1, BM, BK] }>, b_part: &Partition<T, { [1, BK, BN] }>, a_b: i32, b_b: i32, bid_m: i32,
+        bid_n: i32, k_tiles: i32,
     ) -> Tile<T, { [1, BM, BN] }> {
         let mut acc: Tile<f32, { [BM, BN] }> = constant(0.0f32, shape![BM, BN]);
         for kt in 0i32..k_tiles {
@@ -120,16 +96,9 @@ pub mod bmm_device {
     // The tile's operands and counts one for one: a struct would only repack them.
     #[allow(clippy::too_many_arguments)]
     fn store_tile<T: ElementType, const BM: i32, const BN: i32, const BK: i32>(
-        a_part: &Partition<T, { [1, BM, BK] }>,
-        b_part: &Partition<T, { [1, BK, BN] }>,
-        c_part: &mut PartitionMut<T, { [1, BM, BN] }>,
-        tile_id: i32,
-        tiles_m: i32,
-        tiles_n: i32,
-        group: i32,
-        k_tiles: i32,
-        a_batches: i32,
-        b_batches: i32,
+        a_part: &Partition<T, { [1, BM, BK] }>, b_part: &Partition<T, { [1, BK, BN] }>,
+        c_part: &mut PartitionMut<T, { [1, BM, BN] }>, tile_id: i32, tiles_m: i32, tiles_n: i32, group: i32,
+        k_tiles: i32, a_batches: i32, b_batches: i32,
     ) {
         let (b, bid_m, bid_n) = tile_coords(tile_id, tiles_m, tiles_n, group);
         let a_b: i32 = if a_batches == 1 { 0i32 } else { b };
@@ -152,21 +121,8 @@ pub mod bmm_device {
         const A_MAP: [i32; 3],
         const B_MAP: [i32; 3],
     >(
-        c_ptr: *mut T,
-        a_ptr: *mut T,
-        b_ptr: *mut T,
-        batch: i32,
-        m: i32,
-        n: i32,
-        k: i32,
-        a_batches: i32,
-        b_batches: i32,
-        sa: i32,
-        sb: i32,
-        sc: i32,
-        lda: i32,
-        ldb: i32,
-        ldc: i32,
+        c_ptr: *mut T, a_ptr: *mut T, b_ptr: *mut T, batch: i32, m: i32, n: i32, k: i32, a_batches: i32,
+        b_batches: i32, sa: i32, sb: i32, sc: i32, lda: i32, ldb: i32, ldc: i32,
     ) {
         let (a_view, b_view, c_view) = bmm_views::<T, A_T, B_T>(
             c_ptr, a_ptr, b_ptr, batch, m, n, k, a_batches, b_batches, sa, sb, sc, lda, ldb, ldc,
@@ -205,21 +161,8 @@ pub mod bmm_device {
         const A_MAP: [i32; 3],
         const B_MAP: [i32; 3],
     >(
-        c_ptr: *mut T,
-        a_ptr: *mut T,
-        b_ptr: *mut T,
-        batch: i32,
-        m: i32,
-        n: i32,
-        k: i32,
-        a_batches: i32,
-        b_batches: i32,
-        sa: i32,
-        sb: i32,
-        sc: i32,
-        lda: i32,
-        ldb: i32,
-        ldc: i32,
+        c_ptr: *mut T, a_ptr: *mut T, b_ptr: *mut T, batch: i32, m: i32, n: i32, k: i32, a_batches: i32,
+        b_batches: i32, sa: i32, sb: i32, sc: i32, lda: i32, ldb: i32, ldc: i32,
     ) {
         let (a_view, b_view, c_view) = bmm_views::<T, A_T, B_T>(
             c_ptr, a_ptr, b_ptr, batch, m, n, k, a_batches, b_batches, sa, sb, sc, lda, ldb, ldc,

@@ -18,43 +18,36 @@
 use super::kernel::layer_norm_device as device;
 // The tiling, its defaults (the same bytes per element, NOTES.md) and the masked entries' rule are
 // rms_norm's.
-use crate::ffi_util::{self, check_same_shape, invalid, DType, Element, FfiResult, RowPlan, TensorDesc};
-use crate::rms_norm::ffi::rows_plan;
+use crate::ffi_util::{self, check_same_shape, invalid, Element, FfiResult, RowPlan, TensorDesc};
 pub use crate::rms_norm::ffi::{default_block, default_rows, masked_fits};
+use crate::rms_norm::ffi::{rows_plan, Plan as NormPlan};
 use cutile::cuda_core::Stream;
 use std::sync::Arc;
 
 const KERNEL: &str = "layer_norm";
 
-/// A validated launch: sizes as the kernel indexes them.
+/// A validated launch: rms_norm's (dtype, tile, sizes, strides, eps, persistent grid, masked
+/// entries; its fields read through), plus whether weight and bias were given (the kernel's HAS_W,
+/// HAS_B).
 #[derive(Debug, PartialEq)]
 pub struct Plan {
-    pub dtype: DType,
-    /// The tile, the occupancy hint (no warps knob), the sizes and strides.
-    pub row: RowPlan,
-    pub eps: f32,
-    /// Some(grid): the persistent kernel on min(grid, row tiles) tile blocks.
-    pub programs: Option<i32>,
-    /// Not persistent, a tile that does not divide (m, n), and i32 offsets of the padded tiles:
-    /// the masked pointer-tile entries run (rms_norm's rule, `masked_fits`).
-    pub masked: bool,
-    /// Whether weight and bias were given (the kernel's HAS_W, HAS_B).
+    pub norm: NormPlan,
     pub has_w: bool,
     pub has_b: bool,
+}
+
+impl std::ops::Deref for Plan {
+    type Target = NormPlan;
+    fn deref(&self) -> &NormPlan {
+        &self.norm
+    }
 }
 
 // The export's arguments one for one (its C signature is fixed): a struct would only repack them.
 #[allow(clippy::too_many_arguments)]
 pub fn plan(
-    out: &TensorDesc,
-    x: &TensorDesc,
-    weight: Option<&TensorDesc>,
-    bias: Option<&TensorDesc>,
-    eps: f32,
-    block: i32,
-    rows: i32,
-    occupancy: i32,
-    programs: i32,
+    out: &TensorDesc, x: &TensorDesc, weight: Option<&TensorDesc>, bias: Option<&TensorDesc>, eps: f32, block: i32,
+    rows: i32, occupancy: i32, programs: i32,
 ) -> FfiResult<Plan> {
     let params: Vec<(&TensorDesc, &str)> =
         [(weight, "weight"), (bias, "bias")].into_iter().filter_map(|(d, arg)| Some((d?, arg))).collect();
@@ -70,16 +63,12 @@ pub fn plan(
     let mut contiguous = vec![(x, "x"), (out, "out")];
     contiguous.extend(params.iter().copied());
     ffi_util::check_last_dims_contiguous(&contiguous)?;
-    let (row, programs, masked) = rows_plan(x, out, eps, block, rows, occupancy, programs)?;
-    Ok(Plan { dtype, row, eps, programs, masked, has_w: weight.is_some(), has_b: bias.is_some() })
+    let norm = rows_plan(dtype, x, out, eps, block, rows, occupancy, programs)?;
+    Ok(Plan { norm, has_w: weight.is_some(), has_b: bias.is_some() })
 }
 
 fn launch<T: Element>(
-    p: &Plan,
-    out: &TensorDesc,
-    x: &TensorDesc,
-    weight: Option<&TensorDesc>,
-    bias: Option<&TensorDesc>,
+    p: &Plan, out: &TensorDesc, x: &TensorDesc, weight: Option<&TensorDesc>, bias: Option<&TensorDesc>,
     stream: &Arc<Stream>,
 ) -> FfiResult<()> {
     // An absent weight or bias passes x's pointer, which the kernel compiled without it never reads.
@@ -124,7 +113,7 @@ mod tests {
     //! CPU tests: validation, and every entry lowered to Tile IR for sm_90 (stage 1 of the JIT,
     //! which needs no GPU) for every dtype and affine form — a DSL mistake fails here, not on the GPU.
     use super::*;
-    use crate::ffi_util::{assert_fails, rc, test_desc as desc2, DeviceModule, ALIGNED_PTR};
+    use crate::ffi_util::{assert_fails, rc, test_desc as desc2, DType, DeviceModule, ALIGNED_PTR};
     use cutile::tile_kernel::CompileOptions;
 
     const DEVICE: DeviceModule = DeviceModule { ast: device::__module_ast_self, name: "layer_norm_device" };
@@ -150,8 +139,6 @@ mod tests {
         assert_eq!((p.row.block, p.row.rows, p.row.occupancy, p.row.warps), (8192, 1, None, None));
         let p = plan(&y, &x, None, Some(&w), 1e-5, 1024, -1, 4, -1).unwrap();
         assert_eq!((p.row.block, p.row.rows, p.row.occupancy, p.has_w, p.has_b), (1024, 8, Some(4), false, true));
-        assert_eq!(default_block(16384), 4096);
-        assert_eq!(default_block(1), 16);
     }
 
     #[test]

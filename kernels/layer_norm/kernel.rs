@@ -36,28 +36,19 @@
 //! every tile index is inside its partition by construction.
 #[cutile::module]
 pub mod layer_norm_device {
-    use crate::device_util::views::{strided_view, tile_mask, tile_pointers};
+    use crate::device_util::views::{strided_view, tile_mask, tile_pointers, vector_view};
     use cutile::core::*;
 
     /// x and y as (m, n) views with their row strides, w and b as n contiguous elements each.
     #[allow(clippy::type_complexity)]
     unsafe fn ln_views<T: ElementType>(
-        y_ptr: *mut T,
-        x_ptr: *mut T,
-        w_ptr: *mut T,
-        b_ptr: *mut T,
-        m: i32,
-        n: i32,
-        stride_x: i32,
-        stride_y: i32,
+        y_ptr: *mut T, x_ptr: *mut T, w_ptr: *mut T, b_ptr: *mut T, m: i32, n: i32, stride_x: i32, stride_y: i32,
     ) -> (Tensor<T, { [-1, -1] }>, Tensor<T, { [-1, -1] }>, Tensor<T, { [-1] }>, Tensor<T, { [-1] }>) {
         let tok: Token = new_token_unordered();
         let x_view: Tensor<T, { [-1, -1] }> = strided_view(x_ptr, m, n, stride_x, tok);
         let y_view: Tensor<T, { [-1, -1] }> = strided_view(y_ptr, m, n, stride_y, tok);
-        let shape: Shape<{ [-1] }> = Shape::<{ [-1] }> { dims: &[n] };
-        let strides: Array<{ [1] }> = Array::<{ [1] }> { dims: &[] };
-        let w_view: Tensor<T, { [-1] }> = make_tensor_view(pointer_to_tile(w_ptr), shape, strides, tok);
-        let b_view: Tensor<T, { [-1] }> = make_tensor_view(pointer_to_tile(b_ptr), shape, strides, tok);
+        let w_view: Tensor<T, { [-1] }> = vector_view(w_ptr, n, tok);
+        let b_view: Tensor<T, { [-1] }> = vector_view(b_ptr, n, tok);
         (x_view, y_view, w_view, b_view)
     }
 
@@ -75,8 +66,7 @@ pub mod layer_norm_device {
 
     /// rsqrt(var + eps) per row, broadcast over the row block.
     fn inv_std<const ROWS: i32, const BLOCK: i32>(
-        var: Tile<f32, { [ROWS] }>,
-        eps: f32,
+        var: Tile<f32, { [ROWS] }>, eps: f32,
     ) -> Tile<f32, { [ROWS, BLOCK] }> {
         let eps_t: Tile<f32, { [ROWS] }> = broadcast_scalar(eps, shape![ROWS]);
         rows_bc::<ROWS, BLOCK>(rsqrt(var + eps_t, ftz::Disabled))
@@ -93,8 +83,7 @@ pub mod layer_norm_device {
 
     /// `v` where `keep`, else 0.
     fn zero_outside<const ROWS: i32, const BLOCK: i32>(
-        keep: Tile<bool, { [ROWS, BLOCK] }>,
-        v: Tile<f32, { [ROWS, BLOCK] }>,
+        keep: Tile<bool, { [ROWS, BLOCK] }>, v: Tile<f32, { [ROWS, BLOCK] }>,
     ) -> Tile<f32, { [ROWS, BLOCK] }> {
         let zero: Tile<f32, { [ROWS, BLOCK] }> = constant(0.0f32, shape![ROWS, BLOCK]);
         select(keep, v, zero)
@@ -103,10 +92,7 @@ pub mod layer_norm_device {
     /// Two-pass statistics of rows held whole (lanes outside `keep` are zero in x): x - mean
     /// (zero outside `keep`) and rsqrt(var + eps), both broadcast over the row block.
     fn centered_and_inv_std<const ROWS: i32, const BLOCK: i32>(
-        x: Tile<f32, { [ROWS, BLOCK] }>,
-        keep: Tile<bool, { [ROWS, BLOCK] }>,
-        n: i32,
-        eps: f32,
+        x: Tile<f32, { [ROWS, BLOCK] }>, keep: Tile<bool, { [ROWS, BLOCK] }>, n: i32, eps: f32,
     ) -> (Tile<f32, { [ROWS, BLOCK] }>, Tile<f32, { [ROWS, BLOCK] }>) {
         let mean: Tile<f32, { [ROWS] }> = per_elem::<ROWS>(reduce_sum(x, 1i32), n);
         let d: Tile<f32, { [ROWS, BLOCK] }> = zero_outside::<ROWS, BLOCK>(keep, x - rows_bc::<ROWS, BLOCK>(mean));
@@ -118,10 +104,7 @@ pub mod layer_norm_device {
     /// mean and rsqrt(var + eps) per row, broadcast over the row block (var clamped at 0 against
     /// rounding).
     fn shifted_stats<const ROWS: i32, const BLOCK: i32>(
-        shift: Tile<f32, { [ROWS] }>,
-        acc1: Tile<f32, { [ROWS, BLOCK] }>,
-        acc2: Tile<f32, { [ROWS, BLOCK] }>,
-        n: i32,
+        shift: Tile<f32, { [ROWS] }>, acc1: Tile<f32, { [ROWS, BLOCK] }>, acc2: Tile<f32, { [ROWS, BLOCK] }>, n: i32,
         eps: f32,
     ) -> (Tile<f32, { [ROWS, BLOCK] }>, Tile<f32, { [ROWS, BLOCK] }>) {
         let s1: Tile<f32, { [ROWS] }> = per_elem::<ROWS>(reduce_sum(acc1, 1i32), n);
@@ -134,9 +117,7 @@ pub mod layer_norm_device {
     /// Column tile j of w or b in f32, repeated for each of the ROWS rows; `absent` (1 for w, 0
     /// for b) when the kernel is compiled without it (HAS = false: nothing is loaded).
     fn param_tile<T: ElementType, const ROWS: i32, const BLOCK: i32, const HAS: bool>(
-        part: &Partition<T, { [BLOCK] }>,
-        j: i32,
-        absent: f32,
+        part: &Partition<T, { [BLOCK] }>, j: i32, absent: f32,
     ) -> Tile<f32, { [ROWS, BLOCK] }> {
         if HAS {
             let row: Tile<T, { [BLOCK] }> = part.load([j]);
@@ -158,14 +139,7 @@ pub mod layer_norm_device {
         const HAS_W: bool,
         const HAS_B: bool,
     >(
-        y_ptr: *mut T,
-        x_ptr: *mut T,
-        w_ptr: *mut T,
-        b_ptr: *mut T,
-        m: i32,
-        n: i32,
-        stride_x: i32,
-        stride_y: i32,
+        y_ptr: *mut T, x_ptr: *mut T, w_ptr: *mut T, b_ptr: *mut T, m: i32, n: i32, stride_x: i32, stride_y: i32,
         eps: f32,
     ) {
         let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
@@ -195,14 +169,7 @@ pub mod layer_norm_device {
         const HAS_W: bool,
         const HAS_B: bool,
     >(
-        y_ptr: *mut T,
-        x_ptr: *mut T,
-        w_ptr: *mut T,
-        b_ptr: *mut T,
-        m: i32,
-        n: i32,
-        stride_x: i32,
-        stride_y: i32,
+        y_ptr: *mut T, x_ptr: *mut T, w_ptr: *mut T, b_ptr: *mut T, m: i32, n: i32, stride_x: i32, stride_y: i32,
         eps: f32,
     ) {
         let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
@@ -235,14 +202,7 @@ pub mod layer_norm_device {
         const HAS_W: bool,
         const HAS_B: bool,
     >(
-        y_ptr: *mut T,
-        x_ptr: *mut T,
-        w_ptr: *mut T,
-        b_ptr: *mut T,
-        m: i32,
-        n: i32,
-        stride_x: i32,
-        stride_y: i32,
+        y_ptr: *mut T, x_ptr: *mut T, w_ptr: *mut T, b_ptr: *mut T, m: i32, n: i32, stride_x: i32, stride_y: i32,
         eps: f32,
     ) {
         let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
@@ -285,11 +245,7 @@ pub mod layer_norm_device {
     /// The ROWS x BLOCK tile of x (in f32) whose first element is (row0, col0), loaded through a
     /// pointer tile with `mask`: lanes outside it read 0 and touch no memory.
     unsafe fn x_tile_masked<T: ElementType, const ROWS: i32, const BLOCK: i32>(
-        x_ptr: *mut T,
-        mask: Tile<bool, { [ROWS, BLOCK] }>,
-        row0: i32,
-        col0: i32,
-        stride_x: i32,
+        x_ptr: *mut T, mask: Tile<bool, { [ROWS, BLOCK] }>, row0: i32, col0: i32, stride_x: i32,
     ) -> Tile<f32, { [ROWS, BLOCK] }> {
         let ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
             tile_pointers::<T, ROWS, BLOCK>(x_ptr, row0 * stride_x + col0, stride_x);
@@ -302,10 +258,7 @@ pub mod layer_norm_device {
     /// Columns [col0, col0 + BLOCK) of w or b in f32, repeated for each of the ROWS rows (lanes
     /// past n masked off, never stored); `absent` when compiled without it (HAS = false).
     unsafe fn param_tile_masked<T: ElementType, const ROWS: i32, const BLOCK: i32, const HAS: bool>(
-        ptr: *mut T,
-        col0: i32,
-        n: i32,
-        absent: f32,
+        ptr: *mut T, col0: i32, n: i32, absent: f32,
     ) -> Tile<f32, { [ROWS, BLOCK] }> {
         if HAS {
             let ptrs: PointerTile<*mut T, { [1, BLOCK] }> = tile_pointers::<T, 1, BLOCK>(ptr, col0, 0i32);
@@ -323,11 +276,7 @@ pub mod layer_norm_device {
 
     /// Stores y's tile at (row0, col0) through a pointer tile, lanes outside `mask` dropped.
     unsafe fn store_y_masked<T: ElementType, const ROWS: i32, const BLOCK: i32>(
-        y_ptr: *mut T,
-        y: Tile<T, { [ROWS, BLOCK] }>,
-        mask: Tile<bool, { [ROWS, BLOCK] }>,
-        row0: i32,
-        col0: i32,
+        y_ptr: *mut T, y: Tile<T, { [ROWS, BLOCK] }>, mask: Tile<bool, { [ROWS, BLOCK] }>, row0: i32, col0: i32,
         stride_y: i32,
     ) {
         let ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
@@ -345,14 +294,7 @@ pub mod layer_norm_device {
         const HAS_W: bool,
         const HAS_B: bool,
     >(
-        y_ptr: *mut T,
-        x_ptr: *mut T,
-        w_ptr: *mut T,
-        b_ptr: *mut T,
-        m: i32,
-        n: i32,
-        stride_x: i32,
-        stride_y: i32,
+        y_ptr: *mut T, x_ptr: *mut T, w_ptr: *mut T, b_ptr: *mut T, m: i32, n: i32, stride_x: i32, stride_y: i32,
         eps: f32,
     ) {
         let row0: i32 = get_tile_block_id().0 * ROWS;
@@ -374,14 +316,7 @@ pub mod layer_norm_device {
         const HAS_W: bool,
         const HAS_B: bool,
     >(
-        y_ptr: *mut T,
-        x_ptr: *mut T,
-        w_ptr: *mut T,
-        b_ptr: *mut T,
-        m: i32,
-        n: i32,
-        stride_x: i32,
-        stride_y: i32,
+        y_ptr: *mut T, x_ptr: *mut T, w_ptr: *mut T, b_ptr: *mut T, m: i32, n: i32, stride_x: i32, stride_y: i32,
         eps: f32,
     ) {
         let col_tiles: i32 = (n + BLOCK - 1) / BLOCK;

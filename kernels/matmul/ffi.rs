@@ -98,16 +98,8 @@ fn check_extent(rows: i32, cols: i32, s: i32, arg: &str) -> FfiResult<()> {
 // The export's arguments one for one (its C signature is fixed): a struct would only repack them.
 #[allow(clippy::too_many_arguments)]
 pub fn plan(
-    c: &TensorDesc,
-    a: &TensorDesc,
-    b: &TensorDesc,
-    bm: i32,
-    bn: i32,
-    bk: i32,
-    group: i32,
-    programs: i32,
-    occupancy: i32,
-    num_cta_in_cga: i32,
+    c: &TensorDesc, a: &TensorDesc, b: &TensorDesc, bm: i32, bn: i32, bk: i32, group: i32, programs: i32,
+    occupancy: i32, num_cta_in_cga: i32,
 ) -> FfiResult<Plan> {
     let tensors = [(a, "a", 2), (b, "b", 2), (c, "c", 2)];
     let dtype = ffi_util::check_tensors(KERNEL, &[DType::F16, DType::BF16], "f16 and bf16", &tensors)?;
@@ -176,9 +168,7 @@ mod tests {
 
     /// (c, a, b) for an m x n x k problem whose rows are [ldc, lda, ldb] elements apart.
     fn strided_mats(
-        dtype: DType,
-        [m, n, k]: [i64; 3],
-        [ldc, lda, ldb]: [i64; 3],
+        dtype: DType, [m, n, k]: [i64; 3], [ldc, lda, ldb]: [i64; 3],
     ) -> (TensorDesc, TensorDesc, TensorDesc) {
         (
             desc2(dtype, 0x3000, &[m, n], &[ldc, 1]),

@@ -43,15 +43,7 @@ pub mod matmul_device {
     // The entries' sizes one for one: a struct would only repack them.
     #[allow(clippy::too_many_arguments)]
     unsafe fn matmul_views<T: ElementType, const A_T: i32, const B_T: i32>(
-        c_ptr: *mut T,
-        a_ptr: *mut T,
-        b_ptr: *mut T,
-        m: i32,
-        n: i32,
-        k: i32,
-        lda: i32,
-        ldb: i32,
-        ldc: i32,
+        c_ptr: *mut T, a_ptr: *mut T, b_ptr: *mut T, m: i32, n: i32, k: i32, lda: i32, ldb: i32, ldc: i32,
     ) -> (Tensor<T, { [-1, -1] }>, Tensor<T, { [-1, -1] }>, Tensor<T, { [-1, -1] }>) {
         let tok: Token = new_token_unordered();
         // (rows, cols) of the storage: the logical shape, swapped when the layout is transposed.
@@ -63,11 +55,7 @@ pub mod matmul_device {
 
     /// Output tile (bid_m, bid_n) of C: the products of its K-tiles accumulated in f32, rounded to T.
     fn mma_tile<T: ElementType, const BM: i32, const BN: i32, const BK: i32>(
-        a_part: &Partition<T, { [BM, BK] }>,
-        b_part: &Partition<T, { [BK, BN] }>,
-        bid_m: i32,
-        bid_n: i32,
-        k_tiles: i32,
+        a_part: &Partition<T, { [BM, BK] }>, b_part: &Partition<T, { [BK, BN] }>, bid_m: i32, bid_n: i32, k_tiles: i32,
     ) -> Tile<T, { [BM, BN] }> {
         let mut acc: Tile<f32, { [BM, BN] }> = constant(0.0f32, shape![BM, BN]);
         for kt in 0i32..k_tiles {
@@ -83,14 +71,8 @@ pub mod matmul_device {
     // The tile's operands and counts one for one: a struct would only repack them.
     #[allow(clippy::too_many_arguments)]
     fn store_tile<T: ElementType, const BM: i32, const BN: i32, const BK: i32>(
-        a_part: &Partition<T, { [BM, BK] }>,
-        b_part: &Partition<T, { [BK, BN] }>,
-        c_part: &mut PartitionMut<T, { [BM, BN] }>,
-        tile_id: i32,
-        tiles_m: i32,
-        tiles_n: i32,
-        group: i32,
-        k_tiles: i32,
+        a_part: &Partition<T, { [BM, BK] }>, b_part: &Partition<T, { [BK, BN] }>,
+        c_part: &mut PartitionMut<T, { [BM, BN] }>, tile_id: i32, tiles_m: i32, tiles_n: i32, group: i32, k_tiles: i32,
     ) {
         let (bid_m, bid_n) = tile_coords(tile_id, tiles_m, tiles_n, group);
         let c: Tile<T, { [BM, BN] }> = mma_tile::<T, BM, BN, BK>(a_part, b_part, bid_m, bid_n, k_tiles);
@@ -110,15 +92,7 @@ pub mod matmul_device {
         const A_MAP: [i32; 2],
         const B_MAP: [i32; 2],
     >(
-        c_ptr: *mut T,
-        a_ptr: *mut T,
-        b_ptr: *mut T,
-        m: i32,
-        n: i32,
-        k: i32,
-        lda: i32,
-        ldb: i32,
-        ldc: i32,
+        c_ptr: *mut T, a_ptr: *mut T, b_ptr: *mut T, m: i32, n: i32, k: i32, lda: i32, ldb: i32, ldc: i32,
     ) {
         let (a_view, b_view, c_view) = matmul_views::<T, A_T, B_T>(c_ptr, a_ptr, b_ptr, m, n, k, lda, ldb, ldc);
         let a_part: Partition<T, { [BM, BK] }> = a_view.partition_permuted(shape![BM, BK], const_array!(A_MAP));
@@ -143,15 +117,7 @@ pub mod matmul_device {
         const A_MAP: [i32; 2],
         const B_MAP: [i32; 2],
     >(
-        c_ptr: *mut T,
-        a_ptr: *mut T,
-        b_ptr: *mut T,
-        m: i32,
-        n: i32,
-        k: i32,
-        lda: i32,
-        ldb: i32,
-        ldc: i32,
+        c_ptr: *mut T, a_ptr: *mut T, b_ptr: *mut T, m: i32, n: i32, k: i32, lda: i32, ldb: i32, ldc: i32,
     ) {
         let (a_view, b_view, c_view) = matmul_views::<T, A_T, B_T>(c_ptr, a_ptr, b_ptr, m, n, k, lda, ldb, ldc);
         let a_part: Partition<T, { [BM, BK] }> = a_view.partition_permuted(shape![BM, BK], const_array!(A_MAP));

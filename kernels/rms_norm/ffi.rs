@@ -21,7 +21,7 @@ const KERNEL: &str = "rms_norm";
 /// Largest tile (ROWS * BLOCK elements) a variant may ask for: beyond it registers spill.
 const MAX_TILE_ELEMS: i32 = 1 << 16;
 
-/// A validated launch: sizes as the kernel indexes them.
+/// A validated launch: sizes as the kernel indexes them (layer_norm's too, with its affine flags).
 #[derive(Debug, PartialEq)]
 pub struct Plan {
     pub dtype: DType,
@@ -56,19 +56,14 @@ pub fn default_rows(block: i32, m: i32) -> i32 {
     ffi_util::default_rows(8192, block, m)
 }
 
-/// The row tiling of an (m, n) norm of x into out, shared with layer_norm: eps checked (finite
-/// and not negative), the tile (-1: the defaults), the occupancy hint, the persistent grid
+/// The launch of an (m, n) norm of x into out in `dtype`, shared with layer_norm: eps checked
+/// (finite and not negative), the tile (-1: the defaults), the occupancy hint, the persistent grid
 /// (`programs` > 0, capped at the row tiles, only with whole rows), the row strides, and whether
 /// the masked entries run ([`masked_fits`]).
+#[allow(clippy::too_many_arguments)]
 pub fn rows_plan(
-    x: &TensorDesc,
-    out: &TensorDesc,
-    eps: f32,
-    block: i32,
-    rows: i32,
-    occupancy: i32,
-    programs: i32,
-) -> FfiResult<(RowPlan, Option<i32>, bool)> {
+    dtype: DType, x: &TensorDesc, out: &TensorDesc, eps: f32, block: i32, rows: i32, occupancy: i32, programs: i32,
+) -> FfiResult<Plan> {
     let m = to_i32(x.shape[0], "m")?;
     let n = to_i32(x.shape[1], "n")?;
     if !eps.is_finite() || eps < 0.0 {
@@ -94,20 +89,13 @@ pub fn rows_plan(
     let stride_y = ffi_util::row_stride(out, n, "out", format_args!("n={n}"))?;
     let masked = programs.is_none() && masked_fits(m, n, rows, block, stride_x, stride_y);
     let row = RowPlan { block, rows, occupancy, warps: None, m, n, stride_x, stride_y };
-    Ok((row, programs, masked))
+    Ok(Plan { dtype, row, eps, programs, masked })
 }
 
 // The export's arguments one for one (its C signature is fixed): a struct would only repack them.
 #[allow(clippy::too_many_arguments)]
 pub fn plan(
-    out: &TensorDesc,
-    x: &TensorDesc,
-    w: &TensorDesc,
-    eps: f32,
-    block: i32,
-    rows: i32,
-    occupancy: i32,
-    programs: i32,
+    out: &TensorDesc, x: &TensorDesc, w: &TensorDesc, eps: f32, block: i32, rows: i32, occupancy: i32, programs: i32,
 ) -> FfiResult<Plan> {
     let dtype = ffi_util::check_float_tensors(KERNEL, &[(x, "x", 2), (out, "out", 2), (w, "weight", 1)])?;
     check_same_shape(x, "x", out, "out")?;
@@ -115,16 +103,11 @@ pub fn plan(
         return Err(invalid(format!("`weight` has {} elements but x has n={} columns", w.shape[0], x.shape[1])));
     }
     ffi_util::check_last_dims_contiguous(&[(x, "x"), (out, "out"), (w, "weight")])?;
-    let (row, programs, masked) = rows_plan(x, out, eps, block, rows, occupancy, programs)?;
-    Ok(Plan { dtype, row, eps, programs, masked })
+    rows_plan(dtype, x, out, eps, block, rows, occupancy, programs)
 }
 
 fn launch<T: Element>(
-    p: &Plan,
-    out: &TensorDesc,
-    x: &TensorDesc,
-    w: &TensorDesc,
-    stream: &Arc<Stream>,
+    p: &Plan, out: &TensorDesc, x: &TensorDesc, w: &TensorDesc, stream: &Arc<Stream>,
 ) -> FfiResult<()> {
     let (y_ptr, x_ptr, w_ptr) =
         unsafe { (ffi_util::device_ptr::<T>(out), ffi_util::device_ptr::<T>(x), ffi_util::device_ptr::<T>(w)) };

@@ -29,34 +29,24 @@
 //! tiles have no such checks: their masks and ffi.rs's `masked_fits` keep every access inside.
 #[cutile::module]
 pub mod rms_norm_device {
-    use crate::device_util::views::{strided_view, tile_mask, tile_pointers};
+    use crate::device_util::views::{strided_view, tile_mask, tile_pointers, vector_view};
     use cutile::core::*;
 
     /// x and y as (m, n) views with their row strides, and w as n contiguous elements.
     unsafe fn rms_views<T: ElementType>(
-        y_ptr: *mut T,
-        x_ptr: *mut T,
-        w_ptr: *mut T,
-        m: i32,
-        n: i32,
-        stride_x: i32,
-        stride_y: i32,
+        y_ptr: *mut T, x_ptr: *mut T, w_ptr: *mut T, m: i32, n: i32, stride_x: i32, stride_y: i32,
     ) -> (Tensor<T, { [-1, -1] }>, Tensor<T, { [-1, -1] }>, Tensor<T, { [-1] }>) {
         let tok: Token = new_token_unordered();
         let x_view: Tensor<T, { [-1, -1] }> = strided_view(x_ptr, m, n, stride_x, tok);
         let y_view: Tensor<T, { [-1, -1] }> = strided_view(y_ptr, m, n, stride_y, tok);
-        let w_shape: Shape<{ [-1] }> = Shape::<{ [-1] }> { dims: &[n] };
-        let w_strides: Array<{ [1] }> = Array::<{ [1] }> { dims: &[] };
-        let w_view: Tensor<T, { [-1] }> = make_tensor_view(pointer_to_tile(w_ptr), w_shape, w_strides, tok);
+        let w_view: Tensor<T, { [-1] }> = vector_view(w_ptr, n, tok);
         (x_view, y_view, w_view)
     }
 
     /// rsqrt(mean of squares + eps) per row, broadcast over the row block: the mean with exact
     /// (round-to-nearest) division of `sum_sq` by `n_f`.
     fn inv_rms<const ROWS: i32, const BLOCK: i32>(
-        sum_sq: Tile<f32, { [ROWS] }>,
-        n_f: Tile<f32, { [ROWS] }>,
-        eps_t: Tile<f32, { [ROWS] }>,
+        sum_sq: Tile<f32, { [ROWS] }>, n_f: Tile<f32, { [ROWS] }>, eps_t: Tile<f32, { [ROWS] }>,
     ) -> Tile<f32, { [ROWS, BLOCK] }> {
         let mean_sq: Tile<f32, { [ROWS] }> = divf(sum_sq, n_f, rounding::NearestEven, ftz::Disabled);
         rsqrt(mean_sq + eps_t, ftz::Disabled).reshape(shape![ROWS, 1]).broadcast(shape![ROWS, BLOCK])
@@ -64,9 +54,7 @@ pub mod rms_norm_device {
 
     /// `inv_rms` with n and eps turned into per-row f32 tiles first.
     fn inv_rms_of<const ROWS: i32, const BLOCK: i32>(
-        sum_sq: Tile<f32, { [ROWS] }>,
-        n: i32,
-        eps: f32,
+        sum_sq: Tile<f32, { [ROWS] }>, n: i32, eps: f32,
     ) -> Tile<f32, { [ROWS, BLOCK] }> {
         let n_scalar: f32 = convert_scalar(n);
         let n_f: Tile<f32, { [ROWS] }> = broadcast_scalar(n_scalar, shape![ROWS]);
@@ -76,24 +64,25 @@ pub mod rms_norm_device {
 
     /// Column tile j of w, in f32, repeated for each of the ROWS rows.
     fn weight_tile<T: ElementType, const ROWS: i32, const BLOCK: i32>(
-        w_part: &Partition<T, { [BLOCK] }>,
-        j: i32,
+        w_part: &Partition<T, { [BLOCK] }>, j: i32,
     ) -> Tile<f32, { [ROWS, BLOCK] }> {
         let w_row: Tile<T, { [BLOCK] }> = w_part.load([j]);
         convert_tile(w_row.reshape(shape![1, BLOCK]).broadcast(shape![ROWS, BLOCK]))
     }
 
+    /// y = x * inv_rms * w, rounded to T, stored as tile (rb, j) of y.
+    fn store_scaled<T: ElementType, const ROWS: i32, const BLOCK: i32>(
+        y_part: &mut PartitionMut<T, { [ROWS, BLOCK] }>, x: Tile<f32, { [ROWS, BLOCK] }>,
+        inv_rms: Tile<f32, { [ROWS, BLOCK] }>, w: Tile<f32, { [ROWS, BLOCK] }>, rb: i32, j: i32,
+    ) {
+        let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(x * inv_rms * w);
+        y_part.store(y, [rb, j]);
+    }
+
     /// n <= BLOCK: one load, one store per element.
     #[cutile::entry(unchecked_accesses = true)]
     unsafe fn rms_norm_row<T: ElementType, const ROWS: i32, const BLOCK: i32>(
-        y_ptr: *mut T,
-        x_ptr: *mut T,
-        w_ptr: *mut T,
-        m: i32,
-        n: i32,
-        stride_x: i32,
-        stride_y: i32,
-        eps: f32,
+        y_ptr: *mut T, x_ptr: *mut T, w_ptr: *mut T, m: i32, n: i32, stride_x: i32, stride_y: i32, eps: f32,
     ) {
         let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
         let rb: i32 = get_tile_block_id().0;
@@ -106,22 +95,14 @@ pub mod rms_norm_device {
         let sum_sq: Tile<f32, { [ROWS] }> = reduce_sum(x * x, 1i32);
         let inv_rms: Tile<f32, { [ROWS, BLOCK] }> = inv_rms_of::<ROWS, BLOCK>(sum_sq, n, eps);
         let w: Tile<f32, { [ROWS, BLOCK] }> = weight_tile::<T, ROWS, BLOCK>(&w_part, 0i32);
-        let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(x * inv_rms * w);
-        y_part.store(y, [rb, 0i32]);
+        store_scaled::<T, ROWS, BLOCK>(&mut y_part, x, inv_rms, w, rb, 0i32);
     }
 
     /// n <= BLOCK, persistent: a grid of fewer tile blocks than row tiles; each loads w once and
     /// walks row tiles pid, pid + grid, ... (the host sizes the grid from the SM count).
     #[cutile::entry(unchecked_accesses = true)]
     unsafe fn rms_norm_row_persistent<T: ElementType, const ROWS: i32, const BLOCK: i32>(
-        y_ptr: *mut T,
-        x_ptr: *mut T,
-        w_ptr: *mut T,
-        m: i32,
-        n: i32,
-        stride_x: i32,
-        stride_y: i32,
-        eps: f32,
+        y_ptr: *mut T, x_ptr: *mut T, w_ptr: *mut T, m: i32, n: i32, stride_x: i32, stride_y: i32, eps: f32,
     ) {
         let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
         let pid: i32 = get_tile_block_id().0;
@@ -140,22 +121,14 @@ pub mod rms_norm_device {
             let x: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(x_part.load([rb, 0i32]));
             let sum_sq: Tile<f32, { [ROWS] }> = reduce_sum(x * x, 1i32);
             let inv_rms: Tile<f32, { [ROWS, BLOCK] }> = inv_rms::<ROWS, BLOCK>(sum_sq, n_f, eps_t);
-            let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(x * inv_rms * w);
-            y_part.store(y, [rb, 0i32]);
+            store_scaled::<T, ROWS, BLOCK>(&mut y_part, x, inv_rms, w, rb, 0i32);
         }
     }
 
     /// n > BLOCK: two passes over ceil(n / BLOCK) column tiles.
     #[cutile::entry(unchecked_accesses = true)]
     unsafe fn rms_norm_looped<T: ElementType, const ROWS: i32, const BLOCK: i32>(
-        y_ptr: *mut T,
-        x_ptr: *mut T,
-        w_ptr: *mut T,
-        m: i32,
-        n: i32,
-        stride_x: i32,
-        stride_y: i32,
-        eps: f32,
+        y_ptr: *mut T, x_ptr: *mut T, w_ptr: *mut T, m: i32, n: i32, stride_x: i32, stride_y: i32, eps: f32,
     ) {
         let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
         let col_tiles: i32 = (n + BLOCK - 1) / BLOCK;
@@ -178,20 +151,14 @@ pub mod rms_norm_device {
         for j in 0i32..col_tiles {
             let x: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(x_part.load([rb, j]));
             let w: Tile<f32, { [ROWS, BLOCK] }> = weight_tile::<T, ROWS, BLOCK>(&w_part, j);
-            let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(x * inv_rms * w);
-            y_part.store(y, [rb, j]);
+            store_scaled::<T, ROWS, BLOCK>(&mut y_part, x, inv_rms, w, rb, j);
         }
     }
 
     /// The ROWS x BLOCK tile of x (in f32) whose first element is (row0, col0), loaded through a
     /// pointer tile with a mask: lanes outside (m, n) read 0 and touch no memory.
     unsafe fn x_tile_masked<T: ElementType, const ROWS: i32, const BLOCK: i32>(
-        x_ptr: *mut T,
-        row0: i32,
-        col0: i32,
-        m: i32,
-        n: i32,
-        stride_x: i32,
+        x_ptr: *mut T, row0: i32, col0: i32, m: i32, n: i32, stride_x: i32,
     ) -> Tile<f32, { [ROWS, BLOCK] }> {
         let ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
             tile_pointers::<T, ROWS, BLOCK>(x_ptr, row0 * stride_x + col0, stride_x);
@@ -206,9 +173,7 @@ pub mod rms_norm_device {
     /// Columns [col0, col0 + BLOCK) of w, in f32, repeated for each of the ROWS rows; lanes past n
     /// are masked off (never stored).
     unsafe fn w_tile_masked<T: ElementType, const ROWS: i32, const BLOCK: i32>(
-        w_ptr: *mut T,
-        col0: i32,
-        n: i32,
+        w_ptr: *mut T, col0: i32, n: i32,
     ) -> Tile<f32, { [ROWS, BLOCK] }> {
         let ptrs: PointerTile<*mut T, { [1, BLOCK] }> = tile_pointers::<T, 1, BLOCK>(w_ptr, col0, 0i32);
         let mask: Tile<bool, { [1, BLOCK] }> = tile_mask::<1, BLOCK>(0i32, col0, 1i32, n);
@@ -220,13 +185,7 @@ pub mod rms_norm_device {
 
     /// Stores y's tile at (row0, col0) through a pointer tile, lanes outside (m, n) masked off.
     unsafe fn store_y_masked<T: ElementType, const ROWS: i32, const BLOCK: i32>(
-        y_ptr: *mut T,
-        y: Tile<T, { [ROWS, BLOCK] }>,
-        row0: i32,
-        col0: i32,
-        m: i32,
-        n: i32,
-        stride_y: i32,
+        y_ptr: *mut T, y: Tile<T, { [ROWS, BLOCK] }>, row0: i32, col0: i32, m: i32, n: i32, stride_y: i32,
     ) {
         let ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
             tile_pointers::<T, ROWS, BLOCK>(y_ptr, row0 * stride_y + col0, stride_y);
@@ -238,14 +197,7 @@ pub mod rms_norm_device {
     /// `rms_norm_row` through masked pointer tiles (ffi.rs: when every offset fits i32).
     #[cutile::entry(unchecked_accesses = true)]
     unsafe fn rms_norm_row_masked<T: ElementType, const ROWS: i32, const BLOCK: i32>(
-        y_ptr: *mut T,
-        x_ptr: *mut T,
-        w_ptr: *mut T,
-        m: i32,
-        n: i32,
-        stride_x: i32,
-        stride_y: i32,
-        eps: f32,
+        y_ptr: *mut T, x_ptr: *mut T, w_ptr: *mut T, m: i32, n: i32, stride_x: i32, stride_y: i32, eps: f32,
     ) {
         let row0: i32 = get_tile_block_id().0 * ROWS;
         let x: Tile<f32, { [ROWS, BLOCK] }> = x_tile_masked::<T, ROWS, BLOCK>(x_ptr, row0, 0i32, m, n, stride_x);
@@ -259,14 +211,7 @@ pub mod rms_norm_device {
     /// `rms_norm_looped` through masked pointer tiles (ffi.rs: when every offset fits i32).
     #[cutile::entry(unchecked_accesses = true)]
     unsafe fn rms_norm_looped_masked<T: ElementType, const ROWS: i32, const BLOCK: i32>(
-        y_ptr: *mut T,
-        x_ptr: *mut T,
-        w_ptr: *mut T,
-        m: i32,
-        n: i32,
-        stride_x: i32,
-        stride_y: i32,
-        eps: f32,
+        y_ptr: *mut T, x_ptr: *mut T, w_ptr: *mut T, m: i32, n: i32, stride_x: i32, stride_y: i32, eps: f32,
     ) {
         let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
         let col_tiles: i32 = (n + BLOCK - 1) / BLOCK;

@@ -34,13 +34,7 @@ pub mod silu_and_mul_device {
 
     #[cutile::entry(unchecked_accesses = true)]
     unsafe fn silu_and_mul<T: ElementType, const ROWS: i32, const BLOCK: i32>(
-        out_ptr: *mut T,
-        gate_ptr: *mut T,
-        up_ptr: *mut T,
-        m: i32,
-        h: i32,
-        stride_x: i32,
-        stride_out: i32,
+        out_ptr: *mut T, gate_ptr: *mut T, up_ptr: *mut T, m: i32, h: i32, stride_x: i32, stride_out: i32,
     ) {
         // Gate and up: two (m, h) views with x's row stride; out: (m, h) with its own.
         silu_mul_padded_tile::<T, ROWS, BLOCK>(out_ptr, gate_ptr, up_ptr, m, h, stride_x, stride_x, stride_out);
@@ -54,13 +48,7 @@ pub mod silu_and_mul_device {
     /// branch, so a thread can issue all its loads before it uses the first.
     #[cutile::entry(unchecked_accesses = true)]
     unsafe fn silu_and_mul_exact<T: ElementType, const ROWS: i32, const BLOCK: i32>(
-        out_ptr: *mut T,
-        gate_ptr: *mut T,
-        up_ptr: *mut T,
-        m: i32,
-        h: i32,
-        stride_x: i32,
-        stride_out: i32,
+        out_ptr: *mut T, gate_ptr: *mut T, up_ptr: *mut T, m: i32, h: i32, stride_x: i32, stride_out: i32,
     ) {
         silu_mul_exact_tile::<T, ROWS, BLOCK>(out_ptr, gate_ptr, up_ptr, h, stride_x, stride_x, stride_out);
     }
@@ -73,13 +61,7 @@ pub mod silu_and_mul_device {
     /// and no branches, so interior and edge tiles alike keep every load in flight (NOTES.md).
     #[cutile::entry(unchecked_accesses = true)]
     unsafe fn silu_and_mul_masked<T: ElementType, const ROWS: i32, const BLOCK: i32>(
-        out_ptr: *mut T,
-        gate_ptr: *mut T,
-        up_ptr: *mut T,
-        m: i32,
-        h: i32,
-        stride_x: i32,
-        stride_out: i32,
+        out_ptr: *mut T, gate_ptr: *mut T, up_ptr: *mut T, m: i32, h: i32, stride_x: i32, stride_out: i32,
     ) {
         silu_mul_masked_tile::<T, ROWS, BLOCK>(out_ptr, gate_ptr, up_ptr, m, h, stride_x, stride_x, stride_out);
     }

@@ -154,13 +154,7 @@ pub fn default_rows(block: i32, m: i32) -> i32 {
 }
 
 pub fn plan(
-    out: &TensorDesc,
-    x: &TensorDesc,
-    block: i32,
-    rows: i32,
-    occupancy: i32,
-    warps: i32,
-    chunk: i32,
+    out: &TensorDesc, x: &TensorDesc, block: i32, rows: i32, occupancy: i32, warps: i32, chunk: i32,
 ) -> FfiResult<Plan> {
     let dtype = ffi_util::check_float_tensors(KERNEL, &[(x, "x", 2), (out, "out", 2)])?;
     check_same_shape(x, "x", out, "out")?;
@@ -274,11 +268,7 @@ impl Drop for StreamAlloc<'_> {
 /// stream, kernel B combines them and scales its chunk; the workspace is freed in stream order
 /// after B, and on every other way out (StreamAlloc), when nothing then reads it.
 fn launch_split<T: Element>(
-    p: &Plan,
-    s: &SplitPlan,
-    y_ptr: DevicePointer<T>,
-    x_ptr: DevicePointer<T>,
-    stream: &Arc<Stream>,
+    p: &Plan, s: &SplitPlan, y_ptr: DevicePointer<T>, x_ptr: DevicePointer<T>, stream: &Arc<Stream>,
 ) -> FfiResult<()> {
     let RowPlan { m, n, stride_x: sx, stride_y: sy, rows, block, .. } = p.row;
     let bytes = s.workspace_elems(m) * std::mem::size_of::<f32>();

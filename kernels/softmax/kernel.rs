@@ -62,11 +62,8 @@ pub mod softmax_device {
     /// exp(old max - new max) and the tile's terms are added. One exp per element; returns the new
     /// (max, sum). `log2e` and `log2e_r` are log2(e) as a tile and per row.
     fn online_fold<const ROWS: i32, const BLOCK: i32>(
-        run_max: Tile<f32, { [ROWS] }>,
-        run_sum: Tile<f32, { [ROWS] }>,
-        x: Tile<f32, { [ROWS, BLOCK] }>,
-        log2e: Tile<f32, { [ROWS, BLOCK] }>,
-        log2e_r: Tile<f32, { [ROWS] }>,
+        run_max: Tile<f32, { [ROWS] }>, run_sum: Tile<f32, { [ROWS] }>, x: Tile<f32, { [ROWS, BLOCK] }>,
+        log2e: Tile<f32, { [ROWS, BLOCK] }>, log2e_r: Tile<f32, { [ROWS] }>,
     ) -> (Tile<f32, { [ROWS] }>, Tile<f32, { [ROWS] }>) {
         let new_max: Tile<f32, { [ROWS] }> = maxf(run_max, reduce_max(x, 1i32), nan::Disabled, ftz::Disabled);
         let mx: Tile<f32, { [ROWS, BLOCK] }> = new_max.reshape(shape![ROWS, 1]).broadcast(shape![ROWS, BLOCK]);
@@ -92,12 +89,7 @@ pub mod softmax_device {
     /// n <= BLOCK: one load, one store per element.
     #[cutile::entry(unchecked_accesses = true)]
     unsafe fn softmax_row<T: ElementType, const ROWS: i32, const BLOCK: i32>(
-        y_ptr: *mut T,
-        x_ptr: *mut T,
-        m: i32,
-        n: i32,
-        stride_x: i32,
-        stride_y: i32,
+        y_ptr: *mut T, x_ptr: *mut T, m: i32, n: i32, stride_x: i32, stride_y: i32,
     ) {
         let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
         let rb: i32 = get_tile_block_id().0;
@@ -124,12 +116,7 @@ pub mod softmax_device {
     /// n > BLOCK: an online max/sum pass and a scaling pass over ceil(n / BLOCK) column tiles.
     #[cutile::entry(unchecked_accesses = true)]
     unsafe fn softmax_looped<T: ElementType, const ROWS: i32, const BLOCK: i32>(
-        y_ptr: *mut T,
-        x_ptr: *mut T,
-        m: i32,
-        n: i32,
-        stride_x: i32,
-        stride_y: i32,
+        y_ptr: *mut T, x_ptr: *mut T, m: i32, n: i32, stride_x: i32, stride_y: i32,
     ) {
         let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
         let col_tiles: i32 = (n + BLOCK - 1) / BLOCK;
@@ -192,13 +179,7 @@ pub mod softmax_device {
     /// (lowest, 0), which the combine step weighs 0.
     #[cutile::entry(unchecked_accesses = true)]
     unsafe fn softmax_split_partials<T: ElementType, const ROWS: i32, const BLOCK: i32>(
-        part_max: *mut f32,
-        part_sum: *mut f32,
-        x_ptr: *mut T,
-        m: i32,
-        n: i32,
-        stride_x: i32,
-        chunk_tiles: i32,
+        part_max: *mut f32, part_sum: *mut f32, x_ptr: *mut T, m: i32, n: i32, stride_x: i32, chunk_tiles: i32,
         chunks: i32,
     ) {
         let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
@@ -258,16 +239,8 @@ pub mod softmax_device {
     /// add 0), then re-read this chunk's tiles and store exp(x - M) / S, whole tiles unmasked.
     #[cutile::entry(unchecked_accesses = true)]
     unsafe fn softmax_split_scale<T: ElementType, const ROWS: i32, const BLOCK: i32, const PARTS: i32>(
-        y_ptr: *mut T,
-        x_ptr: *mut T,
-        part_max: *mut f32,
-        part_sum: *mut f32,
-        m: i32,
-        n: i32,
-        stride_x: i32,
-        stride_y: i32,
-        chunk_tiles: i32,
-        chunks: i32,
+        y_ptr: *mut T, x_ptr: *mut T, part_max: *mut f32, part_sum: *mut f32, m: i32, n: i32, stride_x: i32,
+        stride_y: i32, chunk_tiles: i32, chunks: i32,
     ) {
         let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
         let parts: Shape<{ [ROWS, PARTS] }> = shape![ROWS, PARTS];
@@ -348,12 +321,7 @@ pub mod softmax_device {
     /// 16-byte access in its own branch, which serializes them; see silu_and_mul's NOTES.md).
     #[cutile::entry(unchecked_accesses = true)]
     unsafe fn softmax_row_exact<T: ElementType, const ROWS: i32, const BLOCK: i32>(
-        y_ptr: *mut T,
-        x_ptr: *mut T,
-        m: i32,
-        n: i32,
-        stride_x: i32,
-        stride_y: i32,
+        y_ptr: *mut T, x_ptr: *mut T, m: i32, n: i32, stride_x: i32, stride_y: i32,
     ) {
         let row0: i32 = get_tile_block_id().0 * ROWS;
         let x_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
@@ -377,12 +345,7 @@ pub mod softmax_device {
     /// to the sum.
     #[cutile::entry(unchecked_accesses = true)]
     unsafe fn softmax_row_masked<T: ElementType, const ROWS: i32, const BLOCK: i32>(
-        y_ptr: *mut T,
-        x_ptr: *mut T,
-        m: i32,
-        n: i32,
-        stride_x: i32,
-        stride_y: i32,
+        y_ptr: *mut T, x_ptr: *mut T, m: i32, n: i32, stride_x: i32, stride_y: i32,
     ) {
         let row0: i32 = get_tile_block_id().0 * ROWS;
         let x_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =

@@ -60,13 +60,7 @@ fn overlap(x: (&TensorDesc, i32), y: (&TensorDesc, i32), m: i32, h: i32, size: u
 }
 
 pub fn plan(
-    out: &TensorDesc,
-    a: &TensorDesc,
-    b: &TensorDesc,
-    block: i32,
-    rows: i32,
-    occupancy: i32,
-    warps: i32,
+    out: &TensorDesc, a: &TensorDesc, b: &TensorDesc, block: i32, rows: i32, occupancy: i32, warps: i32,
 ) -> FfiResult<Plan> {
     let dtype = ffi_util::check_float_tensors(KERNEL, &[(a, "a", 2), (b, "b", 2), (out, "out", 2)])?;
     ffi_util::check_same_shape(b, "b", a, "a")?;
@@ -92,11 +86,7 @@ pub fn plan(
 }
 
 fn launch<T: Element>(
-    p: &Plan,
-    out: &TensorDesc,
-    a: &TensorDesc,
-    b: &TensorDesc,
-    stream: &Arc<Stream>,
+    p: &Plan, out: &TensorDesc, a: &TensorDesc, b: &TensorDesc, stream: &Arc<Stream>,
 ) -> FfiResult<()> {
     let RowPlan { m, n: h, stride_x: sa, stride_y: so, .. } = p.row;
     let sb = p.stride_b;
@@ -258,12 +248,7 @@ mod tests {
 
     #[test]
     fn entry_lowers_and_assembles_for_sm90() {
-        for dtype in ["f32", "f16", "bf16"] {
-            for (rows, block) in [("1", "4096"), ("2", "2048"), ("8", "512"), ("64", "16")] {
-                for entry in ["swiglu", "swiglu_exact", "swiglu_masked"] {
-                    DEVICE.assert_lowers(entry, &[dtype, rows, block], &["exp2", "divf", "approx"]);
-                }
-            }
-        }
+        let tiles = [("1", "4096"), ("2", "2048"), ("8", "512"), ("64", "16")];
+        DEVICE.assert_each_lowers(&["swiglu", "swiglu_exact", "swiglu_masked"], &tiles, &["exp2", "divf", "approx"]);
     }
 }

@@ -26,14 +26,7 @@ pub mod swiglu_device {
 
     #[cutile::entry(unchecked_accesses = true)]
     unsafe fn swiglu<T: ElementType, const ROWS: i32, const BLOCK: i32>(
-        out_ptr: *mut T,
-        a_ptr: *mut T,
-        b_ptr: *mut T,
-        m: i32,
-        h: i32,
-        stride_a: i32,
-        stride_b: i32,
-        stride_out: i32,
+        out_ptr: *mut T, a_ptr: *mut T, b_ptr: *mut T, m: i32, h: i32, stride_a: i32, stride_b: i32, stride_out: i32,
     ) {
         silu_mul_padded_tile::<T, ROWS, BLOCK>(out_ptr, a_ptr, b_ptr, m, h, stride_a, stride_b, stride_out);
     }
@@ -43,14 +36,7 @@ pub mod swiglu_device {
     /// stores, which tileiras issues back to back (silu_and_mul's NOTES.md, "Third run").
     #[cutile::entry(unchecked_accesses = true)]
     unsafe fn swiglu_exact<T: ElementType, const ROWS: i32, const BLOCK: i32>(
-        out_ptr: *mut T,
-        a_ptr: *mut T,
-        b_ptr: *mut T,
-        m: i32,
-        h: i32,
-        stride_a: i32,
-        stride_b: i32,
-        stride_out: i32,
+        out_ptr: *mut T, a_ptr: *mut T, b_ptr: *mut T, m: i32, h: i32, stride_a: i32, stride_b: i32, stride_out: i32,
     ) {
         silu_mul_exact_tile::<T, ROWS, BLOCK>(out_ptr, a_ptr, b_ptr, h, stride_a, stride_b, stride_out);
     }
@@ -61,14 +47,7 @@ pub mod swiglu_device {
     /// store, which tileiras turns into a predicate per access.
     #[cutile::entry(unchecked_accesses = true)]
     unsafe fn swiglu_masked<T: ElementType, const ROWS: i32, const BLOCK: i32>(
-        out_ptr: *mut T,
-        a_ptr: *mut T,
-        b_ptr: *mut T,
-        m: i32,
-        h: i32,
-        stride_a: i32,
-        stride_b: i32,
-        stride_out: i32,
+        out_ptr: *mut T, a_ptr: *mut T, b_ptr: *mut T, m: i32, h: i32, stride_a: i32, stride_b: i32, stride_out: i32,
     ) {
         silu_mul_masked_tile::<T, ROWS, BLOCK>(out_ptr, a_ptr, b_ptr, m, h, stride_a, stride_b, stride_out);
     }

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tilekit import harness, kernel, sweep
+from tilekit import autotune, harness, kernel, sweep
 
 
 def cases(spec, swept: tuple[str, str] | None = None) -> dict[str, list]:
@@ -84,9 +84,12 @@ def generate(name: str) -> dict:
 
     @pytest.mark.parametrize("cfg", params["test_op_every_variant_cutile_rs"])
     def test_op_every_variant_cutile_rs(cuda, cfg):
-        """Autotune may pick any candidate variant, so each one must be right."""
+        """Autotune may pick any candidate variant, so each one must be right. The candidates are
+        compiled side by side first (autotune.warm); a failure there is raised by the loop."""
         inputs = spec.make_inputs(cfg)
-        for v in spec.variants(cfg) + (["default"] if spec.every_variant_default else []):
+        candidates = spec.variants(cfg) + (["default"] if spec.every_variant_default else [])
+        autotune.warm(candidates, lambda v: lambda: spec.run_port(inputs, variant=v), autotune.threads())
+        for v in candidates:
             out = spec.make_out(cfg, inputs)
             spec.run_port(inputs, out=out, variant=v)
             harness.check(spec, "cutile_rs", dict(cfg, variant=v), inputs, out)

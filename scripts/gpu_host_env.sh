@@ -10,6 +10,11 @@
 _tk_dir=$(cd "${1:?usage: . scripts/gpu_host_env.sh DIR}" && pwd)
 export TILEKIT_GPU_HOME="${TILEKIT_GPU_HOME:-/tmp/tilekit-gpu}"
 mkdir -p "$TILEKIT_GPU_HOME"
+# One runner at a time unpacks and installs (several `run.sh` at once on one host share this folder:
+# without the lock, two pip installs into one --target clobber each other and both fail).
+if command -v flock >/dev/null 2>&1; then
+    exec 8>"$TILEKIT_GPU_HOME/.lock" && flock 8
+fi
 for _tk_tar in "$_tk_dir"/tileir-toolchain*.tar.xz; do
     [ -f "$_tk_tar" ] || { echo "gpu_host_env: no tileir-toolchain*.tar.xz in $_tk_dir" >&2; break; }
     _tk_tree="$TILEKIT_GPU_HOME/$(basename "$_tk_tar" .tar.xz)"
@@ -21,11 +26,12 @@ for _tk_tar in "$_tk_dir"/tileir-toolchain*.tar.xz; do
 done
 if [ -f "$_tk_dir/libcutile_kernels.so.xz" ]; then
     # replaced only when it differs: make re-times the port when the library is newer than its logs
-    xz -dc "$_tk_dir/libcutile_kernels.so.xz" > "$TILEKIT_GPU_HOME/libcutile_kernels.so.tmp"
-    if cmp -s "$TILEKIT_GPU_HOME/libcutile_kernels.so.tmp" "$TILEKIT_GPU_HOME/libcutile_kernels.so"; then
-        rm -f "$TILEKIT_GPU_HOME/libcutile_kernels.so.tmp"
+    _tk_tmp="$TILEKIT_GPU_HOME/libcutile_kernels.so.tmp$$"
+    xz -dc "$_tk_dir/libcutile_kernels.so.xz" > "$_tk_tmp"
+    if cmp -s "$_tk_tmp" "$TILEKIT_GPU_HOME/libcutile_kernels.so"; then
+        rm -f "$_tk_tmp"
     else
-        mv "$TILEKIT_GPU_HOME/libcutile_kernels.so.tmp" "$TILEKIT_GPU_HOME/libcutile_kernels.so"
+        mv "$_tk_tmp" "$TILEKIT_GPU_HOME/libcutile_kernels.so"
     fi
     export TILEKIT_LIB="$TILEKIT_GPU_HOME/libcutile_kernels.so"
 elif [ -f "$_tk_dir/libcutile_kernels.so" ]; then
@@ -33,9 +39,16 @@ elif [ -f "$_tk_dir/libcutile_kernels.so" ]; then
 fi
 export TILEKIT_PREBUILT=1
 if ls "$_tk_dir"/whl/*.whl >/dev/null 2>&1; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-        --target "$TILEKIT_GPU_HOME/site" "$_tk_dir"/whl/*.whl
+    # installed once per set of wheels (the stamp names them), not at every run
+    _tk_stamp="$TILEKIT_GPU_HOME/site/.tilekit-wheels-$(cd "$_tk_dir/whl" && ls -- *.whl | cksum | cut -d' ' -f1)"
+    if [ ! -f "$_tk_stamp" ]; then
+        python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+            --target "$TILEKIT_GPU_HOME/site" "$_tk_dir"/whl/*.whl && touch "$_tk_stamp"
+    fi
     export PYTHONPATH="$TILEKIT_GPU_HOME/site${PYTHONPATH:+:$PYTHONPATH}"
 fi
 echo "gpu_host_env: CUDA_HOME=${CUDA_HOME:-unset} TILEKIT_LIB=${TILEKIT_LIB:-unset}"
-unset _tk_dir _tk_tar _tk_tree
+if command -v flock >/dev/null 2>&1; then
+    flock -u 8 && exec 8>&-
+fi
+unset _tk_dir _tk_tar _tk_tree _tk_tmp _tk_stamp

@@ -305,6 +305,27 @@ def test_runner_forwards_make_args_with_the_prebuilt_library_and_the_toolchain(b
     assert not (tmp_path / "cargo-was-called").exists()
 
 
+def test_runners_started_together_share_one_unpack_and_install_the_wheels_once(built, tmp_path):
+    """Stages of several kernels at once on one host (one run.sh each): each waits for the other's
+    unpack and pip install (a lock), and the wheels are installed once (a stamp names the set)."""
+    top, env = host(tmp_path, built, fake_make=True)
+    runs = [
+        subprocess.Popen(
+            ["./run.sh", f"KERNEL={k}", "test"], cwd=top, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        )
+        for k in ("rms_norm", "softmax", "matmul")
+    ]
+    outputs = [r.communicate(timeout=300)[0].decode() for r in runs]
+    assert [r.returncode for r in runs] == [0, 0, 0], "\n".join(outputs)
+    assert sorted(c["args"] for c in fake_make_calls(tmp_path)) == [
+        f"KERNEL={k} test" for k in ("matmul", "rms_norm", "softmax")
+    ]
+    site = top / ".gpu-home" / "site"
+    assert len(list(site.glob(".tilekit-wheels-*"))) == 1
+    assert sorted(p.name for p in site.glob("tilekit_fake_*")) == sorted(f"tilekit_fake_{n}" for n, _ in pins())
+    assert not list((top / ".gpu-home").glob("libcutile_kernels.so.tmp*"))
+
+
 def test_runner_without_args_runs_doctor_then_prints_usage(built, tmp_path):
     top, env = host(tmp_path, built, fake_make=True)
     r = subprocess.run(["./run.sh"], cwd=top, env=env, capture_output=True, text=True, timeout=120)

@@ -5,9 +5,10 @@
     y = bmm(x, w.expand(batch, k, n))          # one matrix shared by every product: batch stride 0
 
 Each matrix of a and b is row-major (last dim contiguous) or column-major (middle dim contiguous:
-the transpose(1, 2) of a row-major batch), at any batch stride, 0 included: `layout` reads which
-from the strides, as ffi.rs does. The variant knobs and their defaults are kernels/matmul's; the
-candidates are chosen by the batch's tile count and K (NOTES.md, "The variant space").
+the transpose(1, 2) of a row-major batch), at any batch stride, 0 included: tilekit.mma.layout
+reads which from the strides, as ffi.rs does. The variant knobs and their defaults are
+kernels/matmul's; the candidates are chosen by the batch's tile count and K (NOTES.md, "The variant
+space").
 
 `cutile_bmm` (kernels/bmm/ffi.rs) called through tilekit.port. `variant`: "auto" the autotuned
 candidate of `variants` for this GPU, dtype and shape class, "default" ffi.rs's defaults, a dict
@@ -31,57 +32,6 @@ int32_t cutile_bmm(const TensorDesc* c, const TensorDesc* a, const TensorDesc* b
 DTYPES = mma.DTYPES
 DEFAULT_VARIANT = dict(mma.DEFAULT_VARIANT)
 export_args = mma.export_args  # the same knobs, in the same order
-INDEX_LIMIT = mma.INDEX_LIMIT  # ffi.rs: the kernel's views index each operand with i32
-
-
-def span(t: Tensor) -> int:
-    """Elements from a tensor's first to its last, as ffi.rs's views index them (a stride-0 batch
-    spans one matrix).
-
-    >>> span(torch.empty(4, 3, 5)), span(torch.empty(3, 5).expand(4, 3, 5)), span(torch.empty(4, 5, 3).transpose(1, 2))
-    (60, 15, 60)
-    """
-    return 1 + sum((size - 1) * stride for size, stride in zip(t.shape, t.stride()))
-
-
-def check_index_range(batch: int, m: int, n: int, k: int, spans: dict | None = None) -> None:
-    """ValueError unless every operand spans at most INDEX_LIMIT elements (`spans` {"a", "b", "c"}:
-    theirs; contiguous tensors' by default), as ffi.rs enforces (-6). Pure: it runs before autotune.
-
-    >>> check_index_range(1024, 2048, 2048, 1024)
-    Traceback (most recent call last):
-    ValueError: bmm: a spans 2147483648 elements for batch=1024, m=2048, n=2048, k=1024; the kernel indexes each operand with i32 (at most 2147483647 elements): split the batch
-    """
-    spans = spans or {"a": batch * m * k, "b": batch * k * n, "c": batch * m * n}
-    for name, elems in spans.items():
-        if elems > INDEX_LIMIT:
-            raise ValueError(
-                f"bmm: {name} spans {elems} elements for batch={batch}, m={m}, n={n}, k={k}; the kernel indexes "
-                f"each operand with i32 (at most {INDEX_LIMIT} elements): split the batch"
-            )
-
-
-def layout(name: str, t: Tensor) -> bool:
-    """Whether a (batch, rows, cols) operand's matrices are column-major, as ffi.rs reads it:
-    row-major when its last dim is contiguous (or has one element), else column-major when its
-    middle dim is.
-
-    >>> k = torch.empty(8, 2048, 128)
-    >>> layout("b", k), layout("b", k.transpose(1, 2)), layout("b", k[0].t().expand(8, 128, 2048))
-    (False, True, True)
-    >>> layout("a", k[:, ::2, ::2])
-    Traceback (most recent call last):
-    ValueError: bmm: a must be contiguous in its last dim (row-major matrices) or its middle dim (the transpose(1, 2) of a row-major batch), got strides (262144, 256, 2); pass a.contiguous()
-    """
-    _, rows, cols = t.shape
-    if t.stride(2) == 1 or cols == 1:
-        return False
-    if t.stride(1) == 1 or rows == 1:
-        return True
-    raise ValueError(
-        f"bmm: {name} must be contiguous in its last dim (row-major matrices) or its middle dim (the "
-        f"transpose(1, 2) of a row-major batch), got strides {t.stride()}; pass {name}.contiguous()"
-    )
 
 
 def bmm(a: Tensor, b: Tensor, *, variant: str | dict = "auto", out: Tensor | None = None) -> Tensor:
@@ -93,13 +43,11 @@ def bmm(a: Tensor, b: Tensor, *, variant: str | dict = "auto", out: Tensor | Non
         )
     checks.dtypes("bmm", DTYPES, a=a, b=b)
     (batch, m, k), n = a.shape, b.shape[2]
-    a_t, b_t = layout("a", a), layout("b", b)
+    a_t, b_t = mma.layout("bmm", "a", a), mma.layout("bmm", "b", b)
     checks.out_matches("bmm", out, (batch, m, n), a)
     if out is not None:
         checks.contiguous_last_dim("bmm", size_one_ok=True, out=out)
-    check_index_range(
-        batch, m, n, k, {"a": span(a), "b": span(b), "c": span(out) if out is not None else batch * m * n}
-    )
+    mma.check_index_range("bmm", {"batch": batch, "m": m, "n": n, "k": k}, a=a, b=b, c=out)
     checks.cuda("bmm", a=a, b=b)
     c = out if out is not None else torch.empty((batch, m, n), dtype=a.dtype, device=a.device)
     if k == 0:
@@ -113,18 +61,9 @@ def bmm(a: Tensor, b: Tensor, *, variant: str | dict = "auto", out: Tensor | Non
 # -- autotune: the candidates for the batch's tile count and depth ---------------------------------
 
 
-def tune_key(dtype: str, batch: int, m: int, n: int, k: int, *, a_t=False, b_t=False, shared_b=False) -> dict:
-    """Problem class: every dim rounded up to a power of two; the layout when an operand is
-    column-major, and a B shared by every product (it stays in L2), named only then.
-
-    >>> tune_key("bfloat16", 128, 2048, 2048, 128, b_t=True)
-    {'dtype': 'bfloat16', 'batch_class': 128, 'm_class': 2048, 'n_class': 2048, 'k_class': 128, 'layout': 'nt'}
-    >>> tune_key("float16", 3, 17, 33, 65, shared_b=True)["shared_b"]
-    True
-    """
-    key = {"dtype": dtype, "batch_class": autotune.pow2(batch)}
-    key |= {f"{d}_class": autotune.pow2(v) for d, v in (("m", m), ("n", n), ("k", k))}
-    return key | ({"layout": "nt"[a_t] + "nt"[b_t]} if a_t or b_t else {}) | ({"shared_b": True} if shared_b else {})
+def tune_key(dtype: str, batch: int, m: int, n: int, k: int, **layout) -> dict:
+    """Problem class (tilekit.mma.tune_key): batch_class, then matmul's; `layout` a_t, b_t, shared_b."""
+    return mma.tune_key(dtype, m, n, k, batch=batch, **layout)
 
 
 def _v(bm, bn, bk=64, *, persistent=False, occupancy=1, cga=1) -> dict:

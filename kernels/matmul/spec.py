@@ -96,7 +96,7 @@ SPEC = KernelSpec(
             bt=(None, 1),
         ),
     ),
-    size_check=lambda m, n, k: op.check_index_range(m, n, k),
+    size_check=lambda **dims: mma.check_index_range("matmul", dims),
     # c of 16384 x 151936: 2.5e9 elements, past i32: refused; of 65535 x 32768: 2^31 - 2^15 elements
     # (served), of 65536 x 32768: 2^31 (refused)
     autotune_edges=shapes(

@@ -1,10 +1,13 @@
 """The GEMM family's port side (kernels/matmul and kernels/bmm: both exports take the variant knobs
 of cutile_kernels' ffi_util::MmaVariant): the dtypes, the knobs and their defaults, a variant's
 export arguments, the i32 index limit, and the candidate list autotune times (matmul's measurements,
-kernels/matmul/NOTES.md "The variant space"; bmm picks from it by the batch's tile count).
+kernels/matmul/NOTES.md "The variant space"; bmm picks from it by the batch's tile count); the
+entries' checks (an operand's layout, the index range) and their tune key.
 """
 
 from __future__ import annotations
+
+from tilekit import autotune
 
 DTYPES = ("bfloat16", "float16")
 # every knob -1 (persistent off): ffi_util::MmaVariant's defaults
@@ -29,6 +32,105 @@ def export_args(
     programs = persistent_programs(sms, occupancy, cga) if persistent else 0
     return int(bm), int(bn), int(bk), int(group), int(programs), int(occupancy), int(cga)
 
+
+# -- the entries (op.py): `kernel` names the entry in messages; a matmul is a batch of one -------------
+
+# how a `dims`-D operand is column-major, in layout()'s message
+_COLUMN_MAJOR = {
+    2: "(row-major) or its first (the .t() of a row-major matrix)",
+    3: "(row-major matrices) or its middle dim (the transpose(1, 2) of a row-major batch)",
+}
+
+
+def layout(kernel: str, name: str, t) -> bool:
+    """Whether an operand's matrices (its last two dims) are column-major, as ffi.rs reads it:
+    row-major when its last dim is contiguous (or has one element), else column-major when the one
+    before is.
+
+    >>> import torch
+    >>> w, k = torch.empty(4096, 1024), torch.empty(8, 2048, 128)
+    >>> layout("matmul", "b", w), layout("matmul", "b", w.t()), layout("matmul", "b", w[:, :512].t())
+    (False, True, True)
+    >>> layout("bmm", "b", k.transpose(1, 2)), layout("bmm", "b", k[0].t().expand(8, 128, 2048))
+    (True, True)
+    >>> layout("matmul", "a", w[::2, ::2])
+    Traceback (most recent call last):
+    ValueError: matmul: a must be contiguous in its last dim (row-major) or its first (the .t() of a row-major matrix), got strides (2048, 2); pass a.contiguous()
+    >>> layout("bmm", "a", k[:, ::2, ::2])
+    Traceback (most recent call last):
+    ValueError: bmm: a must be contiguous in its last dim (row-major matrices) or its middle dim (the transpose(1, 2) of a row-major batch), got strides (262144, 256, 2); pass a.contiguous()
+    """
+    rows, cols = t.shape[-2:]
+    if t.stride(-1) == 1 or cols == 1:
+        return False
+    if t.stride(-2) == 1 or rows == 1:
+        return True
+    raise ValueError(
+        f"{kernel}: {name} must be contiguous in its last dim {_COLUMN_MAJOR[t.dim()]}, got strides "
+        f"{t.stride()}; pass {name}.contiguous()"
+    )
+
+
+def span(t) -> int:
+    """Elements from a tensor's first to its last, as ffi.rs's views index them (a stride-0 batch
+    spans one matrix, a column slice (rows - 1) * row stride + cols); an empty one none.
+
+    >>> import torch
+    >>> span(torch.empty(4, 3, 5)), span(torch.empty(3, 5).expand(4, 3, 5)), span(torch.empty(4, 5, 3).transpose(1, 2))
+    (60, 15, 60)
+    >>> span(torch.empty(2, 4096)[:, :8]), span(torch.empty(0, 4096)[:, :8])
+    (4104, 0)
+    """
+    return 1 + sum((size - 1) * stride for size, stride in zip(t.shape, t.stride())) if t.numel() else 0
+
+
+def check_index_range(kernel: str, dims: dict, **operands) -> None:
+    """ValueError unless every operand a (batch, m, k), b (batch, k, n), c (batch, m, n) spans at most
+    INDEX_LIMIT elements, as ffi.rs enforces (-6): the `operands` given (tensors, not None) their
+    spans, the others a contiguous one's. `dims` {["batch",] "m", "n", "k"}. Pure: the entries run it
+    before autotune, and on the CPU for any size (meta tensors: nothing is allocated).
+
+    >>> check_index_range("bmm", {"batch": 1024, "m": 2048, "n": 2048, "k": 1024})
+    Traceback (most recent call last):
+    ValueError: bmm: a spans 2147483648 elements for batch=1024, m=2048, n=2048, k=1024; the kernel indexes each operand with i32 (at most 2147483647 elements): split the batch
+    >>> import torch
+    >>> check_index_range("matmul", {"m": 1, "n": 1 << 30, "k": 1}, c=torch.empty(1, 1 << 31, device="meta")[:, : 1 << 30])
+    >>> check_index_range("matmul", {"m": 2, "n": 8, "k": 8}, a=torch.empty(2, (1 << 31) - 8, device="meta")[:, :8])
+    Traceback (most recent call last):
+    ValueError: matmul: a spans 2147483648 elements for m=2, n=8, k=8; the kernel indexes each operand with i32 (at most 2147483647 elements): split the product into smaller blocks
+    """
+    batch, m, n, k = dims.get("batch", 1), dims["m"], dims["n"], dims["k"]
+    spans = {"a": batch * m * k, "b": batch * k * n, "c": batch * m * n}
+    for name, elems in (spans | {name: span(t) for name, t in operands.items() if t is not None}).items():
+        if elems > INDEX_LIMIT:
+            size = ", ".join(f"{d}={v}" for d, v in dims.items())
+            raise ValueError(
+                f"{kernel}: {name} spans {elems} elements for {size}; the kernel indexes each operand with i32 "
+                f"(at most {INDEX_LIMIT} elements): "
+                + ("split the batch" if "batch" in dims else "split the product into smaller blocks")
+            )
+
+
+def tune_key(
+    dtype: str, m: int, n: int, k: int, *, batch: int | None = None, a_t=False, b_t=False, shared_b=False
+) -> dict:
+    """Problem class: every dim rounded up to a power of two; the layout when an operand is
+    column-major, and a B shared by every product of a batch (it stays in L2), named only then (so
+    row-major classes keep their cached choices).
+
+    >>> tune_key("bfloat16", 1000, 1025, 4096), tune_key("bfloat16", 16, 4096, 4096, b_t=True)["layout"]
+    ({'dtype': 'bfloat16', 'm_class': 1024, 'n_class': 2048, 'k_class': 4096}, 'nt')
+    >>> tune_key("bfloat16", 2048, 2048, 128, batch=128, b_t=True)
+    {'dtype': 'bfloat16', 'batch_class': 128, 'm_class': 2048, 'n_class': 2048, 'k_class': 128, 'layout': 'nt'}
+    >>> tune_key("float16", 17, 33, 65, batch=3, shared_b=True)["shared_b"]
+    True
+    """
+    key = {"dtype": dtype} | ({"batch_class": autotune.pow2(batch)} if batch is not None else {})
+    key |= {f"{d}_class": autotune.pow2(v) for d, v in (("m", m), ("n", n), ("k", k))}
+    return key | ({"layout": "nt"[a_t] + "nt"[b_t]} if a_t or b_t else {}) | ({"shared_b": True} if shared_b else {})
+
+
+# -- the candidates ----------------------------------------------------------------------------------
 
 H200_SMS = 132  # decides the variant list only; tilekit.port sizes persistent grids from the real GPU
 

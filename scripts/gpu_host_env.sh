@@ -13,7 +13,10 @@ mkdir -p "$TILEKIT_GPU_HOME"
 # One runner at a time unpacks and installs (several `run.sh` at once on one host share this folder:
 # without the lock, two pip installs into one --target clobber each other and both fail).
 if command -v flock >/dev/null 2>&1; then
-    exec 8>"$TILEKIT_GPU_HOME/.lock" && flock 8
+    exec 8>"$TILEKIT_GPU_HOME/.lock" && flock -w 900 8 ||
+        echo "gpu_host_env: no lock on $TILEKIT_GPU_HOME/.lock after 900 s; going on without it" >&2
+else
+    echo "gpu_host_env: flock not found: runners started together may clobber $TILEKIT_GPU_HOME" >&2
 fi
 for _tk_tar in "$_tk_dir"/tileir-toolchain*.tar.xz; do
     [ -f "$_tk_tar" ] || { echo "gpu_host_env: no tileir-toolchain*.tar.xz in $_tk_dir" >&2; break; }
@@ -39,11 +42,17 @@ elif [ -f "$_tk_dir/libcutile_kernels.so" ]; then
 fi
 export TILEKIT_PREBUILT=1
 if ls "$_tk_dir"/whl/*.whl >/dev/null 2>&1; then
-    # installed once per set of wheels (the stamp names them), not at every run
-    _tk_stamp="$TILEKIT_GPU_HOME/site/.tilekit-wheels-$(cd "$_tk_dir/whl" && ls -- *.whl | cksum | cut -d' ' -f1)"
+    # installed once per set of wheels (the stamp is a checksum of their bytes), not at every run;
+    # only the set installed last is stamped (another bundle's install replaces the packages)
+    _tk_stamp="$TILEKIT_GPU_HOME/site/.tilekit-wheels-$(cd "$_tk_dir/whl" && cksum -- *.whl | cksum | cut -d' ' -f1)"
     if [ ! -f "$_tk_stamp" ]; then
-        python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-            --target "$TILEKIT_GPU_HOME/site" "$_tk_dir"/whl/*.whl && touch "$_tk_stamp"
+        rm -f "$TILEKIT_GPU_HOME"/site/.tilekit-wheels-*
+        if ! python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+            --target "$TILEKIT_GPU_HOME/site" "$_tk_dir"/whl/*.whl; then
+            echo "gpu_host_env: pip could not install $_tk_dir/whl/*.whl into $TILEKIT_GPU_HOME/site" >&2
+            return 1 2>/dev/null || exit 1
+        fi
+        touch "$_tk_stamp"
     fi
     export PYTHONPATH="$TILEKIT_GPU_HOME/site${PYTHONPATH:+:$PYTHONPATH}"
 fi

@@ -96,7 +96,7 @@ def test_the_variant_each_port_record_names_is_listed_and_absent_without_one(tmp
     (logs / "perf_cutile_rs.full.txt").write_text(port)
     assert run(d) == 0
     lines = (d / "reports" / "performance.md").read_text().split("\n")
-    start = lines.index("## Variants cutile-rs ran (autotune's pick per config)")
+    start = lines.index("## Variants cutile-rs ran (per config: autotune's pick, or the variant asked for)")
     assert lines[start + 2] == '- {"dtype": "float16", "m": 4096, "n": 1024}: {"block": 1024, "rows": 2}'
     assert len([ln_ for ln_ in lines[start:] if ln_.startswith("- {")]) == len(SHAPES)
 

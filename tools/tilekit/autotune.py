@@ -60,7 +60,8 @@ def save(path: Path, data: dict) -> None:
 
 
 def threads() -> int:
-    """How many variants warm() compiles at once: $TILEKIT_TUNE_THREADS, else min(8, CPUs)."""
+    """How many variants warm() compiles at once: $TILEKIT_TUNE_THREADS, else min(8, the CPUs this
+    process may use)."""
     value = os.environ.get("TILEKIT_TUNE_THREADS", "")
     if value:
         try:
@@ -70,42 +71,62 @@ def threads() -> int:
         if n < 1:
             raise ValueError(f"TILEKIT_TUNE_THREADS={value!r}: give at least 1 (1 = one at a time)")
         return n
-    return min(8, os.cpu_count() or 1)
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return min(8, cpus or 1)
+
+
+def _caller_stream():
+    """A context that makes a worker thread launch on the calling thread's current CUDA stream
+    (torch's current stream is per thread); a no-op without torch or a GPU."""
+    import contextlib
+
+    try:
+        import torch
+    except ImportError:
+        return contextlib.nullcontext
+    if not torch.cuda.is_available():
+        return contextlib.nullcontext
+    stream = torch.cuda.current_stream()
+    return lambda: torch.cuda.stream(stream)
 
 
 def warm(variants: list[dict], make_call, workers: int) -> dict[int, Exception]:
-    """Call each variant once, `workers` at a time; {index: error} of those that failed. A variant's
-    first call JITs it (Rust -> Tile IR -> tileiras: CPU work of about a second, outside the GIL in
-    the cffi call), so a class's candidates compile side by side instead of one after another
-    before tune times them; the launches themselves queue on the caller's stream."""
+    """Call each variant once, `workers` at a time; {index: error} of those that failed (a hint: a
+    failure under load may be transient, so tune times every variant all the same and skips only
+    the ones that fail there). A variant's first call JITs it (Rust -> Tile IR -> tileiras: CPU work
+    of about a second, outside the GIL in the cffi call), so a class's candidates compile side by
+    side instead of one after another. The first variant runs alone first (it loads the library
+    once), then the rest in threads; every launch goes on the caller's stream, in order with the
+    caller's own work."""
     from concurrent.futures import ThreadPoolExecutor
+
+    on_stream = _caller_stream()
 
     def first_call(v):
         try:
-            make_call(v)()
-        except Exception as e:  # noqa: BLE001 - reported by tune as a skipped variant
+            with on_stream():
+                make_call(v)()
+        except Exception as e:  # noqa: BLE001 - a hint for the caller; tune's timed call decides
             return e
         return None
 
     if workers <= 1 or len(variants) <= 1:
         return {}  # tune's own first call compiles, as before
-    with ThreadPoolExecutor(max_workers=min(workers, len(variants)), thread_name_prefix="tilekit-jit") as pool:
-        errors = list(pool.map(first_call, variants))
+    errors = [first_call(variants[0])]
+    with ThreadPoolExecutor(max_workers=min(workers, len(variants) - 1), thread_name_prefix="tilekit-jit") as pool:
+        errors += list(pool.map(first_call, variants[1:]))
     return {i: e for i, e in enumerate(errors) if e is not None}
 
 
 def tune(variants: list[dict], make_call, *, timer=None, workers: int | None = None) -> dict:
-    """Time every variant (after warm() compiled them, `workers` at a time: default threads());
-    returns {"variant", "median_ms", "tried": [...], "skipped": [...]}."""
+    """Time every variant (compiled side by side first by warm(), `workers` at a time: default
+    threads()); a variant whose timed call fails is skipped with its error. Returns {"variant",
+    "median_ms", "tried": [...], "skipped": [...]}."""
     timer = timer or (lambda fn: bench.time_cupti(fn, nrep=15, warmup=2))
-    failed = warm(variants, make_call, threads() if workers is None else workers)
+    warm(variants, make_call, threads() if workers is None else workers)
     tried, skipped = [], []
     last_error = None
-    for i, v in enumerate(variants):
-        if i in failed:
-            last_error = failed[i]
-            skipped.append({"variant": v, "error": str(failed[i])[:300]})
-            continue
+    for v in variants:
         try:
             ms = timer(make_call(v)).stats()["median_ms"]
         except Exception as e:  # noqa: BLE001 - a variant that cannot compile/launch is skipped

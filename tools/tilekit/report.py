@@ -231,7 +231,7 @@ def _variant_lines(inputs: PerfInputs) -> list[str]:
     named = [r for r in inputs.port.records if "variant" in r.fields]
     if not named:
         return []
-    out = [f"## Variants {PORT_BACKEND} ran (autotune's pick per config)", ""]
+    out = [f"## Variants {PORT_BACKEND} ran (per config: autotune's pick, or the variant asked for)", ""]
     return out + [f"- {r.config_key}: {r.fields['variant']}" for r in named] + [""]
 
 

@@ -88,7 +88,10 @@ def generate(name: str) -> dict:
         compiled side by side first (autotune.warm); a failure there is raised by the loop."""
         inputs = spec.make_inputs(cfg)
         candidates = spec.variants(cfg) + (["default"] if spec.every_variant_default else [])
-        autotune.warm(candidates, lambda v: lambda: spec.run_port(inputs, variant=v), autotune.threads())
+        autotune.warm(
+            candidates, lambda v: lambda: spec.run_port(inputs, spec.make_out(cfg, inputs), v), autotune.threads()
+        )
+        torch.cuda.synchronize()  # a launch fault of the warm-up shows here, not as a later candidate's
         for v in candidates:
             out = spec.make_out(cfg, inputs)
             spec.run_port(inputs, out=out, variant=v)

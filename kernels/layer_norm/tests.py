@@ -11,7 +11,7 @@ from tilekit import harness
 from tilekit.baseline_cases import H200_SMS as SMS
 from tilekit.baseline_cases import (
     NORM_FORMS,
-    NORM_TRITON_COMPILE,
+    norm_triton_compile,
     ROW_ERRORS,
     BaselineCases,
     row_interpreted,
@@ -60,11 +60,11 @@ BASELINE_CASES = BaselineCases(
         **NORM_FORMS,
     ),
     plan_errors=ROW_ERRORS,
-    triton_compile=NORM_TRITON_COMPILE,
+    triton_compile=norm_triton_compile(True),
     triton_types={"eps": "fp32"},
-    cutile_kernels=[
-        (kernel, dt, ["A2", "A2", "A2", "A2", EPS, *tile], dt == "bfloat16")  # W, B: (1, n)
+    cutile_kernels=[  # W, B: (1, n)
+        (f"norm_baselines._cutile_{form}_kernel", dt, ["A2", "A2", "A2", "A2", EPS, 1, *tile], dt == "bfloat16")
         for dt in ("float16", "bfloat16", "float32")
-        for kernel, tile in (("_cutile_rows_kernel", (16, 1024)), ("_cutile_looped_kernel", (4096,)))
+        for form, tile in (("rows", (16, 1024)), ("looped", (4096,)))
     ],
 )

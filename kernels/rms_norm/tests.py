@@ -5,7 +5,7 @@ import torch
 
 from kernels.rms_norm.spec import EPS, SPEC
 from tilekit.baseline_cases import H200_SMS as SMS
-from tilekit.baseline_cases import NORM_FORMS, NORM_TRITON_COMPILE, ROW_ERRORS, BaselineCases, Has, row_interpreted
+from tilekit.baseline_cases import NORM_FORMS, norm_triton_compile, ROW_ERRORS, BaselineCases, Has, row_interpreted
 from tilekit.baseline_cases import row_plans, tile_plan
 
 BASELINE_CASES = BaselineCases(
@@ -33,14 +33,11 @@ BASELINE_CASES = BaselineCases(
         ("cutile_config", (300, 16384, SMS), Has(rows=2)),
     ],
     plan_errors=ROW_ERRORS,
-    triton_compile=NORM_TRITON_COMPILE,
+    triton_compile=norm_triton_compile(False),
     triton_types={"eps": "fp32"},
     cutile_kernels=[
-        (kernel, dt, args, dt == "float16" and kernel == "_cutile_rows_kernel")
+        (f"norm_baselines._cutile_{form}_kernel", dt, ["A2", "A2", "A2", "A2", EPS, 0, *tile], dt == "float16")
         for dt in ("float16", "bfloat16", "float32")
-        for kernel, args in (
-            ("_cutile_rows_kernel", ["A2", "A1", "A2", EPS, 16, 1024]),
-            ("_cutile_looped_kernel", ["A2", "A1", "A2", EPS, 4096]),
-        )
+        for form, tile in (("rows", (16, 1024)), ("looped", (4096,)))
     ],
 )

@@ -148,10 +148,16 @@ NORM_FORMS = {
     "triton": {(262144, 512): "multirow", (64, 512): "row", (1024, 32768): "looped"},
     "cutile": {(200, 4096): "row", (1024, 32768): "looped"},
 }
-NORM_TRITON_COMPILE = [
-    ("_triton_rows_kernel", "fp16", {"ROWS": 8, "BLOCK": 1024}),
-    ("_triton_looped_kernel", "bf16", {"BLOCK": 4096}),
-]
+
+
+def norm_triton_compile(layer: bool) -> list:
+    """rms_norm's (layer false) or layer_norm's triton_compile: tilekit.norm_baselines' kernels."""
+    return [
+        ("norm_baselines._triton_rows_kernel", "fp16", {"LAYER": layer, "ROWS": 8, "BLOCK": 1024}),
+        ("norm_baselines._triton_looped_kernel", "bf16", {"LAYER": layer, "BLOCK": 4096}),
+    ]
+
+
 ROW_ERRORS = [
     (fn, (10, 1000, 8, v), kwargs, match)
     for v, kwargs, match in (("row", {"block": 512}, "block=512 < n=1000"), ("fastest", {}, "variant must be one of"))

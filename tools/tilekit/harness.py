@@ -103,7 +103,8 @@ def run_perf(request, *, kernel: str, backend_id: str, cfg: dict, call, bytes_mo
         bytes_moved=bytes_moved,
         flops=flops,
     )
-    if backend_id == "cutile_rs" and autotune.last_pick(kernel) is not None:
-        record["variant"] = autotune.last_pick(kernel)  # what the timed calls ran (autotune's pick)
+    picked = autotune.last_pick(kernel)  # what the timed calls ran: autotune's pick, or the one asked for
+    if backend_id == "cutile_rs" and picked is not None:
+        record["variant"] = picked
     request.node.user_properties.append(("tilekit_perf_record", record))
     return record

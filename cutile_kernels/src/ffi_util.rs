@@ -589,6 +589,47 @@ use cutile::tile_kernel::{CompileOptions, TileKernel};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+/// A stream-ordered device allocation, freed on its stream when dropped: after every kernel enqueued
+/// on the stream before, and on every exit path (a failed enqueue, `?`, a panic unwinding to the
+/// export's guard). `free` does the same and reports a failure.
+pub struct StreamAlloc<'s> {
+    /// The allocation's device address.
+    pub ptr: u64,
+    stream: &'s Arc<Stream>,
+    what: &'static str,
+    freed: bool,
+}
+
+impl<'s> StreamAlloc<'s> {
+    pub fn new(bytes: usize, stream: &'s Arc<Stream>, what: &'static str) -> FfiResult<Self> {
+        // SAFETY: `stream` is the caller's live stream; the allocation is freed on it (free, Drop).
+        let ptr = unsafe { cutile::cuda_core::malloc_async(bytes, stream) }
+            .map_err(|e| err(rc::JIT_OR_LAUNCH, format!("{what} of {bytes} bytes: {e}")))?;
+        Ok(StreamAlloc { ptr, stream, what, freed: false })
+    }
+
+    fn free_async(&mut self) -> FfiResult<()> {
+        if std::mem::replace(&mut self.freed, true) {
+            return Ok(());
+        }
+        // SAFETY: allocated on this stream; every kernel that uses it was enqueued on it before.
+        unsafe { cutile::cuda_core::free_async(self.ptr, self.stream) }
+            .map_err(|e| err(rc::JIT_OR_LAUNCH, format!("freeing the {}: {e}", self.what)))
+    }
+
+    pub fn free(mut self) -> FfiResult<()> {
+        self.free_async()
+    }
+}
+
+impl Drop for StreamAlloc<'_> {
+    fn drop(&mut self) {
+        // On an early exit the caller already gets that failure (or the panic): a failed free adds
+        // nothing it could act on.
+        let _ = self.free_async();
+    }
+}
+
 /// Stream wrappers by (device_id, raw stream handle).
 type StreamCache = HashMap<(i32, u64), Arc<Stream>>;
 

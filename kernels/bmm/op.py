@@ -66,8 +66,8 @@ def tune_key(dtype: str, batch: int, m: int, n: int, k: int, **layout) -> dict:
     return mma.tune_key(dtype, m, n, k, batch=batch, **layout)
 
 
-def _v(bm, bn, bk=64, *, persistent=False, occupancy=1, cga=1) -> dict:
-    return {"bm": bm, "bn": bn, "bk": bk, "group": 8, "persistent": persistent, "occupancy": occupancy, "cga": cga}
+def _v(bm, bn, bk=64, **knobs) -> dict:
+    return mma.variant(bm, bn, bk, **knobs)
 
 
 # Why each: NOTES.md, "The variant space (issue 14)". Persistent forms run at occupancy 1: at 2

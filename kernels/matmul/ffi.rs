@@ -2,7 +2,7 @@
 //!
 //!   int32_t cutile_matmul(const TensorDesc* c, const TensorDesc* a, const TensorDesc* b,
 //!                         int32_t bm, int32_t bn, int32_t bk, int32_t group, int32_t programs,
-//!                         int32_t occupancy, int32_t num_cta_in_cga,
+//!                         int32_t occupancy, int32_t num_cta_in_cga, int32_t splits,
 //!                         int32_t device_id, uint64_t stream);
 //!
 //! C = A · B: a (m, k), b (k, n), c (m, n), one dtype (f16 or bf16); c is contiguous in its last
@@ -12,11 +12,15 @@
 //! the tile shape (powers of two), `group` the tile rows per band of the swizzled tile order,
 //! `programs` 0 for one output tile per tile block or P > 0 for a persistent grid of min(P, tiles)
 //! tile blocks, `occupancy` (1..=32) and `num_cta_in_cga` (1, 2, 4, 8, 16) compile hints for
-//! tileiras. -1 for any of them picks the default (the compiler's, for the two hints). Every
+//! tileiras. -1 for any of them picks the default (the compiler's, for the two hints). `splits`
+//! (1..=16, -1 = 1) cuts each output tile's K-tiles over that many tile blocks (split-K: f32
+//! partial tiles in a stream-ordered workspace, then a reduce kernel; grid = tiles x splits), for
+//! products with too few output tiles to fill the GPU; it needs programs = 0. Every
 //! descriptor is validated before anything touches the GPU: bad input returns -2/-5/-6 with a
 //! message, never a launch.
 use super::kernel::matmul_device as device;
-use crate::ffi_util::{self, invalid, to_i32, DType, Element, FfiResult, MmaVariant, TensorDesc};
+use crate::ffi_util::{self, invalid, to_i32, DType, Element, FfiResult, Launch, MmaVariant, StreamAlloc, TensorDesc};
+use cutile::cuda_async::device_buffer::DevicePointer;
 use cutile::cuda_core::Stream;
 use std::sync::Arc;
 
@@ -36,16 +40,29 @@ pub struct Plan {
     pub a_t: bool,
     pub b_t: bool,
     pub variant: MmaVariant,
+    /// Split-K: K-tiles per split and the split count (k_per = k_tiles, splits = 1: no split).
+    pub k_per: i32,
+    pub splits: i32,
 }
+
+/// Most splits of an output tile's K-tiles a variant may ask for.
+pub const MAX_SPLITS: i32 = 16;
 
 impl Plan {
     pub fn tiles(&self) -> i64 {
         self.variant.tiles(1, self.m, self.n)
     }
 
-    /// The launch grid in tile blocks.
+    /// The launch grid in tile blocks (split-K: the first kernel's, tiles x splits).
     pub fn grid(&self) -> (u32, u32, u32) {
-        self.variant.grid(self.tiles())
+        let (tiles, ..) = self.variant.grid(self.tiles());
+        (tiles, self.splits as u32, 1)
+    }
+
+    /// f32 elements of the split-K workspace: `splits` copies of C padded to whole tile rows.
+    pub fn workspace_elems(&self) -> i64 {
+        let rows = (self.m as i64 + self.variant.bm as i64 - 1) / self.variant.bm as i64 * self.variant.bm as i64;
+        self.splits as i64 * rows * self.n as i64
     }
 }
 
@@ -99,7 +116,7 @@ fn check_extent(rows: i32, cols: i32, s: i32, arg: &str) -> FfiResult<()> {
 #[allow(clippy::too_many_arguments)]
 pub fn plan(
     c: &TensorDesc, a: &TensorDesc, b: &TensorDesc, bm: i32, bn: i32, bk: i32, group: i32, programs: i32,
-    occupancy: i32, num_cta_in_cga: i32,
+    occupancy: i32, num_cta_in_cga: i32, splits: i32,
 ) -> FfiResult<Plan> {
     let tensors = [(a, "a", 2), (b, "b", 2), (c, "c", 2)];
     let dtype = ffi_util::check_tensors(KERNEL, &[DType::F16, DType::BF16], "f16 and bf16", &tensors)?;
@@ -124,9 +141,36 @@ pub fn plan(
     let k = to_i32(a.shape[1], "k")?;
     let n = to_i32(b.shape[1], "n")?;
     let variant = MmaVariant::parse([bm, bn, bk, group, programs, occupancy, num_cta_in_cga])?;
-    let p = Plan { dtype, m, n, k, lda, ldb, ldc: row_stride(c, m, n, "c")?, a_t, b_t, variant };
+    let (k_per, splits) = split_k(&variant, k, splits)?;
+    let p = Plan { dtype, m, n, k, lda, ldb, ldc: row_stride(c, m, n, "c")?, a_t, b_t, variant, k_per, splits };
     MmaVariant::check_tiles(p.tiles())?;
+    if p.splits > 1 && p.workspace_elems() > i32::MAX as i64 {
+        return Err(invalid(format!(
+            "splits={splits}: the split-K workspace of {} f32 elements exceeds i32 indexing; use fewer splits",
+            p.workspace_elems()
+        )));
+    }
     Ok(p)
+}
+
+/// (K-tiles per split, splits) for the `splits` knob: the K-tiles ceil(k / bk) cut into at most
+/// `splits` non-empty runs of equal length (the last may be shorter), so a split count above the
+/// K-tile count gives one K-tile per split.
+fn split_k(v: &MmaVariant, k: i32, splits: i32) -> FfiResult<(i32, i32)> {
+    let asked = ffi_util::or_default(splits, 1);
+    if !(1..=MAX_SPLITS).contains(&asked) {
+        return Err(invalid(format!("variant splits={splits}: use 1..={MAX_SPLITS} K splits, or -1 for 1")));
+    }
+    if asked > 1 && v.programs.is_some() {
+        return Err(invalid(format!(
+            "variant splits={asked} with programs={}: split-K runs one tile block per (output tile, split); \
+             use programs=0",
+            v.programs.unwrap_or(0)
+        )));
+    }
+    let k_tiles = ((k as i64 + v.bk as i64 - 1) / v.bk as i64).max(1) as i32;
+    let k_per = (k_tiles + asked - 1) / asked;
+    Ok((k_per, (k_tiles + k_per - 1) / k_per))
 }
 
 fn launch<T: Element>(p: &Plan, c: &TensorDesc, a: &TensorDesc, b: &TensorDesc, stream: &Arc<Stream>) -> FfiResult<()> {
@@ -136,6 +180,9 @@ fn launch<T: Element>(p: &Plan, c: &TensorDesc, a: &TensorDesc, b: &TensorDesc, 
     let (at, bt) = (p.a_t as i32, p.b_t as i32);
     let launch = p.variant.launch::<T>(&[at, bt, at, 1 - at, bt, 1 - bt], p.tiles());
     let (m, n, k, lda, ldb, ldc) = (p.m, p.n, p.k, p.lda, p.ldb, p.ldc);
+    if p.splits > 1 {
+        return launch_split::<T>(p, launch, c_ptr, a_ptr, b_ptr, stream);
+    }
     // SAFETY: plan() checked shapes, strides and dtypes against the descriptors; the memory is
     // PyTorch's, alive until the caller's stream has run the kernel (stream-ordered allocator).
     unsafe {
@@ -147,9 +194,36 @@ fn launch<T: Element>(p: &Plan, c: &TensorDesc, a: &TensorDesc, b: &TensorDesc, 
     }
 }
 
+/// Split-K: matmul_split_partials over grid (tiles, splits) writes the f32 partial tiles to a
+/// workspace allocated on the caller's stream, matmul_split_reduce adds them into C; the workspace is
+/// freed in stream order after the reduce, and on every other way out (StreamAlloc).
+fn launch_split<T: Element>(
+    p: &Plan, mut partials: Launch, c_ptr: DevicePointer<T>, a_ptr: DevicePointer<T>, b_ptr: DevicePointer<T>,
+    stream: &Arc<Stream>,
+) -> FfiResult<()> {
+    let ws = StreamAlloc::new(p.workspace_elems() as usize * std::mem::size_of::<f32>(), stream, "split-K workspace")?;
+    let (tiles_m, tiles_n) = ((p.m + p.variant.bm - 1) / p.variant.bm, (p.n + p.variant.bn - 1) / p.variant.bn);
+    let reduce = Launch::new::<T>(
+        &[p.variant.bm, p.variant.bn],
+        (tiles_m as u32, tiles_n as u32, 1),
+        ffi_util::compile_options(None, None),
+    );
+    // SAFETY: plan() checked the descriptors and the workspace's i32 extent; the workspace holds
+    // workspace_elems() f32 and outlives both kernels (freed in stream order after them).
+    unsafe {
+        let w_ptr = DevicePointer::<f32>::from_cu_deviceptr(ws.ptr);
+        let (m, n, k, lda, ldb, ldc) = (p.m, p.n, p.k, p.lda, p.ldb, p.ldc);
+        partials.grid = p.grid();
+        partials.enqueue(device::matmul_split_partials(w_ptr, a_ptr, b_ptr, m, n, k, lda, ldb, p.k_per), stream)?;
+        reduce.enqueue(device::matmul_split_reduce(c_ptr, w_ptr, m, n, ldc, p.splits), stream)?;
+    }
+    ws.free()
+}
+
 // `cutile_matmul`: the descriptors, then plan(), the caller's stream and launch() (ffi_util::export!).
 crate::export!(cutile_matmul(
-    c, a, b; bm: i32, bn: i32, bk: i32, group: i32, programs: i32, occupancy: i32, num_cta_in_cga: i32
+    c, a, b; bm: i32, bn: i32, bk: i32, group: i32, programs: i32, occupancy: i32, num_cta_in_cga: i32,
+    splits: i32
 ));
 
 #[cfg(test)]
@@ -185,7 +259,7 @@ mod tests {
     #[test]
     fn plan_takes_row_strides_and_defaults() {
         let (c, a, b) = strided_mats(DType::BF16, [129, 257, 65], [264, 72, 257]);
-        let p = plan(&c, &a, &b, -1, -1, -1, -1, -1, -1, -1).unwrap();
+        let p = plan(&c, &a, &b, -1, -1, -1, -1, -1, -1, -1, -1).unwrap();
         assert_eq!(
             p,
             Plan {
@@ -207,6 +281,8 @@ mod tests {
                     occupancy: None,
                     num_cta_in_cga: None,
                 },
+                k_per: 2,
+                splits: 1,
             }
         );
         assert_eq!((p.tiles(), p.grid()), (6, (6, 1, 1)));
@@ -215,20 +291,50 @@ mod tests {
     #[test]
     fn persistent_grid_is_capped_at_the_tile_count() {
         let (c, a, b) = mats(DType::F16, 4096, 4096, 4096);
-        let p = plan(&c, &a, &b, 128, 256, 64, 8, 132, 1, 2).unwrap();
+        let p = plan(&c, &a, &b, 128, 256, 64, 8, 132, 1, 2, -1).unwrap();
         assert_eq!(
             (p.tiles(), p.grid(), p.variant.occupancy, p.variant.num_cta_in_cga),
             (512, (132, 1, 1), Some(1), Some(2))
         );
-        let small = plan(&c, &a, &b, 256, 256, 64, 8, 1000, -1, -1).unwrap();
+        let small = plan(&c, &a, &b, 256, 256, 64, 8, 1000, -1, -1, -1).unwrap();
         assert_eq!(small.grid(), (256, 1, 1));
-        assert_eq!(plan(&c, &a, &b, 128, 128, 64, 8, 0, -1, -1).unwrap().grid(), (1024, 1, 1));
+        assert_eq!(plan(&c, &a, &b, 128, 128, 64, 8, 0, -1, -1, -1).unwrap().grid(), (1024, 1, 1));
+    }
+
+    #[test]
+    fn split_k_cuts_the_k_tiles_into_non_empty_runs() {
+        let (c, a, b) = mats(DType::BF16, 64, 4096, 4096);
+        // 4096 / 128 = 32 K-tiles: 4 splits of 8; a 32 x 64 tile gives 2 x 64 output tiles.
+        let p = plan(&c, &a, &b, 32, 64, 128, 8, 0, 2, -1, 4).unwrap();
+        assert_eq!((p.k_per, p.splits, p.grid(), p.workspace_elems()), (8, 4, (128, 4, 1), 4 * 64 * 4096));
+        // 1000 / 128 -> 8 K-tiles over 3 splits: runs of 3, 3, 2; more splits than K-tiles: one each.
+        let (c, a, b) = mats(DType::BF16, 17, 100, 1000);
+        let p = plan(&c, &a, &b, 16, 64, 128, 8, 0, -1, -1, 3).unwrap();
+        assert_eq!((p.k_per, p.splits, p.grid(), p.workspace_elems()), (3, 3, (4, 3, 1), 3 * 32 * 100));
+        assert_eq!(plan(&c, &a, &b, 16, 64, 128, 8, 0, -1, -1, 16).map(|p| (p.k_per, p.splits)).unwrap(), (1, 8));
+        // k shorter than one K-tile, and the default: no split.
+        let (c, a, b) = mats(DType::F16, 16, 64, 8);
+        assert_eq!(plan(&c, &a, &b, 16, 64, 128, 8, 0, -1, -1, 4).map(|p| (p.k_per, p.splits)).unwrap(), (1, 1));
+        assert_eq!(plan(&c, &a, &b, -1, -1, -1, -1, -1, -1, -1, -1).map(|p| p.splits).unwrap(), 1);
+    }
+
+    #[test]
+    fn split_k_rejects_bad_counts_and_persistent_grids() {
+        let (c, a, b) = mats(DType::BF16, 64, 4096, 4096);
+        for (prog, splits, needle) in
+            [(0, 0, "splits=0"), (0, 17, "splits=17"), (0, -2, "splits=-2"), (132, 2, "use programs=0")]
+        {
+            assert_fails(plan(&c, &a, &b, 64, 64, 128, 8, prog, -1, -1, splits), rc::INVALID_ARGUMENT, needle);
+        }
+        // 16 copies of a (32768 x 8192) C exceed i32 indexing.
+        let (c, a, b) = mats(DType::BF16, 32768, 8192, 4096);
+        assert_fails(plan(&c, &a, &b, 128, 128, 64, 8, 0, -1, -1, 16), rc::INVALID_ARGUMENT, "split-K workspace");
     }
 
     #[test]
     fn a_single_row_needs_no_row_stride() {
         let (c, a, b) = strided_mats(DType::F16, [1, 16, 8], [0, 0, 16]);
-        let p = plan(&c, &a, &b, -1, -1, -1, -1, -1, -1, -1).unwrap();
+        let p = plan(&c, &a, &b, -1, -1, -1, -1, -1, -1, -1, -1).unwrap();
         assert_eq!((p.lda, p.ldb, p.ldc), (8, 16, 16));
     }
 
@@ -238,17 +344,17 @@ mod tests {
         let (c, _, _) = mats(DType::BF16, 4, 16, 8);
         let a = desc2(DType::BF16, 0x1000, &[4, 8], &[1, 6]);
         let b = desc2(DType::BF16, 0x2000, &[8, 16], &[1, 10]);
-        let p = plan(&c, &a, &b, -1, -1, -1, -1, -1, -1, -1).unwrap();
+        let p = plan(&c, &a, &b, -1, -1, -1, -1, -1, -1, -1, -1).unwrap();
         assert_eq!((p.a_t, p.lda, p.b_t, p.ldb, p.ldc), (true, 6, true, 10, 16));
         // A single column is row-major whatever its stride; a single row of a strided vector is
         // one column-major column.
         let b1 = desc2(DType::BF16, 0x2000, &[8, 1], &[5, 7]);
         let c1 = desc2(DType::BF16, 0x3000, &[4, 1], &[1, 1]);
         let (_, a1, _) = mats(DType::BF16, 4, 1, 8);
-        assert_eq!(plan(&c1, &a1, &b1, -1, -1, -1, -1, -1, -1, -1).map(|p| (p.b_t, p.ldb)).unwrap(), (false, 5));
+        assert_eq!(plan(&c1, &a1, &b1, -1, -1, -1, -1, -1, -1, -1, -1).map(|p| (p.b_t, p.ldb)).unwrap(), (false, 5));
         let a2 = desc2(DType::BF16, 0x1000, &[1, 8], &[16, 2]);
         let (c2, _, b2) = mats(DType::BF16, 1, 16, 8);
-        assert_eq!(plan(&c2, &a2, &b2, -1, -1, -1, -1, -1, -1, -1).map(|p| (p.a_t, p.lda)).unwrap(), (true, 2));
+        assert_eq!(plan(&c2, &a2, &b2, -1, -1, -1, -1, -1, -1, -1, -1).map(|p| (p.a_t, p.lda)).unwrap(), (true, 2));
     }
 
     #[test]
@@ -271,7 +377,7 @@ mod tests {
             (c, a, desc2(DType::F32, 0x2000, &[8, 16], &[16, 1]), "share one dtype"),
         ];
         for (c, a, b, needle) in cases {
-            assert_fails(plan(&c, &a, &b, -1, -1, -1, -1, -1, -1, -1), rc::INVALID_ARGUMENT, needle);
+            assert_fails(plan(&c, &a, &b, -1, -1, -1, -1, -1, -1, -1, -1), rc::INVALID_ARGUMENT, needle);
         }
     }
 
@@ -280,7 +386,7 @@ mod tests {
         let a = desc2(DType::BF16, 0x1000, &[65536, 64], &[65536, 1]);
         let b = desc2(DType::BF16, 0x2000, &[64, 64], &[64, 1]);
         let c = desc2(DType::BF16, 0x3000, &[65536, 64], &[64, 1]);
-        let e = plan(&c, &a, &b, -1, -1, -1, -1, -1, -1, -1);
+        let e = plan(&c, &a, &b, -1, -1, -1, -1, -1, -1, -1, -1);
         assert_fails(e, rc::INVALID_ARGUMENT, "`a` spans 4294901824 elements");
     }
 
@@ -297,7 +403,7 @@ mod tests {
             ((128, 256, 64, 8, 0, 1, 3), "num_cta_in_cga=3"),
         ];
         for ((bm, bn, bk, g, prog, occ, cga), needle) in cases {
-            assert_fails(plan(&c, &a, &b, bm, bn, bk, g, prog, occ, cga), rc::INVALID_ARGUMENT, needle);
+            assert_fails(plan(&c, &a, &b, bm, bn, bk, g, prog, occ, cga, -1), rc::INVALID_ARGUMENT, needle);
         }
     }
 
@@ -330,7 +436,7 @@ mod tests {
     fn plan_rejects_f32_and_integers_as_unsupported() {
         for dtype in [DType::F32, DType::I32] {
             let (c, a, b) = mats(dtype, 4, 16, 8);
-            let e = plan(&c, &a, &b, -1, -1, -1, -1, -1, -1, -1);
+            let e = plan(&c, &a, &b, -1, -1, -1, -1, -1, -1, -1, -1);
             assert_fails(e, rc::UNSUPPORTED_DTYPE, "matmul supports f16 and bf16");
         }
     }
@@ -350,6 +456,9 @@ mod tests {
                     DEVICE.assert_lowers(entry, &generics, &["mma", "store_view_tko"]);
                 }
             }
+            let generics = [dtype, "32", "64", "128", "8", "0", "1", "0", "1", "1", "0"];
+            DEVICE.assert_lowers("matmul_split_partials", &generics, &["mma", "store_view_tko"]);
+            DEVICE.assert_lowers("matmul_split_reduce", &[dtype, "32", "64"], &["load_view_tko", "store_view_tko"]);
         }
     }
 }

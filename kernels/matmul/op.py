@@ -8,7 +8,8 @@ row-major matrix): tilekit.mma.layout reads which from the strides, as ffi.rs do
 
 `cutile_matmul` (kernels/matmul/ffi.rs) called through tilekit.port; `out` may be a column slice of
 a wider buffer. `variant`: "auto" the autotuned candidate of `variants` for this GPU, dtype and shape
-class, "default" the defaults (ffi_util::MmaVariant), a dict {"bm", "bn", "bk", "group", "persistent", "occupancy", "cga"}.
+class, "default" the defaults (ffi_util::MmaVariant), a dict {"bm", "bn", "bk", "group", "persistent", "occupancy", "cga"}
+and optionally "splits" (split-K, ffi.rs).
 """
 
 from __future__ import annotations
@@ -18,16 +19,47 @@ from torch import Tensor
 
 from tilekit import checks, mma, port
 
-# op.py's contract names (tilekit.kernel) that the GEMM family shares: dtypes, knobs, candidates, the
-# problem class (tune_key(dtype, m, n, k, *, a_t, b_t))
-from tilekit.mma import DEFAULT_VARIANT, DTYPES, export_args, tune_key, variants  # noqa: F401
+# op.py's contract names (tilekit.kernel) that the GEMM family shares: dtypes, the problem class
+# (tune_key(dtype, m, n, k, *, a_t, b_t)); matmul adds the split-K knob to its knobs and candidates
+from tilekit.mma import DTYPES, tune_key  # noqa: F401
 
 CDEF = """
 int32_t cutile_matmul(const TensorDesc* c, const TensorDesc* a, const TensorDesc* b,
                       int32_t bm, int32_t bn, int32_t bk, int32_t group, int32_t programs,
-                      int32_t occupancy, int32_t num_cta_in_cga,
+                      int32_t occupancy, int32_t num_cta_in_cga, int32_t splits,
                       int32_t device_id, uint64_t stream);
 """
+
+DEFAULT_VARIANT = mma.DEFAULT_VARIANT | {"splits": -1}  # -1: no split (ffi.rs split_k)
+
+
+def export_args(
+    bm: int, bn: int, bk: int, group: int, persistent: bool, occupancy: int, cga: int, splits: int = -1, *, sms: int
+) -> tuple[int, ...]:
+    """The GEMM family's knobs (tilekit.mma.export_args), then `splits`: each output tile's K-tiles cut
+    over that many tile blocks (split-K), -1 or 1 for none.
+
+    >>> export_args(64, 64, 128, 8, False, 2, 1, 4, sms=132)
+    (64, 64, 128, 8, 0, 2, 1, 4)
+    """
+    return (*mma.export_args(bm, bn, bk, group, persistent, occupancy, cga, sms=sms), int(splits))
+
+
+def variants(m: int, n: int, k: int) -> list[dict]:
+    """tilekit.mma.variants, and for decode-sized products (m <= 64) split-K forms: a 64 x 4096 x 4096
+    product has 64-128 output tiles of the decode tiles for 132 SMs, each streaming its B columns over
+    all of K; cutting K over 2-4 tile blocks gives 256 streams (kernels/matmul/NOTES.md, "Split-K").
+
+    >>> [(v["bm"], v["bn"], v["splits"]) for v in variants(64, 4096, 4096)][-2:]
+    [(64, 64, 2), (64, 128, 4)]
+    >>> {v["splits"] for v in variants(4096, 4096, 4096)}
+    {1}
+    """
+    found = [v | {"splits": 1} for v in mma.variants(m, n, k)]
+    if m > 64:
+        return found
+    split = ((64, 64, 4), (32, 64, 2), (64, 64, 2), (64, 128, 4))
+    return found + [mma.variant(bm, bn, 128, occupancy=2) | {"splits": s} for bm, bn, s in split]
 
 
 def matmul(a: Tensor, b: Tensor, *, variant: str | dict = "auto", out: Tensor | None = None) -> Tensor:

@@ -82,7 +82,7 @@ SPEC = KernelSpec(
     # 33x1000x520, B column-major: the decode list on a ragged m and n.
     variant_shapes=shapes("m n k dtype", (129, 257, 65, "bfloat16"), (2176, 1920, 320, "float16"))
     + shapes("m n k bt dtype", (33, 1000, 520, 1, "bfloat16")),
-    max_variants=6,
+    max_variants=10,
     every_variant_default=True,  # variant="default" (every knob -1: ffi_util::MmaVariant's defaults) too
     # make sweep: decode (m <= 64) to prefill rows, Llama-3-8B's widths and depths, B as given and as
     # an nn.Linear weight (bt)
@@ -124,6 +124,8 @@ SPEC = KernelSpec(
         ),
         "tile_not_pow2": FfiCase(variant={"bm": 96}, message="bm=96"),
         "cga_not_pow2": FfiCase(variant={"cga": 3}, message="num_cta_in_cga=3"),
+        "too_many_splits": FfiCase(variant={"splits": 17}, message="splits=17: use 1..=16"),
+        "split_persistent": FfiCase(variant={"persistent": True, "splits": 2}, message="use programs=0"),
         # row strides larger than the row, on all three: accepted, so the call reaches device set-up
         "column_slices": FfiCase(
             lambda: {"a": f16(129, 72)[:, :65], "b": f16(65, 264)[:, :257], "out": f16(129, 272)[:, :257]}, code=-4

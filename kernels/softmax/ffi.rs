@@ -17,7 +17,9 @@
 //! Every descriptor is validated before anything touches the GPU: bad input returns -2/-5/-6 with a
 //! message, never a launch.
 use super::kernel::softmax_device as device;
-use crate::ffi_util::{self, check_same_shape, rc, to_i32, DType, Element, FfiResult, Launch, RowPlan, TensorDesc};
+use crate::ffi_util::{
+    self, check_same_shape, rc, to_i32, DType, Element, FfiResult, Launch, RowPlan, StreamAlloc, TensorDesc,
+};
 use cutile::cuda_async::device_buffer::DevicePointer;
 use cutile::cuda_core::Stream;
 use std::sync::Arc;
@@ -221,46 +223,6 @@ fn launch<T: Element>(p: &Plan, out: &TensorDesc, x: &TensorDesc, stream: &Arc<S
         } else {
             launch.enqueue(device::softmax_looped(y_ptr, x_ptr, m, n, sx, sy), stream)
         }
-    }
-}
-
-/// A stream-ordered device allocation, freed on its stream when dropped: after every kernel enqueued
-/// on the stream before, and on every exit path (a failed enqueue, `?`, a panic unwinding to the
-/// export's guard). `free` does the same and reports a failure.
-struct StreamAlloc<'s> {
-    ptr: u64,
-    stream: &'s Arc<Stream>,
-    what: &'static str,
-    freed: bool,
-}
-
-impl<'s> StreamAlloc<'s> {
-    fn new(bytes: usize, stream: &'s Arc<Stream>, what: &'static str) -> FfiResult<Self> {
-        // SAFETY: `stream` is the caller's live stream; the allocation is freed on it (free, Drop).
-        let ptr = unsafe { cutile::cuda_core::malloc_async(bytes, stream) }
-            .map_err(|e| ffi_util::err(rc::JIT_OR_LAUNCH, format!("{what} of {bytes} bytes: {e}")))?;
-        Ok(StreamAlloc { ptr, stream, what, freed: false })
-    }
-
-    fn free_async(&mut self) -> FfiResult<()> {
-        if std::mem::replace(&mut self.freed, true) {
-            return Ok(());
-        }
-        // SAFETY: allocated on this stream; every kernel that uses it was enqueued on it before.
-        unsafe { cutile::cuda_core::free_async(self.ptr, self.stream) }
-            .map_err(|e| ffi_util::err(rc::JIT_OR_LAUNCH, format!("freeing the {}: {e}", self.what)))
-    }
-
-    fn free(mut self) -> FfiResult<()> {
-        self.free_async()
-    }
-}
-
-impl Drop for StreamAlloc<'_> {
-    fn drop(&mut self) {
-        // On an early exit the caller already gets that failure (or the panic): a failed free adds
-        // nothing it could act on.
-        let _ = self.free_async();
     }
 }
 

@@ -135,7 +135,8 @@ def tune_key(
 H200_SMS = 132  # decides the variant list only; tilekit.port sizes persistent grids from the real GPU
 
 
-def _v(bm, bn, bk, *, persistent=False, occupancy=1, cga=1, group=8) -> dict:
+def variant(bm, bn, bk, *, persistent=False, occupancy=1, cga=1, group=8) -> dict:
+    """One candidate's knobs (tilekit.mma.export_args' names)."""
     return {"bm": bm, "bn": bn, "bk": bk, "group": group, "persistent": persistent, "occupancy": occupancy, "cga": cga}
 
 
@@ -147,7 +148,7 @@ def variants(m: int, n: int, k: int) -> list[dict]:
     [(128, 128, 1, False), (64, 128, 1, False), (128, 64, 1, False), (64, 64, 1, False)]
     >>> [(v["bm"], v["bn"], v["cga"], v["persistent"]) for v in variants(4096, 4096, 4096)]  # 1024
     [(128, 128, 1, False), (128, 128, 1, False), (128, 256, 2, False), (256, 128, 2, False), (128, 128, 1, True), (128, 256, 2, True)]
-    >>> variants(16384, 1024, 4096)[0] == _v(128, 128, 64, occupancy=2)
+    >>> variants(16384, 1024, 4096)[0] == variant(128, 128, 64, occupancy=2)
     True
 
     Decode-sized products (m <= 64: a token batch times a weight) stream B once and are bound by its
@@ -159,15 +160,15 @@ def variants(m: int, n: int, k: int) -> list[dict]:
     del k  # K decides the loop length, not the tiling
     if m <= 64:
         shapes = ((16, 64, 128, 2), (16, 128, 128, 1), (32, 64, 128, 2), (64, 64, 128, 2), (64, 128, 64, 2))
-        return [_v(bm, bn, bk, occupancy=o) for bm, bn, bk, o in (*shapes, (32, 128, 128, 2))]
+        return [variant(bm, bn, bk, occupancy=o) for bm, bn, bk, o in (*shapes, (32, 128, 128, 2))]
     if -(-m // 128) * -(-n // 128) >= 2 * H200_SMS:
-        wide = [_v(128, 256, 64, cga=2), _v(256, 128, 64, cga=2)]  # 2-CTA clusters
+        wide = [variant(128, 256, 64, cga=2), variant(256, 128, 64, cga=2)]  # 2-CTA clusters
         # persistent grids at occupancy 1: at 2 the 128x128 one spilled (150 spill stores in its SASS,
         # kernels/bmm/NOTES.md); the clustered one is TileGym's sm_90 form
-        persistent = [_v(128, 128, 64, persistent=True), _v(128, 256, 64, persistent=True, cga=2)]
-        return [_v(128, 128, 64, occupancy=2), _v(128, 128, 64), *wide, *persistent]
-    small = [_v(bm, bn, 64, occupancy=2) for bm, bn in ((128, 128), (64, 128), (128, 64))]
-    return small + [_v(64, 64, 64, occupancy=4)]
+        persistent = [variant(128, 128, 64, persistent=True), variant(128, 256, 64, persistent=True, cga=2)]
+        return [variant(128, 128, 64, occupancy=2), variant(128, 128, 64), *wide, *persistent]
+    small = [variant(bm, bn, 64, occupancy=2) for bm, bn in ((128, 128), (64, 128), (128, 64))]
+    return small + [variant(64, 64, 64, occupancy=4)]
 
 
 # -- the declarations (spec.py): a config's dims are [batch,] m, n, k; a batch's `shared` B is read once

@@ -5,15 +5,15 @@ and BASELINE_CASES, what tests/kit/test_baselines.py checks of baselines.py on t
 import torch
 
 from kernels.bmm.spec import SPEC
-from kernels.matmul.tests import check_persistent_port
-from tilekit import harness
+from tilekit import harness, mma
 from tilekit.baseline_cases import H200_SMS as SMS
 from tilekit.baseline_cases import GEMM_NAMED, Has, gemm_cases
 
 
 def test_op_persistent_grid_strides_over_the_tiles_of_every_product_cutile_rs(cuda):
     """64x64 tiles of 5 products of 600x400 with B shared: 350 tiles for one tile block per SM."""
-    check_persistent_port(SPEC, {"batch": 5, "m": 600, "n": 400, "k": 72, "shared": 1, "dtype": "bfloat16"})
+    cfg = {"batch": 5, "m": 600, "n": 400, "k": 72, "shared": 1, "dtype": "bfloat16"}
+    harness.check_variant(SPEC, cfg, SPEC.make_inputs(cfg), mma.variant(64, 64, 32, persistent=True, group=4))
 
 
 def test_op_default_variant_and_out_with_interleaved_batches_cutile_rs(cuda):

@@ -33,32 +33,20 @@ int32_t cutile_matmul(const TensorDesc* c, const TensorDesc* a, const TensorDesc
 DEFAULT_VARIANT = mma.DEFAULT_VARIANT | {"splits": -1}  # -1: no split (ffi.rs split_k)
 
 
-def export_args(
-    bm: int, bn: int, bk: int, group: int, persistent: bool, occupancy: int, cga: int, splits: int = -1, *, sms: int
-) -> tuple[int, ...]:
-    """The GEMM family's knobs (tilekit.mma.export_args), then `splits`: each output tile's K-tiles cut
-    over that many tile blocks (split-K), -1 or 1 for none.
-
-    >>> export_args(64, 64, 128, 8, False, 2, 1, 4, sms=132)
-    (64, 64, 128, 8, 0, 2, 1, 4)
-    """
+def export_args(bm, bn, bk, group, persistent, occupancy, cga, splits=-1, *, sms: int) -> tuple[int, ...]:
+    """The GEMM family's knobs (tilekit.mma.export_args), then `splits` (split-K; -1 or 1: none)."""
     return (*mma.export_args(bm, bn, bk, group, persistent, occupancy, cga, sms=sms), int(splits))
 
 
 def variants(m: int, n: int, k: int) -> list[dict]:
-    """tilekit.mma.variants, and for decode-sized products (m <= 64) split-K forms: a 64 x 4096 x 4096
-    product has 64-128 output tiles of the decode tiles for 132 SMs, each streaming its B columns over
-    all of K; cutting K over 2-4 tile blocks gives 256 streams (kernels/matmul/NOTES.md, "Split-K").
+    """tilekit.mma.variants; for decode sizes (m <= 64) also split-K, which gives a 64 x 4096 x 4096
+    product 128-256 tile blocks instead of 64-128 (kernels/matmul/NOTES.md, "Split-K"):
 
-    >>> [(v["bm"], v["bn"], v["splits"]) for v in variants(64, 4096, 4096)][-2:]
-    [(64, 64, 2), (64, 128, 4)]
-    >>> {v["splits"] for v in variants(4096, 4096, 4096)}
-    {1}
+    >>> [(v["bm"], v["bn"], v["splits"]) for v in variants(64, 4096, 4096)][-2:], {v["splits"] for v in variants(4096, 4096, 4096)}
+    ([(64, 64, 2), (64, 128, 4)], {1})
     """
     found = [v | {"splits": 1} for v in mma.variants(m, n, k)]
-    if m > 64:
-        return found
-    split = ((64, 64, 4), (32, 64, 2), (64, 64, 2), (64, 128, 4))
+    split = ((64, 64, 4), (32, 64, 2), (64, 64, 2), (64, 128, 4)) if m <= 64 else ()
     return found + [mma.variant(bm, bn, 128, occupancy=2) | {"splits": s} for bm, bn, s in split]
 
 

@@ -10,32 +10,17 @@ from tilekit.baseline_cases import H200_SMS as SMS
 from tilekit.baseline_cases import GEMM_NAMED, TOL, Has, gemm_cases
 
 
-def check_port_variant(spec, cfg: dict, v: dict) -> None:
-    """spec's port with variant `v` into a fresh out (SPEC.make_out: inside rows of ldc where the config
-    has one), checked against the reference."""
-    inputs = spec.make_inputs(cfg)
-    out = spec.make_out(cfg, inputs)
-    spec.run_port(inputs, out=out, variant=v)
-    harness.check(spec, "cutile_rs", dict(cfg, variant=v), inputs, out)
-
-
-def check_persistent_port(spec, cfg: dict) -> None:
-    """spec's port on a persistent grid of 64x64 tiles, one tile block per SM (bmm's test takes it too)."""
-    check_port_variant(
-        spec, cfg, {"bm": 64, "bn": 64, "bk": 32, "group": 4, "persistent": True, "occupancy": 1, "cga": 1}
-    )
-
-
 def test_op_persistent_grid_strides_over_more_tiles_than_programs_cutile_rs(cuda):
     """64x64 tiles of a 1000x1100 output: 288 tiles for one tile block per SM, each walks several."""
-    check_persistent_port(SPEC, {"m": 1000, "n": 1100, "k": 520, "dtype": "bfloat16"})
+    cfg = {"m": 1000, "n": 1100, "k": 520, "dtype": "bfloat16"}
+    harness.check_variant(SPEC, cfg, SPEC.make_inputs(cfg), mma.variant(64, 64, 32, persistent=True, group=4))
 
 
 def test_op_split_k_adds_uneven_runs_of_k_tiles_cutile_rs(cuda):
     """Split-K: k = 1000 in 128-deep steps is 8 K-tiles, cut into runs of 3, 3 and 2 (the last one's
     tile ragged); a ragged 33 x 1000 output in a column slice (ldc), B column-major (x @ W.t())."""
     cfg = {"m": 33, "n": 1000, "k": 1000, "bt": 1, "ldc": 1024, "dtype": "bfloat16"}
-    check_port_variant(SPEC, cfg, mma.variant(32, 64, 128, occupancy=2) | {"splits": 3})
+    harness.check_variant(SPEC, cfg, SPEC.make_inputs(cfg), mma.variant(32, 64, 128, occupancy=2) | {"splits": 3})
 
 
 BASELINE_CASES = gemm_cases(

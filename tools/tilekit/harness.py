@@ -82,6 +82,14 @@ def check(spec, backend_id: str, cfg: dict, inputs: dict, y) -> None:
     check_close(y, spec.reference(inputs), spec.tolerance[cfg["dtype"]], f"{backend_id} {cfg}")
 
 
+def check_variant(spec, cfg: dict, inputs: dict, variant) -> None:
+    """The port with `variant` into a fresh output (spec.make_out: inside rows of the config's row
+    stride where it has one), checked against the reference."""
+    out = spec.make_out(cfg, inputs)
+    spec.run_port(inputs, out=out, variant=variant)
+    check(spec, "cutile_rs", dict(cfg, variant=variant), inputs, out)
+
+
 def nrep() -> int:
     return int(os.environ.get("TILEKIT_NREP", "100"))
 

@@ -93,9 +93,7 @@ def generate(name: str) -> dict:
         )
         torch.cuda.synchronize()  # a launch fault of the warm-up shows here, not as a later candidate's
         for v in candidates:
-            out = spec.make_out(cfg, inputs)
-            spec.run_port(inputs, out=out, variant=v)
-            harness.check(spec, "cutile_rs", dict(cfg, variant=v), inputs, out)
+            harness.check_variant(spec, cfg, inputs, v)
 
     @pytest.mark.parametrize("case", params["test_op_bad_input_cutile_rs"])
     def test_op_bad_input_cutile_rs(case):

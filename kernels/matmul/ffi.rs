@@ -150,6 +150,13 @@ pub fn plan(
             p.workspace_elems()
         )));
     }
+    // The reduce kernel's grid is (tile rows, tile columns): CUDA caps a grid's y at 65535.
+    if p.splits > 1 && (n as i64 + p.variant.bn as i64 - 1) / p.variant.bn as i64 > 65535 {
+        return Err(invalid(format!(
+            "splits={splits}: n = {n} is more than 65535 tile columns of bn = {}; use a wider bn or no split",
+            p.variant.bn
+        )));
+    }
     Ok(p)
 }
 
@@ -329,6 +336,10 @@ mod tests {
         // 16 copies of a (32768 x 8192) C exceed i32 indexing.
         let (c, a, b) = mats(DType::BF16, 32768, 8192, 4096);
         assert_fails(plan(&c, &a, &b, 128, 128, 64, 8, 0, -1, -1, 16), rc::INVALID_ARGUMENT, "split-K workspace");
+        // 65536 tile columns of 16: past the reduce grid's y limit; 32-wide tiles fit.
+        let (c, a, b) = mats(DType::BF16, 1, 1 << 20, 64);
+        assert_fails(plan(&c, &a, &b, 16, 16, 16, 8, 0, -1, -1, 2), rc::INVALID_ARGUMENT, "65535 tile columns");
+        assert_eq!(plan(&c, &a, &b, 16, 32, 16, 8, 0, -1, -1, 2).map(|p| p.splits).unwrap(), 2);
     }
 
     #[test]

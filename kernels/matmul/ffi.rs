@@ -59,10 +59,15 @@ impl Plan {
         (tiles, self.splits as u32, 1)
     }
 
+    /// (tile rows, tile columns) of C: ceil(m / bm), ceil(n / bn).
+    pub fn tile_dims(&self) -> (i64, i64) {
+        let (bm, bn) = (self.variant.bm as i64, self.variant.bn as i64);
+        ((self.m as i64 + bm - 1) / bm, (self.n as i64 + bn - 1) / bn)
+    }
+
     /// f32 elements of the split-K workspace: `splits` copies of C padded to whole tile rows.
     pub fn workspace_elems(&self) -> i64 {
-        let rows = (self.m as i64 + self.variant.bm as i64 - 1) / self.variant.bm as i64 * self.variant.bm as i64;
-        self.splits as i64 * rows * self.n as i64
+        self.splits as i64 * self.tile_dims().0 * self.variant.bm as i64 * self.n as i64
     }
 }
 
@@ -151,7 +156,7 @@ pub fn plan(
         )));
     }
     // The reduce kernel's grid is (tile rows, tile columns): CUDA caps a grid's y at 65535.
-    if p.splits > 1 && (n as i64 + p.variant.bn as i64 - 1) / p.variant.bn as i64 > 65535 {
+    if p.splits > 1 && p.tile_dims().1 > 65535 {
         return Err(invalid(format!(
             "splits={splits}: n = {n} is more than 65535 tile columns of bn = {}; use a wider bn or no split",
             p.variant.bn
@@ -209,7 +214,7 @@ fn launch_split<T: Element>(
     stream: &Arc<Stream>,
 ) -> FfiResult<()> {
     let ws = StreamAlloc::new(p.workspace_elems() as usize * std::mem::size_of::<f32>(), stream, "split-K workspace")?;
-    let (tiles_m, tiles_n) = ((p.m + p.variant.bm - 1) / p.variant.bm, (p.n + p.variant.bn - 1) / p.variant.bn);
+    let (tiles_m, tiles_n) = p.tile_dims();
     let reduce = Launch::new::<T>(
         &[p.variant.bm, p.variant.bn],
         (tiles_m as u32, tiles_n as u32, 1),

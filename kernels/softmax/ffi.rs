@@ -11,7 +11,9 @@
 //! what Tile IR 13.4 accepts). -1 for any of them picks the default (the compiler's, for the two
 //! hints). `chunk` > 0 splits each row into chunks of `chunk` columns (a multiple of block), one
 //! tile block per (row tile, chunk), in two kernels that meet in a stream-ordered f32 workspace
-//! (see `SplitPlan`; where `split_fits` does not hold the looped form runs instead); 0 keeps a row
+//! (see `SplitPlan`; where `split_fits` does not hold the looped form runs instead); chunk == block
+//! (one tile per chunk) runs the single-pass form instead, `softmax_split_exchange`, where its
+//! masked tiles' offsets fit i32 and the GPU has at least as many SMs as a row has chunks; 0 keeps a row
 //! in one tile block; -1 splits only under the default tile (block and rows -1) where
 //! `default_split` says so. Rows are at most MAX_N columns (the kernels count column tiles in i32).
 //! Every descriptor is validated before anything touches the GPU: bad input returns -2/-5/-6 with a
@@ -78,13 +80,26 @@ pub struct SplitPlan {
     pub chunks: i32,
     /// The power of two >= chunks: kernel B's partials tile width.
     pub parts: i32,
+    /// One tile per chunk and i32 offsets of the masked tiles (`exchange_fits`): the single-pass
+    /// `softmax_split_exchange` runs where the GPU has at least `chunks` SMs (launch_split checks),
+    /// else the two kernels.
+    pub exchange: bool,
 }
 
 impl SplitPlan {
-    /// f32 workspace elements: a max and a sum per (row, chunk).
-    pub fn workspace_elems(&self, m: i32) -> usize {
-        2 * m as usize * self.chunks as usize
+    /// f32 workspace elements: a max and a sum per (row, chunk), rows padded to whole row tiles of
+    /// `rows` (the single-pass kernel stores its padded rows' partials too).
+    pub fn workspace_elems(&self, m: i32, rows: i32) -> usize {
+        2 * ((m as usize).div_ceil(rows as usize) * rows as usize) * self.chunks as usize
     }
+}
+
+/// Whether the single-pass split kernel may run: chunks of one tile (chunk == block), and every
+/// i32 offset of its masked tiles (the row's padded last tile included) fits, for x and for out.
+pub fn exchange_fits(m: i32, n: i32, rows: i32, block: i32, chunk: i32, stride_x: i32, stride_y: i32) -> bool {
+    chunk == block
+        && ffi_util::masked_offsets_fit(m, n, rows, block, stride_x)
+        && ffi_util::masked_offsets_fit(m, n, rows, block, stride_y)
 }
 
 /// Whether the split entries may run with `rows`-row tiles: m % rows == 0 (whole row tiles, loaded
@@ -128,7 +143,7 @@ pub fn split_plan(n: i32, block: i32, rows: i32, chunk: i32) -> FfiResult<SplitP
              <= {MAX_SPLIT_PARTS} and rows*parts <= {MAX_TILE_ELEMS}: use chunk >= {min_chunk} for this n"
         ));
     }
-    Ok(SplitPlan { chunk_tiles, chunks: chunks as i32, parts: parts as i32 })
+    Ok(SplitPlan { chunk_tiles, chunks: chunks as i32, parts: parts as i32, exchange: false })
 }
 
 /// Whether `softmax_row_exact` may run: the row is exactly one tile wide, m is a multiple of
@@ -194,7 +209,10 @@ pub fn plan(
     let split = match chunk {
         0 => None,
         c if c % block == 0 && !split_fits(m, n, rows, stride_x, stride_y) => None,
-        c => Some(split_plan(n, block, rows, c)?),
+        c => Some(SplitPlan {
+            exchange: exchange_fits(m, n, rows, block, c, stride_x, stride_y),
+            ..split_plan(n, block, rows, c)?
+        }),
     };
     let exact = split.is_none() && exact_fits(m, n, rows, block, stride_x, stride_y);
     let masked = split.is_none() && masked_fits(m, n, rows, block, stride_x, stride_y);
@@ -233,7 +251,10 @@ fn launch_split<T: Element>(
     p: &Plan, s: &SplitPlan, y_ptr: DevicePointer<T>, x_ptr: DevicePointer<T>, stream: &Arc<Stream>,
 ) -> FfiResult<()> {
     let RowPlan { m, n, stride_x: sx, stride_y: sy, rows, block, .. } = p.row;
-    let bytes = s.workspace_elems(m) * std::mem::size_of::<f32>();
+    if s.exchange && s.chunks as u32 <= sm_count(stream)? {
+        return launch_exchange::<T>(p, s, y_ptr, x_ptr, stream);
+    }
+    let bytes = s.workspace_elems(m, rows) * std::mem::size_of::<f32>();
     let ws = StreamAlloc::new(bytes, stream, "split workspace")?;
     // SAFETY: both halves of the allocation just made, m x chunks f32 each.
     let (part_max, part_sum) = unsafe {
@@ -252,6 +273,46 @@ fn launch_split<T: Element>(
             .enqueue(device::softmax_split_partials(part_max, part_sum, x_ptr, m, n, sx, ct, chunks), stream)?;
         Launch::new::<T>(&[rows, block, s.parts], grid, options())
             .enqueue(device::softmax_split_scale(y_ptr, x_ptr, part_max, part_sum, m, n, sx, sy, ct, chunks), stream)?;
+    }
+    ws.free()
+}
+
+/// The stream's GPU's multiprocessor count.
+fn sm_count(stream: &Arc<Stream>) -> FfiResult<u32> {
+    stream.context().multiprocessor_count().map_err(|e| ffi_util::err(rc::DEVICE_OR_STREAM, format!("SM count: {e}")))
+}
+
+/// The single-pass split form: one workspace on the caller's stream holds the row tiles' arrival
+/// counters (cleared on the stream first: the kernel counts from zero) and the padded partials.
+fn launch_exchange<T: Element>(
+    p: &Plan, s: &SplitPlan, y_ptr: DevicePointer<T>, x_ptr: DevicePointer<T>, stream: &Arc<Stream>,
+) -> FfiResult<()> {
+    let RowPlan { m, n, stride_x: sx, stride_y: sy, rows, block, .. } = p.row;
+    let row_tiles = p.row.row_tiles();
+    let counter_bytes = (row_tiles as usize * std::mem::size_of::<i32>()).next_multiple_of(256);
+    let part_bytes = s.workspace_elems(m, rows) / 2 * std::mem::size_of::<f32>();
+    let ws = StreamAlloc::new(counter_bytes + 2 * part_bytes, stream, "split workspace")?;
+    // SAFETY: the counters, then the two halves of the partials, of the allocation just made.
+    let (arrived, part_max, part_sum) = unsafe {
+        cutile::cuda_core::memset_d8_async(ws.ptr, 0, counter_bytes, stream)
+            .map_err(|e| ffi_util::err(rc::JIT_OR_LAUNCH, format!("clearing the split counters: {e}")))?;
+        (
+            DevicePointer::<i32>::from_cu_deviceptr(ws.ptr),
+            DevicePointer::<f32>::from_cu_deviceptr(ws.ptr + counter_bytes as u64),
+            DevicePointer::<f32>::from_cu_deviceptr(ws.ptr + (counter_bytes + part_bytes) as u64),
+        )
+    };
+    let grid = ((row_tiles * s.chunks) as u32, 1, 1);
+    let options = ffi_util::compile_options(p.row.occupancy, p.row.warps);
+    // SAFETY: plan() checked the descriptors and `exchange_fits` (one tile per chunk, i32 offsets of
+    // the masked tiles); the counters are zero and the partials hold every (padded row, chunk); the
+    // grid has row_tiles * chunks tile blocks with chunks <= the SM count (see the entry's progress
+    // argument); the workspace outlives the kernel (freed in stream order).
+    unsafe {
+        Launch::new::<T>(&[rows, block, s.parts], grid, options).enqueue(
+            device::softmax_split_exchange(y_ptr, x_ptr, part_max, part_sum, arrived, m, n, sx, sy, s.chunks),
+            stream,
+        )?;
     }
     ws.free()
 }
@@ -401,9 +462,9 @@ mod tests {
         let p = split(1024, 128256);
         assert_eq!((p.row.block, p.row.rows, p.exact, p.masked), (4096, 1, false, false));
         // 32 column tiles (the last ragged), two per chunk.
-        assert_eq!(p.split, Some(SplitPlan { chunk_tiles: 2, chunks: 16, parts: 16 }));
-        assert_eq!(p.split.unwrap().workspace_elems(1024), 2 * 1024 * 16);
-        assert_eq!(split(7, 150001).split, Some(SplitPlan { chunk_tiles: 2, chunks: 19, parts: 32 }));
+        assert_eq!(p.split, Some(SplitPlan { chunk_tiles: 2, chunks: 16, parts: 16, exchange: false }));
+        assert_eq!(p.split.unwrap().workspace_elems(1024, 1), 2 * 1024 * 16);
+        assert_eq!(split(7, 150001).split, Some(SplitPlan { chunk_tiles: 2, chunks: 19, parts: 32, exchange: false }));
         assert_eq!(split(4097, 128256).split, None); // enough row tiles: the looped form
         assert_eq!(split(64, 16384).split, None); // held whole
 
@@ -413,8 +474,22 @@ mod tests {
         assert_eq!(plan(&x, &x, -1, -1, -1, -1, 0).unwrap().split, None);
         let p = plan(&x, &x, 2048, 2, 8, -1, 8192).unwrap();
         assert_eq!((p.row.block, p.row.rows), (2048, 2));
-        assert_eq!(p.split, Some(SplitPlan { chunk_tiles: 4, chunks: 19, parts: 32 }));
+        assert_eq!(p.split, Some(SplitPlan { chunk_tiles: 4, chunks: 19, parts: 32, exchange: false }));
         assert_eq!(plan(&x, &x, -1, -1, -1, -1, 4096).unwrap().split.unwrap().chunks, 38);
+    }
+
+    #[test]
+    fn one_tile_chunks_take_the_single_pass_split_where_its_masked_offsets_fit() {
+        let x = desc2(DType::BF16, &[512, 151936], &[151936, 1]);
+        let p = plan(&x, &x, 4096, 1, 8, -1, 4096).unwrap();
+        assert_eq!(p.split, Some(SplitPlan { chunk_tiles: 1, chunks: 38, parts: 64, exchange: true }));
+        assert_eq!(p.split.unwrap().workspace_elems(7, 4), 2 * 8 * 38); // rows padded to whole row tiles
+        assert!(!plan(&x, &x, 4096, 1, 8, -1, 8192).unwrap().split.unwrap().exchange); // two tiles per chunk
+                                                                                       // 32767 x 65537 fits i32 as a two-kernel split (its last tile through the padded partition)
+                                                                                       // but not as masked tiles: the last row's padded tile ends 65535 elements past the row.
+        assert!(split_fits(32767, 65537, 1, 65537, 65537));
+        assert!(!exchange_fits(32767, 65537, 1, 65536, 65536, 65537, 65537));
+        assert!(exchange_fits(32766, 65537, 1, 65536, 65536, 65537, 65537));
     }
 
     #[test]
@@ -480,7 +555,7 @@ mod tests {
         // split_plan counts in i64: no wrap at the widest row and the widest tile.
         assert_eq!(
             split_plan(MAX_N, 65536, 1, 1 << 26).unwrap(),
-            SplitPlan { chunk_tiles: 1024, chunks: 32, parts: 32 }
+            SplitPlan { chunk_tiles: 1024, chunks: 32, parts: 32, exchange: false }
         );
         assert_fails(split_plan(MAX_N, 4096, 1, 8192), rc::INVALID_ARGUMENT, "use chunk >= 2097152 for this n");
         // The defaults' powers of two above 2^30 (columns, rows) do not wrap to i32::MIN either.
@@ -508,6 +583,30 @@ mod tests {
             DEVICE.lower("softmax_split_partials", &[dtype, "1", "4096"], &hints, options(), &what);
             DEVICE.lower("softmax_split_scale", &[dtype, "1", "4096", parts], &hints, options(), &what);
         }
+    }
+
+    /// The single-pass split for the PARTS classes its candidates reach, specialized as the launcher
+    /// compiles it for the vocabulary shapes; its IR has the release arrival and the acquire poll.
+    #[test]
+    fn split_exchange_lowers_and_assembles_for_sm90() {
+        for (dtype, m, n, block, parts, occupancy) in [
+            ("f32", 1024, 128256, 4096, "32", 8),
+            ("bf16", 512, 151936, 4096, "64", 8),
+            ("bf16", 4096, 128256, 8192, "16", 4),
+        ] {
+            let chunks = (n + block - 1) / block;
+            let ptrs =
+                [("y_ptr", ALIGNED_PTR), ("x_ptr", ALIGNED_PTR), ("part_max", ALIGNED_PTR), ("part_sum", ALIGNED_PTR)];
+            let ints = [("m", m), ("n", n), ("stride_x", n), ("stride_y", n), ("chunks", chunks)];
+            let options = CompileOptions::default().occupancy(occupancy);
+            let what = format!(" for {m}x{n}");
+            let generics = [dtype, "1", &block.to_string(), parts];
+            let ir = DEVICE.lower("softmax_split_exchange", &generics, &div_hints(&ptrs, &ints), options, &what);
+            for needle in ["atomic_rmw", "release", "acquire"] {
+                assert!(ir.contains(needle), "softmax_split_exchange{what}: no {needle} in the IR");
+            }
+        }
+        DEVICE.assert_lowers("softmax_split_exchange", &["f16", "2", "2048", "128"], &["exp2", "select"]);
     }
 
     /// The worker-warps hint reaches the IR and tileiras 13.4 accepts it for sm_90.

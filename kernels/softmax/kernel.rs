@@ -33,6 +33,9 @@
 //!     f32 workspace, B combines a row's partials (max M, S = sum s_c * exp(m_c - M)), re-reads its
 //!     chunk and stores exp(x - M) / S. Whole tiles are loaded unmasked through pointer tiles (m %
 //!     ROWS == 0 and i32 offsets), only the row's ragged last tile through the padded partition.
+//!   * `softmax_split_exchange` — the split in one kernel for chunks of one tile: each tile block
+//!     keeps its chunk in registers, publishes its partials, counts itself in on its row tile's
+//!     counter and waits for the others (one read of x instead of two).
 //!
 //! The host side (ffi.rs) picks the entry from m, n, the row strides (whether i32 offsets fit) and
 //! the variant's BLOCK, ROWS and chunk. The column-tile counts, (n + BLOCK - 1) / BLOCK, are i32:
@@ -313,6 +316,120 @@ pub mod softmax_device {
             let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(exp2((x - mx) * log2e, ftz::Enabled) * inv);
             y_part.store(y, [rb, j]);
         }
+    }
+
+    /// Split rows in one kernel, each chunk one BLOCK-wide tile held in registers (grid: 1-D,
+    /// ceil(m / ROWS) row tiles x `chunks`, a row tile's chunks consecutive). A tile block loads its
+    /// chunk (masked at the ragged edges), computes the chunk's max m_c and e = exp(x - m_c), writes
+    /// (m_c, sum e) to the f32 partials (a row tile's ROWS rows x `chunks` columns, padded to whole
+    /// row tiles), then adds 1 to its row tile's `arrived` counter (release) and polls it (acquire)
+    /// until every chunk of the row tile has arrived. It then combines the row's partials as kernel B
+    /// does (M, S) and stores e * exp(m_c - M) / S: one read and one exp per element, where the two
+    /// kernels read x twice. The counters must be zero at launch (ffi.rs clears them on the stream).
+    ///
+    /// Progress needs the row tile's other chunks to reach a multiprocessor while this one polls:
+    /// they come later in the grid, and blocks are dispatched in grid order, so the ones ahead of
+    /// them are at most the `chunks - 1` polling chunks of one row tile (every earlier row tile
+    /// completes without them). ffi.rs runs this entry only for chunks <= the GPU's SM count, which
+    /// keeps a multiprocessor slot for them. The poll count is capped (about a second or more of
+    /// polling) and then fails a device assertion instead of hanging, should that order not hold.
+    // cuda_tile_assert! expands to unreachable!() in the host build.
+    #[allow(unreachable_code)]
+    #[cutile::entry(unchecked_accesses = true)]
+    unsafe fn softmax_split_exchange<T: ElementType, const ROWS: i32, const BLOCK: i32, const PARTS: i32>(
+        y_ptr: *mut T, x_ptr: *mut T, part_max: *mut f32, part_sum: *mut f32, arrived: *mut i32, m: i32, n: i32,
+        stride_x: i32, stride_y: i32, chunks: i32,
+    ) {
+        let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
+        let pid: i32 = get_tile_block_id().0;
+        let rb: i32 = pid / chunks;
+        let c: i32 = pid - rb * chunks;
+        let (row0, col0): (i32, i32) = (rb * ROWS, c * BLOCK);
+        let log2e: Tile<f32, { [ROWS, BLOCK] }> = constant(1.4426950408889634f32, tile);
+
+        // The chunk, lanes outside (m, n) as -inf; its max (at least the lowest finite f32, so an
+        // all -inf chunk gives (lowest, 0), weighed 0 below) and exponentials.
+        let x_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
+            tile_pointers::<T, ROWS, BLOCK>(x_ptr, row0 * stride_x + col0, stride_x);
+        let mask: Tile<bool, { [ROWS, BLOCK] }> = tile_mask::<ROWS, BLOCK>(row0, col0, m, n);
+        let (x_raw, _x_tok): (Tile<T, { [ROWS, BLOCK] }>, Token) = unsafe {
+            load_ptr_tko(x_ptrs, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, None, Latency::<3>)
+        };
+        let neg_inf: Tile<f32, { [ROWS, BLOCK] }> = constant(f32::NEG_INFINITY, tile);
+        let x_in: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(x_raw);
+        let x: Tile<f32, { [ROWS, BLOCK] }> = select(mask, x_in, neg_inf);
+        let lowest: Tile<f32, { [ROWS] }> = constant(-3.4028235e38f32, shape![ROWS]);
+        let c_max: Tile<f32, { [ROWS] }> = maxf(reduce_max(x, 1i32), lowest, nan::Disabled, ftz::Disabled);
+        let cmx: Tile<f32, { [ROWS, BLOCK] }> = c_max.reshape(shape![ROWS, 1]).broadcast(tile);
+        let e: Tile<f32, { [ROWS, BLOCK] }> = exp2((x - cmx) * log2e, ftz::Enabled);
+        let c_sum: Tile<f32, { [ROWS] }> = reduce_sum(e, 1i32);
+
+        // Publish (m_c, s_c) at column c of the row tile's partials, then arrive.
+        let p_first: i32 = row0 * chunks + c;
+        let pm_ptrs: PointerTile<*mut f32, { [ROWS, 1] }> = tile_pointers::<f32, ROWS, 1>(part_max, p_first, chunks);
+        let ps_ptrs: PointerTile<*mut f32, { [ROWS, 1] }> = tile_pointers::<f32, ROWS, 1>(part_sum, p_first, chunks);
+        let c_max_col: Tile<f32, { [ROWS, 1] }> = c_max.reshape(shape![ROWS, 1]);
+        let c_sum_col: Tile<f32, { [ROWS, 1] }> = c_sum.reshape(shape![ROWS, 1]);
+        let t_max: Token = unsafe {
+            store_ptr_tko(pm_ptrs, c_max_col, ordering::Weak, None::<scope::TileBlock>, None, None, Latency::<0>)
+        };
+        let t_sum: Token = unsafe {
+            store_ptr_tko(ps_ptrs, c_sum_col, ordering::Weak, None::<scope::TileBlock>, None, Some(t_max), Latency::<0>)
+        };
+        let counter: PointerTile<*mut i32, { [] }> = pointer_to_tile(arrived).offset(rb);
+        let one: Tile<i32, { [] }> = scalar_to_tile(1i32);
+        let (_old, t_arrive): (Tile<i32, { [] }>, Token) =
+            unsafe { atomic_rmw_tko(counter, one, atomic::Add, ordering::Release, scope::Device, None, Some(t_sum)) };
+
+        // Wait for the row tile's other chunks (bounded: see above).
+        let mut seen: i32 = 0i32;
+        let mut polls: i32 = 0i32;
+        let mut tok: Token = t_arrive;
+        while seen < chunks && polls < 16777216i32 {
+            let (count, t_seen): (Tile<i32, { [] }>, Token) = unsafe {
+                load_ptr_tko(counter, ordering::Acquire, Some(scope::Device), None, None, Some(tok), Latency::<0>)
+            };
+            seen = tile_to_scalar(count);
+            tok = t_seen;
+            polls = polls + 1i32;
+        }
+        cuda_tile_assert!(seen >= chunks, "softmax_split_exchange: a row's chunks did not all arrive");
+
+        // The row's max M and sum S from all its partials (columns past `chunks` as (-inf, 0)).
+        let parts: Shape<{ [ROWS, PARTS] }> = shape![ROWS, PARTS];
+        let pp_first: i32 = row0 * chunks;
+        let pm_all: PointerTile<*mut f32, { [ROWS, PARTS] }> =
+            tile_pointers::<f32, ROWS, PARTS>(part_max, pp_first, chunks);
+        let ps_all: PointerTile<*mut f32, { [ROWS, PARTS] }> =
+            tile_pointers::<f32, ROWS, PARTS>(part_sum, pp_first, chunks);
+        let p_mask: Tile<bool, { [ROWS, PARTS] }> = tile_mask::<ROWS, PARTS>(0i32, 0i32, ROWS, chunks);
+        let (pm_raw, t_pm): (Tile<f32, { [ROWS, PARTS] }>, Token) = unsafe {
+            load_ptr_tko(pm_all, ordering::Weak, None::<scope::TileBlock>, Some(p_mask), None, Some(tok), Latency::<0>)
+        };
+        let (ps_raw, _t_ps): (Tile<f32, { [ROWS, PARTS] }>, Token) = unsafe {
+            load_ptr_tko(ps_all, ordering::Weak, None::<scope::TileBlock>, Some(p_mask), None, Some(t_pm), Latency::<0>)
+        };
+        let p_neg_inf: Tile<f32, { [ROWS, PARTS] }> = constant(f32::NEG_INFINITY, parts);
+        let p_zero: Tile<f32, { [ROWS, PARTS] }> = constant(0.0f32, parts);
+        let pm: Tile<f32, { [ROWS, PARTS] }> = select(p_mask, pm_raw, p_neg_inf);
+        let ps: Tile<f32, { [ROWS, PARTS] }> = select(p_mask, ps_raw, p_zero);
+        let row_max: Tile<f32, { [ROWS] }> = reduce_max(pm, 1i32);
+        let log2e_p: Tile<f32, { [ROWS, PARTS] }> = constant(1.4426950408889634f32, parts);
+        let pmx: Tile<f32, { [ROWS, PARTS] }> = row_max.reshape(shape![ROWS, 1]).broadcast(parts);
+        let sum: Tile<f32, { [ROWS] }> = reduce_sum(ps * exp2((pm - pmx) * log2e_p, ftz::Enabled), 1i32);
+
+        // y = e * exp(m_c - M) / S: one factor per row.
+        let log2e_r: Tile<f32, { [ROWS] }> = constant(1.4426950408889634f32, shape![ROWS]);
+        let one_r: Tile<f32, { [ROWS] }> = constant(1.0f32, shape![ROWS]);
+        let inv: Tile<f32, { [ROWS] }> = divf(one_r, sum, rounding::NearestEven, ftz::Disabled);
+        let scale: Tile<f32, { [ROWS] }> = exp2((c_max - row_max) * log2e_r, ftz::Enabled) * inv;
+        let scale_t: Tile<f32, { [ROWS, BLOCK] }> = scale.reshape(shape![ROWS, 1]).broadcast(tile);
+        let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(e * scale_t);
+        let y_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
+            tile_pointers::<T, ROWS, BLOCK>(y_ptr, row0 * stride_y + col0, stride_y);
+        let _y_tok: Token = unsafe {
+            store_ptr_tko(y_ptrs, y, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, Latency::<3>)
+        };
     }
 
     /// `softmax_row` for n == BLOCK, m % ROWS == 0 and element offsets that fit i32 (ffi.rs checks):

@@ -43,12 +43,15 @@ def softmax(x: Tensor, *, variant: str | dict = "auto", out: Tensor | None = Non
 # -- autotune: the port's variants (ffi.rs: block = tile width, rows per tile block, occupancy) --
 
 # The split form for n > 16384 (ffi.rs `SplitPlan`: several tile blocks per row): (block, rows,
-# occupancy, chunk columns), the four fastest of the H200 sweep over vocabulary rows (NOTES.md).
-SPLIT_SHAPES = [(4096, 1, 8, 16384), (4096, 1, 8, 8192), (2048, 1, 16, 4096), (8192, 1, 4, 8192)]
+# occupancy, chunk columns). Two kernels for chunks of several tiles, the three fastest of the H200
+# sweep over vocabulary rows (NOTES.md); chunk == block is the single-pass form, each chunk one tile
+# held in registers while the row's chunks exchange their (max, sum) (`softmax_split_exchange`).
+SPLIT_SHAPES = [(4096, 1, 8, 16384), (4096, 1, 8, 8192), (2048, 1, 16, 4096)]
+SPLIT_SHAPES += [(4096, 1, 8, 4096), (8192, 1, 4, 8192), (2048, 1, 16, 2048)]
 
 
 def variants(m: int, n: int) -> list[dict]:
-    """Candidates, at most 8 (each one JIT when tuning); TILEKIT_AUTOTUNE=0 runs the first. Why these:
+    """Candidates, at most 10 (each one JIT when tuning); TILEKIT_AUTOTUNE=0 runs the first. Why these:
     kernels/softmax/NOTES.md, "The variant space"; n > 16384 adds the split form (SPLIT_SHAPES, with
     a "chunk" knob). Rows are capped at m rounded up (3 x 1000: 4):
 

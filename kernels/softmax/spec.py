@@ -76,7 +76,7 @@ SPEC = row_kernel(  # its tolerance: a few output ulps of each dtype (softmax va
         (64, 11008, "bfloat16"),  # whole rows in a padded tile: the masked entry
         (7, 150001, "bfloat16"),  # vocabulary-like: the split candidates (and the default) take the split form
     ),
-    max_variants=8,
+    max_variants=10,
     bad_inputs={
         "int_dtype": BadInput(lambda: call(torch.ones(4, 8, dtype=torch.int32)), TypeError, "must be one of"),
         "zero_dim": BadInput(lambda: call(torch.tensor(1.0)), ValueError, "at least one dim"),

@@ -28,6 +28,8 @@ MASKED = [
     ({"m": 33, "n": 10000, "dtype": "float32"}, {"block": 2048, "rows": 4, "occupancy": -1}),
     # the split form: chunks of nothing but -inf, 2-row tiles, a ragged last tile
     ({"m": 34, "n": 40000, "dtype": "float32"}, {"block": 2048, "rows": 2, "occupancy": -1, "chunk": 8192}),
+    # the single-pass split (chunk == block): one-tile chunks, 2-row tiles with a partial last one
+    ({"m": 33, "n": 40000, "dtype": "bfloat16"}, {"block": 2048, "rows": 2, "occupancy": -1, "chunk": 2048}),
 ]
 
 
@@ -47,14 +49,37 @@ def test_op_masked_logits_cutile_rs(cuda, cfg, variant):
     harness.check(SPEC, "cutile_rs", dict(cfg, variant=variant), inputs, out)
 
 
-def test_split_all_masked_row_is_nan_cutile_rs(cuda):
-    """A row of nothing but -inf gives NaN (0/0), as torch.softmax does, in the split form too; the
-    other rows stay finite."""
+@pytest.mark.parametrize("chunk", [4096, 8192], ids=["single-pass", "two-kernel"])
+def test_split_all_masked_row_is_nan_in_both_split_forms_cutile_rs(cuda, chunk):
+    """A row of nothing but -inf gives NaN (0/0), as torch.softmax does, in both split forms (chunk
+    == block: the single pass); the other rows stay finite."""
     x = SPEC.make_inputs({"m": 4, "n": 40000, "dtype": "float32"})["x"]
     x[2] = float("-inf")
-    y = SPEC.run_port({"x": x}, variant={"block": 4096, "rows": 1, "occupancy": -1, "chunk": 8192})
+    y = SPEC.run_port({"x": x}, variant={"block": 4096, "rows": 1, "occupancy": -1, "chunk": chunk})
     torch.cuda.synchronize()
     assert bool(y[2].isnan().all()) and bool(torch.isfinite(y[[0, 1, 3]]).all())
+
+
+# The single-pass split's row tiles meet through counters: many row tiles per launch (several
+# waves of the GPU), repeated calls into fresh outputs (a stale counter or a lost partial shows as a
+# wrong row), and one-tile chunks beyond the SM count (147 > 132 on the H200: the two kernels run).
+EXCHANGE = [
+    ({"m": 4096, "n": 128256, "dtype": "bfloat16"}, {"block": 4096, "rows": 1, "occupancy": 8, "chunk": 4096}),
+    (
+        {"m": 300, "n": 150001, "dtype": "float32", "row_stride": 150016},
+        {"block": 8192, "rows": 1, "occupancy": 4, "chunk": 8192},
+    ),
+    ({"m": 64, "n": 150001, "dtype": "float16"}, {"block": 1024, "rows": 1, "occupancy": -1, "chunk": 1024}),
+]
+
+
+@pytest.mark.parametrize("cfg,variant", EXCHANGE, ids=masked_id)
+def test_split_single_pass_repeated_calls_cutile_rs(cuda, cfg, variant):
+    inputs = SPEC.make_inputs(cfg)
+    for _ in range(5):
+        out = SPEC.make_out(cfg, inputs)  # NaN-poisoned
+        SPEC.run_port(inputs, out=out, variant=variant)
+        harness.check(SPEC, "cutile_rs", dict(cfg, variant=variant), inputs, out)
 
 
 def _baseline_inputs(cfg: dict) -> dict:

@@ -72,7 +72,7 @@ SPEC = row_kernel(
     reference=reference,
     bytes_moved=bytes_moved,
     # partial tiles (the masked pointer-tile entries), looped rows, and an absent bias
-    variant_shapes=shapes("m n dtype", (37, 1000, "float16"), (64, 11008, "bfloat16"))
+    variant_shapes=shapes("m n dtype", (37, 1000, "float16"), (64, 11008, "bfloat16"), (64, 4096, "float16"))
     + shapes("m n dtype absent", (19, 8195, "bfloat16", "bias")),
     bad_inputs={
         "dtype_mix": BadInput(lambda: call(_x(4, 8).half(), _x(8)), TypeError, "share one dtype"),
@@ -94,4 +94,5 @@ SPEC = row_kernel(
         "no_weight_bias": FfiCase(lambda: {"weight": None, "bias": None}, code=-4),
         "no_weight": FfiCase(lambda: {"weight": None}, code=-4),
     },
+    max_variants=14,  # rms_norm's 12 (decode rows: the pointer-entry pair) and the two whole-row ones
 )

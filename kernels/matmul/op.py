@@ -38,15 +38,24 @@ def export_args(bm, bn, bk, group, persistent, occupancy, cga, splits=-1, *, sms
     return (*mma.export_args(bm, bn, bk, group, persistent, occupancy, cga, sms=sms), int(splits))
 
 
+# Split-K candidates (bm, bn, splits) at 128-deep K steps, occupancy 2: the fastest of the H200 split
+# sweep at 32-64 x 4096 x 4096 (kernels/matmul/NOTES.md, "Split-K"), and 4 splits for longer K.
+SPLITS = ((64, 32, 2), (32, 64, 2), (64, 64, 2), (64, 64, 4))
+
+
 def variants(m: int, n: int, k: int) -> list[dict]:
-    """tilekit.mma.variants; for decode sizes (m <= 64) also split-K, which gives a 64 x 4096 x 4096
-    product 128-256 tile blocks instead of 64-128 (kernels/matmul/NOTES.md, "Split-K"):
+    """tilekit.mma.variants; for decode sizes (m <= 64) and other products with fewer 128 x 128 output
+    tiles than SMs (m = 128 x n = 4096: 32) also split-K, which gives a 64 x 4096 x 4096 product
+    256 tile blocks instead of 64-128 (kernels/matmul/NOTES.md, "Split-K"):
 
     >>> [(v["bm"], v["bn"], v["splits"]) for v in variants(64, 4096, 4096)][-2:], {v["splits"] for v in variants(4096, 4096, 4096)}
-    ([(64, 64, 2), (64, 128, 4)], {1})
+    ([(64, 64, 2), (64, 64, 4)], {1})
+    >>> [(v["bm"], v["bn"], v["splits"]) for v in variants(128, 4096, 4096)][3:5], len(variants(128, 14336, 4096))
+    ([(64, 64, 1), (64, 32, 2)], 8)
     """
     found = [v | {"splits": 1} for v in mma.variants(m, n, k)]
-    split = ((64, 64, 4), (32, 64, 2), (64, 64, 2), (64, 128, 4)) if m <= 64 else ()
+    few_tiles = -(-m // 128) * -(-n // 128) < mma.H200_SMS
+    split = SPLITS if m <= 64 or few_tiles else ()
     return found + [mma.variant(bm, bn, 128, occupancy=2) | {"splits": s} for bm, bn, s in split]
 
 

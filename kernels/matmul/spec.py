@@ -62,13 +62,15 @@ SPEC = KernelSpec(
     + shapes("m n k ldb bt", (777, 1280, 2000, 2048, 1))
     + shapes("m n k at bt", (1000, 1000, 1000, 1, 1)),
     # the squares, a wide and a tall product; x @ W.t() with the weight as given (B column-major) at
-    # the squares and at decode sizes of Llama-3-8B (hidden 4096, MLP 14336) for 16 and 64 tokens
+    # the squares and at decode sizes of Llama-3-8B (hidden 4096, MLP 14336) for 16 and 64 tokens,
+    # and a 128-token chunk at 4096 (32 output tiles of 128 x 128: the sweep's worst loss)
     perf_configs=shapes(
         "dtype m n k bt",
         *(("bfloat16", 4096, 4096, 4096), ("bfloat16", 8192, 8192, 8192), ("bfloat16", 8192, 8192, 1024)),
         ("bfloat16", 16384, 1024, 4096),
         *(("bfloat16", 4096, 4096, 4096, 1), ("bfloat16", 8192, 8192, 8192, 1)),
         *(("bfloat16", m, n, 4096, 1) for n in (4096, 14336) for m in (16, 64)),
+        ("bfloat16", 128, 4096, 4096, 1),
     ),
     tolerance=mma.TOLERANCE,
     make_inputs=make_inputs,

@@ -10,7 +10,9 @@
 //! tile block; `occupancy` the CTAs per SM tileiras should plan registers for (1..=32). -1 for
 //! any of them picks the default (the compiler's, for occupancy). `programs` > 0 (with n <= block)
 //! launches the persistent kernel on that many tile blocks (the caller sizes it from the SM count);
-//! -1 or 0 launches one tile block per row tile. Every descriptor is validated before anything
+//! -1 or 0 launches one tile block per row tile; -2 (POINTER_ENTRIES) too, through the masked
+//! pointer-tile entries even where the tile divides (m, n) (where their i32 offsets fit): straight-
+//! line loads from the first instructions, for decode-sized m (NOTES.md). Every descriptor is validated before anything
 //! touches the GPU: bad input returns -2/-5/-6 with a message, never a launch.
 use super::kernel::rms_norm_device as device;
 use crate::ffi_util::{self, check_same_shape, invalid, rc, to_i32, DType, Element, FfiResult, RowPlan, TensorDesc};
@@ -20,6 +22,8 @@ use std::sync::Arc;
 const KERNEL: &str = "rms_norm";
 /// Largest tile (ROWS * BLOCK elements) a variant may ask for: beyond it registers spill.
 const MAX_TILE_ELEMS: i32 = 1 << 16;
+/// `programs` value: one tile block per row tile through the masked pointer-tile entries.
+pub const POINTER_ENTRIES: i32 = -2;
 
 /// A validated launch: sizes as the kernel indexes them (layer_norm's too, with its affine flags).
 #[derive(Debug, PartialEq)]
@@ -30,8 +34,9 @@ pub struct Plan {
     pub eps: f32,
     /// Some(grid): the persistent kernel on min(grid, row tiles) tile blocks.
     pub programs: Option<i32>,
-    /// Not persistent, a tile that does not divide (m, n), and i32 offsets of the padded tiles:
-    /// the masked pointer-tile entries (`rms_norm_row_masked`, `rms_norm_looped_masked`) run.
+    /// Not persistent, a tile that does not divide (m, n) or `programs` = POINTER_ENTRIES, and i32
+    /// offsets of the padded tiles: the masked pointer-tile entries (`rms_norm_row_masked`,
+    /// `rms_norm_looped_masked`) run.
     pub masked: bool,
 }
 
@@ -39,8 +44,13 @@ pub struct Plan {
 /// zero-padded partition loads guard each access in its own branch, NOTES.md) and every offset of
 /// the padded tiles of x and y fits i32. Shapes the tile divides keep the partition entries.
 pub fn masked_fits(m: i32, n: i32, rows: i32, block: i32, stride_x: i32, stride_y: i32) -> bool {
-    (n % block != 0 || m % rows != 0)
-        && ffi_util::masked_offsets_fit(m, n, rows, block, stride_x)
+    (n % block != 0 || m % rows != 0) && pointer_fits(m, n, rows, block, stride_x, stride_y)
+}
+
+/// Whether the masked pointer-tile entries may run for any tile: every offset of the padded tiles
+/// of x and y fits i32 (asked for with `programs` = POINTER_ENTRIES, where the tile may divide).
+pub fn pointer_fits(m: i32, n: i32, rows: i32, block: i32, stride_x: i32, stride_y: i32) -> bool {
+    ffi_util::masked_offsets_fit(m, n, rows, block, stride_x)
         && ffi_util::masked_offsets_fit(m, n, rows, block, stride_y)
 }
 
@@ -71,8 +81,9 @@ pub fn rows_plan(
     }
     let (block, rows) = ffi_util::row_tile(block, rows, default_block(n), |b| default_rows(b, m), 64, MAX_TILE_ELEMS)?;
     let occupancy = ffi_util::occupancy_hint(occupancy)?;
+    let pointer = programs == POINTER_ENTRIES;
     let programs = match programs {
-        rc::COMPILER_DEFAULT | 0 => None,
+        rc::COMPILER_DEFAULT | 0 | POINTER_ENTRIES => None,
         g if g > 0 && n <= block => Some(g.min((m + rows - 1) / rows)),
         g if g > 0 => {
             return Err(invalid(format!(
@@ -81,13 +92,16 @@ pub fn rows_plan(
         }
         g => {
             return Err(invalid(format!(
-                "variant programs={g}: use > 0 for a persistent grid, or -1/0 for one tile block per row tile"
+                "variant programs={g}: use > 0 for a persistent grid, -1/0 for one tile block per row tile, or \
+                 {POINTER_ENTRIES} for that through the pointer-tile entries"
             )))
         }
     };
     let stride_x = ffi_util::row_stride(x, n, "x", format_args!("n={n}"))?;
     let stride_y = ffi_util::row_stride(out, n, "out", format_args!("n={n}"))?;
-    let masked = programs.is_none() && masked_fits(m, n, rows, block, stride_x, stride_y);
+    let masked = programs.is_none()
+        && (masked_fits(m, n, rows, block, stride_x, stride_y)
+            || pointer && pointer_fits(m, n, rows, block, stride_x, stride_y));
     let row = RowPlan { block, rows, occupancy, warps: None, m, n, stride_x, stride_y };
     Ok(Plan { dtype, row, eps, programs, masked })
 }
@@ -201,6 +215,20 @@ mod tests {
         assert_eq!(plan(&x, &x, &w, 1e-6, 1024, 8, 4, 528).unwrap().programs, Some(13)); // ceil(100 / 8)
         assert_eq!(plan(&x, &x, &w, 1e-6, 1024, 8, 4, 0).unwrap().programs, None);
         assert_fails(plan(&x, &x, &w, 1e-6, 512, 8, 4, 528), rc::INVALID_ARGUMENT, "needs n=1000 <= block=512");
+    }
+
+    #[test]
+    fn pointer_entries_on_request_where_their_offsets_fit() {
+        let x = desc2(DType::BF16, &[256, 4096], &[4096, 1]);
+        let w = desc2(DType::BF16, &[4096], &[1]);
+        let p = plan(&x, &x, &w, 1e-6, 4096, 1, 4, POINTER_ENTRIES).unwrap();
+        assert_eq!((p.masked, p.programs, p.row.rows), (true, None, 1));
+        assert!(!plan(&x, &x, &w, 1e-6, 4096, 1, 4, 0).unwrap().masked); // the tile divides
+        assert!(!pointer_fits(131072, 16384, 1, 16384, 16384, 16384)); // 2^31 elements: partition entries
+        let big = desc2(DType::BF16, &[131072, 16384], &[16384, 1]);
+        let wb = desc2(DType::BF16, &[16384], &[1]);
+        assert!(!plan(&big, &big, &wb, 1e-6, 16384, 1, 4, POINTER_ENTRIES).unwrap().masked);
+        assert_fails(plan(&x, &x, &w, 1e-6, 4096, 1, 4, -3), rc::INVALID_ARGUMENT, "or -2 for that");
     }
 
     #[test]

@@ -39,18 +39,25 @@ SPEC = row_kernel(
     # tiny to large and irregular; row_stride > n exercises padded rows
     correctness_shapes=shapes("m n row_stride", (1, 1), (3, 1000), (257, 4097), (4096, 4096, 4160), (65536, 8192)),
     # the first issue's six; then hidden sizes of real models the tile does not divide (Qwen2-7B
-    # 3584, Llama-2-13B 5120) and a decode batch (256 tokens of Llama-3-8B's 4096)
+    # 3584, Llama-2-13B 5120), a decode batch (256 tokens of Llama-3-8B's 4096), the MLP widths
+    # issue 13 names for every row kernel (Llama-2-7B 11008, Qwen2-7B 18944) and n = 4097 (rows
+    # not 16-byte aligned)
     perf_configs=shapes(
         "dtype m n",
         *(("float16", 262144, 1024), ("float16", 262144, 2048), ("float16", 262144, 4096)),
         *(("float16", 65536, 8192), ("float16", 65536, 16384), ("bfloat16", 65536, 8192)),
         *(("bfloat16", 16384, 3584), ("bfloat16", 16384, 5120), ("bfloat16", 256, 4096)),
+        *(("bfloat16", 16384, 11008), ("bfloat16", 16384, 18944), ("float16", 16384, 4097)),
     ),
     make_inputs=make_inputs,
     reference=reference,
     bytes_moved=bytes_moved,
     # partial tiles (the masked pointer-tile entries); n = 11008 their predicated 16-byte form
-    variant_shapes=shapes("m n dtype", (37, 1000, "float16"), (19, 8195, "bfloat16"), (64, 11008, "bfloat16")),
+    # (64 x 4096: tiles that divide it, so the decode candidates' pointer-tile entries run where the
+    # partition entries otherwise would)
+    variant_shapes=shapes(
+        "m n dtype", (37, 1000, "float16"), (19, 8195, "bfloat16"), (64, 11008, "bfloat16"), (64, 4096, "float32")
+    ),
     bad_inputs={
         "dtype_mix": BadInput(lambda: call(torch.randn(4, 8).half(), torch.randn(8)), TypeError, "share one dtype"),
         "weight_shape": BadInput(lambda: call(torch.randn(4, 8), torch.randn(7)), ValueError, "weight must be (8,)"),

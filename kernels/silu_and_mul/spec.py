@@ -48,11 +48,13 @@ SPEC = row_kernel(  # its tolerance: a few output ulps (the torch baseline round
         "m h row_stride", *((1, 1), (3, 1000), (257, 4097), (4096, 4096, 8320), (1000, 14336), (65536, 4096))
     ),
     # the first issue's two; then MLP widths the tile does not divide (Llama-2-7B 11008, Llama-2-13B
-    # 13824, Qwen2-7B 18944) and a decode batch (256 tokens of Llama-3-8B's 14336)
+    # 13824, Qwen2-7B 18944), a decode batch (256 tokens of Llama-3-8B's 14336) and H = 4097
+    # (rows not 16-byte aligned)
     perf_configs=shapes(
         "dtype m h",
         *(("bfloat16", 65536, 4096), ("bfloat16", 16384, 14336)),
         *(("bfloat16", 16384, 11008), ("bfloat16", 16384, 13824), ("bfloat16", 16384, 18944), ("bfloat16", 256, 14336)),
+        ("bfloat16", 16384, 4097),
     ),
     make_inputs=make_inputs,
     reference=reference,

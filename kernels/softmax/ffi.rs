@@ -35,13 +35,14 @@ const MAX_DEFAULT_ROW_BLOCK: i32 = 16384;
 const DEFAULT_LOOPED_BLOCK: i32 = 4096;
 /// The default splits rows wider than MAX_DEFAULT_ROW_BLOCK when m is at most this: a few thousand
 /// row tiles do not fill an H200 with enough loads in flight (the looped form ran at 1.3-1.8 TB/s
-/// on 256-4096 vocabulary rows). In the H200 sweep (NOTES.md, "Issue 13 on the H200") every split
-/// variant beat every looped one at each m swept, 256 to 4096: bf16 4096 x 128256 0.81-1.33 ms
-/// against 1.48-3.79, f32 1024 x 128256 0.39-0.42 against 0.60-1.32. Larger m was not swept: the
+/// on 256-4096 vocabulary rows). In the H200 sweeps (NOTES.md, "Issue 13 on the H200") every split
+/// variant beat every looped one at each m swept, 256 to 8192: bf16 4096 x 128256 0.73-1.85 ms
+/// against 1.48-3.79, f32 8192 x 32000 0.57-0.95 against 1.12-2.22. Larger m was not swept: the
 /// bound is the largest m measured.
-const DEFAULT_SPLIT_MAX_M: i32 = 4096;
-/// The default split's tile and chunk: 1 x 4096 tiles, two per chunk (32 KiB of f32 per tile block).
-const DEFAULT_SPLIT_BLOCK: i32 = 4096;
+const DEFAULT_SPLIT_MAX_M: i32 = 8192;
+/// The default split's tile and chunk: 1 x 8192 one-tile chunks (the single pass; 32 KiB of f32 per
+/// tile block), the fastest split on every vocabulary shape of the H200 sweep.
+const DEFAULT_SPLIT_BLOCK: i32 = 8192;
 const DEFAULT_SPLIT_CHUNK: i32 = 8192;
 /// Most chunks per row: kernel B loads a row's partials as one [rows, PARTS] tile.
 const MAX_SPLIT_PARTS: i32 = 1024;
@@ -195,7 +196,10 @@ pub fn plan(
         c => return Err(ffi_util::invalid(format!("variant chunk={c}: use -1, 0 or a multiple of block"))),
     };
     let (block, rows) = if chunk > 0 {
-        ffi_util::row_tile(block, rows, DEFAULT_SPLIT_BLOCK, |_| 1, 64, MAX_TILE_ELEMS)?
+        // The default tile of an explicit chunk: the widest power of two up to DEFAULT_SPLIT_BLOCK
+        // that divides it (chunk = 4096: one 4096-wide tile, the single pass).
+        let split_block = (chunk & chunk.wrapping_neg()).clamp(16, DEFAULT_SPLIT_BLOCK);
+        ffi_util::row_tile(block, rows, split_block, |_| 1, 64, MAX_TILE_ELEMS)?
     } else {
         ffi_util::row_tile(block, rows, default_block(n), |b| default_rows(b, m), 64, MAX_TILE_ELEMS)?
     };
@@ -460,12 +464,12 @@ mod tests {
             plan(&x, &x, -1, -1, -1, -1, -1).unwrap()
         };
         let p = split(1024, 128256);
-        assert_eq!((p.row.block, p.row.rows, p.exact, p.masked), (4096, 1, false, false));
-        // 32 column tiles (the last ragged), two per chunk.
-        assert_eq!(p.split, Some(SplitPlan { chunk_tiles: 2, chunks: 16, parts: 16, exchange: false }));
+        assert_eq!((p.row.block, p.row.rows, p.exact, p.masked), (8192, 1, false, false));
+        // 16 column tiles (the last ragged), one per chunk: the single pass.
+        assert_eq!(p.split, Some(SplitPlan { chunk_tiles: 1, chunks: 16, parts: 16, exchange: true }));
         assert_eq!(p.split.unwrap().workspace_elems(1024, 1), 2 * 1024 * 16);
-        assert_eq!(split(7, 150001).split, Some(SplitPlan { chunk_tiles: 2, chunks: 19, parts: 32, exchange: false }));
-        assert_eq!(split(4097, 128256).split, None); // enough row tiles: the looped form
+        assert_eq!(split(7, 150001).split, Some(SplitPlan { chunk_tiles: 1, chunks: 19, parts: 32, exchange: true }));
+        assert_eq!(split(8193, 128256).split, None); // enough row tiles: the looped form
         assert_eq!(split(64, 16384).split, None); // held whole
 
         // An explicit tile keeps its form unless chunk asks for the split.
@@ -483,10 +487,12 @@ mod tests {
         let x = desc2(DType::BF16, &[512, 151936], &[151936, 1]);
         let p = plan(&x, &x, 4096, 1, 8, -1, 4096).unwrap();
         assert_eq!(p.split, Some(SplitPlan { chunk_tiles: 1, chunks: 38, parts: 64, exchange: true }));
-        assert_eq!(p.split.unwrap().workspace_elems(7, 4), 2 * 8 * 38); // rows padded to whole row tiles
-        assert!(!plan(&x, &x, 4096, 1, 8, -1, 8192).unwrap().split.unwrap().exchange); // two tiles per chunk
-                                                                                       // 32767 x 65537 fits i32 as a two-kernel split (its last tile through the padded partition)
-                                                                                       // but not as masked tiles: the last row's padded tile ends 65535 elements past the row.
+        // Rows padded to whole row tiles (7 rows in 4-row tiles: 8).
+        assert_eq!(p.split.unwrap().workspace_elems(7, 4), 2 * 8 * 38);
+        // Two tiles per chunk: the two kernels.
+        assert!(!plan(&x, &x, 4096, 1, 8, -1, 8192).unwrap().split.unwrap().exchange);
+        // 32767 x 65537 fits i32 as a two-kernel split (its last tile through the padded partition)
+        // but not as masked tiles: the last row's padded tile ends 65535 elements past the row.
         assert!(split_fits(32767, 65537, 1, 65537, 65537));
         assert!(!exchange_fits(32767, 65537, 1, 65536, 65536, 65537, 65537));
         assert!(exchange_fits(32766, 65537, 1, 65536, 65536, 65537, 65537));
@@ -602,7 +608,10 @@ mod tests {
             let what = format!(" for {m}x{n}");
             let generics = [dtype, "1", &block.to_string(), parts];
             let ir = DEVICE.lower("softmax_split_exchange", &generics, &div_hints(&ptrs, &ints), options, &what);
-            for needle in ["atomic_rmw", "release", "acquire"] {
+            // The arrival (release) and the poll (an acquire atomic, whose one result every thread
+            // shares: see the entry) are atomics; no thread polls with a load of its own.
+            assert!(!ir.contains("load_ptr_tko acquire"), "softmax_split_exchange{what}: a polling load");
+            for needle in ["atomic_rmw_tko release", "atomic_rmw_tko acquire"] {
                 assert!(ir.contains(needle), "softmax_split_exchange{what}: no {needle} in the IR");
             }
         }

@@ -322,8 +322,8 @@ pub mod softmax_device {
     /// ceil(m / ROWS) row tiles x `chunks`, a row tile's chunks consecutive). A tile block loads its
     /// chunk (masked at the ragged edges), computes the chunk's max m_c and e = exp(x - m_c), writes
     /// (m_c, sum e) to the f32 partials (a row tile's ROWS rows x `chunks` columns, padded to whole
-    /// row tiles), then adds 1 to its row tile's `arrived` counter (release) and polls it (acquire)
-    /// until every chunk of the row tile has arrived. It then combines the row's partials as kernel B
+    /// row tiles), then adds 1 to its row tile's `arrived` counter (release) and polls it (an
+    /// acquire atomic) until every chunk of the row tile has arrived. It then combines the row's partials as kernel B
     /// does (M, S) and stores e * exp(m_c - M) / S: one read and one exp per element, where the two
     /// kernels read x twice. The counters must be zero at launch (ffi.rs clears them on the stream).
     ///
@@ -385,9 +385,14 @@ pub mod softmax_device {
         let mut seen: i32 = 0i32;
         let mut polls: i32 = 0i32;
         let mut tok: Token = t_arrive;
+        // The poll is an atomic add of 0, not an acquire load: tileiras issues a scalar atomic from
+        // one thread and broadcasts its result, where every thread would issue the load itself and
+        // could read a different count in the same round, leave the loop (with its barrier) alone
+        // and desynchronize the tile block's barriers (seen on the H200 as half a chunk of NaN).
+        let zero: Tile<i32, { [] }> = scalar_to_tile(0i32);
         while seen < chunks && polls < 16777216i32 {
             let (count, t_seen): (Tile<i32, { [] }>, Token) = unsafe {
-                load_ptr_tko(counter, ordering::Acquire, Some(scope::Device), None, None, Some(tok), Latency::<0>)
+                atomic_rmw_tko(counter, zero, atomic::Add, ordering::Acquire, scope::Device, None, Some(tok))
             };
             seen = tile_to_scalar(count);
             tok = t_seen;

@@ -58,11 +58,13 @@ SPEC = row_kernel(  # its tolerance: a few output ulps of each dtype (softmax va
         *((1, 1), (3, 1000), (257, 4097), (4096, 4096, 4160)),
         *((65536, 1024), (100, 20000, 20032), (64, 32768)),
     ),
-    # the first issue's three; then vocabulary rows (Llama-3 128256, Qwen2 151936 logits)
+    # the first issue's three; then vocabulary rows (Llama-3 128256, Qwen2 151936 logits), and rows
+    # the tile does not divide: Llama-2-7B's 11008 and n = 4097 (rows not 16-byte aligned)
     perf_configs=shapes(
         "dtype m n",
         *(("float16", 65536, 1024), ("float16", 65536, 4096), ("float32", 65536, 8192)),
         *(("float32", 1024, 128256), ("bfloat16", 512, 151936), ("bfloat16", 4096, 128256)),
+        *(("bfloat16", 16384, 11008), ("float16", 16384, 4097)),
     ),
     make_inputs=make_inputs,
     reference=reference,

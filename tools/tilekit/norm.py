@@ -18,10 +18,21 @@ DTYPES = ("float16", "bfloat16", "float32")
 DEFAULT_VARIANT = {"block": -1, "rows": -1, "occupancy": -1, "programs_per_sm": 0}  # ffi.rs picks
 
 
-def export_args(block: int, rows: int, occupancy: int, programs_per_sm: int = 0, *, sms: int) -> tuple[int, ...]:
+# ffi.rs's `programs` for one tile block per row tile through the masked pointer-tile entries
+POINTER_ENTRIES = -2
+
+
+def export_args(
+    block: int, rows: int, occupancy: int, programs_per_sm: int = 0, pointer: int = 0, *, sms: int
+) -> tuple[int, ...]:
     """A variant's arguments of the export, (block, rows, occupancy, programs), on a GPU with `sms` SMs
-    (programs_per_sm > 0: the persistent kernel). Pure: the CPU tests check `variants` through it."""
-    programs = programs_per_sm * sms if programs_per_sm > 0 else 0
+    (programs_per_sm > 0: the persistent kernel; pointer=1: the pointer-tile entries, ffi.rs
+    POINTER_ENTRIES). Pure: the CPU tests check `variants` through it.
+
+    >>> export_args(4096, 1, 4, pointer=1, sms=132), export_args(1024, 8, 4, 4, sms=132)
+    ((4096, 1, 4, -2), (1024, 8, 4, 528))
+    """
+    programs = programs_per_sm * sms if programs_per_sm > 0 else POINTER_ENTRIES if pointer else 0
     return int(block), int(rows), int(occupancy), int(programs)
 
 
@@ -32,8 +43,11 @@ def variants(m: int, n: int) -> list[dict]:
 
     >>> [(v["block"], v["rows"], v["occupancy"], v["programs_per_sm"]) for v in variants(1000, 1)]
     [(16, 64, 4, 0), (16, 64, 2, 0), (16, 64, 4, 4), (16, 64, 2, 2)]
-    >>> [(v["block"], v["rows"], v["occupancy"]) for v in variants(256, 4096) if v["programs_per_sm"] == 0][-2:]
-    [(4096, 1, 4), (4096, 1, 2)]
+    >>> [(v["block"], v["rows"], v["occupancy"], v.get("pointer")) for v in variants(256, 4096)][6:10]
+    [(4096, 1, 4, None), (4096, 1, 2, None), (4096, 1, 4, 1), (4096, 2, 4, 1)]
+
+    Decode batches (m <= 512) also get one- and two-row tiles through the pointer-tile entries: their
+    first load issues at once, where the partition entries' TMA pipeline starts late (NOTES.md).
     """
     pow2 = 1 << max(4, (n - 1).bit_length())
     max_rows = min(64, autotune.pow2(m))  # ffi.rs accepts 1..=64 rows per tile block
@@ -44,6 +58,9 @@ def variants(m: int, n: int) -> list[dict]:
     out = autotune.unique(
         {"block": b, "rows": min(r, max_rows), "occupancy": o, "programs_per_sm": 0} for b, r in shapes for o in (4, 2)
     )
+    if m <= 512 and pow2 <= 16384:
+        out += [dict(out[0], rows=min(r, max_rows), occupancy=4, pointer=1) for r in (1, 2)]
+        out = autotune.unique(out)
     # persistent: the first tile on SMs x occupancy tile blocks, each loading w once
     return out + ([dict(out[0], occupancy=o, programs_per_sm=o) for o in (4, 2)] if pow2 <= 16384 else [])
 

@@ -14,7 +14,7 @@
 //! tile blocks, `occupancy` (1..=32) and `num_cta_in_cga` (1, 2, 4, 8, 16) compile hints for
 //! tileiras. -1 for any of them picks the default (the compiler's, for the two hints). `splits`
 //! (1..=16, -1 = 1) cuts each output tile's K-tiles over that many tile blocks (split-K: f32
-//! partial tiles in a stream-ordered workspace, added by the last split to finish; grid = tiles x splits), for
+//! partial tiles in a stream-ordered workspace, then a reduce kernel; grid = tiles x splits), for
 //! products with too few output tiles to fill the GPU; it needs programs = 0. Every
 //! descriptor is validated before anything touches the GPU: bad input returns -2/-5/-6 with a
 //! message, never a launch.
@@ -149,11 +149,17 @@ pub fn plan(
     let (k_per, splits) = split_k(&variant, k, splits)?;
     let p = Plan { dtype, m, n, k, lda, ldb, ldc: row_stride(c, m, n, "c")?, a_t, b_t, variant, k_per, splits };
     MmaVariant::check_tiles(p.tiles())?;
-    // (+ bn: the masked lanes of the last partial tile form offsets up to bn - 1 past it)
-    if p.splits > 1 && p.workspace_elems() + p.variant.bn as i64 > i32::MAX as i64 {
+    if p.splits > 1 && p.workspace_elems() > i32::MAX as i64 {
         return Err(invalid(format!(
             "splits={splits}: the split-K workspace of {} f32 elements exceeds i32 indexing; use fewer splits",
             p.workspace_elems()
+        )));
+    }
+    // The reduce kernel's grid is (tile rows, tile columns): CUDA caps a grid's y at 65535.
+    if p.splits > 1 && p.tile_dims().1 > 65535 {
+        return Err(invalid(format!(
+            "splits={splits}: n = {n} is more than 65535 tile columns of bn = {}; use a wider bn or no split",
+            p.variant.bn
         )));
     }
     Ok(p)
@@ -200,31 +206,28 @@ fn launch<T: Element>(p: &Plan, c: &TensorDesc, a: &TensorDesc, b: &TensorDesc, 
     }
 }
 
-/// Split-K: matmul_split_k over grid (tiles, splits) writes the f32 partial tiles to a workspace
-/// allocated on the caller's stream, whose head holds a counter per output tile (cleared on the
-/// stream first); the last split of each tile adds the partials into C. The workspace is freed in
-/// stream order after the kernel, and on every other way out (StreamAlloc).
+/// Split-K: matmul_split_partials over grid (tiles, splits) writes the f32 partial tiles to a
+/// workspace allocated on the caller's stream, matmul_split_reduce adds them into C; the workspace is
+/// freed in stream order after the reduce, and on every other way out (StreamAlloc).
 fn launch_split<T: Element>(
-    p: &Plan, mut split_k: Launch, c_ptr: DevicePointer<T>, a_ptr: DevicePointer<T>, b_ptr: DevicePointer<T>,
+    p: &Plan, mut partials: Launch, c_ptr: DevicePointer<T>, a_ptr: DevicePointer<T>, b_ptr: DevicePointer<T>,
     stream: &Arc<Stream>,
 ) -> FfiResult<()> {
-    let counter_bytes = (p.tiles() as usize * std::mem::size_of::<i32>()).next_multiple_of(256);
-    let bytes = counter_bytes + p.workspace_elems() as usize * std::mem::size_of::<f32>();
-    let ws = StreamAlloc::new(bytes, stream, "split-K workspace")?;
-    // SAFETY: plan() checked the descriptors and the workspace's i32 extent; the workspace holds the
-    // tiles' counters (zeroed here, in stream order) and workspace_elems() f32, and outlives the
-    // kernel (freed in stream order after it).
+    let ws = StreamAlloc::new(p.workspace_elems() as usize * std::mem::size_of::<f32>(), stream, "split-K workspace")?;
+    let (tiles_m, tiles_n) = p.tile_dims();
+    let reduce = Launch::new::<T>(
+        &[p.variant.bm, p.variant.bn],
+        (tiles_m as u32, tiles_n as u32, 1),
+        ffi_util::compile_options(None, None),
+    );
+    // SAFETY: plan() checked the descriptors and the workspace's i32 extent; the workspace holds
+    // workspace_elems() f32 and outlives both kernels (freed in stream order after them).
     unsafe {
-        cutile::cuda_core::memset_d8_async(ws.ptr, 0, counter_bytes, stream)
-            .map_err(|e| ffi_util::err(ffi_util::rc::JIT_OR_LAUNCH, format!("clearing the split-K counters: {e}")))?;
-        let arrived = DevicePointer::<i32>::from_cu_deviceptr(ws.ptr);
-        let w_ptr = DevicePointer::<f32>::from_cu_deviceptr(ws.ptr + counter_bytes as u64);
+        let w_ptr = DevicePointer::<f32>::from_cu_deviceptr(ws.ptr);
         let (m, n, k, lda, ldb, ldc) = (p.m, p.n, p.k, p.lda, p.ldb, p.ldc);
-        split_k.grid = p.grid();
-        split_k.enqueue(
-            device::matmul_split_k(c_ptr, w_ptr, arrived, a_ptr, b_ptr, m, n, k, lda, ldb, ldc, p.k_per),
-            stream,
-        )?;
+        partials.grid = p.grid();
+        partials.enqueue(device::matmul_split_partials(w_ptr, a_ptr, b_ptr, m, n, k, lda, ldb, p.k_per), stream)?;
+        reduce.enqueue(device::matmul_split_reduce(c_ptr, w_ptr, m, n, ldc, p.splits), stream)?;
     }
     ws.free()
 }
@@ -338,12 +341,10 @@ mod tests {
         // 16 copies of a (32768 x 8192) C exceed i32 indexing.
         let (c, a, b) = mats(DType::BF16, 32768, 8192, 4096);
         assert_fails(plan(&c, &a, &b, 128, 128, 64, 8, 0, -1, -1, 16), rc::INVALID_ARGUMENT, "split-K workspace");
-        // 65536 tile columns of 16: the split grid is (tiles, splits), no 65535 limit on them.
+        // 65536 tile columns of 16: past the reduce grid's y limit; 32-wide tiles fit.
         let (c, a, b) = mats(DType::BF16, 1, 1 << 20, 64);
-        assert_eq!(
-            plan(&c, &a, &b, 16, 16, 16, 8, 0, -1, -1, 2).map(|p| (p.splits, p.grid())).unwrap(),
-            (2, (65536, 2, 1))
-        );
+        assert_fails(plan(&c, &a, &b, 16, 16, 16, 8, 0, -1, -1, 2), rc::INVALID_ARGUMENT, "65535 tile columns");
+        assert_eq!(plan(&c, &a, &b, 16, 32, 16, 8, 0, -1, -1, 2).map(|p| p.splits).unwrap(), 2);
     }
 
     #[test]
@@ -472,8 +473,8 @@ mod tests {
                 }
             }
             let generics = [dtype, "32", "64", "128", "8", "0", "1", "0", "1", "1", "0"];
-            let ir = DEVICE.assert_lowers("matmul_split_k", &generics, &["mma", "store_view_tko", "load_view_tko"]);
-            assert!(ir.contains("atomic_rmw_tko acq_rel device"), "matmul_split_k<{dtype}>: no acq_rel arrival:\n{ir}");
+            DEVICE.assert_lowers("matmul_split_partials", &generics, &["mma", "store_view_tko"]);
+            DEVICE.assert_lowers("matmul_split_reduce", &[dtype, "32", "64"], &["load_view_tko", "store_view_tko"]);
         }
     }
 }

@@ -20,10 +20,10 @@
 //!   * `matmul_tiles`      — one output tile per tile block, grid = tiles_m * tiles_n.
 //!   * `matmul_persistent` — a fixed grid (about one tile block per SM) strides over the tiles,
 //!     so the epilogue of one tile can overlap the loads of the next.
-//!   * `matmul_split_k` — split-K for products with too few output tiles to fill the GPU (decode:
-//!     m <= 64 tokens times a weight): each output tile's K-tiles are cut over `splits` tile blocks
-//!     that write f32 partial tiles to a workspace; the last of them to finish adds them and rounds
-//!     to T (a counter per output tile), so no second kernel.
+//!   * `matmul_split_partials` + `matmul_split_reduce` — split-K for products with too few output
+//!     tiles to fill the GPU (decode: m <= 64 tokens times a weight): each output tile's K-tiles
+//!     are cut over `splits` tile blocks that write f32 partial tiles to a workspace, and a second
+//!     kernel adds them and rounds to T.
 //!
 //! The host side (ffi.rs) picks the entry and the tile shape (the variant).
 //!
@@ -37,7 +37,7 @@
 #[cutile::module]
 pub mod matmul_device {
     use crate::device_util::tile_order::{band_coords, tile_counts};
-    use crate::device_util::views::{strided_view, tile_mask, tile_pointers};
+    use crate::device_util::views::strided_view;
     use cutile::core::*;
 
     /// (bid_m, bid_n) of output tile `tile_id` in GROUP-row band order (device_util's).
@@ -157,17 +157,13 @@ pub mod matmul_device {
         }
     }
 
-    /// Split-K in one kernel: tile block (t, s) of grid (tiles, splits) sums K-tiles
+    /// Split-K, first half: tile block (t, s) of grid (tiles, splits) sums K-tiles
     /// [s * k_per, min((s + 1) * k_per, k_tiles)) of output tile t (band order) in f32 and stores the
     /// partial tile in the f32 workspace W, (splits * tiles_m * BM, n) contiguous: split s's tile
     /// rows start at row s * tiles_m * BM, so no split's ragged edge tile reaches another's rows.
-    /// It then adds 1 to tile t's counter in `arrived` (acquire-release); the split that arrives
-    /// last (it sees splits - 1 there) reads every split's partial, adds them in split order (the
-    /// same sum whichever split is last) and stores the tile of C as T. Nobody waits: a split that is
-    /// not last just ends. The counters must be zero at launch (ffi.rs clears them on the stream).
     /// The host makes every split non-empty (splits = ceil(k_tiles / k_per)).
     #[cutile::entry(unchecked_accesses = true)]
-    unsafe fn matmul_split_k<
+    unsafe fn matmul_split_partials<
         T: ElementType,
         const BM: i32,
         const BN: i32,
@@ -178,8 +174,7 @@ pub mod matmul_device {
         const A_MAP: [i32; 2],
         const B_MAP: [i32; 2],
     >(
-        c_ptr: *mut T, w_ptr: *mut f32, arrived: *mut i32, a_ptr: *mut T, b_ptr: *mut T, m: i32, n: i32, k: i32,
-        lda: i32, ldb: i32, ldc: i32, k_per: i32,
+        w_ptr: *mut f32, a_ptr: *mut T, b_ptr: *mut T, m: i32, n: i32, k: i32, lda: i32, ldb: i32, k_per: i32,
     ) {
         let tok: Token = new_token_unordered();
         let (a_view, b_view) = operand_views::<T, A_T, B_T>(a_ptr, b_ptr, m, n, k, lda, ldb, tok);
@@ -187,40 +182,37 @@ pub mod matmul_device {
         let b_part: Partition<T, { [BK, BN] }> = b_view.partition_permuted(shape![BK, BN], const_array!(B_MAP));
         let (tiles_m, tiles_n, k_tiles) = tile_counts::<BM, BN, BK>(m, n, k);
         let splits: i32 = get_num_tile_blocks().1;
+        let w_view: Tensor<f32, { [-1, -1] }> = strided_view(w_ptr, splits * tiles_m * BM, n, n, tok);
+        let mut w_part: PartitionMut<f32, { [BM, BN] }> = unsafe { w_view.partition_full_mut(shape![BM, BN]) };
 
-        let tile_id: i32 = get_tile_block_id().0;
-        let (bid_m, bid_n) = tile_coords(tile_id, tiles_m, tiles_n, GROUP);
+        let (bid_m, bid_n) = tile_coords(get_tile_block_id().0, tiles_m, tiles_n, GROUP);
         let split: i32 = get_tile_block_id().1;
         let k_first: i32 = split * k_per;
         let k_end: i32 = min(k_first + k_per, k_tiles);
         let acc: Tile<f32, { [BM, BN] }> = mma_acc::<T, BM, BN, BK>(&a_part, &b_part, bid_m, bid_n, k_first, k_end);
-        // Stored through pointers (columns past n masked off): the partition store's token does not
-        // reach the atomic below in cutile 0.5 (tileiras rejects the IR).
-        let (w_row0, col0): (i32, i32) = ((split * tiles_m + bid_m) * BM, bid_n * BN);
-        let w_ptrs: PointerTile<*mut f32, { [BM, BN] }> = tile_pointers::<f32, BM, BN>(w_ptr, w_row0 * n + col0, n);
-        let w_mask: Tile<bool, { [BM, BN] }> = tile_mask::<BM, BN>(0i32, col0, BM, n);
-        let t_stored: Token = unsafe {
-            store_ptr_tko(w_ptrs, acc, ordering::Weak, None::<scope::TileBlock>, Some(w_mask), None, Latency::<0>)
-        };
+        w_part.store(acc, [split * tiles_m + bid_m, bid_n]);
+    }
 
-        let counter: PointerTile<*mut i32, { [] }> = pointer_to_tile(arrived).offset(tile_id);
-        let one: Tile<i32, { [] }> = scalar_to_tile(1i32);
-        let (before, t_arrived): (Tile<i32, { [] }>, Token) =
-            unsafe { atomic_rmw_tko(counter, one, atomic::Add, ordering::AcqRel, scope::Device, None, Some(t_stored)) };
-        let seen: i32 = tile_to_scalar(before);
-        if seen == splits - 1i32 {
-            // The last split: every partial is stored (the acquire orders these loads after them).
-            let w_all: Tensor<f32, { [-1, -1] }> = strided_view(w_ptr, splits * tiles_m * BM, n, n, t_arrived);
-            let w_in: Partition<f32, { [BM, BN] }> = w_all.partition(shape![BM, BN]);
-            let mut sum: Tile<f32, { [BM, BN] }> = w_in.load([bid_m, bid_n]);
-            for s in 1i32..splits {
-                let part: Tile<f32, { [BM, BN] }> = w_in.load([s * tiles_m + bid_m, bid_n]);
-                sum = sum + part;
-            }
-            let c_view: Tensor<T, { [-1, -1] }> = strided_view(c_ptr, m, n, ldc, tok);
-            let mut c_part: PartitionMut<T, { [BM, BN] }> = unsafe { c_view.partition_full_mut(shape![BM, BN]) };
-            let c: Tile<T, { [BM, BN] }> = convert_tile(sum);
-            c_part.store(c, [bid_m, bid_n]);
+    /// Split-K, second half: tile block (i, j) of grid (tiles_m, tiles_n) adds output tile (i, j)'s
+    /// `splits` partial tiles from W (matmul_split_partials' layout) in f32 and stores it in C as T.
+    #[cutile::entry(unchecked_accesses = true)]
+    unsafe fn matmul_split_reduce<T: ElementType, const BM: i32, const BN: i32>(
+        c_ptr: *mut T, w_ptr: *mut f32, m: i32, n: i32, ldc: i32, splits: i32,
+    ) {
+        let tok: Token = new_token_unordered();
+        let tiles_m: i32 = (m + BM - 1) / BM;
+        let w_view: Tensor<f32, { [-1, -1] }> = strided_view(w_ptr, splits * tiles_m * BM, n, n, tok);
+        let w_part: Partition<f32, { [BM, BN] }> = w_view.partition(shape![BM, BN]);
+        let c_view: Tensor<T, { [-1, -1] }> = strided_view(c_ptr, m, n, ldc, tok);
+        let mut c_part: PartitionMut<T, { [BM, BN] }> = unsafe { c_view.partition_full_mut(shape![BM, BN]) };
+
+        let (bid_m, bid_n) = (get_tile_block_id().0, get_tile_block_id().1);
+        let mut acc: Tile<f32, { [BM, BN] }> = w_part.load([bid_m, bid_n]);
+        for s in 1i32..splits {
+            let part: Tile<f32, { [BM, BN] }> = w_part.load([s * tiles_m + bid_m, bid_n]);
+            acc = acc + part;
         }
+        let c: Tile<T, { [BM, BN] }> = convert_tile(acc);
+        c_part.store(c, [bid_m, bid_n]);
     }
 }

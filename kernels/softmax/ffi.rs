@@ -595,16 +595,18 @@ mod tests {
     /// compiles it for the vocabulary shapes; its IR has the release arrival and the acquire poll.
     #[test]
     fn split_exchange_lowers_and_assembles_for_sm90() {
-        for (dtype, m, n, block, parts, occupancy) in [
-            ("f32", 1024, 128256, 4096, "32", 8),
-            ("bf16", 512, 151936, 4096, "64", 8),
-            ("bf16", 4096, 128256, 8192, "16", 4),
+        for (dtype, m, n, block, parts, occupancy, warps) in [
+            ("f32", 1024, 128256, 4096, "32", 8, None),
+            ("bf16", 512, 151936, 4096, "64", 8, None),
+            ("bf16", 4096, 128256, 8192, "16", 4, None),
+            ("f32", 1024, 128256, 8192, "16", 4, Some(8)),
+            ("bf16", 512, 151936, 16384, "16", 2, Some(8)),
         ] {
             let chunks = (n + block - 1) / block;
             let ptrs =
                 [("y_ptr", ALIGNED_PTR), ("x_ptr", ALIGNED_PTR), ("part_max", ALIGNED_PTR), ("part_sum", ALIGNED_PTR)];
             let ints = [("m", m), ("n", n), ("stride_x", n), ("stride_y", n), ("chunks", chunks)];
-            let options = CompileOptions::default().occupancy(occupancy);
+            let options = ffi_util::compile_options(Some(occupancy), warps);
             let what = format!(" for {m}x{n}");
             let generics = [dtype, "1", &block.to_string(), parts];
             let ir = DEVICE.lower("softmax_split_exchange", &generics, &div_hints(&ptrs, &ints), options, &what);

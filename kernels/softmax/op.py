@@ -43,11 +43,13 @@ def softmax(x: Tensor, *, variant: str | dict = "auto", out: Tensor | None = Non
 # -- autotune: the port's variants (ffi.rs: block = tile width, rows per tile block, occupancy) --
 
 # The split form for n > 16384 (ffi.rs `SplitPlan`: several tile blocks per row): (block, rows,
-# occupancy, chunk columns). Two kernels for chunks of several tiles, the three fastest of the H200
-# sweep over vocabulary rows (NOTES.md); chunk == block is the single-pass form, each chunk one tile
-# held in registers while the row's chunks exchange their (max, sum) (`softmax_split_exchange`).
-SPLIT_SHAPES = [(4096, 1, 8, 16384), (4096, 1, 8, 8192), (2048, 1, 16, 4096)]
-SPLIT_SHAPES += [(4096, 1, 8, 4096), (8192, 1, 4, 8192), (2048, 1, 16, 2048)]
+# occupancy, warps, chunk columns). chunk == block is the single pass, each chunk one tile held in
+# registers while the row's chunks exchange their (max, sum) (`softmax_split_exchange`): 1 x 8192
+# at occupancy 4 was the fastest split on all six vocabulary shapes of the H200 sweep (NOTES.md),
+# 1 x 4096 second in f32; 16384- and 8192-wide tiles over 8 warps for bf16, whose 8192-wide chunk
+# is only 16 KB of loads. Then the two kernels, for rows with more chunks than SMs.
+SPLIT_SHAPES = [(8192, 1, 4, None, 8192), (16384, 1, 2, 8, 16384), (8192, 1, 4, 8, 8192), (4096, 1, 8, None, 4096)]
+SPLIT_SHAPES += [(4096, 1, 8, None, 16384), (4096, 1, 8, None, 8192)]
 
 
 def variants(m: int, n: int) -> list[dict]:
@@ -66,8 +68,8 @@ def variants(m: int, n: int) -> list[dict]:
     [(4096, 2, 4, None), (2048, 4, 4, None), (8192, 1, 4, None), (4096, 4, 4, None)]
     [(1024, 4, 8, None), (1024, 2, 8, None), (1024, 4, 4, None)]
     [(16, 1, 8, None), (16, 1, 4, None)]
-    >>> variants(64, 32768)[4:] == [{"block": b, "rows": r, "occupancy": o, "chunk": c} for b, r, o, c in SPLIT_SHAPES]
-    True
+    >>> [(v["block"], v["occupancy"], v.get("warps"), v["chunk"]) for v in variants(64, 32768)[4:7]]
+    [(8192, 4, None, 8192), (16384, 2, 8, 16384), (8192, 4, 8, 8192)]
     """
     pow2, max_rows = 1 << max(4, (n - 1).bit_length()), min(64, autotune.pow2(m))  # ffi.rs: 1..=64 rows
     rows = max(1, 8192 // pow2)  # (block, rows, occupancy, warps) below; whole rows up to 16384 (ffi.rs)
@@ -76,7 +78,7 @@ def variants(m: int, n: int) -> list[dict]:
     shapes = short if pow2 <= 2048 else whole if pow2 <= 16384 else []
     shapes += [(4096, 2, 4, None), (2048, 4, 4, None)] if pow2 > 8192 else []  # looped, online
     shapes += [(8192, 1, 4, None), (4096, 4, 4, None)] if pow2 > 16384 else []
-    split = [(b, r, o, None, c) for b, r, o, c in SPLIT_SHAPES] if pow2 > 16384 else []
+    split = SPLIT_SHAPES if pow2 > 16384 else []
     return autotune.unique(
         {"block": b, "rows": min(r, max_rows), "occupancy": o, "warps": w, "chunk": c}
         for b, r, o, w, c in [(*s, None) for s in shapes] + split

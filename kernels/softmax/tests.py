@@ -50,7 +50,7 @@ def test_op_masked_logits_cutile_rs(cuda, cfg, variant):
 
 
 @pytest.mark.parametrize("chunk", [4096, 8192], ids=["single-pass", "two-kernel"])
-def test_split_all_masked_row_is_nan_in_both_split_forms_cutile_rs(cuda, chunk):
+def test_op_split_all_masked_row_is_nan_in_both_split_forms_cutile_rs(cuda, chunk):
     """A row of nothing but -inf gives NaN (0/0), as torch.softmax does, in both split forms (chunk
     == block: the single pass); the other rows stay finite."""
     x = SPEC.make_inputs({"m": 4, "n": 40000, "dtype": "float32"})["x"]
@@ -74,7 +74,7 @@ EXCHANGE = [
 
 
 @pytest.mark.parametrize("cfg,variant", EXCHANGE, ids=masked_id)
-def test_split_single_pass_repeated_calls_cutile_rs(cuda, cfg, variant):
+def test_op_split_single_pass_repeated_calls_cutile_rs(cuda, cfg, variant):
     inputs = SPEC.make_inputs(cfg)
     for _ in range(5):
         out = SPEC.make_out(cfg, inputs)  # NaN-poisoned

@@ -91,6 +91,17 @@ def test_declaration_is_complete_and_agrees_with_op(name):
 
 
 @pytest.mark.parametrize("name", NAMES)
+def test_gpu_tests_of_tests_py_are_named_so_make_test_runs_them(name):
+    """`make test` selects `-k "cutile_rs and test_op"`: a GPU test (it takes the `cuda` fixture)
+    named otherwise would never run on the GPU."""
+    import ast
+
+    tree = ast.parse((Path(__file__).resolve().parents[2] / "kernels" / name / "tests.py").read_text())
+    gpu = [f.name for f in tree.body if isinstance(f, ast.FunctionDef) and "cuda" in [a.arg for a in f.args.args]]
+    assert [n for n in gpu if not (n.startswith("test_op") and "cutile_rs" in n)] == []
+
+
+@pytest.mark.parametrize("name", NAMES)
 def test_doctests_of_op_and_spec_pass(name):
     """The kernel's pinned examples (autotune candidates of named shapes, tune keys, byte models),
     also where op.py takes its autotune space from a module it shares (tilekit.mma)."""

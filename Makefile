@@ -7,7 +7,7 @@
 # `make help` lists every target. Variables can be set on the command line:
 #   KERNEL=rms_norm (or all)  OUT_ROOT=out  BASELINES="cutile triton torch"  FORCE=1  STRICT=1  V=1
 #   BASELINES may also name torch_flash (attention's SDPA on FlashAttention-2) and the opt-in providers tilegym, liger, liger_cutile (TileGym, Liger-Kernel:
-#           tools/tilekit/providers.py; opt-in until every kernel's committed results include them).
+#           tools/tilekit/providers.py; opt-in until BASELINES is narrowed per kernel to what it declares: docs/kernels.md).
 #   GPUS=N: test/baseline/perf spread their cases over N GPUs, one pinned pytest-xdist worker
 #           each (default: every visible GPU; 1 = one process, as on a one-GPU host; docs/multi-gpu.md).
 #           baseline (all BASELINES) and perf are one pytest session per make call, KERNEL=all included.

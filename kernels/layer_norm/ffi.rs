@@ -14,8 +14,8 @@
 //! any of them picks the default (the compiler's, for occupancy). `programs` > 0 (with n <= block)
 //! launches the persistent kernel on that many tile blocks (the caller sizes it from the SM count);
 //! -1 or 0 launches one tile block per row tile; -2 too, through the masked pointer-tile entries
-//! even where the tile divides (rms_norm's POINTER_ENTRIES). Every descriptor is validated before anything
-//! touches the GPU: bad input returns -2/-5/-6 with a message, never a launch.
+//! even where the tile divides (rms_norm's POINTER_ENTRIES). Every descriptor is validated before
+//! anything touches the GPU: bad input returns -2/-5/-6 with a message, never a launch.
 use super::kernel::layer_norm_device as device;
 // The tiling, its defaults (the same bytes per element, NOTES.md) and the masked entries' rule are
 // rms_norm's.

@@ -11,9 +11,10 @@
 //! any of them picks the default (the compiler's, for occupancy). `programs` > 0 (with n <= block)
 //! launches the persistent kernel on that many tile blocks (the caller sizes it from the SM count);
 //! -1 or 0 launches one tile block per row tile; -2 (POINTER_ENTRIES) too, through the masked
-//! pointer-tile entries even where the tile divides (m, n) (where their i32 offsets fit): straight-
-//! line loads from the first instructions, for decode-sized m (NOTES.md). Every descriptor is validated before anything
-//! touches the GPU: bad input returns -2/-5/-6 with a message, never a launch.
+//! pointer-tile entries even where the tile divides (m, n) (where their i32 offsets fit):
+//! straight-line loads from the first instructions, for decode-sized m (NOTES.md). Every
+//! descriptor is validated before anything touches the GPU: bad input returns -2/-5/-6 with a
+//! message, never a launch.
 use super::kernel::rms_norm_device as device;
 use crate::ffi_util::{self, check_same_shape, invalid, rc, to_i32, DType, Element, FfiResult, RowPlan, TensorDesc};
 use cutile::cuda_core::Stream;

@@ -13,8 +13,8 @@
 //! tile block per (row tile, chunk), in two kernels that meet in a stream-ordered f32 workspace
 //! (see `SplitPlan`; where `split_fits` does not hold the looped form runs instead); chunk == block
 //! (one tile per chunk) runs the single-pass form instead, `softmax_split_exchange`, where its
-//! masked tiles' offsets fit i32 and the GPU has at least as many SMs as a row has chunks; 0 keeps a row
-//! in one tile block; -1 splits only under the default tile (block and rows -1) where
+//! masked tiles' offsets fit i32 and the GPU has at least as many SMs as a row has chunks; 0 keeps
+//! a row in one tile block; -1 splits only under the default tile (block and rows -1) where
 //! `default_split` says so. Rows are at most MAX_N columns (the kernels count column tiles in i32).
 //! Every descriptor is validated before anything touches the GPU: bad input returns -2/-5/-6 with a
 //! message, never a launch.

@@ -132,7 +132,7 @@ fn launch<T: Element>(
     let eps = p.eps;
     // SAFETY: plan() checked shapes, strides and dtypes against the descriptors; the memory is
     // PyTorch's, alive until the caller's stream has run the kernel (stream-ordered allocator).
-    // The masked entries additionally rely on plan()'s `masked_fits` (i32 offsets).
+    // The masked entries additionally rely on plan()'s `masked_fits` / `pointer_fits` (i32 offsets).
     unsafe {
         if p.programs.is_some() {
             launch.enqueue(device::rms_norm_row_persistent(y_ptr, x_ptr, w_ptr, m, n, sx, sy, eps), stream)

@@ -12,12 +12,12 @@
 //! hints). `chunk` > 0 splits each row into chunks of `chunk` columns (a multiple of block), one
 //! tile block per (row tile, chunk), in two kernels that meet in a stream-ordered f32 workspace
 //! (see `SplitPlan`; where `split_fits` does not hold the looped form runs instead); chunk == block
-//! (one tile per chunk) runs the single-pass form instead, `softmax_split_exchange`, where its
-//! masked tiles' offsets fit i32 and the GPU has at least as many SMs as a row has chunks; 0 keeps
-//! a row in one tile block; -1 splits only under the default tile (block and rows -1) where
-//! `default_split` says so. Rows are at most MAX_N columns (the kernels count column tiles in i32).
-//! Every descriptor is validated before anything touches the GPU: bad input returns -2/-5/-6 with a
-//! message, never a launch.
+//! (one tile per chunk) runs the single-pass form instead, `softmax_split_exchange`, where the split
+//! fits (`split_fits`), its masked tiles' offsets fit i32 and the GPU has at least as many SMs as a
+//! row has chunks; 0 keeps a row in one tile block; -1 splits only under the default tile (block
+//! and rows -1) where `default_split` says so. Rows are at most MAX_N columns (the kernels count
+//! column tiles in i32). Every descriptor is validated before anything touches the GPU: bad input
+//! returns -2/-5/-6 with a message, never a launch.
 use super::kernel::softmax_device as device;
 use crate::ffi_util::{
     self, check_same_shape, rc, to_i32, DType, Element, FfiResult, Launch, RowPlan, StreamAlloc, TensorDesc,

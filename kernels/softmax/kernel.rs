@@ -331,8 +331,9 @@ pub mod softmax_device {
     /// they come later in the grid, and blocks are dispatched in grid order, so the ones ahead of
     /// them are at most the `chunks - 1` polling chunks of one row tile (every earlier row tile
     /// completes without them). ffi.rs runs this entry only for chunks <= the GPU's SM count, which
-    /// keeps a multiprocessor slot for them. The poll count is capped (about a second or more of
-    /// polling) and then fails a device assertion instead of hanging, should that order not hold.
+    /// keeps a multiprocessor slot for them. The poll count is capped (2^24 polls: seconds) and then
+    /// fails a device assertion instead of hanging, should that order not hold or kernels on other
+    /// streams hold the multiprocessors for good.
     // cuda_tile_assert! expands to unreachable!() in the host build.
     #[allow(unreachable_code)]
     #[cutile::entry(unchecked_accesses = true)]

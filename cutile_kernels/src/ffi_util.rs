@@ -469,12 +469,12 @@ impl RowPlan {
 }
 
 /// Whether a masked pointer-tile entry (`device_util::views::tile_pointers` + `tile_mask`) may run
-/// over `m` rows of `width` elements, rows `stride` apart, in `rows` x `block` tiles: every i32
-/// element offset it forms fits, up to the last lane of the last (padded) tile, so even the
-/// masked-off lanes' offsets do not wrap.
-pub fn masked_offsets_fit(m: i32, width: i32, rows: i32, block: i32, stride: i32) -> bool {
+/// over `m` rows of `width` elements in `rows` x `block` tiles, for each tensor it addresses with
+/// its row stride in `strides`: every i32 element offset it forms fits, up to the last lane of the
+/// last (padded) tile, so even the masked-off lanes' offsets do not wrap.
+pub fn masked_offsets_fit(m: i32, width: i32, rows: i32, block: i32, strides: &[i32]) -> bool {
     let round_up = |v: i32, to: i32| (v as i64 + to as i64 - 1) / to as i64 * to as i64;
-    (round_up(m, rows) - 1) * stride as i64 + round_up(width, block) <= i32::MAX as i64
+    strides.iter().all(|&s| (round_up(m, rows) - 1) * s as i64 + round_up(width, block) <= i32::MAX as i64)
 }
 
 /// The variant of an MMA kernel (matmul, bmm): output tiles of `bm` x `bn` walked in K steps of

@@ -51,8 +51,7 @@ pub fn masked_fits(m: i32, n: i32, rows: i32, block: i32, stride_x: i32, stride_
 /// Whether the masked pointer-tile entries may run for any tile: every offset of the padded tiles
 /// of x and y fits i32 (asked for with `programs` = POINTER_ENTRIES, where the tile may divide).
 pub fn pointer_fits(m: i32, n: i32, rows: i32, block: i32, stride_x: i32, stride_y: i32) -> bool {
-    ffi_util::masked_offsets_fit(m, n, rows, block, stride_x)
-        && ffi_util::masked_offsets_fit(m, n, rows, block, stride_y)
+    ffi_util::masked_offsets_fit(m, n, rows, block, &[stride_x, stride_y])
 }
 
 /// Default variant, from the H200 sweep that shaped spec.py's autotune space: tiles of ~8K

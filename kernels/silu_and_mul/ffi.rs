@@ -61,8 +61,7 @@ pub fn exact_fits(m: i32, h: i32, rows: i32, block: i32, stride_x: i32, stride_o
 /// Whether `silu_and_mul_masked` may run: the offsets of gate and up (each from its own pointer,
 /// in rows of x) and of out fit i32 up to the last lane of the last padded tile.
 pub fn masked_fits(m: i32, h: i32, rows: i32, block: i32, stride_x: i32, stride_out: i32) -> bool {
-    ffi_util::masked_offsets_fit(m, h, rows, block, stride_x)
-        && ffi_util::masked_offsets_fit(m, h, rows, block, stride_out)
+    ffi_util::masked_offsets_fit(m, h, rows, block, &[stride_x, stride_out])
 }
 
 /// Default tile width: the whole row (next power of two) up to 4096; wider rows get the widest
@@ -335,9 +334,9 @@ mod tests {
                                                                   // Partial row and column tiles.
         assert!(masked_fits(37, 4097, 8, 512, 8194, 4097));
         // Row 1 ends exactly at offset 2^31 - 1; one element more per row does not fit.
-        assert!(ffi_util::masked_offsets_fit(2, 1000, 1, 1024, i32::MAX - 1024));
-        assert!(!ffi_util::masked_offsets_fit(2, 1000, 1, 1024, i32::MAX - 1023));
-        assert!(!ffi_util::masked_offsets_fit(3, 1000, 4, 1024, 1 << 30)); // rows 0..4 span 3 * 2^30
+        assert!(ffi_util::masked_offsets_fit(2, 1000, 1, 1024, &[i32::MAX - 1024]));
+        assert!(!ffi_util::masked_offsets_fit(2, 1000, 1, 1024, &[i32::MAX - 1023]));
+        assert!(!ffi_util::masked_offsets_fit(3, 1000, 4, 1024, &[1 << 30])); // rows 0..4 span 3 * 2^30
         assert!(!masked_fits(131072, 16385, 1, 1024, 32770, 16385)); // x spans 2^32 elements
         let x = x_desc(DType::BF16, &[37, 2000], &[2000, 1]);
         let y = out_desc(DType::BF16, &[37, 1000], &[1000, 1]);

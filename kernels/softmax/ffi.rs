@@ -69,8 +69,7 @@ pub struct Plan {
 pub fn masked_fits(m: i32, n: i32, rows: i32, block: i32, stride_x: i32, stride_y: i32) -> bool {
     n <= block
         && !exact_fits(m, n, rows, block, stride_x, stride_y)
-        && ffi_util::masked_offsets_fit(m, n, rows, block, stride_x)
-        && ffi_util::masked_offsets_fit(m, n, rows, block, stride_y)
+        && ffi_util::masked_offsets_fit(m, n, rows, block, &[stride_x, stride_y])
 }
 
 /// A split launch: grid ceil(m / rows) x `chunks`; chunk c covers column tiles
@@ -98,9 +97,7 @@ impl SplitPlan {
 /// Whether the single-pass split kernel may run: chunks of one tile (chunk == block), and every
 /// i32 offset of its masked tiles (the row's padded last tile included) fits, for x and for out.
 pub fn exchange_fits(m: i32, n: i32, rows: i32, block: i32, chunk: i32, stride_x: i32, stride_y: i32) -> bool {
-    chunk == block
-        && ffi_util::masked_offsets_fit(m, n, rows, block, stride_x)
-        && ffi_util::masked_offsets_fit(m, n, rows, block, stride_y)
+    chunk == block && ffi_util::masked_offsets_fit(m, n, rows, block, &[stride_x, stride_y])
 }
 
 /// Whether the split entries may run with `rows`-row tiles: m % rows == 0 (whole row tiles, loaded

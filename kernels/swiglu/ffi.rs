@@ -46,7 +46,7 @@ pub fn exact_fits(m: i32, h: i32, rows: i32, block: i32, strides: [i32; 3]) -> b
 
 /// Whether `swiglu_masked` may run: each tensor's offsets fit i32 up to the last padded tile's.
 pub fn masked_fits(m: i32, h: i32, rows: i32, block: i32, strides: [i32; 3]) -> bool {
-    strides.into_iter().all(|s| ffi_util::masked_offsets_fit(m, h, rows, block, s))
+    ffi_util::masked_offsets_fit(m, h, rows, block, &strides)
 }
 
 /// Whether the byte ranges of two (m, h) row-strided tensors of `size`-byte elements intersect.

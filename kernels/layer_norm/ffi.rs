@@ -2,7 +2,8 @@
 //!
 //!   int32_t cutile_layer_norm(const TensorDesc* out, const TensorDesc* x, const TensorDesc* weight,
 //!                             const TensorDesc* bias, float eps, int32_t block, int32_t rows,
-//!                             int32_t occupancy, int32_t programs, int32_t device_id, uint64_t stream);
+//!                             int32_t occupancy, int32_t programs, int32_t tail, int32_t device_id,
+//!                             uint64_t stream);
 //!
 //! x and out are (m, n) with the same shape and dtype (f32, f16 or bf16), contiguous last dim, any
 //! row stride >= n. `weight` and `bias` are optional: a null pointer means absent (y is not scaled,
@@ -14,7 +15,9 @@
 //! any of them picks the default (the compiler's, for occupancy). `programs` > 0 (with n <= block)
 //! launches the persistent kernel on that many tile blocks (the caller sizes it from the SM count);
 //! -1 or 0 launches one tile block per row tile; -2 too, through the masked pointer-tile entries
-//! even where the tile divides (rms_norm's POINTER_ENTRIES). Every descriptor is validated before
+//! even where the tile divides (rms_norm's POINTER_ENTRIES). `tail` > 0 holds each row as a body
+//! and a tail tile (`layer_norm_row_tail`; rms_norm's rule: a power of two in [16, block] with
+//! block < n <= block + tail), -1 or 0 none. Every descriptor is validated before
 //! anything touches the GPU: bad input returns -2/-5/-6 with a message, never a launch.
 use super::kernel::layer_norm_device as device;
 // The tiling, its defaults (the same bytes per element, NOTES.md) and the masked entries' rule are
@@ -48,7 +51,7 @@ impl std::ops::Deref for Plan {
 #[allow(clippy::too_many_arguments)]
 pub fn plan(
     out: &TensorDesc, x: &TensorDesc, weight: Option<&TensorDesc>, bias: Option<&TensorDesc>, eps: f32, block: i32,
-    rows: i32, occupancy: i32, programs: i32,
+    rows: i32, occupancy: i32, programs: i32, tail: i32,
 ) -> FfiResult<Plan> {
     let params: Vec<(&TensorDesc, &str)> =
         [(weight, "weight"), (bias, "bias")].into_iter().filter_map(|(d, arg)| Some((d?, arg))).collect();
@@ -64,7 +67,7 @@ pub fn plan(
     let mut contiguous = vec![(x, "x"), (out, "out")];
     contiguous.extend(params.iter().copied());
     ffi_util::check_last_dims_contiguous(&contiguous)?;
-    let norm = rows_plan(dtype, x, out, eps, block, rows, occupancy, programs)?;
+    let norm = rows_plan(dtype, x, out, eps, block, rows, occupancy, programs, tail)?;
     Ok(Plan { norm, has_w: weight.is_some(), has_b: bias.is_some() })
 }
 
@@ -82,8 +85,9 @@ fn launch<T: Element>(
         )
     };
     // One tile block per row tile, or the persistent grid plan() capped at the row tiles; the
-    // generics T, ROWS, BLOCK, then HAS_W, HAS_B.
+    // generics T, ROWS, BLOCK, (the tail entry's TAIL,) then HAS_W, HAS_B.
     let mut launch = p.row.launch::<T>(p.programs.unwrap_or(p.row.row_tiles()) as u32);
+    launch.generics.extend(p.tail.map(|t| t.to_string()));
     launch.generics.extend([p.has_w.to_string(), p.has_b.to_string()]);
     let RowPlan { m, n, stride_x: sx, stride_y: sy, .. } = p.row;
     let eps = p.eps;
@@ -91,7 +95,9 @@ fn launch<T: Element>(
     // PyTorch's, alive until the caller's stream has run the kernel (stream-ordered allocator).
     // The masked entries additionally rely on plan()'s `masked_fits` / `pointer_fits` (i32 offsets).
     unsafe {
-        if p.programs.is_some() {
+        if p.tail.is_some() {
+            launch.enqueue(device::layer_norm_row_tail(y_ptr, x_ptr, w_ptr, b_ptr, m, n, sx, sy, eps), stream)
+        } else if p.programs.is_some() {
             launch.enqueue(device::layer_norm_row_persistent(y_ptr, x_ptr, w_ptr, b_ptr, m, n, sx, sy, eps), stream)
         } else if p.masked && n <= p.row.block {
             launch.enqueue(device::layer_norm_row_masked(y_ptr, x_ptr, w_ptr, b_ptr, m, n, sx, sy, eps), stream)
@@ -107,7 +113,7 @@ fn launch<T: Element>(
 
 // `cutile_layer_norm`: the descriptors (weight and bias may be null), then plan(), the caller's
 // stream and launch() (ffi_util::export!).
-crate::export!(cutile_layer_norm(out, x; optional weight, bias; eps: f32, block: i32, rows: i32, occupancy: i32, programs: i32));
+crate::export!(cutile_layer_norm(out, x; optional weight, bias; eps: f32, block: i32, rows: i32, occupancy: i32, programs: i32, tail: i32));
 
 #[cfg(test)]
 mod tests {
@@ -118,27 +124,42 @@ mod tests {
     use cutile::tile_kernel::CompileOptions;
 
     const DEVICE: DeviceModule = DeviceModule { ast: device::__module_ast_self, name: "layer_norm_device" };
-    const ENTRIES: [&str; 5] = [
+    const ENTRIES: [&str; 6] = [
         "layer_norm_row",
         "layer_norm_row_persistent",
+        "layer_norm_row_tail",
         "layer_norm_looped",
         "layer_norm_row_masked",
         "layer_norm_looped_masked",
     ];
+
+    /// `entry`'s generics for `dtype`, a small tile (`rows` x `block`, the tail entry's TAIL a
+    /// quarter of it) and the affine flags.
+    fn generics<'a>(
+        entry: &str, dtype: &'a str, rows: &'a str, block: &'a str, w: &'a str, b: &'a str,
+    ) -> Vec<&'a str> {
+        let tail = match block {
+            "1024" => Some("256"),
+            "256" => Some("64"),
+            _ => None,
+        };
+        let tail = if entry.ends_with("_tail") { tail } else { None };
+        [dtype, rows, block].into_iter().chain(tail).chain([w, b]).collect()
+    }
 
     #[test]
     fn plan_takes_row_strides_optional_params_and_defaults() {
         let x = desc2(DType::F16, &[257, 4097], &[5000, 1]);
         let y = desc2(DType::F16, &[257, 4097], &[4097, 1]);
         let w = desc2(DType::F16, &[4097], &[1]);
-        let p = plan(&y, &x, Some(&w), None, 1e-5, -1, -1, -1, -1).unwrap();
+        let p = plan(&y, &x, Some(&w), None, 1e-5, -1, -1, -1, -1, -1).unwrap();
         assert_eq!(
             (p.dtype, p.eps, p.programs, p.masked, p.has_w, p.has_b),
             (DType::F16, 1e-5, None, true, true, false)
         );
         assert_eq!((p.row.m, p.row.n, p.row.stride_x, p.row.stride_y), (257, 4097, 5000, 4097));
         assert_eq!((p.row.block, p.row.rows, p.row.occupancy, p.row.warps), (8192, 1, None, None));
-        let p = plan(&y, &x, None, Some(&w), 1e-5, 1024, -1, 4, -1).unwrap();
+        let p = plan(&y, &x, None, Some(&w), 1e-5, 1024, -1, 4, -1, -1).unwrap();
         assert_eq!((p.row.block, p.row.rows, p.row.occupancy, p.has_w, p.has_b), (1024, 8, Some(4), false, true));
     }
 
@@ -158,31 +179,31 @@ mod tests {
             (x, None, None, 24, "power of two"),
         ];
         for (out, w, b, block, needle) in cases {
-            assert_fails(plan(&out, &x, w, b, 1e-5, block, 1, -1, -1), rc::INVALID_ARGUMENT, needle);
+            assert_fails(plan(&out, &x, w, b, 1e-5, block, 1, -1, -1, -1), rc::INVALID_ARGUMENT, needle);
         }
         let half = desc2(DType::F16, &[8], &[1]);
-        assert_fails(plan(&x, &x, None, Some(&half), 1e-5, -1, -1, -1, -1), rc::INVALID_ARGUMENT, "one dtype");
-        assert_fails(plan(&x, &x, None, None, f32::NAN, -1, -1, -1, -1), rc::INVALID_ARGUMENT, "eps=NaN");
+        assert_fails(plan(&x, &x, None, Some(&half), 1e-5, -1, -1, -1, -1, -1), rc::INVALID_ARGUMENT, "one dtype");
+        assert_fails(plan(&x, &x, None, None, f32::NAN, -1, -1, -1, -1, -1), rc::INVALID_ARGUMENT, "eps=NaN");
     }
 
     #[test]
     fn plan_rejects_integer_dtype_as_unsupported() {
         let x = desc2(DType::I32, &[4, 8], &[8, 1]);
         let msg = "layer_norm supports f32, f16, bf16";
-        assert_fails(plan(&x, &x, None, None, 1e-5, -1, -1, -1, -1), rc::UNSUPPORTED_DTYPE, msg);
+        assert_fails(plan(&x, &x, None, None, 1e-5, -1, -1, -1, -1, -1), rc::UNSUPPORTED_DTYPE, msg);
     }
 
     #[test]
     fn plan_rejects_occupancy_out_of_range() {
         let x = desc2(DType::F32, &[4, 8], &[8, 1]);
-        ffi_util::assert_hints_checked(false, |occupancy, _| plan(&x, &x, None, None, 1e-5, -1, -1, occupancy, -1));
+        ffi_util::assert_hints_checked(false, |occupancy, _| plan(&x, &x, None, None, 1e-5, -1, -1, occupancy, -1, -1));
     }
 
     #[test]
     fn plan_caps_the_persistent_grid_and_runs_masked_entries_only_for_partial_tiles() {
         let x = desc2(DType::F16, &[100, 1000], &[1000, 1]);
         let w = desc2(DType::F16, &[1000], &[1]);
-        let p = |block, programs| plan(&x, &x, Some(&w), Some(&w), 1e-5, block, 8, 4, programs);
+        let p = |block, programs| plan(&x, &x, Some(&w), Some(&w), 1e-5, block, 8, 4, programs, -1);
         assert_eq!(p(1024, 528).unwrap().programs, Some(13)); // ceil(100 / 8)
         assert_eq!(p(1024, 0).unwrap().programs, None);
         assert_fails(p(512, 528), rc::INVALID_ARGUMENT, "needs n=1000 <= block=512");
@@ -205,12 +226,17 @@ mod tests {
             ("layer_norm_row_masked", "2", "4096", 16384, 3584),
             ("layer_norm_looped", "2", "4096", 4096, 16384),
             ("layer_norm_looped_masked", "2", "4096", 4096, 11008),
+            // The body-and-tail tiles (BLOCK/TAIL): 5120 = 4096 + 1024, 11008 in 8192 + 4096.
+            ("layer_norm_row_tail", "1", "4096/1024", 16384, 5120),
+            ("layer_norm_row_tail", "1", "8192/4096", 4096, 11008),
         ] {
             let ptrs = [("y_ptr", ALIGNED_PTR), ("x_ptr", ALIGNED_PTR), ("w_ptr", ALIGNED_PTR), ("b_ptr", ALIGNED_PTR)];
             let ints = [("m", m), ("n", n), ("stride_x", n), ("stride_y", n)];
             let options = CompileOptions::default().occupancy(4);
             let what = format!(" for {m}x{n}");
-            DEVICE.assert_div_hints_lower(entry, &["bf16", rows, block, "true", "true"], &ptrs, &ints, options, &what);
+            let generics: Vec<&str> =
+                ["bf16", rows].into_iter().chain(block.split('/')).chain(["true", "true"]).collect();
+            DEVICE.assert_div_hints_lower(entry, &generics, &ptrs, &ints, options, &what);
         }
     }
 
@@ -219,7 +245,7 @@ mod tests {
         for dtype in ["f32", "f16", "bf16"] {
             for entry in ENTRIES {
                 let (rows, block) = if entry.contains("looped") { ("2", "512") } else { ("4", "256") };
-                DEVICE.assert_lowers(entry, &[dtype, rows, block, "true", "true"], &["rsqrt", "reduce"]);
+                DEVICE.assert_lowers(entry, &generics(entry, dtype, rows, block, "true", "true"), &["rsqrt", "reduce"]);
             }
         }
     }
@@ -230,7 +256,7 @@ mod tests {
     fn absent_weight_and_bias_are_not_loaded() {
         for entry in ENTRIES {
             let loads = |w: &str, b: &str| {
-                let ir = DEVICE.assert_lowers(entry, &["f16", "1", "1024", w, b], &["rsqrt"]);
+                let ir = DEVICE.assert_lowers(entry, &generics(entry, "f16", "1", "1024", w, b), &["rsqrt"]);
                 ir.matches("load_").count()
             };
             let (both, no_w, no_b, none) =

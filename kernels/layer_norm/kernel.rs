@@ -24,6 +24,9 @@
 //!   * `layer_norm_row`    — n <= BLOCK: the row block is loaded once and stays in registers.
 //!   * `layer_norm_row_persistent` — the same with a capped grid: each tile block loads w and b
 //!     once and walks every grid-th row tile.
+//!   * `layer_norm_row_tail` — BLOCK < n <= BLOCK + TAIL: the row block held whole as a body
+//!     tile and a narrower tail tile (fewer idle lanes than one power-of-two tile at n = 5120,
+//!     11008 ...), one tile block per row tile or a persistent grid.
 //!   * `layer_norm_looped` — n >  BLOCK: pass 1 the shifted sums over the column tiles, pass 2
 //!     re-reads them (mostly from L2) to normalize and store.
 //!   * `layer_norm_row_masked`, `layer_norm_looped_masked` — the same two for tiles that do not
@@ -190,6 +193,64 @@ pub mod layer_norm_device {
             let (d, inv) = centered_and_inv_std::<ROWS, BLOCK>(x, keep, n, eps);
             let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(d * inv * w + b);
             y_part.store(y, [rb, 0i32]);
+        }
+    }
+
+    /// BLOCK < n <= BLOCK + TAIL (TAIL a power of two <= BLOCK): the row block held whole as a full
+    /// BLOCK-wide body tile and a TAIL-wide tail tile (column tile BLOCK / TAIL of a TAIL-wide
+    /// partition; lanes past n read 0, are masked out of the second sum and not stored): the exact
+    /// two passes over the registers of `layer_norm_row`, on fewer idle lanes than the power of two
+    /// above n (5120 = 4096 + 1024: none). A capped grid walks row tiles pid, pid + grid, ...
+    /// loading w and b once, as `layer_norm_row_persistent`; a grid of one tile block per row
+    /// tile runs the loop once.
+    #[cutile::entry(unchecked_accesses = true)]
+    unsafe fn layer_norm_row_tail<
+        T: ElementType,
+        const ROWS: i32,
+        const BLOCK: i32,
+        const TAIL: i32,
+        const HAS_W: bool,
+        const HAS_B: bool,
+    >(
+        y_ptr: *mut T, x_ptr: *mut T, w_ptr: *mut T, b_ptr: *mut T, m: i32, n: i32, stride_x: i32, stride_y: i32,
+        eps: f32,
+    ) {
+        let body: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
+        let tail: Shape<{ [ROWS, TAIL] }> = shape![ROWS, TAIL];
+        let tail_j: i32 = BLOCK / TAIL;
+        let pid: i32 = get_tile_block_id().0;
+        let programs: i32 = get_num_tile_blocks().0;
+        let row_tiles: i32 = (m + ROWS - 1) / ROWS;
+        let (x_view, y_view, w_view, b_view) = ln_views(y_ptr, x_ptr, w_ptr, b_ptr, m, n, stride_x, stride_y);
+        let x_body: Partition<T, { [ROWS, BLOCK] }> = x_view.partition(body);
+        let x_tail: Partition<T, { [ROWS, TAIL] }> = x_view.partition(tail);
+        let mut y_body: PartitionMut<T, { [ROWS, BLOCK] }> = unsafe { y_view.partition_full_mut(body) };
+        let mut y_tail: PartitionMut<T, { [ROWS, TAIL] }> = unsafe { y_view.partition_full_mut(tail) };
+
+        let w_body: Partition<T, { [BLOCK] }> = w_view.partition(shape![BLOCK]);
+        let w_tail: Partition<T, { [TAIL] }> = w_view.partition(shape![TAIL]);
+        let b_body: Partition<T, { [BLOCK] }> = b_view.partition(shape![BLOCK]);
+        let b_tail: Partition<T, { [TAIL] }> = b_view.partition(shape![TAIL]);
+        let wb: Tile<f32, { [ROWS, BLOCK] }> = param_tile::<T, ROWS, BLOCK, HAS_W>(&w_body, 0i32, 1.0f32);
+        let wt: Tile<f32, { [ROWS, TAIL] }> = param_tile::<T, ROWS, TAIL, HAS_W>(&w_tail, tail_j, 1.0f32);
+        let bb: Tile<f32, { [ROWS, BLOCK] }> = param_tile::<T, ROWS, BLOCK, HAS_B>(&b_body, 0i32, 0.0f32);
+        let bt: Tile<f32, { [ROWS, TAIL] }> = param_tile::<T, ROWS, TAIL, HAS_B>(&b_tail, tail_j, 0.0f32);
+        let keep: Tile<bool, { [ROWS, TAIL] }> = cols_inside::<ROWS, TAIL>(BLOCK, n);
+        for rb in (pid..row_tiles).step_by(programs as usize) {
+            let xb: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(x_body.load([rb, 0i32]));
+            let xt: Tile<f32, { [ROWS, TAIL] }> = convert_tile(x_tail.load([rb, tail_j]));
+            let sum_b: Tile<f32, { [ROWS] }> = reduce_sum(xb, 1i32);
+            let sum_t: Tile<f32, { [ROWS] }> = reduce_sum(xt, 1i32);
+            let mean: Tile<f32, { [ROWS] }> = per_elem::<ROWS>(sum_b + sum_t, n);
+            let db: Tile<f32, { [ROWS, BLOCK] }> = xb - rows_bc::<ROWS, BLOCK>(mean);
+            let dt: Tile<f32, { [ROWS, TAIL] }> = zero_outside::<ROWS, TAIL>(keep, xt - rows_bc::<ROWS, TAIL>(mean));
+            let sq_b: Tile<f32, { [ROWS] }> = reduce_sum(db * db, 1i32);
+            let sq_t: Tile<f32, { [ROWS] }> = reduce_sum(dt * dt, 1i32);
+            let var: Tile<f32, { [ROWS] }> = per_elem::<ROWS>(sq_b + sq_t, n);
+            let yb: Tile<T, { [ROWS, BLOCK] }> = convert_tile(db * inv_std::<ROWS, BLOCK>(var, eps) * wb + bb);
+            let yt: Tile<T, { [ROWS, TAIL] }> = convert_tile(dt * inv_std::<ROWS, TAIL>(var, eps) * wt + bt);
+            y_body.store(yb, [rb, 0i32]);
+            y_tail.store(yt, [rb, tail_j]);
         }
     }
 

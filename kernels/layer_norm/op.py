@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from torch import Tensor
 
-from tilekit import autotune, checks, norm, port
+from tilekit import checks, norm, port
 from tilekit.norm import DEFAULT_VARIANT, export_args, tune_key
 
 __all__ = ["CDEF", "DEFAULT_VARIANT", "DTYPES", "export_args", "layer_norm", "tune_key", "variants"]
@@ -23,7 +23,8 @@ __all__ = ["CDEF", "DEFAULT_VARIANT", "DTYPES", "export_args", "layer_norm", "tu
 CDEF = """
 int32_t cutile_layer_norm(const TensorDesc* out, const TensorDesc* x, const TensorDesc* weight,
                           const TensorDesc* bias, float eps, int32_t block, int32_t rows,
-                          int32_t occupancy, int32_t programs, int32_t device_id, uint64_t stream);
+                          int32_t occupancy, int32_t programs, int32_t tail, int32_t device_id,
+                          uint64_t stream);
 """
 
 DTYPES = ("float16", "bfloat16", "float32")
@@ -54,15 +55,11 @@ def layer_norm(
 
 
 def variants(m: int, n: int) -> list[dict]:
-    """rms_norm's candidates, plus one row per tile block over the whole row at occupancy 1 and at
-    the compiler's choice (-1) for n >= 4096: Liger's cuTile layer_norm, the fastest baseline at the
-    headline (4.03 TB/s against our 3.87 on the H200, NOTES.md), runs that shape at occupancy 1.
+    """rms_norm's candidates (tilekit.norm.variants, body-and-tail tiles included). The whole-row
+    tiles at occupancy 1 and at the compiler's choice, which serve Liger's cuTile layer_norm, were
+    timed on the H200 and never won (NOTES.md); they are no longer offered.
 
-    >>> [(v["block"], v["rows"], v["occupancy"]) for v in variants(32768, 8192)][-2:]
-    [(8192, 1, 1), (8192, 1, -1)]
     >>> variants(64, 1000) == norm.variants(64, 1000)
     True
     """
-    pow2 = autotune.pow2(n)
-    whole_rows = [{"block": pow2, "rows": 1, "occupancy": o, "programs_per_sm": 0} for o in (1, -1)]
-    return autotune.unique(norm.variants(m, n) + (whole_rows if 4096 <= pow2 <= 16384 else []))
+    return norm.variants(m, n)

@@ -90,9 +90,10 @@ SPEC = row_kernel(
         "bias_dtype": FfiCase(lambda: {"bias": _x(8).half()}, message="`bias` is f16: all tensors must share"),
         "bias_strided": FfiCase(lambda: {"bias": _x(16)[::2]}, message="`bias` must be contiguous in its last dim"),
         "bad_block": FfiCase(variant={"block": 24}, message="block must be a power of two"),
+        "bad_tail": FfiCase(variant={"block": 16, "tail": 16}, message="block < n=8 <= block + tail"),
         # valid: weight and/or bias absent (null descriptors) reach device set-up
         "no_weight_bias": FfiCase(lambda: {"weight": None, "bias": None}, code=-4),
         "no_weight": FfiCase(lambda: {"weight": None}, code=-4),
     },
-    max_variants=14,  # rms_norm's 12 (decode rows: the pointer-entry pair) and the two whole-row ones
+    max_variants=13,  # rms_norm's
 )

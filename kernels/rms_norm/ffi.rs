@@ -2,7 +2,7 @@
 //!
 //!   int32_t cutile_rms_norm(const TensorDesc* out, const TensorDesc* x, const TensorDesc* weight,
 //!                           float eps, int32_t block, int32_t rows, int32_t occupancy,
-//!                           int32_t programs, int32_t device_id, uint64_t stream);
+//!                           int32_t programs, int32_t tail, int32_t device_id, uint64_t stream);
 //!
 //! x and out are (m, n) with the same shape and dtype (f32, f16 or bf16), contiguous last dim, any
 //! row stride >= n; weight is (n,) contiguous, same dtype. `block` is the tile width (a power of
@@ -12,7 +12,11 @@
 //! launches the persistent kernel on that many tile blocks (the caller sizes it from the SM count);
 //! -1 or 0 launches one tile block per row tile; -2 (POINTER_ENTRIES) too, through the masked
 //! pointer-tile entries even where the tile divides (m, n) (where their i32 offsets fit):
-//! straight-line loads from the first instructions, for decode-sized m (NOTES.md). Every
+//! straight-line loads from the first instructions, for decode-sized m (NOTES.md). `tail` > 0 (a
+//! power of two in [16, block], with block < n <= block + tail) holds each row whole as a
+//! block-wide body tile and a tail-wide tail tile (`rms_norm_row_tail`; fewer idle lanes than the
+//! power of two above n), one tile block per row tile or, with `programs` > 0, persistent; -1 or 0:
+//! no tail. Every
 //! descriptor is validated before anything touches the GPU: bad input returns -2/-5/-6 with a
 //! message, never a launch.
 use super::kernel::rms_norm_device as device;
@@ -35,6 +39,9 @@ pub struct Plan {
     pub eps: f32,
     /// Some(grid): the persistent kernel on min(grid, row tiles) tile blocks.
     pub programs: Option<i32>,
+    /// Some(tail): each row held as a `block`-wide body and a `tail`-wide tail tile (block < n <=
+    /// block + tail): the tail entries, one tile block per row tile or on `programs`.
+    pub tail: Option<i32>,
     /// Not persistent, a tile that does not divide (m, n) or `programs` = POINTER_ENTRIES, and i32
     /// offsets of the padded tiles: the masked pointer-tile entries (`rms_norm_row_masked`,
     /// `rms_norm_looped_masked`) run.
@@ -68,11 +75,12 @@ pub fn default_rows(block: i32, m: i32) -> i32 {
 
 /// The launch of an (m, n) norm of x into out in `dtype`, shared with layer_norm: eps checked
 /// (finite and not negative), the tile (-1: the defaults), the occupancy hint, the persistent grid
-/// (`programs` > 0, capped at the row tiles, only with whole rows), the row strides, and whether
-/// the masked entries run ([`masked_fits`]).
+/// (`programs` > 0, capped at the row tiles, only with whole rows), the tail tile ([`tail_tile`]),
+/// the row strides, and whether the masked entries run ([`masked_fits`]).
 #[allow(clippy::too_many_arguments)]
 pub fn rows_plan(
     dtype: DType, x: &TensorDesc, out: &TensorDesc, eps: f32, block: i32, rows: i32, occupancy: i32, programs: i32,
+    tail: i32,
 ) -> FfiResult<Plan> {
     let m = to_i32(x.shape[0], "m")?;
     let n = to_i32(x.shape[1], "n")?;
@@ -81,14 +89,21 @@ pub fn rows_plan(
     }
     let (block, rows) = ffi_util::row_tile(block, rows, default_block(n), |b| default_rows(b, m), 64, MAX_TILE_ELEMS)?;
     let occupancy = ffi_util::occupancy_hint(occupancy)?;
+    let tail = tail_tile(tail, block, rows, n)?;
     let pointer = programs == POINTER_ENTRIES;
+    if pointer && tail.is_some() {
+        return Err(invalid(format!(
+            "variant programs={POINTER_ENTRIES} and tail: the tail entries are not pointer-tile ones; pick one"
+        )));
+    }
+    let whole = n <= block + tail.unwrap_or(0);
     let programs = match programs {
         rc::COMPILER_DEFAULT | 0 | POINTER_ENTRIES => None,
-        g if g > 0 && n <= block => Some(g.min((m + rows - 1) / rows)),
+        g if g > 0 && whole => Some(g.min((m + rows - 1) / rows)),
         g if g > 0 => {
             return Err(invalid(format!(
-                "variant programs={g}: the persistent kernel holds whole rows; needs n={n} <= block={block}"
-            )))
+            "variant programs={g}: the persistent kernel holds whole rows; needs n={n} <= block={block} (plus a tail)"
+        )))
         }
         g => {
             return Err(invalid(format!(
@@ -100,16 +115,36 @@ pub fn rows_plan(
     let stride_x = ffi_util::row_stride(x, n, "x", format_args!("n={n}"))?;
     let stride_y = ffi_util::row_stride(out, n, "out", format_args!("n={n}"))?;
     let masked = programs.is_none()
+        && tail.is_none()
         && (masked_fits(m, n, rows, block, stride_x, stride_y)
             || pointer && pointer_fits(m, n, rows, block, stride_x, stride_y));
     let row = RowPlan { block, rows, occupancy, warps: None, m, n, stride_x, stride_y };
-    Ok(Plan { dtype, row, eps, programs, masked })
+    Ok(Plan { dtype, row, eps, programs, tail, masked })
+}
+
+/// The tail tile of a variant: -1 or 0, none; else a power of two in [16, block] with
+/// block < n <= block + tail (the body tile full, the row inside body and tail) and
+/// rows * (block + tail) <= MAX_TILE_ELEMS.
+pub fn tail_tile(tail: i32, block: i32, rows: i32, n: i32) -> FfiResult<Option<i32>> {
+    if tail == rc::COMPILER_DEFAULT || tail == 0 {
+        return Ok(None);
+    }
+    let fits = (16..=block).contains(&tail) && (tail as u32).is_power_of_two();
+    let covers = block < n && n as i64 <= block as i64 + tail as i64;
+    if !fits || !covers || rows as i64 * (block as i64 + tail as i64) > MAX_TILE_ELEMS as i64 {
+        return Err(invalid(format!(
+            "variant block={block} rows={rows} tail={tail}: tail must be a power of two in [16, block] with \
+             block < n={n} <= block + tail and rows * (block + tail) <= {MAX_TILE_ELEMS}; -1 or 0 for none"
+        )));
+    }
+    Ok(Some(tail))
 }
 
 // The export's arguments one for one (its C signature is fixed): a struct would only repack them.
 #[allow(clippy::too_many_arguments)]
 pub fn plan(
     out: &TensorDesc, x: &TensorDesc, w: &TensorDesc, eps: f32, block: i32, rows: i32, occupancy: i32, programs: i32,
+    tail: i32,
 ) -> FfiResult<Plan> {
     let dtype = ffi_util::check_float_tensors(KERNEL, &[(x, "x", 2), (out, "out", 2), (w, "weight", 1)])?;
     check_same_shape(x, "x", out, "out")?;
@@ -117,7 +152,7 @@ pub fn plan(
         return Err(invalid(format!("`weight` has {} elements but x has n={} columns", w.shape[0], x.shape[1])));
     }
     ffi_util::check_last_dims_contiguous(&[(x, "x"), (out, "out"), (w, "weight")])?;
-    rows_plan(dtype, x, out, eps, block, rows, occupancy, programs)
+    rows_plan(dtype, x, out, eps, block, rows, occupancy, programs, tail)
 }
 
 fn launch<T: Element>(
@@ -125,15 +160,19 @@ fn launch<T: Element>(
 ) -> FfiResult<()> {
     let (y_ptr, x_ptr, w_ptr) =
         unsafe { (ffi_util::device_ptr::<T>(out), ffi_util::device_ptr::<T>(x), ffi_util::device_ptr::<T>(w)) };
-    // One tile block per row tile, or the persistent grid plan() capped at the row tiles.
-    let launch = p.row.launch::<T>(p.programs.unwrap_or(p.row.row_tiles()) as u32);
+    // One tile block per row tile, or the persistent grid plan() capped at the row tiles; the tail
+    // entry's TAIL after T, ROWS, BLOCK.
+    let mut launch = p.row.launch::<T>(p.programs.unwrap_or(p.row.row_tiles()) as u32);
+    launch.generics.extend(p.tail.map(|t| t.to_string()));
     let RowPlan { m, n, stride_x: sx, stride_y: sy, .. } = p.row;
     let eps = p.eps;
     // SAFETY: plan() checked shapes, strides and dtypes against the descriptors; the memory is
     // PyTorch's, alive until the caller's stream has run the kernel (stream-ordered allocator).
     // The masked entries additionally rely on plan()'s `masked_fits` / `pointer_fits` (i32 offsets).
     unsafe {
-        if p.programs.is_some() {
+        if p.tail.is_some() {
+            launch.enqueue(device::rms_norm_row_tail(y_ptr, x_ptr, w_ptr, m, n, sx, sy, eps), stream)
+        } else if p.programs.is_some() {
             launch.enqueue(device::rms_norm_row_persistent(y_ptr, x_ptr, w_ptr, m, n, sx, sy, eps), stream)
         } else if p.masked && n <= p.row.block {
             launch.enqueue(device::rms_norm_row_masked(y_ptr, x_ptr, w_ptr, m, n, sx, sy, eps), stream)
@@ -148,7 +187,7 @@ fn launch<T: Element>(
 }
 
 // `cutile_rms_norm`: the descriptors, then plan(), the caller's stream and launch() (ffi_util::export!).
-crate::export!(cutile_rms_norm(out, x, weight; eps: f32, block: i32, rows: i32, occupancy: i32, programs: i32));
+crate::export!(cutile_rms_norm(out, x, weight; eps: f32, block: i32, rows: i32, occupancy: i32, programs: i32, tail: i32));
 
 #[cfg(test)]
 mod tests {
@@ -165,14 +204,14 @@ mod tests {
         let x = desc2(DType::F16, &[257, 4097], &[5000, 1]);
         let y = desc2(DType::F16, &[257, 4097], &[4097, 1]);
         let w = desc2(DType::F16, &[4097], &[1]);
-        let Plan { dtype, row, eps, programs, masked } = plan(&y, &x, &w, 1e-6, -1, -1, -1, -1).unwrap();
-        assert_eq!((dtype, eps, programs, masked), (DType::F16, 1e-6, None, true));
+        let Plan { dtype, row, eps, programs, tail, masked } = plan(&y, &x, &w, 1e-6, -1, -1, -1, -1, -1).unwrap();
+        assert_eq!((dtype, eps, programs, tail, masked), (DType::F16, 1e-6, None, None, true));
         assert_eq!((row.m, row.n, row.stride_x, row.stride_y), (257, 4097, 5000, 4097));
         assert_eq!((row.block, row.rows, row.occupancy, row.warps), (8192, 1, None, None));
-        assert_eq!(plan(&y, &x, &w, 1e-6, 1024, -1, -1, -1).unwrap().row.rows, 8);
+        assert_eq!(plan(&y, &x, &w, 1e-6, 1024, -1, -1, -1, -1).unwrap().row.rows, 8);
         assert_eq!(default_rows(16, 1000), 64);
         assert_eq!(default_rows(16, 3), 4);
-        assert_eq!(plan(&y, &x, &w, 1e-6, 16384, 2, 4, -1).unwrap().row.occupancy, Some(4));
+        assert_eq!(plan(&y, &x, &w, 1e-6, 16384, 2, 4, -1, -1).unwrap().row.occupancy, Some(4));
         assert_eq!(default_block(16384), 4096);
         assert_eq!(default_block(1), 16);
     }
@@ -190,7 +229,7 @@ mod tests {
             (x, w, -2, "power of two"),
         ];
         for (out, w, block, needle) in cases {
-            assert_fails(plan(&out, &x, &w, 1e-6, block, 1, -1, -1), rc::INVALID_ARGUMENT, needle);
+            assert_fails(plan(&out, &x, &w, 1e-6, block, 1, -1, -1, -1), rc::INVALID_ARGUMENT, needle);
         }
     }
 
@@ -198,37 +237,63 @@ mod tests {
     fn plan_rejects_integer_dtype_as_unsupported() {
         let x = desc2(DType::I32, &[4, 8], &[8, 1]);
         let w = desc2(DType::I32, &[8], &[1]);
-        assert_fails(plan(&x, &x, &w, 1e-6, -1, -1, -1, -1), rc::UNSUPPORTED_DTYPE, "rms_norm supports f32, f16, bf16");
+        assert_fails(
+            plan(&x, &x, &w, 1e-6, -1, -1, -1, -1, -1),
+            rc::UNSUPPORTED_DTYPE,
+            "rms_norm supports f32, f16, bf16",
+        );
     }
 
     #[test]
     fn plan_rejects_occupancy_out_of_range() {
         let x = desc2(DType::F32, &[4, 8], &[8, 1]);
         let w = desc2(DType::F32, &[8], &[1]);
-        ffi_util::assert_hints_checked(false, |occupancy, _| plan(&x, &x, &w, 1e-6, -1, -1, occupancy, -1));
+        ffi_util::assert_hints_checked(false, |occupancy, _| plan(&x, &x, &w, 1e-6, -1, -1, occupancy, -1, -1));
     }
 
     #[test]
     fn plan_caps_the_persistent_grid_at_the_row_tiles_and_needs_whole_rows() {
         let x = desc2(DType::F16, &[100, 1000], &[1000, 1]);
         let w = desc2(DType::F16, &[1000], &[1]);
-        assert_eq!(plan(&x, &x, &w, 1e-6, 1024, 8, 4, 528).unwrap().programs, Some(13)); // ceil(100 / 8)
-        assert_eq!(plan(&x, &x, &w, 1e-6, 1024, 8, 4, 0).unwrap().programs, None);
-        assert_fails(plan(&x, &x, &w, 1e-6, 512, 8, 4, 528), rc::INVALID_ARGUMENT, "needs n=1000 <= block=512");
+        assert_eq!(plan(&x, &x, &w, 1e-6, 1024, 8, 4, 528, -1).unwrap().programs, Some(13)); // ceil(100 / 8)
+        assert_eq!(plan(&x, &x, &w, 1e-6, 1024, 8, 4, 0, -1).unwrap().programs, None);
+        assert_fails(plan(&x, &x, &w, 1e-6, 512, 8, 4, 528, -1), rc::INVALID_ARGUMENT, "needs n=1000 <= block=512");
     }
 
     #[test]
     fn pointer_entries_on_request_where_their_offsets_fit() {
         let x = desc2(DType::BF16, &[256, 4096], &[4096, 1]);
         let w = desc2(DType::BF16, &[4096], &[1]);
-        let p = plan(&x, &x, &w, 1e-6, 4096, 1, 4, POINTER_ENTRIES).unwrap();
+        let p = plan(&x, &x, &w, 1e-6, 4096, 1, 4, POINTER_ENTRIES, -1).unwrap();
         assert_eq!((p.masked, p.programs, p.row.rows), (true, None, 1));
-        assert!(!plan(&x, &x, &w, 1e-6, 4096, 1, 4, 0).unwrap().masked); // the tile divides
+        assert!(!plan(&x, &x, &w, 1e-6, 4096, 1, 4, 0, -1).unwrap().masked); // the tile divides
         assert!(!pointer_fits(131072, 16384, 1, 16384, 16384, 16384)); // 2^31 elements: partition entries
         let big = desc2(DType::BF16, &[131072, 16384], &[16384, 1]);
         let wb = desc2(DType::BF16, &[16384], &[1]);
-        assert!(!plan(&big, &big, &wb, 1e-6, 16384, 1, 4, POINTER_ENTRIES).unwrap().masked);
-        assert_fails(plan(&x, &x, &w, 1e-6, 4096, 1, 4, -3), rc::INVALID_ARGUMENT, "or -2 for that");
+        assert!(!plan(&big, &big, &wb, 1e-6, 16384, 1, 4, POINTER_ENTRIES, -1).unwrap().masked);
+        assert_fails(plan(&x, &x, &w, 1e-6, 4096, 1, 4, -3, -1), rc::INVALID_ARGUMENT, "or -2 for that");
+    }
+
+    #[test]
+    fn tail_tiles_cover_the_row_past_a_full_body() {
+        let x = desc2(DType::BF16, &[100, 11008], &[11008, 1]);
+        let w = desc2(DType::BF16, &[11008], &[1]);
+        let p = plan(&x, &x, &w, 1e-6, 8192, 1, 2, 264, 4096).unwrap();
+        assert_eq!((p.tail, p.programs, p.masked), (Some(4096), Some(100), false));
+        let p = plan(&x, &x, &w, 1e-6, 8192, 2, 4, 0, 4096).unwrap();
+        assert_eq!((p.tail, p.programs, p.masked), (Some(4096), None, false)); // partial row tile: no mask
+        assert_eq!(plan(&x, &x, &w, 1e-6, 16384, 1, 4, 0, 0).unwrap().tail, None);
+        for (block, rows, tail, why) in [
+            (8192, 1, 2048, "block < n=11008 <= block + tail"), // the row does not fit
+            (16384, 1, 4096, "block < n=11008"),                // no body-sized part past the body
+            (8192, 1, 24, "power of two"),
+            (4096, 1, 8192, "[16, block]"),
+            (8192, 8, 4096, "rows * (block + tail)"),
+        ] {
+            assert_fails(plan(&x, &x, &w, 1e-6, block, rows, 4, 0, tail), rc::INVALID_ARGUMENT, why);
+        }
+        assert_fails(plan(&x, &x, &w, 1e-6, 8192, 1, 4, POINTER_ENTRIES, 4096), rc::INVALID_ARGUMENT, "pick one");
+        assert_fails(plan(&x, &x, &w, 1e-6, 4096, 1, 4, 264, 0), rc::INVALID_ARGUMENT, "plus a tail");
     }
 
     #[test]
@@ -240,8 +305,8 @@ mod tests {
         assert!(!masked_fits(131072, 16385, 1, 32768, 16385, 16385)); // x spans 2^31 elements
         let x = desc2(DType::F16, &[100, 1000], &[1000, 1]);
         let w = desc2(DType::F16, &[1000], &[1]);
-        assert!(plan(&x, &x, &w, 1e-6, 1024, 8, 4, -1).unwrap().masked);
-        assert!(!plan(&x, &x, &w, 1e-6, 1024, 8, 4, 528).unwrap().masked); // persistent
+        assert!(plan(&x, &x, &w, 1e-6, 1024, 8, 4, -1, -1).unwrap().masked);
+        assert!(!plan(&x, &x, &w, 1e-6, 1024, 8, 4, 528, -1).unwrap().masked); // persistent
     }
 
     /// The specializations the H200's autotune picked for the f16 perf configs, compiled as the
@@ -265,12 +330,18 @@ mod tests {
             ("rms_norm_looped", "2", "4096", 4096, 11008, 4),
             ("rms_norm_looped_masked", "2", "4096", 4096, 11008, 4),
             ("rms_norm_looped_masked", "2", "4096", 4096, 18944, 4),
+            // The body-and-tail tiles of the same n: 8192 + 4096 and 16384 + 4096 lanes (the
+            // TAIL generic follows BLOCK).
+            ("rms_norm_row_tail", "1", "8192/4096", 4096, 11008, 2),
+            ("rms_norm_row_tail", "1", "16384/4096", 4096, 18944, 2),
+            ("rms_norm_row_tail", "1", "4096/1024", 4096, 5120, 4),
         ] {
             let ptrs = [("y_ptr", ALIGNED_PTR), ("x_ptr", ALIGNED_PTR), ("w_ptr", ALIGNED_PTR)];
             let ints = [("m", m), ("n", n), ("stride_x", n), ("stride_y", n)];
             let options = CompileOptions::default().occupancy(occupancy);
             let what = format!(" for {m}x{n}");
-            DEVICE.assert_div_hints_lower(entry, &["f16", rows, block], &ptrs, &ints, options, &what);
+            let generics: Vec<&str> = ["f16", rows].into_iter().chain(block.split('/')).collect();
+            DEVICE.assert_div_hints_lower(entry, &generics, &ptrs, &ints, options, &what);
         }
     }
 
@@ -287,8 +358,11 @@ mod tests {
                 ("rms_norm_row_masked", "4", "256"),
                 ("rms_norm_looped_masked", "1", "4096"),
                 ("rms_norm_looped_masked", "2", "512"),
+                ("rms_norm_row_tail", "1", "1024/256"),
+                ("rms_norm_row_tail", "4", "256/16"),
             ] {
-                DEVICE.assert_lowers(entry, &[dtype, rows, block], &["rsqrt", "reduce"]);
+                let generics: Vec<&str> = [dtype, rows].into_iter().chain(block.split('/')).collect();
+                DEVICE.assert_lowers(entry, &generics, &["rsqrt", "reduce"]);
             }
         }
     }

@@ -4,7 +4,7 @@
 //! in f32. Every entry takes raw device pointers (PyTorch owns the memory) and views x and y with
 //! their row strides: rows may be padded (row stride >= n), the last dim is contiguous.
 //!
-//! Each tile block handles ROWS consecutive rows in BLOCK-wide column tiles. The first three
+//! Each tile block handles ROWS consecutive rows in BLOCK-wide column tiles. The first four
 //! entries read them through zero-padded partitions, with stores outside [m, n] dropped, so any m
 //! and n work without masks; the last two address them as pointer tiles with a mask. Shapes of the
 //! same computation:
@@ -13,6 +13,9 @@
 //!     walks every grid-th row tile.
 //!   * `rms_norm_looped` — n >  BLOCK: pass 1 sums squares over the column tiles, pass 2 re-reads
 //!     them (mostly from L2) to scale and store.
+//!   * `rms_norm_row_tail` — BLOCK < n <= BLOCK + TAIL: the row block held whole as a body tile and
+//!     a narrower tail tile (fewer idle lanes than one power-of-two tile at n = 11008, 18944 ...),
+//!     one tile block per row tile or a persistent grid.
 //!   * `rms_norm_row_masked`, `rms_norm_looped_masked` — the same two for tiles that do not divide
 //!     (m, n) (n = 11008, 4097 ...), through pointer tiles and a mask of the lanes inside (m, n):
 //!     tileiras predicates each access instead of branching around it (ffi.rs runs them where the
@@ -122,6 +125,49 @@ pub mod rms_norm_device {
             let sum_sq: Tile<f32, { [ROWS] }> = reduce_sum(x * x, 1i32);
             let inv_rms: Tile<f32, { [ROWS, BLOCK] }> = inv_rms::<ROWS, BLOCK>(sum_sq, n_f, eps_t);
             store_scaled::<T, ROWS, BLOCK>(&mut y_part, x, inv_rms, w, rb, 0i32);
+        }
+    }
+
+    /// BLOCK < n <= BLOCK + TAIL (TAIL a power of two <= BLOCK): the row block held whole in two
+    /// tiles, a full BLOCK-wide body and a TAIL-wide tail (column tile BLOCK / TAIL of a TAIL-wide
+    /// partition) whose lanes past n read 0 and are not stored. For an n no power of two fits well
+    /// (11008 = 8192 + 2816: 12288 lanes instead of 16384), one load and one store per element
+    /// still, with fewer idle lanes. A capped grid (`get_num_tile_blocks` < row tiles) walks row
+    /// tiles pid, pid + grid, ... loading w once, as `rms_norm_row_persistent`; a grid of one
+    /// tile block per row tile runs the loop once.
+    #[cutile::entry(unchecked_accesses = true)]
+    unsafe fn rms_norm_row_tail<T: ElementType, const ROWS: i32, const BLOCK: i32, const TAIL: i32>(
+        y_ptr: *mut T, x_ptr: *mut T, w_ptr: *mut T, m: i32, n: i32, stride_x: i32, stride_y: i32, eps: f32,
+    ) {
+        let body: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
+        let tail: Shape<{ [ROWS, TAIL] }> = shape![ROWS, TAIL];
+        let tail_j: i32 = BLOCK / TAIL;
+        let pid: i32 = get_tile_block_id().0;
+        let programs: i32 = get_num_tile_blocks().0;
+        let row_tiles: i32 = (m + ROWS - 1) / ROWS;
+        let (x_view, y_view, w_view) = rms_views(y_ptr, x_ptr, w_ptr, m, n, stride_x, stride_y);
+        let x_body: Partition<T, { [ROWS, BLOCK] }> = x_view.partition(body);
+        let x_tail: Partition<T, { [ROWS, TAIL] }> = x_view.partition(tail);
+        let mut y_body: PartitionMut<T, { [ROWS, BLOCK] }> = unsafe { y_view.partition_full_mut(body) };
+        let mut y_tail: PartitionMut<T, { [ROWS, TAIL] }> = unsafe { y_view.partition_full_mut(tail) };
+
+        let w_body: Partition<T, { [BLOCK] }> = w_view.partition(shape![BLOCK]);
+        let w_tail: Partition<T, { [TAIL] }> = w_view.partition(shape![TAIL]);
+        let w_b: Tile<f32, { [ROWS, BLOCK] }> = weight_tile::<T, ROWS, BLOCK>(&w_body, 0i32);
+        let w_t: Tile<f32, { [ROWS, TAIL] }> = weight_tile::<T, ROWS, TAIL>(&w_tail, tail_j);
+        let n_scalar: f32 = convert_scalar(n);
+        let n_f: Tile<f32, { [ROWS] }> = broadcast_scalar(n_scalar, shape![ROWS]);
+        let eps_t: Tile<f32, { [ROWS] }> = broadcast_scalar(eps, shape![ROWS]);
+        for rb in (pid..row_tiles).step_by(programs as usize) {
+            let xb: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(x_body.load([rb, 0i32]));
+            let xt: Tile<f32, { [ROWS, TAIL] }> = convert_tile(x_tail.load([rb, tail_j]));
+            let sq_b: Tile<f32, { [ROWS] }> = reduce_sum(xb * xb, 1i32);
+            let sq_t: Tile<f32, { [ROWS] }> = reduce_sum(xt * xt, 1i32);
+            let sum_sq: Tile<f32, { [ROWS] }> = sq_b + sq_t;
+            let inv_b: Tile<f32, { [ROWS, BLOCK] }> = inv_rms::<ROWS, BLOCK>(sum_sq, n_f, eps_t);
+            let inv_t: Tile<f32, { [ROWS, TAIL] }> = inv_rms::<ROWS, TAIL>(sum_sq, n_f, eps_t);
+            store_scaled::<T, ROWS, BLOCK>(&mut y_body, xb, inv_b, w_b, rb, 0i32);
+            store_scaled::<T, ROWS, TAIL>(&mut y_tail, xt, inv_t, w_t, rb, tail_j);
         }
     }
 

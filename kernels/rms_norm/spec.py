@@ -55,6 +55,7 @@ SPEC = row_kernel(
     # partial tiles (the masked pointer-tile entries); n = 11008 their predicated 16-byte form
     # (64 x 4096: tiles that divide it, so the decode candidates' pointer-tile entries run where the
     # partition entries otherwise would)
+    max_variants=13,  # 10, + the body-and-tail three or the decode rows' pointer pair and one body-and-tail
     variant_shapes=shapes(
         "m n dtype", (37, 1000, "float16"), (19, 8195, "bfloat16"), (64, 11008, "bfloat16"), (64, 4096, "float32")
     ),
@@ -66,5 +67,6 @@ SPEC = row_kernel(
         "out_shape": FfiCase(lambda: {"out": torch.empty(4, 9)}, message="`x` shape [4, 8] != `out` shape [4, 9]"),
         "weight_len": FfiCase(lambda: {"w": torch.randn(7)}, message="`weight` has 7 elements but x has n=8 columns"),
         "bad_block": FfiCase(variant={"block": 24}, message="block must be a power of two"),
+        "bad_tail": FfiCase(variant={"block": 16, "tail": 16}, message="block < n=8 <= block + tail"),
     },
 )

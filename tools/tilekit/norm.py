@@ -23,17 +23,36 @@ POINTER_ENTRIES = -2
 
 
 def export_args(
-    block: int, rows: int, occupancy: int, programs_per_sm: int = 0, pointer: int = 0, *, sms: int
+    block: int, rows: int, occupancy: int, programs_per_sm: int = 0, pointer: int = 0, tail: int = 0, *, sms: int
 ) -> tuple[int, ...]:
-    """A variant's arguments of the export, (block, rows, occupancy, programs), on a GPU with `sms` SMs
-    (programs_per_sm > 0: the persistent kernel; pointer=1: the pointer-tile entries, ffi.rs
-    POINTER_ENTRIES). Pure: the CPU tests check `variants` through it.
+    """A variant's arguments of the export, (block, rows, occupancy, programs, tail), on a GPU with
+    `sms` SMs (programs_per_sm > 0: the persistent kernel; pointer=1: the pointer-tile entries,
+    ffi.rs POINTER_ENTRIES; tail > 0: each row held as a `block`-wide body and a `tail`-wide tail
+    tile). Pure: the CPU tests check `variants` through it.
 
     >>> export_args(4096, 1, 4, pointer=1, sms=132), export_args(1024, 8, 4, 4, sms=132)
-    ((4096, 1, 4, -2), (1024, 8, 4, 528))
+    ((4096, 1, 4, -2, 0), (1024, 8, 4, 528, 0))
+    >>> export_args(8192, 1, 2, 2, tail=4096, sms=132)
+    (8192, 1, 2, 264, 4096)
     """
     programs = programs_per_sm * sms if programs_per_sm > 0 else POINTER_ENTRIES if pointer else 0
-    return int(block), int(rows), int(occupancy), int(programs)
+    return int(block), int(rows), int(occupancy), int(programs), int(tail)
+
+
+def body_and_tail(n: int) -> tuple[int, int] | None:
+    """The (body, tail) tiles that hold a row of n whole with fewer lanes than the power of two
+    above n, where that saves a quarter or more of them: body the power of two below n, tail the
+    power of two >= the rest (at least 16); None where a single tile serves as well, or where the
+    body would pass 16384 (the register budget of the whole-row tiles, ffi.rs).
+
+    >>> [body_and_tail(n) for n in (11008, 18944, 5120, 768, 4097, 13824, 3584, 8192, 40000)]
+    [(8192, 4096), (16384, 4096), (4096, 1024), (512, 256), (4096, 16), None, None, None, None]
+    """
+    body = autotune.pow2(n) // 2
+    if n <= 16 or body >= n or body > 16384:
+        return None
+    tail = max(16, autotune.pow2(n - body))
+    return (body, tail) if 4 * (body + tail) <= 3 * 2 * body else None
 
 
 def variants(m: int, n: int) -> list[dict]:
@@ -45,9 +64,15 @@ def variants(m: int, n: int) -> list[dict]:
     [(16, 64, 4, 0), (16, 64, 2, 0), (16, 64, 4, 4), (16, 64, 2, 2)]
     >>> [(v["block"], v["rows"], v["occupancy"], v.get("pointer")) for v in variants(256, 4096)][6:10]
     [(4096, 1, 4, None), (4096, 1, 2, None), (4096, 1, 4, 1), (4096, 2, 4, 1)]
+    >>> [(v["block"], v["tail"], v["rows"], v["occupancy"], v["programs_per_sm"]) for v in variants(16384, 18944)[-3:]]
+    [(16384, 4096, 1, 4, 0), (16384, 4096, 1, 2, 0), (16384, 4096, 1, 2, 2)]
 
     Decode batches (m <= 512) also get one- and two-row tiles through the pointer-tile entries: their
     first load issues at once, where the partition entries' TMA pipeline starts late (NOTES.md).
+    Rows no power of two holds well ([`body_and_tail`]: 11008, 18944, 5120 ...) also get a body and
+    a tail tile, ~8K elements of body per tile block, one tile block per row tile at occupancy 4
+    and 2, and persistent at 2 (decode batches: the first only; rms_norm's NOTES.md, "Rows between
+    two powers of two").
     """
     pow2 = 1 << max(4, (n - 1).bit_length())
     max_rows = min(64, autotune.pow2(m))  # ffi.rs accepts 1..=64 rows per tile block
@@ -62,7 +87,14 @@ def variants(m: int, n: int) -> list[dict]:
         out += [dict(out[0], rows=min(r, max_rows), occupancy=4, pointer=1) for r in (1, 2)]
         out = autotune.unique(out)
     # persistent: the first tile on SMs x occupancy tile blocks, each loading w once
-    return out + ([dict(out[0], occupancy=o, programs_per_sm=o) for o in (4, 2)] if pow2 <= 16384 else [])
+    out += [dict(out[0], occupancy=o, programs_per_sm=o) for o in (4, 2)] if pow2 <= 16384 else []
+    split = body_and_tail(n)
+    if split:
+        body, tail = split
+        rows = min(max(1, 8192 // body), max_rows)
+        tiles = [{"block": body, "tail": tail, "rows": rows, "occupancy": o, "programs_per_sm": 0} for o in (4, 2)]
+        out += tiles[:1] if m <= 512 else [*tiles, dict(tiles[1], programs_per_sm=2)]  # decode: one
+    return out
 
 
 # auto of the baselines' row reductions (tilekit.baseline_support.row_configs; rms_norm's NOTES.md has

@@ -422,6 +422,24 @@ pub fn row_tile(
     Ok((block, rows))
 }
 
+/// The tail tile of a row kernel's variant (rms_norm, layer_norm, softmax): -1 or 0, none; else a
+/// power of two in [16, block] with block < n <= block + tail (the body tile full, the row inside
+/// body and tail) and rows * (block + tail) <= max_elems; otherwise -6 naming the rule.
+pub fn tail_tile(tail: i32, block: i32, rows: i32, n: i32, max_elems: i32) -> FfiResult<Option<i32>> {
+    if tail == rc::COMPILER_DEFAULT || tail == 0 {
+        return Ok(None);
+    }
+    let fits = (16..=block).contains(&tail) && (tail as u32).is_power_of_two();
+    let covers = block < n && n as i64 <= block as i64 + tail as i64;
+    if !fits || !covers || rows as i64 * (block as i64 + tail as i64) > max_elems as i64 {
+        return Err(invalid(format!(
+            "variant block={block} rows={rows} tail={tail}: tail must be a power of two in [16, block] with \
+             block < n={n} <= block + tail and rows * (block + tail) <= {max_elems}; -1 or 0 for none"
+        )));
+    }
+    Ok(Some(tail))
+}
+
 /// The default tile width that holds a whole row of `n`: the power of two >= n (at least 16), if
 /// it is at most `max`.
 pub fn whole_row_block(n: i32, max: i32) -> Option<i32> {

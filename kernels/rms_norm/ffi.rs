@@ -75,7 +75,8 @@ pub fn default_rows(block: i32, m: i32) -> i32 {
 
 /// The launch of an (m, n) norm of x into out in `dtype`, shared with layer_norm: eps checked
 /// (finite and not negative), the tile (-1: the defaults), the occupancy hint, the persistent grid
-/// (`programs` > 0, capped at the row tiles, only with whole rows), the tail tile ([`tail_tile`]),
+/// (`programs` > 0, capped at the row tiles, only with whole rows), the tail tile
+/// ([`ffi_util::tail_tile`]),
 /// the row strides, and whether the masked entries run ([`masked_fits`]).
 #[allow(clippy::too_many_arguments)]
 pub fn rows_plan(
@@ -89,7 +90,7 @@ pub fn rows_plan(
     }
     let (block, rows) = ffi_util::row_tile(block, rows, default_block(n), |b| default_rows(b, m), 64, MAX_TILE_ELEMS)?;
     let occupancy = ffi_util::occupancy_hint(occupancy)?;
-    let tail = tail_tile(tail, block, rows, n)?;
+    let tail = ffi_util::tail_tile(tail, block, rows, n, MAX_TILE_ELEMS)?;
     let pointer = programs == POINTER_ENTRIES;
     if pointer && tail.is_some() {
         return Err(invalid(format!(
@@ -120,24 +121,6 @@ pub fn rows_plan(
             || pointer && pointer_fits(m, n, rows, block, stride_x, stride_y));
     let row = RowPlan { block, rows, occupancy, warps: None, m, n, stride_x, stride_y };
     Ok(Plan { dtype, row, eps, programs, tail, masked })
-}
-
-/// The tail tile of a variant: -1 or 0, none; else a power of two in [16, block] with
-/// block < n <= block + tail (the body tile full, the row inside body and tail) and
-/// rows * (block + tail) <= MAX_TILE_ELEMS.
-pub fn tail_tile(tail: i32, block: i32, rows: i32, n: i32) -> FfiResult<Option<i32>> {
-    if tail == rc::COMPILER_DEFAULT || tail == 0 {
-        return Ok(None);
-    }
-    let fits = (16..=block).contains(&tail) && (tail as u32).is_power_of_two();
-    let covers = block < n && n as i64 <= block as i64 + tail as i64;
-    if !fits || !covers || rows as i64 * (block as i64 + tail as i64) > MAX_TILE_ELEMS as i64 {
-        return Err(invalid(format!(
-            "variant block={block} rows={rows} tail={tail}: tail must be a power of two in [16, block] with \
-             block < n={n} <= block + tail and rows * (block + tail) <= {MAX_TILE_ELEMS}; -1 or 0 for none"
-        )));
-    }
-    Ok(Some(tail))
 }
 
 // The export's arguments one for one (its C signature is fixed): a struct would only repack them.

@@ -27,6 +27,9 @@
 //!   * `softmax_row_masked` — n <= BLOCK otherwise (n = 11008, 4097, partial row tiles), i32
 //!     offsets of the padded tile: pointer tiles with a mask of the lanes inside (m, n), masked
 //!     lanes set to -inf after the load; tileiras predicates each access instead of branching.
+//!   * `softmax_row_tail` — BLOCK < n <= BLOCK + TAIL: the row block held whole as a body tile and
+//!     a narrower tail tile, masked pointer tiles (fewer idle lanes than one power-of-two tile at
+//!     n = 11008, 5120 ...).
 //!   * `softmax_split_partials` + `softmax_split_scale` — vocabulary-sized rows of few rows: the
 //!     row is cut into chunks, one tile block per (row tile, chunk), so far more tile blocks keep
 //!     loads in flight than one per row tile; A writes each chunk's (max, sum of exp(x - max)) to an
@@ -487,5 +490,61 @@ pub mod softmax_device {
         let _y_tok: Token = unsafe {
             store_ptr_tko(y_ptrs, y, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, Latency::<3>)
         };
+    }
+
+    /// The ROWS x W tile of x at (row0, col0) in f32 through a pointer tile, lanes outside (m, n)
+    /// masked off and set to -inf; returns the mask too, for the store.
+    unsafe fn x_tile_neg_inf<T: ElementType, const ROWS: i32, const W: i32>(
+        x_ptr: *mut T, row0: i32, col0: i32, m: i32, n: i32, stride_x: i32,
+    ) -> (Tile<f32, { [ROWS, W] }>, Tile<bool, { [ROWS, W] }>) {
+        let ptrs: PointerTile<*mut T, { [ROWS, W] }> =
+            tile_pointers::<T, ROWS, W>(x_ptr, row0 * stride_x + col0, stride_x);
+        let mask: Tile<bool, { [ROWS, W] }> = tile_mask::<ROWS, W>(row0, col0, m, n);
+        let (raw, _tok): (Tile<T, { [ROWS, W] }>, Token) = unsafe {
+            load_ptr_tko(ptrs, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, None, Latency::<3>)
+        };
+        let x_in: Tile<f32, { [ROWS, W] }> = convert_tile(raw);
+        let neg_inf: Tile<f32, { [ROWS, W] }> = constant(f32::NEG_INFINITY, shape![ROWS, W]);
+        (select(mask, x_in, neg_inf), mask)
+    }
+
+    /// Stores y's ROWS x W tile at (row0, col0) through a pointer tile, lanes outside `mask` dropped.
+    unsafe fn store_y_tile<T: ElementType, const ROWS: i32, const W: i32>(
+        y_ptr: *mut T, y: Tile<T, { [ROWS, W] }>, mask: Tile<bool, { [ROWS, W] }>, row0: i32, col0: i32, stride_y: i32,
+    ) {
+        let ptrs: PointerTile<*mut T, { [ROWS, W] }> =
+            tile_pointers::<T, ROWS, W>(y_ptr, row0 * stride_y + col0, stride_y);
+        let _tok: Token =
+            unsafe { store_ptr_tko(ptrs, y, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, Latency::<3>) };
+    }
+
+    /// BLOCK < n <= BLOCK + TAIL (TAIL a power of two <= BLOCK; element offsets of the padded tiles
+    /// fit i32, ffi.rs checks): the row block held whole in two tiles, a BLOCK-wide body and a
+    /// TAIL-wide tail at column BLOCK, both through masked pointer tiles (the body's mask only
+    /// drops rows past m). One read of x and one exp per element, as `softmax_row_masked`, on
+    /// fewer lanes than the power of two above n (11008 = 8192 + 2816: 12288 lanes, not 16384).
+    #[cutile::entry(unchecked_accesses = true)]
+    unsafe fn softmax_row_tail<T: ElementType, const ROWS: i32, const BLOCK: i32, const TAIL: i32>(
+        y_ptr: *mut T, x_ptr: *mut T, m: i32, n: i32, stride_x: i32, stride_y: i32,
+    ) {
+        let row0: i32 = get_tile_block_id().0 * ROWS;
+        let (xb, mask_b) = unsafe { x_tile_neg_inf::<T, ROWS, BLOCK>(x_ptr, row0, 0i32, m, n, stride_x) };
+        let (xt, mask_t) = unsafe { x_tile_neg_inf::<T, ROWS, TAIL>(x_ptr, row0, BLOCK, m, n, stride_x) };
+        let max_b: Tile<f32, { [ROWS] }> = reduce_max(xb, 1i32);
+        let max_t: Tile<f32, { [ROWS] }> = reduce_max(xt, 1i32);
+        let row_max: Tile<f32, { [ROWS] }> = maxf(max_b, max_t, nan::Disabled, ftz::Disabled);
+        let log2e_b: Tile<f32, { [ROWS, BLOCK] }> = constant(1.4426950408889634f32, shape![ROWS, BLOCK]);
+        let log2e_t: Tile<f32, { [ROWS, TAIL] }> = constant(1.4426950408889634f32, shape![ROWS, TAIL]);
+        let mx_b: Tile<f32, { [ROWS, BLOCK] }> = row_max.reshape(shape![ROWS, 1]).broadcast(shape![ROWS, BLOCK]);
+        let mx_t: Tile<f32, { [ROWS, TAIL] }> = row_max.reshape(shape![ROWS, 1]).broadcast(shape![ROWS, TAIL]);
+        let eb: Tile<f32, { [ROWS, BLOCK] }> = exp2((xb - mx_b) * log2e_b, ftz::Enabled);
+        let et: Tile<f32, { [ROWS, TAIL] }> = exp2((xt - mx_t) * log2e_t, ftz::Enabled);
+        let sum_b: Tile<f32, { [ROWS] }> = reduce_sum(eb, 1i32);
+        let sum_t: Tile<f32, { [ROWS] }> = reduce_sum(et, 1i32);
+        let sum: Tile<f32, { [ROWS] }> = sum_b + sum_t;
+        let yb: Tile<T, { [ROWS, BLOCK] }> = convert_tile(eb * row_reciprocal::<ROWS, BLOCK>(sum));
+        let yt: Tile<T, { [ROWS, TAIL] }> = convert_tile(et * row_reciprocal::<ROWS, TAIL>(sum));
+        unsafe { store_y_tile::<T, ROWS, BLOCK>(y_ptr, yb, mask_b, row0, 0i32, stride_y) };
+        unsafe { store_y_tile::<T, ROWS, TAIL>(y_ptr, yt, mask_t, row0, BLOCK, stride_y) };
     }
 }

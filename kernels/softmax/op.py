@@ -16,17 +16,20 @@ from tilekit.autotune import row_tune_key as tune_key  # noqa: F401 (op.py's con
 CDEF = """
 int32_t cutile_softmax(const TensorDesc* out, const TensorDesc* x,
                        int32_t block, int32_t rows, int32_t occupancy, int32_t warps,
-                       int32_t chunk, int32_t device_id, uint64_t stream);
+                       int32_t chunk, int32_t tail, int32_t device_id, uint64_t stream);
 """
 
 DTYPES = ("float16", "bfloat16", "float32")
 DEFAULT_VARIANT = {"block": -1, "rows": -1, "occupancy": -1}  # ffi.rs picks
 
 
-def export_args(block: int, rows: int, occupancy: int, warps: int = -1, chunk: int = -1) -> tuple[int, ...]:
+def export_args(
+    block: int, rows: int, occupancy: int, warps: int = -1, chunk: int = -1, tail: int = 0
+) -> tuple[int, ...]:
     """A variant's arguments of the export; chunk > 0 splits rows into chunk-column pieces (ffi.rs
-    `SplitPlan`), -1 lets ffi.rs decide. Pure: the CPU tests check `variants` through it."""
-    return int(block), int(rows), int(occupancy), int(warps), int(chunk)
+    `SplitPlan`), -1 lets ffi.rs decide; tail > 0 holds each row as a `block`-wide body and a
+    `tail`-wide tail tile. Pure: the CPU tests check `variants` through it."""
+    return int(block), int(rows), int(occupancy), int(warps), int(chunk), int(tail)
 
 
 def softmax(x: Tensor, *, variant: str | dict = "auto", out: Tensor | None = None) -> Tensor:
@@ -70,6 +73,12 @@ def variants(m: int, n: int) -> list[dict]:
     [(16, 1, 8, None), (16, 1, 4, None)]
     >>> [(v["block"], v["occupancy"], v.get("warps"), v["chunk"]) for v in variants(64, 32768)[4:7]]
     [(8192, 4, None, 8192), (16384, 2, 8, 16384), (8192, 4, 8, 8192)]
+
+    Rows between two powers of two (`autotune.body_and_tail`, a body of at most 8192) also get a
+    body-and-tail tile (`softmax_row_tail`), over the default warps and over 8:
+
+    >>> [(v["block"], v["tail"], v["rows"], v.get("warps")) for v in variants(16384, 11008) if "tail" in v]
+    [(8192, 4096, 1, None), (8192, 4096, 1, 8)]
     """
     pow2, max_rows = 1 << max(4, (n - 1).bit_length()), min(64, autotune.pow2(m))  # ffi.rs: 1..=64 rows
     rows = max(1, 8192 // pow2)  # (block, rows, occupancy, warps) below; whole rows up to 16384 (ffi.rs)
@@ -79,7 +88,15 @@ def variants(m: int, n: int) -> list[dict]:
     shapes += [(4096, 2, 4, None), (2048, 4, 4, None)] if pow2 > 8192 else []  # looped, online
     shapes += [(8192, 1, 4, None), (4096, 4, 4, None)] if pow2 > 16384 else []
     split = SPLIT_SHAPES if pow2 > 16384 else []
-    return autotune.unique(
+    out = autotune.unique(
         {"block": b, "rows": min(r, max_rows), "occupancy": o, "warps": w, "chunk": c}
         for b, r, o, w, c in [(*s, None) for s in shapes] + split
     )
+    body_tail = autotune.body_and_tail(n)
+    if body_tail and body_tail[0] <= 8192:
+        body, tail = body_tail
+        rows = min(max(1, 8192 // body), max_rows)
+        out += autotune.unique(
+            {"block": body, "tail": tail, "rows": rows, "occupancy": 4, "warps": w} for w in (None, 8)
+        )
+    return out

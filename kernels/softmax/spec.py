@@ -75,7 +75,7 @@ SPEC = row_kernel(  # its tolerance: a few output ulps of each dtype (softmax va
         "m n dtype row_stride",
         *((37, 1000, "float16"), (19, 20000, "bfloat16"), (7, 8195, "float32")),
         *((64, 4096, "bfloat16"), (64, 1024, "float16", 1040)),
-        (64, 11008, "bfloat16"),  # whole rows in a padded tile: the masked entry
+        (64, 11008, "bfloat16"),  # whole rows in a padded tile (the masked entry), or body and tail
         (7, 150001, "bfloat16"),  # vocabulary-like: the split candidates (and the default) take the split form
     ),
     max_variants=10,
@@ -93,5 +93,6 @@ SPEC = row_kernel(  # its tolerance: a few output ulps of each dtype (softmax va
         "block_too_small": FfiCase(variant={"block": 8, "rows": 1}, message="variant block=8 rows=1"),
         "rows_too_many": FfiCase(variant={"block": 16, "rows": 128}, message="variant block=16 rows=128"),
         "tile_too_big": FfiCase(variant={"block": 65536, "rows": 2}, message="variant block=65536 rows=2"),
+        "bad_tail": FfiCase(variant={"block": 16, "rows": 1, "tail": 16}, message="block < n=8 <= block + tail"),
     },
 )

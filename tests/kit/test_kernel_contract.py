@@ -323,6 +323,9 @@ def test_every_shape_and_dtype_gets_candidates_that_ffi_accepts_or_op_refuses_th
 
 
 def test_a_variant_that_misses_or_invents_a_knob_is_refused_naming_them():
+    # port.export_args takes a module's name: import them here, not through an earlier test
+    for name in ("attention", "softmax"):
+        importlib.import_module(f"kernels.{name}.op")
     # the attention GPU test that passed {"bm", "bn", "occupancy"} got a bare TypeError from Python
     with pytest.raises(TypeError, match=r"missing knob\(s\) warps \(the export's knobs: bm, bn, occupancy, warps;"):
         port.export_args("kernels.attention.op", {"bm": 64, "bn": 64, "occupancy": -1}, 0)
@@ -334,4 +337,5 @@ def test_a_variant_that_misses_or_invents_a_knob_is_refused_naming_them():
         -1,
         -1,
         -1,
+        0,
     )

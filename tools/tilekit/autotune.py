@@ -183,6 +183,22 @@ def row_tune_key(dtype: str, m: int, n: int) -> dict:
     return {"dtype": dtype, "n": n, "m_class": pow2(m)}
 
 
+def body_and_tail(n: int) -> tuple[int, int] | None:
+    """The (body, tail) tiles that hold a row of n whole with fewer lanes than the power of two
+    above n, where that saves a quarter or more of them: body the power of two below n, tail the
+    power of two >= the rest (at least 16); None where a single tile serves as well, or where the
+    body would pass 16384 (the register budget of rms_norm's whole-row tiles).
+
+    >>> [body_and_tail(n) for n in (11008, 18944, 5120, 768, 4097, 13824, 3584, 8192, 40000)]
+    [(8192, 4096), (16384, 4096), (4096, 1024), (512, 256), (4096, 16), None, None, None, None]
+    """
+    body = pow2(n) // 2
+    if n <= 16 or body >= n or body > 16384:
+        return None
+    tail = max(16, pow2(n - body))
+    return (body, tail) if 4 * (body + tail) <= 3 * 2 * body else None
+
+
 def unique(candidates) -> list[dict]:
     """Variant dicts in order, without their None knobs (the export's default) and repeats."""
     out = []

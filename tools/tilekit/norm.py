@@ -39,22 +39,6 @@ def export_args(
     return int(block), int(rows), int(occupancy), int(programs), int(tail)
 
 
-def body_and_tail(n: int) -> tuple[int, int] | None:
-    """The (body, tail) tiles that hold a row of n whole with fewer lanes than the power of two
-    above n, where that saves a quarter or more of them: body the power of two below n, tail the
-    power of two >= the rest (at least 16); None where a single tile serves as well, or where the
-    body would pass 16384 (the register budget of the whole-row tiles, ffi.rs).
-
-    >>> [body_and_tail(n) for n in (11008, 18944, 5120, 768, 4097, 13824, 3584, 8192, 40000)]
-    [(8192, 4096), (16384, 4096), (4096, 1024), (512, 256), (4096, 16), None, None, None, None]
-    """
-    body = autotune.pow2(n) // 2
-    if n <= 16 or body >= n or body > 16384:
-        return None
-    tail = max(16, autotune.pow2(n - body))
-    return (body, tail) if 4 * (body + tail) <= 3 * 2 * body else None
-
-
 def variants(m: int, n: int) -> list[dict]:
     """Candidate (block, rows, occupancy, programs_per_sm), few so tuning a class takes seconds; why
     these: kernels/rms_norm/NOTES.md, "The variant space". Rows are capped at m (rounded up to a
@@ -64,12 +48,13 @@ def variants(m: int, n: int) -> list[dict]:
     [(16, 64, 4, 0), (16, 64, 2, 0), (16, 64, 4, 4), (16, 64, 2, 2)]
     >>> [(v["block"], v["rows"], v["occupancy"], v.get("pointer")) for v in variants(256, 4096)][6:10]
     [(4096, 1, 4, None), (4096, 1, 2, None), (4096, 1, 4, 1), (4096, 2, 4, 1)]
-    >>> [(v["block"], v["tail"], v["rows"], v["occupancy"], v["programs_per_sm"]) for v in variants(16384, 18944)[-3:]]
-    [(16384, 4096, 1, 4, 0), (16384, 4096, 1, 2, 0), (16384, 4096, 1, 2, 2)]
+    >>> [(v["block"], v["rows"], v.get("tail")) for v in variants(16384, 18944)[::2]]
+    [(2048, 4, None), (4096, 2, None), (512, 16, None), (16384, 1, 4096), (16384, 1, 4096)]
 
     Decode batches (m <= 512) also get one- and two-row tiles through the pointer-tile entries: their
     first load issues at once, where the partition entries' TMA pipeline starts late (NOTES.md).
-    Rows no power of two holds well ([`body_and_tail`]: 11008, 18944, 5120 ...) also get a body and
+    Rows past 16384 also get the widest column tile that divides n (two passes, no masks). Rows no
+    power of two holds well (`autotune.body_and_tail`: 11008, 18944, 5120 ...) also get a body and
     a tail tile, ~8K elements of body per tile block, one tile block per row tile at occupancy 4
     and 2, and persistent at 2 (decode batches: the first only; rms_norm's NOTES.md, "Rows between
     two powers of two").
@@ -79,6 +64,9 @@ def variants(m: int, n: int) -> list[dict]:
     shapes = [(pow2, max(1, elems // pow2)) for elems in (8192, 16384)] if pow2 <= 16384 else []
     shapes += [(pow2, 2)] if pow2 == 16384 else []
     shapes += [(block, 8192 // block) for block in (2048, 4096) if block < n]
+    # rows past 16384: also the widest column tile that divides n (18944 = 37 x 512), unmasked
+    divides = n & -n
+    shapes += [(divides, 8192 // divides)] if pow2 > 16384 and 256 <= divides < 2048 else []
     shapes += [(pow2, 1)] if m <= 512 and pow2 <= 16384 else []  # decode batches: a tile block per row
     out = autotune.unique(
         {"block": b, "rows": min(r, max_rows), "occupancy": o, "programs_per_sm": 0} for b, r in shapes for o in (4, 2)
@@ -88,7 +76,7 @@ def variants(m: int, n: int) -> list[dict]:
         out = autotune.unique(out)
     # persistent: the first tile on SMs x occupancy tile blocks, each loading w once
     out += [dict(out[0], occupancy=o, programs_per_sm=o) for o in (4, 2)] if pow2 <= 16384 else []
-    split = body_and_tail(n)
+    split = autotune.body_and_tail(n)
     if split:
         body, tail = split
         rows = min(max(1, 8192 // body), max_rows)

@@ -49,23 +49,25 @@ def variants(m: int, n: int) -> list[dict]:
     >>> [(v["block"], v["rows"], v["occupancy"], v.get("pointer")) for v in variants(256, 4096)][6:10]
     [(4096, 1, 4, None), (4096, 1, 2, None), (4096, 1, 4, 1), (4096, 2, 4, 1)]
     >>> [(v["block"], v["rows"], v.get("tail")) for v in variants(16384, 18944)[::2]]
-    [(2048, 4, None), (4096, 2, None), (512, 16, None), (16384, 1, 4096), (16384, 1, 4096)]
+    [(2048, 4, None), (4096, 2, None), (4096, 1, None), (512, 16, None), (16384, 1, 4096), (16384, 1, 4096)]
 
     Decode batches (m <= 512) also get one- and two-row tiles through the pointer-tile entries: their
     first load issues at once, where the partition entries' TMA pipeline starts late (NOTES.md).
-    Rows past 16384 also get the widest column tile that divides n (two passes, no masks). Rows no
-    power of two holds well (`autotune.body_and_tail`: 11008, 18944, 5120 ...) also get a body and
-    a tail tile, ~8K elements of body per tile block, one tile block per row tile at occupancy 4
-    and 2, and persistent at 2 (decode batches: the first only; rms_norm's NOTES.md, "Rows between
-    two powers of two").
+    Rows past 16384 also get one row per tile block and the widest column tile that divides n (two
+    passes, no masks). Rows no power of two holds well (`autotune.body_and_tail`: 11008, 18944,
+    5120 ...) also get a body and a tail tile, ~8K elements of body per tile block, one tile block
+    per row tile at occupancy 4 and 2, and persistent at 2 (decode batches: the first only;
+    rms_norm's NOTES.md, "Rows between two powers of two").
     """
     pow2 = 1 << max(4, (n - 1).bit_length())
     max_rows = min(64, autotune.pow2(m))  # ffi.rs accepts 1..=64 rows per tile block
     shapes = [(pow2, max(1, elems // pow2)) for elems in (8192, 16384)] if pow2 <= 16384 else []
     shapes += [(pow2, 2)] if pow2 == 16384 else []
     shapes += [(block, 8192 // block) for block in (2048, 4096) if block < n]
-    # rows past 16384: also the widest column tile that divides n (18944 = 37 x 512), unmasked
+    # rows past 16384: also one row per tile block (our Triton baseline's two-pass form), and the
+    # widest column tile that divides n (18944 = 37 x 512), unmasked
     divides = n & -n
+    shapes += [(4096, 1)] if pow2 > 16384 else []
     shapes += [(divides, 8192 // divides)] if pow2 > 16384 and 256 <= divides < 2048 else []
     shapes += [(pow2, 1)] if m <= 512 and pow2 <= 16384 else []  # decode batches: a tile block per row
     out = autotune.unique(

@@ -6,8 +6,9 @@
 #
 # `make help` lists every target. Variables can be set on the command line:
 #   KERNEL=rms_norm (or all)  OUT_ROOT=out  BASELINES="cutile triton torch"  FORCE=1  STRICT=1  V=1
-#   BASELINES may also name torch_flash (attention's SDPA on FlashAttention-2) and the opt-in providers tilegym, liger, liger_cutile (TileGym, Liger-Kernel:
-#           tools/tilekit/providers.py; opt-in until BASELINES is narrowed per kernel to what it declares: docs/kernels.md).
+#   BASELINES unset: each kernel's own, every backend its kernels/<k>/baselines.py declares (ours,
+#           torch_flash for attention, the providers tilegym, liger, liger_cutile where they have
+#           the op: tools/tilekit/providers.py, docs/kernels.md). Set: those, for every kernel.
 #   GPUS=N: test/baseline/perf spread their cases over N GPUs, one pinned pytest-xdist worker
 #           each (default: every visible GPU; 1 = one process, as on a one-GPU host; docs/multi-gpu.md).
 #           baseline (all BASELINES) and perf are one pytest session per make call, KERNEL=all included.
@@ -17,7 +18,6 @@
 
 KERNEL    ?= rms_norm
 OUT_ROOT  ?= out
-BASELINES ?= cutile triton torch
 STRICT    ?= 0
 V         ?= 0
 GPUS      ?=
@@ -62,18 +62,25 @@ empty :=
 space := $(empty) $(empty)
 comma := ,
 KNOWN_BASELINES := cutile triton torch torch_flash tilegym liger liger_cutile
-BASELINE_IDS := $(patsubst cutile,cutile_py,$(strip $(BASELINES)))
+# Each kernel's baselines (`baselines_of`): BASELINES where it is set (command line or environment,
+# even empty: refused below), else what the kernel's baselines.py declares (scripts/
+# declared_baselines.py, read without importing it), in KNOWN_BASELINES' order.
+BASELINES_SET := $(filter-out undefined,$(origin BASELINES))
+DECLARED := $(if $(BASELINES_SET),,$(shell python3 -S -E scripts/declared_baselines.py $(KERNELS)))
+baselines_of = $(if $(BASELINES_SET),$(BASELINES),$(filter $(subst $(comma),$(space),$(patsubst $(1)=%,%,$(filter $(1)=%,$(DECLARED)))),$(KNOWN_BASELINES)))
+SELECTED_BASELINES := $(filter $(sort $(foreach k,$(SELECTED),$(call baselines_of,$(k)))),$(KNOWN_BASELINES))
+BASELINE_IDS := $(patsubst cutile,cutile_py,$(SELECTED_BASELINES))
 UNKNOWN_BASELINES := $(filter-out $(KNOWN_BASELINES),$(BASELINES))
 PERF_LOG := $(OUT_ROOT)/{kernel}/reports/logs/perf_{backend}.full.txt
 BASELINE_LOG := $(OUT_ROOT)/{kernel}/reports/logs/baseline_perf_{backend}.full.txt
 stage_file = $(subst {backend},$(3),$(subst {kernel},$(2),$(1)))
 PORT_RAWS := $(foreach k,$(SELECTED),$(call stage_file,$(PERF_LOG),$(k),cutile_rs))
-BASELINE_RAWS := $(foreach k,$(SELECTED),$(foreach b,$(BASELINES),$(call stage_file,$(BASELINE_LOG),$(k),$(b))))
+BASELINE_RAWS := $(foreach k,$(SELECTED),$(foreach b,$(call baselines_of,$(k)),$(call stage_file,$(BASELINE_LOG),$(k),$(b))))
 PERF_MDS := $(foreach k,$(SELECTED),$(OUT_ROOT)/$(k)/reports/performance.md)
 # scripts/timed_stage.sh's SPECs: kernel,backend id,raw log,prerequisites...
 port_specs = $(foreach k,$(SELECTED),$(subst $(space),$(comma),$(strip $(k) cutile_rs \
     $(call stage_file,$(PERF_LOG),$(k),cutile_rs) $(call port_deps,$(k)))))
-baseline_specs = $(foreach k,$(SELECTED),$(foreach b,$(BASELINES),$(subst $(space),$(comma),$(strip $(k) \
+baseline_specs = $(foreach k,$(SELECTED),$(foreach b,$(call baselines_of,$(k)),$(subst $(space),$(comma),$(strip $(k) \
     $(patsubst cutile,cutile_py,$(b)) $(call stage_file,$(BASELINE_LOG),$(k),$(b)) $(call baseline_deps,$(k))))))
 SESSION_DIR := $(if $(filter all,$(KERNEL)),$(OUT_ROOT)/logs,$(OUT_ROOT)/$(KERNEL)/reports/logs)
 FORCE_FLAG := $(if $(filter 1,$(FORCE)),--force,)
@@ -115,12 +122,16 @@ ifeq ($(BASELINE_IDS),)
 $(error BASELINES is empty: name at least one of $(KNOWN_BASELINES))
 endif
 endif
+ifneq ($(filter $(KERNEL_GOALS),$(MAKECMDGOALS)),)
+$(foreach k,$(SELECTED),$(if $(call baselines_of,$(k)),,$(error KERNEL=$(k): no baselines: kernels/$(k)/baselines.py declares none that scripts/declared_baselines.py can read (its message above); set BASELINES to name them)))
+endif
 
 .DEFAULT_GOAL := help
 .PHONY: help setup doctor build symbols test baseline perf report validate all lint check bundle clean FORCE sweep sweep-merge
 
 help: ## list the targets
 	@echo "usage: make [KERNEL=name|all] [OUT_ROOT=dir] [BASELINES='$(KNOWN_BASELINES)'] [FORCE=1] [STRICT=1] [GPUS=N] [V=1] <target>"
+	@echo "  BASELINES unset: each kernel's declared baselines (kernels/<k>/baselines.py)"
 	@echo
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 	@echo
@@ -149,10 +160,14 @@ $(BASELINE_RAWS) &: $(foreach k,$(SELECTED),$(call baseline_deps,$(k))) $(if $(F
 $(PORT_RAWS) &: $(LIB) $(foreach k,$(SELECTED),$(call port_deps,$(k))) $(if $(FORCE_FLAG),FORCE) | build-for-perf $(ENV_READY)
 	$(Q)$(call timed_stage,perf,$(PERF_LOG),$(port_specs))
 
-# A kernel's performance report (and its sanitized perf_*.txt / baseline_perf_*.txt): from its raw logs.
-$(OUT_ROOT)/%/reports/performance.md: $(OUT_ROOT)/%/reports/logs/perf_cutile_rs.full.txt \
-        $(foreach b,$(BASELINES),$(OUT_ROOT)/%/reports/logs/baseline_perf_$(b).full.txt) $(REPORT_CODE) | $(ENV_READY)
-	$(Q)$(PY) -m tilekit report --kernel $* --dir $(OUT_ROOT)/$* --only performance
+# A kernel's performance report (and its sanitized perf_*.txt / baseline_perf_*.txt): from its raw
+# logs, its own baselines' (one rule per selected kernel).
+define performance_md_rule
+$(OUT_ROOT)/$(1)/reports/performance.md: $(OUT_ROOT)/$(1)/reports/logs/perf_cutile_rs.full.txt \
+        $(foreach b,$(call baselines_of,$(1)),$(OUT_ROOT)/$(1)/reports/logs/baseline_perf_$(b).full.txt) $(REPORT_CODE) | $(ENV_READY)
+	$$(Q)$$(PY) -m tilekit report --kernel $(1) --dir $(OUT_ROOT)/$(1) --only performance
+endef
+$(foreach k,$(SELECTED),$(eval $(call performance_md_rule,$(k))))
 
 # A kernel folder copied from another gets the suite stub every kernel has (the same name-free
 # file: tilekit.suite generates the tests from the declaration), so make test/perf can name it.
@@ -205,14 +220,14 @@ report: | $(ENV_READY) ## no GPU: re-sanitize the raw logs on disk and re-render
 	$(Q)$(PY) -m tilekit report --kernel $(KERNEL) --dir $(KDIR) $(STRICT_FLAG)
 
 validate: | $(ENV_READY) ## check every output file of the kernel; prints a <VALIDATOR_OUTPUT> block
-	$(Q)$(PY) -m tilekit validate --kernel $(KERNEL) --dir $(KDIR) --baselines "$(BASELINES)"
+	$(Q)$(PY) -m tilekit validate --kernel $(KERNEL) --dir $(KDIR) --baselines "$(call baselines_of,$(KERNEL))"
 
 all: ## build test baseline perf validate
 	$(Q)$(MAKE) --no-print-directory build test baseline perf validate
 endif
 
 # baseline and perf, for one kernel or KERNEL=all: real file targets above; these print the outcome.
-baseline: $(BASELINE_RAWS) ## CUPTI perf of each baseline in BASELINES that is missing or stale (one pytest session)
+baseline: $(BASELINE_RAWS) ## CUPTI perf of each baseline (BASELINES, unset: the kernel's declared ones) that is missing or stale (one pytest session)
 	$(Q)$(foreach k,$(SELECTED),$(PY) -m tilekit report --kernel $(k) --dir $(OUT_ROOT)/$(k) --only performance \
 	    >/dev/null 2>&1 || true;) true
 	$(Q)for f in $(BASELINE_RAWS); do echo "baseline: $$f"; done

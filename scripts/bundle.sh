@@ -122,6 +122,7 @@ cd "\$here"
 bundle_py=$py
 usage() {
     echo "usage: ./run.sh [KERNEL=name] [BASELINES='cutile triton torch'] <make targets...>"
+    echo "  BASELINES unset: every baseline the kernel's baselines.py declares (the providers too)"
     echo "  e.g. ./run.sh KERNEL=rms_norm test baseline perf; ./run.sh KERNEL=rms_norm report validate"
     echo "  results: \$here/out/<kernel>/ (copy that folder back); make help lists the targets"
 }

@@ -6,6 +6,8 @@ scripts/timed_stage.sh, which times only the raw logs that are missing or stale.
 Every child process has a deadline well under pytest-timeout's. The real make runs need the built
 library (make check builds it first) and cost two short pytest sessions each (~10 s)."""
 
+import importlib
+import importlib.util
 import os
 import re
 import shutil
@@ -57,10 +59,14 @@ def test_make_perf_on_an_empty_out_root_times_the_baselines_and_the_port(tmp_pat
     assert done.returncode == 0, done.stderr
     assert sorted(timed_stages(done.stdout)) == ["baseline", "perf"]
     baseline = stage_specs(done.stdout, "baseline")
+    # BASELINES unset: every baseline softmax's baselines.py declares, the providers too
     assert [(k, b, Path(log).name) for k, b, log, *_ in baseline] == [
         ("softmax", "cutile_py", "baseline_perf_cutile.full.txt"),
         ("softmax", "triton", "baseline_perf_triton.full.txt"),
         ("softmax", "torch", "baseline_perf_torch.full.txt"),
+        ("softmax", "tilegym", "baseline_perf_tilegym.full.txt"),
+        ("softmax", "liger", "baseline_perf_liger.full.txt"),
+        ("softmax", "liger_cutile", "baseline_perf_liger_cutile.full.txt"),
     ]
     [[kernel, backend, log, *deps]] = stage_specs(done.stdout, "perf")
     assert (kernel, backend, Path(log).name) == ("softmax", "cutile_rs", "perf_cutile_rs.full.txt")
@@ -91,6 +97,40 @@ def test_make_all_kernels_perf_is_one_stage_command_over_every_suite(tmp_path):
     )
     # a dry run writes nothing but the environment fingerprint it needs to tell what is stale
     assert sorted(str(p.relative_to(o)) for p in o.rglob("*")) == [".timing-env.txt"]
+
+
+def test_unset_baselines_are_each_kernels_declared_ones_and_set_ones_apply_to_every_kernel(tmp_path):
+    o = tmp_path / "o"
+    done = make("KERNEL=all", f"OUT_ROOT={o}", "baseline", dry=True)
+    assert done.returncode == 0, done.stderr
+    timed: dict[str, list[str]] = {}
+    for kernel, backend, *_ in stage_specs(done.stdout, "baseline"):
+        timed.setdefault(kernel, []).append(backend)
+    assert timed["matmul"] == timed["bmm"] == ["cutile_py", "triton", "torch", "tilegym"]  # no Liger op
+    assert timed["attention"] == ["cutile_py", "triton", "torch", "torch_flash", "tilegym"]
+    assert timed["rms_norm"] == ["cutile_py", "triton", "torch", "tilegym", "liger", "liger_cutile"]
+    assert sorted(timed) == KERNELS
+    # validate checks the logs of the same list
+    done = make("KERNEL=matmul", f"OUT_ROOT={o}", "validate", dry=True)
+    assert '--baselines "cutile triton torch tilegym"' in done.stdout, done.stdout
+    # set: as given (in its order), for every kernel
+    done = make("KERNEL=all", f"OUT_ROOT={o}", "BASELINES=torch triton", "baseline", dry=True)
+    assert {tuple(b for k2, b, *_ in stage_specs(done.stdout, "baseline") if k2 == k) for k in KERNELS} == {
+        ("torch", "triton")
+    }
+
+
+def test_declared_baselines_reads_what_each_baselines_py_declares(tmp_path):
+    spec = importlib.util.spec_from_file_location("declared_baselines", ROOT / "scripts" / "declared_baselines.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    for kernel in KERNELS:
+        backends = importlib.import_module(f"kernels.{kernel}.baselines").BACKENDS
+        assert script.declared(ROOT / "kernels" / kernel / "baselines.py") == list(backends), kernel
+    bare = tmp_path / "baselines.py"
+    bare.write_text("BACKENDS = dict(torch=None)\n")
+    with pytest.raises(ValueError, match=r"baselines.py: no module-level `BACKENDS = \{...\}` dict literal"):
+        script.declared(bare)
 
 
 def test_every_known_baseline_maps_to_its_test_id_and_back_to_its_raw_log(tmp_path):

@@ -2,7 +2,7 @@
 for everything missing or wrong. Standard library only, so it runs before ``make setup`` too.
 
 Build side: cargo, CUDA >= 13.2 headers (cuda.h, curand.h, crt/host_config.h), libclang.
-Run side: torch and its CUDA, cffi, the opt-in baselines TileGym and Liger-Kernel, a GPU and its
+Run side: torch and its CUDA, cffi, the baselines TileGym and Liger-Kernel, a GPU and its
 driver, CUPTI, and the Tile IR toolchain:
 tileiras (>= 13.3 for sm_90), the ptxas of the same release beside it, and libnvvm of that release
 reachable through CUDA_HOME — the trap being CUDA_HOME at an older toolkit, where tileiras fails
@@ -133,14 +133,20 @@ def check_python() -> list[Check]:
 
 
 def check_providers() -> list[Check]:
-    """The opt-in baselines from other libraries (tilekit.providers): whether each imports here."""
+    """The baselines from other libraries (tilekit.providers): whether each imports here."""
     from tilekit import providers  # noqa: PLC0415
 
     checks = []
     for name, p in providers.PROVIDERS.items():
         reason = providers.unavailable_reason(name)
         found = f"{p.dist} {providers.version(name)} imports" if reason is None else reason
-        checks.append(Check(f"baseline {name}", OK if reason is None else NONE, f"{found} (opt-in: BASELINES)"))
+        checks.append(
+            Check(
+                f"baseline {name}",
+                OK if reason is None else NONE,
+                f"{found} (a default baseline where the kernel declares it)",
+            )
+        )
     return checks
 
 

@@ -18,8 +18,8 @@ providers that have its op, each as a call taking the provider's ops and the ent
 
 Autograd functions run under ``torch.no_grad()`` (forward only, as our baselines). Nothing is
 imported until a backend is asked for, so a baselines.py imports without these packages; the CPU
-machine and the project venv have neither, and they are opt-in BASELINES (docs/kernels.md says until when)
-(docs/kernels.md). The GPU bundle carries the wheels (env/bundle-wheels.txt, --no-deps).
+machine and the project venv have neither, and each case skips with its reason; they are default
+BASELINES wherever a kernel declares them (docs/kernels.md). The GPU bundle carries the wheels (env/bundle-wheels.txt, --no-deps).
 """
 
 from __future__ import annotations

@@ -1,0 +1,56 @@
+"""The baselines each kernel declares, for the Makefile's default BASELINES: the string keys of the
+`BACKENDS` dict in kernels/<k>/baselines.py and the keywords of its `**providers.backends(...)`,
+read with `ast` (the file is not imported: no torch, a few milliseconds per make call).
+
+    python3 scripts/declared_baselines.py rms_norm matmul
+    rms_norm=cutile,triton,torch,tilegym,liger,liger_cutile matmul=cutile,triton,torch,tilegym
+
+A kernel whose baselines.py has no such dict prints `<k>=` and says why on stderr; the Makefile
+stops with that message before anything runs.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def declared(path: Path) -> list[str]:
+    """The backend names of the module-level `BACKENDS = {...}` in `path`, in order; ValueError
+    naming the file when there is none."""
+    for node in ast.parse(path.read_text(), filename=str(path)).body:
+        if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict)):
+            continue
+        if not any(isinstance(t, ast.Name) and t.id == "BACKENDS" for t in node.targets):
+            continue
+        names = []
+        for key, value in zip(node.value.keys, node.value.values):
+            if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                names.append(key.value)
+            elif key is None and isinstance(value, ast.Call):  # **providers.backends(name=..., ...)
+                names += [kw.arg for kw in value.keywords if kw.arg]
+        return names
+    raise ValueError(
+        f"{path}: no module-level `BACKENDS = {{...}}` dict literal (tilekit/kernel.py: each kernel declares one)"
+    )
+
+
+def main(kernels: list[str]) -> int:
+    rc = 0
+    out = []
+    for k in kernels:
+        try:
+            names = declared(ROOT / "kernels" / k / "baselines.py")
+        except (OSError, SyntaxError, ValueError) as e:
+            print(f"declared_baselines: {e}", file=sys.stderr)
+            names, rc = [], 1
+        out.append(f"{k}={','.join(names)}")
+    print(" ".join(out))
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

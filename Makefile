@@ -64,9 +64,11 @@ comma := ,
 KNOWN_BASELINES := cutile triton torch torch_flash tilegym liger liger_cutile
 # Each kernel's baselines (`baselines_of`): BASELINES where it is set (command line or environment,
 # even empty: refused below), else what the kernel's baselines.py declares (scripts/
-# declared_baselines.py, read without importing it), in KNOWN_BASELINES' order.
+# declared_baselines.py, read without importing it), in KNOWN_BASELINES' order. Read only for the
+# goals that time or check baselines.
+BASELINE_GOALS := baseline perf all sweep validate
 BASELINES_SET := $(filter-out undefined,$(origin BASELINES))
-DECLARED := $(if $(BASELINES_SET),,$(shell python3 -S -E scripts/declared_baselines.py $(KERNELS)))
+DECLARED := $(if $(BASELINES_SET)$(if $(filter $(BASELINE_GOALS),$(MAKECMDGOALS)),,no),,$(shell python3 -S -E scripts/declared_baselines.py $(filter $(KERNELS),$(SELECTED))))
 baselines_of = $(if $(BASELINES_SET),$(BASELINES),$(filter $(subst $(comma),$(space),$(patsubst $(1)=%,%,$(filter $(1)=%,$(DECLARED)))),$(KNOWN_BASELINES)))
 SELECTED_BASELINES := $(filter $(sort $(foreach k,$(SELECTED),$(call baselines_of,$(k)))),$(KNOWN_BASELINES))
 BASELINE_IDS := $(patsubst cutile,cutile_py,$(SELECTED_BASELINES))
@@ -114,16 +116,16 @@ ifeq ($(filter $(KERNEL),$(KERNELS) all),)
 $(error KERNEL=$(KERNEL): there is no kernels/$(KERNEL)/kernel.rs; use one of: $(KERNELS), or all)
 endif
 endif
-ifneq ($(filter baseline perf all sweep,$(MAKECMDGOALS)),)
+ifneq ($(filter $(BASELINE_GOALS),$(MAKECMDGOALS)),)
 ifneq ($(UNKNOWN_BASELINES),)
 $(error BASELINES: unknown backend '$(UNKNOWN_BASELINES)' (known: $(KNOWN_BASELINES)))
+endif
+ifeq ($(BASELINES_SET),)
+$(foreach k,$(SELECTED),$(if $(call baselines_of,$(k)),,$(error KERNEL=$(k): no baselines: kernels/$(k)/baselines.py declares none that scripts/declared_baselines.py can read (its message above); set BASELINES to name them)))
 endif
 ifeq ($(BASELINE_IDS),)
 $(error BASELINES is empty: name at least one of $(KNOWN_BASELINES))
 endif
-endif
-ifneq ($(filter $(KERNEL_GOALS),$(MAKECMDGOALS)),)
-$(foreach k,$(SELECTED),$(if $(call baselines_of,$(k)),,$(error KERNEL=$(k): no baselines: kernels/$(k)/baselines.py declares none that scripts/declared_baselines.py can read (its message above); set BASELINES to name them)))
 endif
 
 .DEFAULT_GOAL := help

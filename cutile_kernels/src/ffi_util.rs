@@ -847,6 +847,13 @@ pub fn assemble_for_sm90_if_tileiras(artifacts: &cutile::compile_api::CompileArt
 // ---------------------------------------------------------------------------------------------
 // Test helpers shared by the kernels' Rust tests.
 
+/// Test helper: a row kernel's generics T, ROWS, then the tile `sizes` written "BLOCK" or
+/// "BLOCK/TAIL" (the tail entries' two widths), then `rest` (layer_norm's HAS_W, HAS_B).
+#[cfg(test)]
+pub fn row_generics<'a>(dtype: &'a str, rows: &'a str, sizes: &'a str, rest: &[&'a str]) -> Vec<&'a str> {
+    [dtype, rows].into_iter().chain(sizes.split('/')).chain(rest.iter().copied()).collect()
+}
+
 /// Test helper: `result` is an error with `code` whose message mentions `needle`.
 #[cfg(test)]
 pub fn assert_fails<T: std::fmt::Debug>(result: FfiResult<T>, code: i32, needle: &str) {

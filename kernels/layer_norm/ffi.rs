@@ -12,8 +12,8 @@
 //! (const generics HAS_W, HAS_B), so an absent one costs no load. `block` is the tile width (a
 //! power of two; n <= block selects the one-load kernel, else the two-pass one) and `rows` the rows
 //! per tile block; `occupancy` the CTAs per SM tileiras should plan registers for (1..=32). -1 for
-//! any of them picks the default (the compiler's, for occupancy). `programs` > 0 (with n <= block)
-//! launches the persistent kernel on that many tile blocks (the caller sizes it from the SM count);
+//! any of them picks the default (the compiler's, for occupancy). `programs` > 0 (with n <= block,
+//! or n <= block + tail) launches the persistent kernel on that many tile blocks (the caller sizes it from the SM count);
 //! -1 or 0 launches one tile block per row tile; -2 too, through the masked pointer-tile entries
 //! even where the tile divides (rms_norm's POINTER_ENTRIES). `tail` > 0 holds each row as a body
 //! and a tail tile (`layer_norm_row_tail`; rms_norm's rule: a power of two in [16, block] with
@@ -138,13 +138,12 @@ mod tests {
     fn generics<'a>(
         entry: &str, dtype: &'a str, rows: &'a str, block: &'a str, w: &'a str, b: &'a str,
     ) -> Vec<&'a str> {
-        let tail = match block {
-            "1024" => Some("256"),
-            "256" => Some("64"),
-            _ => None,
+        let sizes = match (entry.ends_with("_tail"), block) {
+            (true, "1024") => "1024/256",
+            (true, "256") => "256/64",
+            _ => block,
         };
-        let tail = if entry.ends_with("_tail") { tail } else { None };
-        [dtype, rows, block].into_iter().chain(tail).chain([w, b]).collect()
+        ffi_util::row_generics(dtype, rows, sizes, &[w, b])
     }
 
     #[test]
@@ -234,8 +233,7 @@ mod tests {
             let ints = [("m", m), ("n", n), ("stride_x", n), ("stride_y", n)];
             let options = CompileOptions::default().occupancy(4);
             let what = format!(" for {m}x{n}");
-            let generics: Vec<&str> =
-                ["bf16", rows].into_iter().chain(block.split('/')).chain(["true", "true"]).collect();
+            let generics = ffi_util::row_generics("bf16", rows, block, &["true", "true"]);
             DEVICE.assert_div_hints_lower(entry, &generics, &ptrs, &ints, options, &what);
         }
     }

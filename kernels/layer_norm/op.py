@@ -54,12 +54,7 @@ def layer_norm(
     return port.rows(__name__, x, out, x.shape[-1], weight, bias, float(eps), variant=variant)
 
 
-def variants(m: int, n: int) -> list[dict]:
-    """rms_norm's candidates (tilekit.norm.variants, body-and-tail tiles included). The whole-row
-    tiles at occupancy 1 and at the compiler's choice, which serve Liger's cuTile layer_norm, were
-    timed on the H200 and never won (NOTES.md); they are no longer offered.
-
-    >>> variants(64, 1000) == norm.variants(64, 1000)
-    True
-    """
-    return norm.variants(m, n)
+# rms_norm's candidates (body-and-tail tiles included). The whole-row tiles at occupancy 1 and at the
+# compiler's choice, which serve Liger's cuTile layer_norm, were timed on the H200 and never won
+# (NOTES.md); they are no longer offered.
+variants = norm.variants

@@ -8,8 +8,8 @@
 //! row stride >= n; weight is (n,) contiguous, same dtype. `block` is the tile width (a power of
 //! two; n <= block selects the one-load kernel, else the two-pass one) and `rows` the rows per
 //! tile block; `occupancy` the CTAs per SM tileiras should plan registers for (1..=32). -1 for
-//! any of them picks the default (the compiler's, for occupancy). `programs` > 0 (with n <= block)
-//! launches the persistent kernel on that many tile blocks (the caller sizes it from the SM count);
+//! any of them picks the default (the compiler's, for occupancy). `programs` > 0 (with n <= block,
+//! or n <= block + tail) launches the persistent kernel on that many tile blocks (the caller sizes it from the SM count);
 //! -1 or 0 launches one tile block per row tile; -2 (POINTER_ENTRIES) too, through the masked
 //! pointer-tile entries even where the tile divides (m, n) (where their i32 offsets fit):
 //! straight-line loads from the first instructions, for decode-sized m (NOTES.md). `tail` > 0 (a
@@ -42,8 +42,8 @@ pub struct Plan {
     /// Some(tail): each row held as a `block`-wide body and a `tail`-wide tail tile (block < n <=
     /// block + tail): the tail entries, one tile block per row tile or on `programs`.
     pub tail: Option<i32>,
-    /// Not persistent, a tile that does not divide (m, n) or `programs` = POINTER_ENTRIES, and i32
-    /// offsets of the padded tiles: the masked pointer-tile entries (`rms_norm_row_masked`,
+    /// Not persistent, no tail, a tile that does not divide (m, n) or `programs` = POINTER_ENTRIES,
+    /// and i32 offsets of the padded tiles: the masked pointer-tile entries (`rms_norm_row_masked`,
     /// `rms_norm_looped_masked`) run.
     pub masked: bool,
 }
@@ -323,7 +323,7 @@ mod tests {
             let ints = [("m", m), ("n", n), ("stride_x", n), ("stride_y", n)];
             let options = CompileOptions::default().occupancy(occupancy);
             let what = format!(" for {m}x{n}");
-            let generics: Vec<&str> = ["f16", rows].into_iter().chain(block.split('/')).collect();
+            let generics = ffi_util::row_generics("f16", rows, block, &[]);
             DEVICE.assert_div_hints_lower(entry, &generics, &ptrs, &ints, options, &what);
         }
     }
@@ -344,8 +344,7 @@ mod tests {
                 ("rms_norm_row_tail", "1", "1024/256"),
                 ("rms_norm_row_tail", "4", "256/16"),
             ] {
-                let generics: Vec<&str> = [dtype, rows].into_iter().chain(block.split('/')).collect();
-                DEVICE.assert_lowers(entry, &generics, &["rsqrt", "reduce"]);
+                DEVICE.assert_lowers(entry, &ffi_util::row_generics(dtype, rows, block, &[]), &["rsqrt", "reduce"]);
             }
         }
     }

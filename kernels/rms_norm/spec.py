@@ -57,7 +57,13 @@ SPEC = row_kernel(
     # partition entries otherwise would)
     max_variants=13,  # 10, + the body-and-tail three or the decode rows' pointer pair and one body-and-tail
     variant_shapes=shapes(
-        "m n dtype", (37, 1000, "float16"), (19, 8195, "bfloat16"), (64, 11008, "bfloat16"), (64, 4096, "float32")
+        "m n dtype",
+        (37, 1000, "float16"),
+        (19, 8195, "bfloat16"),
+        (64, 11008, "bfloat16"),
+        (64, 4096, "float32"),
+        # past the decode rows: every body-and-tail candidate (persistent, 2-row tiles, a partial row tile)
+        (601, 5120, "bfloat16"),
     ),
     bad_inputs={
         "dtype_mix": BadInput(lambda: call(torch.randn(4, 8).half(), torch.randn(8)), TypeError, "share one dtype"),

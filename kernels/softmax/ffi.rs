@@ -217,6 +217,8 @@ pub fn plan(
         )));
     }
     // The tail entry's masked tiles need i32 offsets up to the tail's last lane; else looped.
+    // round_up(n, tail) in masked_offsets_fit is block + tail there: tail divides block and
+    // block < n <= block + tail.
     let tail = tail.filter(|&t| ffi_util::masked_offsets_fit(m, n, rows, t, &[stride_x, stride_y]));
     // A chunk (a multiple of block) whose split the unmasked loads cannot serve (m % rows != 0,
     // offsets past i32) runs looped, checked before the chunk count, so every candidate of
@@ -448,7 +450,7 @@ mod tests {
             let ints = [("m", m), ("n", n), ("stride_x", n), ("stride_y", n)];
             let options = CompileOptions::default().occupancy(4);
             let what = format!(" for {m}x{n}");
-            let generics: Vec<&str> = [dtype, rows].into_iter().chain(block.split('/')).collect();
+            let generics = ffi_util::row_generics(dtype, rows, block, &[]);
             DEVICE.assert_div_hints_lower(entry, &generics, &ptrs, &ints, options, &what);
         }
     }
@@ -701,8 +703,8 @@ mod tests {
         ];
         for dtype in ["f32", "f16", "bf16"] {
             for (entry, rows, block) in shapes {
-                let generics: Vec<&str> = [dtype, rows].into_iter().chain(block.split('/')).collect();
-                let ir = DEVICE.assert_lowers(entry, &generics, &["exp2", "reduce"]);
+                let ir =
+                    DEVICE.assert_lowers(entry, &ffi_util::row_generics(dtype, rows, block, &[]), &["exp2", "reduce"]);
                 if entry == "softmax_row_masked" || entry == "softmax_row_tail" {
                     assert!(ir.contains("select"), "{entry}<{dtype}>: masked lanes must be set to -inf:\n{ir}");
                 } else if entry != "softmax_row_exact" {

@@ -474,22 +474,9 @@ pub mod softmax_device {
         y_ptr: *mut T, x_ptr: *mut T, m: i32, n: i32, stride_x: i32, stride_y: i32,
     ) {
         let row0: i32 = get_tile_block_id().0 * ROWS;
-        let x_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
-            tile_pointers::<T, ROWS, BLOCK>(x_ptr, row0 * stride_x, stride_x);
-        let y_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
-            tile_pointers::<T, ROWS, BLOCK>(y_ptr, row0 * stride_y, stride_y);
-        let mask: Tile<bool, { [ROWS, BLOCK] }> = tile_mask::<ROWS, BLOCK>(row0, 0i32, m, n);
-
-        let (x_raw, _x_tok): (Tile<T, { [ROWS, BLOCK] }>, Token) = unsafe {
-            load_ptr_tko(x_ptrs, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, None, Latency::<3>)
-        };
-        let x_in: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(x_raw);
-        let neg_inf: Tile<f32, { [ROWS, BLOCK] }> = constant(f32::NEG_INFINITY, shape![ROWS, BLOCK]);
-        let x: Tile<f32, { [ROWS, BLOCK] }> = select(mask, x_in, neg_inf);
+        let (x, mask) = unsafe { x_tile_neg_inf::<T, ROWS, BLOCK>(x_ptr, row0, 0i32, m, n, stride_x) };
         let y: Tile<T, { [ROWS, BLOCK] }> = softmax_rows::<T, ROWS, BLOCK>(x);
-        let _y_tok: Token = unsafe {
-            store_ptr_tko(y_ptrs, y, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, Latency::<3>)
-        };
+        unsafe { store_y_tile::<T, ROWS, BLOCK>(y_ptr, y, mask, row0, 0i32, stride_y) };
     }
 
     /// The ROWS x W tile of x at (row0, col0) in f32 through a pointer tile, lanes outside (m, n)

@@ -76,6 +76,7 @@ SPEC = row_kernel(  # its tolerance: a few output ulps of each dtype (softmax va
         *((37, 1000, "float16"), (19, 20000, "bfloat16"), (7, 8195, "float32")),
         *((64, 4096, "bfloat16"), (64, 1024, "float16", 1040)),
         (64, 11008, "bfloat16"),  # whole rows in a padded tile (the masked entry), or body and tail
+        (37, 5120, "float16"),  # body and tail in 2-row tiles, a partial row tile
         (7, 150001, "bfloat16"),  # vocabulary-like: the split candidates (and the default) take the split form
     ),
     max_variants=10,

@@ -28,13 +28,14 @@ pytestmark = pytest.mark.timeout(TEST_TIMEOUT)  # each child has a shorter deadl
 ROOT = Path(__file__).resolve().parents[2]
 KERNELS = sorted(p.name for p in (ROOT / "kernels").iterdir() if (p / "kernel.rs").is_file())
 LIB = ROOT / "build" / "libcutile_kernels.so"
-KNOWN = " ".join(BASELINE_BACKENDS)  # the Makefile's KNOWN_BASELINES: ours, then the opt-in providers
+KNOWN = " ".join(BASELINE_BACKENDS)  # the Makefile's KNOWN_BASELINES: ours, then the providers
 
 
 def make(*args, dry=False, timeout=240) -> subprocess.CompletedProcess:
     """make in the repository, killed with every process it started after `timeout` seconds (a
     real perf run is two short pytest sessions; a dry run, a second)."""
-    env = {k: v for k, v in child_env().items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
+    # BASELINES too: unset is a case of its own (each kernel's declared baselines)
+    env = {k: v for k, v in child_env().items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS", "BASELINES")}
     argv = ["make", "--no-print-directory", *(["-n", "V=1"] if dry else []), *args]
     return run(argv, timeout=timeout, cwd=ROOT, env=env)
 

@@ -353,15 +353,7 @@ pub mod softmax_device {
 
         // The chunk, lanes outside (m, n) as -inf; its max (at least the lowest finite f32, so an
         // all -inf chunk gives (lowest, 0), weighed 0 below) and exponentials.
-        let x_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
-            tile_pointers::<T, ROWS, BLOCK>(x_ptr, row0 * stride_x + col0, stride_x);
-        let mask: Tile<bool, { [ROWS, BLOCK] }> = tile_mask::<ROWS, BLOCK>(row0, col0, m, n);
-        let (x_raw, _x_tok): (Tile<T, { [ROWS, BLOCK] }>, Token) = unsafe {
-            load_ptr_tko(x_ptrs, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, None, Latency::<3>)
-        };
-        let neg_inf: Tile<f32, { [ROWS, BLOCK] }> = constant(f32::NEG_INFINITY, tile);
-        let x_in: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(x_raw);
-        let x: Tile<f32, { [ROWS, BLOCK] }> = select(mask, x_in, neg_inf);
+        let (x, mask) = unsafe { x_tile_neg_inf::<T, ROWS, BLOCK>(x_ptr, row0, col0, m, n, stride_x) };
         let lowest: Tile<f32, { [ROWS] }> = constant(-3.4028235e38f32, shape![ROWS]);
         let c_max: Tile<f32, { [ROWS] }> = maxf(reduce_max(x, 1i32), lowest, nan::Disabled, ftz::Disabled);
         let cmx: Tile<f32, { [ROWS, BLOCK] }> = c_max.reshape(shape![ROWS, 1]).broadcast(tile);
@@ -434,11 +426,7 @@ pub mod softmax_device {
         let scale: Tile<f32, { [ROWS] }> = exp2((c_max - row_max) * log2e_r, ftz::Enabled) * inv;
         let scale_t: Tile<f32, { [ROWS, BLOCK] }> = scale.reshape(shape![ROWS, 1]).broadcast(tile);
         let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(e * scale_t);
-        let y_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
-            tile_pointers::<T, ROWS, BLOCK>(y_ptr, row0 * stride_y + col0, stride_y);
-        let _y_tok: Token = unsafe {
-            store_ptr_tko(y_ptrs, y, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, Latency::<3>)
-        };
+        unsafe { store_y_tile::<T, ROWS, BLOCK>(y_ptr, y, mask, row0, col0, stride_y) };
     }
 
     /// `softmax_row` for n == BLOCK, m % ROWS == 0 and element offsets that fit i32 (ffi.rs checks):

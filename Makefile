@@ -68,7 +68,8 @@ KNOWN_BASELINES := cutile triton torch torch_flash tilegym liger liger_cutile
 # goals that time or check baselines.
 BASELINE_GOALS := baseline perf all sweep validate
 BASELINES_SET := $(filter-out undefined,$(origin BASELINES))
-DECLARED := $(if $(BASELINES_SET)$(if $(filter $(BASELINE_GOALS),$(MAKECMDGOALS)),,no),,$(shell python3 -S -E scripts/declared_baselines.py $(filter $(KERNELS),$(SELECTED))))
+READ_DECLARED := $(if $(BASELINES_SET),,$(filter $(BASELINE_GOALS),$(MAKECMDGOALS)))
+DECLARED := $(if $(READ_DECLARED),$(shell python3 -S -E scripts/declared_baselines.py $(filter $(KERNELS),$(SELECTED))))
 baselines_of = $(if $(BASELINES_SET),$(BASELINES),$(filter $(subst $(comma),$(space),$(patsubst $(1)=%,%,$(filter $(1)=%,$(DECLARED)))),$(KNOWN_BASELINES)))
 SELECTED_BASELINES := $(filter $(sort $(foreach k,$(SELECTED),$(call baselines_of,$(k)))),$(KNOWN_BASELINES))
 BASELINE_IDS := $(patsubst cutile,cutile_py,$(SELECTED_BASELINES))

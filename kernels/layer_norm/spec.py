@@ -97,5 +97,5 @@ SPEC = row_kernel(
         "no_weight_bias": FfiCase(lambda: {"weight": None, "bias": None}, code=-4),
         "no_weight": FfiCase(lambda: {"weight": None}, code=-4),
     },
-    max_variants=13,  # rms_norm's
+    max_variants=15,  # rms_norm's
 )

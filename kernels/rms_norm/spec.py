@@ -55,7 +55,7 @@ SPEC = row_kernel(
     # partial tiles (the masked pointer-tile entries); n = 11008 their predicated 16-byte form
     # (64 x 4096: tiles that divide it, so the decode candidates' pointer-tile entries run where the
     # partition entries otherwise would)
-    max_variants=13,  # 10, + the body-and-tail three or the decode rows' pointer pair and one body-and-tail
+    max_variants=15,  # 10, + the body-and-tail three (decode rows: one) and the pointer-tile pair
     variant_shapes=shapes(
         "m n dtype",
         (37, 1000, "float16"),

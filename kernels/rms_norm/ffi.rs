@@ -318,6 +318,11 @@ mod tests {
             ("rms_norm_row_tail", "1", "8192/4096", 4096, 11008, 2),
             ("rms_norm_row_tail", "1", "16384/4096", 4096, 18944, 2),
             ("rms_norm_row_tail", "1", "4096/1024", 4096, 5120, 4),
+            // The pointer-tile entries autotune picks at large batches now (NOTES.md, "Pointer tiles
+            // for every batch"), beside the partition entry they beat.
+            ("rms_norm_row", "1", "8192", 65536, 8192, 4),
+            ("rms_norm_row_masked", "1", "8192", 65536, 8192, 4),
+            ("rms_norm_looped_masked", "1", "8192", 16384, 18944, 4),
         ] {
             let ptrs = [("y_ptr", ALIGNED_PTR), ("x_ptr", ALIGNED_PTR), ("w_ptr", ALIGNED_PTR)];
             let ints = [("m", m), ("n", n), ("stride_x", n), ("stride_y", n)];

@@ -95,7 +95,7 @@ def variants(m: int, n: int) -> list[dict]:
     body_tail = autotune.body_and_tail(n)
     if body_tail and body_tail[0] <= 8192:
         body, tail = body_tail
-        rows = min(max(1, 8192 // body), max_rows)
+        rows = autotune.tile_rows(body, 8192, max_rows)
         out += autotune.unique(
             {"block": body, "tail": tail, "rows": rows, "occupancy": 4, "warps": w} for w in (None, 8)
         )

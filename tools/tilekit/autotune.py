@@ -183,6 +183,16 @@ def row_tune_key(dtype: str, m: int, n: int) -> dict:
     return {"dtype": dtype, "n": n, "m_class": pow2(m)}
 
 
+def tile_rows(width: int, elems: int, max_rows: int) -> int:
+    """Rows of a `width`-wide row tile that hold about `elems` elements per tile block: at least
+    one, at most `max_rows` (a row kernel's candidates cap it at m rounded up and 64).
+
+    >>> tile_rows(4096, 8192, 64), tile_rows(16384, 8192, 64), tile_rows(512, 8192, 8)
+    (2, 1, 8)
+    """
+    return min(max(1, elems // width), max_rows)
+
+
 def body_and_tail(n: int) -> tuple[int, int] | None:
     """The (body, tail) tiles that hold a row of n whole with fewer lanes than the power of two
     above n, where that saves a quarter or more of them: body the power of two below n, tail the

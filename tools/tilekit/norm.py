@@ -82,7 +82,7 @@ def variants(m: int, n: int) -> list[dict]:
         out += [dict(out[0], rows=min(r, max_rows), occupancy=4, pointer=1) for r in (1, 2)]
     else:  # larger batches: 4 K and 8 K elements per tile block (the docstring)
         block = min(pow2, 8192)
-        rows = [min(max(1, e // block), max_rows) for e in (4096, 8192)]
+        rows = [autotune.tile_rows(block, e, max_rows) for e in (4096, 8192)]
         out += [{"block": block, "rows": r, "occupancy": 4, "programs_per_sm": 0, "pointer": 1} for r in rows]
     out = autotune.unique(out)
     # persistent: the first tile on SMs x occupancy tile blocks, each loading w once
@@ -90,7 +90,7 @@ def variants(m: int, n: int) -> list[dict]:
     split = autotune.body_and_tail(n)
     if split:
         body, tail = split
-        rows = min(max(1, 8192 // body), max_rows)
+        rows = autotune.tile_rows(body, 8192, max_rows)
         tiles = [{"block": body, "tail": tail, "rows": rows, "occupancy": o, "programs_per_sm": 0} for o in (4, 2)]
         out += tiles[:1] if m <= 512 else [*tiles, dict(tiles[1], programs_per_sm=2)]  # decode: one
     return out

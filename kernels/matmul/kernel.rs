@@ -82,6 +82,22 @@ pub mod matmul_device {
         acc
     }
 
+    /// `mma_acc` with each K-tile's loads given Tile IR's latency hint of 4 (`load_pipelined`): split-K's
+    /// partial tiles are ~2.5 % faster with it at 64 x 4096 x 4096, while the same hint slows the
+    /// persistent grid by 5-50 % and the 16-row decode tile by 2.5 % (NOTES.md, "Load latency hints").
+    fn mma_acc_hinted<T: ElementType, const BM: i32, const BN: i32, const BK: i32>(
+        a_part: &Partition<T, { [BM, BK] }>, b_part: &Partition<T, { [BK, BN] }>, bid_m: i32, bid_n: i32, k_first: i32,
+        k_end: i32,
+    ) -> Tile<f32, { [BM, BN] }> {
+        let mut acc: Tile<f32, { [BM, BN] }> = constant(0.0f32, shape![BM, BN]);
+        for kt in k_first..k_end {
+            let a: Tile<T, { [BM, BK] }> = a_part.load_pipelined::<4>([bid_m, kt]);
+            let b: Tile<T, { [BK, BN] }> = b_part.load_pipelined::<4>([kt, bid_n]);
+            acc = mma(a, b, acc);
+        }
+        acc
+    }
+
     /// Output tile (bid_m, bid_n) of C: the products of its K-tiles accumulated in f32, rounded to T.
     fn mma_tile<T: ElementType, const BM: i32, const BN: i32, const BK: i32>(
         a_part: &Partition<T, { [BM, BK] }>, b_part: &Partition<T, { [BK, BN] }>, bid_m: i32, bid_n: i32, k_tiles: i32,
@@ -189,7 +205,8 @@ pub mod matmul_device {
         let split: i32 = get_tile_block_id().1;
         let k_first: i32 = split * k_per;
         let k_end: i32 = min(k_first + k_per, k_tiles);
-        let acc: Tile<f32, { [BM, BN] }> = mma_acc::<T, BM, BN, BK>(&a_part, &b_part, bid_m, bid_n, k_first, k_end);
+        let acc: Tile<f32, { [BM, BN] }> =
+            mma_acc_hinted::<T, BM, BN, BK>(&a_part, &b_part, bid_m, bid_n, k_first, k_end);
         w_part.store(acc, [split * tiles_m + bid_m, bid_n]);
     }
 

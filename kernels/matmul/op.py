@@ -38,9 +38,11 @@ def export_args(bm, bn, bk, group, persistent, occupancy, cga, splits=-1, *, sms
     return (*mma.export_args(bm, bn, bk, group, persistent, occupancy, cga, sms=sms), int(splits))
 
 
-# Split-K candidates (bm, bn, splits) at 128-deep K steps, occupancy 2: the fastest of the H200 split
-# sweep at 32-64 x 4096 x 4096 (kernels/matmul/NOTES.md, "Split-K"), and 4 splits for longer K.
-SPLITS = ((64, 32, 2), (32, 64, 2), (64, 64, 2), (64, 64, 4))
+# Candidates (bm, bn, splits) at 128-deep K steps, occupancy 2, for products with few output tiles:
+# the fastest of the H200 split sweep at 32-64 x 4096 x 4096 (kernels/matmul/NOTES.md, "Split-K"),
+# 4 splits for longer K, and the 64 x 32 tile unsplit (256 tile blocks at 128 x 4096: "Load latency
+# hints" there).
+SPLITS = ((64, 32, 1), (64, 32, 2), (32, 64, 2), (64, 64, 2), (64, 64, 4))
 
 
 def variants(m: int, n: int, k: int) -> list[dict]:
@@ -50,8 +52,8 @@ def variants(m: int, n: int, k: int) -> list[dict]:
 
     >>> [(v["bm"], v["bn"], v["splits"]) for v in variants(64, 4096, 4096)][-2:], {v["splits"] for v in variants(4096, 4096, 4096)}
     ([(64, 64, 2), (64, 64, 4)], {1})
-    >>> [(v["bm"], v["bn"], v["splits"]) for v in variants(128, 4096, 4096)][3:5], len(variants(128, 14336, 4096))
-    ([(64, 64, 1), (64, 32, 2)], 8)
+    >>> [(v["bm"], v["bn"], v["splits"]) for v in variants(128, 4096, 4096)][3:6], len(variants(128, 14336, 4096))
+    ([(64, 64, 1), (64, 32, 1), (64, 32, 2)], 9)
     """
     found = [v | {"splits": 1} for v in mma.variants(m, n, k)]
     few_tiles = -(-m // 128) * -(-n // 128) < mma.H200_SMS

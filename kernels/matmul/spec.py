@@ -84,7 +84,7 @@ SPEC = KernelSpec(
     # 33x1000x520 (B column-major) and 33x257x520 (f16, B row-major, odd n): the decode and split-K lists.
     variant_shapes=shapes("m n k dtype", (129, 257, 65, "bfloat16"), (2176, 1920, 320, "float16"))
     + shapes("m n k bt dtype", (33, 1000, 520, 1, "bfloat16"), (33, 257, 520, 0, "float16")),
-    max_variants=10,
+    max_variants=11,
     every_variant_default=True,  # variant="default" (every knob -1: ffi_util::MmaVariant's defaults) too
     # make sweep: decode (m <= 64) to prefill rows, Llama-3-8B's widths and depths, B as given and as
     # an nn.Linear weight (bt)

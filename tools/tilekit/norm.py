@@ -45,19 +45,21 @@ def variants(m: int, n: int) -> list[dict]:
     power of two) and 64, as ffi.rs's default is (issue 11: more made autotune fail):
 
     >>> [(v["block"], v["rows"], v["occupancy"], v["programs_per_sm"]) for v in variants(1000, 1)]
-    [(16, 64, 4, 0), (16, 64, 2, 0), (16, 64, 4, 0), (16, 64, 4, 4), (16, 64, 2, 2)]
+    [(16, 64, 4, 0), (16, 64, 2, 0), (16, 64, 4, 0), (16, 64, 5, 0), (16, 64, 4, 4), (16, 64, 2, 2)]
     >>> [(v["block"], v["rows"], v["occupancy"], v.get("pointer")) for v in variants(256, 4096)][6:10]
-    [(4096, 1, 4, None), (4096, 1, 2, None), (4096, 1, 4, 1), (4096, 2, 4, 1)]
+    [(4096, 1, 4, None), (4096, 1, 2, None), (4096, 1, 2, 1), (4096, 2, 4, 1)]
     >>> [(v["block"], v["rows"], v.get("tail")) for v in variants(16384, 18944)[::2]]
-    [(2048, 4, None), (4096, 2, None), (4096, 1, None), (512, 16, None), (8192, 1, None), (16384, 1, 4096)]
+    [(2048, 4, None), (4096, 2, None), (4096, 1, None), (512, 16, None), (8192, 1, None), (16384, 1, 4096), (16384, 1, 4096)]
     >>> [(v["block"], v["rows"], v["occupancy"]) for v in variants(65536, 1024) if v.get("pointer")]
-    [(1024, 4, 4), (1024, 8, 4)]
+    [(1024, 4, 4), (1024, 8, 4), (1024, 8, 5)]
 
     Every shape also gets the pointer-tile entries (`pointer`: plain loads and stores, no TMA), one
-    tile block per row tile: decode batches (m <= 512) one- and two-row tiles, whose first load
-    issues at once where the partition entries' TMA pipeline starts late; larger batches 4 K and
-    8 K elements per tile block (at most 8192 wide: past that the two-pass form), which beat the TMA
-    entries by 2-10 % on the H200 (rms_norm's NOTES.md, "Pointer tiles for every batch").
+    tile block per row tile: decode batches (m <= 512) one-row tiles at occupancy 2 and two-row ones
+    at 4, whose first load issues at once where the partition entries' TMA pipeline starts late;
+    larger batches 4 K and 8 K elements per tile block (at most 8192 wide: past that the two-pass
+    form), which beat the TMA entries by 2-10 % on the H200 (rms_norm's NOTES.md, "Pointer tiles for
+    every batch"), the 8 K ones also at occupancy 5 (layer_norm's headline; its NOTES.md,
+    "Occupancy of the pointer tiles").
     Rows past 16384 also get one row per tile block and the widest column tile that divides n (two
     passes, no masks). Rows no power of two holds well (`autotune.body_and_tail`: 11008, 18944,
     5120 ...) also get a body and a tail tile, ~8K elements of body per tile block, one tile block
@@ -79,11 +81,14 @@ def variants(m: int, n: int) -> list[dict]:
         {"block": b, "rows": min(r, max_rows), "occupancy": o, "programs_per_sm": 0} for b, r in shapes for o in (4, 2)
     )
     if m <= 512 and pow2 <= 16384:
-        out += [dict(out[0], rows=min(r, max_rows), occupancy=4, pointer=1) for r in (1, 2)]
-    else:  # larger batches: 4 K and 8 K elements per tile block (the docstring)
+        out += [dict(out[0], rows=min(r, max_rows), occupancy=o, pointer=1) for r, o in ((1, 2), (2, 4))]
+    else:  # larger batches: 4 K and 8 K elements per tile block, the 8 K also at occupancy 5 (the docstring)
         block = min(pow2, 8192)
-        rows = [autotune.tile_rows(block, e, max_rows) for e in (4096, 8192)]
-        out += [{"block": block, "rows": r, "occupancy": 4, "programs_per_sm": 0, "pointer": 1} for r in rows]
+        rows = [autotune.tile_rows(block, e, max_rows) for e in (4096, 8192, 8192)]
+        out += [
+            {"block": block, "rows": r, "occupancy": o, "programs_per_sm": 0, "pointer": 1}
+            for r, o in zip(rows, (4, 4, 5))
+        ]
     out = autotune.unique(out)
     # persistent: the first tile on SMs x occupancy tile blocks, each loading w once
     out += [dict(out[0], occupancy=o, programs_per_sm=o) for o in (4, 2)] if pow2 <= 16384 else []

@@ -84,7 +84,7 @@ pub mod matmul_device {
 
     /// `mma_acc` with each K-tile's loads given Tile IR's latency hint of 4 (`load_pipelined`): split-K's
     /// partial tiles are ~2.5 % faster with it at 64 x 4096 x 4096, while the same hint slows the
-    /// persistent grid by 5-50 % and the 16-row decode tile by 2.5 % (NOTES.md, "Load latency hints").
+    /// persistent grids by 1-11 % and the 16-row decode tile by 2.5 % (NOTES.md, "Load latency hints").
     fn mma_acc_hinted<T: ElementType, const BM: i32, const BN: i32, const BK: i32>(
         a_part: &Partition<T, { [BM, BK] }>, b_part: &Partition<T, { [BK, BN] }>, bid_m: i32, bid_n: i32, k_first: i32,
         k_end: i32,

@@ -84,11 +84,9 @@ def variants(m: int, n: int) -> list[dict]:
         out += [dict(out[0], rows=min(r, max_rows), occupancy=o, pointer=1) for r, o in ((1, 2), (2, 4))]
     else:  # larger batches: 4 K and 8 K elements per tile block, the 8 K also at occupancy 5 (the docstring)
         block = min(pow2, 8192)
-        rows = [autotune.tile_rows(block, e, max_rows) for e in (4096, 8192, 8192)]
-        out += [
-            {"block": block, "rows": r, "occupancy": o, "programs_per_sm": 0, "pointer": 1}
-            for r, o in zip(rows, (4, 4, 5))
-        ]
+        for elems, occupancy in ((4096, 4), (8192, 4), (8192, 5)):
+            rows = autotune.tile_rows(block, elems, max_rows)
+            out.append({"block": block, "rows": rows, "occupancy": occupancy, "programs_per_sm": 0, "pointer": 1})
     out = autotune.unique(out)
     # persistent: the first tile on SMs x occupancy tile blocks, each loading w once
     out += [dict(out[0], occupancy=o, programs_per_sm=o) for o in (4, 2)] if pow2 <= 16384 else []

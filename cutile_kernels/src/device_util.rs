@@ -61,6 +61,125 @@ pub mod views {
         let in_rows: Tile<bool, { [ROWS, BLOCK] }> = lt_tile(rows, row_end);
         andi(in_cols, in_rows)
     }
+
+    // Rows that do not start on a 16-byte boundary (n = 4097, or a row stride that is no multiple of
+    // 16 bytes): a masked pointer tile over such rows gives tileiras no 16-byte alignment to prove,
+    // so it issues one 2- or 4-byte access per element. These helpers split each row instead into a
+    // head (the elements before its first 16-byte-aligned one), a body of whole VEC-element groups
+    // (VEC elements = 16 bytes) and the ragged end; the body's row starts are asserted divisible by
+    // VEC (`assume_div_by`), so its accesses are 16-byte ones, and the head and the end (at most
+    // 2 * (VEC - 1) elements) go through a narrow EDGE-wide tile (EDGE = 2 * VEC). The tensor's base
+    // must be 16-byte aligned: the launcher runs these only then.
+
+    /// Per row of the ROWS-row tile at row0 (rows `stride` elements apart): its head, the number of
+    /// elements before its first 16-byte-aligned one, and its body's length, the whole VEC-element
+    /// groups of the n - head elements after the head (0 when n <= head).
+    pub unsafe fn aligned_rows<const ROWS: i32, const VEC: i32>(
+        row0: i32, n: i32, stride: i32,
+    ) -> (Tile<i32, { [ROWS, 1] }>, Tile<i32, { [ROWS, 1] }>) {
+        let col: Shape<{ [ROWS, 1] }> = shape![ROWS, 1];
+        let row_ids: Tile<i32, { [ROWS] }> = iota(shape![ROWS]);
+        let rows: Tile<i32, { [ROWS, 1] }> = row_ids.reshape(col) + broadcast_scalar(row0, col);
+        let vec: Tile<i32, { [ROWS, 1] }> = broadcast_scalar(VEC, col);
+        let starts: Tile<i32, { [ROWS, 1] }> = rows * broadcast_scalar(stride, col);
+        let heads: Tile<i32, { [ROWS, 1] }> = remi(vec - remi(starts, vec), vec);
+        let after: Tile<i32, { [ROWS, 1] }> = broadcast_scalar(n, col) - heads;
+        // A multiple of VEC (remi truncates: a negative `after`, n < head, leaves 0), asserted so that
+        // the body's mask is uniform over each VEC-lane group: one predicate per 16-byte access.
+        let body_len: Tile<i32, { [ROWS, 1] }> = assume_div_by::<_, VEC>(after - remi(after, vec));
+        (heads, body_len)
+    }
+
+    /// The body's element offsets (row r of the tile at row0 * stride + r * stride + head_r + c,
+    /// asserted 16-byte aligned at every VEC-th column) and its mask (rows < m, c < body_len).
+    pub unsafe fn aligned_body<const ROWS: i32, const BLOCK: i32, const VEC: i32>(
+        row0: i32, m: i32, stride: i32, heads: Tile<i32, { [ROWS, 1] }>, body_len: Tile<i32, { [ROWS, 1] }>,
+    ) -> (Tile<i32, { [ROWS, BLOCK] }>, Tile<bool, { [ROWS, BLOCK] }>) {
+        let col: Shape<{ [ROWS, 1] }> = shape![ROWS, 1];
+        let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
+        let row_ids: Tile<i32, { [ROWS] }> = iota(shape![ROWS]);
+        let rows: Tile<i32, { [ROWS, 1] }> = row_ids.reshape(col) + broadcast_scalar(row0, col);
+        let first: Tile<i32, { [ROWS, 1] }> = rows * broadcast_scalar(stride, col) + heads;
+        let aligned: Tile<i32, { [ROWS, 1] }> = assume_div_by::<_, VEC>(first);
+        let col_ids: Tile<i32, { [BLOCK] }> = iota(shape![BLOCK]);
+        let cols: Tile<i32, { [ROWS, BLOCK] }> = col_ids.reshape(shape![1, BLOCK]).broadcast(tile);
+        let in_body: Tile<bool, { [ROWS, BLOCK] }> = lt_tile(cols, body_len.broadcast(tile));
+        let in_rows: Tile<bool, { [ROWS, BLOCK] }> = lt_tile(rows.broadcast(tile), broadcast_scalar(m, tile));
+        (aligned.broadcast(tile) + cols, andi(in_body, in_rows))
+    }
+
+    /// The body's columns (head_r + c): where a row vector such as a norm's weight is read.
+    pub fn aligned_body_cols<const ROWS: i32, const BLOCK: i32>(
+        heads: Tile<i32, { [ROWS, 1] }>,
+    ) -> Tile<i32, { [ROWS, BLOCK] }> {
+        let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
+        let col_ids: Tile<i32, { [BLOCK] }> = iota(shape![BLOCK]);
+        let cols: Tile<i32, { [ROWS, BLOCK] }> = col_ids.reshape(shape![1, BLOCK]).broadcast(tile);
+        heads.broadcast(tile) + cols
+    }
+
+    /// The edge tile's columns and mask: lane j < VEC is column j (inside the head when j < head_r),
+    /// lane j >= VEC column head_r + body_len_r + j - VEC (inside the row when < n); rows < m.
+    pub fn aligned_edge<const ROWS: i32, const EDGE: i32, const VEC: i32>(
+        row0: i32, m: i32, n: i32, heads: Tile<i32, { [ROWS, 1] }>, body_len: Tile<i32, { [ROWS, 1] }>,
+    ) -> (Tile<i32, { [ROWS, EDGE] }>, Tile<bool, { [ROWS, EDGE] }>) {
+        let tile: Shape<{ [ROWS, EDGE] }> = shape![ROWS, EDGE];
+        let lane_ids: Tile<i32, { [EDGE] }> = iota(shape![EDGE]);
+        let j: Tile<i32, { [ROWS, EDGE] }> = lane_ids.reshape(shape![1, EDGE]).broadcast(tile);
+        let vec: Tile<i32, { [ROWS, EDGE] }> = broadcast_scalar(VEC, tile);
+        let in_head_lanes: Tile<bool, { [ROWS, EDGE] }> = lt_tile(j, vec);
+        let end_cols: Tile<i32, { [ROWS, EDGE] }> = (heads + body_len).broadcast(tile) + j - vec;
+        let cols: Tile<i32, { [ROWS, EDGE] }> = select(in_head_lanes, j, end_cols);
+        let in_head: Tile<bool, { [ROWS, EDGE] }> = lt_tile(j, heads.broadcast(tile));
+        let any: Tile<bool, { [ROWS, EDGE] }> = constant(true, tile);
+        let wanted: Tile<bool, { [ROWS, EDGE] }> = select(in_head_lanes, in_head, any);
+        let in_row: Tile<bool, { [ROWS, EDGE] }> = lt_tile(cols, broadcast_scalar(n, tile));
+        let row_ids: Tile<i32, { [ROWS] }> = iota(shape![ROWS]);
+        let rows: Tile<i32, { [ROWS, EDGE] }> = row_ids.reshape(shape![ROWS, 1]).broadcast(tile);
+        let in_rows: Tile<bool, { [ROWS, EDGE] }> = lt_tile(rows, broadcast_scalar(m - row0, tile));
+        (cols, andi(andi(wanted, in_row), in_rows))
+    }
+
+    /// Element offsets row0 * stride + r * stride + cols[r, c] of a ROWS x W tile.
+    pub fn row_offsets<const ROWS: i32, const W: i32>(
+        row0: i32, stride: i32, cols: Tile<i32, { [ROWS, W] }>,
+    ) -> Tile<i32, { [ROWS, W] }> {
+        let tile: Shape<{ [ROWS, W] }> = shape![ROWS, W];
+        let row_ids: Tile<i32, { [ROWS] }> = iota(shape![ROWS]);
+        let rows: Tile<i32, { [ROWS, W] }> = row_ids.reshape(shape![ROWS, 1]).broadcast(tile);
+        (rows + broadcast_scalar(row0, tile)) * broadcast_scalar(stride, tile) + cols
+    }
+
+    /// The pointers `offsets` elements past `ptr`.
+    pub fn offset_pointers<T: ElementType, const ROWS: i32, const W: i32>(
+        ptr: *mut T, offsets: Tile<i32, { [ROWS, W] }>,
+    ) -> PointerTile<*mut T, { [ROWS, W] }> {
+        let p0: PointerTile<*mut T, { [] }> = pointer_to_tile(ptr);
+        let p1: PointerTile<*mut T, { [1, 1] }> = p0.reshape(shape![1, 1]);
+        let base: PointerTile<*mut T, { [ROWS, W] }> = p1.broadcast(shape![ROWS, W]);
+        base.offset_tile(offsets)
+    }
+
+    /// The elements at `offsets` past `ptr` in f32, lanes outside `mask` not read and taken from
+    /// `fill` instead.
+    pub unsafe fn load_masked<T: ElementType, const ROWS: i32, const W: i32>(
+        ptr: *mut T, offsets: Tile<i32, { [ROWS, W] }>, mask: Tile<bool, { [ROWS, W] }>, fill: Tile<f32, { [ROWS, W] }>,
+    ) -> Tile<f32, { [ROWS, W] }> {
+        let ptrs: PointerTile<*mut T, { [ROWS, W] }> = offset_pointers::<T, ROWS, W>(ptr, offsets);
+        let (raw, _tok): (Tile<T, { [ROWS, W] }>, Token) =
+            load_ptr_tko(ptrs, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, None, Latency::<3>);
+        let x: Tile<f32, { [ROWS, W] }> = convert_tile(raw);
+        select(mask, x, fill)
+    }
+
+    /// Stores `v` at `offsets` past `ptr`, lanes outside `mask` dropped.
+    pub unsafe fn store_masked<T: ElementType, const ROWS: i32, const W: i32>(
+        ptr: *mut T, offsets: Tile<i32, { [ROWS, W] }>, v: Tile<T, { [ROWS, W] }>, mask: Tile<bool, { [ROWS, W] }>,
+    ) {
+        let ptrs: PointerTile<*mut T, { [ROWS, W] }> = offset_pointers::<T, ROWS, W>(ptr, offsets);
+        let _tok: Token =
+            store_ptr_tko(ptrs, v, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, Latency::<3>);
+    }
 }
 
 /// The order tile blocks visit output tiles in (matmul, bmm).

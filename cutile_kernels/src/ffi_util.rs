@@ -495,6 +495,24 @@ pub fn masked_offsets_fit(m: i32, width: i32, rows: i32, block: i32, strides: &[
     strides.iter().all(|&s| (round_up(m, rows) - 1) * s as i64 + round_up(width, block) <= i32::MAX as i64)
 }
 
+/// VEC (elements per 16 bytes) where the aligned-row entries (`device_util::views::aligned_rows`:
+/// each row's 16-byte-aligned body through 16-byte accesses, its head and ragged end through a
+/// narrow edge tile) should and may run a whole-row `rows` x `block` tile over `m` x `n`: some row
+/// does not start or end on a 16-byte boundary (a row stride or n no multiple of VEC), which a
+/// plain masked tile would read element by element; every tensor's base is 16-byte aligned and
+/// its row stride has the same remainder mod VEC (so a row's head is the same in each); the body
+/// of whole VEC groups fits the tile ((n / VEC) * VEC <= block, e.g. n = 4097 in 4096 lanes); and
+/// every i32 offset formed, up to a padded row tile's body and edge, fits. None: the masked entry.
+pub fn aligned_rows_vec(dtype: DType, m: i32, n: i32, rows: i32, block: i32, tensors: &[(u64, i32)]) -> Option<i32> {
+    let vec = (16 / dtype.size_bytes()) as i32;
+    let strides: Vec<i32> = tensors.iter().map(|&(_, s)| s).collect();
+    let misaligned = n % vec != 0 || strides.iter().any(|s| s % vec != 0);
+    let same_heads = strides.iter().all(|s| s % vec == strides[0] % vec);
+    let bases = tensors.iter().all(|&(p, _)| p % 16 == 0);
+    let fits = (n / vec) * vec <= block && masked_offsets_fit(m, block.max(n) + vec, rows, 1, &strides);
+    (misaligned && same_heads && bases && fits).then_some(vec)
+}
+
 /// The variant of an MMA kernel (matmul, bmm): output tiles of `bm` x `bn` walked in K steps of
 /// `bk`, visited in bands of `group` tile rows, by one tile block per output tile or a persistent
 /// grid, and the compile hints.
@@ -974,5 +992,26 @@ impl DeviceModule {
         let expected =
             ptrs.iter().filter(|&&(_, p)| p % 16 == 0).count() + ints.iter().filter(|&&(_, v)| v % 16 == 0).count();
         assert_eq!(found, expected, "{entry}{what_suffix}: hints missing from the IR:\n{ir}");
+    }
+
+    /// Test helper: an aligned-row entry (`aligned_rows_vec`) of `dtype` and a `rows` x `block` tile,
+    /// specialized as the launcher compiles it for 16384 x 4097 (16-byte-aligned pointers, odd n and
+    /// strides; `flags` are the generics between BLOCK and VEC): its IR asserts a body of whole VEC
+    /// groups and 16-byte alignment of its row starts in x and in y (three `assume div_by<VEC>`, which
+    /// tileiras turns into one 16-byte access per VEC lanes; the kernels' NOTES.md have the SASS).
+    #[cfg(test)]
+    pub fn assert_aligned_lowers(
+        &self, entry: &str, dtype: &str, rows: &str, block: &str, flags: &[&str], ptrs: &[&str],
+    ) {
+        let vec = if dtype == "f32" { 4 } else { 8 };
+        let (vec_s, edge_s) = (vec.to_string(), (2 * vec).to_string());
+        let generics: Vec<&str> =
+            [dtype, rows, block].into_iter().chain(flags.iter().copied()).chain([&vec_s[..], &edge_s]).collect();
+        let ptrs: Vec<(&str, u64)> = ptrs.iter().map(|&p| (p, ALIGNED_PTR)).collect();
+        let ints = [("m", 16384), ("n", 4097), ("stride_x", 4097), ("stride_y", 4097)];
+        let what = " for 16384x4097";
+        let ir = self.lower(entry, &generics, &div_hints(&ptrs, &ints), CompileOptions::default().occupancy(4), what);
+        let found = ir.matches(&format!("assume div_by<{vec}>")).count();
+        assert!(found >= 3, "{entry}<{}>{what}: {found} alignment assumptions, expected 3:\n{ir}", generics.join(","));
     }
 }

@@ -85,18 +85,23 @@ fn launch<T: Element>(
         )
     };
     // One tile block per row tile, or the persistent grid plan() capped at the row tiles; the
-    // generics T, ROWS, BLOCK, (the tail entry's TAIL,) then HAS_W, HAS_B.
+    // generics T, ROWS, BLOCK, (the tail entry's TAIL,) then HAS_W, HAS_B (and the aligned entry's VEC,
+    // EDGE).
     let mut launch = p.row.launch::<T>(p.programs.unwrap_or(p.row.row_tiles()) as u32);
     launch.generics.extend(p.tail.map(|t| t.to_string()));
     launch.generics.extend([p.has_w.to_string(), p.has_b.to_string()]);
+    launch.generics.extend(p.aligned_generics());
     let RowPlan { m, n, stride_x: sx, stride_y: sy, .. } = p.row;
     let eps = p.eps;
     // SAFETY: plan() checked shapes, strides and dtypes against the descriptors; the memory is
     // PyTorch's, alive until the caller's stream has run the kernel (stream-ordered allocator).
-    // The masked entries additionally rely on plan()'s `masked_fits` / `pointer_fits` (i32 offsets).
+    // The masked entries additionally rely on plan()'s `masked_fits` / `pointer_fits` (i32 offsets),
+    // the aligned one on `aligned_rows_vec` (i32 offsets, 16-byte-aligned bases).
     unsafe {
         if p.tail.is_some() {
             launch.enqueue(device::layer_norm_row_tail(y_ptr, x_ptr, w_ptr, b_ptr, m, n, sx, sy, eps), stream)
+        } else if p.aligned.is_some() {
+            launch.enqueue(device::layer_norm_row_aligned(y_ptr, x_ptr, w_ptr, b_ptr, m, n, sx, sy, eps), stream)
         } else if p.programs.is_some() {
             launch.enqueue(device::layer_norm_row_persistent(y_ptr, x_ptr, w_ptr, b_ptr, m, n, sx, sy, eps), stream)
         } else if p.masked && n <= p.row.block {
@@ -235,6 +240,25 @@ mod tests {
             let what = format!(" for {m}x{n}");
             let generics = ffi_util::row_generics("bf16", rows, block, &["true", "true"]);
             DEVICE.assert_div_hints_lower(entry, &generics, &ptrs, &ints, options, &what);
+        }
+    }
+
+    #[test]
+    fn aligned_entry_for_rows_off_16_byte_boundaries_with_or_without_weight_and_bias() {
+        let x = desc2(DType::BF16, &[5, 4097], &[4097, 1]);
+        let w = desc2(DType::BF16, &[4097], &[1]);
+        let p = plan(&x, &x, Some(&w), None, 1e-5, 8192, 1, 4, -2, -1).unwrap();
+        assert_eq!((p.aligned, p.has_w, p.has_b), (Some(8), true, false));
+        assert_eq!(plan(&x, &x, None, None, 1e-5, 8192, 1, 4, 64, -1).unwrap().aligned, None);
+        // persistent
+    }
+
+    #[test]
+    fn aligned_entry_lowers_and_assembles_for_sm90() {
+        let ptrs = ["y_ptr", "x_ptr", "w_ptr", "b_ptr"];
+        for (dtype, rows, block, w, b) in [("f16", "1", "8192", "true", "true"), ("f32", "2", "4096", "false", "true")]
+        {
+            DEVICE.assert_aligned_lowers("layer_norm_row_aligned", dtype, rows, block, &[w, b], &ptrs);
         }
     }
 

@@ -39,7 +39,10 @@
 //! every tile index is inside its partition by construction.
 #[cutile::module]
 pub mod layer_norm_device {
-    use crate::device_util::views::{strided_view, tile_mask, tile_pointers, vector_view};
+    use crate::device_util::views::{
+        aligned_body, aligned_body_cols, aligned_edge, aligned_rows, load_masked, row_offsets, store_masked,
+        strided_view, tile_mask, tile_pointers, vector_view,
+    };
     use cutile::core::*;
 
     /// x and y as (m, n) views with their row strides, w and b as n contiguous elements each.
@@ -410,5 +413,70 @@ pub mod layer_norm_device {
             let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile((x - mean) * inv * w + b);
             store_y_masked::<T, ROWS, BLOCK>(y_ptr, y, mask, row0, j * BLOCK, stride_y);
         }
+    }
+
+    /// w or b at `cols` (lanes outside `mask` not read) in f32; `absent` when compiled without it.
+    unsafe fn param_at<T: ElementType, const ROWS: i32, const W: i32, const HAS: bool>(
+        ptr: *mut T, cols: Tile<i32, { [ROWS, W] }>, mask: Tile<bool, { [ROWS, W] }>, absent: f32,
+    ) -> Tile<f32, { [ROWS, W] }> {
+        let fill: Tile<f32, { [ROWS, W] }> = broadcast_scalar(absent, shape![ROWS, W]);
+        if HAS {
+            let v: Tile<f32, { [ROWS, W] }> = load_masked::<T, ROWS, W>(ptr, cols, mask, fill);
+            v
+        } else {
+            fill
+        }
+    }
+
+    /// `layer_norm_row_masked` for rows that do not start or end on a 16-byte boundary (n = 4097;
+    /// row strides no multiple of 16 bytes), x and y 16-byte aligned with the same misalignment per
+    /// row (ffi.rs, `ffi_util::aligned_rows_vec`): each row's body of whole 16-byte groups through
+    /// 16-byte accesses, its head and ragged end through an EDGE-wide tile (device_util's
+    /// `aligned_rows`; VEC is 16 bytes in elements, EDGE = 2 * VEC). w and b are read at the same
+    /// columns (element by element: their columns are not 16-byte aligned where the row's are).
+    #[cutile::entry(unchecked_accesses = true)]
+    unsafe fn layer_norm_row_aligned<
+        T: ElementType,
+        const ROWS: i32,
+        const BLOCK: i32,
+        const HAS_W: bool,
+        const HAS_B: bool,
+        const VEC: i32,
+        const EDGE: i32,
+    >(
+        y_ptr: *mut T, x_ptr: *mut T, w_ptr: *mut T, b_ptr: *mut T, m: i32, n: i32, stride_x: i32, stride_y: i32,
+        eps: f32,
+    ) {
+        let row0: i32 = get_tile_block_id().0 * ROWS;
+        let (heads, body_len) = unsafe { aligned_rows::<ROWS, VEC>(row0, n, stride_x) };
+        let (xb_at, body) = unsafe { aligned_body::<ROWS, BLOCK, VEC>(row0, m, stride_x, heads, body_len) };
+        let (edge_cols, edge) = aligned_edge::<ROWS, EDGE, VEC>(row0, m, n, heads, body_len);
+        let xe_at: Tile<i32, { [ROWS, EDGE] }> = row_offsets::<ROWS, EDGE>(row0, stride_x, edge_cols);
+        let zero_b: Tile<f32, { [ROWS, BLOCK] }> = constant(0.0f32, shape![ROWS, BLOCK]);
+        let zero_e: Tile<f32, { [ROWS, EDGE] }> = constant(0.0f32, shape![ROWS, EDGE]);
+        let xb: Tile<f32, { [ROWS, BLOCK] }> = unsafe { load_masked::<T, ROWS, BLOCK>(x_ptr, xb_at, body, zero_b) };
+        let xe: Tile<f32, { [ROWS, EDGE] }> = unsafe { load_masked::<T, ROWS, EDGE>(x_ptr, xe_at, edge, zero_e) };
+        // Two-pass statistics over both tiles (centered_and_inv_std's, split in two).
+        let sum_b: Tile<f32, { [ROWS] }> = reduce_sum(xb, 1i32);
+        let sum_e: Tile<f32, { [ROWS] }> = reduce_sum(xe, 1i32);
+        let mean: Tile<f32, { [ROWS] }> = per_elem::<ROWS>(sum_b + sum_e, n);
+        let db: Tile<f32, { [ROWS, BLOCK] }> = zero_outside::<ROWS, BLOCK>(body, xb - rows_bc::<ROWS, BLOCK>(mean));
+        let de: Tile<f32, { [ROWS, EDGE] }> = zero_outside::<ROWS, EDGE>(edge, xe - rows_bc::<ROWS, EDGE>(mean));
+        let sq_b: Tile<f32, { [ROWS] }> = reduce_sum(db * db, 1i32);
+        let sq_e: Tile<f32, { [ROWS] }> = reduce_sum(de * de, 1i32);
+        let var: Tile<f32, { [ROWS] }> = per_elem::<ROWS>(sq_b + sq_e, n);
+        let wb_at: Tile<i32, { [ROWS, BLOCK] }> = aligned_body_cols::<ROWS, BLOCK>(heads);
+        let wb: Tile<f32, { [ROWS, BLOCK] }> = unsafe { param_at::<T, ROWS, BLOCK, HAS_W>(w_ptr, wb_at, body, 1.0f32) };
+        let we: Tile<f32, { [ROWS, EDGE] }> =
+            unsafe { param_at::<T, ROWS, EDGE, HAS_W>(w_ptr, edge_cols, edge, 1.0f32) };
+        let bb: Tile<f32, { [ROWS, BLOCK] }> = unsafe { param_at::<T, ROWS, BLOCK, HAS_B>(b_ptr, wb_at, body, 0.0f32) };
+        let be: Tile<f32, { [ROWS, EDGE] }> =
+            unsafe { param_at::<T, ROWS, EDGE, HAS_B>(b_ptr, edge_cols, edge, 0.0f32) };
+        let yb: Tile<T, { [ROWS, BLOCK] }> = convert_tile(db * inv_std::<ROWS, BLOCK>(var, eps) * wb + bb);
+        let ye: Tile<T, { [ROWS, EDGE] }> = convert_tile(de * inv_std::<ROWS, EDGE>(var, eps) * we + be);
+        let (yb_at, _) = unsafe { aligned_body::<ROWS, BLOCK, VEC>(row0, m, stride_y, heads, body_len) };
+        let ye_at: Tile<i32, { [ROWS, EDGE] }> = row_offsets::<ROWS, EDGE>(row0, stride_y, edge_cols);
+        unsafe { store_masked::<T, ROWS, BLOCK>(y_ptr, yb_at, yb, body) };
+        unsafe { store_masked::<T, ROWS, EDGE>(y_ptr, ye_at, ye, edge) };
     }
 }

@@ -72,7 +72,10 @@ SPEC = row_kernel(
     reference=reference,
     bytes_moved=bytes_moved,
     # partial tiles (the masked pointer-tile entries), looped rows, and an absent bias
-    variant_shapes=shapes("m n dtype", (37, 1000, "float16"), (64, 11008, "bfloat16"), (64, 4096, "float16"))
+    # (33 x 4097: rows off 16-byte boundaries, the aligned entry)
+    variant_shapes=shapes(
+        "m n dtype", (37, 1000, "float16"), (64, 11008, "bfloat16"), (64, 4096, "float16"), (33, 4097, "bfloat16")
+    )
     # past the decode rows: every body-and-tail candidate (persistent, 2-row tiles, a partial row tile)
     + shapes("m n dtype", (601, 5120, "bfloat16"))
     + shapes("m n dtype absent", (19, 8195, "bfloat16", "bias")),

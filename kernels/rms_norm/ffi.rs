@@ -46,6 +46,17 @@ pub struct Plan {
     /// and i32 offsets of the padded tiles: the masked pointer-tile entries (`rms_norm_row_masked`,
     /// `rms_norm_looped_masked`) run.
     pub masked: bool,
+    /// Some(VEC): one tile block per row tile, no tail, and rows off 16-byte boundaries whose
+    /// aligned body fits the tile (`ffi_util::aligned_rows_vec`): the aligned entry
+    /// (`rms_norm_row_aligned`) runs instead of the others.
+    pub aligned: Option<i32>,
+}
+
+impl Plan {
+    /// The aligned entries' generics after the others: VEC and EDGE = 2 * VEC (none otherwise).
+    pub fn aligned_generics(&self) -> impl Iterator<Item = String> {
+        self.aligned.into_iter().flat_map(|v| [v.to_string(), (2 * v).to_string()])
+    }
 }
 
 /// Whether the masked pointer-tile entries run: the tile leaves a partial tile (where the
@@ -119,8 +130,11 @@ pub fn rows_plan(
         && tail.is_none()
         && (masked_fits(m, n, rows, block, stride_x, stride_y)
             || pointer && pointer_fits(m, n, rows, block, stride_x, stride_y));
+    let aligned = (programs.is_none() && tail.is_none())
+        .then(|| ffi_util::aligned_rows_vec(dtype, m, n, rows, block, &[(x.data, stride_x), (out.data, stride_y)]))
+        .flatten();
     let row = RowPlan { block, rows, occupancy, warps: None, m, n, stride_x, stride_y };
-    Ok(Plan { dtype, row, eps, programs, tail, masked })
+    Ok(Plan { dtype, row, eps, programs, tail, masked, aligned })
 }
 
 // The export's arguments one for one (its C signature is fixed): a struct would only repack them.
@@ -147,14 +161,18 @@ fn launch<T: Element>(
     // entry's TAIL after T, ROWS, BLOCK.
     let mut launch = p.row.launch::<T>(p.programs.unwrap_or(p.row.row_tiles()) as u32);
     launch.generics.extend(p.tail.map(|t| t.to_string()));
+    launch.generics.extend(p.aligned_generics());
     let RowPlan { m, n, stride_x: sx, stride_y: sy, .. } = p.row;
     let eps = p.eps;
     // SAFETY: plan() checked shapes, strides and dtypes against the descriptors; the memory is
     // PyTorch's, alive until the caller's stream has run the kernel (stream-ordered allocator).
-    // The masked entries additionally rely on plan()'s `masked_fits` / `pointer_fits` (i32 offsets).
+    // The masked entries additionally rely on plan()'s `masked_fits` / `pointer_fits` (i32 offsets),
+    // the aligned one on `aligned_rows_vec` (i32 offsets, 16-byte-aligned bases).
     unsafe {
         if p.tail.is_some() {
             launch.enqueue(device::rms_norm_row_tail(y_ptr, x_ptr, w_ptr, m, n, sx, sy, eps), stream)
+        } else if p.aligned.is_some() {
+            launch.enqueue(device::rms_norm_row_aligned(y_ptr, x_ptr, w_ptr, m, n, sx, sy, eps), stream)
         } else if p.programs.is_some() {
             launch.enqueue(device::rms_norm_row_persistent(y_ptr, x_ptr, w_ptr, m, n, sx, sy, eps), stream)
         } else if p.masked && n <= p.row.block {
@@ -187,8 +205,10 @@ mod tests {
         let x = desc2(DType::F16, &[257, 4097], &[5000, 1]);
         let y = desc2(DType::F16, &[257, 4097], &[4097, 1]);
         let w = desc2(DType::F16, &[4097], &[1]);
-        let Plan { dtype, row, eps, programs, tail, masked } = plan(&y, &x, &w, 1e-6, -1, -1, -1, -1, -1).unwrap();
+        let Plan { dtype, row, eps, programs, tail, masked, aligned } =
+            plan(&y, &x, &w, 1e-6, -1, -1, -1, -1, -1).unwrap();
         assert_eq!((dtype, eps, programs, tail, masked), (DType::F16, 1e-6, None, None, true));
+        assert_eq!(aligned, None); // x's rows start 16-byte aligned, y's not: different heads
         assert_eq!((row.m, row.n, row.stride_x, row.stride_y), (257, 4097, 5000, 4097));
         assert_eq!((row.block, row.rows, row.occupancy, row.warps), (8192, 1, None, None));
         assert_eq!(plan(&y, &x, &w, 1e-6, 1024, -1, -1, -1, -1).unwrap().row.rows, 8);
@@ -290,6 +310,28 @@ mod tests {
         let w = desc2(DType::F16, &[1000], &[1]);
         assert!(plan(&x, &x, &w, 1e-6, 1024, 8, 4, -1, -1).unwrap().masked);
         assert!(!plan(&x, &x, &w, 1e-6, 1024, 8, 4, 528, -1).unwrap().masked); // persistent
+    }
+
+    #[test]
+    fn aligned_entry_for_rows_off_16_byte_boundaries_one_tile_block_per_row_tile() {
+        let x = desc2(DType::F16, &[257, 4097], &[4097, 1]);
+        let w = desc2(DType::F16, &[4097], &[1]);
+        let p = plan(&x, &x, &w, 1e-6, 8192, 1, 5, POINTER_ENTRIES, -1).unwrap();
+        assert_eq!((p.aligned, p.aligned_generics().collect::<Vec<_>>()), (Some(8), vec!["8".into(), "16".into()]));
+        assert_eq!(plan(&x, &x, &w, 1e-6, 8192, 1, 4, -1, -1).unwrap().aligned, Some(8));
+        assert_eq!(plan(&x, &x, &w, 1e-6, 4096, 1, 4, -1, -1).unwrap().aligned, Some(8)); // 4097 in 4096 lanes
+        assert_eq!(plan(&x, &x, &w, 1e-6, 8192, 1, 4, 100, -1).unwrap().aligned, None); // persistent
+        assert_eq!(plan(&x, &x, &w, 1e-6, 4096, 1, 4, -1, 16).unwrap().aligned, None); // tail
+        let whole = desc2(DType::F16, &[257, 4096], &[4096, 1]);
+        let w4096 = desc2(DType::F16, &[4096], &[1]);
+        assert_eq!(plan(&whole, &whole, &w4096, 1e-6, 4096, 1, 4, POINTER_ENTRIES, -1).unwrap().aligned, None);
+    }
+
+    #[test]
+    fn aligned_entry_lowers_and_assembles_for_sm90() {
+        for (dtype, rows, block) in [("f16", "1", "8192"), ("bf16", "2", "4096"), ("f32", "1", "4096")] {
+            DEVICE.assert_aligned_lowers("rms_norm_row_aligned", dtype, rows, block, &[], &["y_ptr", "x_ptr", "w_ptr"]);
+        }
     }
 
     /// The specializations the H200's autotune picked for the f16 perf configs, compiled as the

@@ -32,7 +32,10 @@
 //! tiles have no such checks: their masks and ffi.rs's `masked_fits` keep every access inside.
 #[cutile::module]
 pub mod rms_norm_device {
-    use crate::device_util::views::{strided_view, tile_mask, tile_pointers, vector_view};
+    use crate::device_util::views::{
+        aligned_body, aligned_body_cols, aligned_edge, aligned_rows, load_masked, row_offsets, store_masked,
+        strided_view, tile_mask, tile_pointers, vector_view,
+    };
     use cutile::core::*;
 
     /// x and y as (m, n) views with their row strides, and w as n contiguous elements.
@@ -277,5 +280,44 @@ pub mod rms_norm_device {
             let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(x * inv_rms * w);
             store_y_masked::<T, ROWS, BLOCK>(y_ptr, y, row0, j * BLOCK, m, n, stride_y);
         }
+    }
+
+    /// `rms_norm_row_masked` for rows that do not start or end on a 16-byte boundary (n = 4097;
+    /// row strides no multiple of 16 bytes), x and y 16-byte aligned with the same misalignment per
+    /// row (ffi.rs, `ffi_util::aligned_rows_vec`): each row's body of whole 16-byte groups through
+    /// 16-byte accesses, its head and ragged end through an EDGE-wide tile (device_util's
+    /// `aligned_rows`; VEC is 16 bytes in elements, EDGE = 2 * VEC). w is read at the same columns
+    /// (element by element: its columns are not 16-byte aligned where the row's are).
+    #[cutile::entry(unchecked_accesses = true)]
+    unsafe fn rms_norm_row_aligned<
+        T: ElementType,
+        const ROWS: i32,
+        const BLOCK: i32,
+        const VEC: i32,
+        const EDGE: i32,
+    >(
+        y_ptr: *mut T, x_ptr: *mut T, w_ptr: *mut T, m: i32, n: i32, stride_x: i32, stride_y: i32, eps: f32,
+    ) {
+        let row0: i32 = get_tile_block_id().0 * ROWS;
+        let (heads, body_len) = unsafe { aligned_rows::<ROWS, VEC>(row0, n, stride_x) };
+        let (xb_at, body) = unsafe { aligned_body::<ROWS, BLOCK, VEC>(row0, m, stride_x, heads, body_len) };
+        let (edge_cols, edge) = aligned_edge::<ROWS, EDGE, VEC>(row0, m, n, heads, body_len);
+        let xe_at: Tile<i32, { [ROWS, EDGE] }> = row_offsets::<ROWS, EDGE>(row0, stride_x, edge_cols);
+        let zero_b: Tile<f32, { [ROWS, BLOCK] }> = constant(0.0f32, shape![ROWS, BLOCK]);
+        let zero_e: Tile<f32, { [ROWS, EDGE] }> = constant(0.0f32, shape![ROWS, EDGE]);
+        let xb: Tile<f32, { [ROWS, BLOCK] }> = unsafe { load_masked::<T, ROWS, BLOCK>(x_ptr, xb_at, body, zero_b) };
+        let xe: Tile<f32, { [ROWS, EDGE] }> = unsafe { load_masked::<T, ROWS, EDGE>(x_ptr, xe_at, edge, zero_e) };
+        let sum_b: Tile<f32, { [ROWS] }> = reduce_sum(xb * xb, 1i32);
+        let sum_e: Tile<f32, { [ROWS] }> = reduce_sum(xe * xe, 1i32);
+        let sum_sq: Tile<f32, { [ROWS] }> = sum_b + sum_e;
+        let wb_at: Tile<i32, { [ROWS, BLOCK] }> = aligned_body_cols::<ROWS, BLOCK>(heads);
+        let wb: Tile<f32, { [ROWS, BLOCK] }> = unsafe { load_masked::<T, ROWS, BLOCK>(w_ptr, wb_at, body, zero_b) };
+        let we: Tile<f32, { [ROWS, EDGE] }> = unsafe { load_masked::<T, ROWS, EDGE>(w_ptr, edge_cols, edge, zero_e) };
+        let yb: Tile<T, { [ROWS, BLOCK] }> = convert_tile(xb * inv_rms_of::<ROWS, BLOCK>(sum_sq, n, eps) * wb);
+        let ye: Tile<T, { [ROWS, EDGE] }> = convert_tile(xe * inv_rms_of::<ROWS, EDGE>(sum_sq, n, eps) * we);
+        let (yb_at, _) = unsafe { aligned_body::<ROWS, BLOCK, VEC>(row0, m, stride_y, heads, body_len) };
+        let ye_at: Tile<i32, { [ROWS, EDGE] }> = row_offsets::<ROWS, EDGE>(row0, stride_y, edge_cols);
+        unsafe { store_masked::<T, ROWS, BLOCK>(y_ptr, yb_at, yb, body) };
+        unsafe { store_masked::<T, ROWS, EDGE>(y_ptr, ye_at, ye, edge) };
     }
 }

@@ -37,7 +37,9 @@ def bytes_moved(cfg: dict) -> int:
 SPEC = row_kernel(
     op,
     # tiny to large and irregular; row_stride > n exercises padded rows
-    correctness_shapes=shapes("m n row_stride", (1, 1), (3, 1000), (257, 4097), (4096, 4096, 4160), (65536, 8192)),
+    correctness_shapes=shapes(
+        "m n row_stride", (1, 1), (3, 1000), (257, 4097), (4096, 4096, 4160), (65536, 8192), (33, 4000, 4004)
+    ),
     # the first issue's six; then hidden sizes of real models the tile does not divide (Qwen2-7B
     # 3584, Llama-2-13B 5120), a decode batch (256 tokens of Llama-3-8B's 4096), the MLP widths
     # issue 13 names for every row kernel (Llama-2-7B 11008, Qwen2-7B 18944) and n = 4097 (rows
@@ -64,6 +66,7 @@ SPEC = row_kernel(
         (64, 4096, "float32"),
         # past the decode rows: every body-and-tail candidate (persistent, 2-row tiles, a partial row tile)
         (601, 5120, "bfloat16"),
+        (33, 4097, "float16"),  # rows off 16-byte boundaries: the aligned entry (8192 and 4096 lanes)
     ),
     bad_inputs={
         "dtype_mix": BadInput(lambda: call(torch.randn(4, 8).half(), torch.randn(8)), TypeError, "share one dtype"),

@@ -67,6 +67,9 @@ pub struct Plan {
     pub split: Option<SplitPlan>,
     /// Some(tail): each row held as a `block`-wide body and a `tail`-wide tail (`softmax_row_tail`).
     pub tail: Option<i32>,
+    /// Some(VEC): rows not on 16-byte boundaries held in an aligned body and an edge tile
+    /// (`softmax_row_aligned`, `ffi_util::aligned_rows_vec`), instead of the masked entry.
+    pub aligned: Option<i32>,
 }
 
 /// Whether `softmax_row_masked` may run: the row fits one tile that does not divide (m, n)
@@ -235,8 +238,12 @@ pub fn plan(
     };
     let exact = split.is_none() && exact_fits(m, n, rows, block, stride_x, stride_y);
     let masked = split.is_none() && masked_fits(m, n, rows, block, stride_x, stride_y);
+    let whole_row = split.is_none() && tail.is_none() && !exact;
+    let aligned = whole_row
+        .then(|| ffi_util::aligned_rows_vec(dtype, m, n, rows, block, &[(x.data, stride_x), (out.data, stride_y)]))
+        .flatten();
     let row = RowPlan { block, rows, occupancy, warps, m, n, stride_x, stride_y };
-    Ok(Plan { dtype, row, exact, masked, split, tail })
+    Ok(Plan { dtype, row, exact, masked, split, tail, aligned })
 }
 
 fn launch<T: Element>(p: &Plan, out: &TensorDesc, x: &TensorDesc, stream: &Arc<Stream>) -> FfiResult<()> {
@@ -245,16 +252,20 @@ fn launch<T: Element>(p: &Plan, out: &TensorDesc, x: &TensorDesc, stream: &Arc<S
         return launch_split::<T>(p, s, y_ptr, x_ptr, stream);
     }
     let mut launch = p.row.launch::<T>(p.row.row_tiles() as u32);
-    // The tail entry's TAIL after T, ROWS, BLOCK.
+    // The tail entry's TAIL after T, ROWS, BLOCK; the aligned entry's VEC and EDGE.
     launch.generics.extend(p.tail.map(|t| t.to_string()));
+    launch.generics.extend(p.aligned.into_iter().flat_map(|v| [v.to_string(), (2 * v).to_string()]));
     let RowPlan { m, n, stride_x: sx, stride_y: sy, .. } = p.row;
     // SAFETY: plan() checked shapes, strides and dtypes against the descriptors; the memory is
     // PyTorch's, alive until the caller's stream has run the kernel (stream-ordered allocator).
-    // softmax_row_exact, softmax_row_masked and softmax_row_tail additionally rely on plan()'s
-    // `exact_fits`, `masked_fits` and tail filter (i32 offsets).
+    // softmax_row_exact, softmax_row_masked, softmax_row_tail and softmax_row_aligned additionally
+    // rely on plan()'s `exact_fits`, `masked_fits`, tail filter and `aligned_rows_vec` (i32 offsets;
+    // for the last also 16-byte-aligned bases).
     unsafe {
         if p.tail.is_some() {
             launch.enqueue(device::softmax_row_tail(y_ptr, x_ptr, m, n, sx, sy), stream)
+        } else if p.aligned.is_some() {
+            launch.enqueue(device::softmax_row_aligned(y_ptr, x_ptr, m, n, sx, sy), stream)
         } else if p.exact {
             launch.enqueue(device::softmax_row_exact(y_ptr, x_ptr, m, n, sx, sy), stream)
         } else if p.masked {
@@ -366,8 +377,9 @@ mod tests {
     fn plan_takes_row_strides_and_defaults() {
         let x = desc2(DType::F16, &[257, 4097], &[5000, 1]);
         let y = desc2(DType::F16, &[257, 4097], &[4097, 1]);
-        let Plan { dtype, row, exact, masked, split, tail } = plan(&y, &x, -1, -1, -1, -1, -1, -1).unwrap();
+        let Plan { dtype, row, exact, masked, split, tail, aligned } = plan(&y, &x, -1, -1, -1, -1, -1, -1).unwrap();
         assert_eq!((dtype, exact, masked, split, tail), (DType::F16, false, true, None, None));
+        assert_eq!(aligned, None); // x's rows start 16-byte aligned, y's not: different heads
         assert_eq!((row.m, row.n, row.stride_x, row.stride_y), (257, 4097, 5000, 4097));
         assert_eq!((row.block, row.rows, row.occupancy, row.warps), (8192, 1, None, None));
         assert_eq!(plan(&y, &x, 1024, -1, -1, -1, -1, -1).unwrap().row.rows, 8);
@@ -478,6 +490,43 @@ mod tests {
         // Offsets past i32: the tail entry does not run (the looped form does).
         let big = desc2(DType::BF16, &[200000, 11008], &[11008, 1]);
         assert_eq!(plan(&big, &big, 8192, 1, 4, -1, 0, 4096).unwrap().tail, None);
+    }
+
+    #[test]
+    fn aligned_entry_for_rows_off_16_byte_boundaries() {
+        let x = desc2(DType::F16, &[257, 4097], &[4097, 1]);
+        let p = plan(&x, &x, 8192, 1, 3, -1, -1, -1).unwrap();
+        assert_eq!((p.aligned, p.masked, p.exact), (Some(8), true, false));
+        // 4097 = 512 whole 8-element groups and one more: the body fits 4096 lanes.
+        assert_eq!(plan(&x, &x, 4096, 1, 4, -1, -1, -1).unwrap().aligned, Some(8));
+        assert_eq!(plan(&x, &x, 2048, 1, 4, -1, -1, -1).unwrap().aligned, None); // looped
+        let f32x = desc2(DType::F32, &[3, 4097], &[4097, 1]);
+        assert_eq!(plan(&f32x, &f32x, 8192, 1, 4, -1, -1, -1).unwrap().aligned, Some(4));
+        // A row stride no multiple of 16 bytes misaligns rows even where n is a multiple of 8.
+        let padded = desc2(DType::BF16, &[33, 4000], &[4004, 1]);
+        assert_eq!(plan(&padded, &padded, 4096, 1, 4, -1, -1, -1).unwrap().aligned, Some(8));
+        // Every row on 16-byte boundaries: the masked entry's accesses are 16-byte ones already.
+        let whole = desc2(DType::F16, &[33, 4000], &[4096, 1]);
+        assert_eq!(plan(&whole, &whole, 4096, 1, 4, -1, -1, -1).unwrap().aligned, None);
+        // A base off 16 bytes, or rows of x and out with different heads: the masked entry.
+        let off = TensorDesc { data: 0x1002, ..x };
+        assert_eq!(plan(&off, &x, 8192, 1, 4, -1, -1, -1).unwrap().aligned, None);
+        let wider = desc2(DType::F16, &[257, 4097], &[4098, 1]);
+        assert_eq!(plan(&wider, &x, 8192, 1, 4, -1, -1, -1).unwrap().aligned, None);
+        // The tail entry and the exact one keep their shapes.
+        let t = desc2(DType::BF16, &[100, 11009], &[11009, 1]);
+        assert_eq!(plan(&t, &t, 8192, 1, 4, -1, 0, 4096).unwrap().aligned, None);
+        // Offsets past i32 (the padded body of the last row tile): the masked or looped entries.
+        let big = desc2(DType::F16, &[524287, 4097], &[4097, 1]);
+        assert_eq!(plan(&big, &big, 8192, 1, 4, -1, -1, -1).unwrap().aligned, None);
+    }
+
+    /// The aligned entry as the launcher compiles it for n = 4097 (`assert_aligned_lowers`).
+    #[test]
+    fn aligned_entry_lowers_and_assembles_for_sm90() {
+        for (dtype, rows, block) in [("f16", "1", "4096"), ("bf16", "2", "8192"), ("f32", "1", "8192")] {
+            DEVICE.assert_aligned_lowers("softmax_row_aligned", dtype, rows, block, &[], &["y_ptr", "x_ptr"]);
+        }
     }
 
     #[test]

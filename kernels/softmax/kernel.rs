@@ -53,7 +53,10 @@
 //! where their tiles (or masks) keep every access inside the tensors.
 #[cutile::module]
 pub mod softmax_device {
-    use crate::device_util::views::{strided_view, tile_mask, tile_pointers};
+    use crate::device_util::views::{
+        aligned_body, aligned_edge, aligned_rows, load_masked, row_offsets, store_masked, strided_view, tile_mask,
+        tile_pointers,
+    };
     use cutile::core::*;
 
     /// 1 / sum per row, one exact reciprocal per row (then a multiply per element), broadcast over
@@ -493,6 +496,15 @@ pub mod softmax_device {
             unsafe { store_ptr_tko(ptrs, y, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, Latency::<3>) };
     }
 
+    /// exp(x - row_max) per row (exp2 of the scaled difference, flushing subnormals to zero).
+    fn exp_shifted<const ROWS: i32, const W: i32>(
+        x: Tile<f32, { [ROWS, W] }>, row_max: Tile<f32, { [ROWS] }>,
+    ) -> Tile<f32, { [ROWS, W] }> {
+        let log2e: Tile<f32, { [ROWS, W] }> = constant(1.4426950408889634f32, shape![ROWS, W]);
+        let mx: Tile<f32, { [ROWS, W] }> = row_max.reshape(shape![ROWS, 1]).broadcast(shape![ROWS, W]);
+        exp2((x - mx) * log2e, ftz::Enabled)
+    }
+
     /// BLOCK < n <= BLOCK + TAIL (TAIL a power of two <= BLOCK; element offsets of the padded tiles
     /// fit i32, ffi.rs checks): the row block held whole in two tiles, a BLOCK-wide body and a
     /// TAIL-wide tail at column BLOCK, both through masked pointer tiles (the body's mask only
@@ -505,21 +517,57 @@ pub mod softmax_device {
         let row0: i32 = get_tile_block_id().0 * ROWS;
         let (xb, mask_b) = unsafe { x_tile_neg_inf::<T, ROWS, BLOCK>(x_ptr, row0, 0i32, m, n, stride_x) };
         let (xt, mask_t) = unsafe { x_tile_neg_inf::<T, ROWS, TAIL>(x_ptr, row0, BLOCK, m, n, stride_x) };
-        let max_b: Tile<f32, { [ROWS] }> = reduce_max(xb, 1i32);
-        let max_t: Tile<f32, { [ROWS] }> = reduce_max(xt, 1i32);
-        let row_max: Tile<f32, { [ROWS] }> = maxf(max_b, max_t, nan::Disabled, ftz::Disabled);
-        let log2e_b: Tile<f32, { [ROWS, BLOCK] }> = constant(1.4426950408889634f32, shape![ROWS, BLOCK]);
-        let log2e_t: Tile<f32, { [ROWS, TAIL] }> = constant(1.4426950408889634f32, shape![ROWS, TAIL]);
-        let mx_b: Tile<f32, { [ROWS, BLOCK] }> = row_max.reshape(shape![ROWS, 1]).broadcast(shape![ROWS, BLOCK]);
-        let mx_t: Tile<f32, { [ROWS, TAIL] }> = row_max.reshape(shape![ROWS, 1]).broadcast(shape![ROWS, TAIL]);
-        let eb: Tile<f32, { [ROWS, BLOCK] }> = exp2((xb - mx_b) * log2e_b, ftz::Enabled);
-        let et: Tile<f32, { [ROWS, TAIL] }> = exp2((xt - mx_t) * log2e_t, ftz::Enabled);
+        let max_a: Tile<f32, { [ROWS] }> = reduce_max(xb, 1i32);
+        let max_b: Tile<f32, { [ROWS] }> = reduce_max(xt, 1i32);
+        let row_max: Tile<f32, { [ROWS] }> = maxf(max_a, max_b, nan::Disabled, ftz::Disabled);
+        let ea: Tile<f32, { [ROWS, BLOCK] }> = exp_shifted::<ROWS, BLOCK>(xb, row_max);
+        let eb: Tile<f32, { [ROWS, TAIL] }> = exp_shifted::<ROWS, TAIL>(xt, row_max);
+        let sum_a: Tile<f32, { [ROWS] }> = reduce_sum(ea, 1i32);
         let sum_b: Tile<f32, { [ROWS] }> = reduce_sum(eb, 1i32);
-        let sum_t: Tile<f32, { [ROWS] }> = reduce_sum(et, 1i32);
-        let sum: Tile<f32, { [ROWS] }> = sum_b + sum_t;
-        let yb: Tile<T, { [ROWS, BLOCK] }> = convert_tile(eb * row_reciprocal::<ROWS, BLOCK>(sum));
-        let yt: Tile<T, { [ROWS, TAIL] }> = convert_tile(et * row_reciprocal::<ROWS, TAIL>(sum));
+        let sum: Tile<f32, { [ROWS] }> = sum_a + sum_b;
+        let yb: Tile<T, { [ROWS, BLOCK] }> = convert_tile(ea * row_reciprocal::<ROWS, BLOCK>(sum));
+        let yt: Tile<T, { [ROWS, TAIL] }> = convert_tile(eb * row_reciprocal::<ROWS, TAIL>(sum));
         unsafe { store_y_tile::<T, ROWS, BLOCK>(y_ptr, yb, mask_b, row0, 0i32, stride_y) };
         unsafe { store_y_tile::<T, ROWS, TAIL>(y_ptr, yt, mask_t, row0, BLOCK, stride_y) };
+    }
+
+    /// `softmax_row_masked` for rows that do not start on a 16-byte boundary or do not end on one
+    /// (n = 4097; row strides no multiple of 16 bytes), x and y 16-byte aligned with the same
+    /// misalignment per row (ffi.rs `aligned_fits`): each row's body of whole 16-byte groups
+    /// through 16-byte accesses, its head and ragged end through an EDGE-wide tile
+    /// (device_util's `aligned_rows`). VEC is 16 bytes in elements, EDGE = 2 * VEC.
+    #[cutile::entry(unchecked_accesses = true)]
+    unsafe fn softmax_row_aligned<
+        T: ElementType,
+        const ROWS: i32,
+        const BLOCK: i32,
+        const VEC: i32,
+        const EDGE: i32,
+    >(
+        y_ptr: *mut T, x_ptr: *mut T, m: i32, n: i32, stride_x: i32, stride_y: i32,
+    ) {
+        let row0: i32 = get_tile_block_id().0 * ROWS;
+        let (heads, body_len) = unsafe { aligned_rows::<ROWS, VEC>(row0, n, stride_x) };
+        let (xb_at, body) = unsafe { aligned_body::<ROWS, BLOCK, VEC>(row0, m, stride_x, heads, body_len) };
+        let (edge_cols, edge) = aligned_edge::<ROWS, EDGE, VEC>(row0, m, n, heads, body_len);
+        let xe_at: Tile<i32, { [ROWS, EDGE] }> = row_offsets::<ROWS, EDGE>(row0, stride_x, edge_cols);
+        let neg_inf_b: Tile<f32, { [ROWS, BLOCK] }> = constant(f32::NEG_INFINITY, shape![ROWS, BLOCK]);
+        let neg_inf_e: Tile<f32, { [ROWS, EDGE] }> = constant(f32::NEG_INFINITY, shape![ROWS, EDGE]);
+        let xb: Tile<f32, { [ROWS, BLOCK] }> = unsafe { load_masked::<T, ROWS, BLOCK>(x_ptr, xb_at, body, neg_inf_b) };
+        let xe: Tile<f32, { [ROWS, EDGE] }> = unsafe { load_masked::<T, ROWS, EDGE>(x_ptr, xe_at, edge, neg_inf_e) };
+        let max_a: Tile<f32, { [ROWS] }> = reduce_max(xb, 1i32);
+        let max_b: Tile<f32, { [ROWS] }> = reduce_max(xe, 1i32);
+        let row_max: Tile<f32, { [ROWS] }> = maxf(max_a, max_b, nan::Disabled, ftz::Disabled);
+        let ea: Tile<f32, { [ROWS, BLOCK] }> = exp_shifted::<ROWS, BLOCK>(xb, row_max);
+        let eb: Tile<f32, { [ROWS, EDGE] }> = exp_shifted::<ROWS, EDGE>(xe, row_max);
+        let sum_a: Tile<f32, { [ROWS] }> = reduce_sum(ea, 1i32);
+        let sum_b: Tile<f32, { [ROWS] }> = reduce_sum(eb, 1i32);
+        let sum: Tile<f32, { [ROWS] }> = sum_a + sum_b;
+        let yb: Tile<T, { [ROWS, BLOCK] }> = convert_tile(ea * row_reciprocal::<ROWS, BLOCK>(sum));
+        let ye: Tile<T, { [ROWS, EDGE] }> = convert_tile(eb * row_reciprocal::<ROWS, EDGE>(sum));
+        let (yb_at, _) = unsafe { aligned_body::<ROWS, BLOCK, VEC>(row0, m, stride_y, heads, body_len) };
+        let ye_at: Tile<i32, { [ROWS, EDGE] }> = row_offsets::<ROWS, EDGE>(row0, stride_y, edge_cols);
+        unsafe { store_masked::<T, ROWS, BLOCK>(y_ptr, yb_at, yb, body) };
+        unsafe { store_masked::<T, ROWS, EDGE>(y_ptr, ye_at, ye, edge) };
     }
 }

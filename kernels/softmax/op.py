@@ -74,6 +74,13 @@ def variants(m: int, n: int) -> list[dict]:
     >>> [(v["block"], v["occupancy"], v.get("warps"), v["chunk"]) for v in variants(64, 32768)[4:7]]
     [(8192, 4, None, 8192), (16384, 2, 8, 16384), (8192, 4, 8, 8192)]
 
+    Rows a few elements past a power of two (n = 4097) also get the power of two below, which the
+    aligned entry serves (ffi.rs: each row's 16-byte-aligned body in the tile, its head and ragged
+    end in a narrow edge tile) where the rows do not start on 16-byte boundaries:
+
+    >>> [(v["block"], v["rows"], v.get("warps")) for v in variants(16384, 4097) if v["block"] == 4096 and "tail" not in v]
+    [(4096, 2, 8), (4096, 1, None)]
+
     Rows between two powers of two (`autotune.body_and_tail`, a body of at most 8192) also get a
     body-and-tail tile (`softmax_row_tail`), over the default warps and over 8:
 
@@ -85,6 +92,10 @@ def variants(m: int, n: int) -> list[dict]:
     short = [(pow2, 4096 // pow2, 8, None), (pow2, 2048 // pow2, 8, None), (pow2, 8192 // pow2, 4, None)]
     whole = [(pow2, rows, 4, 8), (pow2, rows, 4, None), (pow2, 1, 3, None), (pow2, 1, 4, None)]
     shapes = short if pow2 <= 2048 else whole if pow2 <= 16384 else []
+    # rows a few elements past a power of two (4097): the aligned entry (ffi_util::aligned_rows_vec)
+    # holds them in the power of two below when their starts are not 16-byte aligned
+    half = pow2 // 2
+    shapes += [(half, max(1, 8192 // half), 4, 8), (half, 1, 4, None)] if 1024 <= half <= 8192 and n <= half + 3 else []
     shapes += [(4096, 2, 4, None), (2048, 4, 4, None)] if pow2 > 8192 else []  # looped, online
     shapes += [(8192, 1, 4, None), (4096, 4, 4, None)] if pow2 > 16384 else []
     split = SPLIT_SHAPES if pow2 > 16384 else []

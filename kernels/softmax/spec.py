@@ -55,7 +55,7 @@ SPEC = row_kernel(  # its tolerance: a few output ulps of each dtype (softmax va
     # rows; n > 16384 takes the looped (online) kernel by default.
     correctness_shapes=shapes(
         "m n row_stride",
-        *((1, 1), (3, 1000), (257, 4097), (4096, 4096, 4160)),
+        *((1, 1), (3, 1000), (257, 4097), (4096, 4096, 4160), (33, 4000, 4004)),
         *((65536, 1024), (100, 20000, 20032), (64, 32768)),
     ),
     # the first issue's three; then vocabulary rows (Llama-3 128256, Qwen2 151936 logits), and rows
@@ -77,6 +77,7 @@ SPEC = row_kernel(  # its tolerance: a few output ulps of each dtype (softmax va
         *((64, 4096, "bfloat16"), (64, 1024, "float16", 1040)),
         (64, 11008, "bfloat16"),  # whole rows in a padded tile (the masked entry), or body and tail
         (37, 5120, "float16"),  # body and tail in 2-row tiles, a partial row tile
+        (33, 4097, "float16"),  # rows off 16-byte boundaries: the aligned entry (8192 and 4096 lanes)
         (7, 150001, "bfloat16"),  # vocabulary-like: the split candidates (and the default) take the split form
     ),
     max_variants=10,

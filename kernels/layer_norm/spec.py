@@ -100,5 +100,5 @@ SPEC = row_kernel(
         "no_weight_bias": FfiCase(lambda: {"weight": None, "bias": None}, code=-4),
         "no_weight": FfiCase(lambda: {"weight": None}, code=-4),
     },
-    max_variants=15,  # rms_norm's
+    max_variants=16,  # rms_norm's
 )

@@ -57,7 +57,7 @@ SPEC = row_kernel(
     # partial tiles (the masked pointer-tile entries); n = 11008 their predicated 16-byte form
     # (64 x 4096: tiles that divide it, so the decode candidates' pointer-tile entries run where the
     # partition entries otherwise would)
-    max_variants=15,  # at most (n = 4097, m = 513): 10, the body-and-tail three and two pointer tiles
+    max_variants=16,  # at most (n = 4097, m = 513): 10, the body-and-tail three and three pointer tiles
     variant_shapes=shapes(
         "m n dtype",
         (37, 1000, "float16"),

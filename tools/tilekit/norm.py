@@ -53,7 +53,7 @@ def variants(m: int, n: int) -> list[dict]:
     >>> [(v["block"], v["rows"], v["occupancy"]) for v in variants(65536, 1024) if v.get("pointer")]
     [(1024, 4, 4), (1024, 8, 4), (1024, 8, 5)]
     >>> [(v["block"], v["rows"], v["occupancy"]) for v in variants(16384, 4097) if v.get("pointer")]
-    [(8192, 1, 4), (8192, 1, 5), (4096, 1, 4)]
+    [(8192, 1, 4), (8192, 1, 5), (4096, 1, 6)]
 
     Every shape also gets the pointer-tile entries (`pointer`: plain loads and stores, no TMA), one
     tile block per row tile: decode batches (m <= 512) one-row tiles at occupancy 2 and two-row ones
@@ -90,11 +90,11 @@ def variants(m: int, n: int) -> list[dict]:
             rows = autotune.tile_rows(block, elems, max_rows)
             out.append({"block": block, "rows": rows, "occupancy": occupancy, "programs_per_sm": 0, "pointer": 1})
     # rows a few elements past a power of two (4097): the aligned entry (ffi_util::aligned_rows_vec)
-    # holds them in the power of two below, one row per tile block (rms_norm's NOTES.md, "Rows off
-    # 16-byte boundaries"), when their starts are not 16-byte aligned
+    # holds them in the power of two below, one row per tile block at occupancy 6 (rms_norm's
+    # NOTES.md, "Rows off 16-byte boundaries"), when their starts are not 16-byte aligned
     half = pow2 // 2
     if 1024 <= half <= 8192 and n <= half + 3:
-        out.append({"block": half, "rows": 1, "occupancy": 4, "programs_per_sm": 0, "pointer": 1})
+        out.append({"block": half, "rows": 1, "occupancy": 6, "programs_per_sm": 0, "pointer": 1})
     out = autotune.unique(out)
     # persistent: the first tile on SMs x occupancy tile blocks, each loading w once
     out += [dict(out[0], occupancy=o, programs_per_sm=o) for o in (4, 2)] if pow2 <= 16384 else []

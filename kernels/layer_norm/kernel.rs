@@ -32,6 +32,8 @@
 //!   * `layer_norm_row_masked`, `layer_norm_looped_masked` — the same two for tiles that do not
 //!     divide (m, n), through pointer tiles and a mask of the lanes inside (m, n) (ffi.rs runs them
 //!     where the offsets fit i32).
+//!   * `layer_norm_row_aligned` — rows that do not start or end on a 16-byte boundary (n = 4097):
+//!     rms_norm's aligned entry (a 16-byte-aligned body and an edge tile per row).
 //!
 //! The module name is unique across kernels: the JIT keys its kernel cache by module and entry.
 //! `unchecked_accesses`: the launcher (ffi.rs) sizes the grid as ceil(m / ROWS) (or fewer, with the

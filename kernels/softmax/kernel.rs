@@ -30,6 +30,10 @@
 //!   * `softmax_row_tail` — BLOCK < n <= BLOCK + TAIL: the row block held whole as a body tile and
 //!     a narrower tail tile, masked pointer tiles (fewer idle lanes than one power-of-two tile at
 //!     n = 11008, 5120 ...).
+//!   * `softmax_row_aligned` — rows that do not start or end on a 16-byte boundary (n = 4097, row
+//!     strides no multiple of 16 bytes): each row's 16-byte-aligned body through 16-byte accesses,
+//!     its head and ragged end through a narrow edge tile (device_util's `aligned_rows`), where the
+//!     masked entry would access every element alone.
 //!   * `softmax_split_partials` + `softmax_split_scale` — vocabulary-sized rows of few rows: the
 //!     row is cut into chunks, one tile block per (row tile, chunk), so far more tile blocks keep
 //!     loads in flight than one per row tile; A writes each chunk's (max, sum of exp(x - max)) to an

@@ -16,7 +16,10 @@
 //! power of two in [16, block], with block < n <= block + tail) holds each row whole as a
 //! block-wide body tile and a tail-wide tail tile (`rms_norm_row_tail`; fewer idle lanes than the
 //! power of two above n), one tile block per row tile or, with `programs` > 0, persistent; -1 or 0:
-//! no tail. Every
+//! no tail. With one tile block per row tile and no tail, rows that do not start or end on a
+//! 16-byte boundary (n = 4097, odd row strides) run `rms_norm_row_aligned` where
+//! `ffi_util::aligned_rows_vec` allows it (16-byte-aligned bases, the same head per row in x and
+//! out; its body fits `block`, so n = 4097 fits 4096), whatever `programs` (-1, 0, -2) said. Every
 //! descriptor is validated before anything touches the GPU: bad input returns -2/-5/-6 with a
 //! message, never a launch.
 use super::kernel::rms_norm_device as device;

@@ -537,7 +537,7 @@ pub mod softmax_device {
 
     /// `softmax_row_masked` for rows that do not start on a 16-byte boundary or do not end on one
     /// (n = 4097; row strides no multiple of 16 bytes), x and y 16-byte aligned with the same
-    /// misalignment per row (ffi.rs `aligned_fits`): each row's body of whole 16-byte groups
+    /// misalignment per row (`ffi_util::aligned_rows_vec`): each row's body of whole 16-byte groups
     /// through 16-byte accesses, its head and ragged end through an EDGE-wide tile
     /// (device_util's `aligned_rows`). VEC is 16 bytes in elements, EDGE = 2 * VEC.
     #[cutile::entry(unchecked_accesses = true)]

@@ -21,9 +21,9 @@
 //! looped form runs); -1 or 0: no tail. A row held whole in one tile (no chunk, no tail, not
 //! exactly one tile) whose start or end is off a 16-byte boundary (n = 4097, odd row strides) runs
 //! `softmax_row_aligned` where `ffi_util::aligned_rows_vec` allows it (16-byte-aligned bases, the
-//! same head per row in x and out; its body fits `block`, so n = 4097 fits 4096). Rows are at most MAX_N columns (the kernels count
-//! column tiles in i32). Every descriptor is validated before anything touches the GPU: bad input
-//! returns -2/-5/-6 with a message, never a launch.
+//! same head per row in x and out; its body fits `block`, so n = 4097 fits 4096). Rows are at most
+//! MAX_N columns (the kernels count column tiles in i32). Every descriptor is validated before
+//! anything touches the GPU: bad input returns -2/-5/-6 with a message, never a launch.
 use super::kernel::softmax_device as device;
 use crate::ffi_util::{
     self, check_same_shape, rc, to_i32, DType, Element, FfiResult, Launch, RowPlan, StreamAlloc, TensorDesc,

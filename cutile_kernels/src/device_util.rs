@@ -68,8 +68,10 @@ pub mod views {
     // head (the elements before its first 16-byte-aligned one), a body of whole VEC-element groups
     // (VEC elements = 16 bytes) and the ragged end; the body's row starts are asserted divisible by
     // VEC (`assume_div_by`), so its accesses are 16-byte ones, and the head and the end (at most
-    // 2 * (VEC - 1) elements) go through a narrow EDGE-wide tile (EDGE = 2 * VEC). The tensor's base
-    // must be 16-byte aligned: the launcher runs these only then.
+    // 2 * (VEC - 1) elements) go through a narrow EDGE-wide tile (EDGE = 2 * VEC). The assertions
+    // hold by construction for the tensor whose stride gave the heads, and for a second one when its
+    // stride is equal mod VEC; whether the accesses are then 16-byte ones depends on the bases being
+    // 16-byte aligned (the launcher's pointer hints), which is why the launcher also checks that.
 
     /// Per row of the ROWS-row tile at row0 (rows `stride` elements apart): its head, the number of
     /// elements before its first 16-byte-aligned one, and its body's length, the whole VEC-element

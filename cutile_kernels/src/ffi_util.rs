@@ -505,9 +505,10 @@ pub fn masked_offsets_fit(m: i32, width: i32, rows: i32, block: i32, strides: &[
 /// every i32 offset formed, up to a padded row tile's body and edge, fits. None: the masked entry.
 pub fn aligned_rows_vec(dtype: DType, m: i32, n: i32, rows: i32, block: i32, tensors: &[(u64, i32)]) -> Option<i32> {
     let vec = (16 / dtype.size_bytes()) as i32;
+    let &(_, first) = tensors.first()?;
     let strides: Vec<i32> = tensors.iter().map(|&(_, s)| s).collect();
     let misaligned = n % vec != 0 || strides.iter().any(|s| s % vec != 0);
-    let same_heads = strides.iter().all(|s| s % vec == strides[0] % vec);
+    let same_heads = strides.iter().all(|s| s % vec == first % vec);
     let bases = tensors.iter().all(|&(p, _)| p % 16 == 0);
     let fits = (n / vec) * vec <= block && masked_offsets_fit(m, block.max(n) + vec, rows, 1, &strides);
     (misaligned && same_heads && bases && fits).then_some(vec)
@@ -1012,6 +1013,10 @@ impl DeviceModule {
         let what = " for 16384x4097";
         let ir = self.lower(entry, &generics, &div_hints(&ptrs, &ints), CompileOptions::default().occupancy(4), what);
         let found = ir.matches(&format!("assume div_by<{vec}>")).count();
-        assert!(found >= 3, "{entry}<{}>{what}: {found} alignment assumptions, expected 3:\n{ir}", generics.join(","));
+        assert!(
+            found >= 3,
+            "{entry}<{}>{what}: {found} alignment assumptions, expected at least 3:\n{ir}",
+            generics.join(",")
+        );
     }
 }

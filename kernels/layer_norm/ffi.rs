@@ -249,8 +249,8 @@ mod tests {
         let w = desc2(DType::BF16, &[4097], &[1]);
         let p = plan(&x, &x, Some(&w), None, 1e-5, 8192, 1, 4, -2, -1).unwrap();
         assert_eq!((p.aligned, p.has_w, p.has_b), (Some(8), true, false));
+        // A persistent grid keeps its entry.
         assert_eq!(plan(&x, &x, None, None, 1e-5, 8192, 1, 4, 64, -1).unwrap().aligned, None);
-        // persistent
     }
 
     #[test]

@@ -90,8 +90,8 @@ pub fn default_rows(block: i32, m: i32) -> i32 {
 /// The launch of an (m, n) norm of x into out in `dtype`, shared with layer_norm: eps checked
 /// (finite and not negative), the tile (-1: the defaults), the occupancy hint, the persistent grid
 /// (`programs` > 0, capped at the row tiles, only with whole rows), the tail tile
-/// ([`ffi_util::tail_tile`]),
-/// the row strides, and whether the masked entries run ([`masked_fits`]).
+/// ([`ffi_util::tail_tile`]), the row strides, whether the masked entries run ([`masked_fits`]),
+/// and whether the aligned entry does ([`ffi_util::aligned_rows_vec`]).
 #[allow(clippy::too_many_arguments)]
 pub fn rows_plan(
     dtype: DType, x: &TensorDesc, out: &TensorDesc, eps: f32, block: i32, rows: i32, occupancy: i32, programs: i32,

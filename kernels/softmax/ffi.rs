@@ -18,8 +18,8 @@
 //! and rows -1) where `default_split` says so. `tail` > 0 (a power of two in [16, block], with
 //! block < n <= block + tail, and no chunk) holds each row whole as a block-wide body and a
 //! tail-wide tail tile (`softmax_row_tail`), where their masked tiles' i32 offsets fit (else the
-//! looped form runs); -1 or 0: no tail. A row held whole in one tile (no chunk, no tail, not
-//! exactly one tile) whose start or end is off a 16-byte boundary (n = 4097, odd row strides) runs
+//! looped form runs); -1 or 0: no tail. A row held whole in one tile (no split and no tail in the
+//! plan, not exactly one tile) whose start or end is off a 16-byte boundary (n = 4097, odd row strides) runs
 //! `softmax_row_aligned` where `ffi_util::aligned_rows_vec` allows it (16-byte-aligned bases, the
 //! same head per row in x and out; its body fits `block`, so n = 4097 fits 4096). Rows are at most
 //! MAX_N columns (the kernels count column tiles in i32). Every descriptor is validated before
@@ -71,7 +71,7 @@ pub struct Plan {
     /// Some(tail): each row held as a `block`-wide body and a `tail`-wide tail (`softmax_row_tail`).
     pub tail: Option<i32>,
     /// Some(VEC): rows not on 16-byte boundaries held in an aligned body and an edge tile
-    /// (`softmax_row_aligned`, `ffi_util::aligned_rows_vec`), instead of the masked entry.
+    /// (`softmax_row_aligned`, `ffi_util::aligned_rows_vec`), instead of the masked or looped entry.
     pub aligned: Option<i32>,
 }
 

@@ -514,6 +514,12 @@ pub fn aligned_rows_vec(dtype: DType, m: i32, n: i32, rows: i32, block: i32, ten
     (misaligned && same_heads && bases && fits).then_some(vec)
 }
 
+/// The aligned-row entries' generics after the others: VEC and EDGE = 2 * VEC, for
+/// [`aligned_rows_vec`]'s Some(VEC) (none for None).
+pub fn aligned_generics(vec: Option<i32>) -> impl Iterator<Item = String> {
+    vec.into_iter().flat_map(|v| [v.to_string(), (2 * v).to_string()])
+}
+
 /// The variant of an MMA kernel (matmul, bmm): output tiles of `bm` x `bn` walked in K steps of
 /// `bk`, visited in bands of `group` tile rows, by one tile block per output tile or a persistent
 /// grid, and the compile hints.

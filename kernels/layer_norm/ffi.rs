@@ -90,7 +90,7 @@ fn launch<T: Element>(
     let mut launch = p.row.launch::<T>(p.programs.unwrap_or(p.row.row_tiles()) as u32);
     launch.generics.extend(p.tail.map(|t| t.to_string()));
     launch.generics.extend([p.has_w.to_string(), p.has_b.to_string()]);
-    launch.generics.extend(p.aligned_generics());
+    launch.generics.extend(ffi_util::aligned_generics(p.aligned));
     let RowPlan { m, n, stride_x: sx, stride_y: sy, .. } = p.row;
     let eps = p.eps;
     // SAFETY: plan() checked shapes, strides and dtypes against the descriptors; the memory is

@@ -55,13 +55,6 @@ pub struct Plan {
     pub aligned: Option<i32>,
 }
 
-impl Plan {
-    /// The aligned entries' generics after the others: VEC and EDGE = 2 * VEC (none otherwise).
-    pub fn aligned_generics(&self) -> impl Iterator<Item = String> {
-        self.aligned.into_iter().flat_map(|v| [v.to_string(), (2 * v).to_string()])
-    }
-}
-
 /// Whether the masked pointer-tile entries run: the tile leaves a partial tile (where the
 /// zero-padded partition loads guard each access in its own branch, NOTES.md) and every offset of
 /// the padded tiles of x and y fits i32. Shapes the tile divides keep the partition entries.
@@ -164,7 +157,7 @@ fn launch<T: Element>(
     // entry's TAIL after T, ROWS, BLOCK.
     let mut launch = p.row.launch::<T>(p.programs.unwrap_or(p.row.row_tiles()) as u32);
     launch.generics.extend(p.tail.map(|t| t.to_string()));
-    launch.generics.extend(p.aligned_generics());
+    launch.generics.extend(ffi_util::aligned_generics(p.aligned));
     let RowPlan { m, n, stride_x: sx, stride_y: sy, .. } = p.row;
     let eps = p.eps;
     // SAFETY: plan() checked shapes, strides and dtypes against the descriptors; the memory is
@@ -320,7 +313,8 @@ mod tests {
         let x = desc2(DType::F16, &[257, 4097], &[4097, 1]);
         let w = desc2(DType::F16, &[4097], &[1]);
         let p = plan(&x, &x, &w, 1e-6, 8192, 1, 5, POINTER_ENTRIES, -1).unwrap();
-        assert_eq!((p.aligned, p.aligned_generics().collect::<Vec<_>>()), (Some(8), vec!["8".into(), "16".into()]));
+        let generics: Vec<String> = ffi_util::aligned_generics(p.aligned).collect();
+        assert_eq!((p.aligned, generics), (Some(8), vec!["8".into(), "16".into()]));
         assert_eq!(plan(&x, &x, &w, 1e-6, 8192, 1, 4, -1, -1).unwrap().aligned, Some(8));
         assert_eq!(plan(&x, &x, &w, 1e-6, 4096, 1, 4, -1, -1).unwrap().aligned, Some(8)); // 4097 in 4096 lanes
         assert_eq!(plan(&x, &x, &w, 1e-6, 8192, 1, 4, 100, -1).unwrap().aligned, None); // persistent

@@ -257,7 +257,7 @@ fn launch<T: Element>(p: &Plan, out: &TensorDesc, x: &TensorDesc, stream: &Arc<S
     let mut launch = p.row.launch::<T>(p.row.row_tiles() as u32);
     // The tail entry's TAIL after T, ROWS, BLOCK; the aligned entry's VEC and EDGE.
     launch.generics.extend(p.tail.map(|t| t.to_string()));
-    launch.generics.extend(p.aligned.into_iter().flat_map(|v| [v.to_string(), (2 * v).to_string()]));
+    launch.generics.extend(ffi_util::aligned_generics(p.aligned));
     let RowPlan { m, n, stride_x: sx, stride_y: sy, .. } = p.row;
     // SAFETY: plan() checked shapes, strides and dtypes against the descriptors; the memory is
     // PyTorch's, alive until the caller's stream has run the kernel (stream-ordered allocator).

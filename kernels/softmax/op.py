@@ -94,8 +94,8 @@ def variants(m: int, n: int) -> list[dict]:
     shapes = short if pow2 <= 2048 else whole if pow2 <= 16384 else []
     # rows a few elements past a power of two (4097): the aligned entry (ffi_util::aligned_rows_vec)
     # holds them in the power of two below when their starts are not 16-byte aligned
-    half = pow2 // 2
-    shapes += [(half, max(1, 8192 // half), 4, 8), (half, 1, 4, None)] if 1024 <= half <= 8192 and n <= half + 3 else []
+    half = autotune.aligned_block(n)
+    shapes += [(half, max(1, 8192 // half), 4, 8), (half, 1, 4, None)] if half else []
     shapes += [(4096, 2, 4, None), (2048, 4, 4, None)] if pow2 > 8192 else []  # looped, online
     shapes += [(8192, 1, 4, None), (4096, 4, 4, None)] if pow2 > 16384 else []
     split = SPLIT_SHAPES if pow2 > 16384 else []

@@ -209,6 +209,18 @@ def body_and_tail(n: int) -> tuple[int, int] | None:
     return (body, tail) if 4 * (body + tail) <= 3 * 2 * body else None
 
 
+def aligned_block(n: int) -> int | None:
+    """The power of two below n where it can hold rows of n through the aligned-row entries
+    (cutile_kernels' `ffi_util::aligned_rows_vec`: the body of whole 16-byte groups must fit the
+    tile, so n at most 3 past it, the f32 bound), for tiles of 1024 to 8192; else None.
+
+    >>> [aligned_block(n) for n in (4097, 4099, 4100, 8193, 1025, 513, 16385, 4096)]
+    [4096, 4096, None, 8192, 1024, None, None, None]
+    """
+    half = pow2(n) // 2
+    return half if 1024 <= half <= 8192 and n <= half + 3 else None
+
+
 def unique(candidates) -> list[dict]:
     """Variant dicts in order, without their None knobs (the export's default) and repeats."""
     out = []

@@ -92,8 +92,8 @@ def variants(m: int, n: int) -> list[dict]:
     # rows a few elements past a power of two (4097): the aligned entry (ffi_util::aligned_rows_vec)
     # holds them in the power of two below, one row per tile block at occupancy 6 (rms_norm's
     # NOTES.md, "Rows off 16-byte boundaries"), when their starts are not 16-byte aligned
-    half = pow2 // 2
-    if 1024 <= half <= 8192 and n <= half + 3:
+    half = autotune.aligned_block(n)
+    if half:
         out.append({"block": half, "rows": 1, "occupancy": 6, "programs_per_sm": 0, "pointer": 1})
     out = autotune.unique(out)
     # persistent: the first tile on SMs x occupancy tile blocks, each loading w once

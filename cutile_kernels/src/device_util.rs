@@ -120,6 +120,31 @@ pub mod views {
         heads.broadcast(tile) + cols
     }
 
+    /// A row vector (a norm's weight) in f32 at the body columns of the ROWS rows at row0 (rows
+    /// `stride` elements apart), `fill` past each row's body. Rows past m read it too (their results
+    /// are not stored), so a persistent tile block can read it once for every row tile with the same
+    /// heads.
+    pub unsafe fn aligned_row_vector<T: ElementType, const ROWS: i32, const BLOCK: i32, const VEC: i32>(
+        ptr: *mut T, row0: i32, n: i32, stride: i32, fill: f32,
+    ) -> Tile<f32, { [ROWS, BLOCK] }> {
+        let (heads, body_len) = unsafe { aligned_rows::<ROWS, VEC>(row0, n, stride) };
+        // every row counted inside (m = row0 + ROWS): only the body's columns mask the vector
+        let (_, body) = unsafe { aligned_body::<ROWS, BLOCK, VEC>(row0, row0 + ROWS, stride, heads, body_len) };
+        let cols: Tile<i32, { [ROWS, BLOCK] }> = aligned_body_cols::<ROWS, BLOCK>(heads);
+        let fills: Tile<f32, { [ROWS, BLOCK] }> = broadcast_scalar(fill, shape![ROWS, BLOCK]);
+        unsafe { load_masked::<T, ROWS, BLOCK>(ptr, cols, body, fills) }
+    }
+
+    /// `aligned_row_vector` at the edge tile's columns.
+    pub unsafe fn aligned_row_vector_edge<T: ElementType, const ROWS: i32, const EDGE: i32, const VEC: i32>(
+        ptr: *mut T, row0: i32, n: i32, stride: i32, fill: f32,
+    ) -> Tile<f32, { [ROWS, EDGE] }> {
+        let (heads, body_len) = unsafe { aligned_rows::<ROWS, VEC>(row0, n, stride) };
+        let (cols, edge) = aligned_edge::<ROWS, EDGE, VEC>(row0, row0 + ROWS, n, heads, body_len);
+        let fills: Tile<f32, { [ROWS, EDGE] }> = broadcast_scalar(fill, shape![ROWS, EDGE]);
+        unsafe { load_masked::<T, ROWS, EDGE>(ptr, cols, edge, fills) }
+    }
+
     /// The edge tile's columns and mask: lane j < VEC is column j (inside the head when j < head_r),
     /// lane j >= VEC column head_r + body_len_r + j - VEC (inside the row when < n); rows < m.
     pub fn aligned_edge<const ROWS: i32, const EDGE: i32, const VEC: i32>(

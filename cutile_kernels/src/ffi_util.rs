@@ -504,7 +504,7 @@ pub fn masked_offsets_fit(m: i32, width: i32, rows: i32, block: i32, strides: &[
 /// of whole VEC groups fits the tile ((n / VEC) * VEC <= block, e.g. n = 4097 in 4096 lanes); and
 /// every i32 offset formed, up to a padded row tile's body and edge, fits. None: the masked entry.
 pub fn aligned_rows_vec(dtype: DType, m: i32, n: i32, rows: i32, block: i32, tensors: &[(u64, i32)]) -> Option<i32> {
-    let vec = (16 / dtype.size_bytes()) as i32;
+    let vec = vec_elems(dtype);
     let &(_, first) = tensors.first()?;
     let strides: Vec<i32> = tensors.iter().map(|&(_, s)| s).collect();
     let misaligned = n % vec != 0 || strides.iter().any(|s| s % vec != 0);
@@ -512,6 +512,11 @@ pub fn aligned_rows_vec(dtype: DType, m: i32, n: i32, rows: i32, block: i32, ten
     let bases = tensors.iter().all(|&(p, _)| p % 16 == 0);
     let fits = (n / vec) * vec <= block && masked_offsets_fit(m, block.max(n) + vec, rows, 1, &strides);
     (misaligned && same_heads && bases && fits).then_some(vec)
+}
+
+/// VEC: the elements of `dtype` in 16 bytes (one 16-byte access).
+pub fn vec_elems(dtype: DType) -> i32 {
+    (16 / dtype.size_bytes()) as i32
 }
 
 /// The aligned-row entries' generics after the others: VEC and EDGE = 2 * VEC, for

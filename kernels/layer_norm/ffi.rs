@@ -100,6 +100,9 @@ fn launch<T: Element>(
     unsafe {
         if p.tail.is_some() {
             launch.enqueue(device::layer_norm_row_tail(y_ptr, x_ptr, w_ptr, b_ptr, m, n, sx, sy, eps), stream)
+        } else if p.aligned.is_some() && p.programs.is_some() {
+            let entry = device::layer_norm_row_aligned_persistent(y_ptr, x_ptr, w_ptr, b_ptr, m, n, sx, sy, eps);
+            launch.enqueue(entry, stream)
         } else if p.aligned.is_some() {
             launch.enqueue(device::layer_norm_row_aligned(y_ptr, x_ptr, w_ptr, b_ptr, m, n, sx, sy, eps), stream)
         } else if p.programs.is_some() {
@@ -249,8 +252,10 @@ mod tests {
         let w = desc2(DType::BF16, &[4097], &[1]);
         let p = plan(&x, &x, Some(&w), None, 1e-5, 8192, 1, 4, -2, -1).unwrap();
         assert_eq!((p.aligned, p.has_w, p.has_b), (Some(8), true, false));
-        // A persistent grid keeps its entry.
-        assert_eq!(plan(&x, &x, None, None, 1e-5, 8192, 1, 4, 64, -1).unwrap().aligned, None);
+        // A persistent grid: the aligned entry's, a multiple of VEC tile blocks (rms_norm's aligned_grid).
+        let big = desc2(DType::BF16, &[1000, 4097], &[4097, 1]);
+        let p = plan(&big, &big, None, None, 1e-5, 4096, 1, 4, 100, -1).unwrap();
+        assert_eq!((p.aligned, p.programs), (Some(8), Some(96)));
     }
 
     #[test]
@@ -258,7 +263,9 @@ mod tests {
         let ptrs = ["y_ptr", "x_ptr", "w_ptr", "b_ptr"];
         for (dtype, rows, block, w, b) in [("f16", "1", "8192", "true", "true"), ("f32", "2", "4096", "false", "true")]
         {
-            DEVICE.assert_aligned_lowers("layer_norm_row_aligned", dtype, rows, block, &[w, b], &ptrs);
+            for entry in ["layer_norm_row_aligned", "layer_norm_row_aligned_persistent"] {
+                DEVICE.assert_aligned_lowers(entry, dtype, rows, block, &[w, b], &ptrs);
+            }
         }
     }
 

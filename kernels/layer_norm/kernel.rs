@@ -33,7 +33,8 @@
 //!     divide (m, n), through pointer tiles and a mask of the lanes inside (m, n) (ffi.rs runs them
 //!     where the offsets fit i32).
 //!   * `layer_norm_row_aligned` — rows that do not start or end on a 16-byte boundary (n = 4097):
-//!     rms_norm's aligned entry (a 16-byte-aligned body and an edge tile per row).
+//!     rms_norm's aligned entry (a 16-byte-aligned body and an edge tile per row), one tile block
+//!     per row tile or (`layer_norm_row_aligned_persistent`) a capped grid reading w and b once.
 //!
 //! The module name is unique across kernels: the JIT keys its kernel cache by module and entry.
 //! `unchecked_accesses`: the launcher (ffi.rs) sizes the grid as ceil(m / ROWS) (or fewer, with the
@@ -42,8 +43,8 @@
 #[cutile::module]
 pub mod layer_norm_device {
     use crate::device_util::views::{
-        aligned_body, aligned_body_cols, aligned_edge, aligned_rows, load_masked, row_offsets, store_masked,
-        strided_view, tile_mask, tile_pointers, vector_view,
+        aligned_body, aligned_edge, aligned_row_vector, aligned_row_vector_edge, aligned_rows, load_masked,
+        row_offsets, store_masked, strided_view, tile_mask, tile_pointers, vector_view,
     };
     use cutile::core::*;
 
@@ -417,19 +418,6 @@ pub mod layer_norm_device {
         }
     }
 
-    /// w or b at `cols` (lanes outside `mask` not read) in f32; `absent` when compiled without it.
-    unsafe fn param_at<T: ElementType, const ROWS: i32, const W: i32, const HAS: bool>(
-        ptr: *mut T, cols: Tile<i32, { [ROWS, W] }>, mask: Tile<bool, { [ROWS, W] }>, absent: f32,
-    ) -> Tile<f32, { [ROWS, W] }> {
-        let fill: Tile<f32, { [ROWS, W] }> = broadcast_scalar(absent, shape![ROWS, W]);
-        if HAS {
-            let v: Tile<f32, { [ROWS, W] }> = load_masked::<T, ROWS, W>(ptr, cols, mask, fill);
-            v
-        } else {
-            fill
-        }
-    }
-
     /// `layer_norm_row_masked` for rows that do not start or end on a 16-byte boundary (n = 4097;
     /// row strides no multiple of 16 bytes), x and y 16-byte aligned with the same misalignment per
     /// row (ffi.rs, `ffi_util::aligned_rows_vec`): each row's body of whole 16-byte groups through
@@ -450,6 +438,76 @@ pub mod layer_norm_device {
         eps: f32,
     ) {
         let row0: i32 = get_tile_block_id().0 * ROWS;
+        let wb: Tile<f32, { [ROWS, BLOCK] }> = unsafe { param_body::<T, ROWS, BLOCK, VEC, HAS_W>(w_ptr, row0, n, stride_x, 1.0f32) };
+        let we: Tile<f32, { [ROWS, EDGE] }> = unsafe { param_edge::<T, ROWS, EDGE, VEC, HAS_W>(w_ptr, row0, n, stride_x, 1.0f32) };
+        let bb: Tile<f32, { [ROWS, BLOCK] }> = unsafe { param_body::<T, ROWS, BLOCK, VEC, HAS_B>(b_ptr, row0, n, stride_x, 0.0f32) };
+        let be: Tile<f32, { [ROWS, EDGE] }> = unsafe { param_edge::<T, ROWS, EDGE, VEC, HAS_B>(b_ptr, row0, n, stride_x, 0.0f32) };
+        unsafe { ln_aligned_tile::<T, ROWS, BLOCK, VEC, EDGE>(y_ptr, x_ptr, wb, we, bb, be, row0, m, n, stride_x, stride_y, eps) };
+    }
+
+    /// `layer_norm_row_aligned` on a capped grid: each tile block reads w and b (element by element)
+    /// once and walks row tiles pid, pid + grid, ..., all with the heads of its first (rms_norm's
+    /// `rms_norm_row_aligned_persistent`; the launcher's grid: rms_norm's ffi.rs `aligned_grid`).
+    #[cutile::entry(unchecked_accesses = true)]
+    unsafe fn layer_norm_row_aligned_persistent<
+        T: ElementType,
+        const ROWS: i32,
+        const BLOCK: i32,
+        const HAS_W: bool,
+        const HAS_B: bool,
+        const VEC: i32,
+        const EDGE: i32,
+    >(
+        y_ptr: *mut T, x_ptr: *mut T, w_ptr: *mut T, b_ptr: *mut T, m: i32, n: i32, stride_x: i32, stride_y: i32,
+        eps: f32,
+    ) {
+        let pid: i32 = get_tile_block_id().0;
+        let programs: i32 = get_num_tile_blocks().0;
+        let row_tiles: i32 = (m + ROWS - 1) / ROWS;
+        let first: i32 = pid * ROWS;
+        let wb: Tile<f32, { [ROWS, BLOCK] }> = unsafe { param_body::<T, ROWS, BLOCK, VEC, HAS_W>(w_ptr, first, n, stride_x, 1.0f32) };
+        let we: Tile<f32, { [ROWS, EDGE] }> = unsafe { param_edge::<T, ROWS, EDGE, VEC, HAS_W>(w_ptr, first, n, stride_x, 1.0f32) };
+        let bb: Tile<f32, { [ROWS, BLOCK] }> = unsafe { param_body::<T, ROWS, BLOCK, VEC, HAS_B>(b_ptr, first, n, stride_x, 0.0f32) };
+        let be: Tile<f32, { [ROWS, EDGE] }> = unsafe { param_edge::<T, ROWS, EDGE, VEC, HAS_B>(b_ptr, first, n, stride_x, 0.0f32) };
+        for rb in (pid..row_tiles).step_by(programs as usize) {
+            let row0: i32 = rb * ROWS;
+            unsafe { ln_aligned_tile::<T, ROWS, BLOCK, VEC, EDGE>(y_ptr, x_ptr, wb, we, bb, be, row0, m, n, stride_x, stride_y, eps) };
+        }
+    }
+
+    /// w or b (HAS) at the body columns of the ROWS rows at row0, else `absent` everywhere.
+    unsafe fn param_body<T: ElementType, const ROWS: i32, const BLOCK: i32, const VEC: i32, const HAS: bool>(
+        ptr: *mut T, row0: i32, n: i32, stride: i32, absent: f32,
+    ) -> Tile<f32, { [ROWS, BLOCK] }> {
+        if HAS {
+            let v: Tile<f32, { [ROWS, BLOCK] }> =
+                unsafe { aligned_row_vector::<T, ROWS, BLOCK, VEC>(ptr, row0, n, stride, absent) };
+            v
+        } else {
+            broadcast_scalar(absent, shape![ROWS, BLOCK])
+        }
+    }
+
+    /// `param_body` at the edge tile's columns.
+    unsafe fn param_edge<T: ElementType, const ROWS: i32, const EDGE: i32, const VEC: i32, const HAS: bool>(
+        ptr: *mut T, row0: i32, n: i32, stride: i32, absent: f32,
+    ) -> Tile<f32, { [ROWS, EDGE] }> {
+        if HAS {
+            let v: Tile<f32, { [ROWS, EDGE] }> =
+                unsafe { aligned_row_vector_edge::<T, ROWS, EDGE, VEC>(ptr, row0, n, stride, absent) };
+            v
+        } else {
+            broadcast_scalar(absent, shape![ROWS, EDGE])
+        }
+    }
+
+    /// The aligned entries' row tile at row0, given w and b at its body and edge columns.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn ln_aligned_tile<T: ElementType, const ROWS: i32, const BLOCK: i32, const VEC: i32, const EDGE: i32>(
+        y_ptr: *mut T, x_ptr: *mut T, wb: Tile<f32, { [ROWS, BLOCK] }>, we: Tile<f32, { [ROWS, EDGE] }>,
+        bb: Tile<f32, { [ROWS, BLOCK] }>, be: Tile<f32, { [ROWS, EDGE] }>, row0: i32, m: i32, n: i32,
+        stride_x: i32, stride_y: i32, eps: f32,
+    ) {
         let (heads, body_len) = unsafe { aligned_rows::<ROWS, VEC>(row0, n, stride_x) };
         let (xb_at, body) = unsafe { aligned_body::<ROWS, BLOCK, VEC>(row0, m, stride_x, heads, body_len) };
         let (edge_cols, edge) = aligned_edge::<ROWS, EDGE, VEC>(row0, m, n, heads, body_len);
@@ -467,13 +525,6 @@ pub mod layer_norm_device {
         let sq_b: Tile<f32, { [ROWS] }> = reduce_sum(db * db, 1i32);
         let sq_e: Tile<f32, { [ROWS] }> = reduce_sum(de * de, 1i32);
         let var: Tile<f32, { [ROWS] }> = per_elem::<ROWS>(sq_b + sq_e, n);
-        let wb_at: Tile<i32, { [ROWS, BLOCK] }> = aligned_body_cols::<ROWS, BLOCK>(heads);
-        let wb: Tile<f32, { [ROWS, BLOCK] }> = unsafe { param_at::<T, ROWS, BLOCK, HAS_W>(w_ptr, wb_at, body, 1.0f32) };
-        let we: Tile<f32, { [ROWS, EDGE] }> =
-            unsafe { param_at::<T, ROWS, EDGE, HAS_W>(w_ptr, edge_cols, edge, 1.0f32) };
-        let bb: Tile<f32, { [ROWS, BLOCK] }> = unsafe { param_at::<T, ROWS, BLOCK, HAS_B>(b_ptr, wb_at, body, 0.0f32) };
-        let be: Tile<f32, { [ROWS, EDGE] }> =
-            unsafe { param_at::<T, ROWS, EDGE, HAS_B>(b_ptr, edge_cols, edge, 0.0f32) };
         let yb: Tile<T, { [ROWS, BLOCK] }> = convert_tile(db * inv_std::<ROWS, BLOCK>(var, eps) * wb + bb);
         let ye: Tile<T, { [ROWS, EDGE] }> = convert_tile(de * inv_std::<ROWS, EDGE>(var, eps) * we + be);
         let (yb_at, _) = unsafe { aligned_body::<ROWS, BLOCK, VEC>(row0, m, stride_y, heads, body_len) };

@@ -78,6 +78,8 @@ SPEC = row_kernel(
     )
     # past the decode rows: every body-and-tail candidate (persistent, 2-row tiles, a partial row tile)
     + shapes("m n dtype", (601, 5120, "bfloat16"))
+    # the aligned entry's persistent form: each tile block walks 2-3 row tiles (rows off 16 bytes)
+    + shapes("m n dtype", (1201, 4097, "float16"))
     + shapes("m n dtype absent", (19, 8195, "bfloat16", "bias")),
     bad_inputs={
         "dtype_mix": BadInput(lambda: call(_x(4, 8).half(), _x(8)), TypeError, "share one dtype"),

@@ -104,33 +104,53 @@ pub fn rows_plan(
             "variant programs={POINTER_ENTRIES} and tail: the tail entries are not pointer-tile ones; pick one"
         )));
     }
+    let stride_x = ffi_util::row_stride(x, n, "x", format_args!("n={n}"))?;
+    let stride_y = ffi_util::row_stride(out, n, "out", format_args!("n={n}"))?;
+    let aligned = tail
+        .is_none()
+        .then(|| ffi_util::aligned_rows_vec(dtype, m, n, rows, block, &[(x.data, stride_x), (out.data, stride_y)]))
+        .flatten();
     let whole = n <= block + tail.unwrap_or(0);
-    let programs = match programs {
-        rc::COMPILER_DEFAULT | 0 | POINTER_ENTRIES => None,
-        g if g > 0 && whole => Some(g.min((m + rows - 1) / rows)),
-        g if g > 0 => {
+    // n past the tile by less than VEC elements (4097 in 4096): whole rows for the aligned entry
+    let aligned_whole = tail.is_none() && n / ffi_util::vec_elems(dtype) * ffi_util::vec_elems(dtype) <= block;
+    let row_tiles = (m + rows - 1) / rows;
+    let programs = match (programs, aligned) {
+        (rc::COMPILER_DEFAULT | 0 | POINTER_ENTRIES, _) => None,
+        (g, Some(vec)) if g > 0 => Some(aligned_grid(g.min(row_tiles), row_tiles, vec)),
+        (g, None) if g > 0 && whole => Some(g.min(row_tiles)),
+        // the aligned entry's variant on rows it cannot take (bases off 16 bytes, x and out with
+        // different heads): one tile block per row tile, through the masked entries
+        (g, None) if g > 0 && aligned_whole => None,
+        (g, _) if g > 0 => {
             return Err(invalid(format!(
             "variant programs={g}: the persistent kernel holds whole rows; needs n={n} <= block={block} (plus a tail)"
         )))
         }
-        g => {
+        (g, _) => {
             return Err(invalid(format!(
                 "variant programs={g}: use > 0 for a persistent grid, -1/0 for one tile block per row tile, or \
                  {POINTER_ENTRIES} for that through the pointer-tile entries"
             )))
         }
     };
-    let stride_x = ffi_util::row_stride(x, n, "x", format_args!("n={n}"))?;
-    let stride_y = ffi_util::row_stride(out, n, "out", format_args!("n={n}"))?;
     let masked = programs.is_none()
         && tail.is_none()
         && (masked_fits(m, n, rows, block, stride_x, stride_y)
             || pointer && pointer_fits(m, n, rows, block, stride_x, stride_y));
-    let aligned = (programs.is_none() && tail.is_none())
-        .then(|| ffi_util::aligned_rows_vec(dtype, m, n, rows, block, &[(x.data, stride_x), (out.data, stride_y)]))
-        .flatten();
     let row = RowPlan { block, rows, occupancy, warps: None, m, n, stride_x, stride_y };
     Ok(Plan { dtype, row, eps, programs, tail, masked, aligned })
+}
+
+/// The aligned entry's persistent grid for a requested `grid` (already capped at `row_tiles`): every
+/// row tile, or a multiple of VEC tile blocks (at least VEC), so that the row tiles one tile block
+/// walks are a multiple of VEC rows apart and all have the heads of its first one, whatever the row
+/// stride (`rms_norm_row_aligned_persistent` reads w's columns once, at those heads).
+pub fn aligned_grid(grid: i32, row_tiles: i32, vec: i32) -> i32 {
+    if grid >= row_tiles {
+        row_tiles
+    } else {
+        (grid / vec * vec).max(vec).min(row_tiles)
+    }
 }
 
 // The export's arguments one for one (its C signature is fixed): a struct would only repack them.
@@ -167,6 +187,8 @@ fn launch<T: Element>(
     unsafe {
         if p.tail.is_some() {
             launch.enqueue(device::rms_norm_row_tail(y_ptr, x_ptr, w_ptr, m, n, sx, sy, eps), stream)
+        } else if p.aligned.is_some() && p.programs.is_some() {
+            launch.enqueue(device::rms_norm_row_aligned_persistent(y_ptr, x_ptr, w_ptr, m, n, sx, sy, eps), stream)
         } else if p.aligned.is_some() {
             launch.enqueue(device::rms_norm_row_aligned(y_ptr, x_ptr, w_ptr, m, n, sx, sy, eps), stream)
         } else if p.programs.is_some() {
@@ -317,7 +339,7 @@ mod tests {
         assert_eq!((p.aligned, generics), (Some(8), vec!["8".into(), "16".into()]));
         assert_eq!(plan(&x, &x, &w, 1e-6, 8192, 1, 4, -1, -1).unwrap().aligned, Some(8));
         assert_eq!(plan(&x, &x, &w, 1e-6, 4096, 1, 4, -1, -1).unwrap().aligned, Some(8)); // 4097 in 4096 lanes
-        assert_eq!(plan(&x, &x, &w, 1e-6, 8192, 1, 4, 100, -1).unwrap().aligned, None); // persistent
+        assert_eq!(plan(&x, &x, &w, 1e-6, 4096, 1, 4, 100, -1).unwrap().programs, Some(96)); // multiple of 8
         assert_eq!(plan(&x, &x, &w, 1e-6, 4096, 1, 4, -1, 16).unwrap().aligned, None); // tail
         let whole = desc2(DType::F16, &[257, 4096], &[4096, 1]);
         let w4096 = desc2(DType::F16, &[4096], &[1]);
@@ -325,9 +347,33 @@ mod tests {
     }
 
     #[test]
+    fn aligned_persistent_grid_keeps_each_tile_blocks_heads() {
+        assert_eq!(aligned_grid(792, 16384, 8), 792); // 6 x 132 SMs: already a multiple of 8
+        assert_eq!(aligned_grid(100, 16384, 8), 96);
+        assert_eq!(aligned_grid(3, 16384, 4), 4); // at least VEC
+        assert_eq!(aligned_grid(5, 6, 8), 6); // VEC past the row tiles: one row tile each
+        assert_eq!(aligned_grid(257, 257, 8), 257); // every row tile
+        // every row a tile block walks (pid + k * grid, ROWS rows each) starts with pid's head
+        for (grid, rows, stride) in [(96, 1, 4097), (4, 2, 4099), (8, 3, 1001)] {
+            for pid in 0..grid {
+                let head = |row: i32| (8 - row * stride % 8) % 8;
+                assert!((0..50).all(|k| (0..rows).all(|r| head((pid + k * grid) * rows + r) == head(pid * rows + r))));
+            }
+        }
+        let x = desc2(DType::BF16, &[257, 4097], &[4097, 1]);
+        let w = desc2(DType::BF16, &[4097], &[1]);
+        let p = plan(&x, &x, &w, 1e-6, 4096, 1, 4, 132, -1).unwrap();
+        assert_eq!((p.aligned, p.programs, p.masked), (Some(8), Some(128), false));
+        assert_eq!(plan(&x, &x, &w, 1e-6, 4096, 1, 4, 1000, -1).unwrap().programs, Some(257));
+    }
+
+    #[test]
     fn aligned_entry_lowers_and_assembles_for_sm90() {
-        for (dtype, rows, block) in [("f16", "1", "8192"), ("bf16", "2", "4096"), ("f32", "1", "4096")] {
-            DEVICE.assert_aligned_lowers("rms_norm_row_aligned", dtype, rows, block, &[], &["y_ptr", "x_ptr", "w_ptr"]);
+        for entry in ["rms_norm_row_aligned", "rms_norm_row_aligned_persistent"] {
+            // f16 1 x 4096: the tile autotune picks at 16384 x 4097 (NOTES.md has its SASS)
+            for (dtype, rows, block) in [("f16", "1", "4096"), ("bf16", "2", "4096"), ("f32", "1", "4096")] {
+                DEVICE.assert_aligned_lowers(entry, dtype, rows, block, &[], &["y_ptr", "x_ptr", "w_ptr"]);
+            }
         }
     }
 

@@ -36,8 +36,8 @@
 #[cutile::module]
 pub mod rms_norm_device {
     use crate::device_util::views::{
-        aligned_body, aligned_body_cols, aligned_edge, aligned_rows, load_masked, row_offsets, store_masked,
-        strided_view, tile_mask, tile_pointers, vector_view,
+        aligned_body, aligned_edge, aligned_row_vector, aligned_row_vector_edge, aligned_rows, load_masked,
+        row_offsets, store_masked, strided_view, tile_mask, tile_pointers, vector_view,
     };
     use cutile::core::*;
 
@@ -302,6 +302,45 @@ pub mod rms_norm_device {
         y_ptr: *mut T, x_ptr: *mut T, w_ptr: *mut T, m: i32, n: i32, stride_x: i32, stride_y: i32, eps: f32,
     ) {
         let row0: i32 = get_tile_block_id().0 * ROWS;
+        let wb: Tile<f32, { [ROWS, BLOCK] }> = unsafe { aligned_row_vector::<T, ROWS, BLOCK, VEC>(w_ptr, row0, n, stride_x, 0.0f32) };
+        let we: Tile<f32, { [ROWS, EDGE] }> = unsafe { aligned_row_vector_edge::<T, ROWS, EDGE, VEC>(w_ptr, row0, n, stride_x, 0.0f32) };
+        unsafe { rms_aligned_tile::<T, ROWS, BLOCK, VEC, EDGE>(y_ptr, x_ptr, wb, we, row0, m, n, stride_x, stride_y, eps) };
+    }
+
+    /// `rms_norm_row_aligned` on a capped grid: each tile block reads w (element by element) once
+    /// and walks row tiles pid, pid + grid, ... The launcher makes grid * ROWS * stride_x a multiple
+    /// of VEC (or the grid cover every row tile, so that each walks one), so every row tile a tile
+    /// block walks has the heads of its first, and w's columns with them (ffi.rs,
+    /// `aligned_grid`).
+    #[cutile::entry(unchecked_accesses = true)]
+    unsafe fn rms_norm_row_aligned_persistent<
+        T: ElementType,
+        const ROWS: i32,
+        const BLOCK: i32,
+        const VEC: i32,
+        const EDGE: i32,
+    >(
+        y_ptr: *mut T, x_ptr: *mut T, w_ptr: *mut T, m: i32, n: i32, stride_x: i32, stride_y: i32, eps: f32,
+    ) {
+        let pid: i32 = get_tile_block_id().0;
+        let programs: i32 = get_num_tile_blocks().0;
+        let row_tiles: i32 = (m + ROWS - 1) / ROWS;
+        let wb: Tile<f32, { [ROWS, BLOCK] }> =
+            unsafe { aligned_row_vector::<T, ROWS, BLOCK, VEC>(w_ptr, pid * ROWS, n, stride_x, 0.0f32) };
+        let we: Tile<f32, { [ROWS, EDGE] }> =
+            unsafe { aligned_row_vector_edge::<T, ROWS, EDGE, VEC>(w_ptr, pid * ROWS, n, stride_x, 0.0f32) };
+        for rb in (pid..row_tiles).step_by(programs as usize) {
+            let row0: i32 = rb * ROWS;
+            unsafe { rms_aligned_tile::<T, ROWS, BLOCK, VEC, EDGE>(y_ptr, x_ptr, wb, we, row0, m, n, stride_x, stride_y, eps) };
+        }
+    }
+
+    /// The aligned entries' row tile at row0, given w at its body (`wb`) and edge (`we`) columns.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn rms_aligned_tile<T: ElementType, const ROWS: i32, const BLOCK: i32, const VEC: i32, const EDGE: i32>(
+        y_ptr: *mut T, x_ptr: *mut T, wb: Tile<f32, { [ROWS, BLOCK] }>, we: Tile<f32, { [ROWS, EDGE] }>, row0: i32,
+        m: i32, n: i32, stride_x: i32, stride_y: i32, eps: f32,
+    ) {
         let (heads, body_len) = unsafe { aligned_rows::<ROWS, VEC>(row0, n, stride_x) };
         let (xb_at, body) = unsafe { aligned_body::<ROWS, BLOCK, VEC>(row0, m, stride_x, heads, body_len) };
         let (edge_cols, edge) = aligned_edge::<ROWS, EDGE, VEC>(row0, m, n, heads, body_len);
@@ -313,9 +352,6 @@ pub mod rms_norm_device {
         let sum_b: Tile<f32, { [ROWS] }> = reduce_sum(xb * xb, 1i32);
         let sum_e: Tile<f32, { [ROWS] }> = reduce_sum(xe * xe, 1i32);
         let sum_sq: Tile<f32, { [ROWS] }> = sum_b + sum_e;
-        let wb_at: Tile<i32, { [ROWS, BLOCK] }> = aligned_body_cols::<ROWS, BLOCK>(heads);
-        let wb: Tile<f32, { [ROWS, BLOCK] }> = unsafe { load_masked::<T, ROWS, BLOCK>(w_ptr, wb_at, body, zero_b) };
-        let we: Tile<f32, { [ROWS, EDGE] }> = unsafe { load_masked::<T, ROWS, EDGE>(w_ptr, edge_cols, edge, zero_e) };
         let yb: Tile<T, { [ROWS, BLOCK] }> = convert_tile(xb * inv_rms_of::<ROWS, BLOCK>(sum_sq, n, eps) * wb);
         let ye: Tile<T, { [ROWS, EDGE] }> = convert_tile(xe * inv_rms_of::<ROWS, EDGE>(sum_sq, n, eps) * we);
         let (yb_at, _) = unsafe { aligned_body::<ROWS, BLOCK, VEC>(row0, m, stride_y, heads, body_len) };

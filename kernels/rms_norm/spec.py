@@ -67,6 +67,7 @@ SPEC = row_kernel(
         # past the decode rows: every body-and-tail candidate (persistent, 2-row tiles, a partial row tile)
         (601, 5120, "bfloat16"),
         (33, 4097, "float16"),  # rows off 16-byte boundaries: the aligned entry (8192 and 4096 lanes)
+        (1201, 4097, "bfloat16"),  # and its persistent form walking 2-3 row tiles with other heads
     ),
     bad_inputs={
         "dtype_mix": BadInput(lambda: call(torch.randn(4, 8).half(), torch.randn(8)), TypeError, "share one dtype"),

@@ -120,29 +120,28 @@ pub mod views {
         heads.broadcast(tile) + cols
     }
 
-    /// A row vector (a norm's weight) in f32 at the body columns of the ROWS rows at row0 (rows
-    /// `stride` elements apart), `fill` past each row's body. Rows past m read it too (their results
-    /// are not stored), so a persistent tile block can read it once for every row tile with the same
-    /// heads.
+    /// A row vector (a norm's weight) at the body columns of the ROWS rows at row0 (rows `stride`
+    /// elements apart), in T: lanes past a row's body are not read and hold no defined value (the
+    /// aligned entries store nothing there). Rows past m read it too (their results are not
+    /// stored), so a persistent tile block can read it once for every row tile with the same heads;
+    /// kept in T, it takes half the registers of f32 across the loop.
     pub unsafe fn aligned_row_vector<T: ElementType, const ROWS: i32, const BLOCK: i32, const VEC: i32>(
-        ptr: *mut T, row0: i32, n: i32, stride: i32, fill: f32,
-    ) -> Tile<f32, { [ROWS, BLOCK] }> {
+        ptr: *mut T, row0: i32, n: i32, stride: i32,
+    ) -> Tile<T, { [ROWS, BLOCK] }> {
         let (heads, body_len) = unsafe { aligned_rows::<ROWS, VEC>(row0, n, stride) };
         // every row counted inside (m = row0 + ROWS): only the body's columns mask the vector
         let (_, body) = unsafe { aligned_body::<ROWS, BLOCK, VEC>(row0, row0 + ROWS, stride, heads, body_len) };
         let cols: Tile<i32, { [ROWS, BLOCK] }> = aligned_body_cols::<ROWS, BLOCK>(heads);
-        let fills: Tile<f32, { [ROWS, BLOCK] }> = broadcast_scalar(fill, shape![ROWS, BLOCK]);
-        unsafe { load_masked::<T, ROWS, BLOCK>(ptr, cols, body, fills) }
+        unsafe { load_masked_raw::<T, ROWS, BLOCK>(ptr, cols, body) }
     }
 
     /// `aligned_row_vector` at the edge tile's columns.
     pub unsafe fn aligned_row_vector_edge<T: ElementType, const ROWS: i32, const EDGE: i32, const VEC: i32>(
-        ptr: *mut T, row0: i32, n: i32, stride: i32, fill: f32,
-    ) -> Tile<f32, { [ROWS, EDGE] }> {
+        ptr: *mut T, row0: i32, n: i32, stride: i32,
+    ) -> Tile<T, { [ROWS, EDGE] }> {
         let (heads, body_len) = unsafe { aligned_rows::<ROWS, VEC>(row0, n, stride) };
         let (cols, edge) = aligned_edge::<ROWS, EDGE, VEC>(row0, row0 + ROWS, n, heads, body_len);
-        let fills: Tile<f32, { [ROWS, EDGE] }> = broadcast_scalar(fill, shape![ROWS, EDGE]);
-        unsafe { load_masked::<T, ROWS, EDGE>(ptr, cols, edge, fills) }
+        unsafe { load_masked_raw::<T, ROWS, EDGE>(ptr, cols, edge) }
     }
 
     /// The edge tile's columns and mask: lane j < VEC is column j (inside the head when j < head_r),
@@ -187,14 +186,22 @@ pub mod views {
         base.offset_tile(offsets)
     }
 
+    /// The elements at `offsets` past `ptr`, lanes outside `mask` not read (their values undefined).
+    pub unsafe fn load_masked_raw<T: ElementType, const ROWS: i32, const W: i32>(
+        ptr: *mut T, offsets: Tile<i32, { [ROWS, W] }>, mask: Tile<bool, { [ROWS, W] }>,
+    ) -> Tile<T, { [ROWS, W] }> {
+        let ptrs: PointerTile<*mut T, { [ROWS, W] }> = offset_pointers::<T, ROWS, W>(ptr, offsets);
+        let (raw, _tok): (Tile<T, { [ROWS, W] }>, Token) =
+            load_ptr_tko(ptrs, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, None, Latency::<3>);
+        raw
+    }
+
     /// The elements at `offsets` past `ptr` in f32, lanes outside `mask` not read and taken from
     /// `fill` instead.
     pub unsafe fn load_masked<T: ElementType, const ROWS: i32, const W: i32>(
         ptr: *mut T, offsets: Tile<i32, { [ROWS, W] }>, mask: Tile<bool, { [ROWS, W] }>, fill: Tile<f32, { [ROWS, W] }>,
     ) -> Tile<f32, { [ROWS, W] }> {
-        let ptrs: PointerTile<*mut T, { [ROWS, W] }> = offset_pointers::<T, ROWS, W>(ptr, offsets);
-        let (raw, _tok): (Tile<T, { [ROWS, W] }>, Token) =
-            load_ptr_tko(ptrs, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, None, Latency::<3>);
+        let raw: Tile<T, { [ROWS, W] }> = unsafe { load_masked_raw::<T, ROWS, W>(ptr, offsets, mask) };
         let x: Tile<f32, { [ROWS, W] }> = convert_tile(raw);
         select(mask, x, fill)
     }

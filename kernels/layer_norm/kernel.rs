@@ -480,8 +480,8 @@ pub mod layer_norm_device {
         ptr: *mut T, row0: i32, n: i32, stride: i32, absent: f32,
     ) -> Tile<f32, { [ROWS, BLOCK] }> {
         if HAS {
-            let v: Tile<f32, { [ROWS, BLOCK] }> =
-                unsafe { aligned_row_vector::<T, ROWS, BLOCK, VEC>(ptr, row0, n, stride, absent) };
+            let raw: Tile<T, { [ROWS, BLOCK] }> = unsafe { aligned_row_vector::<T, ROWS, BLOCK, VEC>(ptr, row0, n, stride) };
+            let v: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(raw);
             v
         } else {
             broadcast_scalar(absent, shape![ROWS, BLOCK])
@@ -493,8 +493,8 @@ pub mod layer_norm_device {
         ptr: *mut T, row0: i32, n: i32, stride: i32, absent: f32,
     ) -> Tile<f32, { [ROWS, EDGE] }> {
         if HAS {
-            let v: Tile<f32, { [ROWS, EDGE] }> =
-                unsafe { aligned_row_vector_edge::<T, ROWS, EDGE, VEC>(ptr, row0, n, stride, absent) };
+            let raw: Tile<T, { [ROWS, EDGE] }> = unsafe { aligned_row_vector_edge::<T, ROWS, EDGE, VEC>(ptr, row0, n, stride) };
+            let v: Tile<f32, { [ROWS, EDGE] }> = convert_tile(raw);
             v
         } else {
             broadcast_scalar(absent, shape![ROWS, EDGE])

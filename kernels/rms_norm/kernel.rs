@@ -302,8 +302,8 @@ pub mod rms_norm_device {
         y_ptr: *mut T, x_ptr: *mut T, w_ptr: *mut T, m: i32, n: i32, stride_x: i32, stride_y: i32, eps: f32,
     ) {
         let row0: i32 = get_tile_block_id().0 * ROWS;
-        let wb: Tile<f32, { [ROWS, BLOCK] }> = unsafe { aligned_row_vector::<T, ROWS, BLOCK, VEC>(w_ptr, row0, n, stride_x, 0.0f32) };
-        let we: Tile<f32, { [ROWS, EDGE] }> = unsafe { aligned_row_vector_edge::<T, ROWS, EDGE, VEC>(w_ptr, row0, n, stride_x, 0.0f32) };
+        let wb: Tile<T, { [ROWS, BLOCK] }> = unsafe { aligned_row_vector::<T, ROWS, BLOCK, VEC>(w_ptr, row0, n, stride_x) };
+        let we: Tile<T, { [ROWS, EDGE] }> = unsafe { aligned_row_vector_edge::<T, ROWS, EDGE, VEC>(w_ptr, row0, n, stride_x) };
         unsafe { rms_aligned_tile::<T, ROWS, BLOCK, VEC, EDGE>(y_ptr, x_ptr, wb, we, row0, m, n, stride_x, stride_y, eps) };
     }
 
@@ -325,10 +325,10 @@ pub mod rms_norm_device {
         let pid: i32 = get_tile_block_id().0;
         let programs: i32 = get_num_tile_blocks().0;
         let row_tiles: i32 = (m + ROWS - 1) / ROWS;
-        let wb: Tile<f32, { [ROWS, BLOCK] }> =
-            unsafe { aligned_row_vector::<T, ROWS, BLOCK, VEC>(w_ptr, pid * ROWS, n, stride_x, 0.0f32) };
-        let we: Tile<f32, { [ROWS, EDGE] }> =
-            unsafe { aligned_row_vector_edge::<T, ROWS, EDGE, VEC>(w_ptr, pid * ROWS, n, stride_x, 0.0f32) };
+        let wb: Tile<T, { [ROWS, BLOCK] }> =
+            unsafe { aligned_row_vector::<T, ROWS, BLOCK, VEC>(w_ptr, pid * ROWS, n, stride_x) };
+        let we: Tile<T, { [ROWS, EDGE] }> =
+            unsafe { aligned_row_vector_edge::<T, ROWS, EDGE, VEC>(w_ptr, pid * ROWS, n, stride_x) };
         for rb in (pid..row_tiles).step_by(programs as usize) {
             let row0: i32 = rb * ROWS;
             unsafe { rms_aligned_tile::<T, ROWS, BLOCK, VEC, EDGE>(y_ptr, x_ptr, wb, we, row0, m, n, stride_x, stride_y, eps) };
@@ -338,7 +338,7 @@ pub mod rms_norm_device {
     /// The aligned entries' row tile at row0, given w at its body (`wb`) and edge (`we`) columns.
     #[allow(clippy::too_many_arguments)]
     unsafe fn rms_aligned_tile<T: ElementType, const ROWS: i32, const BLOCK: i32, const VEC: i32, const EDGE: i32>(
-        y_ptr: *mut T, x_ptr: *mut T, wb: Tile<f32, { [ROWS, BLOCK] }>, we: Tile<f32, { [ROWS, EDGE] }>, row0: i32,
+        y_ptr: *mut T, x_ptr: *mut T, wb: Tile<T, { [ROWS, BLOCK] }>, we: Tile<T, { [ROWS, EDGE] }>, row0: i32,
         m: i32, n: i32, stride_x: i32, stride_y: i32, eps: f32,
     ) {
         let (heads, body_len) = unsafe { aligned_rows::<ROWS, VEC>(row0, n, stride_x) };
@@ -352,8 +352,10 @@ pub mod rms_norm_device {
         let sum_b: Tile<f32, { [ROWS] }> = reduce_sum(xb * xb, 1i32);
         let sum_e: Tile<f32, { [ROWS] }> = reduce_sum(xe * xe, 1i32);
         let sum_sq: Tile<f32, { [ROWS] }> = sum_b + sum_e;
-        let yb: Tile<T, { [ROWS, BLOCK] }> = convert_tile(xb * inv_rms_of::<ROWS, BLOCK>(sum_sq, n, eps) * wb);
-        let ye: Tile<T, { [ROWS, EDGE] }> = convert_tile(xe * inv_rms_of::<ROWS, EDGE>(sum_sq, n, eps) * we);
+        let wb_f: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(wb);
+        let we_f: Tile<f32, { [ROWS, EDGE] }> = convert_tile(we);
+        let yb: Tile<T, { [ROWS, BLOCK] }> = convert_tile(xb * inv_rms_of::<ROWS, BLOCK>(sum_sq, n, eps) * wb_f);
+        let ye: Tile<T, { [ROWS, EDGE] }> = convert_tile(xe * inv_rms_of::<ROWS, EDGE>(sum_sq, n, eps) * we_f);
         let (yb_at, _) = unsafe { aligned_body::<ROWS, BLOCK, VEC>(row0, m, stride_y, heads, body_len) };
         let ye_at: Tile<i32, { [ROWS, EDGE] }> = row_offsets::<ROWS, EDGE>(row0, stride_y, edge_cols);
         unsafe { store_masked::<T, ROWS, BLOCK>(y_ptr, yb_at, yb, body) };

@@ -38,7 +38,10 @@ def rates(spec, cfg: dict, ms: float) -> str:
 def calls_for(backend: str, spec, baselines, cfg: dict, inputs: dict, extra: list[dict]):
     """{variant name: zero-argument call}, or a string saying why the backend is skipped."""
     if backend == "cutile_rs":
-        candidates = spec.variants(cfg) + [v for v in extra if v not in spec.variants(cfg)]
+        from tilekit import autotune
+
+        # a null knob is the export's default, as in the variants op.py lists (autotune.unique)
+        candidates = autotune.unique(spec.variants(cfg) + extra)
         return {json.dumps(v, sort_keys=True): (lambda v=v: spec.run_port(inputs, variant=v)) for v in candidates}
     if backend not in baselines.BACKENDS:
         return f"not a backend of this kernel (have: cutile_rs {' '.join(baselines.BACKENDS)})"

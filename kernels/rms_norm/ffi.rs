@@ -16,10 +16,14 @@
 //! power of two in [16, block], with block < n <= block + tail) holds each row whole as a
 //! block-wide body tile and a tail-wide tail tile (`rms_norm_row_tail`; fewer idle lanes than the
 //! power of two above n), one tile block per row tile or, with `programs` > 0, persistent; -1 or 0:
-//! no tail. With one tile block per row tile and no tail, rows that do not start or end on a
-//! 16-byte boundary (n = 4097, odd row strides) run `rms_norm_row_aligned` where
-//! `ffi_util::aligned_rows_vec` allows it (16-byte-aligned bases, the same head per row in x and
-//! out; its body fits `block`, so n = 4097 fits 4096), whatever `programs` (-1, 0, -2) said. Every
+//! no tail. With no tail, rows that do not start or end on a 16-byte boundary (n = 4097, odd row
+//! strides) run `rms_norm_row_aligned` where `ffi_util::aligned_rows_vec` allows it (16-byte-aligned
+//! bases, the same head per row in x and out; its body fits `block`, so n = 4097 fits 4096), one
+//! tile block per row tile whatever `programs` (-1, 0, -2) said, or with `programs` > 0
+//! `rms_norm_row_aligned_persistent` on a grid rounded down to a multiple of VEC tile blocks
+//! ([`aligned_grid`]). A `programs` > 0 whose row does not fit `block` but whose aligned body would
+//! (4097 in 4096) runs one tile block per row tile (the masked entries) where the aligned entry
+//! cannot run (bases off 16 bytes, different heads): the same variant serves every tensor. Every
 //! descriptor is validated before anything touches the GPU: bad input returns -2/-5/-6 with a
 //! message, never a launch.
 use super::kernel::rms_norm_device as device;
@@ -40,7 +44,8 @@ pub struct Plan {
     /// The tile, the occupancy hint (no warps knob), the sizes and strides.
     pub row: RowPlan,
     pub eps: f32,
-    /// Some(grid): the persistent kernel on min(grid, row tiles) tile blocks.
+    /// Some(grid): the persistent kernel on min(grid, row tiles) tile blocks (with `aligned`, the
+    /// aligned entry's persistent form on [`aligned_grid`] tile blocks).
     pub programs: Option<i32>,
     /// Some(tail): each row held as a `block`-wide body and a `tail`-wide tail tile (block < n <=
     /// block + tail): the tail entries, one tile block per row tile or on `programs`.
@@ -49,9 +54,9 @@ pub struct Plan {
     /// and i32 offsets of the padded tiles: the masked pointer-tile entries (`rms_norm_row_masked`,
     /// `rms_norm_looped_masked`) run.
     pub masked: bool,
-    /// Some(VEC): one tile block per row tile, no tail, and rows off 16-byte boundaries whose
-    /// aligned body fits the tile (`ffi_util::aligned_rows_vec`): the aligned entry
-    /// (`rms_norm_row_aligned`) runs instead of the others.
+    /// Some(VEC): no tail, and rows off 16-byte boundaries whose aligned body fits the tile
+    /// (`ffi_util::aligned_rows_vec`): the aligned entry (`rms_norm_row_aligned`, or with
+    /// `programs` `rms_norm_row_aligned_persistent`) runs instead of the others.
     pub aligned: Option<i32>,
 }
 

@@ -22,7 +22,8 @@
 //!     offsets fit i32; silu_and_mul's NOTES.md has the machine code).
 //!   * `rms_norm_row_aligned` — rows that do not start or end on a 16-byte boundary (n = 4097):
 //!     each row's 16-byte-aligned body through 16-byte accesses, its head and ragged end through a
-//!     narrow edge tile (device_util's `aligned_rows`; ffi.rs: `ffi_util::aligned_rows_vec`).
+//!     narrow edge tile (device_util's `aligned_rows`; ffi.rs: `ffi_util::aligned_rows_vec`);
+//!     `rms_norm_row_aligned_persistent` the same on a capped grid, w read once per tile block.
 //!
 //! The host side (ffi.rs) picks the entry from the variant's `programs` (persistent), whether the
 //! tile leaves a partial tile whose offsets fit i32 (`masked_fits`: the masked entries), and n

@@ -479,3 +479,21 @@ def test_the_library_opens_the_disk_jit_cache_that_tilekit_jit_cache_names_at_it
     code, stats = done.stdout.split(" ", 1)
     assert code == "-4" and json.loads(stats)["enabled"] is (setting == "folder")
     assert folder.is_dir() is (setting == "folder")
+
+
+# ---------------------------------------------------------------------------------------------
+# scripts/sweep_variants.py
+
+
+def test_sweep_variants_extra_null_knob_is_the_default_and_no_repeat():
+    """--extra '[{"warps": null, ...}]' means the export's default, as in op.py's lists (a null used to
+    reach int() and fail the variant), and a variant op.py already lists is timed once."""
+    import importlib.util
+
+    loader = importlib.util.spec_from_file_location("sweep_variants", ROOT / "scripts" / "sweep_variants.py")
+    module = importlib.util.module_from_spec(loader)
+    loader.loader.exec_module(module)
+    spec = SimpleNamespace(variants=lambda cfg: [{"block": 8, "rows": 1}], run_port=lambda inputs, variant: variant)
+    extra = [{"block": 8, "rows": 1, "warps": None}, {"block": 16, "rows": 2, "warps": None}]
+    calls = module.calls_for("cutile_rs", spec, None, {}, {}, extra)
+    assert [c() for c in calls.values()] == [{"block": 8, "rows": 1}, {"block": 16, "rows": 2}]

@@ -438,11 +438,19 @@ pub mod layer_norm_device {
         eps: f32,
     ) {
         let row0: i32 = get_tile_block_id().0 * ROWS;
-        let wb: Tile<f32, { [ROWS, BLOCK] }> = unsafe { param_body::<T, ROWS, BLOCK, VEC, HAS_W>(w_ptr, row0, n, stride_x, 1.0f32) };
-        let we: Tile<f32, { [ROWS, EDGE] }> = unsafe { param_edge::<T, ROWS, EDGE, VEC, HAS_W>(w_ptr, row0, n, stride_x, 1.0f32) };
-        let bb: Tile<f32, { [ROWS, BLOCK] }> = unsafe { param_body::<T, ROWS, BLOCK, VEC, HAS_B>(b_ptr, row0, n, stride_x, 0.0f32) };
-        let be: Tile<f32, { [ROWS, EDGE] }> = unsafe { param_edge::<T, ROWS, EDGE, VEC, HAS_B>(b_ptr, row0, n, stride_x, 0.0f32) };
-        unsafe { ln_aligned_tile::<T, ROWS, BLOCK, VEC, EDGE>(y_ptr, x_ptr, wb, we, bb, be, row0, m, n, stride_x, stride_y, eps) };
+        let wb: Tile<f32, { [ROWS, BLOCK] }> =
+            unsafe { param_body::<T, ROWS, BLOCK, VEC, HAS_W>(w_ptr, row0, n, stride_x, 1.0f32) };
+        let we: Tile<f32, { [ROWS, EDGE] }> =
+            unsafe { param_edge::<T, ROWS, EDGE, VEC, HAS_W>(w_ptr, row0, n, stride_x, 1.0f32) };
+        let bb: Tile<f32, { [ROWS, BLOCK] }> =
+            unsafe { param_body::<T, ROWS, BLOCK, VEC, HAS_B>(b_ptr, row0, n, stride_x, 0.0f32) };
+        let be: Tile<f32, { [ROWS, EDGE] }> =
+            unsafe { param_edge::<T, ROWS, EDGE, VEC, HAS_B>(b_ptr, row0, n, stride_x, 0.0f32) };
+        unsafe {
+            ln_aligned_tile::<T, ROWS, BLOCK, VEC, EDGE>(
+                y_ptr, x_ptr, wb, we, bb, be, row0, m, n, stride_x, stride_y, eps,
+            )
+        };
     }
 
     /// `layer_norm_row_aligned` on a capped grid: each tile block reads w and b (element by element)
@@ -465,13 +473,21 @@ pub mod layer_norm_device {
         let programs: i32 = get_num_tile_blocks().0;
         let row_tiles: i32 = (m + ROWS - 1) / ROWS;
         let first: i32 = pid * ROWS;
-        let wb: Tile<f32, { [ROWS, BLOCK] }> = unsafe { param_body::<T, ROWS, BLOCK, VEC, HAS_W>(w_ptr, first, n, stride_x, 1.0f32) };
-        let we: Tile<f32, { [ROWS, EDGE] }> = unsafe { param_edge::<T, ROWS, EDGE, VEC, HAS_W>(w_ptr, first, n, stride_x, 1.0f32) };
-        let bb: Tile<f32, { [ROWS, BLOCK] }> = unsafe { param_body::<T, ROWS, BLOCK, VEC, HAS_B>(b_ptr, first, n, stride_x, 0.0f32) };
-        let be: Tile<f32, { [ROWS, EDGE] }> = unsafe { param_edge::<T, ROWS, EDGE, VEC, HAS_B>(b_ptr, first, n, stride_x, 0.0f32) };
+        let wb: Tile<f32, { [ROWS, BLOCK] }> =
+            unsafe { param_body::<T, ROWS, BLOCK, VEC, HAS_W>(w_ptr, first, n, stride_x, 1.0f32) };
+        let we: Tile<f32, { [ROWS, EDGE] }> =
+            unsafe { param_edge::<T, ROWS, EDGE, VEC, HAS_W>(w_ptr, first, n, stride_x, 1.0f32) };
+        let bb: Tile<f32, { [ROWS, BLOCK] }> =
+            unsafe { param_body::<T, ROWS, BLOCK, VEC, HAS_B>(b_ptr, first, n, stride_x, 0.0f32) };
+        let be: Tile<f32, { [ROWS, EDGE] }> =
+            unsafe { param_edge::<T, ROWS, EDGE, VEC, HAS_B>(b_ptr, first, n, stride_x, 0.0f32) };
         for rb in (pid..row_tiles).step_by(programs as usize) {
             let row0: i32 = rb * ROWS;
-            unsafe { ln_aligned_tile::<T, ROWS, BLOCK, VEC, EDGE>(y_ptr, x_ptr, wb, we, bb, be, row0, m, n, stride_x, stride_y, eps) };
+            unsafe {
+                ln_aligned_tile::<T, ROWS, BLOCK, VEC, EDGE>(
+                    y_ptr, x_ptr, wb, we, bb, be, row0, m, n, stride_x, stride_y, eps,
+                )
+            };
         }
     }
 
@@ -480,7 +496,8 @@ pub mod layer_norm_device {
         ptr: *mut T, row0: i32, n: i32, stride: i32, absent: f32,
     ) -> Tile<f32, { [ROWS, BLOCK] }> {
         if HAS {
-            let raw: Tile<T, { [ROWS, BLOCK] }> = unsafe { aligned_row_vector::<T, ROWS, BLOCK, VEC>(ptr, row0, n, stride) };
+            let raw: Tile<T, { [ROWS, BLOCK] }> =
+                unsafe { aligned_row_vector::<T, ROWS, BLOCK, VEC>(ptr, row0, n, stride) };
             let v: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(raw);
             v
         } else {
@@ -493,7 +510,8 @@ pub mod layer_norm_device {
         ptr: *mut T, row0: i32, n: i32, stride: i32, absent: f32,
     ) -> Tile<f32, { [ROWS, EDGE] }> {
         if HAS {
-            let raw: Tile<T, { [ROWS, EDGE] }> = unsafe { aligned_row_vector_edge::<T, ROWS, EDGE, VEC>(ptr, row0, n, stride) };
+            let raw: Tile<T, { [ROWS, EDGE] }> =
+                unsafe { aligned_row_vector_edge::<T, ROWS, EDGE, VEC>(ptr, row0, n, stride) };
             let v: Tile<f32, { [ROWS, EDGE] }> = convert_tile(raw);
             v
         } else {
@@ -505,8 +523,8 @@ pub mod layer_norm_device {
     #[allow(clippy::too_many_arguments)]
     unsafe fn ln_aligned_tile<T: ElementType, const ROWS: i32, const BLOCK: i32, const VEC: i32, const EDGE: i32>(
         y_ptr: *mut T, x_ptr: *mut T, wb: Tile<f32, { [ROWS, BLOCK] }>, we: Tile<f32, { [ROWS, EDGE] }>,
-        bb: Tile<f32, { [ROWS, BLOCK] }>, be: Tile<f32, { [ROWS, EDGE] }>, row0: i32, m: i32, n: i32,
-        stride_x: i32, stride_y: i32, eps: f32,
+        bb: Tile<f32, { [ROWS, BLOCK] }>, be: Tile<f32, { [ROWS, EDGE] }>, row0: i32, m: i32, n: i32, stride_x: i32,
+        stride_y: i32, eps: f32,
     ) {
         let (heads, body_len) = unsafe { aligned_rows::<ROWS, VEC>(row0, n, stride_x) };
         let (xb_at, body) = unsafe { aligned_body::<ROWS, BLOCK, VEC>(row0, m, stride_x, heads, body_len) };

@@ -303,9 +303,13 @@ pub mod rms_norm_device {
         y_ptr: *mut T, x_ptr: *mut T, w_ptr: *mut T, m: i32, n: i32, stride_x: i32, stride_y: i32, eps: f32,
     ) {
         let row0: i32 = get_tile_block_id().0 * ROWS;
-        let wb: Tile<T, { [ROWS, BLOCK] }> = unsafe { aligned_row_vector::<T, ROWS, BLOCK, VEC>(w_ptr, row0, n, stride_x) };
-        let we: Tile<T, { [ROWS, EDGE] }> = unsafe { aligned_row_vector_edge::<T, ROWS, EDGE, VEC>(w_ptr, row0, n, stride_x) };
-        unsafe { rms_aligned_tile::<T, ROWS, BLOCK, VEC, EDGE>(y_ptr, x_ptr, wb, we, row0, m, n, stride_x, stride_y, eps) };
+        let wb: Tile<T, { [ROWS, BLOCK] }> =
+            unsafe { aligned_row_vector::<T, ROWS, BLOCK, VEC>(w_ptr, row0, n, stride_x) };
+        let we: Tile<T, { [ROWS, EDGE] }> =
+            unsafe { aligned_row_vector_edge::<T, ROWS, EDGE, VEC>(w_ptr, row0, n, stride_x) };
+        unsafe {
+            rms_aligned_tile::<T, ROWS, BLOCK, VEC, EDGE>(y_ptr, x_ptr, wb, we, row0, m, n, stride_x, stride_y, eps)
+        };
     }
 
     /// `rms_norm_row_aligned` on a capped grid: each tile block reads w (element by element) once
@@ -332,15 +336,17 @@ pub mod rms_norm_device {
             unsafe { aligned_row_vector_edge::<T, ROWS, EDGE, VEC>(w_ptr, pid * ROWS, n, stride_x) };
         for rb in (pid..row_tiles).step_by(programs as usize) {
             let row0: i32 = rb * ROWS;
-            unsafe { rms_aligned_tile::<T, ROWS, BLOCK, VEC, EDGE>(y_ptr, x_ptr, wb, we, row0, m, n, stride_x, stride_y, eps) };
+            unsafe {
+                rms_aligned_tile::<T, ROWS, BLOCK, VEC, EDGE>(y_ptr, x_ptr, wb, we, row0, m, n, stride_x, stride_y, eps)
+            };
         }
     }
 
     /// The aligned entries' row tile at row0, given w at its body (`wb`) and edge (`we`) columns.
     #[allow(clippy::too_many_arguments)]
     unsafe fn rms_aligned_tile<T: ElementType, const ROWS: i32, const BLOCK: i32, const VEC: i32, const EDGE: i32>(
-        y_ptr: *mut T, x_ptr: *mut T, wb: Tile<T, { [ROWS, BLOCK] }>, we: Tile<T, { [ROWS, EDGE] }>, row0: i32,
-        m: i32, n: i32, stride_x: i32, stride_y: i32, eps: f32,
+        y_ptr: *mut T, x_ptr: *mut T, wb: Tile<T, { [ROWS, BLOCK] }>, we: Tile<T, { [ROWS, EDGE] }>, row0: i32, m: i32,
+        n: i32, stride_x: i32, stride_y: i32, eps: f32,
     ) {
         let (heads, body_len) = unsafe { aligned_rows::<ROWS, VEC>(row0, n, stride_x) };
         let (xb_at, body) = unsafe { aligned_body::<ROWS, BLOCK, VEC>(row0, m, stride_x, heads, body_len) };

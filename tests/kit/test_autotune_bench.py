@@ -288,3 +288,18 @@ def test_one_tune_thread_leaves_the_first_call_to_the_timer(cache, monkeypatch):
         VARIANTS, lambda v: lambda: calls.append(v["rows"]) or v["rows"], timer=fake_timer({8: 1, 16: 2, 4: 3})
     )
     assert calls == [8, 16, 4] and entry["variant"] == VARIANTS[0]
+
+
+def test_a_base_off_16_bytes_tunes_apart_and_aligned_keys_stay_as_they_were():
+    """port.with_bases: a slice at an odd offset gets its own tuned winner (its entries and fastest
+    tile differ: the launcher hints no 16-byte accesses), aligned calls keep the key they had."""
+    import doctest
+    from types import SimpleNamespace
+
+    from tilekit import port
+
+    at = lambda p: SimpleNamespace(data_ptr=lambda: p)  # noqa: E731
+    key = {"dtype": "float16", "n": 4097, "m_class": 16384}
+    assert port.with_bases(key, [at(0), at(4096), 1e-6, None]) is key
+    assert port.with_bases(key, [at(0), at(4096 + 2)]) == dict(key, bases="off16")
+    assert doctest.testmod(port).failed == 0

@@ -66,10 +66,24 @@ def launch(op: ModuleType | str, out, *args, **variant) -> None:
     lib.call(name(op), f"cutile_{name(op)}", *descs, *export_args(op, variant, sms), device_id, stream)
 
 
+def with_bases(key: dict, tensors) -> dict:
+    """The tune key, with `bases: "off16"` where some tensor's base is not 16-byte aligned (a slice
+    at an odd offset): the launcher then cannot hint 16-byte accesses, the entries and the fastest
+    tile differ (a 4096 tile at n = 4097 needs the aligned entry), so such calls tune apart from the
+    aligned ones. Keys of aligned calls are unchanged. Non-tensors (scalars, None) are skipped.
+
+    >>> from types import SimpleNamespace as T
+    >>> with_bases({"n": 8}, [T(data_ptr=lambda: 256), 1e-6, None]), with_bases({"n": 8}, [T(data_ptr=lambda: 258)])
+    ({'n': 8}, {'n': 8, 'bases': 'off16'})
+    """
+    off = any(hasattr(t, "data_ptr") and t.data_ptr() % 16 for t in tensors)
+    return dict(key, bases="off16") if off else key
+
+
 def run(op: ModuleType | str, variant, sizes: tuple, out, *args, key: dict | None = None) -> None:
     """Launch the export on (out, *args) for the problem `sizes` (op.variants(*sizes) and
-    op.tune_key(dtype, *sizes), or the entry's own `key`) with what `variant` names (autotune.pick);
-    nothing for an empty out."""
+    op.tune_key(dtype, *sizes), or the entry's own `key`, told apart by `with_bases`) with what
+    `variant` names (autotune.pick); nothing for an empty out."""
     op = module(op)
     if out.numel() == 0:
         return
@@ -77,7 +91,7 @@ def run(op: ModuleType | str, variant, sizes: tuple, out, *args, key: dict | Non
         name(op),
         variant,
         default=op.DEFAULT_VARIANT,
-        key=key or op.tune_key(str(out.dtype).removeprefix("torch."), *sizes),
+        key=with_bases(key or op.tune_key(str(out.dtype).removeprefix("torch."), *sizes), (out, *args)),
         candidates=op.variants(*sizes),
         make_call=lambda v: lambda: launch(op, out, *args, **v),
     )

@@ -413,6 +413,9 @@ mod tests {
             ("rms_norm_row", "1", "8192", 65536, 8192, 4),
             ("rms_norm_row_masked", "1", "8192", 65536, 8192, 4),
             ("rms_norm_looped_masked", "1", "8192", 16384, 18944, 4),
+            ("rms_norm_row_masked", "1", "16384", 65536, 16384, 2),
+            ("rms_norm_row_masked", "1", "16384", 65536, 16384, 3),
+            ("rms_norm_row_persistent", "1", "16384", 65536, 16384, 2),
         ] {
             let ptrs = [("y_ptr", ALIGNED_PTR), ("x_ptr", ALIGNED_PTR), ("w_ptr", ALIGNED_PTR)];
             let ints = [("m", m), ("n", n), ("stride_x", n), ("stride_y", n)];

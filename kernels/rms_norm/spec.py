@@ -68,6 +68,7 @@ SPEC = row_kernel(
         (601, 5120, "bfloat16"),
         (33, 4097, "float16"),  # rows off 16-byte boundaries: the aligned entry (8192 and 4096 lanes)
         (1201, 4097, "bfloat16"),  # and its persistent form walking 2-3 row tiles with other heads
+        (601, 16384, "float16"),  # the whole 16384-wide pointer tile
     ),
     bad_inputs={
         "dtype_mix": BadInput(lambda: call(torch.randn(4, 8).half(), torch.randn(8)), TypeError, "share one dtype"),

@@ -69,6 +69,7 @@ SPEC = row_kernel(
         (33, 4097, "float16"),  # rows off 16-byte boundaries: the aligned entry (8192 and 4096 lanes)
         (1201, 4097, "bfloat16"),  # and its persistent form walking 2-3 row tiles with other heads
         (601, 16384, "float16"),  # the whole 16384-wide pointer tile
+        (601, 2000, "float16"),  # the one-row 2048 pointer tile at occupancy 8 (partial tiles)
     ),
     bad_inputs={
         "dtype_mix": BadInput(lambda: call(torch.randn(4, 8).half(), torch.randn(8)), TypeError, "share one dtype"),

@@ -438,14 +438,8 @@ pub mod layer_norm_device {
         eps: f32,
     ) {
         let row0: i32 = get_tile_block_id().0 * ROWS;
-        let wb: Tile<f32, { [ROWS, BLOCK] }> =
-            unsafe { param_body::<T, ROWS, BLOCK, VEC, HAS_W>(w_ptr, row0, n, stride_x, 1.0f32) };
-        let we: Tile<f32, { [ROWS, EDGE] }> =
-            unsafe { param_edge::<T, ROWS, EDGE, VEC, HAS_W>(w_ptr, row0, n, stride_x, 1.0f32) };
-        let bb: Tile<f32, { [ROWS, BLOCK] }> =
-            unsafe { param_body::<T, ROWS, BLOCK, VEC, HAS_B>(b_ptr, row0, n, stride_x, 0.0f32) };
-        let be: Tile<f32, { [ROWS, EDGE] }> =
-            unsafe { param_edge::<T, ROWS, EDGE, VEC, HAS_B>(b_ptr, row0, n, stride_x, 0.0f32) };
+        let (wb, we, bb, be) =
+            unsafe { aligned_params::<T, ROWS, BLOCK, HAS_W, HAS_B, VEC, EDGE>(w_ptr, b_ptr, row0, n, stride_x) };
         unsafe {
             ln_aligned_tile::<T, ROWS, BLOCK, VEC, EDGE>(
                 y_ptr, x_ptr, wb, we, bb, be, row0, m, n, stride_x, stride_y, eps,
@@ -473,14 +467,8 @@ pub mod layer_norm_device {
         let programs: i32 = get_num_tile_blocks().0;
         let row_tiles: i32 = (m + ROWS - 1) / ROWS;
         let first: i32 = pid * ROWS;
-        let wb: Tile<f32, { [ROWS, BLOCK] }> =
-            unsafe { param_body::<T, ROWS, BLOCK, VEC, HAS_W>(w_ptr, first, n, stride_x, 1.0f32) };
-        let we: Tile<f32, { [ROWS, EDGE] }> =
-            unsafe { param_edge::<T, ROWS, EDGE, VEC, HAS_W>(w_ptr, first, n, stride_x, 1.0f32) };
-        let bb: Tile<f32, { [ROWS, BLOCK] }> =
-            unsafe { param_body::<T, ROWS, BLOCK, VEC, HAS_B>(b_ptr, first, n, stride_x, 0.0f32) };
-        let be: Tile<f32, { [ROWS, EDGE] }> =
-            unsafe { param_edge::<T, ROWS, EDGE, VEC, HAS_B>(b_ptr, first, n, stride_x, 0.0f32) };
+        let (wb, we, bb, be) =
+            unsafe { aligned_params::<T, ROWS, BLOCK, HAS_W, HAS_B, VEC, EDGE>(w_ptr, b_ptr, first, n, stride_x) };
         for rb in (pid..row_tiles).step_by(programs as usize) {
             let row0: i32 = rb * ROWS;
             unsafe {
@@ -489,6 +477,37 @@ pub mod layer_norm_device {
                 )
             };
         }
+    }
+
+    /// w (else 1) and b (else 0) at the body and edge columns of the ROWS rows at row0.
+    // The generics carry the aligned entries' names: cutile 0.5 infers a helper's tuple of tiles
+    // only where they match the caller's.
+    #[allow(clippy::type_complexity)]
+    unsafe fn aligned_params<
+        T: ElementType,
+        const ROWS: i32,
+        const BLOCK: i32,
+        const HAS_W: bool,
+        const HAS_B: bool,
+        const VEC: i32,
+        const EDGE: i32,
+    >(
+        w_ptr: *mut T, b_ptr: *mut T, row0: i32, n: i32, stride_x: i32,
+    ) -> (
+        Tile<f32, { [ROWS, BLOCK] }>,
+        Tile<f32, { [ROWS, EDGE] }>,
+        Tile<f32, { [ROWS, BLOCK] }>,
+        Tile<f32, { [ROWS, EDGE] }>,
+    ) {
+        let wb: Tile<f32, { [ROWS, BLOCK] }> =
+            unsafe { param_body::<T, ROWS, BLOCK, VEC, HAS_W>(w_ptr, row0, n, stride_x, 1.0f32) };
+        let we: Tile<f32, { [ROWS, EDGE] }> =
+            unsafe { param_edge::<T, ROWS, EDGE, VEC, HAS_W>(w_ptr, row0, n, stride_x, 1.0f32) };
+        let bb: Tile<f32, { [ROWS, BLOCK] }> =
+            unsafe { param_body::<T, ROWS, BLOCK, VEC, HAS_B>(b_ptr, row0, n, stride_x, 0.0f32) };
+        let be: Tile<f32, { [ROWS, EDGE] }> =
+            unsafe { param_edge::<T, ROWS, EDGE, VEC, HAS_B>(b_ptr, row0, n, stride_x, 0.0f32) };
+        (wb, we, bb, be)
     }
 
     /// w or b (HAS) at the body columns of the ROWS rows at row0, else `absent` everywhere.

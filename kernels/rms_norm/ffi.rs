@@ -358,7 +358,8 @@ mod tests {
         assert_eq!(aligned_grid(3, 16384, 4), 4); // at least VEC
         assert_eq!(aligned_grid(5, 6, 8), 6); // VEC past the row tiles: one row tile each
         assert_eq!(aligned_grid(257, 257, 8), 257); // every row tile
-                                                    // every row a tile block walks (pid + k * grid, ROWS rows each) starts with pid's head
+
+        // every row a tile block walks (pid + k * grid, ROWS rows each) starts with pid's head
         for (grid, rows, stride) in [(96, 1, 4097), (4, 2, 4099), (8, 3, 1001)] {
             for pid in 0..grid {
                 let head = |row: i32| (8 - row * stride % 8) % 8;

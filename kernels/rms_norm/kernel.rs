@@ -303,10 +303,7 @@ pub mod rms_norm_device {
         y_ptr: *mut T, x_ptr: *mut T, w_ptr: *mut T, m: i32, n: i32, stride_x: i32, stride_y: i32, eps: f32,
     ) {
         let row0: i32 = get_tile_block_id().0 * ROWS;
-        let wb: Tile<T, { [ROWS, BLOCK] }> =
-            unsafe { aligned_row_vector::<T, ROWS, BLOCK, VEC>(w_ptr, row0, n, stride_x) };
-        let we: Tile<T, { [ROWS, EDGE] }> =
-            unsafe { aligned_row_vector_edge::<T, ROWS, EDGE, VEC>(w_ptr, row0, n, stride_x) };
+        let (wb, we) = unsafe { aligned_weight::<T, ROWS, BLOCK, VEC, EDGE>(w_ptr, row0, n, stride_x) };
         unsafe {
             rms_aligned_tile::<T, ROWS, BLOCK, VEC, EDGE>(y_ptr, x_ptr, wb, we, row0, m, n, stride_x, stride_y, eps)
         };
@@ -330,16 +327,26 @@ pub mod rms_norm_device {
         let pid: i32 = get_tile_block_id().0;
         let programs: i32 = get_num_tile_blocks().0;
         let row_tiles: i32 = (m + ROWS - 1) / ROWS;
-        let wb: Tile<T, { [ROWS, BLOCK] }> =
-            unsafe { aligned_row_vector::<T, ROWS, BLOCK, VEC>(w_ptr, pid * ROWS, n, stride_x) };
-        let we: Tile<T, { [ROWS, EDGE] }> =
-            unsafe { aligned_row_vector_edge::<T, ROWS, EDGE, VEC>(w_ptr, pid * ROWS, n, stride_x) };
+        let (wb, we) = unsafe { aligned_weight::<T, ROWS, BLOCK, VEC, EDGE>(w_ptr, pid * ROWS, n, stride_x) };
         for rb in (pid..row_tiles).step_by(programs as usize) {
             let row0: i32 = rb * ROWS;
             unsafe {
                 rms_aligned_tile::<T, ROWS, BLOCK, VEC, EDGE>(y_ptr, x_ptr, wb, we, row0, m, n, stride_x, stride_y, eps)
             };
         }
+    }
+
+    /// w at the body and edge columns of the ROWS rows at row0 (`aligned_row_vector`).
+    // The generics carry the aligned entries' names: cutile 0.5 infers a helper's tuple of tiles
+    // only where they match the caller's.
+    unsafe fn aligned_weight<T: ElementType, const ROWS: i32, const BLOCK: i32, const VEC: i32, const EDGE: i32>(
+        w_ptr: *mut T, row0: i32, n: i32, stride_x: i32,
+    ) -> (Tile<T, { [ROWS, BLOCK] }>, Tile<T, { [ROWS, EDGE] }>) {
+        let wb: Tile<T, { [ROWS, BLOCK] }> =
+            unsafe { aligned_row_vector::<T, ROWS, BLOCK, VEC>(w_ptr, row0, n, stride_x) };
+        let we: Tile<T, { [ROWS, EDGE] }> =
+            unsafe { aligned_row_vector_edge::<T, ROWS, EDGE, VEC>(w_ptr, row0, n, stride_x) };
+        (wb, we)
     }
 
     /// The aligned entries' row tile at row0, given w at its body (`wb`) and edge (`we`) columns.

@@ -61,8 +61,9 @@ def variants(m: int, n: int) -> list[dict]:
     larger batches 4 K and 8 K elements per tile block (at most 8192 wide: past that the two-pass
     form), which beat the TMA entries by 2-10 % on the H200 (rms_norm's NOTES.md, "Pointer tiles for
     every batch"), the 8 K ones also at occupancy 5 (layer_norm's headline; its NOTES.md,
-    "Occupancy of the pointer tiles"); rows of 12289-16384 also the whole 16384-wide tile at occupancy
-    2 and 3 (rms_norm's NOTES.md, "A whole 16384-wide pointer tile").
+    "Occupancy of the pointer tiles"); rows of 1025-2048 also one-row tiles at occupancy 8, rows of
+    12289-16384 the whole 16384-wide tile at occupancy 2 and 3 (rms_norm's NOTES.md, "2048 at
+    occupancy 8" and "A whole 16384-wide pointer tile").
     Rows past 16384 also get one row per tile block and the widest column tile that divides n (two
     passes, no masks). Rows no power of two holds well (`autotune.body_and_tail`: 11008, 18944,
     5120 ...) also get a body and a tail tile, ~8K elements of body per tile block, one tile block
@@ -90,10 +91,12 @@ def variants(m: int, n: int) -> list[dict]:
         for elems, occupancy in ((4096, 4), (8192, 4), (8192, 5)):
             rows = autotune.tile_rows(block, elems, max_rows)
             out.append({"block": block, "rows": rows, "occupancy": occupancy, "programs_per_sm": 0, "pointer": 1})
+        # rows of 1025-2048: one row at occupancy 8 (f16 262144 x 2048: 0.5019 ms against 0.5152
+        # for the 2 x 2048 tile at 4; rms_norm's NOTES.md, "2048 at occupancy 8")
+        if pow2 == 2048:
+            out.append({"block": pow2, "rows": 1, "occupancy": 8, "programs_per_sm": 0, "pointer": 1})
         # rows that fill three quarters of a 16384 tile or more: that tile whole in registers at
         # occupancy 2 and 3 (one pass; 165 registers, no spill, rms_norm's NOTES.md)
-        if pow2 == 2048:  # one row at occupancy 8: 0.5019 ms at f16 262144 x 2048 against 0.5152 for 2 x 2048
-            out.append({"block": pow2, "rows": 1, "occupancy": 8, "programs_per_sm": 0, "pointer": 1})
         if pow2 == 16384 and 4 * n > 3 * pow2:
             out += [{"block": pow2, "rows": 1, "occupancy": o, "programs_per_sm": 0, "pointer": 1} for o in (2, 3)]
     # rows a few elements past a power of two (4097): the aligned entry (ffi_util::aligned_rows_vec)

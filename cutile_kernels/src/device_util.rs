@@ -123,8 +123,7 @@ pub mod views {
     /// A row vector (a norm's weight) at the body columns of the ROWS rows at row0 (rows `stride`
     /// elements apart), in T: lanes past a row's body are not read and hold no defined value (the
     /// aligned entries store nothing there). Rows past m read it too (their results are not
-    /// stored), so a persistent tile block can read it once for every row tile with the same heads;
-    /// kept in T, it takes half the registers of f32 across the loop.
+    /// stored), so a persistent tile block can read it once for every row tile with the same heads.
     pub unsafe fn aligned_row_vector<T: ElementType, const ROWS: i32, const BLOCK: i32, const VEC: i32>(
         ptr: *mut T, row0: i32, n: i32, stride: i32,
     ) -> Tile<T, { [ROWS, BLOCK] }> {

@@ -80,8 +80,8 @@ SPEC = row_kernel(
     + shapes("m n dtype", (601, 5120, "bfloat16"))
     # the aligned entry's persistent form: each tile block walks 2-3 row tiles (rows off 16 bytes)
     + shapes("m n dtype", (1201, 4097, "float16"))
-    # the whole 16384-wide pointer tile, with a partial last tile
-    + shapes("m n dtype", (601, 13824, "bfloat16"))
+    # the whole 16384-wide pointer tile, with a partial last tile; the one-row 2048 tile at occupancy 8
+    + shapes("m n dtype", (601, 13824, "bfloat16"), (601, 2000, "bfloat16"))
     + shapes("m n dtype absent", (19, 8195, "bfloat16", "bias")),
     bad_inputs={
         "dtype_mix": BadInput(lambda: call(_x(4, 8).half(), _x(8)), TypeError, "share one dtype"),

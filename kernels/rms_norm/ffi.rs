@@ -87,7 +87,9 @@ pub fn default_rows(block: i32, m: i32) -> i32 {
 
 /// The launch of an (m, n) norm of x into out in `dtype`, shared with layer_norm: eps checked
 /// (finite and not negative), the tile (-1: the defaults), the occupancy hint, the persistent grid
-/// (`programs` > 0, capped at the row tiles, only with whole rows), the tail tile
+/// (`programs` > 0, capped at the row tiles, only with whole rows: n <= block (+ tail), or the
+/// aligned entry's body in the tile, [`aligned_grid`] tile blocks, one tile block per row tile where
+/// the aligned entry cannot run), the tail tile
 /// ([`ffi_util::tail_tile`]), the row strides, whether the masked entries run ([`masked_fits`]),
 /// and whether the aligned entry does ([`ffi_util::aligned_rows_vec`]).
 #[allow(clippy::too_many_arguments)]
@@ -118,7 +120,7 @@ pub fn rows_plan(
     let whole = n <= block + tail.unwrap_or(0);
     // n past the tile by less than VEC elements (4097 in 4096): whole rows for the aligned entry
     let aligned_whole = tail.is_none() && n / ffi_util::vec_elems(dtype) * ffi_util::vec_elems(dtype) <= block;
-    let row_tiles = (m + rows - 1) / rows;
+    let row_tiles = ((m as i64 + rows as i64 - 1) / rows as i64) as i32;
     let programs = match (programs, aligned) {
         (rc::COMPILER_DEFAULT | 0 | POINTER_ENTRIES, _) => None,
         (g, Some(vec)) if g > 0 => Some(aligned_grid(g.min(row_tiles), row_tiles, vec)),
@@ -359,11 +361,20 @@ mod tests {
         assert_eq!(aligned_grid(5, 6, 8), 6); // VEC past the row tiles: one row tile each
         assert_eq!(aligned_grid(257, 257, 8), 257); // every row tile
 
-        // every row a tile block walks (pid + k * grid, ROWS rows each) starts with pid's head
-        for (grid, rows, stride) in [(96, 1, 4097), (4, 2, 4099), (8, 3, 1001)] {
-            for pid in 0..grid {
-                let head = |row: i32| (8 - row * stride % 8) % 8;
-                assert!((0..50).all(|k| (0..rows).all(|r| head((pid + k * grid) * rows + r) == head(pid * rows + r))));
+        // every row a tile block walks (pid + k * grid, ROWS rows each) starts with its first's head
+        for vec in [4, 8] {
+            for (m, rows, stride) in [(16384, 1, 4097), (1201, 2, 4099), (257, 3, 1001), (37, 1, 4097)] {
+                let row_tiles = (m + rows - 1) / rows;
+                for requested in [1, 3, 100, 132, 528, 792, 5000] {
+                    let grid = aligned_grid(requested.min(row_tiles), row_tiles, vec);
+                    let head = |row: i32| (vec - row * stride % vec) % vec;
+                    for pid in 0..grid {
+                        let walked = (pid..row_tiles).step_by(grid as usize);
+                        assert!(walked
+                            .into_iter()
+                            .all(|t| (0..rows).all(|r| head(t * rows + r) == head(pid * rows + r))));
+                    }
+                }
             }
         }
         let x = desc2(DType::BF16, &[257, 4097], &[4097, 1]);

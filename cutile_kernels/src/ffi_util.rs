@@ -510,13 +510,20 @@ pub fn aligned_rows_vec(dtype: DType, m: i32, n: i32, rows: i32, block: i32, ten
     let misaligned = n % vec != 0 || strides.iter().any(|s| s % vec != 0);
     let same_heads = strides.iter().all(|s| s % vec == first % vec);
     let bases = tensors.iter().all(|&(p, _)| p % 16 == 0);
-    let fits = (n / vec) * vec <= block && masked_offsets_fit(m, block.max(n) + vec, rows, 1, &strides);
+    let fits = aligned_body_fits(dtype, n, block) && masked_offsets_fit(m, block.max(n) + vec, rows, 1, &strides);
     (misaligned && same_heads && bases && fits).then_some(vec)
 }
 
 /// VEC: the elements of `dtype` in 16 bytes (one 16-byte access).
 pub fn vec_elems(dtype: DType) -> i32 {
     (16 / dtype.size_bytes()) as i32
+}
+
+/// Whether a row of n elements' body of whole 16-byte groups, (n / VEC) * VEC, fits a `block`-wide
+/// tile (n = 4097 in 4096 lanes): the aligned-row entries hold such rows whole.
+pub fn aligned_body_fits(dtype: DType, n: i32, block: i32) -> bool {
+    let vec = vec_elems(dtype);
+    n / vec * vec <= block
 }
 
 /// The aligned-row entries' generics after the others: VEC and EDGE = 2 * VEC, for

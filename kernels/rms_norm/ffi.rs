@@ -119,8 +119,9 @@ pub fn rows_plan(
         .flatten();
     let whole = n <= block + tail.unwrap_or(0);
     // n past the tile by less than VEC elements (4097 in 4096): whole rows for the aligned entry
-    let aligned_whole = tail.is_none() && n / ffi_util::vec_elems(dtype) * ffi_util::vec_elems(dtype) <= block;
-    let row_tiles = ((m as i64 + rows as i64 - 1) / rows as i64) as i32;
+    let aligned_whole = tail.is_none() && ffi_util::aligned_body_fits(dtype, n, block);
+    let row = RowPlan { block, rows, occupancy, warps: None, m, n, stride_x, stride_y };
+    let row_tiles = row.row_tiles();
     let programs = match (programs, aligned) {
         (rc::COMPILER_DEFAULT | 0 | POINTER_ENTRIES, _) => None,
         (g, Some(vec)) if g > 0 => Some(aligned_grid(g.min(row_tiles), row_tiles, vec)),
@@ -144,7 +145,6 @@ pub fn rows_plan(
         && tail.is_none()
         && (masked_fits(m, n, rows, block, stride_x, stride_y)
             || pointer && pointer_fits(m, n, rows, block, stride_x, stride_y));
-    let row = RowPlan { block, rows, occupancy, warps: None, m, n, stride_x, stride_y };
     Ok(Plan { dtype, row, eps, programs, tail, masked, aligned })
 }
 

@@ -4,11 +4,12 @@ baselines' forms (keep the faster) and to see the port's autotune space whole.
     python scripts/sweep_variants.py --kernel rms_norm [--nrep 30] [--configs 0 2]
         [--shapes '[{"dtype": "bfloat16", "m": 256, "n": 11008}]']
         [--backends triton cutile cutile_rs torch tilegym liger liger_cutile] [--extra '[{"block": 1024, "rows": 2, "occupancy": 8}]']
+        [--only-extra]
 
 Same CUPTI timer as the benchmarks (tilekit.bench). Baseline variants come from
 `kernels/<k>/baselines.py` (VARIANTS of ours; torch and the providers are timed once); port variants
 from `kernels/<k>/op.py` (`variants(**dims)`) plus any `--extra` ones (a JSON list of variant
-dicts, candidates not yet in the autotune space); all are called through the kernel's declaration
+dicts, candidates not yet in the autotune space; `--only-extra` times just those); all are called through the kernel's declaration
 (`kernels/<k>/spec.py`'s SPEC: run_port / run_baseline). Prints one line per (config, backend,
 variant) with GB/s (and TFLOP/s where the declaration has `flops`) and, per config, the fastest of
 each backend. Failing variants are printed, not fatal. `--shapes` times configs that are in no
@@ -35,13 +36,13 @@ def rates(spec, cfg: dict, ms: float) -> str:
     return out
 
 
-def calls_for(backend: str, spec, baselines, cfg: dict, inputs: dict, extra: list[dict]):
+def calls_for(backend: str, spec, baselines, cfg: dict, inputs: dict, extra: list[dict], only_extra: bool = False):
     """{variant name: zero-argument call}, or a string saying why the backend is skipped."""
     if backend == "cutile_rs":
         from tilekit import autotune
 
         # a null knob is the export's default, as in the variants op.py lists (autotune.unique)
-        candidates = autotune.unique(spec.variants(cfg) + extra)
+        candidates = autotune.unique(([] if only_extra else spec.variants(cfg)) + extra)
         return {json.dumps(v, sort_keys=True): (lambda v=v: spec.run_port(inputs, variant=v)) for v in candidates}
     if backend not in baselines.BACKENDS:
         return f"not a backend of this kernel (have: cutile_rs {' '.join(baselines.BACKENDS)})"
@@ -73,6 +74,7 @@ def main(argv):
     p.add_argument("--configs", nargs="+", type=int, help="indices into SPEC.perf_configs (default: all)")
     p.add_argument("--shapes", help="JSON list of configs to time instead of the spec's perf configs")
     p.add_argument("--extra", default="[]", help="JSON list of extra port variants to time")
+    p.add_argument("--only-extra", action="store_true", help="time the port's --extra variants only, not op.variants")
     args = p.parse_args(argv)
     extra = json_dicts(p, "--extra", args.extra, '[{"block": 1024}]')
     shapes = (
@@ -93,7 +95,7 @@ def main(argv):
         inputs = spec.make_inputs(cfg)
         label = config_label(cfg)
         for backend in args.backends:
-            calls = calls_for(backend, spec, baselines, cfg, inputs, extra)
+            calls = calls_for(backend, spec, baselines, cfg, inputs, extra, args.only_extra)
             if isinstance(calls, str):
                 print(f"{label} {backend}: skipped: {calls}", flush=True)
                 continue

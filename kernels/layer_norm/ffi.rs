@@ -2,8 +2,8 @@
 //!
 //!   int32_t cutile_layer_norm(const TensorDesc* out, const TensorDesc* x, const TensorDesc* weight,
 //!                             const TensorDesc* bias, float eps, int32_t block, int32_t rows,
-//!                             int32_t occupancy, int32_t programs, int32_t tail, int32_t device_id,
-//!                             uint64_t stream);
+//!                             int32_t occupancy, int32_t programs, int32_t tail, int32_t warps,
+//!                             int32_t device_id, uint64_t stream);
 //!
 //! x and out are (m, n) with the same shape and dtype (f32, f16 or bf16), contiguous last dim, any
 //! row stride >= n. `weight` and `bias` are optional: a null pointer means absent (y is not scaled,
@@ -11,8 +11,9 @@
 //! x and out are mandatory (null: -5 naming them). The kernel is compiled per presence of each
 //! (const generics HAS_W, HAS_B), so an absent one costs no load. `block` is the tile width (a
 //! power of two; n <= block selects the one-load kernel, else the two-pass one) and `rows` the rows
-//! per tile block; `occupancy` the CTAs per SM tileiras should plan registers for (1..=32). -1 for
-//! any of them picks the default (the compiler's, for occupancy). `programs` > 0 (with n <= block,
+//! per tile block; `occupancy` the CTAs per SM tileiras should plan registers for (1..=32), `warps`
+//! the worker warps per CTA (4 or 8). -1 for any of them picks the default (the compiler's, for
+//! occupancy and warps). `programs` > 0 (with n <= block,
 //! or n <= block + tail) launches the persistent kernel on that many tile blocks (the caller sizes it from the SM count);
 //! rows off 16-byte boundaries run the aligned entry's persistent form on a multiple of VEC tile
 //! blocks (rms_norm's ffi.rs header has the rule, and the fallback where it cannot run);
@@ -53,7 +54,7 @@ impl std::ops::Deref for Plan {
 #[allow(clippy::too_many_arguments)]
 pub fn plan(
     out: &TensorDesc, x: &TensorDesc, weight: Option<&TensorDesc>, bias: Option<&TensorDesc>, eps: f32, block: i32,
-    rows: i32, occupancy: i32, programs: i32, tail: i32,
+    rows: i32, occupancy: i32, programs: i32, tail: i32, warps: i32,
 ) -> FfiResult<Plan> {
     let params: Vec<(&TensorDesc, &str)> =
         [(weight, "weight"), (bias, "bias")].into_iter().filter_map(|(d, arg)| Some((d?, arg))).collect();
@@ -69,7 +70,7 @@ pub fn plan(
     let mut contiguous = vec![(x, "x"), (out, "out")];
     contiguous.extend(params.iter().copied());
     ffi_util::check_last_dims_contiguous(&contiguous)?;
-    let norm = rows_plan(dtype, x, out, eps, block, rows, occupancy, programs, tail)?;
+    let norm = rows_plan(dtype, x, out, eps, block, rows, occupancy, programs, tail, warps)?;
     Ok(Plan { norm, has_w: weight.is_some(), has_b: bias.is_some() })
 }
 
@@ -123,7 +124,7 @@ fn launch<T: Element>(
 
 // `cutile_layer_norm`: the descriptors (weight and bias may be null), then plan(), the caller's
 // stream and launch() (ffi_util::export!).
-crate::export!(cutile_layer_norm(out, x; optional weight, bias; eps: f32, block: i32, rows: i32, occupancy: i32, programs: i32, tail: i32));
+crate::export!(cutile_layer_norm(out, x; optional weight, bias; eps: f32, block: i32, rows: i32, occupancy: i32, programs: i32, tail: i32, warps: i32));
 
 #[cfg(test)]
 mod tests {
@@ -161,14 +162,14 @@ mod tests {
         let x = desc2(DType::F16, &[257, 4097], &[5000, 1]);
         let y = desc2(DType::F16, &[257, 4097], &[4097, 1]);
         let w = desc2(DType::F16, &[4097], &[1]);
-        let p = plan(&y, &x, Some(&w), None, 1e-5, -1, -1, -1, -1, -1).unwrap();
+        let p = plan(&y, &x, Some(&w), None, 1e-5, -1, -1, -1, -1, -1, -1).unwrap();
         assert_eq!(
             (p.dtype, p.eps, p.programs, p.masked, p.has_w, p.has_b),
             (DType::F16, 1e-5, None, true, true, false)
         );
         assert_eq!((p.row.m, p.row.n, p.row.stride_x, p.row.stride_y), (257, 4097, 5000, 4097));
         assert_eq!((p.row.block, p.row.rows, p.row.occupancy, p.row.warps), (8192, 1, None, None));
-        let p = plan(&y, &x, None, Some(&w), 1e-5, 1024, -1, 4, -1, -1).unwrap();
+        let p = plan(&y, &x, None, Some(&w), 1e-5, 1024, -1, 4, -1, -1, -1).unwrap();
         assert_eq!((p.row.block, p.row.rows, p.row.occupancy, p.has_w, p.has_b), (1024, 8, Some(4), false, true));
     }
 
@@ -188,31 +189,31 @@ mod tests {
             (x, None, None, 24, "power of two"),
         ];
         for (out, w, b, block, needle) in cases {
-            assert_fails(plan(&out, &x, w, b, 1e-5, block, 1, -1, -1, -1), rc::INVALID_ARGUMENT, needle);
+            assert_fails(plan(&out, &x, w, b, 1e-5, block, 1, -1, -1, -1, -1), rc::INVALID_ARGUMENT, needle);
         }
         let half = desc2(DType::F16, &[8], &[1]);
-        assert_fails(plan(&x, &x, None, Some(&half), 1e-5, -1, -1, -1, -1, -1), rc::INVALID_ARGUMENT, "one dtype");
-        assert_fails(plan(&x, &x, None, None, f32::NAN, -1, -1, -1, -1, -1), rc::INVALID_ARGUMENT, "eps=NaN");
+        assert_fails(plan(&x, &x, None, Some(&half), 1e-5, -1, -1, -1, -1, -1, -1), rc::INVALID_ARGUMENT, "one dtype");
+        assert_fails(plan(&x, &x, None, None, f32::NAN, -1, -1, -1, -1, -1, -1), rc::INVALID_ARGUMENT, "eps=NaN");
     }
 
     #[test]
     fn plan_rejects_integer_dtype_as_unsupported() {
         let x = desc2(DType::I32, &[4, 8], &[8, 1]);
         let msg = "layer_norm supports f32, f16, bf16";
-        assert_fails(plan(&x, &x, None, None, 1e-5, -1, -1, -1, -1, -1), rc::UNSUPPORTED_DTYPE, msg);
+        assert_fails(plan(&x, &x, None, None, 1e-5, -1, -1, -1, -1, -1, -1), rc::UNSUPPORTED_DTYPE, msg);
     }
 
     #[test]
     fn plan_rejects_occupancy_out_of_range() {
         let x = desc2(DType::F32, &[4, 8], &[8, 1]);
-        ffi_util::assert_hints_checked(false, |occupancy, _| plan(&x, &x, None, None, 1e-5, -1, -1, occupancy, -1, -1));
+        ffi_util::assert_hints_checked(true, |occupancy, warps| plan(&x, &x, None, None, 1e-5, -1, -1, occupancy, -1, -1, warps));
     }
 
     #[test]
     fn plan_caps_the_persistent_grid_and_runs_masked_entries_only_for_partial_tiles() {
         let x = desc2(DType::F16, &[100, 1000], &[1000, 1]);
         let w = desc2(DType::F16, &[1000], &[1]);
-        let p = |block, programs| plan(&x, &x, Some(&w), Some(&w), 1e-5, block, 8, 4, programs, -1);
+        let p = |block, programs| plan(&x, &x, Some(&w), Some(&w), 1e-5, block, 8, 4, programs, -1, -1);
         assert_eq!(p(1024, 528).unwrap().programs, Some(13)); // ceil(100 / 8)
         assert_eq!(p(1024, 0).unwrap().programs, None);
         assert_fails(p(512, 528), rc::INVALID_ARGUMENT, "needs n=1000 <= block=512");
@@ -252,11 +253,11 @@ mod tests {
     fn aligned_entry_for_rows_off_16_byte_boundaries_with_or_without_weight_and_bias() {
         let x = desc2(DType::BF16, &[5, 4097], &[4097, 1]);
         let w = desc2(DType::BF16, &[4097], &[1]);
-        let p = plan(&x, &x, Some(&w), None, 1e-5, 8192, 1, 4, -2, -1).unwrap();
+        let p = plan(&x, &x, Some(&w), None, 1e-5, 8192, 1, 4, -2, -1, -1).unwrap();
         assert_eq!((p.aligned, p.has_w, p.has_b), (Some(8), true, false));
         // A persistent grid: the aligned entry's, a multiple of VEC tile blocks (rms_norm's aligned_grid).
         let big = desc2(DType::BF16, &[1000, 4097], &[4097, 1]);
-        let p = plan(&big, &big, None, None, 1e-5, 4096, 1, 4, 100, -1).unwrap();
+        let p = plan(&big, &big, None, None, 1e-5, 4096, 1, 4, 100, -1, -1).unwrap();
         assert_eq!((p.aligned, p.programs), (Some(8), Some(96)));
     }
 

@@ -23,8 +23,8 @@ __all__ = ["CDEF", "DEFAULT_VARIANT", "DTYPES", "export_args", "layer_norm", "tu
 CDEF = """
 int32_t cutile_layer_norm(const TensorDesc* out, const TensorDesc* x, const TensorDesc* weight,
                           const TensorDesc* bias, float eps, int32_t block, int32_t rows,
-                          int32_t occupancy, int32_t programs, int32_t tail, int32_t device_id,
-                          uint64_t stream);
+                          int32_t occupancy, int32_t programs, int32_t tail, int32_t warps,
+                          int32_t device_id, uint64_t stream);
 """
 
 DTYPES = ("float16", "bfloat16", "float32")

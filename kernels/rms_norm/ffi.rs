@@ -2,13 +2,15 @@
 //!
 //!   int32_t cutile_rms_norm(const TensorDesc* out, const TensorDesc* x, const TensorDesc* weight,
 //!                           float eps, int32_t block, int32_t rows, int32_t occupancy,
-//!                           int32_t programs, int32_t tail, int32_t device_id, uint64_t stream);
+//!                           int32_t programs, int32_t tail, int32_t warps, int32_t device_id,
+//!                           uint64_t stream);
 //!
 //! x and out are (m, n) with the same shape and dtype (f32, f16 or bf16), contiguous last dim, any
 //! row stride >= n; weight is (n,) contiguous, same dtype. `block` is the tile width (a power of
 //! two; n <= block selects the one-load kernel, else the two-pass one) and `rows` the rows per
-//! tile block; `occupancy` the CTAs per SM tileiras should plan registers for (1..=32). -1 for
-//! any of them picks the default (the compiler's, for occupancy). `programs` > 0 (with n <= block,
+//! tile block; `occupancy` the CTAs per SM tileiras should plan registers for (1..=32), `warps`
+//! the worker warps per CTA (4 or 8, softmax's hint). -1 for any of them picks the default (the
+//! compiler's, for occupancy and warps). `programs` > 0 (with n <= block,
 //! or n <= block + tail) launches the persistent kernel on that many tile blocks (the caller sizes it from the SM count);
 //! -1 or 0 launches one tile block per row tile; -2 (POINTER_ENTRIES) too, through the masked
 //! pointer-tile entries even where the tile divides (m, n) (where their i32 offsets fit):
@@ -95,7 +97,7 @@ pub fn default_rows(block: i32, m: i32) -> i32 {
 #[allow(clippy::too_many_arguments)]
 pub fn rows_plan(
     dtype: DType, x: &TensorDesc, out: &TensorDesc, eps: f32, block: i32, rows: i32, occupancy: i32, programs: i32,
-    tail: i32,
+    tail: i32, warps: i32,
 ) -> FfiResult<Plan> {
     let m = to_i32(x.shape[0], "m")?;
     let n = to_i32(x.shape[1], "n")?;
@@ -104,6 +106,7 @@ pub fn rows_plan(
     }
     let (block, rows) = ffi_util::row_tile(block, rows, default_block(n), |b| default_rows(b, m), 64, MAX_TILE_ELEMS)?;
     let occupancy = ffi_util::occupancy_hint(occupancy)?;
+    let warps = ffi_util::warps_hint(warps)?;
     let tail = ffi_util::tail_tile(tail, block, rows, n, MAX_TILE_ELEMS)?;
     let pointer = programs == POINTER_ENTRIES;
     if pointer && tail.is_some() {
@@ -120,7 +123,7 @@ pub fn rows_plan(
     let whole = n <= block + tail.unwrap_or(0);
     // n past the tile by less than VEC elements (4097 in 4096): whole rows for the aligned entry
     let aligned_whole = tail.is_none() && ffi_util::aligned_body_fits(dtype, n, block);
-    let row = RowPlan { block, rows, occupancy, warps: None, m, n, stride_x, stride_y };
+    let row = RowPlan { block, rows, occupancy, warps, m, n, stride_x, stride_y };
     let row_tiles = row.row_tiles();
     let programs = match (programs, aligned) {
         (rc::COMPILER_DEFAULT | 0 | POINTER_ENTRIES, _) => None,
@@ -164,7 +167,7 @@ pub fn aligned_grid(grid: i32, row_tiles: i32, vec: i32) -> i32 {
 #[allow(clippy::too_many_arguments)]
 pub fn plan(
     out: &TensorDesc, x: &TensorDesc, w: &TensorDesc, eps: f32, block: i32, rows: i32, occupancy: i32, programs: i32,
-    tail: i32,
+    tail: i32, warps: i32,
 ) -> FfiResult<Plan> {
     let dtype = ffi_util::check_float_tensors(KERNEL, &[(x, "x", 2), (out, "out", 2), (w, "weight", 1)])?;
     check_same_shape(x, "x", out, "out")?;
@@ -172,7 +175,7 @@ pub fn plan(
         return Err(invalid(format!("`weight` has {} elements but x has n={} columns", w.shape[0], x.shape[1])));
     }
     ffi_util::check_last_dims_contiguous(&[(x, "x"), (out, "out"), (w, "weight")])?;
-    rows_plan(dtype, x, out, eps, block, rows, occupancy, programs, tail)
+    rows_plan(dtype, x, out, eps, block, rows, occupancy, programs, tail, warps)
 }
 
 fn launch<T: Element>(
@@ -213,7 +216,7 @@ fn launch<T: Element>(
 }
 
 // `cutile_rms_norm`: the descriptors, then plan(), the caller's stream and launch() (ffi_util::export!).
-crate::export!(cutile_rms_norm(out, x, weight; eps: f32, block: i32, rows: i32, occupancy: i32, programs: i32, tail: i32));
+crate::export!(cutile_rms_norm(out, x, weight; eps: f32, block: i32, rows: i32, occupancy: i32, programs: i32, tail: i32, warps: i32));
 
 #[cfg(test)]
 mod tests {
@@ -231,15 +234,15 @@ mod tests {
         let y = desc2(DType::F16, &[257, 4097], &[4097, 1]);
         let w = desc2(DType::F16, &[4097], &[1]);
         let Plan { dtype, row, eps, programs, tail, masked, aligned } =
-            plan(&y, &x, &w, 1e-6, -1, -1, -1, -1, -1).unwrap();
+            plan(&y, &x, &w, 1e-6, -1, -1, -1, -1, -1, -1).unwrap();
         assert_eq!((dtype, eps, programs, tail, masked), (DType::F16, 1e-6, None, None, true));
         assert_eq!(aligned, None); // x's rows start 16-byte aligned, y's not: different heads
         assert_eq!((row.m, row.n, row.stride_x, row.stride_y), (257, 4097, 5000, 4097));
         assert_eq!((row.block, row.rows, row.occupancy, row.warps), (8192, 1, None, None));
-        assert_eq!(plan(&y, &x, &w, 1e-6, 1024, -1, -1, -1, -1).unwrap().row.rows, 8);
+        assert_eq!(plan(&y, &x, &w, 1e-6, 1024, -1, -1, -1, -1, -1).unwrap().row.rows, 8);
         assert_eq!(default_rows(16, 1000), 64);
         assert_eq!(default_rows(16, 3), 4);
-        assert_eq!(plan(&y, &x, &w, 1e-6, 16384, 2, 4, -1, -1).unwrap().row.occupancy, Some(4));
+        assert_eq!(plan(&y, &x, &w, 1e-6, 16384, 2, 4, -1, -1, -1).unwrap().row.occupancy, Some(4));
         assert_eq!(default_block(16384), 4096);
         assert_eq!(default_block(1), 16);
     }
@@ -257,7 +260,7 @@ mod tests {
             (x, w, -2, "power of two"),
         ];
         for (out, w, block, needle) in cases {
-            assert_fails(plan(&out, &x, &w, 1e-6, block, 1, -1, -1, -1), rc::INVALID_ARGUMENT, needle);
+            assert_fails(plan(&out, &x, &w, 1e-6, block, 1, -1, -1, -1, -1), rc::INVALID_ARGUMENT, needle);
         }
     }
 
@@ -266,7 +269,7 @@ mod tests {
         let x = desc2(DType::I32, &[4, 8], &[8, 1]);
         let w = desc2(DType::I32, &[8], &[1]);
         assert_fails(
-            plan(&x, &x, &w, 1e-6, -1, -1, -1, -1, -1),
+            plan(&x, &x, &w, 1e-6, -1, -1, -1, -1, -1, -1),
             rc::UNSUPPORTED_DTYPE,
             "rms_norm supports f32, f16, bf16",
         );
@@ -276,41 +279,41 @@ mod tests {
     fn plan_rejects_occupancy_out_of_range() {
         let x = desc2(DType::F32, &[4, 8], &[8, 1]);
         let w = desc2(DType::F32, &[8], &[1]);
-        ffi_util::assert_hints_checked(false, |occupancy, _| plan(&x, &x, &w, 1e-6, -1, -1, occupancy, -1, -1));
+        ffi_util::assert_hints_checked(true, |occupancy, warps| plan(&x, &x, &w, 1e-6, -1, -1, occupancy, -1, -1, warps));
     }
 
     #[test]
     fn plan_caps_the_persistent_grid_at_the_row_tiles_and_needs_whole_rows() {
         let x = desc2(DType::F16, &[100, 1000], &[1000, 1]);
         let w = desc2(DType::F16, &[1000], &[1]);
-        assert_eq!(plan(&x, &x, &w, 1e-6, 1024, 8, 4, 528, -1).unwrap().programs, Some(13)); // ceil(100 / 8)
-        assert_eq!(plan(&x, &x, &w, 1e-6, 1024, 8, 4, 0, -1).unwrap().programs, None);
-        assert_fails(plan(&x, &x, &w, 1e-6, 512, 8, 4, 528, -1), rc::INVALID_ARGUMENT, "needs n=1000 <= block=512");
+        assert_eq!(plan(&x, &x, &w, 1e-6, 1024, 8, 4, 528, -1, -1).unwrap().programs, Some(13)); // ceil(100 / 8)
+        assert_eq!(plan(&x, &x, &w, 1e-6, 1024, 8, 4, 0, -1, -1).unwrap().programs, None);
+        assert_fails(plan(&x, &x, &w, 1e-6, 512, 8, 4, 528, -1, -1), rc::INVALID_ARGUMENT, "needs n=1000 <= block=512");
     }
 
     #[test]
     fn pointer_entries_on_request_where_their_offsets_fit() {
         let x = desc2(DType::BF16, &[256, 4096], &[4096, 1]);
         let w = desc2(DType::BF16, &[4096], &[1]);
-        let p = plan(&x, &x, &w, 1e-6, 4096, 1, 4, POINTER_ENTRIES, -1).unwrap();
+        let p = plan(&x, &x, &w, 1e-6, 4096, 1, 4, POINTER_ENTRIES, -1, -1).unwrap();
         assert_eq!((p.masked, p.programs, p.row.rows), (true, None, 1));
-        assert!(!plan(&x, &x, &w, 1e-6, 4096, 1, 4, 0, -1).unwrap().masked); // the tile divides
+        assert!(!plan(&x, &x, &w, 1e-6, 4096, 1, 4, 0, -1, -1).unwrap().masked); // the tile divides
         assert!(!pointer_fits(131072, 16384, 1, 16384, 16384, 16384)); // 2^31 elements: partition entries
         let big = desc2(DType::BF16, &[131072, 16384], &[16384, 1]);
         let wb = desc2(DType::BF16, &[16384], &[1]);
-        assert!(!plan(&big, &big, &wb, 1e-6, 16384, 1, 4, POINTER_ENTRIES, -1).unwrap().masked);
-        assert_fails(plan(&x, &x, &w, 1e-6, 4096, 1, 4, -3, -1), rc::INVALID_ARGUMENT, "or -2 for that");
+        assert!(!plan(&big, &big, &wb, 1e-6, 16384, 1, 4, POINTER_ENTRIES, -1, -1).unwrap().masked);
+        assert_fails(plan(&x, &x, &w, 1e-6, 4096, 1, 4, -3, -1, -1), rc::INVALID_ARGUMENT, "or -2 for that");
     }
 
     #[test]
     fn tail_tiles_cover_the_row_past_a_full_body() {
         let x = desc2(DType::BF16, &[100, 11008], &[11008, 1]);
         let w = desc2(DType::BF16, &[11008], &[1]);
-        let p = plan(&x, &x, &w, 1e-6, 8192, 1, 2, 264, 4096).unwrap();
+        let p = plan(&x, &x, &w, 1e-6, 8192, 1, 2, 264, 4096, -1).unwrap();
         assert_eq!((p.tail, p.programs, p.masked), (Some(4096), Some(100), false));
-        let p = plan(&x, &x, &w, 1e-6, 8192, 2, 4, 0, 4096).unwrap();
+        let p = plan(&x, &x, &w, 1e-6, 8192, 2, 4, 0, 4096, -1).unwrap();
         assert_eq!((p.tail, p.programs, p.masked), (Some(4096), None, false)); // partial row tile: no mask
-        assert_eq!(plan(&x, &x, &w, 1e-6, 16384, 1, 4, 0, 0).unwrap().tail, None);
+        assert_eq!(plan(&x, &x, &w, 1e-6, 16384, 1, 4, 0, 0, -1).unwrap().tail, None);
         for (block, rows, tail, why) in [
             (8192, 1, 2048, "block < n=11008 <= block + tail"), // the row does not fit
             (16384, 1, 4096, "block < n=11008"),                // no body-sized part past the body
@@ -318,10 +321,10 @@ mod tests {
             (4096, 1, 8192, "[16, block]"),
             (8192, 8, 4096, "rows * (block + tail)"),
         ] {
-            assert_fails(plan(&x, &x, &w, 1e-6, block, rows, 4, 0, tail), rc::INVALID_ARGUMENT, why);
+            assert_fails(plan(&x, &x, &w, 1e-6, block, rows, 4, 0, tail, -1), rc::INVALID_ARGUMENT, why);
         }
-        assert_fails(plan(&x, &x, &w, 1e-6, 8192, 1, 4, POINTER_ENTRIES, 4096), rc::INVALID_ARGUMENT, "pick one");
-        assert_fails(plan(&x, &x, &w, 1e-6, 4096, 1, 4, 264, 0), rc::INVALID_ARGUMENT, "plus a tail");
+        assert_fails(plan(&x, &x, &w, 1e-6, 8192, 1, 4, POINTER_ENTRIES, 4096, -1), rc::INVALID_ARGUMENT, "pick one");
+        assert_fails(plan(&x, &x, &w, 1e-6, 4096, 1, 4, 264, 0, -1), rc::INVALID_ARGUMENT, "plus a tail");
     }
 
     #[test]
@@ -333,24 +336,24 @@ mod tests {
         assert!(!masked_fits(131072, 16385, 1, 32768, 16385, 16385)); // x spans 2^31 elements
         let x = desc2(DType::F16, &[100, 1000], &[1000, 1]);
         let w = desc2(DType::F16, &[1000], &[1]);
-        assert!(plan(&x, &x, &w, 1e-6, 1024, 8, 4, -1, -1).unwrap().masked);
-        assert!(!plan(&x, &x, &w, 1e-6, 1024, 8, 4, 528, -1).unwrap().masked); // persistent
+        assert!(plan(&x, &x, &w, 1e-6, 1024, 8, 4, -1, -1, -1).unwrap().masked);
+        assert!(!plan(&x, &x, &w, 1e-6, 1024, 8, 4, 528, -1, -1).unwrap().masked); // persistent
     }
 
     #[test]
     fn aligned_entry_for_rows_off_16_byte_boundaries_one_tile_block_per_row_tile() {
         let x = desc2(DType::F16, &[257, 4097], &[4097, 1]);
         let w = desc2(DType::F16, &[4097], &[1]);
-        let p = plan(&x, &x, &w, 1e-6, 8192, 1, 5, POINTER_ENTRIES, -1).unwrap();
+        let p = plan(&x, &x, &w, 1e-6, 8192, 1, 5, POINTER_ENTRIES, -1, -1).unwrap();
         let generics: Vec<String> = ffi_util::aligned_generics(p.aligned).collect();
         assert_eq!((p.aligned, generics), (Some(8), vec!["8".into(), "16".into()]));
-        assert_eq!(plan(&x, &x, &w, 1e-6, 8192, 1, 4, -1, -1).unwrap().aligned, Some(8));
-        assert_eq!(plan(&x, &x, &w, 1e-6, 4096, 1, 4, -1, -1).unwrap().aligned, Some(8)); // 4097 in 4096 lanes
-        assert_eq!(plan(&x, &x, &w, 1e-6, 4096, 1, 4, 100, -1).unwrap().programs, Some(96)); // multiple of 8
-        assert_eq!(plan(&x, &x, &w, 1e-6, 4096, 1, 4, -1, 16).unwrap().aligned, None); // tail
+        assert_eq!(plan(&x, &x, &w, 1e-6, 8192, 1, 4, -1, -1, -1).unwrap().aligned, Some(8));
+        assert_eq!(plan(&x, &x, &w, 1e-6, 4096, 1, 4, -1, -1, -1).unwrap().aligned, Some(8)); // 4097 in 4096 lanes
+        assert_eq!(plan(&x, &x, &w, 1e-6, 4096, 1, 4, 100, -1, -1).unwrap().programs, Some(96)); // multiple of 8
+        assert_eq!(plan(&x, &x, &w, 1e-6, 4096, 1, 4, -1, 16, -1).unwrap().aligned, None); // tail
         let whole = desc2(DType::F16, &[257, 4096], &[4096, 1]);
         let w4096 = desc2(DType::F16, &[4096], &[1]);
-        assert_eq!(plan(&whole, &whole, &w4096, 1e-6, 4096, 1, 4, POINTER_ENTRIES, -1).unwrap().aligned, None);
+        assert_eq!(plan(&whole, &whole, &w4096, 1e-6, 4096, 1, 4, POINTER_ENTRIES, -1, -1).unwrap().aligned, None);
     }
 
     #[test]
@@ -379,9 +382,9 @@ mod tests {
         }
         let x = desc2(DType::BF16, &[257, 4097], &[4097, 1]);
         let w = desc2(DType::BF16, &[4097], &[1]);
-        let p = plan(&x, &x, &w, 1e-6, 4096, 1, 4, 132, -1).unwrap();
+        let p = plan(&x, &x, &w, 1e-6, 4096, 1, 4, 132, -1, -1).unwrap();
         assert_eq!((p.aligned, p.programs, p.masked), (Some(8), Some(128), false));
-        assert_eq!(plan(&x, &x, &w, 1e-6, 4096, 1, 4, 1000, -1).unwrap().programs, Some(257));
+        assert_eq!(plan(&x, &x, &w, 1e-6, 4096, 1, 4, 1000, -1, -1).unwrap().programs, Some(257));
     }
 
     #[test]

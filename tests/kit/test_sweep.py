@@ -497,3 +497,8 @@ def test_sweep_variants_extra_null_knob_is_the_default_and_no_repeat():
     extra = [{"block": 8, "rows": 1, "warps": None}, {"block": 16, "rows": 2, "warps": None}]
     calls = module.calls_for("cutile_rs", spec, None, {}, {}, extra)
     assert [c() for c in calls.values()] == [{"block": 8, "rows": 1}, {"block": 16, "rows": 2}]
+    only = module.calls_for("cutile_rs", spec, None, {}, {}, extra, only_extra=True)
+    assert [c() for c in only.values()] == [{"block": 8, "rows": 1}, {"block": 16, "rows": 2}]
+    assert [c() for c in module.calls_for("cutile_rs", spec, None, {}, {}, extra[1:], True).values()] == [
+        {"block": 16, "rows": 2}
+    ]

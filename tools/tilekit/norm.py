@@ -23,20 +23,29 @@ POINTER_ENTRIES = -2
 
 
 def export_args(
-    block: int, rows: int, occupancy: int, programs_per_sm: int = 0, pointer: int = 0, tail: int = 0, *, sms: int
+    block: int,
+    rows: int,
+    occupancy: int,
+    programs_per_sm: int = 0,
+    pointer: int = 0,
+    tail: int = 0,
+    warps: int | None = None,
+    *,
+    sms: int,
 ) -> tuple[int, ...]:
-    """A variant's arguments of the export, (block, rows, occupancy, programs, tail), on a GPU with
-    `sms` SMs (programs_per_sm > 0: the persistent kernel; pointer=1: the pointer-tile entries,
+    """A variant's arguments of the export, (block, rows, occupancy, programs, tail, warps), on a GPU
+    with `sms` SMs (programs_per_sm > 0: the persistent kernel; pointer=1: the pointer-tile entries,
     ffi.rs POINTER_ENTRIES; tail > 0: each row held as a `block`-wide body and a `tail`-wide tail
-    tile). Pure: the CPU tests check `variants` through it.
+    tile; warps: worker warps per tile block, 4 or 8, None or -1 the compiler's). Pure: the CPU
+    tests check `variants` through it.
 
     >>> export_args(4096, 1, 4, pointer=1, sms=132), export_args(1024, 8, 4, 4, sms=132)
-    ((4096, 1, 4, -2, 0), (1024, 8, 4, 528, 0))
-    >>> export_args(8192, 1, 2, 2, tail=4096, sms=132)
-    (8192, 1, 2, 264, 4096)
+    ((4096, 1, 4, -2, 0, -1), (1024, 8, 4, 528, 0, -1))
+    >>> export_args(8192, 1, 2, 2, tail=4096, warps=8, sms=132)
+    (8192, 1, 2, 264, 4096, 8)
     """
     programs = programs_per_sm * sms if programs_per_sm > 0 else POINTER_ENTRIES if pointer else 0
-    return int(block), int(rows), int(occupancy), int(programs), int(tail)
+    return int(block), int(rows), int(occupancy), int(programs), int(tail), -1 if warps is None else int(warps)
 
 
 def variants(m: int, n: int) -> list[dict]:

@@ -185,6 +185,24 @@ pub mod views {
         base.offset_tile(offsets)
     }
 
+    /// `v` written to ROWS x BLOCK contiguous elements `first` past `ptr` (a scratch slice of this
+    /// tile block's own, its start 16-byte aligned) and read back after the write (token-ordered):
+    /// the read's offsets are whole aligned rows, so it comes back in the layout of an aligned
+    /// tile's 16-byte loads (the aligned entries' x body) whatever layout `v` was loaded in (a
+    /// weight gathered element by element at a row's head). Done once per tile block, it spares
+    /// every row tile a layout conversion through shared memory (rms_norm's NOTES.md, "A weight
+    /// in the layout of x").
+    pub unsafe fn restage<T: ElementType, const ROWS: i32, const BLOCK: i32>(
+        ptr: *mut T, first: i32, v: Tile<T, { [ROWS, BLOCK] }>,
+    ) -> Tile<T, { [ROWS, BLOCK] }> {
+        let to: PointerTile<*mut T, { [ROWS, BLOCK] }> = tile_pointers::<T, ROWS, BLOCK>(ptr, first, BLOCK);
+        let written: Token = store_ptr_tko(to, v, ordering::Weak, None::<scope::TileBlock>, None, None, Latency::<3>);
+        let from: PointerTile<*mut T, { [ROWS, BLOCK] }> = tile_pointers::<T, ROWS, BLOCK>(ptr, first, BLOCK);
+        let (back, _tok): (Tile<T, { [ROWS, BLOCK] }>, Token) =
+            load_ptr_tko(from, ordering::Weak, None::<scope::TileBlock>, None, None, Some(written), Latency::<3>);
+        back
+    }
+
     /// The elements at `offsets` past `ptr`, lanes outside `mask` not read (their values undefined).
     pub unsafe fn load_masked_raw<T: ElementType, const ROWS: i32, const W: i32>(
         ptr: *mut T, offsets: Tile<i32, { [ROWS, W] }>, mask: Tile<bool, { [ROWS, W] }>,

@@ -532,6 +532,12 @@ pub fn aligned_generics(vec: Option<i32>) -> impl Iterator<Item = String> {
     vec.into_iter().flat_map(|v| [v.to_string(), (2 * v).to_string()])
 }
 
+/// Bytes of the aligned persistent entries' workspace for one row vector (a norm's weight or bias):
+/// ROWS x BLOCK elements of T per tile block of the `grid` (`device_util::views::restage`).
+pub fn restage_bytes<T: Element>(grid: i32, row: &RowPlan) -> usize {
+    grid.max(1) as usize * row.rows as usize * row.block as usize * std::mem::size_of::<T>()
+}
+
 /// The variant of an MMA kernel (matmul, bmm): output tiles of `bm` x `bn` walked in K steps of
 /// `bk`, visited in bands of `group` tile rows, by one tile block per output tile or a persistent
 /// grid, and the compile hints.

@@ -28,6 +28,7 @@ use super::kernel::layer_norm_device as device;
 use crate::ffi_util::{self, check_same_shape, invalid, Element, FfiResult, RowPlan, TensorDesc};
 pub use crate::rms_norm::ffi::{default_block, default_rows, masked_fits};
 use crate::rms_norm::ffi::{rows_plan, Plan as NormPlan};
+use cutile::cuda_async::device_buffer::DevicePointer;
 use cutile::cuda_core::Stream;
 use std::sync::Arc;
 
@@ -90,7 +91,8 @@ fn launch<T: Element>(
     // One tile block per row tile, or the persistent grid plan() capped at the row tiles; the
     // generics T, ROWS, BLOCK, (the tail entry's TAIL,) then HAS_W, HAS_B (and the aligned entry's VEC,
     // EDGE).
-    let mut launch = p.row.launch::<T>(p.programs.unwrap_or(p.row.row_tiles()) as u32);
+    let grid = p.programs.unwrap_or(p.row.row_tiles());
+    let mut launch = p.row.launch::<T>(grid as u32);
     launch.generics.extend(p.tail.map(|t| t.to_string()));
     launch.generics.extend([p.has_w.to_string(), p.has_b.to_string()]);
     launch.generics.extend(ffi_util::aligned_generics(p.aligned));
@@ -104,8 +106,14 @@ fn launch<T: Element>(
         if p.tail.is_some() {
             launch.enqueue(device::layer_norm_row_tail(y_ptr, x_ptr, w_ptr, b_ptr, m, n, sx, sy, eps), stream)
         } else if p.aligned.is_some() && p.programs.is_some() {
-            let entry = device::layer_norm_row_aligned_persistent(y_ptr, x_ptr, w_ptr, b_ptr, m, n, sx, sy, eps);
-            launch.enqueue(entry, stream)
+            // each tile block's w and b at its rows' body columns (ffi_util::restage_bytes each)
+            let bytes = 2 * ffi_util::restage_bytes::<T>(grid, &p.row);
+            let ws = ffi_util::StreamAlloc::new(bytes, stream, "weight and bias workspace")?;
+            let ws_ptr = DevicePointer::<T>::from_cu_deviceptr(ws.ptr);
+            let entry =
+                device::layer_norm_row_aligned_persistent(y_ptr, x_ptr, w_ptr, b_ptr, ws_ptr, m, n, sx, sy, eps);
+            launch.enqueue(entry, stream)?;
+            ws.free()
         } else if p.aligned.is_some() {
             launch.enqueue(device::layer_norm_row_aligned(y_ptr, x_ptr, w_ptr, b_ptr, m, n, sx, sy, eps), stream)
         } else if p.programs.is_some() {
@@ -206,7 +214,9 @@ mod tests {
     #[test]
     fn plan_rejects_occupancy_out_of_range() {
         let x = desc2(DType::F32, &[4, 8], &[8, 1]);
-        ffi_util::assert_hints_checked(true, |occupancy, warps| plan(&x, &x, None, None, 1e-5, -1, -1, occupancy, -1, -1, warps));
+        ffi_util::assert_hints_checked(true, |occupancy, warps| {
+            plan(&x, &x, None, None, 1e-5, -1, -1, occupancy, -1, -1, warps)
+        });
     }
 
     #[test]
@@ -263,11 +273,14 @@ mod tests {
 
     #[test]
     fn aligned_entry_lowers_and_assembles_for_sm90() {
-        let ptrs = ["y_ptr", "x_ptr", "w_ptr", "b_ptr"];
-        for (dtype, rows, block, w, b) in [("f16", "1", "8192", "true", "true"), ("f32", "2", "4096", "false", "true")]
-        {
-            for entry in ["layer_norm_row_aligned", "layer_norm_row_aligned_persistent"] {
-                DEVICE.assert_aligned_lowers(entry, dtype, rows, block, &[w, b], &ptrs);
+        let params = [("f16", "1", "8192", "true", "true"), ("f32", "2", "4096", "false", "true")];
+        // bf16 1 x 4096 with both: the persistent tile `variants` offers at 16384 x 4097
+        for (dtype, rows, block, w, b) in [("bf16", "1", "4096", "true", "true")].into_iter().chain(params) {
+            for (entry, ptrs) in [
+                ("layer_norm_row_aligned", &["y_ptr", "x_ptr", "w_ptr", "b_ptr"][..]),
+                ("layer_norm_row_aligned_persistent", &["y_ptr", "x_ptr", "w_ptr", "b_ptr", "ws_ptr"]),
+            ] {
+                DEVICE.assert_aligned_lowers(entry, dtype, rows, block, &[w, b], ptrs);
             }
         }
     }

@@ -43,7 +43,7 @@
 #[cutile::module]
 pub mod layer_norm_device {
     use crate::device_util::views::{
-        aligned_body, aligned_edge, aligned_row_vector, aligned_row_vector_edge, aligned_rows, load_masked,
+        aligned_body, aligned_edge, aligned_row_vector, aligned_row_vector_edge, aligned_rows, load_masked, restage,
         row_offsets, store_masked, strided_view, tile_mask, tile_pointers, vector_view,
     };
     use cutile::core::*;
@@ -460,15 +460,34 @@ pub mod layer_norm_device {
         const VEC: i32,
         const EDGE: i32,
     >(
-        y_ptr: *mut T, x_ptr: *mut T, w_ptr: *mut T, b_ptr: *mut T, m: i32, n: i32, stride_x: i32, stride_y: i32,
-        eps: f32,
+        y_ptr: *mut T, x_ptr: *mut T, w_ptr: *mut T, b_ptr: *mut T, ws_ptr: *mut T, m: i32, n: i32, stride_x: i32,
+        stride_y: i32, eps: f32,
     ) {
         let pid: i32 = get_tile_block_id().0;
         let programs: i32 = get_num_tile_blocks().0;
         let row_tiles: i32 = (m + ROWS - 1) / ROWS;
         let first: i32 = pid * ROWS;
-        let (wb, we, bb, be) =
-            unsafe { aligned_params::<T, ROWS, BLOCK, HAS_W, HAS_B, VEC, EDGE>(w_ptr, b_ptr, first, n, stride_x) };
+        // w's and b's body columns through this tile block's two slices of the workspace, into x's
+        // layout (device_util's `restage`)
+        let slice: i32 = pid * 2 * ROWS * BLOCK;
+        let wb: Tile<f32, { [ROWS, BLOCK] }> = unsafe {
+            param_body_restaged::<T, ROWS, BLOCK, VEC, HAS_W>(w_ptr, ws_ptr, slice, first, n, stride_x, 1.0f32)
+        };
+        let bb: Tile<f32, { [ROWS, BLOCK] }> = unsafe {
+            param_body_restaged::<T, ROWS, BLOCK, VEC, HAS_B>(
+                b_ptr,
+                ws_ptr,
+                slice + ROWS * BLOCK,
+                first,
+                n,
+                stride_x,
+                0.0f32,
+            )
+        };
+        let we: Tile<f32, { [ROWS, EDGE] }> =
+            unsafe { param_edge::<T, ROWS, EDGE, VEC, HAS_W>(w_ptr, first, n, stride_x, 1.0f32) };
+        let be: Tile<f32, { [ROWS, EDGE] }> =
+            unsafe { param_edge::<T, ROWS, EDGE, VEC, HAS_B>(b_ptr, first, n, stride_x, 0.0f32) };
         for rb in (pid..row_tiles).step_by(programs as usize) {
             let row0: i32 = rb * ROWS;
             unsafe {
@@ -518,6 +537,29 @@ pub mod layer_norm_device {
             let raw: Tile<T, { [ROWS, BLOCK] }> =
                 unsafe { aligned_row_vector::<T, ROWS, BLOCK, VEC>(ptr, row0, n, stride) };
             let v: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(raw);
+            v
+        } else {
+            broadcast_scalar(absent, shape![ROWS, BLOCK])
+        }
+    }
+
+    /// `param_body`, its T values written to and read back from `ws_ptr` at `ws_first` (`restage`)
+    /// so that they come back in the layout of x's aligned body.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn param_body_restaged<
+        T: ElementType,
+        const ROWS: i32,
+        const BLOCK: i32,
+        const VEC: i32,
+        const HAS: bool,
+    >(
+        ptr: *mut T, ws_ptr: *mut T, ws_first: i32, row0: i32, n: i32, stride: i32, absent: f32,
+    ) -> Tile<f32, { [ROWS, BLOCK] }> {
+        if HAS {
+            let raw: Tile<T, { [ROWS, BLOCK] }> =
+                unsafe { aligned_row_vector::<T, ROWS, BLOCK, VEC>(ptr, row0, n, stride) };
+            let back: Tile<T, { [ROWS, BLOCK] }> = unsafe { restage::<T, ROWS, BLOCK>(ws_ptr, ws_first, raw) };
+            let v: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(back);
             v
         } else {
             broadcast_scalar(absent, shape![ROWS, BLOCK])

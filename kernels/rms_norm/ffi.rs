@@ -30,6 +30,7 @@
 //! message, never a launch.
 use super::kernel::rms_norm_device as device;
 use crate::ffi_util::{self, check_same_shape, invalid, rc, to_i32, DType, Element, FfiResult, RowPlan, TensorDesc};
+use cutile::cuda_async::device_buffer::DevicePointer;
 use cutile::cuda_core::Stream;
 use std::sync::Arc;
 
@@ -185,7 +186,8 @@ fn launch<T: Element>(
         unsafe { (ffi_util::device_ptr::<T>(out), ffi_util::device_ptr::<T>(x), ffi_util::device_ptr::<T>(w)) };
     // One tile block per row tile, or the persistent grid plan() capped at the row tiles; the tail
     // entry's TAIL after T, ROWS, BLOCK.
-    let mut launch = p.row.launch::<T>(p.programs.unwrap_or(p.row.row_tiles()) as u32);
+    let grid = p.programs.unwrap_or(p.row.row_tiles());
+    let mut launch = p.row.launch::<T>(grid as u32);
     launch.generics.extend(p.tail.map(|t| t.to_string()));
     launch.generics.extend(ffi_util::aligned_generics(p.aligned));
     let RowPlan { m, n, stride_x: sx, stride_y: sy, .. } = p.row;
@@ -198,7 +200,13 @@ fn launch<T: Element>(
         if p.tail.is_some() {
             launch.enqueue(device::rms_norm_row_tail(y_ptr, x_ptr, w_ptr, m, n, sx, sy, eps), stream)
         } else if p.aligned.is_some() && p.programs.is_some() {
-            launch.enqueue(device::rms_norm_row_aligned_persistent(y_ptr, x_ptr, w_ptr, m, n, sx, sy, eps), stream)
+            // each tile block's w at its rows' body columns, ROWS x BLOCK elements (ffi_util::restage)
+            let ws =
+                ffi_util::StreamAlloc::new(ffi_util::restage_bytes::<T>(grid, &p.row), stream, "weight workspace")?;
+            let ws_ptr = DevicePointer::<T>::from_cu_deviceptr(ws.ptr);
+            let entry = device::rms_norm_row_aligned_persistent(y_ptr, x_ptr, w_ptr, ws_ptr, m, n, sx, sy, eps);
+            launch.enqueue(entry, stream)?;
+            ws.free()
         } else if p.aligned.is_some() {
             launch.enqueue(device::rms_norm_row_aligned(y_ptr, x_ptr, w_ptr, m, n, sx, sy, eps), stream)
         } else if p.programs.is_some() {
@@ -279,7 +287,9 @@ mod tests {
     fn plan_rejects_occupancy_out_of_range() {
         let x = desc2(DType::F32, &[4, 8], &[8, 1]);
         let w = desc2(DType::F32, &[8], &[1]);
-        ffi_util::assert_hints_checked(true, |occupancy, warps| plan(&x, &x, &w, 1e-6, -1, -1, occupancy, -1, -1, warps));
+        ffi_util::assert_hints_checked(true, |occupancy, warps| {
+            plan(&x, &x, &w, 1e-6, -1, -1, occupancy, -1, -1, warps)
+        });
     }
 
     #[test]
@@ -337,7 +347,8 @@ mod tests {
         let x = desc2(DType::F16, &[100, 1000], &[1000, 1]);
         let w = desc2(DType::F16, &[1000], &[1]);
         assert!(plan(&x, &x, &w, 1e-6, 1024, 8, 4, -1, -1, -1).unwrap().masked);
-        assert!(!plan(&x, &x, &w, 1e-6, 1024, 8, 4, 528, -1, -1).unwrap().masked); // persistent
+        assert!(!plan(&x, &x, &w, 1e-6, 1024, 8, 4, 528, -1, -1).unwrap().masked);
+        // persistent
     }
 
     #[test]
@@ -389,10 +400,13 @@ mod tests {
 
     #[test]
     fn aligned_entry_lowers_and_assembles_for_sm90() {
-        for entry in ["rms_norm_row_aligned", "rms_norm_row_aligned_persistent"] {
+        for (entry, ptrs) in [
+            ("rms_norm_row_aligned", &["y_ptr", "x_ptr", "w_ptr"][..]),
+            ("rms_norm_row_aligned_persistent", &["y_ptr", "x_ptr", "w_ptr", "ws_ptr"]),
+        ] {
             // f16 1 x 4096: the tile autotune picks at 16384 x 4097 (NOTES.md has its SASS)
             for (dtype, rows, block) in [("f16", "1", "4096"), ("bf16", "2", "4096"), ("f32", "1", "4096")] {
-                DEVICE.assert_aligned_lowers(entry, dtype, rows, block, &[], &["y_ptr", "x_ptr", "w_ptr"]);
+                DEVICE.assert_aligned_lowers(entry, dtype, rows, block, &[], ptrs);
             }
         }
     }

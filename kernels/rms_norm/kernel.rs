@@ -37,7 +37,7 @@
 #[cutile::module]
 pub mod rms_norm_device {
     use crate::device_util::views::{
-        aligned_body, aligned_edge, aligned_row_vector, aligned_row_vector_edge, aligned_rows, load_masked,
+        aligned_body, aligned_edge, aligned_row_vector, aligned_row_vector_edge, aligned_rows, load_masked, restage,
         row_offsets, store_masked, strided_view, tile_mask, tile_pointers, vector_view,
     };
     use cutile::core::*;
@@ -322,12 +322,16 @@ pub mod rms_norm_device {
         const VEC: i32,
         const EDGE: i32,
     >(
-        y_ptr: *mut T, x_ptr: *mut T, w_ptr: *mut T, m: i32, n: i32, stride_x: i32, stride_y: i32, eps: f32,
+        y_ptr: *mut T, x_ptr: *mut T, w_ptr: *mut T, ws_ptr: *mut T, m: i32, n: i32, stride_x: i32, stride_y: i32,
+        eps: f32,
     ) {
         let pid: i32 = get_tile_block_id().0;
         let programs: i32 = get_num_tile_blocks().0;
         let row_tiles: i32 = (m + ROWS - 1) / ROWS;
-        let (wb, we) = unsafe { aligned_weight::<T, ROWS, BLOCK, VEC, EDGE>(w_ptr, pid * ROWS, n, stride_x) };
+        let (w_gathered, we) = unsafe { aligned_weight::<T, ROWS, BLOCK, VEC, EDGE>(w_ptr, pid * ROWS, n, stride_x) };
+        // w's body columns through this tile block's slice of the workspace, into x's layout
+        let wb: Tile<T, { [ROWS, BLOCK] }> =
+            unsafe { restage::<T, ROWS, BLOCK>(ws_ptr, pid * ROWS * BLOCK, w_gathered) };
         for rb in (pid..row_tiles).step_by(programs as usize) {
             let row0: i32 = rb * ROWS;
             unsafe {

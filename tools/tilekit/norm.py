@@ -116,10 +116,11 @@ def variants(m: int, n: int) -> list[dict]:
         out.append({"block": half, "rows": 1, "occupancy": 6, "programs_per_sm": 0, "pointer": 1})
     out = autotune.unique(out)
     # persistent: the first tile on SMs x occupancy tile blocks, each loading w once; rows a few
-    # past a power of two the aligned entry's one-row tile at occupancy 6 and 4 (its persistent form
-    # reads w, element by element, once per tile block instead of once per row; rms_norm's NOTES.md)
+    # past a power of two the aligned entry's one-row tile at occupancy 5 and 3 (its persistent form
+    # restages w, and b, once per tile block into x's layout; rms_norm's NOTES.md, "A weight in the
+    # layout of x": 5 is rms_norm's best, 3 layer_norm's)
     persistent = {"block": half, "rows": 1, "occupancy": 0, "programs_per_sm": 0} if half else out[0]
-    occupancies = (6, 4) if half else (4, 2)
+    occupancies = (5, 3) if half else (4, 2)
     out += [dict(persistent, occupancy=o, programs_per_sm=o) for o in occupancies] if pow2 <= 16384 else []
     split = autotune.body_and_tail(n)
     if split:

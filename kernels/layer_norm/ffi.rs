@@ -16,7 +16,8 @@
 //! occupancy and warps). `programs` > 0 (with n <= block,
 //! or n <= block + tail) launches the persistent kernel on that many tile blocks (the caller sizes it from the SM count);
 //! rows off 16-byte boundaries run the aligned entry's persistent form on a multiple of VEC tile
-//! blocks (rms_norm's ffi.rs header has the rule, and the fallback where it cannot run);
+//! blocks, with a workspace for w and b (rms_norm's ffi.rs header has the rule, and the fallback
+//! where it cannot run);
 //! -1 or 0 launches one tile block per row tile; -2 too, through the masked pointer-tile entries
 //! even where the tile divides (rms_norm's POINTER_ENTRIES). `tail` > 0 holds each row as a body
 //! and a tail tile (`layer_norm_row_tail`; rms_norm's rule: a power of two in [16, block] with

@@ -450,6 +450,7 @@ pub mod layer_norm_device {
     /// `layer_norm_row_aligned` on a capped grid: each tile block reads w and b (element by element)
     /// once and walks row tiles pid, pid + grid, ..., all with the heads of its first (rms_norm's
     /// `rms_norm_row_aligned_persistent`; the launcher's grid: rms_norm's ffi.rs `aligned_grid`).
+    /// w and b go through the tile block's two ROWS x BLOCK slices of `ws_ptr` into x's layout.
     #[cutile::entry(unchecked_accesses = true)]
     unsafe fn layer_norm_row_aligned_persistent<
         T: ElementType,

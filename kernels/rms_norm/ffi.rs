@@ -23,7 +23,8 @@
 //! bases, the same head per row in x and out; its body fits `block`, so n = 4097 fits 4096), one
 //! tile block per row tile whatever `programs` (-1, 0, -2) said, or with `programs` > 0
 //! `rms_norm_row_aligned_persistent` on a grid rounded down to a multiple of VEC tile blocks
-//! ([`aligned_grid`]). A `programs` > 0 whose row does not fit `block` but whose aligned body would
+//! ([`aligned_grid`]), with a workspace of grid x rows x block elements on the caller's stream (each
+//! tile block restages w there into x's layout; freed in stream order). A `programs` > 0 whose row does not fit `block` but whose aligned body would
 //! (4097 in 4096) runs one tile block per row tile (the masked entries) where the aligned entry
 //! cannot run (bases off 16 bytes, different heads): the same variant serves every tensor. Every
 //! descriptor is validated before anything touches the GPU: bad input returns -2/-5/-6 with a

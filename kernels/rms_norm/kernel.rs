@@ -313,7 +313,8 @@ pub mod rms_norm_device {
     /// and walks row tiles pid, pid + grid, ... The launcher makes grid * ROWS * stride_x a multiple
     /// of VEC (or the grid cover every row tile, so that each walks one), so every row tile a tile
     /// block walks has the heads of its first, and w's columns with them (ffi.rs,
-    /// `aligned_grid`).
+    /// `aligned_grid`). The gathered w goes through the tile block's ROWS x BLOCK slice of `ws_ptr`
+    /// (`restage`) into x's 16-byte layout, so no row tile converts layouts (NOTES.md).
     #[cutile::entry(unchecked_accesses = true)]
     unsafe fn rms_norm_row_aligned_persistent<
         T: ElementType,

@@ -213,6 +213,20 @@ pub mod views {
         raw
     }
 
+    /// `load_masked`'s values with a latency hint of 1 instead of 3: inside a persistent loop
+    /// tileiras then loads them straight to registers (the next row tile's issued ahead, in
+    /// registers) instead of staging them through shared memory with cp.async (`LDGSTS`); outside a
+    /// loop the machine code is the same (rms_norm's NOTES.md, "A weight in the layout of x").
+    pub unsafe fn load_masked_direct<T: ElementType, const ROWS: i32, const W: i32>(
+        ptr: *mut T, offsets: Tile<i32, { [ROWS, W] }>, mask: Tile<bool, { [ROWS, W] }>, fill: Tile<f32, { [ROWS, W] }>,
+    ) -> Tile<f32, { [ROWS, W] }> {
+        let ptrs: PointerTile<*mut T, { [ROWS, W] }> = offset_pointers::<T, ROWS, W>(ptr, offsets);
+        let (raw, _tok): (Tile<T, { [ROWS, W] }>, Token) =
+            load_ptr_tko(ptrs, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, None, Latency::<1>);
+        let x: Tile<f32, { [ROWS, W] }> = convert_tile(raw);
+        select(mask, x, fill)
+    }
+
     /// The elements at `offsets` past `ptr` in f32, lanes outside `mask` not read and taken from
     /// `fill` instead.
     pub unsafe fn load_masked<T: ElementType, const ROWS: i32, const W: i32>(

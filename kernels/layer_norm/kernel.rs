@@ -43,8 +43,8 @@
 #[cutile::module]
 pub mod layer_norm_device {
     use crate::device_util::views::{
-        aligned_body, aligned_edge, aligned_row_vector, aligned_row_vector_edge, aligned_rows, load_masked,
-        load_masked_direct, restage, row_offsets, store_masked, strided_view, tile_mask, tile_pointers, vector_view,
+        aligned_body, aligned_edge, aligned_row_vector, aligned_row_vector_edge, aligned_rows, load_masked, restage,
+        row_offsets, store_masked, strided_view, tile_mask, tile_pointers, vector_view,
     };
     use cutile::core::*;
 
@@ -594,8 +594,8 @@ pub mod layer_norm_device {
         let xe_at: Tile<i32, { [ROWS, EDGE] }> = row_offsets::<ROWS, EDGE>(row0, stride_x, edge_cols);
         let zero_b: Tile<f32, { [ROWS, BLOCK] }> = constant(0.0f32, shape![ROWS, BLOCK]);
         let zero_e: Tile<f32, { [ROWS, EDGE] }> = constant(0.0f32, shape![ROWS, EDGE]);
-        let xb: Tile<f32, { [ROWS, BLOCK] }> =
-            unsafe { load_masked_direct::<T, ROWS, BLOCK>(x_ptr, xb_at, body, zero_b) };
+        // not rms_norm's `load_masked_direct`: here the persistent loop was no faster with it (its NOTES.md)
+        let xb: Tile<f32, { [ROWS, BLOCK] }> = unsafe { load_masked::<T, ROWS, BLOCK>(x_ptr, xb_at, body, zero_b) };
         let xe: Tile<f32, { [ROWS, EDGE] }> = unsafe { load_masked::<T, ROWS, EDGE>(x_ptr, xe_at, edge, zero_e) };
         // Two-pass statistics over both tiles (centered_and_inv_std's, split in two).
         let sum_b: Tile<f32, { [ROWS] }> = reduce_sum(xb, 1i32);

@@ -368,6 +368,19 @@ mod tests {
         assert_eq!(plan(&whole, &whole, &w4096, 1e-6, 4096, 1, 4, POINTER_ENTRIES, -1, -1).unwrap().aligned, None);
     }
 
+    /// The workspace the aligned persistent entry restages w into: one ROWS x BLOCK slice of T per
+    /// tile block of the grid the plan launches (`ws_ptr`'s slice pid * ROWS * BLOCK).
+    #[test]
+    fn aligned_persistent_workspace_is_a_slice_per_tile_block() {
+        let x = desc2(DType::F16, &[16384, 4097], &[4097, 1]);
+        let w = desc2(DType::F16, &[4097], &[1]);
+        let p = plan(&x, &x, &w, 1e-6, 4096, 1, 5, 660, -1, -1).unwrap();
+        assert_eq!((p.aligned, p.programs), (Some(8), Some(656)));
+        assert_eq!(ffi_util::restage_bytes::<cutile::half::f16>(p.programs.unwrap(), &p.row), 656 * 4096 * 2);
+        let p2 = plan(&x, &x, &w, 1e-6, 4096, 2, 4, 100, -1, -1).unwrap();
+        assert_eq!(ffi_util::restage_bytes::<cutile::half::f16>(p2.programs.unwrap(), &p2.row), 96 * 2 * 4096 * 2);
+    }
+
     #[test]
     fn aligned_persistent_grid_keeps_each_tile_blocks_heads() {
         assert_eq!(aligned_grid(792, 16384, 8), 792); // 6 x 132 SMs: already a multiple of 8

@@ -77,6 +77,8 @@ def main(argv):
     p.add_argument("--only-extra", action="store_true", help="time the port's --extra variants only, not op.variants")
     args = p.parse_args(argv)
     extra = json_dicts(p, "--extra", args.extra, '[{"block": 1024}]')
+    if args.only_extra and not extra:
+        p.error("--only-extra times the --extra variants alone: give some, e.g. --extra '[{\"block\": 1024}]'")
     shapes = (
         json_dicts(p, "--shapes", args.shapes, '[{"dtype": "float16", "m": 256, "n": 4097}]') if args.shapes else None
     )

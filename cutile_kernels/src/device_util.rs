@@ -216,7 +216,8 @@ pub mod views {
     /// `load_masked`'s values with a latency hint of 1 instead of 3: inside a persistent loop
     /// tileiras then loads them straight to registers (the next row tile's issued ahead, in
     /// registers) instead of staging them through shared memory with cp.async (`LDGSTS`); outside a
-    /// loop the machine code is the same (rms_norm's NOTES.md, "A weight in the layout of x").
+    /// loop the machine code is the same (rms_norm's NOTES.md, "x straight to registers in the
+    /// persistent loop").
     pub unsafe fn load_masked_direct<T: ElementType, const ROWS: i32, const W: i32>(
         ptr: *mut T, offsets: Tile<i32, { [ROWS, W] }>, mask: Tile<bool, { [ROWS, W] }>, fill: Tile<f32, { [ROWS, W] }>,
     ) -> Tile<f32, { [ROWS, W] }> {

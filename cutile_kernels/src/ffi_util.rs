@@ -538,6 +538,17 @@ pub fn restage_bytes<T: Element>(grid: i32, row: &RowPlan) -> usize {
     grid.max(1) as usize * row.rows as usize * row.block as usize * std::mem::size_of::<T>()
 }
 
+/// Elements of the aligned persistent entries' workspace at most, per row vector (2^26: 128 MiB of
+/// f16, far past any persistent grid the SMs hold).
+pub const MAX_RESTAGE_ELEMS: i32 = 1 << 26;
+
+/// The largest aligned persistent grid of `rows` x `block` tiles: its workspace holds at most
+/// [`MAX_RESTAGE_ELEMS`] per vector, so the slice offsets (pid * 2 * rows * block + rows * block,
+/// layer_norm's w and b) stay far inside i32 whatever `programs` the caller asked for.
+pub fn restage_grid_cap(rows: i32, block: i32) -> i32 {
+    (MAX_RESTAGE_ELEMS / (rows * block).max(1)).max(1)
+}
+
 /// The variant of an MMA kernel (matmul, bmm): output tiles of `bm` x `bn` walked in K steps of
 /// `bk`, visited in bands of `group` tile rows, by one tile block per output tile or a persistent
 /// grid, and the compile hints.

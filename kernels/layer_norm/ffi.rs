@@ -102,12 +102,16 @@ fn launch<T: Element>(
     // SAFETY: plan() checked shapes, strides and dtypes against the descriptors; the memory is
     // PyTorch's, alive until the caller's stream has run the kernel (stream-ordered allocator).
     // The masked entries additionally rely on plan()'s `masked_fits` / `pointer_fits` (i32 offsets),
-    // the aligned one on `aligned_rows_vec` (i32 offsets, 16-byte-aligned bases).
+    // the aligned ones on `aligned_rows_vec` (i32 offsets, 16-byte-aligned bases); the aligned
+    // persistent one also on its workspace (w and b): allocated here on the caller's stream for exactly
+    // the grid launched (a 16-byte-aligned slice per tile block: block >= 16), its slice offsets in
+    // i32 (`restage_grid_cap` in plan()), freed in stream order after the kernel.
     unsafe {
         if p.tail.is_some() {
             launch.enqueue(device::layer_norm_row_tail(y_ptr, x_ptr, w_ptr, b_ptr, m, n, sx, sy, eps), stream)
         } else if p.aligned.is_some() && p.programs.is_some() {
-            // each tile block's w and b at its rows' body columns (ffi_util::restage_bytes each)
+            // each tile block's w and b at its rows' body columns (device_util::views::restage; two slices
+            // per tile block, also where HAS_W or HAS_B is false: the kernel's offsets assume both)
             let bytes = 2 * ffi_util::restage_bytes::<T>(grid, &p.row);
             let ws = ffi_util::StreamAlloc::new(bytes, stream, "weight and bias workspace")?;
             let ws_ptr = DevicePointer::<T>::from_cu_deviceptr(ws.ptr);
@@ -213,11 +217,12 @@ mod tests {
     }
 
     #[test]
-    fn plan_rejects_occupancy_out_of_range() {
+    fn plan_checks_the_occupancy_and_warps_hints() {
         let x = desc2(DType::F32, &[4, 8], &[8, 1]);
         ffi_util::assert_hints_checked(true, |occupancy, warps| {
             plan(&x, &x, None, None, 1e-5, -1, -1, occupancy, -1, -1, warps)
         });
+        assert_eq!(plan(&x, &x, None, None, 1e-5, -1, -1, -1, -1, -1, 4).unwrap().row.warps, Some(4));
     }
 
     #[test]

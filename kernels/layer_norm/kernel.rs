@@ -4,7 +4,8 @@
 //! Element type T is f32, f16 or bf16 (in and out); the statistics and the scaling are done in f32.
 //! Weight and bias are each optional: the const generics HAS_W and HAS_B select, at compile time,
 //! whether w (else 1) and b (else 0) are loaded; a missing one's pointer is never read. The entries
-//! take raw device pointers (PyTorch owns the memory) and build strided views over them: rows may
+//! take raw device pointers (PyTorch owns x, y, w and b; the aligned persistent entry's workspace is
+//! the launcher's) and build strided views over them: rows may
 //! be padded (row stride >= n), the last dim is contiguous.
 //!
 //! The variance is computed so that a large mean cannot cancel it away (E[x^2] - mean^2 in f32

@@ -78,7 +78,7 @@ SPEC = row_kernel(
     )
     # past the decode rows: every body-and-tail candidate (persistent, 2-row tiles, a partial row tile)
     + shapes("m n dtype", (601, 5120, "bfloat16"))
-    # the aligned entry's persistent form: each tile block walks 2-3 row tiles (rows off 16 bytes)
+    # the aligned entry's persistent form: 1-2 (occupancy 5) or 3-4 (3) row tiles a tile block
     + shapes("m n dtype", (1201, 4097, "float16"))
     # the whole 16384-wide pointer tile, with a partial last tile; the one-row 2048 tile at occupancy 8
     + shapes("m n dtype", (601, 13824, "bfloat16"), (601, 2000, "bfloat16"))

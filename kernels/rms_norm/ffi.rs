@@ -45,7 +45,7 @@ pub const POINTER_ENTRIES: i32 = -2;
 #[derive(Debug, PartialEq)]
 pub struct Plan {
     pub dtype: DType,
-    /// The tile, the occupancy hint (no warps knob), the sizes and strides.
+    /// The tile, the occupancy and worker-warps hints, the sizes and strides.
     pub row: RowPlan,
     pub eps: f32,
     /// Some(grid): the persistent kernel on min(grid, row tiles) tile blocks (with `aligned`, the
@@ -129,7 +129,9 @@ pub fn rows_plan(
     let row_tiles = row.row_tiles();
     let programs = match (programs, aligned) {
         (rc::COMPILER_DEFAULT | 0 | POINTER_ENTRIES, _) => None,
-        (g, Some(vec)) if g > 0 => Some(aligned_grid(g.min(row_tiles), row_tiles, vec)),
+        (g, Some(vec)) if g > 0 => {
+            Some(aligned_grid(g.min(row_tiles).min(ffi_util::restage_grid_cap(rows, block)), row_tiles, vec))
+        }
         (g, None) if g > 0 && whole => Some(g.min(row_tiles)),
         // the aligned entry's variant on rows it cannot take (bases off 16 bytes, x and out with
         // different heads): one tile block per row tile, through the masked entries
@@ -196,12 +198,15 @@ fn launch<T: Element>(
     // SAFETY: plan() checked shapes, strides and dtypes against the descriptors; the memory is
     // PyTorch's, alive until the caller's stream has run the kernel (stream-ordered allocator).
     // The masked entries additionally rely on plan()'s `masked_fits` / `pointer_fits` (i32 offsets),
-    // the aligned one on `aligned_rows_vec` (i32 offsets, 16-byte-aligned bases).
+    // the aligned ones on `aligned_rows_vec` (i32 offsets, 16-byte-aligned bases); the aligned
+    // persistent one also on its workspace (w): allocated here on the caller's stream for exactly
+    // the grid launched (a 16-byte-aligned slice per tile block: block >= 16), its slice offsets in
+    // i32 (`restage_grid_cap` in plan()), freed in stream order after the kernel.
     unsafe {
         if p.tail.is_some() {
             launch.enqueue(device::rms_norm_row_tail(y_ptr, x_ptr, w_ptr, m, n, sx, sy, eps), stream)
         } else if p.aligned.is_some() && p.programs.is_some() {
-            // each tile block's w at its rows' body columns, ROWS x BLOCK elements (ffi_util::restage)
+            // each tile block's w at its rows' body columns, ROWS x BLOCK elements (device_util::views::restage)
             let ws =
                 ffi_util::StreamAlloc::new(ffi_util::restage_bytes::<T>(grid, &p.row), stream, "weight workspace")?;
             let ws_ptr = DevicePointer::<T>::from_cu_deviceptr(ws.ptr);
@@ -285,12 +290,14 @@ mod tests {
     }
 
     #[test]
-    fn plan_rejects_occupancy_out_of_range() {
+    fn plan_checks_the_occupancy_and_warps_hints() {
         let x = desc2(DType::F32, &[4, 8], &[8, 1]);
         let w = desc2(DType::F32, &[8], &[1]);
         ffi_util::assert_hints_checked(true, |occupancy, warps| {
             plan(&x, &x, &w, 1e-6, -1, -1, occupancy, -1, -1, warps)
         });
+        assert_eq!(plan(&x, &x, &w, 1e-6, -1, -1, -1, -1, -1, 8).unwrap().row.warps, Some(8));
+        assert_eq!(plan(&x, &x, &w, 1e-6, -1, -1, -1, -1, -1, -1).unwrap().row.warps, None);
     }
 
     #[test]
@@ -379,6 +386,22 @@ mod tests {
         assert_eq!(ffi_util::restage_bytes::<cutile::half::f16>(p.programs.unwrap(), &p.row), 656 * 4096 * 2);
         let p2 = plan(&x, &x, &w, 1e-6, 4096, 2, 4, 100, -1, -1).unwrap();
         assert_eq!(ffi_util::restage_bytes::<cutile::half::f16>(p2.programs.unwrap(), &p2.row), 96 * 2 * 4096 * 2);
+        // whatever `programs` asks for, the slice offsets stay in i32 (layer_norm's two slices too):
+        // 2^26 elements a vector at most, the grid still a multiple of VEC
+        let tall = desc2(DType::F16, &[1 << 18, 4097], &[4097, 1]);
+        for (rows, block) in [(1, 4096), (1, 8192), (16, 4096)] {
+            let grid = plan(&tall, &tall, &w, 1e-6, block, rows, 4, i32::MAX, -1, -1).unwrap().programs.unwrap();
+            assert!(grid <= ffi_util::restage_grid_cap(rows, block) && grid % 8 == 0, "{rows} x {block}: {grid}");
+            assert!(2 * grid as i64 * (rows * block) as i64 <= i32::MAX as i64);
+        }
+    }
+
+    /// The worker-warps hint reaches the norms' IR and tileiras 13.4 accepts it (softmax's test).
+    #[test]
+    fn warps_hint_lowers_and_assembles_for_sm90() {
+        let options = ffi_util::compile_options(Some(4), Some(8));
+        let ir = DEVICE.lower("rms_norm_row_masked", &["bf16", "1", "4096"], &[], options, " with 8 warps");
+        assert!(ir.contains("num_worker_warps_per_cta = 8"), "hint missing from the IR:\n{ir}");
     }
 
     #[test]

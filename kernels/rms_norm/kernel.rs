@@ -1,7 +1,8 @@
 //! RMSNorm device code: y[r, :] = x[r, :] * rsqrt(mean(x[r, :]^2) + eps) * w, over the last dim.
 //!
 //! Element type T is f32, f16 or bf16 (in and out); the sum of squares and the scaling are done
-//! in f32. Every entry takes raw device pointers (PyTorch owns the memory) and views x and y with
+//! in f32. Every entry takes raw device pointers (PyTorch owns x, y and w; the aligned persistent
+//! entry's workspace is the launcher's) and views x and y with
 //! their row strides: rows may be padded (row stride >= n), the last dim is contiguous.
 //!
 //! Each tile block handles ROWS consecutive rows in BLOCK-wide column tiles. The first four

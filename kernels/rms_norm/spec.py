@@ -67,7 +67,7 @@ SPEC = row_kernel(
         # past the decode rows: every body-and-tail candidate (persistent, 2-row tiles, a partial row tile)
         (601, 5120, "bfloat16"),
         (33, 4097, "float16"),  # rows off 16-byte boundaries: the aligned entry (8192 and 4096 lanes)
-        (1201, 4097, "bfloat16"),  # and its persistent form walking 2-3 row tiles with other heads
+        (1201, 4097, "bfloat16"),  # its persistent form: 1-2 or 3-4 row tiles a tile block, other heads
         (601, 16384, "float16"),  # the whole 16384-wide pointer tile
         (601, 2000, "float16"),  # the one-row 2048 pointer tile at occupancy 8 (partial tiles)
     ),

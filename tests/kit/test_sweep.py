@@ -502,3 +502,16 @@ def test_sweep_variants_extra_null_knob_is_the_default_and_no_repeat():
     assert [c() for c in module.calls_for("cutile_rs", spec, None, {}, {}, extra[1:], True).values()] == [
         {"block": 16, "rows": 2}
     ]
+
+
+def test_sweep_variants_only_extra_needs_extra(capsys):
+    """--only-extra without --extra would time no port variant at all: argparse's error says so."""
+    import importlib.util
+
+    loader = importlib.util.spec_from_file_location("sweep_variants", ROOT / "scripts" / "sweep_variants.py")
+    module = importlib.util.module_from_spec(loader)
+    loader.loader.exec_module(module)
+    with pytest.raises(SystemExit) as exit_info:
+        module.main(["--kernel", "rms_norm", "--only-extra"])
+    assert exit_info.value.code == 2
+    assert "--only-extra times the --extra variants alone" in capsys.readouterr().err

@@ -290,8 +290,31 @@ def test_one_tune_thread_leaves_the_first_call_to_the_timer(cache, monkeypatch):
     assert calls == [8, 16, 4] and entry["variant"] == VARIANTS[0]
 
 
+def test_rows_whose_phase_their_sizes_do_not_imply_tune_apart():
+    """port.with_alignment on real (CPU) tensors: rows sliced out of wider ones start off 16 bytes
+    where contiguous rows of that n would not (the aligned entries run there, or cannot, when x's and
+    out's heads differ), so they tune apart; contiguous and 16-byte-padded rows keep the key."""
+    import torch
+
+    from tilekit import port
+
+    key = {"dtype": "float16", "n": 4096, "m_class": 8}
+    wide = lambda cols: torch.empty(8, cols, dtype=torch.float16)  # noqa: E731
+    x_sliced = wide(4097)[:, :4096]
+    assert port.with_alignment(key, [wide(4096), wide(4096), torch.empty(4096)]) is key
+    assert port.with_alignment(key, [wide(4096), wide(4104)[:, :4096]]) is key  # padded to 16 bytes
+    assert port.with_alignment(key, [wide(4096), x_sliced]) == dict(key, rows="0,2")  # heads differ
+    assert port.with_alignment(key, [wide(4097)[:, :4096], x_sliced]) == dict(key, rows="2,2")
+    one_row = wide(4097)[:1, :4096]  # a single row has no phase to speak of
+    assert port.with_alignment(key, [one_row, one_row]) is key
+    w = torch.empty(4096, 8, dtype=torch.float16)  # a GEMM operand given as w.t(): not rows
+    assert port.with_alignment(key, [wide(4096), w.t()]) is key
+    key_4097 = {"dtype": "float16", "n": 4097, "m_class": 8}
+    assert port.with_alignment(key_4097, [wide(4097), wide(4097)]) is key_4097  # n tells
+
+
 def test_a_base_off_16_bytes_tunes_apart_and_aligned_keys_stay_as_they_were():
-    """port.with_bases: a slice at an odd offset gets its own tuned winner (its entries and fastest
+    """port.with_alignment: a slice at an odd offset gets its own tuned winner (its entries and fastest
     tile differ: the launcher hints no 16-byte accesses), aligned calls keep the key they had."""
     import doctest
     from types import SimpleNamespace
@@ -300,6 +323,6 @@ def test_a_base_off_16_bytes_tunes_apart_and_aligned_keys_stay_as_they_were():
 
     at = lambda p: SimpleNamespace(data_ptr=lambda: p)  # noqa: E731
     key = {"dtype": "float16", "n": 4097, "m_class": 16384}
-    assert port.with_bases(key, [at(0), at(4096), 1e-6, None]) is key
-    assert port.with_bases(key, [at(0), at(4096 + 2)]) == dict(key, bases="off16")
+    assert port.with_alignment(key, [at(0), at(4096), 1e-6, None]) is key
+    assert port.with_alignment(key, [at(0), at(4096 + 2)]) == dict(key, bases="off16")
     assert doctest.testmod(port).failed == 0

@@ -66,23 +66,48 @@ def launch(op: ModuleType | str, out, *args, **variant) -> None:
     lib.call(name(op), f"cutile_{name(op)}", *descs, *export_args(op, variant, sms), device_id, stream)
 
 
-def with_bases(key: dict, tensors) -> dict:
-    """The tune key, with `bases: "off16"` where some tensor's base is not 16-byte aligned (a slice
-    at an odd offset): the launcher then cannot hint 16-byte accesses, the entries and the fastest
-    tile differ (a 4096 tile at n = 4097 needs the aligned entry), so such calls tune apart from the
-    aligned ones. Keys of aligned calls are unchanged. Non-tensors (scalars, None) are skipped.
+def with_alignment(key: dict, tensors) -> dict:
+    """The tune key, told apart where the tensors' 16-byte alignment differs from what the key's
+    sizes imply, because the launcher's entries and the fastest tile differ there (a 4096 tile at n =
+    4097 needs the aligned entry, which needs x's and out's rows to share their heads):
+
+    - `bases: "off16"` where some tensor's base is not 16-byte aligned (a slice at an odd offset);
+    - `rows: "<phase>,..."` where some tensor of rows (two rows or more, its last dim contiguous:
+      a transposed GEMM operand is not one) has a row stride whose bytes mod 16 (its rows' phase)
+      differ from those of its contiguous row length: padded or sliced rows that start off 16
+      bytes where contiguous ones would not, or the reverse. The value lists the phase of every
+      tensor of rows, in order, so x and out with different heads tune apart from a pair with the
+      same ones.
+
+    Keys of contiguous calls on aligned bases are unchanged. Non-tensors (scalars, None) are skipped.
 
     >>> from types import SimpleNamespace as T
-    >>> with_bases({"n": 8}, [T(data_ptr=lambda: 256), 1e-6, None]), with_bases({"n": 8}, [T(data_ptr=lambda: 258)])
-    ({'n': 8}, {'n': 8, 'bases': 'off16'})
+    >>> with_alignment({"n": 8}, [T(data_ptr=lambda: 256), 1e-6, None])
+    {'n': 8}
+    >>> with_alignment({"n": 8}, [T(data_ptr=lambda: 258)])
+    {'n': 8, 'bases': 'off16'}
+    >>> rows = lambda stride, n: T(data_ptr=lambda: 256, shape=(4, n), stride=lambda: (stride, 1), element_size=lambda: 2)
+    >>> with_alignment({"n": 4097}, [rows(4097, 4097), rows(4097, 4097)])  # contiguous: n tells
+    {'n': 4097}
+    >>> with_alignment({"n": 4096}, [rows(4096, 4096), rows(4097, 4096)])  # x sliced from 4097-wide rows
+    {'n': 4096, 'rows': '0,2'}
     """
-    off = any(hasattr(t, "data_ptr") and t.data_ptr() % 16 for t in tensors)
-    return dict(key, bases="off16") if off else key
+    out = dict(key)
+    if any(hasattr(t, "data_ptr") and t.data_ptr() % 16 for t in tensors):
+        out["bases"] = "off16"
+    phases = [
+        ((t.stride()[-2] * t.element_size()) % 16, (t.shape[-1] * t.element_size()) % 16)
+        for t in tensors
+        if hasattr(t, "stride") and len(t.shape) >= 2 and t.shape[-2] > 1 and t.stride()[-1] == 1
+    ]
+    if any(phase != contiguous for phase, contiguous in phases):
+        out["rows"] = ",".join(str(phase) for phase, _ in phases)
+    return out if out != key else key
 
 
 def run(op: ModuleType | str, variant, sizes: tuple, out, *args, key: dict | None = None) -> None:
     """Launch the export on (out, *args) for the problem `sizes` (op.variants(*sizes) and
-    op.tune_key(dtype, *sizes), or the entry's own `key`, told apart by `with_bases`) with what
+    op.tune_key(dtype, *sizes), or the entry's own `key`, told apart by `with_alignment`) with what
     `variant` names (autotune.pick); nothing for an empty out."""
     op = module(op)
     if out.numel() == 0:
@@ -91,7 +116,7 @@ def run(op: ModuleType | str, variant, sizes: tuple, out, *args, key: dict | Non
         name(op),
         variant,
         default=op.DEFAULT_VARIANT,
-        key=with_bases(key or op.tune_key(str(out.dtype).removeprefix("torch."), *sizes), (out, *args)),
+        key=with_alignment(key or op.tune_key(str(out.dtype).removeprefix("torch."), *sizes), (out, *args)),
         candidates=op.variants(*sizes),
         make_call=lambda v: lambda: launch(op, out, *args, **v),
     )

@@ -23,8 +23,9 @@
 //! bases, the same head per row in x and out; its body fits `block`, so n = 4097 fits 4096), one
 //! tile block per row tile whatever `programs` (-1, 0, -2) said, or with `programs` > 0
 //! `rms_norm_row_aligned_persistent` on a grid rounded down to a multiple of VEC tile blocks
-//! ([`aligned_grid`]), with a workspace of grid x rows x block elements on the caller's stream (each
-//! tile block restages w there into x's layout; freed in stream order). A `programs` > 0 whose row does not fit `block` but whose aligned body would
+//! ([`aligned_grid`], at most `ffi_util::restage_grid_cap`), with a workspace of grid x rows x
+//! block elements on the caller's stream (each tile block restages w there into x's layout; freed
+//! in stream order). A `programs` > 0 whose row does not fit `block` but whose aligned body would
 //! (4097 in 4096) runs one tile block per row tile (the masked entries) where the aligned entry
 //! cannot run (bases off 16 bytes, different heads): the same variant serves every tensor. Every
 //! descriptor is validated before anything touches the GPU: bad input returns -2/-5/-6 with a
@@ -355,8 +356,8 @@ mod tests {
         let x = desc2(DType::F16, &[100, 1000], &[1000, 1]);
         let w = desc2(DType::F16, &[1000], &[1]);
         assert!(plan(&x, &x, &w, 1e-6, 1024, 8, 4, -1, -1, -1).unwrap().masked);
+        // the persistent kernel, not the masked entries
         assert!(!plan(&x, &x, &w, 1e-6, 1024, 8, 4, 528, -1, -1).unwrap().masked);
-        // persistent
     }
 
     #[test]

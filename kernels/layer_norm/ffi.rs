@@ -21,7 +21,8 @@
 //! -1 or 0 launches one tile block per row tile; -2 too, through the masked pointer-tile entries
 //! even where the tile divides (rms_norm's POINTER_ENTRIES). `tail` > 0 holds each row as a body
 //! and a tail tile (`layer_norm_row_tail`; rms_norm's rule: a power of two in [16, block] with
-//! block < n <= block + tail), -1 or 0 none. Every descriptor is validated before
+//! block < n <= block + tail; with -2, through pointer tiles, `layer_norm_row_tail_masked`, where
+//! their i32 offsets fit), -1 or 0 none. Every descriptor is validated before
 //! anything touches the GPU: bad input returns -2/-5/-6 with a message, never a launch.
 use super::kernel::layer_norm_device as device;
 // The tiling, its defaults (the same bytes per element, NOTES.md) and the masked entries' rule are
@@ -107,7 +108,9 @@ fn launch<T: Element>(
     // the grid launched (a 16-byte-aligned slice per tile block: block >= 16), its slice offsets in
     // i32 (`restage_grid_cap` in plan()), freed in stream order after the kernel.
     unsafe {
-        if p.tail.is_some() {
+        if p.tail.is_some() && p.masked {
+            launch.enqueue(device::layer_norm_row_tail_masked(y_ptr, x_ptr, w_ptr, b_ptr, m, n, sx, sy, eps), stream)
+        } else if p.tail.is_some() {
             launch.enqueue(device::layer_norm_row_tail(y_ptr, x_ptr, w_ptr, b_ptr, m, n, sx, sy, eps), stream)
         } else if p.aligned.is_some() && p.programs.is_some() {
             // each tile block's w and b at its rows' body columns (device_util::views::restage; two slices
@@ -148,13 +151,14 @@ mod tests {
     use cutile::tile_kernel::CompileOptions;
 
     const DEVICE: DeviceModule = DeviceModule { ast: device::__module_ast_self, name: "layer_norm_device" };
-    const ENTRIES: [&str; 6] = [
+    const ENTRIES: [&str; 7] = [
         "layer_norm_row",
         "layer_norm_row_persistent",
         "layer_norm_row_tail",
         "layer_norm_looped",
         "layer_norm_row_masked",
         "layer_norm_looped_masked",
+        "layer_norm_row_tail_masked",
     ];
 
     /// `entry`'s generics for `dtype`, a small tile (`rows` x `block`, the tail entry's TAIL a
@@ -162,7 +166,7 @@ mod tests {
     fn generics<'a>(
         entry: &str, dtype: &'a str, rows: &'a str, block: &'a str, w: &'a str, b: &'a str,
     ) -> Vec<&'a str> {
-        let sizes = match (entry.ends_with("_tail"), block) {
+        let sizes = match (entry.contains("_tail"), block) {
             (true, "1024") => "1024/256",
             (true, "256") => "256/64",
             _ => block,
@@ -255,6 +259,9 @@ mod tests {
             // The body-and-tail tiles (BLOCK/TAIL): 5120 = 4096 + 1024, 11008 in 8192 + 4096.
             ("layer_norm_row_tail", "1", "4096/1024", 16384, 5120),
             ("layer_norm_row_tail", "1", "8192/4096", 4096, 11008),
+            // ... and through pointer tiles (rms_norm's NOTES.md, "A body and a tail through pointer tiles")
+            ("layer_norm_row_tail_masked", "2", "4096/1024", 16384, 5120),
+            ("layer_norm_row_tail_masked", "1", "8192/4096", 16384, 11008),
         ] {
             let ptrs = [("y_ptr", ALIGNED_PTR), ("x_ptr", ALIGNED_PTR), ("w_ptr", ALIGNED_PTR), ("b_ptr", ALIGNED_PTR)];
             let ints = [("m", m), ("n", n), ("stride_x", n), ("stride_y", n)];

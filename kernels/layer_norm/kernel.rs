@@ -27,7 +27,8 @@
 //!     once and walks every grid-th row tile.
 //!   * `layer_norm_row_tail` — BLOCK < n <= BLOCK + TAIL: the row block held whole as a body
 //!     tile and a narrower tail tile (fewer idle lanes than one power-of-two tile at n = 5120,
-//!     11008 ...), one tile block per row tile or a persistent grid.
+//!     11008 ...), one tile block per row tile or a persistent grid; `layer_norm_row_tail_masked`
+//!     the same through masked pointer tiles, one tile block per row tile.
 //!   * `layer_norm_looped` — n >  BLOCK: pass 1 the shifted sums over the column tiles, pass 2
 //!     re-reads them (mostly from L2) to normalize and store.
 //!   * `layer_norm_row_masked`, `layer_norm_looped_masked` — the same two for tiles that do not
@@ -373,6 +374,44 @@ pub mod layer_norm_device {
         let b: Tile<f32, { [ROWS, BLOCK] }> = param_tile_masked::<T, ROWS, BLOCK, HAS_B>(b_ptr, 0i32, n, 0.0f32);
         let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(d * inv * w + b);
         store_y_masked::<T, ROWS, BLOCK>(y_ptr, y, mask, row0, 0i32, stride_y);
+    }
+
+    /// `layer_norm_row_tail` through masked pointer tiles, one tile block per row tile (ffi.rs: a
+    /// `pointer` variant with a tail, where every offset up to the tail's last lane fits i32): body
+    /// and tail straight to registers, no TMA staging (rms_norm's `rms_norm_row_tail_masked`).
+    #[cutile::entry(unchecked_accesses = true)]
+    unsafe fn layer_norm_row_tail_masked<
+        T: ElementType,
+        const ROWS: i32,
+        const BLOCK: i32,
+        const TAIL: i32,
+        const HAS_W: bool,
+        const HAS_B: bool,
+    >(
+        y_ptr: *mut T, x_ptr: *mut T, w_ptr: *mut T, b_ptr: *mut T, m: i32, n: i32, stride_x: i32, stride_y: i32,
+        eps: f32,
+    ) {
+        let row0: i32 = get_tile_block_id().0 * ROWS;
+        let mask_b: Tile<bool, { [ROWS, BLOCK] }> = tile_mask::<ROWS, BLOCK>(row0, 0i32, m, n);
+        let mask_t: Tile<bool, { [ROWS, TAIL] }> = tile_mask::<ROWS, TAIL>(row0, BLOCK, m, n);
+        let xb: Tile<f32, { [ROWS, BLOCK] }> = x_tile_masked::<T, ROWS, BLOCK>(x_ptr, mask_b, row0, 0i32, stride_x);
+        let xt: Tile<f32, { [ROWS, TAIL] }> = x_tile_masked::<T, ROWS, TAIL>(x_ptr, mask_t, row0, BLOCK, stride_x);
+        let sum_b: Tile<f32, { [ROWS] }> = reduce_sum(xb, 1i32);
+        let sum_t: Tile<f32, { [ROWS] }> = reduce_sum(xt, 1i32);
+        let mean: Tile<f32, { [ROWS] }> = per_elem::<ROWS>(sum_b + sum_t, n);
+        let db: Tile<f32, { [ROWS, BLOCK] }> = zero_outside::<ROWS, BLOCK>(mask_b, xb - rows_bc::<ROWS, BLOCK>(mean));
+        let dt: Tile<f32, { [ROWS, TAIL] }> = zero_outside::<ROWS, TAIL>(mask_t, xt - rows_bc::<ROWS, TAIL>(mean));
+        let sq_b: Tile<f32, { [ROWS] }> = reduce_sum(db * db, 1i32);
+        let sq_t: Tile<f32, { [ROWS] }> = reduce_sum(dt * dt, 1i32);
+        let var: Tile<f32, { [ROWS] }> = per_elem::<ROWS>(sq_b + sq_t, n);
+        let wb: Tile<f32, { [ROWS, BLOCK] }> = param_tile_masked::<T, ROWS, BLOCK, HAS_W>(w_ptr, 0i32, n, 1.0f32);
+        let wt: Tile<f32, { [ROWS, TAIL] }> = param_tile_masked::<T, ROWS, TAIL, HAS_W>(w_ptr, BLOCK, n, 1.0f32);
+        let bb: Tile<f32, { [ROWS, BLOCK] }> = param_tile_masked::<T, ROWS, BLOCK, HAS_B>(b_ptr, 0i32, n, 0.0f32);
+        let bt: Tile<f32, { [ROWS, TAIL] }> = param_tile_masked::<T, ROWS, TAIL, HAS_B>(b_ptr, BLOCK, n, 0.0f32);
+        let yb: Tile<T, { [ROWS, BLOCK] }> = convert_tile(db * inv_std::<ROWS, BLOCK>(var, eps) * wb + bb);
+        let yt: Tile<T, { [ROWS, TAIL] }> = convert_tile(dt * inv_std::<ROWS, TAIL>(var, eps) * wt + bt);
+        store_y_masked::<T, ROWS, BLOCK>(y_ptr, yb, mask_b, row0, 0i32, stride_y);
+        store_y_masked::<T, ROWS, TAIL>(y_ptr, yt, mask_t, row0, BLOCK, stride_y);
     }
 
     /// `layer_norm_looped` through masked pointer tiles (ffi.rs: when every offset fits i32).

@@ -17,8 +17,9 @@
 //! straight-line loads from the first instructions, for decode-sized m (NOTES.md). `tail` > 0 (a
 //! power of two in [16, block], with block < n <= block + tail) holds each row whole as a
 //! block-wide body tile and a tail-wide tail tile (`rms_norm_row_tail`; fewer idle lanes than the
-//! power of two above n), one tile block per row tile or, with `programs` > 0, persistent; -1 or 0:
-//! no tail. With no tail, rows that do not start or end on a 16-byte boundary (n = 4097, odd row
+//! power of two above n), one tile block per row tile or, with `programs` > 0, persistent; with
+//! `programs` = -2 through pointer tiles (`rms_norm_row_tail_masked`, where the offsets up to the
+//! tail's last lane fit i32; else `rms_norm_row_tail`); -1 or 0: no tail. With no tail, rows that do not start or end on a 16-byte boundary (n = 4097, odd row
 //! strides) run `rms_norm_row_aligned` where `ffi_util::aligned_rows_vec` allows it (16-byte-aligned
 //! bases, the same head per row in x and out; its body fits `block`, so n = 4097 fits 4096), one
 //! tile block per row tile whatever `programs` (-1, 0, -2) said, or with `programs` > 0
@@ -55,9 +56,10 @@ pub struct Plan {
     /// Some(tail): each row held as a `block`-wide body and a `tail`-wide tail tile (block < n <=
     /// block + tail): the tail entries, one tile block per row tile or on `programs`.
     pub tail: Option<i32>,
-    /// Not persistent, no tail, a tile that does not divide (m, n) or `programs` = POINTER_ENTRIES,
-    /// and i32 offsets of the padded tiles: the masked pointer-tile entries (`rms_norm_row_masked`,
-    /// `rms_norm_looped_masked`) run.
+    /// Not persistent, i32 offsets of the padded tiles, and no tail with a tile that does not divide
+    /// (m, n) or `programs` = POINTER_ENTRIES, or a tail with POINTER_ENTRIES: the masked
+    /// pointer-tile entries (`rms_norm_row_masked`, `rms_norm_looped_masked`,
+    /// `rms_norm_row_tail_masked`) run.
     pub masked: bool,
     /// Some(VEC): no tail, and rows off 16-byte boundaries whose aligned body fits the tile
     /// (`ffi_util::aligned_rows_vec`): the aligned entry (`rms_norm_row_aligned`, or with
@@ -112,11 +114,6 @@ pub fn rows_plan(
     let warps = ffi_util::warps_hint(warps)?;
     let tail = ffi_util::tail_tile(tail, block, rows, n, MAX_TILE_ELEMS)?;
     let pointer = programs == POINTER_ENTRIES;
-    if pointer && tail.is_some() {
-        return Err(invalid(format!(
-            "variant programs={POINTER_ENTRIES} and tail: the tail entries are not pointer-tile ones; pick one"
-        )));
-    }
     let stride_x = ffi_util::row_stride(x, n, "x", format_args!("n={n}"))?;
     let stride_y = ffi_util::row_stride(out, n, "out", format_args!("n={n}"))?;
     let aligned = tail
@@ -150,9 +147,14 @@ pub fn rows_plan(
         }
     };
     let masked = programs.is_none()
-        && tail.is_none()
-        && (masked_fits(m, n, rows, block, stride_x, stride_y)
-            || pointer && pointer_fits(m, n, rows, block, stride_x, stride_y));
+        && match tail {
+            None => {
+                masked_fits(m, n, rows, block, stride_x, stride_y)
+                    || pointer && pointer_fits(m, n, rows, block, stride_x, stride_y)
+            }
+            // the tail's last lane is column block + tail: round_up(n, tail) (tail divides block)
+            Some(t) => pointer && pointer_fits(m, n, rows, t, stride_x, stride_y),
+        };
     Ok(Plan { dtype, row, eps, programs, tail, masked, aligned })
 }
 
@@ -204,7 +206,9 @@ fn launch<T: Element>(
     // the grid launched (a 16-byte-aligned slice per tile block: block >= 16), its slice offsets in
     // i32 (`restage_grid_cap` in plan()), freed in stream order after the kernel.
     unsafe {
-        if p.tail.is_some() {
+        if p.tail.is_some() && p.masked {
+            launch.enqueue(device::rms_norm_row_tail_masked(y_ptr, x_ptr, w_ptr, m, n, sx, sy, eps), stream)
+        } else if p.tail.is_some() {
             launch.enqueue(device::rms_norm_row_tail(y_ptr, x_ptr, w_ptr, m, n, sx, sy, eps), stream)
         } else if p.aligned.is_some() && p.programs.is_some() {
             // each tile block's w at its rows' body columns, ROWS x BLOCK elements (device_util::views::restage)
@@ -342,7 +346,14 @@ mod tests {
         ] {
             assert_fails(plan(&x, &x, &w, 1e-6, block, rows, 4, 0, tail, -1), rc::INVALID_ARGUMENT, why);
         }
-        assert_fails(plan(&x, &x, &w, 1e-6, 8192, 1, 4, POINTER_ENTRIES, 4096, -1), rc::INVALID_ARGUMENT, "pick one");
+        // through pointer tiles on request, one tile block per row tile; past i32 offsets the TMA tail entry
+        let p = plan(&x, &x, &w, 1e-6, 8192, 1, 4, POINTER_ENTRIES, 4096, -1).unwrap();
+        assert_eq!((p.tail, p.programs, p.masked), (Some(4096), None, true));
+        let tall = desc2(DType::BF16, &[200000, 11008], &[11008, 1]);
+        let p = plan(&tall, &tall, &w, 1e-6, 8192, 1, 4, POINTER_ENTRIES, 4096, -1).unwrap();
+        assert_eq!((p.tail, p.masked), (Some(4096), false));
+        assert!(pointer_fits(195083, 11008, 1, 4096, 11008, 11008)); // the last row's 12288th lane fits
+        assert!(!pointer_fits(195084, 11008, 1, 4096, 11008, 11008)); // one row more: it does not
         assert_fails(plan(&x, &x, &w, 1e-6, 4096, 1, 4, 264, 0, -1), rc::INVALID_ARGUMENT, "plus a tail");
     }
 
@@ -475,6 +486,10 @@ mod tests {
             ("rms_norm_row_tail", "1", "8192/4096", 4096, 11008, 2),
             ("rms_norm_row_tail", "1", "16384/4096", 4096, 18944, 2),
             ("rms_norm_row_tail", "1", "4096/1024", 4096, 5120, 4),
+            // ... and through pointer tiles (NOTES.md, "A body and a tail through pointer tiles")
+            ("rms_norm_row_tail_masked", "1", "16384/4096", 16384, 18944, 2),
+            ("rms_norm_row_tail_masked", "1", "16384/4096", 16384, 18944, 3),
+            ("rms_norm_row_tail_masked", "1", "8192/4096", 16384, 11008, 4),
             // The pointer-tile entries autotune picks at large batches now (NOTES.md, "Pointer tiles
             // for every batch"), beside the partition entry they beat.
             ("rms_norm_row", "1", "8192", 65536, 8192, 4),
@@ -487,7 +502,7 @@ mod tests {
             let ptrs = [("y_ptr", ALIGNED_PTR), ("x_ptr", ALIGNED_PTR), ("w_ptr", ALIGNED_PTR)];
             let ints = [("m", m), ("n", n), ("stride_x", n), ("stride_y", n)];
             let options = CompileOptions::default().occupancy(occupancy);
-            let what = format!(" for {m}x{n}");
+            let what = format!(" for {m}x{n} at occupancy {occupancy}");
             let generics = ffi_util::row_generics("f16", rows, block, &[]);
             DEVICE.assert_div_hints_lower(entry, &generics, &ptrs, &ints, options, &what);
         }
@@ -508,6 +523,8 @@ mod tests {
                 ("rms_norm_looped_masked", "2", "512"),
                 ("rms_norm_row_tail", "1", "1024/256"),
                 ("rms_norm_row_tail", "4", "256/16"),
+                ("rms_norm_row_tail_masked", "1", "1024/256"),
+                ("rms_norm_row_tail_masked", "4", "256/16"),
             ] {
                 DEVICE.assert_lowers(entry, &ffi_util::row_generics(dtype, rows, block, &[]), &["rsqrt", "reduce"]);
             }

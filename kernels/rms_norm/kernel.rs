@@ -5,10 +5,11 @@
 //! entry's workspace is the launcher's) and views x and y with
 //! their row strides: rows may be padded (row stride >= n), the last dim is contiguous.
 //!
-//! Each tile block handles ROWS consecutive rows in BLOCK-wide column tiles. The first four
-//! entries read them through zero-padded partitions, with stores outside [m, n] dropped, so any m
-//! and n work without masks; the last two address them as pointer tiles with a mask. Shapes of the
-//! same computation:
+//! Each tile block handles ROWS consecutive rows in BLOCK-wide column tiles. The partition
+//! entries (`rms_norm_row`, `_row_persistent`, `_row_tail`, `_looped`) read them through
+//! zero-padded partitions, with stores outside [m, n] dropped, so any m and n work without masks;
+//! the masked and aligned entries address them as pointer tiles with a mask. Shapes of the same
+//! computation:
 //!   * `rms_norm_row`    — n <= BLOCK: the row block is loaded once and stays in registers.
 //!   * `rms_norm_row_persistent` — the same with a capped grid: each tile block loads w once and
 //!     walks every grid-th row tile.
@@ -16,7 +17,8 @@
 //!     them (mostly from L2) to scale and store.
 //!   * `rms_norm_row_tail` — BLOCK < n <= BLOCK + TAIL: the row block held whole as a body tile and
 //!     a narrower tail tile (fewer idle lanes than one power-of-two tile at n = 11008, 18944 ...),
-//!     one tile block per row tile or a persistent grid.
+//!     one tile block per row tile or a persistent grid; `rms_norm_row_tail_masked` the same
+//!     through masked pointer tiles, one tile block per row tile.
 //!   * `rms_norm_row_masked`, `rms_norm_looped_masked` — the same two for tiles that do not divide
 //!     (m, n) (n = 11008, 4097 ...), through pointer tiles and a mask of the lanes inside (m, n):
 //!     tileiras predicates each access instead of branching around it (ffi.rs runs them where the
@@ -285,6 +287,30 @@ pub mod rms_norm_device {
             let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(x * inv_rms * w);
             store_y_masked::<T, ROWS, BLOCK>(y_ptr, y, row0, j * BLOCK, m, n, stride_y);
         }
+    }
+
+    /// `rms_norm_row_tail` through masked pointer tiles, one tile block per row tile (ffi.rs: a
+    /// `pointer` variant with a tail, where every offset up to the tail's last lane fits i32): the
+    /// body and the tail loaded straight to registers (no TMA staging through shared memory), the
+    /// body's mask dropping only rows past m, the tail's also its lanes past n. 18944 = 16384 +
+    /// 2560 in 20480 lanes, one read of x per element (NOTES.md, "A body and a tail through
+    /// pointer tiles").
+    #[cutile::entry(unchecked_accesses = true)]
+    unsafe fn rms_norm_row_tail_masked<T: ElementType, const ROWS: i32, const BLOCK: i32, const TAIL: i32>(
+        y_ptr: *mut T, x_ptr: *mut T, w_ptr: *mut T, m: i32, n: i32, stride_x: i32, stride_y: i32, eps: f32,
+    ) {
+        let row0: i32 = get_tile_block_id().0 * ROWS;
+        let xb: Tile<f32, { [ROWS, BLOCK] }> = x_tile_masked::<T, ROWS, BLOCK>(x_ptr, row0, 0i32, m, n, stride_x);
+        let xt: Tile<f32, { [ROWS, TAIL] }> = x_tile_masked::<T, ROWS, TAIL>(x_ptr, row0, BLOCK, m, n, stride_x);
+        let sq_b: Tile<f32, { [ROWS] }> = reduce_sum(xb * xb, 1i32);
+        let sq_t: Tile<f32, { [ROWS] }> = reduce_sum(xt * xt, 1i32);
+        let sum_sq: Tile<f32, { [ROWS] }> = sq_b + sq_t;
+        let wb: Tile<f32, { [ROWS, BLOCK] }> = w_tile_masked::<T, ROWS, BLOCK>(w_ptr, 0i32, n);
+        let wt: Tile<f32, { [ROWS, TAIL] }> = w_tile_masked::<T, ROWS, TAIL>(w_ptr, BLOCK, n);
+        let yb: Tile<T, { [ROWS, BLOCK] }> = convert_tile(xb * inv_rms_of::<ROWS, BLOCK>(sum_sq, n, eps) * wb);
+        let yt: Tile<T, { [ROWS, TAIL] }> = convert_tile(xt * inv_rms_of::<ROWS, TAIL>(sum_sq, n, eps) * wt);
+        store_y_masked::<T, ROWS, BLOCK>(y_ptr, yb, row0, 0i32, m, n, stride_y);
+        store_y_masked::<T, ROWS, TAIL>(y_ptr, yt, row0, BLOCK, m, n, stride_y);
     }
 
     /// `rms_norm_row_masked` for rows that do not start or end on a 16-byte boundary (n = 4097;

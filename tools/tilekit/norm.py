@@ -59,9 +59,11 @@ def variants(m: int, n: int) -> list[dict]:
     [(4096, 1, 4, None), (4096, 1, 2, None), (4096, 1, 2, 1), (4096, 2, 4, 1)]
     >>> [(v["block"], v["rows"], v.get("tail")) for v in variants(16384, 18944)[::2]]
     [(2048, 4, None), (4096, 2, None), (4096, 1, None), (512, 16, None), (8192, 1, None), (16384, 1, 4096), (16384, 1, 4096)]
+    >>> [(v["occupancy"], v.get("pointer"), v["programs_per_sm"]) for v in variants(16384, 18944)[-3:]]
+    [(2, 1, 0), (3, 1, 0), (2, None, 2)]
     >>> [(v["block"], v["rows"], v["occupancy"]) for v in variants(65536, 1024) if v.get("pointer")]
     [(1024, 4, 4), (1024, 8, 4), (1024, 8, 5)]
-    >>> [(v["block"], v["rows"], v["occupancy"]) for v in variants(16384, 4097) if v.get("pointer")]
+    >>> [(v["block"], v["rows"], v["occupancy"]) for v in variants(16384, 4097) if v.get("pointer") and not v.get("tail")]
     [(8192, 1, 4), (8192, 1, 5), (4096, 1, 6)]
 
     Every shape also gets the pointer-tile entries (`pointer`: plain loads and stores, no TMA), one
@@ -75,9 +77,10 @@ def variants(m: int, n: int) -> list[dict]:
     occupancy 8" and "A whole 16384-wide pointer tile").
     Rows past 16384 also get one row per tile block and the widest column tile that divides n (two
     passes, no masks). Rows no power of two holds well (`autotune.body_and_tail`: 11008, 18944,
-    5120 ...) also get a body and a tail tile, ~8K elements of body per tile block, one tile block
-    per row tile at occupancy 4 and 2, and persistent at 2 (decode batches: the first only;
-    rms_norm's NOTES.md, "Rows between two powers of two").
+    5120 ...) also get a body and a tail tile, ~8K elements of body per tile block: through pointer
+    tiles, one tile block per row tile, at two occupancies set by the tile's lanes, and persistent
+    (through TMA) at 2 (decode batches: the first only; rms_norm's NOTES.md, "Rows between two
+    powers of two" and "A body and a tail through pointer tiles").
     """
     pow2 = 1 << max(4, (n - 1).bit_length())
     max_rows = min(64, autotune.pow2(m))  # ffi.rs accepts 1..=64 rows per tile block
@@ -126,8 +129,15 @@ def variants(m: int, n: int) -> list[dict]:
     if split:
         body, tail = split
         rows = autotune.tile_rows(body, 8192, max_rows)
-        tiles = [{"block": body, "tail": tail, "rows": rows, "occupancy": o, "programs_per_sm": 0} for o in (4, 2)]
-        out += tiles[:1] if m <= 512 else [*tiles, dict(tiles[1], programs_per_sm=2)]  # decode: one
+        # through pointer tiles, one tile block per row tile, at the occupancy whose register budget
+        # holds the tile and one above (20480 lanes: 2 and 3; 12288: 3 and 4); persistent through TMA
+        low = min(8, max(1, 40960 // (rows * (body + tail))))
+        tiles = [
+            {"block": body, "tail": tail, "rows": rows, "occupancy": o, "programs_per_sm": 0, "pointer": 1}
+            for o in (low, low + 1)
+        ]
+        persistent = {"block": body, "tail": tail, "rows": rows, "occupancy": 2, "programs_per_sm": 2}
+        out += tiles[:1] if m <= 512 else [*tiles, persistent]  # decode: one
     return out
 
 

@@ -256,6 +256,7 @@ mod tests {
             ("layer_norm_row_masked", "2", "4096", 16384, 3584),
             ("layer_norm_looped", "2", "4096", 4096, 16384),
             ("layer_norm_looped_masked", "2", "4096", 4096, 11008),
+            ("layer_norm_looped_masked", "1", "8192", 16384, 18944),
             // The body-and-tail tiles (BLOCK/TAIL): 5120 = 4096 + 1024, 11008 in 8192 + 4096.
             ("layer_norm_row_tail", "1", "4096/1024", 16384, 5120),
             ("layer_norm_row_tail", "1", "8192/4096", 4096, 11008),

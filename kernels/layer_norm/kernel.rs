@@ -312,28 +312,31 @@ pub mod layer_norm_device {
     }
 
     /// The ROWS x BLOCK tile of x (in f32) whose first element is (row0, col0), loaded through a
-    /// pointer tile with `mask`: lanes outside it read 0 and touch no memory.
+    /// pointer tile with `mask`: lanes outside it read 0 and touch no memory. Latency hint 1: the
+    /// column loops load x straight to registers, not through cp.async staging (rms_norm's
+    /// `x_tile_masked`); the whole-row entries' machine code is the same with either hint.
     unsafe fn x_tile_masked<T: ElementType, const ROWS: i32, const BLOCK: i32>(
         x_ptr: *mut T, mask: Tile<bool, { [ROWS, BLOCK] }>, row0: i32, col0: i32, stride_x: i32,
     ) -> Tile<f32, { [ROWS, BLOCK] }> {
         let ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
             tile_pointers::<T, ROWS, BLOCK>(x_ptr, row0 * stride_x + col0, stride_x);
         let (raw, _tok): (Tile<T, { [ROWS, BLOCK] }>, Token) =
-            load_ptr_tko(ptrs, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, None, Latency::<3>);
+            load_ptr_tko(ptrs, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, None, Latency::<1>);
         let x: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(raw);
         zero_outside::<ROWS, BLOCK>(mask, x)
     }
 
     /// Columns [col0, col0 + BLOCK) of w or b in f32, repeated for each of the ROWS rows (lanes
-    /// past n masked off, never stored); `absent` when compiled without it (HAS = false).
-    unsafe fn param_tile_masked<T: ElementType, const ROWS: i32, const BLOCK: i32, const HAS: bool>(
+    /// past n masked off, never stored); `absent` when compiled without it (HAS = false). LAT is
+    /// the load's latency hint: 1 in a column loop (as x's), 3 elsewhere (rms_norm's `w_tile_masked`).
+    unsafe fn param_tile_masked<T: ElementType, const ROWS: i32, const BLOCK: i32, const HAS: bool, const LAT: i32>(
         ptr: *mut T, col0: i32, n: i32, absent: f32,
     ) -> Tile<f32, { [ROWS, BLOCK] }> {
         if HAS {
             let ptrs: PointerTile<*mut T, { [1, BLOCK] }> = tile_pointers::<T, 1, BLOCK>(ptr, col0, 0i32);
             let mask: Tile<bool, { [1, BLOCK] }> = tile_mask::<1, BLOCK>(0i32, col0, 1i32, n);
             let (raw, _tok): (Tile<T, { [1, BLOCK] }>, Token) =
-                load_ptr_tko(ptrs, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, None, Latency::<3>);
+                load_ptr_tko(ptrs, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, None, Latency::<LAT>);
             let v: Tile<f32, { [1, BLOCK] }> = convert_tile(raw);
             let out: Tile<f32, { [ROWS, BLOCK] }> = v.broadcast(shape![ROWS, BLOCK]);
             out
@@ -370,8 +373,8 @@ pub mod layer_norm_device {
         let mask: Tile<bool, { [ROWS, BLOCK] }> = tile_mask::<ROWS, BLOCK>(row0, 0i32, m, n);
         let x: Tile<f32, { [ROWS, BLOCK] }> = x_tile_masked::<T, ROWS, BLOCK>(x_ptr, mask, row0, 0i32, stride_x);
         let (d, inv) = centered_and_inv_std::<ROWS, BLOCK>(x, mask, n, eps);
-        let w: Tile<f32, { [ROWS, BLOCK] }> = param_tile_masked::<T, ROWS, BLOCK, HAS_W>(w_ptr, 0i32, n, 1.0f32);
-        let b: Tile<f32, { [ROWS, BLOCK] }> = param_tile_masked::<T, ROWS, BLOCK, HAS_B>(b_ptr, 0i32, n, 0.0f32);
+        let w: Tile<f32, { [ROWS, BLOCK] }> = param_tile_masked::<T, ROWS, BLOCK, HAS_W, 3>(w_ptr, 0i32, n, 1.0f32);
+        let b: Tile<f32, { [ROWS, BLOCK] }> = param_tile_masked::<T, ROWS, BLOCK, HAS_B, 3>(b_ptr, 0i32, n, 0.0f32);
         let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(d * inv * w + b);
         store_y_masked::<T, ROWS, BLOCK>(y_ptr, y, mask, row0, 0i32, stride_y);
     }
@@ -404,10 +407,10 @@ pub mod layer_norm_device {
         let sq_b: Tile<f32, { [ROWS] }> = reduce_sum(db * db, 1i32);
         let sq_t: Tile<f32, { [ROWS] }> = reduce_sum(dt * dt, 1i32);
         let var: Tile<f32, { [ROWS] }> = per_elem::<ROWS>(sq_b + sq_t, n);
-        let wb: Tile<f32, { [ROWS, BLOCK] }> = param_tile_masked::<T, ROWS, BLOCK, HAS_W>(w_ptr, 0i32, n, 1.0f32);
-        let wt: Tile<f32, { [ROWS, TAIL] }> = param_tile_masked::<T, ROWS, TAIL, HAS_W>(w_ptr, BLOCK, n, 1.0f32);
-        let bb: Tile<f32, { [ROWS, BLOCK] }> = param_tile_masked::<T, ROWS, BLOCK, HAS_B>(b_ptr, 0i32, n, 0.0f32);
-        let bt: Tile<f32, { [ROWS, TAIL] }> = param_tile_masked::<T, ROWS, TAIL, HAS_B>(b_ptr, BLOCK, n, 0.0f32);
+        let wb: Tile<f32, { [ROWS, BLOCK] }> = param_tile_masked::<T, ROWS, BLOCK, HAS_W, 3>(w_ptr, 0i32, n, 1.0f32);
+        let wt: Tile<f32, { [ROWS, TAIL] }> = param_tile_masked::<T, ROWS, TAIL, HAS_W, 3>(w_ptr, BLOCK, n, 1.0f32);
+        let bb: Tile<f32, { [ROWS, BLOCK] }> = param_tile_masked::<T, ROWS, BLOCK, HAS_B, 3>(b_ptr, 0i32, n, 0.0f32);
+        let bt: Tile<f32, { [ROWS, TAIL] }> = param_tile_masked::<T, ROWS, TAIL, HAS_B, 3>(b_ptr, BLOCK, n, 0.0f32);
         let yb: Tile<T, { [ROWS, BLOCK] }> = convert_tile(db * inv_std::<ROWS, BLOCK>(var, eps) * wb + bb);
         let yt: Tile<T, { [ROWS, TAIL] }> = convert_tile(dt * inv_std::<ROWS, TAIL>(var, eps) * wt + bt);
         store_y_masked::<T, ROWS, BLOCK>(y_ptr, yb, mask_b, row0, 0i32, stride_y);
@@ -450,9 +453,9 @@ pub mod layer_norm_device {
             let x: Tile<f32, { [ROWS, BLOCK] }> =
                 x_tile_masked::<T, ROWS, BLOCK>(x_ptr, mask, row0, j * BLOCK, stride_x);
             let w: Tile<f32, { [ROWS, BLOCK] }> =
-                param_tile_masked::<T, ROWS, BLOCK, HAS_W>(w_ptr, j * BLOCK, n, 1.0f32);
+                param_tile_masked::<T, ROWS, BLOCK, HAS_W, 1>(w_ptr, j * BLOCK, n, 1.0f32);
             let b: Tile<f32, { [ROWS, BLOCK] }> =
-                param_tile_masked::<T, ROWS, BLOCK, HAS_B>(b_ptr, j * BLOCK, n, 0.0f32);
+                param_tile_masked::<T, ROWS, BLOCK, HAS_B, 1>(b_ptr, j * BLOCK, n, 0.0f32);
             let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile((x - mean) * inv * w + b);
             store_y_masked::<T, ROWS, BLOCK>(y_ptr, y, mask, row0, j * BLOCK, stride_y);
         }

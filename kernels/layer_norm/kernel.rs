@@ -313,8 +313,9 @@ pub mod layer_norm_device {
 
     /// The ROWS x BLOCK tile of x (in f32) whose first element is (row0, col0), loaded through a
     /// pointer tile with `mask`: lanes outside it read 0 and touch no memory. Latency hint 1: the
-    /// column loops load x straight to registers, not through cp.async staging (rms_norm's
-    /// `x_tile_masked`); the whole-row entries' machine code is the same with either hint.
+    /// column loops of `layer_norm_looped_masked` load x straight to registers, not through cp.async
+    /// staging (132 KB of shared memory at 1 x 8192, one tile block per SM; NOTES.md, "The looped
+    /// entry without cp.async"); the whole-row entries' machine code is the same with either hint.
     unsafe fn x_tile_masked<T: ElementType, const ROWS: i32, const BLOCK: i32>(
         x_ptr: *mut T, mask: Tile<bool, { [ROWS, BLOCK] }>, row0: i32, col0: i32, stride_x: i32,
     ) -> Tile<f32, { [ROWS, BLOCK] }> {
@@ -328,7 +329,8 @@ pub mod layer_norm_device {
 
     /// Columns [col0, col0 + BLOCK) of w or b in f32, repeated for each of the ROWS rows (lanes
     /// past n masked off, never stored); `absent` when compiled without it (HAS = false). LAT is
-    /// the load's latency hint: 1 in a column loop (as x's), 3 elsewhere (rms_norm's `w_tile_masked`).
+    /// the load's latency hint: 1 in a column loop (as x's), 3 elsewhere (with 1 the whole-row
+    /// entries take more registers).
     unsafe fn param_tile_masked<T: ElementType, const ROWS: i32, const BLOCK: i32, const HAS: bool, const LAT: i32>(
         ptr: *mut T, col0: i32, n: i32, absent: f32,
     ) -> Tile<f32, { [ROWS, BLOCK] }> {

@@ -212,10 +212,7 @@ pub mod rms_norm_device {
     }
 
     /// The ROWS x BLOCK tile of x (in f32) whose first element is (row0, col0), loaded through a
-    /// pointer tile with a mask: lanes outside (m, n) read 0 and touch no memory. Latency hint 1:
-    /// in `rms_norm_looped_masked`'s column loops tileiras then loads x straight to registers, not
-    /// through cp.async staging in shared memory (50 KB at 1 x 8192); the whole-row entries' machine
-    /// code is the same with either hint (NOTES.md, "The looped entry without cp.async").
+    /// pointer tile with a mask: lanes outside (m, n) read 0 and touch no memory.
     unsafe fn x_tile_masked<T: ElementType, const ROWS: i32, const BLOCK: i32>(
         x_ptr: *mut T, row0: i32, col0: i32, m: i32, n: i32, stride_x: i32,
     ) -> Tile<f32, { [ROWS, BLOCK] }> {
@@ -223,22 +220,21 @@ pub mod rms_norm_device {
             tile_pointers::<T, ROWS, BLOCK>(x_ptr, row0 * stride_x + col0, stride_x);
         let mask: Tile<bool, { [ROWS, BLOCK] }> = tile_mask::<ROWS, BLOCK>(row0, col0, m, n);
         let (raw, _tok): (Tile<T, { [ROWS, BLOCK] }>, Token) =
-            load_ptr_tko(ptrs, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, None, Latency::<1>);
+            load_ptr_tko(ptrs, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, None, Latency::<3>);
         let x: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(raw);
         let zero: Tile<f32, { [ROWS, BLOCK] }> = constant(0.0f32, shape![ROWS, BLOCK]);
         select(mask, x, zero)
     }
 
     /// Columns [col0, col0 + BLOCK) of w, in f32, repeated for each of the ROWS rows; lanes past n
-    /// are masked off (never stored). LAT is the load's latency hint: 1 in a column loop (straight to
-    /// registers, as x's), 3 elsewhere (with 1 the whole-row entries take more registers).
-    unsafe fn w_tile_masked<T: ElementType, const ROWS: i32, const BLOCK: i32, const LAT: i32>(
+    /// are masked off (never stored).
+    unsafe fn w_tile_masked<T: ElementType, const ROWS: i32, const BLOCK: i32>(
         w_ptr: *mut T, col0: i32, n: i32,
     ) -> Tile<f32, { [ROWS, BLOCK] }> {
         let ptrs: PointerTile<*mut T, { [1, BLOCK] }> = tile_pointers::<T, 1, BLOCK>(w_ptr, col0, 0i32);
         let mask: Tile<bool, { [1, BLOCK] }> = tile_mask::<1, BLOCK>(0i32, col0, 1i32, n);
         let (raw, _tok): (Tile<T, { [1, BLOCK] }>, Token) =
-            load_ptr_tko(ptrs, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, None, Latency::<LAT>);
+            load_ptr_tko(ptrs, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, None, Latency::<3>);
         let w: Tile<f32, { [1, BLOCK] }> = convert_tile(raw);
         w.broadcast(shape![ROWS, BLOCK])
     }
@@ -263,7 +259,7 @@ pub mod rms_norm_device {
         let x: Tile<f32, { [ROWS, BLOCK] }> = x_tile_masked::<T, ROWS, BLOCK>(x_ptr, row0, 0i32, m, n, stride_x);
         let sum_sq: Tile<f32, { [ROWS] }> = reduce_sum(x * x, 1i32);
         let inv_rms: Tile<f32, { [ROWS, BLOCK] }> = inv_rms_of::<ROWS, BLOCK>(sum_sq, n, eps);
-        let w: Tile<f32, { [ROWS, BLOCK] }> = w_tile_masked::<T, ROWS, BLOCK, 3>(w_ptr, 0i32, n);
+        let w: Tile<f32, { [ROWS, BLOCK] }> = w_tile_masked::<T, ROWS, BLOCK>(w_ptr, 0i32, n);
         let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(x * inv_rms * w);
         store_y_masked::<T, ROWS, BLOCK>(y_ptr, y, row0, 0i32, m, n, stride_y);
     }
@@ -287,7 +283,7 @@ pub mod rms_norm_device {
         for j in 0i32..col_tiles {
             let x: Tile<f32, { [ROWS, BLOCK] }> =
                 x_tile_masked::<T, ROWS, BLOCK>(x_ptr, row0, j * BLOCK, m, n, stride_x);
-            let w: Tile<f32, { [ROWS, BLOCK] }> = w_tile_masked::<T, ROWS, BLOCK, 1>(w_ptr, j * BLOCK, n);
+            let w: Tile<f32, { [ROWS, BLOCK] }> = w_tile_masked::<T, ROWS, BLOCK>(w_ptr, j * BLOCK, n);
             let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(x * inv_rms * w);
             store_y_masked::<T, ROWS, BLOCK>(y_ptr, y, row0, j * BLOCK, m, n, stride_y);
         }
@@ -309,8 +305,8 @@ pub mod rms_norm_device {
         let sq_b: Tile<f32, { [ROWS] }> = reduce_sum(xb * xb, 1i32);
         let sq_t: Tile<f32, { [ROWS] }> = reduce_sum(xt * xt, 1i32);
         let sum_sq: Tile<f32, { [ROWS] }> = sq_b + sq_t;
-        let wb: Tile<f32, { [ROWS, BLOCK] }> = w_tile_masked::<T, ROWS, BLOCK, 3>(w_ptr, 0i32, n);
-        let wt: Tile<f32, { [ROWS, TAIL] }> = w_tile_masked::<T, ROWS, TAIL, 3>(w_ptr, BLOCK, n);
+        let wb: Tile<f32, { [ROWS, BLOCK] }> = w_tile_masked::<T, ROWS, BLOCK>(w_ptr, 0i32, n);
+        let wt: Tile<f32, { [ROWS, TAIL] }> = w_tile_masked::<T, ROWS, TAIL>(w_ptr, BLOCK, n);
         let yb: Tile<T, { [ROWS, BLOCK] }> = convert_tile(xb * inv_rms_of::<ROWS, BLOCK>(sum_sq, n, eps) * wb);
         let yt: Tile<T, { [ROWS, TAIL] }> = convert_tile(xt * inv_rms_of::<ROWS, TAIL>(sum_sq, n, eps) * wt);
         store_y_masked::<T, ROWS, BLOCK>(y_ptr, yb, row0, 0i32, m, n, stride_y);

@@ -2,7 +2,8 @@
 //!
 //!   int32_t cutile_softmax(const TensorDesc* out, const TensorDesc* x,
 //!                          int32_t block, int32_t rows, int32_t occupancy, int32_t warps,
-//!                          int32_t chunk, int32_t tail, int32_t device_id, uint64_t stream);
+//!                          int32_t chunk, int32_t tail, int32_t programs, int32_t device_id,
+//!                          uint64_t stream);
 //!
 //! x and out are (m, n) with the same shape and dtype (f32, f16 or bf16), contiguous last dim, any
 //! row stride >= n. `block` is the tile width (a power of two; n <= block selects the one-load
@@ -18,7 +19,9 @@
 //! and rows -1) where `default_split` says so. `tail` > 0 (a power of two in [16, block], with
 //! block < n <= block + tail, and no chunk) holds each row whole as a block-wide body and a
 //! tail-wide tail tile (`softmax_row_tail`), where their masked tiles' i32 offsets fit (else the
-//! looped form runs); -1 or 0: no tail. A row held whole in one tile (no split and no tail in the
+//! looped form runs); -1 or 0: no tail. `programs` > 0 (with a tail that runs) launches the tail
+//! entry's persistent form, `softmax_row_tail_persistent`, on min(programs, row tiles) tile blocks
+//! (the caller sizes it from the SM count); -1 or 0: one tile block per row tile. A row held whole in one tile (no split and no tail in the
 //! plan, not exactly one tile) whose start or end is off a 16-byte boundary (n = 4097, odd row strides) runs
 //! `softmax_row_aligned` where `ffi_util::aligned_rows_vec` allows it (16-byte-aligned bases, the
 //! same head per row in x and out; its body fits `block`, so n = 4097 fits 4096). Rows are at most
@@ -70,6 +73,8 @@ pub struct Plan {
     pub split: Option<SplitPlan>,
     /// Some(tail): each row held as a `block`-wide body and a `tail`-wide tail (`softmax_row_tail`).
     pub tail: Option<i32>,
+    /// Some(grid): the tail entry's persistent form on `grid` tile blocks (at most the row tiles).
+    pub programs: Option<i32>,
     /// Some(VEC): rows not on 16-byte boundaries held in an aligned body and an edge tile
     /// (`softmax_row_aligned`, `ffi_util::aligned_rows_vec`), instead of the masked or looped entry.
     pub aligned: Option<i32>,
@@ -183,6 +188,7 @@ pub fn default_rows(block: i32, m: i32) -> i32 {
 #[allow(clippy::too_many_arguments)]
 pub fn plan(
     out: &TensorDesc, x: &TensorDesc, block: i32, rows: i32, occupancy: i32, warps: i32, chunk: i32, tail: i32,
+    programs: i32,
 ) -> FfiResult<Plan> {
     let dtype = ffi_util::check_float_tensors(KERNEL, &[(x, "x", 2), (out, "out", 2)])?;
     check_same_shape(x, "x", out, "out")?;
@@ -225,6 +231,7 @@ pub fn plan(
     // The tail entry's masked tiles need i32 offsets up to the tail's last lane; else looped.
     // round_up(n, tail) in masked_offsets_fit is block + tail there: tail divides block and
     // block < n <= block + tail.
+    let tail_asked = tail.is_some();
     let tail = tail.filter(|&t| ffi_util::masked_offsets_fit(m, n, rows, t, &[stride_x, stride_y]));
     // A chunk (a multiple of block) whose split the unmasked loads cannot serve (m % rows != 0,
     // offsets past i32) runs looped, checked before the chunk count, so every candidate of
@@ -246,7 +253,18 @@ pub fn plan(
         .then(|| ffi_util::aligned_rows_vec(dtype, m, n, rows, block, &[(x.data, stride_x), (out.data, stride_y)]))
         .flatten();
     let row = RowPlan { block, rows, occupancy, warps, m, n, stride_x, stride_y };
-    Ok(Plan { dtype, row, exact, masked, split, tail, aligned })
+    let programs = match programs {
+        rc::COMPILER_DEFAULT | 0 => None,
+        g if g > 0 && tail.is_some() => Some(g.min(row.row_tiles())),
+        // a tail variant whose masked tiles' offsets do not fit i32 runs looped, one tile block per row tile
+        g if g > 0 && tail_asked => None,
+        g => {
+            return Err(ffi_util::invalid(format!(
+                "variant programs={g}: the persistent grid is the tail entry's (a tail > 0), -1 or 0 for one                  tile block per row tile"
+            )))
+        }
+    };
+    Ok(Plan { dtype, row, exact, masked, split, tail, programs, aligned })
 }
 
 fn launch<T: Element>(p: &Plan, out: &TensorDesc, x: &TensorDesc, stream: &Arc<Stream>) -> FfiResult<()> {
@@ -254,7 +272,7 @@ fn launch<T: Element>(p: &Plan, out: &TensorDesc, x: &TensorDesc, stream: &Arc<S
     if let Some(s) = &p.split {
         return launch_split::<T>(p, s, y_ptr, x_ptr, stream);
     }
-    let mut launch = p.row.launch::<T>(p.row.row_tiles() as u32);
+    let mut launch = p.row.launch::<T>(p.programs.unwrap_or(p.row.row_tiles()) as u32);
     // The tail entry's TAIL after T, ROWS, BLOCK; the aligned entry's VEC and EDGE.
     launch.generics.extend(p.tail.map(|t| t.to_string()));
     launch.generics.extend(ffi_util::aligned_generics(p.aligned));
@@ -265,7 +283,9 @@ fn launch<T: Element>(p: &Plan, out: &TensorDesc, x: &TensorDesc, stream: &Arc<S
     // rely on plan()'s `exact_fits`, `masked_fits`, tail filter and `aligned_rows_vec` (i32 offsets;
     // for the last also 16-byte-aligned bases).
     unsafe {
-        if p.tail.is_some() {
+        if p.tail.is_some() && p.programs.is_some() {
+            launch.enqueue(device::softmax_row_tail_persistent(y_ptr, x_ptr, m, n, sx, sy), stream)
+        } else if p.tail.is_some() {
             launch.enqueue(device::softmax_row_tail(y_ptr, x_ptr, m, n, sx, sy), stream)
         } else if p.aligned.is_some() {
             launch.enqueue(device::softmax_row_aligned(y_ptr, x_ptr, m, n, sx, sy), stream)
@@ -355,7 +375,7 @@ fn launch_exchange<T: Element>(
 }
 
 // `cutile_softmax`: the descriptors, then plan(), the caller's stream and launch() (ffi_util::export!).
-crate::export!(cutile_softmax(out, x; block: i32, rows: i32, occupancy: i32, warps: i32, chunk: i32, tail: i32));
+crate::export!(cutile_softmax(out, x; block: i32, rows: i32, occupancy: i32, warps: i32, chunk: i32, tail: i32, programs: i32));
 
 #[cfg(test)]
 mod tests {
@@ -380,19 +400,21 @@ mod tests {
     fn plan_takes_row_strides_and_defaults() {
         let x = desc2(DType::F16, &[257, 4097], &[5000, 1]);
         let y = desc2(DType::F16, &[257, 4097], &[4097, 1]);
-        let Plan { dtype, row, exact, masked, split, tail, aligned } = plan(&y, &x, -1, -1, -1, -1, -1, -1).unwrap();
+        let Plan { dtype, row, exact, masked, split, tail, programs, aligned } =
+            plan(&y, &x, -1, -1, -1, -1, -1, -1, -1).unwrap();
+        assert_eq!(programs, None);
         assert_eq!((dtype, exact, masked, split, tail), (DType::F16, false, true, None, None));
         assert_eq!(aligned, None); // x's rows start 16-byte aligned, y's not: different heads
         assert_eq!((row.m, row.n, row.stride_x, row.stride_y), (257, 4097, 5000, 4097));
         assert_eq!((row.block, row.rows, row.occupancy, row.warps), (8192, 1, None, None));
-        assert_eq!(plan(&y, &x, 1024, -1, -1, -1, -1, -1).unwrap().row.rows, 8);
-        assert_eq!(plan(&y, &x, 16384, 2, 4, -1, -1, -1).unwrap().row.occupancy, Some(4));
+        assert_eq!(plan(&y, &x, 1024, -1, -1, -1, -1, -1, -1).unwrap().row.rows, 8);
+        assert_eq!(plan(&y, &x, 16384, 2, 4, -1, -1, -1, -1).unwrap().row.occupancy, Some(4));
     }
 
     #[test]
     fn single_row_ignores_its_stride() {
         let x = desc2(DType::F32, &[1, 1000], &[0, 1]);
-        assert_eq!(plan(&x, &x, -1, -1, -1, -1, -1, -1).unwrap().row.stride_x, 1000);
+        assert_eq!(plan(&x, &x, -1, -1, -1, -1, -1, -1, -1).unwrap().row.stride_x, 1000);
     }
 
     #[test]
@@ -412,22 +434,26 @@ mod tests {
             (x, desc2(DType::F16, &[4, 8], &[8, 1]), -1, -1, "share one dtype"),
         ];
         for (out, x, block, rows, needle) in cases {
-            assert_fails(plan(&out, &x, block, rows, -1, -1, -1, -1), rc::INVALID_ARGUMENT, needle);
+            assert_fails(plan(&out, &x, block, rows, -1, -1, -1, -1, -1), rc::INVALID_ARGUMENT, needle);
         }
     }
 
     #[test]
     fn plan_rejects_integer_dtype_as_unsupported() {
         let x = desc2(DType::I64, &[4, 8], &[8, 1]);
-        assert_fails(plan(&x, &x, -1, -1, -1, -1, -1, -1), rc::UNSUPPORTED_DTYPE, "softmax supports f32, f16, bf16");
+        assert_fails(
+            plan(&x, &x, -1, -1, -1, -1, -1, -1, -1),
+            rc::UNSUPPORTED_DTYPE,
+            "softmax supports f32, f16, bf16",
+        );
     }
 
     #[test]
     fn plan_checks_the_occupancy_and_warps_hints() {
         let x = desc2(DType::F32, &[4, 8], &[8, 1]);
-        ffi_util::assert_hints_checked(true, |occupancy, warps| plan(&x, &x, -1, -1, occupancy, warps, -1, -1));
-        assert_eq!(plan(&x, &x, -1, -1, -1, 8, -1, -1).unwrap().row.warps, Some(8));
-        assert_eq!(plan(&x, &x, -1, -1, -1, -1, -1, -1).unwrap().row.warps, None);
+        ffi_util::assert_hints_checked(true, |occupancy, warps| plan(&x, &x, -1, -1, occupancy, warps, -1, -1, -1));
+        assert_eq!(plan(&x, &x, -1, -1, -1, 8, -1, -1, -1).unwrap().row.warps, Some(8));
+        assert_eq!(plan(&x, &x, -1, -1, -1, -1, -1, -1, -1).unwrap().row.warps, None);
     }
 
     #[test]
@@ -435,8 +461,8 @@ mod tests {
         let x = desc2(DType::F32, &[4, 8], &[8, 1]);
         // SAFETY: each pointer is null or a live descriptor; the call returns before the device is touched.
         unsafe {
-            assert_eq!(cutile_softmax(std::ptr::null(), &x, -1, -1, -1, -1, -1, -1, 0, 0), rc::NULL_DESCRIPTOR);
-            assert_eq!(cutile_softmax(&x, std::ptr::null(), -1, -1, -1, -1, -1, -1, 0, 0), rc::NULL_DESCRIPTOR);
+            assert_eq!(cutile_softmax(std::ptr::null(), &x, -1, -1, -1, -1, -1, -1, -1, 0, 0), rc::NULL_DESCRIPTOR);
+            assert_eq!(cutile_softmax(&x, std::ptr::null(), -1, -1, -1, -1, -1, -1, -1, 0, 0), rc::NULL_DESCRIPTOR);
         }
     }
 
@@ -460,6 +486,7 @@ mod tests {
             // The body-and-tail tiles (BLOCK/TAIL) of the same n: 8192 + 4096 lanes.
             ("softmax_row_tail", "bf16", "1", "8192/4096", 16384, 11008),
             ("softmax_row_tail", "bf16", "2", "4096/1024", 16384, 5120),
+            ("softmax_row_tail_persistent", "bf16", "1", "8192/4096", 16384, 11008),
         ] {
             let ptrs = [("y_ptr", ALIGNED_PTR), ("x_ptr", ALIGNED_PTR)];
             let ints = [("m", m), ("n", n), ("stride_x", n), ("stride_y", n)];
@@ -478,50 +505,62 @@ mod tests {
         assert!(!masked_fits(4096, 18944, 1, 4096, 18944, 18944)); // looped
         assert!(!masked_fits(131073, 16383, 1, 16384, 16384, 16384)); // rows span 2^31 elements
         let x = desc2(DType::F16, &[64, 1000], &[1000, 1]);
-        let p = plan(&x, &x, 1024, 4, 8, -1, -1, -1).unwrap();
+        let p = plan(&x, &x, 1024, 4, 8, -1, -1, -1, -1).unwrap();
         assert!(p.masked && !p.exact);
     }
 
     #[test]
     fn tail_entry_for_rows_past_one_body_tile_where_its_offsets_fit() {
         let x = desc2(DType::BF16, &[100, 11008], &[11008, 1]);
-        let p = plan(&x, &x, 8192, 1, 4, -1, 0, 4096).unwrap();
+        let p = plan(&x, &x, 8192, 1, 4, -1, 0, 4096, -1).unwrap();
         assert_eq!((p.tail, p.exact, p.masked, p.split), (Some(4096), false, false, None));
-        assert_eq!(plan(&x, &x, 8192, 1, 4, -1, 0, -1).unwrap().tail, None); // looped
-        assert_fails(plan(&x, &x, 8192, 1, 4, -1, 0, 2048), rc::INVALID_ARGUMENT, "block < n=11008 <= block + tail");
-        assert_fails(plan(&x, &x, 8192, 1, 4, -1, 8192, 4096), rc::INVALID_ARGUMENT, "pick one");
+        assert_eq!(plan(&x, &x, 8192, 1, 4, -1, 0, -1, -1).unwrap().tail, None); // looped
+        assert_fails(
+            plan(&x, &x, 8192, 1, 4, -1, 0, 2048, -1),
+            rc::INVALID_ARGUMENT,
+            "block < n=11008 <= block + tail",
+        );
+        assert_fails(plan(&x, &x, 8192, 1, 4, -1, 8192, 4096, -1), rc::INVALID_ARGUMENT, "pick one");
         // Offsets past i32: the tail entry does not run (the looped form does).
         let big = desc2(DType::BF16, &[200000, 11008], &[11008, 1]);
-        assert_eq!(plan(&big, &big, 8192, 1, 4, -1, 0, 4096).unwrap().tail, None);
+        assert_eq!(plan(&big, &big, 8192, 1, 4, -1, 0, 4096, -1).unwrap().tail, None);
+        // The persistent form: a grid of at most the row tiles, only with a tail (one that runs)
+        let p = plan(&x, &x, 8192, 1, 4, 8, 0, 4096, 528).unwrap();
+        assert_eq!((p.tail, p.programs), (Some(4096), Some(100)));
+        assert_eq!(plan(&x, &x, 8192, 1, 4, 8, 0, 4096, 64).unwrap().programs, Some(64));
+        assert_eq!(plan(&x, &x, 8192, 1, 4, 8, 0, 4096, 0).unwrap().programs, None);
+        assert_eq!(plan(&big, &big, 8192, 1, 4, -1, 0, 4096, 528).unwrap().programs, None); // looped
+        assert_fails(plan(&x, &x, 16384, 1, 4, -1, 0, -1, 528), rc::INVALID_ARGUMENT, "the tail entry's");
+        assert_fails(plan(&x, &x, 8192, 1, 4, -1, 0, 4096, -3), rc::INVALID_ARGUMENT, "programs=-3");
     }
 
     #[test]
     fn aligned_entry_for_rows_off_16_byte_boundaries() {
         let x = desc2(DType::F16, &[257, 4097], &[4097, 1]);
-        let p = plan(&x, &x, 8192, 1, 3, -1, -1, -1).unwrap();
+        let p = plan(&x, &x, 8192, 1, 3, -1, -1, -1, -1).unwrap();
         assert_eq!((p.aligned, p.masked, p.exact), (Some(8), true, false));
         // 4097 = 512 whole 8-element groups and one more: the body fits 4096 lanes.
-        assert_eq!(plan(&x, &x, 4096, 1, 4, -1, -1, -1).unwrap().aligned, Some(8));
-        assert_eq!(plan(&x, &x, 2048, 1, 4, -1, -1, -1).unwrap().aligned, None); // looped
+        assert_eq!(plan(&x, &x, 4096, 1, 4, -1, -1, -1, -1).unwrap().aligned, Some(8));
+        assert_eq!(plan(&x, &x, 2048, 1, 4, -1, -1, -1, -1).unwrap().aligned, None); // looped
         let f32x = desc2(DType::F32, &[3, 4097], &[4097, 1]);
-        assert_eq!(plan(&f32x, &f32x, 8192, 1, 4, -1, -1, -1).unwrap().aligned, Some(4));
+        assert_eq!(plan(&f32x, &f32x, 8192, 1, 4, -1, -1, -1, -1).unwrap().aligned, Some(4));
         // A row stride no multiple of 16 bytes misaligns rows even where n is a multiple of 8.
         let padded = desc2(DType::BF16, &[33, 4000], &[4004, 1]);
-        assert_eq!(plan(&padded, &padded, 4096, 1, 4, -1, -1, -1).unwrap().aligned, Some(8));
+        assert_eq!(plan(&padded, &padded, 4096, 1, 4, -1, -1, -1, -1).unwrap().aligned, Some(8));
         // Every row on 16-byte boundaries: the masked entry's accesses are 16-byte ones already.
         let whole = desc2(DType::F16, &[33, 4000], &[4096, 1]);
-        assert_eq!(plan(&whole, &whole, 4096, 1, 4, -1, -1, -1).unwrap().aligned, None);
+        assert_eq!(plan(&whole, &whole, 4096, 1, 4, -1, -1, -1, -1).unwrap().aligned, None);
         // A base off 16 bytes, or rows of x and out with different heads: the masked entry.
         let off = TensorDesc { data: 0x1002, ..x };
-        assert_eq!(plan(&off, &x, 8192, 1, 4, -1, -1, -1).unwrap().aligned, None);
+        assert_eq!(plan(&off, &x, 8192, 1, 4, -1, -1, -1, -1).unwrap().aligned, None);
         let wider = desc2(DType::F16, &[257, 4097], &[4098, 1]);
-        assert_eq!(plan(&wider, &x, 8192, 1, 4, -1, -1, -1).unwrap().aligned, None);
+        assert_eq!(plan(&wider, &x, 8192, 1, 4, -1, -1, -1, -1).unwrap().aligned, None);
         // The tail entry and the exact one keep their shapes.
         let t = desc2(DType::BF16, &[100, 11009], &[11009, 1]);
-        assert_eq!(plan(&t, &t, 8192, 1, 4, -1, 0, 4096).unwrap().aligned, None);
+        assert_eq!(plan(&t, &t, 8192, 1, 4, -1, 0, 4096, -1).unwrap().aligned, None);
         // Offsets past i32 (the padded body of the last row tile): the masked or looped entries.
         let big = desc2(DType::F16, &[524287, 4097], &[4097, 1]);
-        assert_eq!(plan(&big, &big, 8192, 1, 4, -1, -1, -1).unwrap().aligned, None);
+        assert_eq!(plan(&big, &big, 8192, 1, 4, -1, -1, -1, -1).unwrap().aligned, None);
     }
 
     /// The aligned entry as the launcher compiles it for n = 4097 (`assert_aligned_lowers`).
@@ -541,15 +580,15 @@ mod tests {
         assert!(!exact_fits(65536, 32768, 1, 4096, 32768, 32768)); // looped
         assert!(!exact_fits(262144, 16384, 1, 16384, 16384, 16384)); // 2^32 elements
         let x = desc2(DType::F16, &[64, 1024], &[1040, 1]);
-        assert!(plan(&x, &x, 1024, 4, 8, -1, -1, -1).unwrap().exact);
-        assert!(!plan(&x, &x, 2048, 4, 8, -1, -1, -1).unwrap().exact);
+        assert!(plan(&x, &x, 1024, 4, 8, -1, -1, -1, -1).unwrap().exact);
+        assert!(!plan(&x, &x, 2048, 4, 8, -1, -1, -1, -1).unwrap().exact);
     }
 
     #[test]
     fn default_splits_vocab_rows_of_few_rows_only() {
         let split = |m: i64, n: i64| {
             let x = desc2(DType::BF16, &[m, n], &[n, 1]);
-            plan(&x, &x, -1, -1, -1, -1, -1, -1).unwrap()
+            plan(&x, &x, -1, -1, -1, -1, -1, -1, -1).unwrap()
         };
         let p = split(1024, 128256);
         assert_eq!((p.row.block, p.row.rows, p.exact, p.masked), (8192, 1, false, false));
@@ -562,23 +601,23 @@ mod tests {
 
         // An explicit tile keeps its form unless chunk asks for the split.
         let x = desc2(DType::F32, &[256, 152064], &[152064, 1]);
-        assert_eq!(plan(&x, &x, 4096, 2, 4, -1, -1, -1).unwrap().split, None);
-        assert_eq!(plan(&x, &x, -1, -1, -1, -1, 0, -1).unwrap().split, None);
-        let p = plan(&x, &x, 2048, 2, 8, -1, 8192, -1).unwrap();
+        assert_eq!(plan(&x, &x, 4096, 2, 4, -1, -1, -1, -1).unwrap().split, None);
+        assert_eq!(plan(&x, &x, -1, -1, -1, -1, 0, -1, -1).unwrap().split, None);
+        let p = plan(&x, &x, 2048, 2, 8, -1, 8192, -1, -1).unwrap();
         assert_eq!((p.row.block, p.row.rows), (2048, 2));
         assert_eq!(p.split, Some(SplitPlan { chunk_tiles: 4, chunks: 19, parts: 32, exchange: false }));
-        assert_eq!(plan(&x, &x, -1, -1, -1, -1, 4096, -1).unwrap().split.unwrap().chunks, 38);
+        assert_eq!(plan(&x, &x, -1, -1, -1, -1, 4096, -1, -1).unwrap().split.unwrap().chunks, 38);
     }
 
     #[test]
     fn one_tile_chunks_take_the_single_pass_split_where_its_masked_offsets_fit() {
         let x = desc2(DType::BF16, &[512, 151936], &[151936, 1]);
-        let p = plan(&x, &x, 4096, 1, 8, -1, 4096, -1).unwrap();
+        let p = plan(&x, &x, 4096, 1, 8, -1, 4096, -1, -1).unwrap();
         assert_eq!(p.split, Some(SplitPlan { chunk_tiles: 1, chunks: 38, parts: 64, exchange: true }));
         // Rows padded to whole row tiles (7 rows in 4-row tiles: 8).
         assert_eq!(p.split.unwrap().workspace_elems(7, 4), 2 * 8 * 38);
         // Two tiles per chunk: the two kernels.
-        assert!(!plan(&x, &x, 4096, 1, 8, -1, 8192, -1).unwrap().split.unwrap().exchange);
+        assert!(!plan(&x, &x, 4096, 1, 8, -1, 8192, -1, -1).unwrap().split.unwrap().exchange);
         // 32767 x 65537 fits i32 as a two-kernel split (its last tile through the padded partition)
         // but not as masked tiles: the last row's padded tile ends 65535 elements past the row.
         assert!(split_fits(32767, 65537, 1, 65537, 65537));
@@ -595,22 +634,22 @@ mod tests {
             (4096, 1, -2, "variant chunk=-2"),
         ];
         for (block, rows, chunk, needle) in cases {
-            assert_fails(plan(&x, &x, block, rows, -1, -1, chunk, -1), rc::INVALID_ARGUMENT, needle);
+            assert_fails(plan(&x, &x, block, rows, -1, -1, chunk, -1, -1), rc::INVALID_ARGUMENT, needle);
         }
-        assert_eq!(plan(&x, &x, 4096, 2, -1, -1, 8192, -1).unwrap().split, None); // 7 % 2 rows: looped
+        assert_eq!(plan(&x, &x, 4096, 2, -1, -1, 8192, -1, -1).unwrap().split, None); // 7 % 2 rows: looped
         assert!(split_fits(8, 150001, 2, 150016, 150001));
         assert!(!split_fits(16384, 131072, 1, 131072, 131072)); // 2^31 elements
 
         // The default falls back to the looped form where the split cannot run.
         let big = desc2(DType::BF16, &[4096, 1 << 19], &[1 << 19, 1]);
-        assert_eq!(plan(&big, &big, -1, -1, -1, -1, -1, -1).unwrap().split, None);
+        assert_eq!(plan(&big, &big, -1, -1, -1, -1, -1, -1, -1).unwrap().split, None);
     }
 
     #[test]
     fn default_runs_looped_where_its_split_would_need_more_chunks_than_kernel_b_holds() {
         // 1 x 2^24: the split fits (one row, i32 offsets) but 8192-column chunks make 2048 > 1024.
         let x = desc2(DType::F32, &[1, 1 << 24], &[1 << 24, 1]);
-        let p = plan(&x, &x, -1, -1, -1, -1, -1, -1).unwrap();
+        let p = plan(&x, &x, -1, -1, -1, -1, -1, -1, -1).unwrap();
         assert_eq!((p.split, p.row.block, p.row.rows), (None, DEFAULT_LOOPED_BLOCK, 1));
         assert!(!default_split(1, 1 << 24, 1 << 24, 1 << 24));
         assert!(default_split(1, 1 << 23, 1 << 23, 1 << 23)); // exactly 1024 chunks
@@ -621,11 +660,11 @@ mod tests {
         // 512 x 2^23 spans 2^32 elements (no i32 offsets): looped, although 2048-wide tiles in
         // 4096-column chunks would also make 2048 chunks per row.
         let x = desc2(DType::BF16, &[512, 1 << 23], &[1 << 23, 1]);
-        let p = plan(&x, &x, 2048, 1, -1, -1, 4096, -1).unwrap();
+        let p = plan(&x, &x, 2048, 1, -1, -1, 4096, -1, -1).unwrap();
         assert_eq!((p.split, p.row.block, p.exact, p.masked), (None, 2048, false, false));
         // A chunk that is not a multiple of block is refused whatever the shape.
         assert_fails(
-            plan(&x, &x, 2048, 1, -1, -1, 3072, -1),
+            plan(&x, &x, 2048, 1, -1, -1, 3072, -1, -1),
             rc::INVALID_ARGUMENT,
             "chunk must be a multiple of block",
         );
@@ -636,20 +675,20 @@ mod tests {
         let x = desc2(DType::BF16, &[1, 1 << 23], &[1 << 23, 1]);
         let needle = "n=8388608 makes 2048 chunks per row, 2048 parts (the power of two >= chunks); parts must be \
                       <= 1024 and rows*parts <= 65536: use chunk >= 8192 for this n";
-        assert_fails(plan(&x, &x, 2048, 1, -1, -1, 4096, -1), rc::INVALID_ARGUMENT, needle);
-        assert_eq!(plan(&x, &x, 2048, 1, -1, -1, 8192, -1).unwrap().split.unwrap().chunks, 1024);
+        assert_fails(plan(&x, &x, 2048, 1, -1, -1, 4096, -1, -1), rc::INVALID_ARGUMENT, needle);
+        assert_eq!(plan(&x, &x, 2048, 1, -1, -1, 8192, -1, -1).unwrap().split.unwrap().chunks, 1024);
     }
 
     #[test]
     fn rows_wider_than_the_kernels_i32_column_tile_count_are_refused() {
         assert_eq!(MAX_N as i64 + MAX_TILE_ELEMS as i64 - 1, i32::MAX as i64); // n + block - 1 fits
         let widest = desc2(DType::F16, &[1, MAX_N as i64], &[MAX_N as i64, 1]);
-        let p = plan(&widest, &widest, -1, -1, -1, -1, -1, -1).unwrap(); // too many chunks: looped
+        let p = plan(&widest, &widest, -1, -1, -1, -1, -1, -1, -1).unwrap(); // too many chunks: looped
         assert_eq!((p.split, p.row.block), (None, DEFAULT_LOOPED_BLOCK));
-        assert!(plan(&widest, &widest, 65536, 1, -1, -1, 1 << 26, -1).unwrap().split.is_some());
+        assert!(plan(&widest, &widest, 65536, 1, -1, -1, 1 << 26, -1, -1).unwrap().split.is_some());
         let wider = desc2(DType::F16, &[1, MAX_N as i64 + 1], &[MAX_N as i64 + 1, 1]);
         let needle = "n=2147418113: softmax rows may have at most 2147418112 columns";
-        assert_fails(plan(&wider, &wider, -1, -1, -1, -1, -1, -1), rc::INVALID_ARGUMENT, needle);
+        assert_fails(plan(&wider, &wider, -1, -1, -1, -1, -1, -1, -1), rc::INVALID_ARGUMENT, needle);
         // split_plan counts in i64: no wrap at the widest row and the widest tile.
         assert_eq!(
             split_plan(MAX_N, 65536, 1, 1 << 26).unwrap(),
@@ -752,12 +791,14 @@ mod tests {
             ("softmax_split_partials", "1", "8192"),
             ("softmax_row_tail", "1", "1024/256"),
             ("softmax_row_tail", "4", "256/16"),
+            ("softmax_row_tail_persistent", "1", "1024/256"),
+            ("softmax_row_tail_persistent", "4", "256/16"),
         ];
         for dtype in ["f32", "f16", "bf16"] {
             for (entry, rows, block) in shapes {
                 let ir =
                     DEVICE.assert_lowers(entry, &ffi_util::row_generics(dtype, rows, block, &[]), &["exp2", "reduce"]);
-                if entry == "softmax_row_masked" || entry == "softmax_row_tail" {
+                if entry == "softmax_row_masked" || entry.starts_with("softmax_row_tail") {
                     assert!(ir.contains("select"), "{entry}<{dtype}>: masked lanes must be set to -inf:\n{ir}");
                 } else if entry != "softmax_row_exact" {
                     assert!(ir.contains("neg_inf"), "{entry}<{dtype}>: the x partition must pad with -inf:\n{ir}");

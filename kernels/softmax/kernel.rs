@@ -29,7 +29,8 @@
 //!     lanes set to -inf after the load; tileiras predicates each access instead of branching.
 //!   * `softmax_row_tail` — BLOCK < n <= BLOCK + TAIL: the row block held whole as a body tile and
 //!     a narrower tail tile, masked pointer tiles (fewer idle lanes than one power-of-two tile at
-//!     n = 11008, 5120 ...).
+//!     n = 11008, 5120 ...); `softmax_row_tail_persistent` the same on a capped grid, each tile
+//!     block walking every grid-th row tile.
 //!   * `softmax_row_aligned` — rows that do not start or end on a 16-byte boundary (n = 4097, row
 //!     strides no multiple of 16 bytes): each row's 16-byte-aligned body through 16-byte accesses,
 //!     its head and ragged end through a narrow edge tile (device_util's `aligned_rows`), where the
@@ -360,7 +361,7 @@ pub mod softmax_device {
 
         // The chunk, lanes outside (m, n) as -inf; its max (at least the lowest finite f32, so an
         // all -inf chunk gives (lowest, 0), weighed 0 below) and exponentials.
-        let (x, mask) = unsafe { x_tile_neg_inf::<T, ROWS, BLOCK>(x_ptr, row0, col0, m, n, stride_x) };
+        let (x, mask) = unsafe { x_tile_neg_inf::<T, ROWS, BLOCK, 3>(x_ptr, row0, col0, m, n, stride_x) };
         let lowest: Tile<f32, { [ROWS] }> = constant(-3.4028235e38f32, shape![ROWS]);
         let c_max: Tile<f32, { [ROWS] }> = maxf(reduce_max(x, 1i32), lowest, nan::Disabled, ftz::Disabled);
         let cmx: Tile<f32, { [ROWS, BLOCK] }> = c_max.reshape(shape![ROWS, 1]).broadcast(tile);
@@ -469,21 +470,24 @@ pub mod softmax_device {
         y_ptr: *mut T, x_ptr: *mut T, m: i32, n: i32, stride_x: i32, stride_y: i32,
     ) {
         let row0: i32 = get_tile_block_id().0 * ROWS;
-        let (x, mask) = unsafe { x_tile_neg_inf::<T, ROWS, BLOCK>(x_ptr, row0, 0i32, m, n, stride_x) };
+        let (x, mask) = unsafe { x_tile_neg_inf::<T, ROWS, BLOCK, 3>(x_ptr, row0, 0i32, m, n, stride_x) };
         let y: Tile<T, { [ROWS, BLOCK] }> = softmax_rows::<T, ROWS, BLOCK>(x);
         unsafe { store_y_tile::<T, ROWS, BLOCK>(y_ptr, y, mask, row0, 0i32, stride_y) };
     }
 
     /// The ROWS x W tile of x at (row0, col0) in f32 through a pointer tile, lanes outside (m, n)
-    /// masked off and set to -inf; returns the mask too, for the store.
-    unsafe fn x_tile_neg_inf<T: ElementType, const ROWS: i32, const W: i32>(
+    /// masked off and set to -inf; returns the mask too, for the store. LAT is the load's latency
+    /// hint: 3 outside loops; 1 in the persistent tail's row loop (straight to registers, the next
+    /// row tile's loads issued ahead; rms_norm's NOTES.md, "x straight to registers in the
+    /// persistent loop").
+    unsafe fn x_tile_neg_inf<T: ElementType, const ROWS: i32, const W: i32, const LAT: i32>(
         x_ptr: *mut T, row0: i32, col0: i32, m: i32, n: i32, stride_x: i32,
     ) -> (Tile<f32, { [ROWS, W] }>, Tile<bool, { [ROWS, W] }>) {
         let ptrs: PointerTile<*mut T, { [ROWS, W] }> =
             tile_pointers::<T, ROWS, W>(x_ptr, row0 * stride_x + col0, stride_x);
         let mask: Tile<bool, { [ROWS, W] }> = tile_mask::<ROWS, W>(row0, col0, m, n);
         let (raw, _tok): (Tile<T, { [ROWS, W] }>, Token) = unsafe {
-            load_ptr_tko(ptrs, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, None, Latency::<3>)
+            load_ptr_tko(ptrs, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, None, Latency::<LAT>)
         };
         let x_in: Tile<f32, { [ROWS, W] }> = convert_tile(raw);
         let neg_inf: Tile<f32, { [ROWS, W] }> = constant(f32::NEG_INFINITY, shape![ROWS, W]);
@@ -519,8 +523,32 @@ pub mod softmax_device {
         y_ptr: *mut T, x_ptr: *mut T, m: i32, n: i32, stride_x: i32, stride_y: i32,
     ) {
         let row0: i32 = get_tile_block_id().0 * ROWS;
-        let (xb, mask_b) = unsafe { x_tile_neg_inf::<T, ROWS, BLOCK>(x_ptr, row0, 0i32, m, n, stride_x) };
-        let (xt, mask_t) = unsafe { x_tile_neg_inf::<T, ROWS, TAIL>(x_ptr, row0, BLOCK, m, n, stride_x) };
+        unsafe { tail_row_tile::<T, ROWS, BLOCK, TAIL, 3>(y_ptr, x_ptr, row0, m, n, stride_x, stride_y) };
+    }
+
+    /// `softmax_row_tail` on a capped grid (the launcher's persistent `programs`): tile block pid
+    /// walks row tiles pid, pid + grid, ..., loading x with latency hint 1 so that tileiras issues
+    /// the next row tile's loads while this one's reductions run (NOTES.md, "A persistent tail").
+    #[cutile::entry(unchecked_accesses = true)]
+    unsafe fn softmax_row_tail_persistent<T: ElementType, const ROWS: i32, const BLOCK: i32, const TAIL: i32>(
+        y_ptr: *mut T, x_ptr: *mut T, m: i32, n: i32, stride_x: i32, stride_y: i32,
+    ) {
+        let pid: i32 = get_tile_block_id().0;
+        let programs: i32 = get_num_tile_blocks().0;
+        let row_tiles: i32 = (m + ROWS - 1) / ROWS;
+        for rb in (pid..row_tiles).step_by(programs as usize) {
+            let row0: i32 = rb * ROWS;
+            unsafe { tail_row_tile::<T, ROWS, BLOCK, TAIL, 1>(y_ptr, x_ptr, row0, m, n, stride_x, stride_y) };
+        }
+    }
+
+    /// The tail entries' row tile at row0: body and tail loaded (latency hint LAT), one max and one
+    /// sum over both, stored.
+    unsafe fn tail_row_tile<T: ElementType, const ROWS: i32, const BLOCK: i32, const TAIL: i32, const LAT: i32>(
+        y_ptr: *mut T, x_ptr: *mut T, row0: i32, m: i32, n: i32, stride_x: i32, stride_y: i32,
+    ) {
+        let (xb, mask_b) = unsafe { x_tile_neg_inf::<T, ROWS, BLOCK, LAT>(x_ptr, row0, 0i32, m, n, stride_x) };
+        let (xt, mask_t) = unsafe { x_tile_neg_inf::<T, ROWS, TAIL, LAT>(x_ptr, row0, BLOCK, m, n, stride_x) };
         let max_a: Tile<f32, { [ROWS] }> = reduce_max(xb, 1i32);
         let max_b: Tile<f32, { [ROWS] }> = reduce_max(xt, 1i32);
         let row_max: Tile<f32, { [ROWS] }> = maxf(max_a, max_b, nan::Disabled, ftz::Disabled);

@@ -16,7 +16,8 @@ from tilekit.autotune import row_tune_key as tune_key  # noqa: F401 (op.py's con
 CDEF = """
 int32_t cutile_softmax(const TensorDesc* out, const TensorDesc* x,
                        int32_t block, int32_t rows, int32_t occupancy, int32_t warps,
-                       int32_t chunk, int32_t tail, int32_t device_id, uint64_t stream);
+                       int32_t chunk, int32_t tail, int32_t programs, int32_t device_id,
+                       uint64_t stream);
 """
 
 DTYPES = ("float16", "bfloat16", "float32")
@@ -24,12 +25,26 @@ DEFAULT_VARIANT = {"block": -1, "rows": -1, "occupancy": -1}  # ffi.rs picks
 
 
 def export_args(
-    block: int, rows: int, occupancy: int, warps: int = -1, chunk: int = -1, tail: int = 0
+    block: int,
+    rows: int,
+    occupancy: int,
+    warps: int = -1,
+    chunk: int = -1,
+    tail: int = 0,
+    programs_per_sm: int = 0,
+    *,
+    sms: int,
 ) -> tuple[int, ...]:
-    """A variant's arguments of the export; chunk > 0 splits rows into chunk-column pieces (ffi.rs
-    `SplitPlan`), -1 lets ffi.rs decide; tail > 0 holds each row as a `block`-wide body and a
-    `tail`-wide tail tile. Pure: the CPU tests check `variants` through it."""
-    return int(block), int(rows), int(occupancy), int(warps), int(chunk), int(tail)
+    """A variant's arguments of the export on a GPU with `sms` SMs; chunk > 0 splits rows into
+    chunk-column pieces (ffi.rs `SplitPlan`), -1 lets ffi.rs decide; tail > 0 holds each row as a
+    `block`-wide body and a `tail`-wide tail tile, on a persistent grid of programs_per_sm x sms
+    tile blocks where that is > 0. Pure: the CPU tests check `variants` through it.
+
+    >>> export_args(8192, 1, 4, 8, tail=4096, programs_per_sm=4, sms=132), export_args(1024, 4, 8, sms=132)
+    ((8192, 1, 4, 8, -1, 4096, 528), (1024, 4, 8, -1, -1, 0, 0))
+    """
+    programs = programs_per_sm * sms if programs_per_sm > 0 else 0
+    return int(block), int(rows), int(occupancy), int(warps), int(chunk), int(tail), int(programs)
 
 
 def softmax(x: Tensor, *, variant: str | dict = "auto", out: Tensor | None = None) -> Tensor:
@@ -56,7 +71,7 @@ SPLIT_SHAPES += [(4096, 1, 8, None, 16384), (4096, 1, 8, None, 8192)]
 
 
 def variants(m: int, n: int) -> list[dict]:
-    """Candidates, at most 10 (each one JIT when tuning); TILEKIT_AUTOTUNE=0 runs the first. Why these:
+    """Candidates, at most 11 (each one JIT when tuning); TILEKIT_AUTOTUNE=0 runs the first. Why these:
     kernels/softmax/NOTES.md, "The variant space"; n > 16384 adds the split form (SPLIT_SHAPES, with
     a "chunk" knob). Rows are capped at m rounded up (3 x 1000: 4):
 
@@ -82,10 +97,12 @@ def variants(m: int, n: int) -> list[dict]:
     [(4096, 2, 8), (4096, 1, None)]
 
     Rows between two powers of two (`autotune.body_and_tail`, a body of at most 8192) also get a
-    body-and-tail tile (`softmax_row_tail`), over the default warps and over 8:
+    body-and-tail tile (`softmax_row_tail`), over the default warps and over 8, and past 512 rows
+    over 8 on a persistent grid at occupancy 4 and 2 (`softmax_row_tail_persistent`; NOTES.md, "A
+    persistent tail"):
 
-    >>> [(v["block"], v["tail"], v["rows"], v.get("warps")) for v in variants(16384, 11008) if "tail" in v]
-    [(8192, 4096, 1, None), (8192, 4096, 1, 8)]
+    >>> [(v["block"], v["tail"], v["occupancy"], v.get("warps"), v.get("programs_per_sm")) for v in variants(16384, 11008) if "tail" in v]
+    [(8192, 4096, 4, None, None), (8192, 4096, 4, 8, None), (8192, 4096, 4, 8, 4), (8192, 4096, 2, 8, 2)]
     """
     pow2, max_rows = 1 << max(4, (n - 1).bit_length()), min(64, autotune.pow2(m))  # ffi.rs: 1..=64 rows
     rows = max(1, 8192 // pow2)  # (block, rows, occupancy, warps) below; whole rows up to 16384 (ffi.rs)
@@ -110,4 +127,9 @@ def variants(m: int, n: int) -> list[dict]:
         out += autotune.unique(
             {"block": body, "tail": tail, "rows": rows, "occupancy": 4, "warps": w} for w in (None, 8)
         )
+        out += [  # past decode batches: more row tiles than one wave
+            {"block": body, "tail": tail, "rows": rows, "occupancy": o, "warps": 8, "programs_per_sm": o}
+            for o in (4, 2)
+            if m > 512
+        ]
     return out

@@ -477,9 +477,8 @@ pub mod softmax_device {
 
     /// The ROWS x W tile of x at (row0, col0) in f32 through a pointer tile, lanes outside (m, n)
     /// masked off and set to -inf; returns the mask too, for the store. LAT is the load's latency
-    /// hint: 3 outside loops; 1 in the persistent tail's row loop (straight to registers, the next
-    /// row tile's loads issued ahead; rms_norm's NOTES.md, "x straight to registers in the
-    /// persistent loop").
+    /// hint: 3 outside loops; 1 in the persistent tail's row loop (straight to registers, no
+    /// cp.async staging; rms_norm's NOTES.md, "x straight to registers in the persistent loop").
     unsafe fn x_tile_neg_inf<T: ElementType, const ROWS: i32, const W: i32, const LAT: i32>(
         x_ptr: *mut T, row0: i32, col0: i32, m: i32, n: i32, stride_x: i32,
     ) -> (Tile<f32, { [ROWS, W] }>, Tile<bool, { [ROWS, W] }>) {
@@ -527,8 +526,9 @@ pub mod softmax_device {
     }
 
     /// `softmax_row_tail` on a capped grid (the launcher's persistent `programs`): tile block pid
-    /// walks row tiles pid, pid + grid, ..., loading x with latency hint 1 so that tileiras issues
-    /// the next row tile's loads while this one's reductions run (NOTES.md, "A persistent tail").
+    /// walks row tiles pid, pid + grid, ..., loading x with latency hint 1 (the same loop with
+    /// hint 3 was slower than one tile block per row tile; with 1 it is faster: NOTES.md, "A
+    /// persistent tail").
     #[cutile::entry(unchecked_accesses = true)]
     unsafe fn softmax_row_tail_persistent<T: ElementType, const ROWS: i32, const BLOCK: i32, const TAIL: i32>(
         y_ptr: *mut T, x_ptr: *mut T, m: i32, n: i32, stride_x: i32, stride_y: i32,

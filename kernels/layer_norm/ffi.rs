@@ -253,6 +253,7 @@ mod tests {
             ("layer_norm_row_persistent", "1", "8192", 32768, 8192),
             ("layer_norm_row", "8", "1024", 65536, 768),
             ("layer_norm_row_masked", "8", "1024", 65536, 768),
+            ("layer_norm_row_masked", "1", "8192", 32768, 8192),
             ("layer_norm_row_masked", "2", "4096", 16384, 3584),
             ("layer_norm_looped", "2", "4096", 4096, 16384),
             ("layer_norm_looped_masked", "2", "4096", 4096, 11008),

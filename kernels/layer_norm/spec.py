@@ -82,6 +82,8 @@ SPEC = row_kernel(
     + shapes("m n dtype", (1201, 4097, "float16"))
     # the whole 16384-wide pointer tile, with a partial last tile; the one-row 2048 tile at occupancy 8
     + shapes("m n dtype", (601, 13824, "bfloat16"), (601, 2000, "bfloat16"))
+    # the 16384 + 4096 pointer tail and the looped tiles past 16384
+    + shapes("m n dtype", (37, 18944, "bfloat16"))
     + shapes("m n dtype absent", (19, 8195, "bfloat16", "bias")),
     bad_inputs={
         "dtype_mix": BadInput(lambda: call(_x(4, 8).half(), _x(8)), TypeError, "share one dtype"),

@@ -352,8 +352,11 @@ mod tests {
         let tall = desc2(DType::BF16, &[200000, 11008], &[11008, 1]);
         let p = plan(&tall, &tall, &w, 1e-6, 8192, 1, 4, POINTER_ENTRIES, 4096, -1).unwrap();
         assert_eq!((p.tail, p.masked), (Some(4096), false));
-        assert!(pointer_fits(195083, 11008, 1, 4096, 11008, 11008)); // the last row's 12288th lane fits
-        assert!(!pointer_fits(195084, 11008, 1, 4096, 11008, 11008)); // one row more: it does not
+        // the i32 bound at the tail's last lane (column block + tail = 12288 of the last row)
+        let at = |m: i64| desc2(DType::BF16, &[m, 11008], &[11008, 1]);
+        let masked_at = |x: &TensorDesc| plan(x, x, &w, 1e-6, 8192, 1, 4, POINTER_ENTRIES, 4096, -1).unwrap().masked;
+        assert!(masked_at(&at(195083))); // (m - 1) * 11008 + 12288 <= i32::MAX
+        assert!(!masked_at(&at(195084))); // one row more: the TMA tail entry
         assert_fails(plan(&x, &x, &w, 1e-6, 4096, 1, 4, 264, 0, -1), rc::INVALID_ARGUMENT, "plus a tail");
     }
 

@@ -70,6 +70,7 @@ SPEC = row_kernel(
         (1201, 4097, "bfloat16"),  # its persistent form: 1-2 or 3-4 row tiles a tile block, other heads
         (601, 16384, "float16"),  # the whole 16384-wide pointer tile
         (601, 2000, "float16"),  # the one-row 2048 pointer tile at occupancy 8 (partial tiles)
+        (37, 18944, "bfloat16"),  # the 16384 + 4096 pointer tail (it spills at occupancy 2), looped tiles
     ),
     bad_inputs={
         "dtype_mix": BadInput(lambda: call(torch.randn(4, 8).half(), torch.randn(8)), TypeError, "share one dtype"),

@@ -21,8 +21,9 @@
 //! tail-wide tail tile (`softmax_row_tail`), where their masked tiles' i32 offsets fit (else the
 //! looped form runs); -1 or 0: no tail. `programs` > 0 (with a tail that runs) launches the tail
 //! entry's persistent form, `softmax_row_tail_persistent`, on min(programs, row tiles) tile blocks
-//! (the caller sizes it from the SM count); -1 or 0: one tile block per row tile. A row held whole in one tile (no split and no tail in the
-//! plan, not exactly one tile) whose start or end is off a 16-byte boundary (n = 4097, odd row strides) runs
+//! (the caller sizes it from the SM count); with no tail it is refused (-6); -1 or 0: one tile
+//! block per row tile. A row held whole in one tile (no split and no tail in the plan, not exactly
+//! one tile) whose start or end is off a 16-byte boundary (n = 4097, odd row strides) runs
 //! `softmax_row_aligned` where `ffi_util::aligned_rows_vec` allows it (16-byte-aligned bases, the
 //! same head per row in x and out; its body fits `block`, so n = 4097 fits 4096). Rows are at most
 //! MAX_N columns (the kernels count column tiles in i32). Every descriptor is validated before
@@ -71,7 +72,8 @@ pub struct Plan {
     pub masked: bool,
     /// Some: rows split into chunks (`softmax_split_partials`, then `softmax_split_scale`).
     pub split: Option<SplitPlan>,
-    /// Some(tail): each row held as a `block`-wide body and a `tail`-wide tail (`softmax_row_tail`).
+    /// Some(tail): each row held as a `block`-wide body and a `tail`-wide tail (`softmax_row_tail`,
+    /// or with `programs` `softmax_row_tail_persistent`).
     pub tail: Option<i32>,
     /// Some(grid): the tail entry's persistent form on `grid` tile blocks (at most the row tiles).
     pub programs: Option<i32>,
@@ -260,7 +262,8 @@ pub fn plan(
         g if g > 0 && tail_asked => None,
         g => {
             return Err(ffi_util::invalid(format!(
-                "variant programs={g}: the persistent grid is the tail entry's (a tail > 0), -1 or 0 for one                  tile block per row tile"
+                "variant programs={g}: the persistent grid is the tail entry's (needs a tail > 0); -1 or 0 for one \
+                 tile block per row tile"
             )))
         }
     };
@@ -279,9 +282,10 @@ fn launch<T: Element>(p: &Plan, out: &TensorDesc, x: &TensorDesc, stream: &Arc<S
     let RowPlan { m, n, stride_x: sx, stride_y: sy, .. } = p.row;
     // SAFETY: plan() checked shapes, strides and dtypes against the descriptors; the memory is
     // PyTorch's, alive until the caller's stream has run the kernel (stream-ordered allocator).
-    // softmax_row_exact, softmax_row_masked, softmax_row_tail and softmax_row_aligned additionally
-    // rely on plan()'s `exact_fits`, `masked_fits`, tail filter and `aligned_rows_vec` (i32 offsets;
-    // for the last also 16-byte-aligned bases).
+    // softmax_row_exact, softmax_row_masked, softmax_row_tail (and its persistent form, whose grid
+    // plan() capped at the row tiles) and softmax_row_aligned additionally rely on plan()'s
+    // `exact_fits`, `masked_fits`, tail filter and `aligned_rows_vec` (i32 offsets; for the last also
+    // 16-byte-aligned bases).
     unsafe {
         if p.tail.is_some() && p.programs.is_some() {
             launch.enqueue(device::softmax_row_tail_persistent(y_ptr, x_ptr, m, n, sx, sy), stream)
@@ -531,7 +535,9 @@ mod tests {
         assert_eq!(plan(&x, &x, 8192, 1, 4, 8, 0, 4096, 0).unwrap().programs, None);
         assert_eq!(plan(&big, &big, 8192, 1, 4, -1, 0, 4096, 528).unwrap().programs, None); // looped
         assert_fails(plan(&x, &x, 16384, 1, 4, -1, 0, -1, 528), rc::INVALID_ARGUMENT, "the tail entry's");
-        assert_fails(plan(&x, &x, 8192, 1, 4, -1, 0, 4096, -3), rc::INVALID_ARGUMENT, "programs=-3");
+        let refused =
+            "variant programs=-3: the persistent grid is the tail entry's (needs a tail > 0); -1 or 0 for one tile";
+        assert_fails(plan(&x, &x, 8192, 1, 4, -1, 0, 4096, -3), rc::INVALID_ARGUMENT, refused);
     }
 
     #[test]

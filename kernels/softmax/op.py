@@ -71,7 +71,7 @@ SPLIT_SHAPES += [(4096, 1, 8, None, 16384), (4096, 1, 8, None, 8192)]
 
 
 def variants(m: int, n: int) -> list[dict]:
-    """Candidates, at most 11 (each one JIT when tuning); TILEKIT_AUTOTUNE=0 runs the first. Why these:
+    """Candidates, at most 10 (each one JIT when tuning); TILEKIT_AUTOTUNE=0 runs the first. Why these:
     kernels/softmax/NOTES.md, "The variant space"; n > 16384 adds the split form (SPLIT_SHAPES, with
     a "chunk" knob). Rows are capped at m rounded up (3 x 1000: 4):
 
@@ -98,11 +98,11 @@ def variants(m: int, n: int) -> list[dict]:
 
     Rows between two powers of two (`autotune.body_and_tail`, a body of at most 8192) also get a
     body-and-tail tile (`softmax_row_tail`), over the default warps and over 8, and past 512 rows
-    over 8 on a persistent grid at occupancy 4 and 2 (`softmax_row_tail_persistent`; NOTES.md, "A
-    persistent tail"):
+    over 8 on a persistent grid of 4 tile blocks per SM at occupancy 4 (`softmax_row_tail_persistent`;
+    NOTES.md, "A persistent tail"):
 
     >>> [(v["block"], v["tail"], v["occupancy"], v.get("warps"), v.get("programs_per_sm")) for v in variants(16384, 11008) if "tail" in v]
-    [(8192, 4096, 4, None, None), (8192, 4096, 4, 8, None), (8192, 4096, 4, 8, 4), (8192, 4096, 2, 8, 2)]
+    [(8192, 4096, 4, None, None), (8192, 4096, 4, 8, None), (8192, 4096, 4, 8, 4)]
     """
     pow2, max_rows = 1 << max(4, (n - 1).bit_length()), min(64, autotune.pow2(m))  # ffi.rs: 1..=64 rows
     rows = max(1, 8192 // pow2)  # (block, rows, occupancy, warps) below; whole rows up to 16384 (ffi.rs)
@@ -127,9 +127,6 @@ def variants(m: int, n: int) -> list[dict]:
         out += autotune.unique(
             {"block": body, "tail": tail, "rows": rows, "occupancy": 4, "warps": w} for w in (None, 8)
         )
-        out += [  # past decode batches: more row tiles than one wave
-            {"block": body, "tail": tail, "rows": rows, "occupancy": o, "warps": 8, "programs_per_sm": o}
-            for o in (4, 2)
-            if m > 512
-        ]
+        if m > 512:  # past decode batches: more row tiles than one wave
+            out.append({"block": body, "tail": tail, "rows": rows, "occupancy": 4, "warps": 8, "programs_per_sm": 4})
     return out

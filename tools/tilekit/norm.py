@@ -129,9 +129,10 @@ def variants(m: int, n: int) -> list[dict]:
     if split:
         body, tail = split
         rows = autotune.tile_rows(body, 8192, max_rows)
-        # through pointer tiles, one tile block per row tile, at the occupancy whose register budget
-        # holds the tile and one above (20480 lanes: 2 and 3; 12288: 3 and 4); persistent through TMA
-        low = min(8, max(1, 40960 // (rows * (body + tail))))
+        # through pointer tiles, one tile block per row tile, at two occupancies from the tile's lanes
+        # (20480: 2 and 3, 12288: 4 and 5, the fastest two at 18944 and 11008 on the H200; rms_norm's
+        # NOTES.md, "A body and a tail through pointer tiles"); persistent through TMA
+        low = min(8, max(1, 49152 // (rows * (body + tail))))
         tiles = [
             {"block": body, "tail": tail, "rows": rows, "occupancy": o, "programs_per_sm": 0, "pointer": 1}
             for o in (low, low + 1)

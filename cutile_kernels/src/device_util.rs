@@ -131,7 +131,7 @@ pub mod views {
         // every row counted inside (m = row0 + ROWS): only the body's columns mask the vector
         let (_, body) = unsafe { aligned_body::<ROWS, BLOCK, VEC>(row0, row0 + ROWS, stride, heads, body_len) };
         let cols: Tile<i32, { [ROWS, BLOCK] }> = aligned_body_cols::<ROWS, BLOCK>(heads);
-        unsafe { load_masked_raw::<T, ROWS, BLOCK>(ptr, cols, body) }
+        unsafe { load_masked_raw::<T, ROWS, BLOCK, 3>(ptr, cols, body) }
     }
 
     /// `aligned_row_vector` at the edge tile's columns.
@@ -140,7 +140,7 @@ pub mod views {
     ) -> Tile<T, { [ROWS, EDGE] }> {
         let (heads, body_len) = unsafe { aligned_rows::<ROWS, VEC>(row0, n, stride) };
         let (cols, edge) = aligned_edge::<ROWS, EDGE, VEC>(row0, row0 + ROWS, n, heads, body_len);
-        unsafe { load_masked_raw::<T, ROWS, EDGE>(ptr, cols, edge) }
+        unsafe { load_masked_raw::<T, ROWS, EDGE, 3>(ptr, cols, edge) }
     }
 
     /// The edge tile's columns and mask: lane j < VEC is column j (inside the head when j < head_r),
@@ -204,36 +204,26 @@ pub mod views {
     }
 
     /// The elements at `offsets` past `ptr`, lanes outside `mask` not read (their values undefined).
-    pub unsafe fn load_masked_raw<T: ElementType, const ROWS: i32, const W: i32>(
+    /// LAT is the load's latency hint (the `Latency::<LAT>` of `load_ptr_tko`).
+    pub unsafe fn load_masked_raw<T: ElementType, const ROWS: i32, const W: i32, const LAT: i32>(
         ptr: *mut T, offsets: Tile<i32, { [ROWS, W] }>, mask: Tile<bool, { [ROWS, W] }>,
     ) -> Tile<T, { [ROWS, W] }> {
         let ptrs: PointerTile<*mut T, { [ROWS, W] }> = offset_pointers::<T, ROWS, W>(ptr, offsets);
         let (raw, _tok): (Tile<T, { [ROWS, W] }>, Token) =
-            load_ptr_tko(ptrs, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, None, Latency::<3>);
+            load_ptr_tko(ptrs, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, None, Latency::<LAT>);
         raw
     }
 
-    /// `load_masked`'s values with a latency hint of 1 instead of 3: inside a persistent loop
-    /// tileiras then loads them straight to registers (the next row tile's issued ahead, in
-    /// registers) instead of staging them through shared memory with cp.async (`LDGSTS`); outside a
-    /// loop the machine code is the same (rms_norm's NOTES.md, "x straight to registers in the
-    /// persistent loop").
-    pub unsafe fn load_masked_direct<T: ElementType, const ROWS: i32, const W: i32>(
-        ptr: *mut T, offsets: Tile<i32, { [ROWS, W] }>, mask: Tile<bool, { [ROWS, W] }>, fill: Tile<f32, { [ROWS, W] }>,
-    ) -> Tile<f32, { [ROWS, W] }> {
-        let ptrs: PointerTile<*mut T, { [ROWS, W] }> = offset_pointers::<T, ROWS, W>(ptr, offsets);
-        let (raw, _tok): (Tile<T, { [ROWS, W] }>, Token) =
-            load_ptr_tko(ptrs, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, None, Latency::<1>);
-        let x: Tile<f32, { [ROWS, W] }> = convert_tile(raw);
-        select(mask, x, fill)
-    }
-
     /// The elements at `offsets` past `ptr` in f32, lanes outside `mask` not read and taken from
-    /// `fill` instead.
-    pub unsafe fn load_masked<T: ElementType, const ROWS: i32, const W: i32>(
+    /// `fill` instead. LAT is the load's latency hint: 3 (the kit's usual) or 1, with which tileiras
+    /// loads straight to registers inside a persistent loop (the next row tile's issued ahead)
+    /// instead of staging through shared memory with cp.async (`LDGSTS`); outside a loop the
+    /// machine code is the same (rms_norm's NOTES.md, "x straight to registers in the persistent
+    /// loop").
+    pub unsafe fn load_masked<T: ElementType, const ROWS: i32, const W: i32, const LAT: i32>(
         ptr: *mut T, offsets: Tile<i32, { [ROWS, W] }>, mask: Tile<bool, { [ROWS, W] }>, fill: Tile<f32, { [ROWS, W] }>,
     ) -> Tile<f32, { [ROWS, W] }> {
-        let raw: Tile<T, { [ROWS, W] }> = unsafe { load_masked_raw::<T, ROWS, W>(ptr, offsets, mask) };
+        let raw: Tile<T, { [ROWS, W] }> = unsafe { load_masked_raw::<T, ROWS, W, LAT>(ptr, offsets, mask) };
         let x: Tile<f32, { [ROWS, W] }> = convert_tile(raw);
         select(mask, x, fill)
     }

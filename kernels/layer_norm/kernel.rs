@@ -204,6 +204,31 @@ pub mod layer_norm_device {
         }
     }
 
+    /// The mean per row of rows held in a body and a tail tile (lanes past the row zero in x).
+    fn body_tail_mean<const ROWS: i32, const BLOCK: i32, const TAIL: i32>(
+        xb: Tile<f32, { [ROWS, BLOCK] }>, xt: Tile<f32, { [ROWS, TAIL] }>, n: i32,
+    ) -> Tile<f32, { [ROWS] }> {
+        let sum_b: Tile<f32, { [ROWS] }> = reduce_sum(xb, 1i32);
+        let sum_t: Tile<f32, { [ROWS] }> = reduce_sum(xt, 1i32);
+        per_elem::<ROWS>(sum_b + sum_t, n)
+    }
+
+    /// The body-and-tail entries' outputs, in T: from x - mean in the body and the tail (zero past
+    /// the row), the variance per row (the exact second pass), then d * rsqrt(var + eps) * w + b.
+    #[allow(clippy::too_many_arguments)]
+    fn body_tail_normalized<T: ElementType, const ROWS: i32, const BLOCK: i32, const TAIL: i32>(
+        db: Tile<f32, { [ROWS, BLOCK] }>, dt: Tile<f32, { [ROWS, TAIL] }>, n: i32, eps: f32,
+        wb: Tile<f32, { [ROWS, BLOCK] }>, wt: Tile<f32, { [ROWS, TAIL] }>, bb: Tile<f32, { [ROWS, BLOCK] }>,
+        bt: Tile<f32, { [ROWS, TAIL] }>,
+    ) -> (Tile<T, { [ROWS, BLOCK] }>, Tile<T, { [ROWS, TAIL] }>) {
+        let sq_b: Tile<f32, { [ROWS] }> = reduce_sum(db * db, 1i32);
+        let sq_t: Tile<f32, { [ROWS] }> = reduce_sum(dt * dt, 1i32);
+        let var: Tile<f32, { [ROWS] }> = per_elem::<ROWS>(sq_b + sq_t, n);
+        let yb: Tile<T, { [ROWS, BLOCK] }> = convert_tile(db * inv_std::<ROWS, BLOCK>(var, eps) * wb + bb);
+        let yt: Tile<T, { [ROWS, TAIL] }> = convert_tile(dt * inv_std::<ROWS, TAIL>(var, eps) * wt + bt);
+        (yb, yt)
+    }
+
     /// BLOCK < n <= BLOCK + TAIL (TAIL a power of two <= BLOCK): the row block held whole as a full
     /// BLOCK-wide body tile and a TAIL-wide tail tile (column tile BLOCK / TAIL of a TAIL-wide
     /// partition; lanes past n read 0, are masked out of the second sum and not stored): the exact
@@ -247,16 +272,10 @@ pub mod layer_norm_device {
         for rb in (pid..row_tiles).step_by(programs as usize) {
             let xb: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(x_body.load([rb, 0i32]));
             let xt: Tile<f32, { [ROWS, TAIL] }> = convert_tile(x_tail.load([rb, tail_j]));
-            let sum_b: Tile<f32, { [ROWS] }> = reduce_sum(xb, 1i32);
-            let sum_t: Tile<f32, { [ROWS] }> = reduce_sum(xt, 1i32);
-            let mean: Tile<f32, { [ROWS] }> = per_elem::<ROWS>(sum_b + sum_t, n);
+            let mean: Tile<f32, { [ROWS] }> = body_tail_mean::<ROWS, BLOCK, TAIL>(xb, xt, n);
             let db: Tile<f32, { [ROWS, BLOCK] }> = xb - rows_bc::<ROWS, BLOCK>(mean);
             let dt: Tile<f32, { [ROWS, TAIL] }> = zero_outside::<ROWS, TAIL>(keep, xt - rows_bc::<ROWS, TAIL>(mean));
-            let sq_b: Tile<f32, { [ROWS] }> = reduce_sum(db * db, 1i32);
-            let sq_t: Tile<f32, { [ROWS] }> = reduce_sum(dt * dt, 1i32);
-            let var: Tile<f32, { [ROWS] }> = per_elem::<ROWS>(sq_b + sq_t, n);
-            let yb: Tile<T, { [ROWS, BLOCK] }> = convert_tile(db * inv_std::<ROWS, BLOCK>(var, eps) * wb + bb);
-            let yt: Tile<T, { [ROWS, TAIL] }> = convert_tile(dt * inv_std::<ROWS, TAIL>(var, eps) * wt + bt);
+            let (yb, yt) = body_tail_normalized::<T, ROWS, BLOCK, TAIL>(db, dt, n, eps, wb, wt, bb, bt);
             y_body.store(yb, [rb, 0i32]);
             y_tail.store(yt, [rb, tail_j]);
         }
@@ -401,20 +420,14 @@ pub mod layer_norm_device {
         let mask_t: Tile<bool, { [ROWS, TAIL] }> = tile_mask::<ROWS, TAIL>(row0, BLOCK, m, n);
         let xb: Tile<f32, { [ROWS, BLOCK] }> = x_tile_masked::<T, ROWS, BLOCK>(x_ptr, mask_b, row0, 0i32, stride_x);
         let xt: Tile<f32, { [ROWS, TAIL] }> = x_tile_masked::<T, ROWS, TAIL>(x_ptr, mask_t, row0, BLOCK, stride_x);
-        let sum_b: Tile<f32, { [ROWS] }> = reduce_sum(xb, 1i32);
-        let sum_t: Tile<f32, { [ROWS] }> = reduce_sum(xt, 1i32);
-        let mean: Tile<f32, { [ROWS] }> = per_elem::<ROWS>(sum_b + sum_t, n);
+        let mean: Tile<f32, { [ROWS] }> = body_tail_mean::<ROWS, BLOCK, TAIL>(xb, xt, n);
         let db: Tile<f32, { [ROWS, BLOCK] }> = zero_outside::<ROWS, BLOCK>(mask_b, xb - rows_bc::<ROWS, BLOCK>(mean));
         let dt: Tile<f32, { [ROWS, TAIL] }> = zero_outside::<ROWS, TAIL>(mask_t, xt - rows_bc::<ROWS, TAIL>(mean));
-        let sq_b: Tile<f32, { [ROWS] }> = reduce_sum(db * db, 1i32);
-        let sq_t: Tile<f32, { [ROWS] }> = reduce_sum(dt * dt, 1i32);
-        let var: Tile<f32, { [ROWS] }> = per_elem::<ROWS>(sq_b + sq_t, n);
         let wb: Tile<f32, { [ROWS, BLOCK] }> = param_tile_masked::<T, ROWS, BLOCK, HAS_W, 3>(w_ptr, 0i32, n, 1.0f32);
         let wt: Tile<f32, { [ROWS, TAIL] }> = param_tile_masked::<T, ROWS, TAIL, HAS_W, 3>(w_ptr, BLOCK, n, 1.0f32);
         let bb: Tile<f32, { [ROWS, BLOCK] }> = param_tile_masked::<T, ROWS, BLOCK, HAS_B, 3>(b_ptr, 0i32, n, 0.0f32);
         let bt: Tile<f32, { [ROWS, TAIL] }> = param_tile_masked::<T, ROWS, TAIL, HAS_B, 3>(b_ptr, BLOCK, n, 0.0f32);
-        let yb: Tile<T, { [ROWS, BLOCK] }> = convert_tile(db * inv_std::<ROWS, BLOCK>(var, eps) * wb + bb);
-        let yt: Tile<T, { [ROWS, TAIL] }> = convert_tile(dt * inv_std::<ROWS, TAIL>(var, eps) * wt + bt);
+        let (yb, yt) = body_tail_normalized::<T, ROWS, BLOCK, TAIL>(db, dt, n, eps, wb, wt, bb, bt);
         store_y_masked::<T, ROWS, BLOCK>(y_ptr, yb, mask_b, row0, 0i32, stride_y);
         store_y_masked::<T, ROWS, TAIL>(y_ptr, yt, mask_t, row0, BLOCK, stride_y);
     }
@@ -639,9 +652,9 @@ pub mod layer_norm_device {
         let xe_at: Tile<i32, { [ROWS, EDGE] }> = row_offsets::<ROWS, EDGE>(row0, stride_x, edge_cols);
         let zero_b: Tile<f32, { [ROWS, BLOCK] }> = constant(0.0f32, shape![ROWS, BLOCK]);
         let zero_e: Tile<f32, { [ROWS, EDGE] }> = constant(0.0f32, shape![ROWS, EDGE]);
-        // not rms_norm's `load_masked_direct`: here the persistent loop was no faster with it (its NOTES.md)
-        let xb: Tile<f32, { [ROWS, BLOCK] }> = unsafe { load_masked::<T, ROWS, BLOCK>(x_ptr, xb_at, body, zero_b) };
-        let xe: Tile<f32, { [ROWS, EDGE] }> = unsafe { load_masked::<T, ROWS, EDGE>(x_ptr, xe_at, edge, zero_e) };
+        // latency hint 3, not rms_norm's 1: here the persistent loop was no faster with 1 (its NOTES.md)
+        let xb: Tile<f32, { [ROWS, BLOCK] }> = unsafe { load_masked::<T, ROWS, BLOCK, 3>(x_ptr, xb_at, body, zero_b) };
+        let xe: Tile<f32, { [ROWS, EDGE] }> = unsafe { load_masked::<T, ROWS, EDGE, 3>(x_ptr, xe_at, edge, zero_e) };
         // Two-pass statistics over both tiles (centered_and_inv_std's, split in two).
         let sum_b: Tile<f32, { [ROWS] }> = reduce_sum(xb, 1i32);
         let sum_e: Tile<f32, { [ROWS] }> = reduce_sum(xe, 1i32);

@@ -40,8 +40,8 @@
 #[cutile::module]
 pub mod rms_norm_device {
     use crate::device_util::views::{
-        aligned_body, aligned_edge, aligned_row_vector, aligned_row_vector_edge, aligned_rows, load_masked,
-        load_masked_direct, restage, row_offsets, store_masked, strided_view, tile_mask, tile_pointers, vector_view,
+        aligned_body, aligned_edge, aligned_row_vector, aligned_row_vector_edge, aligned_rows, load_masked, restage,
+        row_offsets, store_masked, strided_view, tile_mask, tile_pointers, vector_view,
     };
     use cutile::core::*;
 
@@ -393,9 +393,8 @@ pub mod rms_norm_device {
         let xe_at: Tile<i32, { [ROWS, EDGE] }> = row_offsets::<ROWS, EDGE>(row0, stride_x, edge_cols);
         let zero_b: Tile<f32, { [ROWS, BLOCK] }> = constant(0.0f32, shape![ROWS, BLOCK]);
         let zero_e: Tile<f32, { [ROWS, EDGE] }> = constant(0.0f32, shape![ROWS, EDGE]);
-        let xb: Tile<f32, { [ROWS, BLOCK] }> =
-            unsafe { load_masked_direct::<T, ROWS, BLOCK>(x_ptr, xb_at, body, zero_b) };
-        let xe: Tile<f32, { [ROWS, EDGE] }> = unsafe { load_masked::<T, ROWS, EDGE>(x_ptr, xe_at, edge, zero_e) };
+        let xb: Tile<f32, { [ROWS, BLOCK] }> = unsafe { load_masked::<T, ROWS, BLOCK, 1>(x_ptr, xb_at, body, zero_b) };
+        let xe: Tile<f32, { [ROWS, EDGE] }> = unsafe { load_masked::<T, ROWS, EDGE, 3>(x_ptr, xe_at, edge, zero_e) };
         let sum_b: Tile<f32, { [ROWS] }> = reduce_sum(xb * xb, 1i32);
         let sum_e: Tile<f32, { [ROWS] }> = reduce_sum(xe * xe, 1i32);
         let sum_sq: Tile<f32, { [ROWS] }> = sum_b + sum_e;

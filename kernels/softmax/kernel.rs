@@ -585,8 +585,9 @@ pub mod softmax_device {
         let xe_at: Tile<i32, { [ROWS, EDGE] }> = row_offsets::<ROWS, EDGE>(row0, stride_x, edge_cols);
         let neg_inf_b: Tile<f32, { [ROWS, BLOCK] }> = constant(f32::NEG_INFINITY, shape![ROWS, BLOCK]);
         let neg_inf_e: Tile<f32, { [ROWS, EDGE] }> = constant(f32::NEG_INFINITY, shape![ROWS, EDGE]);
-        let xb: Tile<f32, { [ROWS, BLOCK] }> = unsafe { load_masked::<T, ROWS, BLOCK>(x_ptr, xb_at, body, neg_inf_b) };
-        let xe: Tile<f32, { [ROWS, EDGE] }> = unsafe { load_masked::<T, ROWS, EDGE>(x_ptr, xe_at, edge, neg_inf_e) };
+        let xb: Tile<f32, { [ROWS, BLOCK] }> =
+            unsafe { load_masked::<T, ROWS, BLOCK, 3>(x_ptr, xb_at, body, neg_inf_b) };
+        let xe: Tile<f32, { [ROWS, EDGE] }> = unsafe { load_masked::<T, ROWS, EDGE, 3>(x_ptr, xe_at, edge, neg_inf_e) };
         let max_a: Tile<f32, { [ROWS] }> = reduce_max(xb, 1i32);
         let max_b: Tile<f32, { [ROWS] }> = reduce_max(xe, 1i32);
         let row_max: Tile<f32, { [ROWS] }> = maxf(max_a, max_b, nan::Disabled, ftz::Disabled);

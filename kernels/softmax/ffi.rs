@@ -2,8 +2,8 @@
 //!
 //!   int32_t cutile_softmax(const TensorDesc* out, const TensorDesc* x,
 //!                          int32_t block, int32_t rows, int32_t occupancy, int32_t warps,
-//!                          int32_t chunk, int32_t tail, int32_t programs, int32_t device_id,
-//!                          uint64_t stream);
+//!                          int32_t chunk, int32_t tail, int32_t programs, int32_t form,
+//!                          int32_t device_id, uint64_t stream);
 //!
 //! x and out are (m, n) with the same shape and dtype (f32, f16 or bf16), contiguous last dim, any
 //! row stride >= n. `block` is the tile width (a power of two; n <= block selects the one-load
@@ -22,7 +22,11 @@
 //! looped form runs); -1 or 0: no tail. `programs` > 0 (with a tail that runs) launches the tail
 //! entry's persistent form, `softmax_row_tail_persistent`, on min(programs, row tiles) tile blocks
 //! (the caller sizes it from the SM count); with no tail it is refused (-6); -1 or 0: one tile
-//! block per row tile. A row held whole in one tile (no split and no tail in the plan, not exactly
+//! block per row tile. `form` 1 asks for another form of what the other knobs select: with a
+//! chunk of four tiles (chunk == 4 * block) the single pass holding its chunk in T as four
+//! sub-tiles (`softmax_split_exchange_held`, where its masked tiles' offsets fit i32; else the two
+//! kernels); with a persistent tail the loop that loads the next row tile before this one's
+//! reductions (`softmax_row_tail_prefetch`); anything else is refused (-6); -1 or 0: none. A row held whole in one tile (no split and no tail in the plan, not exactly
 //! one tile) whose start or end is off a 16-byte boundary (n = 4097, odd row strides) runs
 //! `softmax_row_aligned` where `ffi_util::aligned_rows_vec` allows it (16-byte-aligned bases, the
 //! same head per row in x and out; its body fits `block`, so n = 4097 fits 4096). Rows are at most
@@ -54,6 +58,8 @@ const DEFAULT_SPLIT_MAX_M: i32 = 8192;
 /// tile block), the fastest split on every vocabulary shape of the H200 sweep.
 const DEFAULT_SPLIT_BLOCK: i32 = 8192;
 const DEFAULT_SPLIT_CHUNK: i32 = 8192;
+/// Tiles of a chunk `softmax_split_exchange_held` holds (its four sub-tiles; the variant's form 1).
+const HELD_TILES: i32 = 4;
 /// Most chunks per row: kernel B loads a row's partials as one [rows, PARTS] tile.
 const MAX_SPLIT_PARTS: i32 = 1024;
 /// Widest row: the looped and split kernels count column tiles as (n + BLOCK - 1) / BLOCK in i32,
@@ -77,6 +83,8 @@ pub struct Plan {
     pub tail: Option<i32>,
     /// Some(grid): the tail entry's persistent form on `grid` tile blocks (at most the row tiles).
     pub programs: Option<i32>,
+    /// The persistent tail loads the next row tile ahead (`softmax_row_tail_prefetch`; `form` 1).
+    pub prefetch: bool,
     /// Some(VEC): rows not on 16-byte boundaries held in an aligned body and an edge tile
     /// (`softmax_row_aligned`, `ffi_util::aligned_rows_vec`), instead of the masked or looped entry.
     pub aligned: Option<i32>,
@@ -102,6 +110,9 @@ pub struct SplitPlan {
     /// `softmax_split_exchange` runs where the GPU has at least `chunks` SMs (launch_split checks),
     /// else the two kernels.
     pub exchange: bool,
+    /// The single pass holds its chunk of four tiles in T (`softmax_split_exchange_held`; `form` 1
+    /// with chunk == 4 * block and `held_fits`); `exchange` is then true too.
+    pub held: bool,
 }
 
 impl SplitPlan {
@@ -116,6 +127,13 @@ impl SplitPlan {
 /// i32 offset of its masked tiles (the row's padded last tile included) fits, for x and for out.
 pub fn exchange_fits(m: i32, n: i32, rows: i32, block: i32, chunk: i32, stride_x: i32, stride_y: i32) -> bool {
     chunk == block && ffi_util::masked_offsets_fit(m, n, rows, block, &[stride_x, stride_y])
+}
+
+/// Whether the single pass holding its chunk in T may run: chunks of four tiles (chunk == 4 *
+/// block), and every i32 offset of its masked sub-tiles (the row's padded last chunk included)
+/// fits, for x and for out.
+pub fn held_fits(m: i32, n: i32, rows: i32, block: i32, chunk: i32, stride_x: i32, stride_y: i32) -> bool {
+    chunk == HELD_TILES * block && ffi_util::masked_offsets_fit(m, n, rows, chunk, &[stride_x, stride_y])
 }
 
 /// Whether the split entries may run with `rows`-row tiles: m % rows == 0 (whole row tiles, loaded
@@ -159,7 +177,7 @@ pub fn split_plan(n: i32, block: i32, rows: i32, chunk: i32) -> FfiResult<SplitP
              <= {MAX_SPLIT_PARTS} and rows*parts <= {MAX_TILE_ELEMS}: use chunk >= {min_chunk} for this n"
         ));
     }
-    Ok(SplitPlan { chunk_tiles, chunks: chunks as i32, parts: parts as i32, exchange: false })
+    Ok(SplitPlan { chunk_tiles, chunks: chunks as i32, parts: parts as i32, exchange: false, held: false })
 }
 
 /// Whether `softmax_row_exact` may run: the row is exactly one tile wide, m is a multiple of
@@ -190,7 +208,7 @@ pub fn default_rows(block: i32, m: i32) -> i32 {
 #[allow(clippy::too_many_arguments)]
 pub fn plan(
     out: &TensorDesc, x: &TensorDesc, block: i32, rows: i32, occupancy: i32, warps: i32, chunk: i32, tail: i32,
-    programs: i32,
+    programs: i32, form: i32,
 ) -> FfiResult<Plan> {
     let dtype = ffi_util::check_float_tensors(KERNEL, &[(x, "x", 2), (out, "out", 2)])?;
     check_same_shape(x, "x", out, "out")?;
@@ -243,10 +261,11 @@ pub fn plan(
     let split = match chunk {
         0 => None,
         c if c % block == 0 && !split_fits(m, n, rows, stride_x, stride_y) => None,
-        c => Some(SplitPlan {
-            exchange: exchange_fits(m, n, rows, block, c, stride_x, stride_y),
-            ..split_plan(n, block, rows, c)?
-        }),
+        c => {
+            let held = form == 1 && held_fits(m, n, rows, block, c, stride_x, stride_y);
+            let exchange = held || exchange_fits(m, n, rows, block, c, stride_x, stride_y);
+            Some(SplitPlan { exchange, held, ..split_plan(n, block, rows, c)? })
+        }
     };
     let exact = split.is_none() && exact_fits(m, n, rows, block, stride_x, stride_y);
     let masked = split.is_none() && masked_fits(m, n, rows, block, stride_x, stride_y);
@@ -255,6 +274,7 @@ pub fn plan(
         .then(|| ffi_util::aligned_rows_vec(dtype, m, n, rows, block, &[(x.data, stride_x), (out.data, stride_y)]))
         .flatten();
     let row = RowPlan { block, rows, occupancy, warps, m, n, stride_x, stride_y };
+    let programs_asked = programs > 0;
     let programs = match programs {
         rc::COMPILER_DEFAULT | 0 => None,
         g if g > 0 && tail.is_some() => Some(g.min(row.row_tiles())),
@@ -267,7 +287,21 @@ pub fn plan(
             )))
         }
     };
-    Ok(Plan { dtype, row, exact, masked, split, tail, programs, aligned })
+    let prefetch = match form {
+        rc::COMPILER_DEFAULT | 0 => false,
+        // the held single pass (SplitPlan::held above; the two kernels where it does not fit)
+        1 if chunk > 0 && chunk == HELD_TILES * block => false,
+        // the persistent tail's prefetching loop (looped where the tail's offsets do not fit i32)
+        1 if tail_asked && programs_asked => programs.is_some(),
+        f => {
+            return Err(ffi_util::invalid(format!(
+                "variant form={f}: form 1 is the single pass holding a chunk of {HELD_TILES} tiles in T (chunk = \
+                 {HELD_TILES} x block; here chunk={chunk} block={block}) or the persistent tail's prefetching loop \
+                 (tail > 0 and programs > 0); -1 or 0 for neither"
+            )))
+        }
+    };
+    Ok(Plan { dtype, row, exact, masked, split, tail, programs, prefetch, aligned })
 }
 
 fn launch<T: Element>(p: &Plan, out: &TensorDesc, x: &TensorDesc, stream: &Arc<Stream>) -> FfiResult<()> {
@@ -287,7 +321,9 @@ fn launch<T: Element>(p: &Plan, out: &TensorDesc, x: &TensorDesc, stream: &Arc<S
     // `exact_fits`, `masked_fits`, tail filter and `aligned_rows_vec` (i32 offsets; for the last also
     // 16-byte-aligned bases).
     unsafe {
-        if p.tail.is_some() && p.programs.is_some() {
+        if p.tail.is_some() && p.prefetch {
+            launch.enqueue(device::softmax_row_tail_prefetch(y_ptr, x_ptr, m, n, sx, sy), stream)
+        } else if p.tail.is_some() && p.programs.is_some() {
             launch.enqueue(device::softmax_row_tail_persistent(y_ptr, x_ptr, m, n, sx, sy), stream)
         } else if p.tail.is_some() {
             launch.enqueue(device::softmax_row_tail(y_ptr, x_ptr, m, n, sx, sy), stream)
@@ -369,17 +405,25 @@ fn launch_exchange<T: Element>(
     // the masked tiles); the counters are zero and the partials hold every (padded row, chunk); the
     // grid has row_tiles * chunks tile blocks with chunks <= the SM count (see the entry's progress
     // argument); the workspace outlives the kernel (freed in stream order).
+    let launch = Launch::new::<T>(&[rows, block, s.parts], grid, options);
     unsafe {
-        Launch::new::<T>(&[rows, block, s.parts], grid, options).enqueue(
-            device::softmax_split_exchange(y_ptr, x_ptr, part_max, part_sum, arrived, m, n, sx, sy, s.chunks),
-            stream,
-        )?;
+        if s.held {
+            launch.enqueue(
+                device::softmax_split_exchange_held(y_ptr, x_ptr, part_max, part_sum, arrived, m, n, sx, sy, s.chunks),
+                stream,
+            )?;
+        } else {
+            launch.enqueue(
+                device::softmax_split_exchange(y_ptr, x_ptr, part_max, part_sum, arrived, m, n, sx, sy, s.chunks),
+                stream,
+            )?;
+        }
     }
     ws.free()
 }
 
 // `cutile_softmax`: the descriptors, then plan(), the caller's stream and launch() (ffi_util::export!).
-crate::export!(cutile_softmax(out, x; block: i32, rows: i32, occupancy: i32, warps: i32, chunk: i32, tail: i32, programs: i32));
+crate::export!(cutile_softmax(out, x; block: i32, rows: i32, occupancy: i32, warps: i32, chunk: i32, tail: i32, programs: i32, form: i32));
 
 #[cfg(test)]
 mod tests {
@@ -404,21 +448,21 @@ mod tests {
     fn plan_takes_row_strides_and_defaults() {
         let x = desc2(DType::F16, &[257, 4097], &[5000, 1]);
         let y = desc2(DType::F16, &[257, 4097], &[4097, 1]);
-        let Plan { dtype, row, exact, masked, split, tail, programs, aligned } =
-            plan(&y, &x, -1, -1, -1, -1, -1, -1, -1).unwrap();
-        assert_eq!(programs, None);
+        let Plan { dtype, row, exact, masked, split, tail, programs, prefetch, aligned } =
+            plan(&y, &x, -1, -1, -1, -1, -1, -1, -1, 0).unwrap();
+        assert_eq!((programs, prefetch), (None, false));
         assert_eq!((dtype, exact, masked, split, tail), (DType::F16, false, true, None, None));
         assert_eq!(aligned, None); // x's rows start 16-byte aligned, y's not: different heads
         assert_eq!((row.m, row.n, row.stride_x, row.stride_y), (257, 4097, 5000, 4097));
         assert_eq!((row.block, row.rows, row.occupancy, row.warps), (8192, 1, None, None));
-        assert_eq!(plan(&y, &x, 1024, -1, -1, -1, -1, -1, -1).unwrap().row.rows, 8);
-        assert_eq!(plan(&y, &x, 16384, 2, 4, -1, -1, -1, -1).unwrap().row.occupancy, Some(4));
+        assert_eq!(plan(&y, &x, 1024, -1, -1, -1, -1, -1, -1, 0).unwrap().row.rows, 8);
+        assert_eq!(plan(&y, &x, 16384, 2, 4, -1, -1, -1, -1, 0).unwrap().row.occupancy, Some(4));
     }
 
     #[test]
     fn single_row_ignores_its_stride() {
         let x = desc2(DType::F32, &[1, 1000], &[0, 1]);
-        assert_eq!(plan(&x, &x, -1, -1, -1, -1, -1, -1, -1).unwrap().row.stride_x, 1000);
+        assert_eq!(plan(&x, &x, -1, -1, -1, -1, -1, -1, -1, 0).unwrap().row.stride_x, 1000);
     }
 
     #[test]
@@ -438,7 +482,7 @@ mod tests {
             (x, desc2(DType::F16, &[4, 8], &[8, 1]), -1, -1, "share one dtype"),
         ];
         for (out, x, block, rows, needle) in cases {
-            assert_fails(plan(&out, &x, block, rows, -1, -1, -1, -1, -1), rc::INVALID_ARGUMENT, needle);
+            assert_fails(plan(&out, &x, block, rows, -1, -1, -1, -1, -1, 0), rc::INVALID_ARGUMENT, needle);
         }
     }
 
@@ -446,7 +490,7 @@ mod tests {
     fn plan_rejects_integer_dtype_as_unsupported() {
         let x = desc2(DType::I64, &[4, 8], &[8, 1]);
         assert_fails(
-            plan(&x, &x, -1, -1, -1, -1, -1, -1, -1),
+            plan(&x, &x, -1, -1, -1, -1, -1, -1, -1, 0),
             rc::UNSUPPORTED_DTYPE,
             "softmax supports f32, f16, bf16",
         );
@@ -455,9 +499,9 @@ mod tests {
     #[test]
     fn plan_checks_the_occupancy_and_warps_hints() {
         let x = desc2(DType::F32, &[4, 8], &[8, 1]);
-        ffi_util::assert_hints_checked(true, |occupancy, warps| plan(&x, &x, -1, -1, occupancy, warps, -1, -1, -1));
-        assert_eq!(plan(&x, &x, -1, -1, -1, 8, -1, -1, -1).unwrap().row.warps, Some(8));
-        assert_eq!(plan(&x, &x, -1, -1, -1, -1, -1, -1, -1).unwrap().row.warps, None);
+        ffi_util::assert_hints_checked(true, |occupancy, warps| plan(&x, &x, -1, -1, occupancy, warps, -1, -1, -1, 0));
+        assert_eq!(plan(&x, &x, -1, -1, -1, 8, -1, -1, -1, 0).unwrap().row.warps, Some(8));
+        assert_eq!(plan(&x, &x, -1, -1, -1, -1, -1, -1, -1, 0).unwrap().row.warps, None);
     }
 
     #[test]
@@ -465,8 +509,8 @@ mod tests {
         let x = desc2(DType::F32, &[4, 8], &[8, 1]);
         // SAFETY: each pointer is null or a live descriptor; the call returns before the device is touched.
         unsafe {
-            assert_eq!(cutile_softmax(std::ptr::null(), &x, -1, -1, -1, -1, -1, -1, -1, 0, 0), rc::NULL_DESCRIPTOR);
-            assert_eq!(cutile_softmax(&x, std::ptr::null(), -1, -1, -1, -1, -1, -1, -1, 0, 0), rc::NULL_DESCRIPTOR);
+            assert_eq!(cutile_softmax(std::ptr::null(), &x, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0), rc::NULL_DESCRIPTOR);
+            assert_eq!(cutile_softmax(&x, std::ptr::null(), -1, -1, -1, -1, -1, -1, -1, 0, 0, 0), rc::NULL_DESCRIPTOR);
         }
     }
 
@@ -491,6 +535,7 @@ mod tests {
             ("softmax_row_tail", "bf16", "1", "8192/4096", 16384, 11008),
             ("softmax_row_tail", "bf16", "2", "4096/1024", 16384, 5120),
             ("softmax_row_tail_persistent", "bf16", "1", "8192/4096", 16384, 11008),
+            ("softmax_row_tail_prefetch", "bf16", "1", "8192/4096", 16384, 11008),
         ] {
             let ptrs = [("y_ptr", ALIGNED_PTR), ("x_ptr", ALIGNED_PTR)];
             let ints = [("m", m), ("n", n), ("stride_x", n), ("stride_y", n)];
@@ -509,64 +554,91 @@ mod tests {
         assert!(!masked_fits(4096, 18944, 1, 4096, 18944, 18944)); // looped
         assert!(!masked_fits(131073, 16383, 1, 16384, 16384, 16384)); // rows span 2^31 elements
         let x = desc2(DType::F16, &[64, 1000], &[1000, 1]);
-        let p = plan(&x, &x, 1024, 4, 8, -1, -1, -1, -1).unwrap();
+        let p = plan(&x, &x, 1024, 4, 8, -1, -1, -1, -1, 0).unwrap();
         assert!(p.masked && !p.exact);
     }
 
     #[test]
     fn tail_entry_for_rows_past_one_body_tile_where_its_offsets_fit() {
         let x = desc2(DType::BF16, &[100, 11008], &[11008, 1]);
-        let p = plan(&x, &x, 8192, 1, 4, -1, 0, 4096, -1).unwrap();
+        let p = plan(&x, &x, 8192, 1, 4, -1, 0, 4096, -1, 0).unwrap();
         assert_eq!((p.tail, p.exact, p.masked, p.split), (Some(4096), false, false, None));
-        assert_eq!(plan(&x, &x, 8192, 1, 4, -1, 0, -1, -1).unwrap().tail, None); // looped
+        assert_eq!(plan(&x, &x, 8192, 1, 4, -1, 0, -1, -1, 0).unwrap().tail, None); // looped
         assert_fails(
-            plan(&x, &x, 8192, 1, 4, -1, 0, 2048, -1),
+            plan(&x, &x, 8192, 1, 4, -1, 0, 2048, -1, 0),
             rc::INVALID_ARGUMENT,
             "block < n=11008 <= block + tail",
         );
-        assert_fails(plan(&x, &x, 8192, 1, 4, -1, 8192, 4096, -1), rc::INVALID_ARGUMENT, "pick one");
+        assert_fails(plan(&x, &x, 8192, 1, 4, -1, 8192, 4096, -1, 0), rc::INVALID_ARGUMENT, "pick one");
         // Offsets past i32: the tail entry does not run (the looped form does).
         let big = desc2(DType::BF16, &[200000, 11008], &[11008, 1]);
-        assert_eq!(plan(&big, &big, 8192, 1, 4, -1, 0, 4096, -1).unwrap().tail, None);
+        assert_eq!(plan(&big, &big, 8192, 1, 4, -1, 0, 4096, -1, 0).unwrap().tail, None);
         // The persistent form: a grid of at most the row tiles, only with a tail (one that runs)
-        let p = plan(&x, &x, 8192, 1, 4, 8, 0, 4096, 528).unwrap();
+        let p = plan(&x, &x, 8192, 1, 4, 8, 0, 4096, 528, 0).unwrap();
         assert_eq!((p.tail, p.programs), (Some(4096), Some(100)));
-        assert_eq!(plan(&x, &x, 8192, 1, 4, 8, 0, 4096, 64).unwrap().programs, Some(64));
-        assert_eq!(plan(&x, &x, 8192, 1, 4, 8, 0, 4096, 0).unwrap().programs, None);
-        assert_eq!(plan(&big, &big, 8192, 1, 4, -1, 0, 4096, 528).unwrap().programs, None); // looped
-        assert_fails(plan(&x, &x, 16384, 1, 4, -1, 0, -1, 528), rc::INVALID_ARGUMENT, "the tail entry's");
+        assert_eq!(plan(&x, &x, 8192, 1, 4, 8, 0, 4096, 64, 0).unwrap().programs, Some(64));
+        assert_eq!(plan(&x, &x, 8192, 1, 4, 8, 0, 4096, 0, 0).unwrap().programs, None);
+        assert_eq!(plan(&big, &big, 8192, 1, 4, -1, 0, 4096, 528, 0).unwrap().programs, None); // looped
+        assert_fails(plan(&x, &x, 16384, 1, 4, -1, 0, -1, 528, 0), rc::INVALID_ARGUMENT, "the tail entry's");
         let refused =
             "variant programs=-3: the persistent grid is the tail entry's (needs a tail > 0); -1 or 0 for one tile";
-        assert_fails(plan(&x, &x, 8192, 1, 4, -1, 0, 4096, -3), rc::INVALID_ARGUMENT, refused);
+        assert_fails(plan(&x, &x, 8192, 1, 4, -1, 0, 4096, -3, 0), rc::INVALID_ARGUMENT, refused);
+    }
+
+    #[test]
+    fn form_1_selects_the_held_single_pass_or_the_prefetching_tail() {
+        // The persistent tail's prefetching loop, where the persistent tail runs.
+        let x = desc2(DType::BF16, &[100, 11008], &[11008, 1]);
+        let p = plan(&x, &x, 8192, 1, 2, 8, 0, 4096, 264, 1).unwrap();
+        assert_eq!((p.tail, p.programs, p.prefetch), (Some(4096), Some(100), true));
+        assert!(!plan(&x, &x, 8192, 1, 2, 8, 0, 4096, 264, 0).unwrap().prefetch);
+        let big = desc2(DType::BF16, &[200000, 11008], &[11008, 1]);
+        let looped = plan(&big, &big, 8192, 1, 2, 8, 0, 4096, 264, 1).unwrap();
+        assert_eq!((looped.tail, looped.prefetch), (None, false));
+        // The held single pass: chunks of four tiles, else the two kernels where offsets past i32.
+        let v = desc2(DType::BF16, &[512, 151936], &[151936, 1]);
+        let held = plan(&v, &v, 2048, 1, 8, -1, 8192, -1, -1, 1).unwrap().split.unwrap();
+        assert_eq!(held, SplitPlan { chunk_tiles: 4, chunks: 19, parts: 32, exchange: true, held: true });
+        let two = plan(&v, &v, 2048, 1, 8, -1, 8192, -1, -1, 0).unwrap().split.unwrap();
+        assert_eq!((two.exchange, two.held), (false, false));
+        assert!(held_fits(14134, 151936, 1, 2048, 8192, 151936, 151936));
+        assert!(!held_fits(14135, 151936, 1, 2048, 8192, 151936, 151936)); // the padded last chunk past i32
+        assert!(!held_fits(512, 151936, 1, 4096, 8192, 151936, 151936)); // two tiles a chunk
+                                                                         // Anything else is refused, naming both forms.
+        let refused = "variant form=1: form 1 is the single pass holding a chunk of 4 tiles in T (chunk = 4 x block; \
+                       here chunk=0 block=8192) or the persistent tail's prefetching loop (tail > 0 and programs > 0)";
+        assert_fails(plan(&x, &x, 8192, 1, 4, 8, 0, 4096, -1, 1), rc::INVALID_ARGUMENT, refused);
+        assert_fails(plan(&v, &v, 4096, 1, 8, -1, 8192, -1, -1, 1), rc::INVALID_ARGUMENT, "form=1");
+        assert_fails(plan(&x, &x, 8192, 1, 4, 8, 0, 4096, 264, 2), rc::INVALID_ARGUMENT, "form=2");
     }
 
     #[test]
     fn aligned_entry_for_rows_off_16_byte_boundaries() {
         let x = desc2(DType::F16, &[257, 4097], &[4097, 1]);
-        let p = plan(&x, &x, 8192, 1, 3, -1, -1, -1, -1).unwrap();
+        let p = plan(&x, &x, 8192, 1, 3, -1, -1, -1, -1, 0).unwrap();
         assert_eq!((p.aligned, p.masked, p.exact), (Some(8), true, false));
         // 4097 = 512 whole 8-element groups and one more: the body fits 4096 lanes.
-        assert_eq!(plan(&x, &x, 4096, 1, 4, -1, -1, -1, -1).unwrap().aligned, Some(8));
-        assert_eq!(plan(&x, &x, 2048, 1, 4, -1, -1, -1, -1).unwrap().aligned, None); // looped
+        assert_eq!(plan(&x, &x, 4096, 1, 4, -1, -1, -1, -1, 0).unwrap().aligned, Some(8));
+        assert_eq!(plan(&x, &x, 2048, 1, 4, -1, -1, -1, -1, 0).unwrap().aligned, None); // looped
         let f32x = desc2(DType::F32, &[3, 4097], &[4097, 1]);
-        assert_eq!(plan(&f32x, &f32x, 8192, 1, 4, -1, -1, -1, -1).unwrap().aligned, Some(4));
+        assert_eq!(plan(&f32x, &f32x, 8192, 1, 4, -1, -1, -1, -1, 0).unwrap().aligned, Some(4));
         // A row stride no multiple of 16 bytes misaligns rows even where n is a multiple of 8.
         let padded = desc2(DType::BF16, &[33, 4000], &[4004, 1]);
-        assert_eq!(plan(&padded, &padded, 4096, 1, 4, -1, -1, -1, -1).unwrap().aligned, Some(8));
+        assert_eq!(plan(&padded, &padded, 4096, 1, 4, -1, -1, -1, -1, 0).unwrap().aligned, Some(8));
         // Every row on 16-byte boundaries: the masked entry's accesses are 16-byte ones already.
         let whole = desc2(DType::F16, &[33, 4000], &[4096, 1]);
-        assert_eq!(plan(&whole, &whole, 4096, 1, 4, -1, -1, -1, -1).unwrap().aligned, None);
+        assert_eq!(plan(&whole, &whole, 4096, 1, 4, -1, -1, -1, -1, 0).unwrap().aligned, None);
         // A base off 16 bytes, or rows of x and out with different heads: the masked entry.
         let off = TensorDesc { data: 0x1002, ..x };
-        assert_eq!(plan(&off, &x, 8192, 1, 4, -1, -1, -1, -1).unwrap().aligned, None);
+        assert_eq!(plan(&off, &x, 8192, 1, 4, -1, -1, -1, -1, 0).unwrap().aligned, None);
         let wider = desc2(DType::F16, &[257, 4097], &[4098, 1]);
-        assert_eq!(plan(&wider, &x, 8192, 1, 4, -1, -1, -1, -1).unwrap().aligned, None);
+        assert_eq!(plan(&wider, &x, 8192, 1, 4, -1, -1, -1, -1, 0).unwrap().aligned, None);
         // The tail entry and the exact one keep their shapes.
         let t = desc2(DType::BF16, &[100, 11009], &[11009, 1]);
-        assert_eq!(plan(&t, &t, 8192, 1, 4, -1, 0, 4096, -1).unwrap().aligned, None);
+        assert_eq!(plan(&t, &t, 8192, 1, 4, -1, 0, 4096, -1, 0).unwrap().aligned, None);
         // Offsets past i32 (the padded body of the last row tile): the masked or looped entries.
         let big = desc2(DType::F16, &[524287, 4097], &[4097, 1]);
-        assert_eq!(plan(&big, &big, 8192, 1, 4, -1, -1, -1, -1).unwrap().aligned, None);
+        assert_eq!(plan(&big, &big, 8192, 1, 4, -1, -1, -1, -1, 0).unwrap().aligned, None);
     }
 
     /// The aligned entry as the launcher compiles it for n = 4097 (`assert_aligned_lowers`).
@@ -586,44 +658,47 @@ mod tests {
         assert!(!exact_fits(65536, 32768, 1, 4096, 32768, 32768)); // looped
         assert!(!exact_fits(262144, 16384, 1, 16384, 16384, 16384)); // 2^32 elements
         let x = desc2(DType::F16, &[64, 1024], &[1040, 1]);
-        assert!(plan(&x, &x, 1024, 4, 8, -1, -1, -1, -1).unwrap().exact);
-        assert!(!plan(&x, &x, 2048, 4, 8, -1, -1, -1, -1).unwrap().exact);
+        assert!(plan(&x, &x, 1024, 4, 8, -1, -1, -1, -1, 0).unwrap().exact);
+        assert!(!plan(&x, &x, 2048, 4, 8, -1, -1, -1, -1, 0).unwrap().exact);
     }
 
     #[test]
     fn default_splits_vocab_rows_of_few_rows_only() {
         let split = |m: i64, n: i64| {
             let x = desc2(DType::BF16, &[m, n], &[n, 1]);
-            plan(&x, &x, -1, -1, -1, -1, -1, -1, -1).unwrap()
+            plan(&x, &x, -1, -1, -1, -1, -1, -1, -1, 0).unwrap()
         };
         let p = split(1024, 128256);
         assert_eq!((p.row.block, p.row.rows, p.exact, p.masked), (8192, 1, false, false));
         // 16 column tiles (the last ragged), one per chunk: the single pass.
-        assert_eq!(p.split, Some(SplitPlan { chunk_tiles: 1, chunks: 16, parts: 16, exchange: true }));
+        assert_eq!(p.split, Some(SplitPlan { chunk_tiles: 1, chunks: 16, parts: 16, exchange: true, held: false }));
         assert_eq!(p.split.unwrap().workspace_elems(1024, 1), 2 * 1024 * 16);
-        assert_eq!(split(7, 150001).split, Some(SplitPlan { chunk_tiles: 1, chunks: 19, parts: 32, exchange: true }));
+        assert_eq!(
+            split(7, 150001).split,
+            Some(SplitPlan { chunk_tiles: 1, chunks: 19, parts: 32, exchange: true, held: false })
+        );
         assert_eq!(split(8193, 128256).split, None); // enough row tiles: the looped form
         assert_eq!(split(64, 16384).split, None); // held whole
 
         // An explicit tile keeps its form unless chunk asks for the split.
         let x = desc2(DType::F32, &[256, 152064], &[152064, 1]);
-        assert_eq!(plan(&x, &x, 4096, 2, 4, -1, -1, -1, -1).unwrap().split, None);
-        assert_eq!(plan(&x, &x, -1, -1, -1, -1, 0, -1, -1).unwrap().split, None);
-        let p = plan(&x, &x, 2048, 2, 8, -1, 8192, -1, -1).unwrap();
+        assert_eq!(plan(&x, &x, 4096, 2, 4, -1, -1, -1, -1, 0).unwrap().split, None);
+        assert_eq!(plan(&x, &x, -1, -1, -1, -1, 0, -1, -1, 0).unwrap().split, None);
+        let p = plan(&x, &x, 2048, 2, 8, -1, 8192, -1, -1, 0).unwrap();
         assert_eq!((p.row.block, p.row.rows), (2048, 2));
-        assert_eq!(p.split, Some(SplitPlan { chunk_tiles: 4, chunks: 19, parts: 32, exchange: false }));
-        assert_eq!(plan(&x, &x, -1, -1, -1, -1, 4096, -1, -1).unwrap().split.unwrap().chunks, 38);
+        assert_eq!(p.split, Some(SplitPlan { chunk_tiles: 4, chunks: 19, parts: 32, exchange: false, held: false }));
+        assert_eq!(plan(&x, &x, -1, -1, -1, -1, 4096, -1, -1, 0).unwrap().split.unwrap().chunks, 38);
     }
 
     #[test]
     fn one_tile_chunks_take_the_single_pass_split_where_its_masked_offsets_fit() {
         let x = desc2(DType::BF16, &[512, 151936], &[151936, 1]);
-        let p = plan(&x, &x, 4096, 1, 8, -1, 4096, -1, -1).unwrap();
-        assert_eq!(p.split, Some(SplitPlan { chunk_tiles: 1, chunks: 38, parts: 64, exchange: true }));
+        let p = plan(&x, &x, 4096, 1, 8, -1, 4096, -1, -1, 0).unwrap();
+        assert_eq!(p.split, Some(SplitPlan { chunk_tiles: 1, chunks: 38, parts: 64, exchange: true, held: false }));
         // Rows padded to whole row tiles (7 rows in 4-row tiles: 8).
         assert_eq!(p.split.unwrap().workspace_elems(7, 4), 2 * 8 * 38);
         // Two tiles per chunk: the two kernels.
-        assert!(!plan(&x, &x, 4096, 1, 8, -1, 8192, -1, -1).unwrap().split.unwrap().exchange);
+        assert!(!plan(&x, &x, 4096, 1, 8, -1, 8192, -1, -1, 0).unwrap().split.unwrap().exchange);
         // 32767 x 65537 fits i32 as a two-kernel split (its last tile through the padded partition)
         // but not as masked tiles: the last row's padded tile ends 65535 elements past the row.
         assert!(split_fits(32767, 65537, 1, 65537, 65537));
@@ -640,22 +715,22 @@ mod tests {
             (4096, 1, -2, "variant chunk=-2"),
         ];
         for (block, rows, chunk, needle) in cases {
-            assert_fails(plan(&x, &x, block, rows, -1, -1, chunk, -1, -1), rc::INVALID_ARGUMENT, needle);
+            assert_fails(plan(&x, &x, block, rows, -1, -1, chunk, -1, -1, 0), rc::INVALID_ARGUMENT, needle);
         }
-        assert_eq!(plan(&x, &x, 4096, 2, -1, -1, 8192, -1, -1).unwrap().split, None); // 7 % 2 rows: looped
+        assert_eq!(plan(&x, &x, 4096, 2, -1, -1, 8192, -1, -1, 0).unwrap().split, None); // 7 % 2 rows: looped
         assert!(split_fits(8, 150001, 2, 150016, 150001));
         assert!(!split_fits(16384, 131072, 1, 131072, 131072)); // 2^31 elements
 
         // The default falls back to the looped form where the split cannot run.
         let big = desc2(DType::BF16, &[4096, 1 << 19], &[1 << 19, 1]);
-        assert_eq!(plan(&big, &big, -1, -1, -1, -1, -1, -1, -1).unwrap().split, None);
+        assert_eq!(plan(&big, &big, -1, -1, -1, -1, -1, -1, -1, 0).unwrap().split, None);
     }
 
     #[test]
     fn default_runs_looped_where_its_split_would_need_more_chunks_than_kernel_b_holds() {
         // 1 x 2^24: the split fits (one row, i32 offsets) but 8192-column chunks make 2048 > 1024.
         let x = desc2(DType::F32, &[1, 1 << 24], &[1 << 24, 1]);
-        let p = plan(&x, &x, -1, -1, -1, -1, -1, -1, -1).unwrap();
+        let p = plan(&x, &x, -1, -1, -1, -1, -1, -1, -1, 0).unwrap();
         assert_eq!((p.split, p.row.block, p.row.rows), (None, DEFAULT_LOOPED_BLOCK, 1));
         assert!(!default_split(1, 1 << 24, 1 << 24, 1 << 24));
         assert!(default_split(1, 1 << 23, 1 << 23, 1 << 23)); // exactly 1024 chunks
@@ -666,11 +741,11 @@ mod tests {
         // 512 x 2^23 spans 2^32 elements (no i32 offsets): looped, although 2048-wide tiles in
         // 4096-column chunks would also make 2048 chunks per row.
         let x = desc2(DType::BF16, &[512, 1 << 23], &[1 << 23, 1]);
-        let p = plan(&x, &x, 2048, 1, -1, -1, 4096, -1, -1).unwrap();
+        let p = plan(&x, &x, 2048, 1, -1, -1, 4096, -1, -1, 0).unwrap();
         assert_eq!((p.split, p.row.block, p.exact, p.masked), (None, 2048, false, false));
         // A chunk that is not a multiple of block is refused whatever the shape.
         assert_fails(
-            plan(&x, &x, 2048, 1, -1, -1, 3072, -1, -1),
+            plan(&x, &x, 2048, 1, -1, -1, 3072, -1, -1, 0),
             rc::INVALID_ARGUMENT,
             "chunk must be a multiple of block",
         );
@@ -681,24 +756,24 @@ mod tests {
         let x = desc2(DType::BF16, &[1, 1 << 23], &[1 << 23, 1]);
         let needle = "n=8388608 makes 2048 chunks per row, 2048 parts (the power of two >= chunks); parts must be \
                       <= 1024 and rows*parts <= 65536: use chunk >= 8192 for this n";
-        assert_fails(plan(&x, &x, 2048, 1, -1, -1, 4096, -1, -1), rc::INVALID_ARGUMENT, needle);
-        assert_eq!(plan(&x, &x, 2048, 1, -1, -1, 8192, -1, -1).unwrap().split.unwrap().chunks, 1024);
+        assert_fails(plan(&x, &x, 2048, 1, -1, -1, 4096, -1, -1, 0), rc::INVALID_ARGUMENT, needle);
+        assert_eq!(plan(&x, &x, 2048, 1, -1, -1, 8192, -1, -1, 0).unwrap().split.unwrap().chunks, 1024);
     }
 
     #[test]
     fn rows_wider_than_the_kernels_i32_column_tile_count_are_refused() {
         assert_eq!(MAX_N as i64 + MAX_TILE_ELEMS as i64 - 1, i32::MAX as i64); // n + block - 1 fits
         let widest = desc2(DType::F16, &[1, MAX_N as i64], &[MAX_N as i64, 1]);
-        let p = plan(&widest, &widest, -1, -1, -1, -1, -1, -1, -1).unwrap(); // too many chunks: looped
+        let p = plan(&widest, &widest, -1, -1, -1, -1, -1, -1, -1, 0).unwrap(); // too many chunks: looped
         assert_eq!((p.split, p.row.block), (None, DEFAULT_LOOPED_BLOCK));
-        assert!(plan(&widest, &widest, 65536, 1, -1, -1, 1 << 26, -1, -1).unwrap().split.is_some());
+        assert!(plan(&widest, &widest, 65536, 1, -1, -1, 1 << 26, -1, -1, 0).unwrap().split.is_some());
         let wider = desc2(DType::F16, &[1, MAX_N as i64 + 1], &[MAX_N as i64 + 1, 1]);
         let needle = "n=2147418113: softmax rows may have at most 2147418112 columns";
-        assert_fails(plan(&wider, &wider, -1, -1, -1, -1, -1, -1, -1), rc::INVALID_ARGUMENT, needle);
+        assert_fails(plan(&wider, &wider, -1, -1, -1, -1, -1, -1, -1, 0), rc::INVALID_ARGUMENT, needle);
         // split_plan counts in i64: no wrap at the widest row and the widest tile.
         assert_eq!(
             split_plan(MAX_N, 65536, 1, 1 << 26).unwrap(),
-            SplitPlan { chunk_tiles: 1024, chunks: 32, parts: 32, exchange: false }
+            SplitPlan { chunk_tiles: 1024, chunks: 32, parts: 32, exchange: false, held: false }
         );
         assert_fails(split_plan(MAX_N, 4096, 1, 8192), rc::INVALID_ARGUMENT, "use chunk >= 2097152 for this n");
         // The defaults' powers of two above 2^30 (columns, rows) do not wrap to i32::MIN either.
@@ -757,6 +832,48 @@ mod tests {
         DEVICE.assert_lowers("softmax_split_exchange", &["f16", "2", "2048", "128"], &["exp2", "select"]);
     }
 
+    /// The persistent tail's prefetching loop at the candidates' occupancies and warps, as the
+    /// launcher compiles it for bf16 16384 x 11008.
+    #[test]
+    fn tail_prefetch_lowers_and_assembles_for_sm90() {
+        for (occupancy, warps) in [(2, Some(8)), (3, Some(8)), (2, None), (3, None), (4, Some(8))] {
+            let ptrs = [("y_ptr", ALIGNED_PTR), ("x_ptr", ALIGNED_PTR)];
+            let ints = [("m", 16384), ("n", 11008), ("stride_x", 11008), ("stride_y", 11008)];
+            let options = ffi_util::compile_options(Some(occupancy), warps);
+            let what = format!(" for 16384x11008 at occupancy {occupancy}, warps {warps:?}");
+            let generics = ffi_util::row_generics("bf16", "1", "8192/4096", &[]);
+            DEVICE.assert_div_hints_lower("softmax_row_tail_prefetch", &generics, &ptrs, &ints, options, &what);
+        }
+    }
+
+    /// The single pass with its chunk held in T as four sub-tiles, specialized as the launcher
+    /// compiles its candidates for the bf16 vocabulary shapes (and f16, f32 at one shape each).
+    #[test]
+    fn split_exchange_held_lowers_and_assembles_for_sm90() {
+        for (dtype, m, n, sub, parts, occupancy, warps) in [
+            ("bf16", 512, 151936, 2048, "32", 8, None),
+            ("bf16", 512, 151936, 2048, "32", 6, None),
+            ("bf16", 4096, 128256, 2048, "16", 8, None),
+            ("bf16", 4096, 128256, 2048, "16", 6, None),
+            ("bf16", 4096, 128256, 4096, "8", 4, Some(8)),
+            ("bf16", 4096, 128256, 1024, "32", 16, None),
+            ("f16", 512, 151936, 2048, "32", 8, None),
+            ("f32", 1024, 128256, 2048, "16", 4, None),
+        ] {
+            let chunks = (n + 4 * sub - 1) / (4 * sub);
+            let ptrs =
+                [("y_ptr", ALIGNED_PTR), ("x_ptr", ALIGNED_PTR), ("part_max", ALIGNED_PTR), ("part_sum", ALIGNED_PTR)];
+            let ints = [("m", m), ("n", n), ("stride_x", n), ("stride_y", n), ("chunks", chunks)];
+            let options = ffi_util::compile_options(Some(occupancy), warps);
+            let what = format!(" for {m}x{n} at occupancy {occupancy}");
+            let generics = [dtype, "1", &sub.to_string(), parts];
+            let ir = DEVICE.lower("softmax_split_exchange_held", &generics, &div_hints(&ptrs, &ints), options, &what);
+            for needle in ["atomic_rmw_tko release", "atomic_rmw_tko acquire", "exp2"] {
+                assert!(ir.contains(needle), "softmax_split_exchange_held{what}: no {needle} in the IR");
+            }
+        }
+    }
+
     /// The worker-warps hint reaches the IR and tileiras 13.4 accepts it for sm_90.
     #[test]
     fn warps_hint_lowers_and_assembles_for_sm90() {
@@ -799,6 +916,8 @@ mod tests {
             ("softmax_row_tail", "4", "256/16"),
             ("softmax_row_tail_persistent", "1", "1024/256"),
             ("softmax_row_tail_persistent", "4", "256/16"),
+            ("softmax_row_tail_prefetch", "1", "1024/256"),
+            ("softmax_row_tail_prefetch", "4", "256/16"),
         ];
         for dtype in ["f32", "f16", "bf16"] {
             for (entry, rows, block) in shapes {

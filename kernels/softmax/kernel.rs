@@ -345,8 +345,6 @@ pub mod softmax_device {
     /// keeps a multiprocessor slot for them. The poll count is capped (2^24 polls: seconds) and then
     /// fails a device assertion instead of hanging, should that order not hold or kernels on other
     /// streams hold the multiprocessors for good.
-    // cuda_tile_assert! expands to unreachable!() in the host build.
-    #[allow(unreachable_code)]
     #[cutile::entry(unchecked_accesses = true)]
     unsafe fn softmax_split_exchange<T: ElementType, const ROWS: i32, const BLOCK: i32, const PARTS: i32>(
         y_ptr: *mut T, x_ptr: *mut T, part_max: *mut f32, part_sum: *mut f32, arrived: *mut i32, m: i32, n: i32,
@@ -368,6 +366,103 @@ pub mod softmax_device {
         let e: Tile<f32, { [ROWS, BLOCK] }> = exp2((x - cmx) * log2e, ftz::Enabled);
         let c_sum: Tile<f32, { [ROWS] }> = reduce_sum(e, 1i32);
 
+        let scale: Tile<f32, { [ROWS] }> =
+            unsafe { exchange_scale::<ROWS, PARTS>(part_max, part_sum, arrived, rb, c, row0, chunks, c_max, c_sum) };
+        let scale_t: Tile<f32, { [ROWS, BLOCK] }> = scale.reshape(shape![ROWS, 1]).broadcast(tile);
+        let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(e * scale_t);
+        unsafe { store_y_tile::<T, ROWS, BLOCK>(y_ptr, y, mask, row0, col0, stride_y) };
+    }
+
+    /// `softmax_split_exchange` with a chunk of four SUB-wide tiles whose exponentials wait for the
+    /// row's other chunks in T, not f32 (chunk = 4 * SUB columns): each sub-tile is loaded as T,
+    /// its max taken in T, and it is exponentiated, summed and rounded to T one sub-tile at a time,
+    /// so a thread holds the chunk in T plus one sub-tile in f32 where the one-tile form holds the
+    /// whole chunk in f32 (bf16: about half the registers per byte in flight; NOTES.md, "Exponentials
+    /// held in T, a sub-tile at a time"). The stored values are rounded twice (e to T, then e *
+    /// scale to T).
+    #[cutile::entry(unchecked_accesses = true)]
+    unsafe fn softmax_split_exchange_held<T: ElementType, const ROWS: i32, const SUB: i32, const PARTS: i32>(
+        y_ptr: *mut T, x_ptr: *mut T, part_max: *mut f32, part_sum: *mut f32, arrived: *mut i32, m: i32, n: i32,
+        stride_x: i32, stride_y: i32, chunks: i32,
+    ) {
+        let pid: i32 = get_tile_block_id().0;
+        let rb: i32 = pid / chunks;
+        let c: i32 = pid - rb * chunks;
+        let row0: i32 = rb * ROWS;
+        let col0: i32 = c * 4i32 * SUB;
+        let (x0, k0) = unsafe { x_tile_neg_inf::<T, ROWS, SUB, 3>(x_ptr, row0, col0, m, n, stride_x) };
+        let (x1, k1) = unsafe { x_tile_neg_inf::<T, ROWS, SUB, 3>(x_ptr, row0, col0 + SUB, m, n, stride_x) };
+        let (x2, k2) = unsafe { x_tile_neg_inf::<T, ROWS, SUB, 3>(x_ptr, row0, col0 + 2i32 * SUB, m, n, stride_x) };
+        let (x3, k3) = unsafe { x_tile_neg_inf::<T, ROWS, SUB, 3>(x_ptr, row0, col0 + 3i32 * SUB, m, n, stride_x) };
+
+        // Each sub-tile on its own: its max m_k (at least the lowest finite f32, as in
+        // softmax_split_exchange), exponentials against it summed in f32 (s_k) and held in T.
+        let (m0, s0, h0) = sub_tile_exp::<T, ROWS, SUB>(x0);
+        let (m1, s1, h1) = sub_tile_exp::<T, ROWS, SUB>(x1);
+        let (m2, s2, h2) = sub_tile_exp::<T, ROWS, SUB>(x2);
+        let (m3, s3, h3) = sub_tile_exp::<T, ROWS, SUB>(x3);
+        // The chunk's (max, sum) from the four: s_k rescaled to the chunk's max.
+        let m01: Tile<f32, { [ROWS] }> = maxf(m0, m1, nan::Disabled, ftz::Disabled);
+        let m23: Tile<f32, { [ROWS] }> = maxf(m2, m3, nan::Disabled, ftz::Disabled);
+        let c_max: Tile<f32, { [ROWS] }> = maxf(m01, m23, nan::Disabled, ftz::Disabled);
+        let w0: Tile<f32, { [ROWS] }> = rescale::<ROWS>(m0, c_max);
+        let w1: Tile<f32, { [ROWS] }> = rescale::<ROWS>(m1, c_max);
+        let w2: Tile<f32, { [ROWS] }> = rescale::<ROWS>(m2, c_max);
+        let w3: Tile<f32, { [ROWS] }> = rescale::<ROWS>(m3, c_max);
+        let c_sum: Tile<f32, { [ROWS] }> = (s0 * w0 + s1 * w1) + (s2 * w2 + s3 * w3);
+
+        let scale: Tile<f32, { [ROWS] }> =
+            unsafe { exchange_scale::<ROWS, PARTS>(part_max, part_sum, arrived, rb, c, row0, chunks, c_max, c_sum) };
+        // Sub-tile k's values are h_k * exp(m_k - c_max) * scale.
+        let y0: Tile<T, { [ROWS, SUB] }> = scaled::<T, ROWS, SUB>(h0, w0 * scale);
+        unsafe { store_y_tile::<T, ROWS, SUB>(y_ptr, y0, k0, row0, col0, stride_y) };
+        let y1: Tile<T, { [ROWS, SUB] }> = scaled::<T, ROWS, SUB>(h1, w1 * scale);
+        unsafe { store_y_tile::<T, ROWS, SUB>(y_ptr, y1, k1, row0, col0 + SUB, stride_y) };
+        let y2: Tile<T, { [ROWS, SUB] }> = scaled::<T, ROWS, SUB>(h2, w2 * scale);
+        unsafe { store_y_tile::<T, ROWS, SUB>(y_ptr, y2, k2, row0, col0 + 2i32 * SUB, stride_y) };
+        let y3: Tile<T, { [ROWS, SUB] }> = scaled::<T, ROWS, SUB>(h3, w3 * scale);
+        unsafe { store_y_tile::<T, ROWS, SUB>(y_ptr, y3, k3, row0, col0 + 3i32 * SUB, stride_y) };
+    }
+
+    /// One sub-tile of the held single pass: its row max (at least the lowest finite f32), the sum
+    /// of exp(x - max) per row, and those exponentials rounded to T.
+    fn sub_tile_exp<T: ElementType, const ROWS: i32, const SUB: i32>(
+        x: Tile<f32, { [ROWS, SUB] }>,
+    ) -> (Tile<f32, { [ROWS] }>, Tile<f32, { [ROWS] }>, Tile<T, { [ROWS, SUB] }>) {
+        let lowest: Tile<f32, { [ROWS] }> = constant(-3.4028235e38f32, shape![ROWS]);
+        let mx: Tile<f32, { [ROWS] }> = maxf(reduce_max(x, 1i32), lowest, nan::Disabled, ftz::Disabled);
+        let e: Tile<f32, { [ROWS, SUB] }> = exp_shifted::<ROWS, SUB>(x, mx);
+        let s: Tile<f32, { [ROWS] }> = reduce_sum(e, 1i32);
+        let h: Tile<T, { [ROWS, SUB] }> = convert_tile(e);
+        (mx, s, h)
+    }
+
+    /// exp(from - to) per row.
+    fn rescale<const ROWS: i32>(from: Tile<f32, { [ROWS] }>, to: Tile<f32, { [ROWS] }>) -> Tile<f32, { [ROWS] }> {
+        let log2e: Tile<f32, { [ROWS] }> = constant(1.4426950408889634f32, shape![ROWS]);
+        exp2((from - to) * log2e, ftz::Enabled)
+    }
+
+    /// h * factor per row, rounded to T.
+    fn scaled<T: ElementType, const ROWS: i32, const SUB: i32>(
+        h: Tile<T, { [ROWS, SUB] }>, factor: Tile<f32, { [ROWS] }>,
+    ) -> Tile<T, { [ROWS, SUB] }> {
+        let v: Tile<f32, { [ROWS, SUB] }> = convert_tile(h);
+        let f: Tile<f32, { [ROWS, SUB] }> = factor.reshape(shape![ROWS, 1]).broadcast(shape![ROWS, SUB]);
+        convert_tile(v * f)
+    }
+
+    /// The single-pass split's exchange for the chunk c of row tile rb (its rows from row0): writes
+    /// the chunk's (max, sum of exp(x - max)) per row to the partials, counts the chunk in on the
+    /// row tile's `arrived` counter (release), polls it (an acquire atomic) until all `chunks` have
+    /// arrived, combines the row's partials into its max M and sum S and returns exp(c_max - M) / S
+    /// per row: the factor that turns the chunk's exponentials into softmax values.
+    // cuda_tile_assert! expands to unreachable!() in the host build.
+    #[allow(unreachable_code)]
+    unsafe fn exchange_scale<const ROWS: i32, const PARTS: i32>(
+        part_max: *mut f32, part_sum: *mut f32, arrived: *mut i32, rb: i32, c: i32, row0: i32, chunks: i32,
+        c_max: Tile<f32, { [ROWS] }>, c_sum: Tile<f32, { [ROWS] }>,
+    ) -> Tile<f32, { [ROWS] }> {
         // Publish (m_c, s_c) at column c of the row tile's partials, then arrive.
         let p_first: i32 = row0 * chunks + c;
         let pm_ptrs: PointerTile<*mut f32, { [ROWS, 1] }> = tile_pointers::<f32, ROWS, 1>(part_max, p_first, chunks);
@@ -432,9 +527,7 @@ pub mod softmax_device {
         let one_r: Tile<f32, { [ROWS] }> = constant(1.0f32, shape![ROWS]);
         let inv: Tile<f32, { [ROWS] }> = divf(one_r, sum, rounding::NearestEven, ftz::Disabled);
         let scale: Tile<f32, { [ROWS] }> = exp2((c_max - row_max) * log2e_r, ftz::Enabled) * inv;
-        let scale_t: Tile<f32, { [ROWS, BLOCK] }> = scale.reshape(shape![ROWS, 1]).broadcast(tile);
-        let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(e * scale_t);
-        unsafe { store_y_tile::<T, ROWS, BLOCK>(y_ptr, y, mask, row0, col0, stride_y) };
+        scale
     }
 
     /// `softmax_row` for n == BLOCK, m % ROWS == 0 and element offsets that fit i32 (ffi.rs checks):
@@ -493,6 +586,28 @@ pub mod softmax_device {
         (select(mask, x_in, neg_inf), mask)
     }
 
+    /// The ROWS x W tile of x at (row0, col0) as loaded (T), lanes outside (m, n) not read (their
+    /// values undefined: `neg_inf_outside` after the conversion); LAT as in `x_tile_neg_inf`.
+    unsafe fn x_tile_raw<T: ElementType, const ROWS: i32, const W: i32, const LAT: i32>(
+        x_ptr: *mut T, row0: i32, col0: i32, m: i32, n: i32, stride_x: i32,
+    ) -> Tile<T, { [ROWS, W] }> {
+        let ptrs: PointerTile<*mut T, { [ROWS, W] }> =
+            tile_pointers::<T, ROWS, W>(x_ptr, row0 * stride_x + col0, stride_x);
+        let mask: Tile<bool, { [ROWS, W] }> = tile_mask::<ROWS, W>(row0, col0, m, n);
+        let (raw, _tok): (Tile<T, { [ROWS, W] }>, Token) = unsafe {
+            load_ptr_tko(ptrs, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, None, Latency::<LAT>)
+        };
+        raw
+    }
+
+    /// x with the lanes outside `mask` set to -inf.
+    fn neg_inf_outside<const ROWS: i32, const W: i32>(
+        x: Tile<f32, { [ROWS, W] }>, mask: Tile<bool, { [ROWS, W] }>,
+    ) -> Tile<f32, { [ROWS, W] }> {
+        let neg_inf: Tile<f32, { [ROWS, W] }> = constant(f32::NEG_INFINITY, shape![ROWS, W]);
+        select(mask, x, neg_inf)
+    }
+
     /// Stores y's ROWS x W tile at (row0, col0) through a pointer tile, lanes outside `mask` dropped.
     unsafe fn store_y_tile<T: ElementType, const ROWS: i32, const W: i32>(
         y_ptr: *mut T, y: Tile<T, { [ROWS, W] }>, mask: Tile<bool, { [ROWS, W] }>, row0: i32, col0: i32, stride_y: i32,
@@ -542,6 +657,44 @@ pub mod softmax_device {
         }
     }
 
+    /// `softmax_row_tail_persistent` with the next row tile's loads issued before this one's
+    /// reductions: the loop carries the next row tile's x as loaded (T, lanes outside (m, n) not
+    /// read), so a thread keeps two row tiles' loads in flight where the plain loop keeps one
+    /// (tileiras does not pipeline that loop itself: NOTES.md, "A persistent tail"). Past the last
+    /// row tile the prefetch's mask is empty: no access.
+    #[cutile::entry(unchecked_accesses = true)]
+    unsafe fn softmax_row_tail_prefetch<T: ElementType, const ROWS: i32, const BLOCK: i32, const TAIL: i32>(
+        y_ptr: *mut T, x_ptr: *mut T, m: i32, n: i32, stride_x: i32, stride_y: i32,
+    ) {
+        let pid: i32 = get_tile_block_id().0;
+        let programs: i32 = get_num_tile_blocks().0;
+        let row_tiles: i32 = (m + ROWS - 1) / ROWS;
+        let first: i32 = pid * ROWS;
+        let xb0: Tile<T, { [ROWS, BLOCK] }> =
+            unsafe { x_tile_raw::<T, ROWS, BLOCK, 1>(x_ptr, first, 0i32, m, n, stride_x) };
+        let xt0: Tile<T, { [ROWS, TAIL] }> =
+            unsafe { x_tile_raw::<T, ROWS, TAIL, 1>(x_ptr, first, BLOCK, m, n, stride_x) };
+        let mut xb: Tile<T, { [ROWS, BLOCK] }> = xb0;
+        let mut xt: Tile<T, { [ROWS, TAIL] }> = xt0;
+        for rb in (pid..row_tiles).step_by(programs as usize) {
+            let row0: i32 = rb * ROWS;
+            let next0: i32 = row0 + programs * ROWS;
+            let nb: Tile<T, { [ROWS, BLOCK] }> =
+                unsafe { x_tile_raw::<T, ROWS, BLOCK, 1>(x_ptr, next0, 0i32, m, n, stride_x) };
+            let nt: Tile<T, { [ROWS, TAIL] }> =
+                unsafe { x_tile_raw::<T, ROWS, TAIL, 1>(x_ptr, next0, BLOCK, m, n, stride_x) };
+            let mask_b: Tile<bool, { [ROWS, BLOCK] }> = tile_mask::<ROWS, BLOCK>(row0, 0i32, m, n);
+            let mask_t: Tile<bool, { [ROWS, TAIL] }> = tile_mask::<ROWS, TAIL>(row0, BLOCK, m, n);
+            let fb: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(xb);
+            let ft: Tile<f32, { [ROWS, TAIL] }> = convert_tile(xt);
+            let vb: Tile<f32, { [ROWS, BLOCK] }> = neg_inf_outside::<ROWS, BLOCK>(fb, mask_b);
+            let vt: Tile<f32, { [ROWS, TAIL] }> = neg_inf_outside::<ROWS, TAIL>(ft, mask_t);
+            unsafe { tail_rows_store::<T, ROWS, BLOCK, TAIL>(y_ptr, vb, vt, mask_b, mask_t, row0, stride_y) };
+            xb = nb;
+            xt = nt;
+        }
+    }
+
     /// The tail entries' row tile at row0: body and tail loaded (latency hint LAT), one max and one
     /// sum over both, stored.
     unsafe fn tail_row_tile<T: ElementType, const ROWS: i32, const BLOCK: i32, const TAIL: i32, const LAT: i32>(
@@ -549,6 +702,15 @@ pub mod softmax_device {
     ) {
         let (xb, mask_b) = unsafe { x_tile_neg_inf::<T, ROWS, BLOCK, LAT>(x_ptr, row0, 0i32, m, n, stride_x) };
         let (xt, mask_t) = unsafe { x_tile_neg_inf::<T, ROWS, TAIL, LAT>(x_ptr, row0, BLOCK, m, n, stride_x) };
+        unsafe { tail_rows_store::<T, ROWS, BLOCK, TAIL>(y_ptr, xb, xt, mask_b, mask_t, row0, stride_y) };
+    }
+
+    /// The softmax of a row tile held as a body and a tail tile (f32, lanes outside (m, n) -inf):
+    /// one max and one sum over both, stored through the masks.
+    unsafe fn tail_rows_store<T: ElementType, const ROWS: i32, const BLOCK: i32, const TAIL: i32>(
+        y_ptr: *mut T, xb: Tile<f32, { [ROWS, BLOCK] }>, xt: Tile<f32, { [ROWS, TAIL] }>,
+        mask_b: Tile<bool, { [ROWS, BLOCK] }>, mask_t: Tile<bool, { [ROWS, TAIL] }>, row0: i32, stride_y: i32,
+    ) {
         let max_a: Tile<f32, { [ROWS] }> = reduce_max(xb, 1i32);
         let max_b: Tile<f32, { [ROWS] }> = reduce_max(xt, 1i32);
         let row_max: Tile<f32, { [ROWS] }> = maxf(max_a, max_b, nan::Disabled, ftz::Disabled);

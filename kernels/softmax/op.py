@@ -16,8 +16,8 @@ from tilekit.autotune import row_tune_key as tune_key  # noqa: F401 (op.py's con
 CDEF = """
 int32_t cutile_softmax(const TensorDesc* out, const TensorDesc* x,
                        int32_t block, int32_t rows, int32_t occupancy, int32_t warps,
-                       int32_t chunk, int32_t tail, int32_t programs, int32_t device_id,
-                       uint64_t stream);
+                       int32_t chunk, int32_t tail, int32_t programs, int32_t form,
+                       int32_t device_id, uint64_t stream);
 """
 
 DTYPES = ("float16", "bfloat16", "float32")
@@ -32,19 +32,22 @@ def export_args(
     chunk: int = -1,
     tail: int = 0,
     programs_per_sm: int = 0,
+    form: int = 0,
     *,
     sms: int,
 ) -> tuple[int, ...]:
     """A variant's arguments of the export on a GPU with `sms` SMs; chunk > 0 splits rows into
     chunk-column pieces (ffi.rs `SplitPlan`), -1 lets ffi.rs decide; tail > 0 holds each row as a
     `block`-wide body and a `tail`-wide tail tile, on a persistent grid of programs_per_sm x sms
-    tile blocks where that is > 0. Pure: the CPU tests check `variants` through it.
+    tile blocks where that is > 0. form 1: the other form of the entry the knobs select (ffi.rs: a
+    chunk of four tiles held in T, or the persistent tail loading the next row tile ahead). Pure:
+    the CPU tests check `variants` through it.
 
     >>> export_args(8192, 1, 4, 8, tail=4096, programs_per_sm=4, sms=132), export_args(1024, 4, 8, sms=132)
-    ((8192, 1, 4, 8, -1, 4096, 528), (1024, 4, 8, -1, -1, 0, 0))
+    ((8192, 1, 4, 8, -1, 4096, 528, 0), (1024, 4, 8, -1, -1, 0, 0, 0))
     """
     programs = programs_per_sm * sms if programs_per_sm > 0 else 0
-    return int(block), int(rows), int(occupancy), int(warps), int(chunk), int(tail), int(programs)
+    return int(block), int(rows), int(occupancy), int(warps), int(chunk), int(tail), int(programs), int(form)
 
 
 def softmax(x: Tensor, *, variant: str | dict = "auto", out: Tensor | None = None) -> Tensor:

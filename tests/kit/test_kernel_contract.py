@@ -339,4 +339,5 @@ def test_a_variant_that_misses_or_invents_a_knob_is_refused_naming_them():
         -1,
         0,
         0,
+        0,
     )

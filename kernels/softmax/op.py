@@ -67,10 +67,13 @@ def softmax(x: Tensor, *, variant: str | dict = "auto", out: Tensor | None = Non
 # occupancy, warps, chunk columns). chunk == block is the single pass, each chunk one tile held in
 # registers while the row's chunks exchange their (max, sum) (`softmax_split_exchange`): 1 x 8192
 # at occupancy 4 was the fastest split on all six vocabulary shapes of the H200 sweep (NOTES.md),
-# 1 x 4096 second in f32; 16384- and 8192-wide tiles over 8 warps for bf16, whose 8192-wide chunk
-# is only 16 KB of loads. Then the two kernels, for rows with more chunks than SMs.
-SPLIT_SHAPES = [(8192, 1, 4, None, 8192), (16384, 1, 2, 8, 16384), (8192, 1, 4, 8, 8192), (4096, 1, 8, None, 4096)]
-SPLIT_SHAPES += [(4096, 1, 8, None, 16384), (4096, 1, 8, None, 8192)]
+# 1 x 4096 second in f32; an 8192-wide tile over 8 warps for bf16, whose 8192-wide chunk is only
+# 16 KB of loads. Then the held single pass (form 1: an 8192-column chunk of four 2048-wide tiles
+# whose exponentials wait in T; f32 1024 x 128256 0.2827 ms against 0.2924, NOTES.md "A chunk held
+# a sub-tile at a time"), then the two kernels, for rows with more chunks than SMs.
+# (block, rows, occupancy, warps, chunk, form)
+SPLIT_SHAPES = [(8192, 1, 4, None, 8192, None), (8192, 1, 4, 8, 8192, None), (4096, 1, 8, None, 4096, None)]
+SPLIT_SHAPES += [(2048, 1, 5, None, 8192, 1), (4096, 1, 8, None, 16384, None), (4096, 1, 8, None, 8192, None)]
 
 
 def variants(m: int, n: int) -> list[dict]:
@@ -89,8 +92,8 @@ def variants(m: int, n: int) -> list[dict]:
     [(4096, 2, 4, None), (2048, 4, 4, None), (8192, 1, 4, None), (4096, 4, 4, None)]
     [(1024, 4, 8, None), (1024, 2, 8, None), (1024, 4, 4, None)]
     [(16, 1, 8, None), (16, 1, 4, None)]
-    >>> [(v["block"], v["occupancy"], v.get("warps"), v["chunk"]) for v in variants(64, 32768)[4:7]]
-    [(8192, 4, None, 8192), (16384, 2, 8, 16384), (8192, 4, 8, 8192)]
+    >>> [(v["block"], v["occupancy"], v.get("warps"), v["chunk"], v.get("form")) for v in variants(64, 32768)[4:8]]
+    [(8192, 4, None, 8192, None), (8192, 4, 8, 8192, None), (4096, 8, None, 4096, None), (2048, 5, None, 8192, 1)]
 
     Rows a few elements past a power of two (n = 4097) also get the power of two below, which the
     aligned entry serves (ffi.rs: each row's 16-byte-aligned body in the tile, its head and ragged
@@ -101,11 +104,11 @@ def variants(m: int, n: int) -> list[dict]:
 
     Rows between two powers of two (`autotune.body_and_tail`, a body of at most 8192) also get a
     body-and-tail tile (`softmax_row_tail`), over the default warps and over 8, and past 512 rows
-    over 8 on a persistent grid of 4 tile blocks per SM at occupancy 4 (`softmax_row_tail_persistent`;
-    NOTES.md, "A persistent tail"):
+    over 8 on a persistent grid of 2 tile blocks per SM at occupancy 2 that loads the next row tile
+    ahead (form 1, `softmax_row_tail_prefetch`; NOTES.md, "The next row tile ahead"):
 
-    >>> [(v["block"], v["tail"], v["occupancy"], v.get("warps"), v.get("programs_per_sm")) for v in variants(16384, 11008) if "tail" in v]
-    [(8192, 4096, 4, None, None), (8192, 4096, 4, 8, None), (8192, 4096, 4, 8, 4)]
+    >>> [(v["block"], v["tail"], v["occupancy"], v.get("warps"), v.get("programs_per_sm"), v.get("form")) for v in variants(16384, 11008) if "tail" in v]
+    [(8192, 4096, 4, None, None, None), (8192, 4096, 4, 8, None, None), (8192, 4096, 2, 8, 2, 1)]
     """
     pow2, max_rows = 1 << max(4, (n - 1).bit_length()), min(64, autotune.pow2(m))  # ffi.rs: 1..=64 rows
     rows = max(1, 8192 // pow2)  # (block, rows, occupancy, warps) below; whole rows up to 16384 (ffi.rs)
@@ -120,8 +123,8 @@ def variants(m: int, n: int) -> list[dict]:
     shapes += [(8192, 1, 4, None), (4096, 4, 4, None)] if pow2 > 16384 else []
     split = SPLIT_SHAPES if pow2 > 16384 else []
     out = autotune.unique(
-        {"block": b, "rows": min(r, max_rows), "occupancy": o, "warps": w, "chunk": c}
-        for b, r, o, w, c in [(*s, None) for s in shapes] + split
+        {"block": b, "rows": min(r, max_rows), "occupancy": o, "warps": w, "chunk": c, "form": f}
+        for b, r, o, w, c, f in [(*s, None, None) for s in shapes] + split
     )
     body_tail = autotune.body_and_tail(n)
     if body_tail and body_tail[0] <= 8192:
@@ -130,6 +133,8 @@ def variants(m: int, n: int) -> list[dict]:
         out += autotune.unique(
             {"block": body, "tail": tail, "rows": rows, "occupancy": 4, "warps": w} for w in (None, 8)
         )
-        if m > 512:  # past decode batches: more row tiles than one wave
-            out.append({"block": body, "tail": tail, "rows": rows, "occupancy": 4, "warps": 8, "programs_per_sm": 4})
+        if m > 512:  # past decode batches: more row tiles than one wave, persistent, the next row tile ahead
+            out.append(
+                {"block": body, "tail": tail, "rows": rows, "occupancy": 2, "warps": 8, "programs_per_sm": 2, "form": 1}
+            )
     return out

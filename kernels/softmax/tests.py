@@ -31,13 +31,21 @@ MASKED = [
     # the single-pass split (chunk == block): one-tile chunks in 2-row tiles (m even: ffi.rs runs the
     # split forms on whole row tiles only, `split_fits`)
     ({"m": 34, "n": 40000, "dtype": "bfloat16"}, {"block": 2048, "rows": 2, "occupancy": -1, "chunk": 2048}),
+    # the held single pass (form 1: chunks of four tiles, exponentials held in T)
+    ({"m": 34, "n": 40000, "dtype": "bfloat16"}, {"block": 2048, "rows": 2, "occupancy": -1, "chunk": 8192, "form": 1}),
+    # the persistent tail loading the next row tile ahead (form 1): 301 row tiles on a grid of one
+    # tile block per SM (132 on the H200), each walking 2-3 of them
+    (
+        {"m": 301, "n": 11008, "dtype": "float16"},
+        {"block": 8192, "tail": 4096, "rows": 1, "occupancy": 2, "warps": 8, "programs_per_sm": 1, "form": 1},
+    ),
 ]
 
 
 def masked_id(p: dict) -> str:
     if "m" in p:
         return f"{p['m']}x{p['n']}-{p['dtype']}"
-    return f"block{p['block']}" + (f"-chunk{p['chunk']}" if "chunk" in p else "")
+    return f"block{p['block']}" + "".join(f"-{k}{p[k]}" for k in ("chunk", "tail", "form") if k in p)
 
 
 @pytest.mark.parametrize("cfg,variant", MASKED, ids=masked_id)
@@ -71,6 +79,11 @@ EXCHANGE = [
         {"block": 8192, "rows": 1, "occupancy": 4, "chunk": 8192},
     ),
     ({"m": 64, "n": 150001, "dtype": "float16"}, {"block": 1024, "rows": 1, "occupancy": -1, "chunk": 1024}),
+    # the held single pass (form 1), padded f32 rows: 19 chunks of four 2048-wide tiles
+    (
+        {"m": 300, "n": 150001, "dtype": "float32", "row_stride": 150016},
+        {"block": 2048, "rows": 1, "occupancy": 5, "chunk": 8192, "form": 1},
+    ),
 ]
 
 

@@ -373,13 +373,14 @@ pub mod softmax_device {
         unsafe { store_y_tile::<T, ROWS, BLOCK>(y_ptr, y, mask, row0, col0, stride_y) };
     }
 
-    /// `softmax_split_exchange` with a chunk of four SUB-wide tiles whose exponentials wait for the
-    /// row's other chunks in T, not f32 (chunk = 4 * SUB columns): each sub-tile is loaded as T,
-    /// its max taken in T, and it is exponentiated, summed and rounded to T one sub-tile at a time,
-    /// so a thread holds the chunk in T plus one sub-tile in f32 where the one-tile form holds the
-    /// whole chunk in f32 (bf16: about half the registers per byte in flight; NOTES.md, "Exponentials
-    /// held in T, a sub-tile at a time"). The stored values are rounded twice (e to T, then e *
-    /// scale to T).
+    /// `softmax_split_exchange` with a chunk of four SUB-wide tiles (chunk = 4 * SUB columns) whose
+    /// exponentials wait for the row's other chunks in T, not f32: each sub-tile is converted to
+    /// f32, reduced against its own max and rounded back to T on its own, so a thread needs one
+    /// sub-tile in f32 at a time rather than the whole chunk; the chunk's (max, sum) combines the
+    /// four (max, sum) pairs, and after the exchange sub-tile k is scaled by exp(m_k - M) / S. The
+    /// stored values are rounded twice in f16/bf16 (e to T, then the scaled value to T). On the
+    /// H200 it pays in f32 (1024 x 128256 at occupancy 5) and not in bf16 (NOTES.md, "The next row
+    /// tile ahead, and a chunk held a sub-tile at a time").
     #[cutile::entry(unchecked_accesses = true)]
     unsafe fn softmax_split_exchange_held<T: ElementType, const ROWS: i32, const SUB: i32, const PARTS: i32>(
         y_ptr: *mut T, x_ptr: *mut T, part_max: *mut f32, part_sum: *mut f32, arrived: *mut i32, m: i32, n: i32,

@@ -69,8 +69,9 @@ def softmax(x: Tensor, *, variant: str | dict = "auto", out: Tensor | None = Non
 # at occupancy 4 was the fastest split on all six vocabulary shapes of the H200 sweep (NOTES.md),
 # 1 x 4096 second in f32; an 8192-wide tile over 8 warps for bf16, whose 8192-wide chunk is only
 # 16 KB of loads. Then the held single pass (form 1: an 8192-column chunk of four 2048-wide tiles
-# whose exponentials wait in T; f32 1024 x 128256 0.2827 ms against 0.2924, NOTES.md "A chunk held
-# a sub-tile at a time"), then the two kernels, for rows with more chunks than SMs.
+# whose exponentials wait in T; f32 1024 x 128256 0.2827 ms against 0.2924; NOTES.md, "The next
+# row tile ahead, and a chunk held a sub-tile at a time"), then the two kernels, for rows with more
+# chunks than SMs.
 # (block, rows, occupancy, warps, chunk, form)
 SPLIT_SHAPES = [(8192, 1, 4, None, 8192, None), (8192, 1, 4, 8, 8192, None), (4096, 1, 8, None, 4096, None)]
 SPLIT_SHAPES += [(2048, 1, 5, None, 8192, 1), (4096, 1, 8, None, 16384, None), (4096, 1, 8, None, 8192, None)]
@@ -105,7 +106,7 @@ def variants(m: int, n: int) -> list[dict]:
     Rows between two powers of two (`autotune.body_and_tail`, a body of at most 8192) also get a
     body-and-tail tile (`softmax_row_tail`), over the default warps and over 8, and past 512 rows
     over 8 on a persistent grid of 2 tile blocks per SM at occupancy 2 that loads the next row tile
-    ahead (form 1, `softmax_row_tail_prefetch`; NOTES.md, "The next row tile ahead"):
+    ahead (form 1, `softmax_row_tail_prefetch`; NOTES.md, "The next row tile ahead, ..."):
 
     >>> [(v["block"], v["tail"], v["occupancy"], v.get("warps"), v.get("programs_per_sm"), v.get("form")) for v in variants(16384, 11008) if "tail" in v]
     [(8192, 4096, 4, None, None, None), (8192, 4096, 4, 8, None, None), (8192, 4096, 2, 8, 2, 1)]

@@ -236,6 +236,76 @@ pub mod views {
         let _tok: Token =
             store_ptr_tko(ptrs, v, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, Latency::<3>);
     }
+    // Tile blocks of one launch that exchange per-row partials (the single-pass splits of softmax
+    // and rms_norm: several tile blocks per row tile, each holding its chunk of the rows in
+    // registers): each publishes its partials, counts itself in on its row tile's counter and
+    // waits for the others. Why this makes progress and why the poll is an atomic:
+    // docs/design-notes.md, "Tile blocks that talk to each other".
+
+    /// Stores one f32 per row of the row tile at row0 (`value`) at column c of an (m, chunks) f32
+    /// array `parts` (element (row0 + r) * chunks + c); returns the store's token.
+    pub unsafe fn publish_partial<const ROWS: i32>(
+        parts: *mut f32, row0: i32, c: i32, chunks: i32, value: Tile<f32, { [ROWS] }>,
+    ) -> Token {
+        let ptrs: PointerTile<*mut f32, { [ROWS, 1] }> =
+            tile_pointers::<f32, ROWS, 1>(parts, row0 * chunks + c, chunks);
+        let col: Tile<f32, { [ROWS, 1] }> = value.reshape(shape![ROWS, 1]);
+        store_ptr_tko(ptrs, col, ordering::Weak, None::<scope::TileBlock>, None, None, Latency::<0>)
+    }
+
+    /// `publish_partial` ordered after `after` (a first array's store).
+    pub unsafe fn publish_partial_after<const ROWS: i32>(
+        parts: *mut f32, row0: i32, c: i32, chunks: i32, value: Tile<f32, { [ROWS] }>, after: Token,
+    ) -> Token {
+        let ptrs: PointerTile<*mut f32, { [ROWS, 1] }> =
+            tile_pointers::<f32, ROWS, 1>(parts, row0 * chunks + c, chunks);
+        let col: Tile<f32, { [ROWS, 1] }> = value.reshape(shape![ROWS, 1]);
+        store_ptr_tko(ptrs, col, ordering::Weak, None::<scope::TileBlock>, None, Some(after), Latency::<0>)
+    }
+
+    /// Counts this tile block in on counter `rb` of `arrived` (an atomic add with release
+    /// semantics, after `after`: the partials it published) and polls it until `chunks` tile
+    /// blocks have arrived; returns the last poll's token (acquire: the others' partials are
+    /// visible after it). The poll is an atomic add of 0, not an acquire load: tileiras issues a
+    /// scalar atomic from one thread and broadcasts its result, where every thread would issue a
+    /// load of its own and could read a different count in the same round, leave the loop (and its
+    /// barrier) alone and desynchronize the tile block's barriers (seen on the H200 as half a chunk
+    /// of NaN). Bounded: after 2^24 polls (seconds) a device assertion fails instead of a hang.
+    // cuda_tile_assert! expands to unreachable!() in the host build.
+    #[allow(unreachable_code)]
+    pub unsafe fn arrive_and_wait(arrived: *mut i32, rb: i32, chunks: i32, after: Token) -> Token {
+        let counter: PointerTile<*mut i32, { [] }> = pointer_to_tile(arrived).offset(rb);
+        let one: Tile<i32, { [] }> = scalar_to_tile(1i32);
+        let (_old, t_arrive): (Tile<i32, { [] }>, Token) =
+            atomic_rmw_tko(counter, one, atomic::Add, ordering::Release, scope::Device, None, Some(after));
+        let mut seen: i32 = 0i32;
+        let mut polls: i32 = 0i32;
+        let mut tok: Token = t_arrive;
+        let zero: Tile<i32, { [] }> = scalar_to_tile(0i32);
+        while seen < chunks && polls < 16777216i32 {
+            let (count, t_seen): (Tile<i32, { [] }>, Token) =
+                atomic_rmw_tko(counter, zero, atomic::Add, ordering::Acquire, scope::Device, None, Some(tok));
+            seen = tile_to_scalar(count);
+            tok = t_seen;
+            polls = polls + 1i32;
+        }
+        cuda_tile_assert!(seen >= chunks, "split exchange: a row tile's chunks did not all arrive");
+        tok
+    }
+
+    /// The row tile's partials: columns [0, PARTS) of rows row0.. of the (m, chunks) f32 array
+    /// `parts`, loaded after `after`, columns past `chunks` masked off (not read; their values
+    /// undefined: select with the mask returned). Returns the tile, the mask and the load's token.
+    pub unsafe fn load_partials<const ROWS: i32, const PARTS: i32>(
+        parts: *mut f32, row0: i32, chunks: i32, after: Token,
+    ) -> (Tile<f32, { [ROWS, PARTS] }>, Tile<bool, { [ROWS, PARTS] }>, Token) {
+        let ptrs: PointerTile<*mut f32, { [ROWS, PARTS] }> =
+            tile_pointers::<f32, ROWS, PARTS>(parts, row0 * chunks, chunks);
+        let mask: Tile<bool, { [ROWS, PARTS] }> = tile_mask::<ROWS, PARTS>(0i32, 0i32, ROWS, chunks);
+        let (raw, tok): (Tile<f32, { [ROWS, PARTS] }>, Token) =
+            load_ptr_tko(ptrs, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, Some(after), Latency::<0>);
+        (raw, mask, tok)
+    }
 }
 
 /// The order tile blocks visit output tiles in (matmul, bmm).

@@ -702,6 +702,33 @@ impl Drop for StreamAlloc<'_> {
     }
 }
 
+/// The stream's GPU's multiprocessor count.
+pub fn sm_count(stream: &Arc<Stream>) -> FfiResult<u32> {
+    stream.context().multiprocessor_count().map_err(|e| err(rc::DEVICE_OR_STREAM, format!("SM count: {e}")))
+}
+
+/// The workspace of a single-pass split (tile blocks that exchange per-row partials, device_util's
+/// `arrive_and_wait`), one allocation on the caller's stream: `row_tiles` i32 arrival counters
+/// (padded to 256 bytes, cleared on the stream: the kernel counts from zero), then N f32 arrays of
+/// `row_tiles * rows` (rows padded to whole row tiles) x `chunks` partials. Returns the counters,
+/// the arrays and the allocation (free it after the kernel is enqueued).
+pub fn exchange_workspace<const N: usize>(
+    row_tiles: i32, rows: i32, chunks: i32, stream: &Arc<Stream>,
+) -> FfiResult<(DevicePointer<i32>, [DevicePointer<f32>; N], StreamAlloc<'_>)> {
+    let counter_bytes = (row_tiles as usize * std::mem::size_of::<i32>()).next_multiple_of(256);
+    let part_bytes = row_tiles as usize * rows as usize * chunks as usize * std::mem::size_of::<f32>();
+    let ws = StreamAlloc::new(counter_bytes + N * part_bytes, stream, "split workspace")?;
+    // SAFETY: the counters, then the N partial arrays, of the allocation just made.
+    unsafe {
+        cutile::cuda_core::memset_d8_async(ws.ptr, 0, counter_bytes, stream)
+            .map_err(|e| err(rc::JIT_OR_LAUNCH, format!("clearing the split counters: {e}")))?;
+        let arrays = std::array::from_fn(|i| {
+            DevicePointer::<f32>::from_cu_deviceptr(ws.ptr + (counter_bytes + i * part_bytes) as u64)
+        });
+        Ok((DevicePointer::<i32>::from_cu_deviceptr(ws.ptr), arrays, ws))
+    }
+}
+
 /// Stream wrappers by (device_id, raw stream handle).
 type StreamCache = HashMap<(i32, u64), Arc<Stream>>;
 

@@ -24,9 +24,11 @@
 //! (the caller sizes it from the SM count); with no tail it is refused (-6); -1 or 0: one tile
 //! block per row tile. `form` 1 asks for another form of what the other knobs select: with a
 //! chunk of four tiles (chunk == 4 * block) the single pass holding its chunk in T as four
-//! sub-tiles (`softmax_split_exchange_held`, where its masked tiles' offsets fit i32; else the two
-//! kernels); with a persistent tail the loop that loads the next row tile before this one's
-//! reductions (`softmax_row_tail_prefetch`); anything else is refused (-6); -1 or 0: none. A row held whole in one tile (no split and no tail in the plan, not exactly
+//! sub-tiles (`softmax_split_exchange_held`, where `held_fits`; where it does not, or a row has
+//! more chunks than the GPU has SMs, the two kernels; where `split_fits` does not, the looped
+//! form); with a persistent tail the loop that loads the next row tile before this one's
+//! reductions (`softmax_row_tail_prefetch`; the looped form where the tail does not fit);
+//! anything else is refused (-6); -1 or 0: none. A row held whole in one tile (no split and no tail in the plan, not exactly
 //! one tile) whose start or end is off a 16-byte boundary (n = 4097, odd row strides) runs
 //! `softmax_row_aligned` where `ffi_util::aligned_rows_vec` allows it (16-byte-aligned bases, the
 //! same head per row in x and out; its body fits `block`, so n = 4097 fits 4096). Rows are at most
@@ -106,9 +108,9 @@ pub struct SplitPlan {
     pub chunks: i32,
     /// The power of two >= chunks: kernel B's partials tile width.
     pub parts: i32,
-    /// One tile per chunk and i32 offsets of the masked tiles (`exchange_fits`): the single-pass
-    /// `softmax_split_exchange` runs where the GPU has at least `chunks` SMs (launch_split checks),
-    /// else the two kernels.
+    /// One tile per chunk and i32 offsets of the masked tiles (`exchange_fits`), or the held form
+    /// (`held`): a single-pass entry runs where the GPU has at least `chunks` SMs (launch_split
+    /// checks), else the two kernels.
     pub exchange: bool,
     /// The single pass holds its chunk of four tiles in T (`softmax_split_exchange_held`; `form` 1
     /// with chunk == 4 * block and `held_fits`); `exchange` is then true too.
@@ -130,10 +132,12 @@ pub fn exchange_fits(m: i32, n: i32, rows: i32, block: i32, chunk: i32, stride_x
 }
 
 /// Whether the single pass holding its chunk in T may run: chunks of four tiles (chunk == 4 *
-/// block), and every i32 offset of its masked sub-tiles (the row's padded last chunk included)
+/// block) whose rows x chunk elements a tile block holds are at most MAX_TILE_ELEMS, and every i32 offset of its masked sub-tiles (the row's padded last chunk included)
 /// fits, for x and for out.
 pub fn held_fits(m: i32, n: i32, rows: i32, block: i32, chunk: i32, stride_x: i32, stride_y: i32) -> bool {
-    chunk == HELD_TILES * block && ffi_util::masked_offsets_fit(m, n, rows, chunk, &[stride_x, stride_y])
+    chunk == HELD_TILES * block
+        && rows as i64 * chunk as i64 <= MAX_TILE_ELEMS as i64
+        && ffi_util::masked_offsets_fit(m, n, rows, chunk, &[stride_x, stride_y])
 }
 
 /// Whether the split entries may run with `rows`-row tiles: m % rows == 0 (whole row tiles, loaded
@@ -316,8 +320,9 @@ fn launch<T: Element>(p: &Plan, out: &TensorDesc, x: &TensorDesc, stream: &Arc<S
     let RowPlan { m, n, stride_x: sx, stride_y: sy, .. } = p.row;
     // SAFETY: plan() checked shapes, strides and dtypes against the descriptors; the memory is
     // PyTorch's, alive until the caller's stream has run the kernel (stream-ordered allocator).
-    // softmax_row_exact, softmax_row_masked, softmax_row_tail (and its persistent form, whose grid
-    // plan() capped at the row tiles) and softmax_row_aligned additionally rely on plan()'s
+    // softmax_row_exact, softmax_row_masked, softmax_row_tail (and its persistent forms, whose grid
+    // plan() capped at the row tiles; the prefetching one addresses a prefetch past the last row
+    // tile at the last row tile, its mask empty) and softmax_row_aligned additionally rely on plan()'s
     // `exact_fits`, `masked_fits`, tail filter and `aligned_rows_vec` (i32 offsets; for the last also
     // 16-byte-aligned bases).
     unsafe {
@@ -348,7 +353,7 @@ fn launch_split<T: Element>(
     p: &Plan, s: &SplitPlan, y_ptr: DevicePointer<T>, x_ptr: DevicePointer<T>, stream: &Arc<Stream>,
 ) -> FfiResult<()> {
     let RowPlan { m, n, stride_x: sx, stride_y: sy, rows, block, .. } = p.row;
-    if s.exchange && s.chunks as u32 <= sm_count(stream)? {
+    if s.exchange && s.chunks as u32 <= ffi_util::sm_count(stream)? {
         return launch_exchange::<T>(p, s, y_ptr, x_ptr, stream);
     }
     let bytes = s.workspace_elems(m, rows) * std::mem::size_of::<f32>();
@@ -374,35 +379,20 @@ fn launch_split<T: Element>(
     ws.free()
 }
 
-/// The stream's GPU's multiprocessor count.
-fn sm_count(stream: &Arc<Stream>) -> FfiResult<u32> {
-    stream.context().multiprocessor_count().map_err(|e| ffi_util::err(rc::DEVICE_OR_STREAM, format!("SM count: {e}")))
-}
-
 /// The single-pass split form: one workspace on the caller's stream holds the row tiles' arrival
-/// counters (cleared on the stream first: the kernel counts from zero) and the padded partials.
+/// counters (cleared on the stream first: the kernel counts from zero) and the padded partials
+/// (`ffi_util::exchange_workspace`).
 fn launch_exchange<T: Element>(
     p: &Plan, s: &SplitPlan, y_ptr: DevicePointer<T>, x_ptr: DevicePointer<T>, stream: &Arc<Stream>,
 ) -> FfiResult<()> {
     let RowPlan { m, n, stride_x: sx, stride_y: sy, rows, block, .. } = p.row;
     let row_tiles = p.row.row_tiles();
-    let counter_bytes = (row_tiles as usize * std::mem::size_of::<i32>()).next_multiple_of(256);
-    let part_bytes = s.workspace_elems(m, rows) / 2 * std::mem::size_of::<f32>();
-    let ws = StreamAlloc::new(counter_bytes + 2 * part_bytes, stream, "split workspace")?;
-    // SAFETY: the counters, then the two halves of the partials, of the allocation just made.
-    let (arrived, part_max, part_sum) = unsafe {
-        cutile::cuda_core::memset_d8_async(ws.ptr, 0, counter_bytes, stream)
-            .map_err(|e| ffi_util::err(rc::JIT_OR_LAUNCH, format!("clearing the split counters: {e}")))?;
-        (
-            DevicePointer::<i32>::from_cu_deviceptr(ws.ptr),
-            DevicePointer::<f32>::from_cu_deviceptr(ws.ptr + counter_bytes as u64),
-            DevicePointer::<f32>::from_cu_deviceptr(ws.ptr + (counter_bytes + part_bytes) as u64),
-        )
-    };
+    let (arrived, [part_max, part_sum], ws) = ffi_util::exchange_workspace::<2>(row_tiles, rows, s.chunks, stream)?;
     let grid = ((row_tiles * s.chunks) as u32, 1, 1);
     let options = ffi_util::compile_options(p.row.occupancy, p.row.warps);
     // SAFETY: plan() checked the descriptors and `exchange_fits` (one tile per chunk, i32 offsets of
-    // the masked tiles); the counters are zero and the partials hold every (padded row, chunk); the
+    // the masked tiles) or, for the held entry, `held_fits` (four tiles per chunk, offsets up to
+    // round_up(n, chunk), rows x chunk within MAX_TILE_ELEMS); the counters are zero and the partials hold every (padded row, chunk); the
     // grid has row_tiles * chunks tile blocks with chunks <= the SM count (see the entry's progress
     // argument); the workspace outlives the kernel (freed in stream order).
     let launch = Launch::new::<T>(&[rows, block, s.parts], grid, options);
@@ -601,8 +591,11 @@ mod tests {
         assert_eq!(held, SplitPlan { chunk_tiles: 4, chunks: 19, parts: 32, exchange: true, held: true });
         let two = plan(&v, &v, 2048, 1, 8, -1, 8192, -1, -1, 0).unwrap().split.unwrap();
         assert_eq!((two.exchange, two.held), (false, false));
-        assert!(held_fits(14134, 151936, 1, 2048, 8192, 151936, 151936));
-        assert!(!held_fits(14135, 151936, 1, 2048, 8192, 151936, 151936)); // the padded last chunk past i32
+        // The padded last chunk reaches round_up(n, chunk): past i32 where round_up(n, block) is not.
+        assert!(ffi_util::masked_offsets_fit(14129, 151936, 1, 2048, &[151991, 151991]));
+        assert!(!held_fits(14129, 151936, 1, 2048, 8192, 151991, 151991));
+        assert!(held_fits(14128, 151936, 1, 2048, 8192, 151991, 151991));
+        assert!(!held_fits(64, 151936, 4, 16384, 65536, 151936, 151936)); // 4 x 65536 elements a tile block
         assert!(!held_fits(512, 151936, 1, 4096, 8192, 151936, 151936)); // two tiles a chunk
                                                                          // Anything else is refused, naming both forms.
         let refused = "variant form=1: form 1 is the single pass holding a chunk of 4 tiles in T (chunk = 4 x block; \
@@ -851,6 +844,8 @@ mod tests {
     #[test]
     fn split_exchange_held_lowers_and_assembles_for_sm90() {
         for (dtype, m, n, sub, parts, occupancy, warps) in [
+            ("f32", 1024, 128256, 2048, "16", 5, None),
+            ("bf16", 512, 151936, 2048, "32", 5, None),
             ("bf16", 512, 151936, 2048, "32", 8, None),
             ("bf16", 512, 151936, 2048, "32", 6, None),
             ("bf16", 4096, 128256, 2048, "16", 8, None),

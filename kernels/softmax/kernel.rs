@@ -59,8 +59,8 @@
 #[cutile::module]
 pub mod softmax_device {
     use crate::device_util::views::{
-        aligned_body, aligned_edge, aligned_rows, load_masked, row_offsets, store_masked, strided_view, tile_mask,
-        tile_pointers,
+        aligned_body, aligned_edge, aligned_rows, arrive_and_wait, load_masked, load_partials, publish_partial,
+        publish_partial_after, row_offsets, store_masked, strided_view, tile_mask, tile_pointers,
     };
     use cutile::core::*;
 
@@ -458,62 +458,18 @@ pub mod softmax_device {
     /// row tile's `arrived` counter (release), polls it (an acquire atomic) until all `chunks` have
     /// arrived, combines the row's partials into its max M and sum S and returns exp(c_max - M) / S
     /// per row: the factor that turns the chunk's exponentials into softmax values.
-    // cuda_tile_assert! expands to unreachable!() in the host build.
-    #[allow(unreachable_code)]
     unsafe fn exchange_scale<const ROWS: i32, const PARTS: i32>(
         part_max: *mut f32, part_sum: *mut f32, arrived: *mut i32, rb: i32, c: i32, row0: i32, chunks: i32,
         c_max: Tile<f32, { [ROWS] }>, c_sum: Tile<f32, { [ROWS] }>,
     ) -> Tile<f32, { [ROWS] }> {
-        // Publish (m_c, s_c) at column c of the row tile's partials, then arrive.
-        let p_first: i32 = row0 * chunks + c;
-        let pm_ptrs: PointerTile<*mut f32, { [ROWS, 1] }> = tile_pointers::<f32, ROWS, 1>(part_max, p_first, chunks);
-        let ps_ptrs: PointerTile<*mut f32, { [ROWS, 1] }> = tile_pointers::<f32, ROWS, 1>(part_sum, p_first, chunks);
-        let c_max_col: Tile<f32, { [ROWS, 1] }> = c_max.reshape(shape![ROWS, 1]);
-        let c_sum_col: Tile<f32, { [ROWS, 1] }> = c_sum.reshape(shape![ROWS, 1]);
-        let t_max: Token = unsafe {
-            store_ptr_tko(pm_ptrs, c_max_col, ordering::Weak, None::<scope::TileBlock>, None, None, Latency::<0>)
-        };
-        let t_sum: Token = unsafe {
-            store_ptr_tko(ps_ptrs, c_sum_col, ordering::Weak, None::<scope::TileBlock>, None, Some(t_max), Latency::<0>)
-        };
-        let counter: PointerTile<*mut i32, { [] }> = pointer_to_tile(arrived).offset(rb);
-        let one: Tile<i32, { [] }> = scalar_to_tile(1i32);
-        let (_old, t_arrive): (Tile<i32, { [] }>, Token) =
-            unsafe { atomic_rmw_tko(counter, one, atomic::Add, ordering::Release, scope::Device, None, Some(t_sum)) };
-
-        // Wait for the row tile's other chunks (bounded: see above).
-        let mut seen: i32 = 0i32;
-        let mut polls: i32 = 0i32;
-        let mut tok: Token = t_arrive;
-        // The poll is an atomic add of 0, not an acquire load: tileiras issues a scalar atomic from
-        // one thread and broadcasts its result, where every thread would issue the load itself and
-        // could read a different count in the same round, leave the loop (with its barrier) alone
-        // and desynchronize the tile block's barriers (seen on the H200 as half a chunk of NaN).
-        let zero: Tile<i32, { [] }> = scalar_to_tile(0i32);
-        while seen < chunks && polls < 16777216i32 {
-            let (count, t_seen): (Tile<i32, { [] }>, Token) = unsafe {
-                atomic_rmw_tko(counter, zero, atomic::Add, ordering::Acquire, scope::Device, None, Some(tok))
-            };
-            seen = tile_to_scalar(count);
-            tok = t_seen;
-            polls = polls + 1i32;
-        }
-        cuda_tile_assert!(seen >= chunks, "softmax_split_exchange: a row's chunks did not all arrive");
-
-        // The row's max M and sum S from all its partials (columns past `chunks` as (-inf, 0)).
+        // Publish (m_c, s_c) at column c of the row tile's partials, arrive, wait for the others
+        // (bounded: device_util's arrive_and_wait), and load the row tile's partials.
+        let t_max: Token = unsafe { publish_partial::<ROWS>(part_max, row0, c, chunks, c_max) };
+        let t_sum: Token = unsafe { publish_partial_after::<ROWS>(part_sum, row0, c, chunks, c_sum, t_max) };
+        let tok: Token = unsafe { arrive_and_wait(arrived, rb, chunks, t_sum) };
         let parts: Shape<{ [ROWS, PARTS] }> = shape![ROWS, PARTS];
-        let pp_first: i32 = row0 * chunks;
-        let pm_all: PointerTile<*mut f32, { [ROWS, PARTS] }> =
-            tile_pointers::<f32, ROWS, PARTS>(part_max, pp_first, chunks);
-        let ps_all: PointerTile<*mut f32, { [ROWS, PARTS] }> =
-            tile_pointers::<f32, ROWS, PARTS>(part_sum, pp_first, chunks);
-        let p_mask: Tile<bool, { [ROWS, PARTS] }> = tile_mask::<ROWS, PARTS>(0i32, 0i32, ROWS, chunks);
-        let (pm_raw, t_pm): (Tile<f32, { [ROWS, PARTS] }>, Token) = unsafe {
-            load_ptr_tko(pm_all, ordering::Weak, None::<scope::TileBlock>, Some(p_mask), None, Some(tok), Latency::<0>)
-        };
-        let (ps_raw, _t_ps): (Tile<f32, { [ROWS, PARTS] }>, Token) = unsafe {
-            load_ptr_tko(ps_all, ordering::Weak, None::<scope::TileBlock>, Some(p_mask), None, Some(t_pm), Latency::<0>)
-        };
+        let (pm_raw, p_mask, t_pm) = unsafe { load_partials::<ROWS, PARTS>(part_max, row0, chunks, tok) };
+        let (ps_raw, _ps_mask, _t_ps) = unsafe { load_partials::<ROWS, PARTS>(part_sum, row0, chunks, t_pm) };
         let p_neg_inf: Tile<f32, { [ROWS, PARTS] }> = constant(f32::NEG_INFINITY, parts);
         let p_zero: Tile<f32, { [ROWS, PARTS] }> = constant(0.0f32, parts);
         let pm: Tile<f32, { [ROWS, PARTS] }> = select(p_mask, pm_raw, p_neg_inf);
@@ -587,13 +543,16 @@ pub mod softmax_device {
         (select(mask, x_in, neg_inf), mask)
     }
 
-    /// The ROWS x W tile of x at (row0, col0) as loaded (T), lanes outside (m, n) not read (their
-    /// values undefined: `neg_inf_outside` after the conversion); LAT as in `x_tile_neg_inf`.
+    /// The ROWS x W tile of x whose mask is that of the tile at (row0, col0) in (m, n), as loaded
+    /// (T; lanes outside not read, their values undefined: `neg_inf_outside` after the conversion),
+    /// addressed from row `at_row0` instead of row0 (equal, or a row inside the tensor where row0
+    /// lies past it and the mask is empty, so no offset formed leaves i32); LAT as in
+    /// `x_tile_neg_inf`.
     unsafe fn x_tile_raw<T: ElementType, const ROWS: i32, const W: i32, const LAT: i32>(
-        x_ptr: *mut T, row0: i32, col0: i32, m: i32, n: i32, stride_x: i32,
+        x_ptr: *mut T, at_row0: i32, row0: i32, col0: i32, m: i32, n: i32, stride_x: i32,
     ) -> Tile<T, { [ROWS, W] }> {
         let ptrs: PointerTile<*mut T, { [ROWS, W] }> =
-            tile_pointers::<T, ROWS, W>(x_ptr, row0 * stride_x + col0, stride_x);
+            tile_pointers::<T, ROWS, W>(x_ptr, at_row0 * stride_x + col0, stride_x);
         let mask: Tile<bool, { [ROWS, W] }> = tile_mask::<ROWS, W>(row0, col0, m, n);
         let (raw, _tok): (Tile<T, { [ROWS, W] }>, Token) = unsafe {
             load_ptr_tko(ptrs, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, None, Latency::<LAT>)
@@ -662,7 +621,8 @@ pub mod softmax_device {
     /// reductions: the loop carries the next row tile's x as loaded (T, lanes outside (m, n) not
     /// read), so a thread keeps two row tiles' loads in flight where the plain loop keeps one
     /// (tileiras does not pipeline that loop itself: NOTES.md, "A persistent tail"). Past the last
-    /// row tile the prefetch's mask is empty: no access.
+    /// row tile the prefetch's mask is empty (no access) and its pointers are those of the last row
+    /// tile, so every offset formed stays within the row tiles plan() checked.
     #[cutile::entry(unchecked_accesses = true)]
     unsafe fn softmax_row_tail_prefetch<T: ElementType, const ROWS: i32, const BLOCK: i32, const TAIL: i32>(
         y_ptr: *mut T, x_ptr: *mut T, m: i32, n: i32, stride_x: i32, stride_y: i32,
@@ -672,18 +632,20 @@ pub mod softmax_device {
         let row_tiles: i32 = (m + ROWS - 1) / ROWS;
         let first: i32 = pid * ROWS;
         let xb0: Tile<T, { [ROWS, BLOCK] }> =
-            unsafe { x_tile_raw::<T, ROWS, BLOCK, 1>(x_ptr, first, 0i32, m, n, stride_x) };
+            unsafe { x_tile_raw::<T, ROWS, BLOCK, 1>(x_ptr, first, first, 0i32, m, n, stride_x) };
         let xt0: Tile<T, { [ROWS, TAIL] }> =
-            unsafe { x_tile_raw::<T, ROWS, TAIL, 1>(x_ptr, first, BLOCK, m, n, stride_x) };
+            unsafe { x_tile_raw::<T, ROWS, TAIL, 1>(x_ptr, first, first, BLOCK, m, n, stride_x) };
         let mut xb: Tile<T, { [ROWS, BLOCK] }> = xb0;
         let mut xt: Tile<T, { [ROWS, TAIL] }> = xt0;
         for rb in (pid..row_tiles).step_by(programs as usize) {
             let row0: i32 = rb * ROWS;
             let next0: i32 = row0 + programs * ROWS;
+            // past the last row tile: addressed at the last one (an empty mask: nothing is read)
+            let at0: i32 = min(next0, (row_tiles - 1i32) * ROWS);
             let nb: Tile<T, { [ROWS, BLOCK] }> =
-                unsafe { x_tile_raw::<T, ROWS, BLOCK, 1>(x_ptr, next0, 0i32, m, n, stride_x) };
+                unsafe { x_tile_raw::<T, ROWS, BLOCK, 1>(x_ptr, at0, next0, 0i32, m, n, stride_x) };
             let nt: Tile<T, { [ROWS, TAIL] }> =
-                unsafe { x_tile_raw::<T, ROWS, TAIL, 1>(x_ptr, next0, BLOCK, m, n, stride_x) };
+                unsafe { x_tile_raw::<T, ROWS, TAIL, 1>(x_ptr, at0, next0, BLOCK, m, n, stride_x) };
             let mask_b: Tile<bool, { [ROWS, BLOCK] }> = tile_mask::<ROWS, BLOCK>(row0, 0i32, m, n);
             let mask_t: Tile<bool, { [ROWS, TAIL] }> = tile_mask::<ROWS, TAIL>(row0, BLOCK, m, n);
             let fb: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(xb);

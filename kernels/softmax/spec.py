@@ -78,6 +78,7 @@ SPEC = row_kernel(  # its tolerance: a few output ulps of each dtype (softmax va
         (64, 11008, "bfloat16"),  # whole rows in a padded tile (the masked entry), or body and tail
         (37, 5120, "float16"),  # body and tail in 2-row tiles, a partial row tile
         (1201, 11008, "bfloat16"),  # the persistent tail: a grid of 264, each tile block walking 4-5 row tiles
+        (1201, 5120, "float16"),  # the persistent tail in 2-row tiles, a ragged last row tile
         (33, 4097, "float16"),  # rows off 16-byte boundaries: the aligned entry (8192 and 4096 lanes)
         (7, 150001, "bfloat16"),  # vocabulary-like: the split candidates (and the default) take the split form
     ),

@@ -58,13 +58,15 @@ def test_op_masked_logits_cutile_rs(cuda, cfg, variant):
     harness.check(SPEC, "cutile_rs", dict(cfg, variant=variant), inputs, out)
 
 
-@pytest.mark.parametrize("chunk", [4096, 8192], ids=["single-pass", "two-kernel"])
-def test_op_split_all_masked_row_is_nan_in_both_split_forms_cutile_rs(cuda, chunk):
-    """A row of nothing but -inf gives NaN (0/0), as torch.softmax does, in both split forms (chunk
-    == block: the single pass); the other rows stay finite."""
+@pytest.mark.parametrize(
+    "form", [{"chunk": 4096}, {"chunk": 8192}, {"chunk": 16384, "form": 1}], ids=["single-pass", "two-kernel", "held"]
+)
+def test_op_split_all_masked_row_is_nan_in_every_split_form_cutile_rs(cuda, form):
+    """A row of nothing but -inf gives NaN (0/0), as torch.softmax does, in every split form (chunk
+    == block: the single pass; form 1: the held single pass); the other rows stay finite."""
     x = SPEC.make_inputs({"m": 4, "n": 40000, "dtype": "float32"})["x"]
     x[2] = float("-inf")
-    y = SPEC.run_port({"x": x}, variant={"block": 4096, "rows": 1, "occupancy": -1, "chunk": chunk})
+    y = SPEC.run_port({"x": x}, variant={"block": 4096, "rows": 1, "occupancy": -1, **form})
     torch.cuda.synchronize()
     assert bool(y[2].isnan().all()) and bool(torch.isfinite(y[[0, 1, 3]]).all())
 

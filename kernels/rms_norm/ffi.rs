@@ -2,8 +2,8 @@
 //!
 //!   int32_t cutile_rms_norm(const TensorDesc* out, const TensorDesc* x, const TensorDesc* weight,
 //!                           float eps, int32_t block, int32_t rows, int32_t occupancy,
-//!                           int32_t programs, int32_t tail, int32_t warps, int32_t split,
-//!                           int32_t device_id, uint64_t stream);
+//!                           int32_t programs, int32_t tail, int32_t warps, int32_t device_id,
+//!                           uint64_t stream);
 //!
 //! x and out are (m, n) with the same shape and dtype (f32, f16 or bf16), contiguous last dim, any
 //! row stride >= n; weight is (n,) contiguous, same dtype. `block` is the tile width (a power of
@@ -28,13 +28,7 @@
 //! block elements on the caller's stream (each tile block restages w there into x's layout; freed
 //! in stream order). A `programs` > 0 whose row does not fit `block` but whose aligned body would
 //! (4097 in 4096) runs one tile block per row tile (the masked entries) where the aligned entry
-//! cannot run (bases off 16 bytes, different heads): the same variant serves every tensor.
-//! `split` 1 (with n > block, no tail, `programs` -1, 0 or -2, and rows on 16-byte boundaries or
-//! not held by the aligned entry) runs `rms_norm_split_exchange`: a row tile's ceil(n / block)
-//! column tiles on as many tile blocks that exchange their sums of squares (one read of x), where
-//! its masked tiles' i32 offsets fit and the GPU has at least as many SMs as a row has chunks
-//! (else the entry the other knobs select runs); with n <= block it changes nothing (one chunk);
-//! with a tail or a persistent grid it is refused (-6); -1 or 0: no split. Every
+//! cannot run (bases off 16 bytes, different heads): the same variant serves every tensor. Every
 //! descriptor is validated before anything touches the GPU: bad input returns -2/-5/-6 with a
 //! message, never a launch.
 use super::kernel::rms_norm_device as device;
@@ -48,9 +42,6 @@ const KERNEL: &str = "rms_norm";
 const MAX_TILE_ELEMS: i32 = 1 << 16;
 /// `programs` value: one tile block per row tile through the masked pointer-tile entries.
 pub const POINTER_ENTRIES: i32 = -2;
-/// Most chunks a split row may have: the exchange loads a row tile's partials as one [rows, parts]
-/// tile (parts the power of two >= chunks).
-const MAX_SPLIT_PARTS: i32 = 64;
 
 /// A validated launch: sizes as the kernel indexes them (layer_norm's too, with its affine flags).
 #[derive(Debug, PartialEq)]
@@ -74,16 +65,6 @@ pub struct Plan {
     /// (`ffi_util::aligned_rows_vec`): the aligned entry (`rms_norm_row_aligned`, or with
     /// `programs` `rms_norm_row_aligned_persistent`) runs instead of the others.
     pub aligned: Option<i32>,
-    /// Some: `rms_norm_split_exchange` (rms_norm's `split`; layer_norm's plans have None).
-    pub split: Option<SplitPlan>,
-}
-
-/// A split row: `chunks` column tiles of `block` per row tile, each its own tile block; the
-/// exchange loads `parts` (the power of two >= chunks) partials per row.
-#[derive(Debug, PartialEq)]
-pub struct SplitPlan {
-    pub chunks: i32,
-    pub parts: i32,
 }
 
 /// Whether the masked pointer-tile entries run: the tile leaves a partial tile (where the
@@ -174,38 +155,7 @@ pub fn rows_plan(
             // the tail's last lane is column block + tail: round_up(n, tail) (tail divides block)
             Some(t) => pointer && pointer_fits(m, n, rows, t, stride_x, stride_y),
         };
-    Ok(Plan { dtype, row, eps, programs, tail, masked, aligned, split: None })
-}
-
-/// The split of a plan rows_plan made for `split` (the export's knob), or -6 naming the conflict:
-/// None for -1/0, for rows one tile holds (n <= block), for rows the aligned entry holds and where
-/// the masked tiles' i32 offsets would not fit (the plan's own entry runs there).
-pub fn split_plan(p: &Plan, split: i32, programs: i32) -> FfiResult<Option<SplitPlan>> {
-    let RowPlan { m, n, rows, block, stride_x, stride_y, .. } = p.row;
-    match split {
-        rc::COMPILER_DEFAULT | 0 => return Ok(None),
-        1 => {}
-        s => return Err(invalid(format!("variant split={s}: use 1 to split rows across tile blocks, -1 or 0 not to"))),
-    }
-    if p.tail.is_some() || programs > 0 {
-        return Err(invalid(format!(
-            "variant split=1 tail={} programs={programs}: a split row is held by several tile blocks, one per \
-             column tile; drop the tail and the persistent grid",
-            p.tail.unwrap_or(0)
-        )));
-    }
-    let chunks = (n as i64 + block as i64 - 1) / block as i64;
-    let parts = (chunks as u64).next_power_of_two() as i64;
-    if parts > MAX_SPLIT_PARTS as i64 || rows as i64 * parts > MAX_TILE_ELEMS as i64 {
-        let min_block = ((n as i64 + MAX_SPLIT_PARTS as i64 - 1) / MAX_SPLIT_PARTS as i64) as u64;
-        let min_block = min_block.next_power_of_two();
-        return Err(invalid(format!(
-            "variant split=1 block={block} rows={rows}: n={n} makes {chunks} chunks per row ({parts} partials); \
-             at most {MAX_SPLIT_PARTS} and rows*parts <= {MAX_TILE_ELEMS}: use block >= {min_block}"
-        )));
-    }
-    let fits = ffi_util::masked_offsets_fit(m, n, rows, block, &[stride_x, stride_y]);
-    Ok((chunks > 1 && p.aligned.is_none() && fits).then_some(SplitPlan { chunks: chunks as i32, parts: parts as i32 }))
+    Ok(Plan { dtype, row, eps, programs, tail, masked, aligned })
 }
 
 /// The aligned entry's persistent grid for a requested `grid` (already capped at `row_tiles`): every
@@ -224,7 +174,7 @@ pub fn aligned_grid(grid: i32, row_tiles: i32, vec: i32) -> i32 {
 #[allow(clippy::too_many_arguments)]
 pub fn plan(
     out: &TensorDesc, x: &TensorDesc, w: &TensorDesc, eps: f32, block: i32, rows: i32, occupancy: i32, programs: i32,
-    tail: i32, warps: i32, split: i32,
+    tail: i32, warps: i32,
 ) -> FfiResult<Plan> {
     let dtype = ffi_util::check_float_tensors(KERNEL, &[(x, "x", 2), (out, "out", 2), (w, "weight", 1)])?;
     check_same_shape(x, "x", out, "out")?;
@@ -232,9 +182,7 @@ pub fn plan(
         return Err(invalid(format!("`weight` has {} elements but x has n={} columns", w.shape[0], x.shape[1])));
     }
     ffi_util::check_last_dims_contiguous(&[(x, "x"), (out, "out"), (w, "weight")])?;
-    let p = rows_plan(dtype, x, out, eps, block, rows, occupancy, programs, tail, warps)?;
-    let split = split_plan(&p, split, programs)?;
-    Ok(Plan { split, ..p })
+    rows_plan(dtype, x, out, eps, block, rows, occupancy, programs, tail, warps)
 }
 
 fn launch<T: Element>(
@@ -242,11 +190,6 @@ fn launch<T: Element>(
 ) -> FfiResult<()> {
     let (y_ptr, x_ptr, w_ptr) =
         unsafe { (ffi_util::device_ptr::<T>(out), ffi_util::device_ptr::<T>(x), ffi_util::device_ptr::<T>(w)) };
-    if let Some(s) = &p.split {
-        if s.chunks as u32 <= ffi_util::sm_count(stream)? {
-            return launch_split::<T>(p, s, y_ptr, x_ptr, w_ptr, stream);
-        }
-    }
     // One tile block per row tile, or the persistent grid plan() capped at the row tiles; the tail
     // entry's TAIL after T, ROWS, BLOCK.
     let grid = p.programs.unwrap_or(p.row.row_tiles());
@@ -291,40 +234,15 @@ fn launch<T: Element>(
     }
 }
 
-/// The split form: one workspace on the caller's stream holds the row tiles' arrival counters
-/// (cleared on the stream first: the kernel counts from zero) and the partials (rows padded to
-/// whole row tiles); freed in stream order after the kernel.
-fn launch_split<T: Element>(
-    p: &Plan, s: &SplitPlan, y_ptr: DevicePointer<T>, x_ptr: DevicePointer<T>, w_ptr: DevicePointer<T>,
-    stream: &Arc<Stream>,
-) -> FfiResult<()> {
-    let RowPlan { m, n, stride_x: sx, stride_y: sy, rows, block, .. } = p.row;
-    let row_tiles = p.row.row_tiles();
-    let (arrived, [part], ws) = ffi_util::exchange_workspace::<1>(row_tiles, rows, s.chunks, stream)?;
-    let grid = ((row_tiles * s.chunks) as u32, 1, 1);
-    let options = ffi_util::compile_options(p.row.occupancy, p.row.warps);
-    // SAFETY: plan() checked the descriptors and `masked_offsets_fit` for the padded tiles (i32
-    // offsets); the counters are zero and the partials hold every (padded row, chunk); the grid has
-    // row_tiles * chunks tile blocks with chunks <= the SM count (the entry's progress argument);
-    // the workspace outlives the kernel (freed in stream order).
-    unsafe {
-        ffi_util::Launch::new::<T>(&[rows, block, s.parts], grid, options).enqueue(
-            device::rms_norm_split_exchange(y_ptr, x_ptr, w_ptr, part, arrived, m, n, sx, sy, p.eps, s.chunks),
-            stream,
-        )?;
-    }
-    ws.free()
-}
-
 // `cutile_rms_norm`: the descriptors, then plan(), the caller's stream and launch() (ffi_util::export!).
-crate::export!(cutile_rms_norm(out, x, weight; eps: f32, block: i32, rows: i32, occupancy: i32, programs: i32, tail: i32, warps: i32, split: i32));
+crate::export!(cutile_rms_norm(out, x, weight; eps: f32, block: i32, rows: i32, occupancy: i32, programs: i32, tail: i32, warps: i32));
 
 #[cfg(test)]
 mod tests {
     //! CPU tests: validation, and both entries lowered to Tile IR for sm_90 (stage 1 of
     //! the JIT, which needs no GPU) for every dtype — a DSL mistake fails here, not on the GPU.
     use super::*;
-    use crate::ffi_util::{assert_fails, div_hints, test_desc as desc2, DeviceModule, ALIGNED_PTR};
+    use crate::ffi_util::{assert_fails, test_desc as desc2, DeviceModule, ALIGNED_PTR};
     use cutile::tile_kernel::CompileOptions;
 
     const DEVICE: DeviceModule = DeviceModule { ast: device::__module_ast_self, name: "rms_norm_device" };
@@ -334,16 +252,16 @@ mod tests {
         let x = desc2(DType::F16, &[257, 4097], &[5000, 1]);
         let y = desc2(DType::F16, &[257, 4097], &[4097, 1]);
         let w = desc2(DType::F16, &[4097], &[1]);
-        let Plan { dtype, row, eps, programs, tail, masked, aligned, split } =
-            plan(&y, &x, &w, 1e-6, -1, -1, -1, -1, -1, -1, 0).unwrap();
+        let Plan { dtype, row, eps, programs, tail, masked, aligned } =
+            plan(&y, &x, &w, 1e-6, -1, -1, -1, -1, -1, -1).unwrap();
         assert_eq!((dtype, eps, programs, tail, masked), (DType::F16, 1e-6, None, None, true));
-        assert_eq!((aligned, split), (None, None)); // x's rows start 16-byte aligned, y's not: different heads
+        assert_eq!(aligned, None); // x's rows start 16-byte aligned, y's not: different heads
         assert_eq!((row.m, row.n, row.stride_x, row.stride_y), (257, 4097, 5000, 4097));
         assert_eq!((row.block, row.rows, row.occupancy, row.warps), (8192, 1, None, None));
-        assert_eq!(plan(&y, &x, &w, 1e-6, 1024, -1, -1, -1, -1, -1, 0).unwrap().row.rows, 8);
+        assert_eq!(plan(&y, &x, &w, 1e-6, 1024, -1, -1, -1, -1, -1).unwrap().row.rows, 8);
         assert_eq!(default_rows(16, 1000), 64);
         assert_eq!(default_rows(16, 3), 4);
-        assert_eq!(plan(&y, &x, &w, 1e-6, 16384, 2, 4, -1, -1, -1, 0).unwrap().row.occupancy, Some(4));
+        assert_eq!(plan(&y, &x, &w, 1e-6, 16384, 2, 4, -1, -1, -1).unwrap().row.occupancy, Some(4));
         assert_eq!(default_block(16384), 4096);
         assert_eq!(default_block(1), 16);
     }
@@ -361,7 +279,7 @@ mod tests {
             (x, w, -2, "power of two"),
         ];
         for (out, w, block, needle) in cases {
-            assert_fails(plan(&out, &x, &w, 1e-6, block, 1, -1, -1, -1, -1, 0), rc::INVALID_ARGUMENT, needle);
+            assert_fails(plan(&out, &x, &w, 1e-6, block, 1, -1, -1, -1, -1), rc::INVALID_ARGUMENT, needle);
         }
     }
 
@@ -370,7 +288,7 @@ mod tests {
         let x = desc2(DType::I32, &[4, 8], &[8, 1]);
         let w = desc2(DType::I32, &[8], &[1]);
         assert_fails(
-            plan(&x, &x, &w, 1e-6, -1, -1, -1, -1, -1, -1, 0),
+            plan(&x, &x, &w, 1e-6, -1, -1, -1, -1, -1, -1),
             rc::UNSUPPORTED_DTYPE,
             "rms_norm supports f32, f16, bf16",
         );
@@ -381,48 +299,44 @@ mod tests {
         let x = desc2(DType::F32, &[4, 8], &[8, 1]);
         let w = desc2(DType::F32, &[8], &[1]);
         ffi_util::assert_hints_checked(true, |occupancy, warps| {
-            plan(&x, &x, &w, 1e-6, -1, -1, occupancy, -1, -1, warps, 0)
+            plan(&x, &x, &w, 1e-6, -1, -1, occupancy, -1, -1, warps)
         });
-        assert_eq!(plan(&x, &x, &w, 1e-6, -1, -1, -1, -1, -1, 8, 0).unwrap().row.warps, Some(8));
-        assert_eq!(plan(&x, &x, &w, 1e-6, -1, -1, -1, -1, -1, -1, 0).unwrap().row.warps, None);
+        assert_eq!(plan(&x, &x, &w, 1e-6, -1, -1, -1, -1, -1, 8).unwrap().row.warps, Some(8));
+        assert_eq!(plan(&x, &x, &w, 1e-6, -1, -1, -1, -1, -1, -1).unwrap().row.warps, None);
     }
 
     #[test]
     fn plan_caps_the_persistent_grid_at_the_row_tiles_and_needs_whole_rows() {
         let x = desc2(DType::F16, &[100, 1000], &[1000, 1]);
         let w = desc2(DType::F16, &[1000], &[1]);
-        assert_eq!(plan(&x, &x, &w, 1e-6, 1024, 8, 4, 528, -1, -1, 0).unwrap().programs, Some(13)); // ceil(100 / 8)
-        assert_eq!(plan(&x, &x, &w, 1e-6, 1024, 8, 4, 0, -1, -1, 0).unwrap().programs, None);
-        assert_fails(
-            plan(&x, &x, &w, 1e-6, 512, 8, 4, 528, -1, -1, 0),
-            rc::INVALID_ARGUMENT,
-            "needs n=1000 <= block=512",
-        );
+        assert_eq!(plan(&x, &x, &w, 1e-6, 1024, 8, 4, 528, -1, -1).unwrap().programs, Some(13)); // ceil(100 / 8)
+        assert_eq!(plan(&x, &x, &w, 1e-6, 1024, 8, 4, 0, -1, -1).unwrap().programs, None);
+        assert_fails(plan(&x, &x, &w, 1e-6, 512, 8, 4, 528, -1, -1), rc::INVALID_ARGUMENT, "needs n=1000 <= block=512");
     }
 
     #[test]
     fn pointer_entries_on_request_where_their_offsets_fit() {
         let x = desc2(DType::BF16, &[256, 4096], &[4096, 1]);
         let w = desc2(DType::BF16, &[4096], &[1]);
-        let p = plan(&x, &x, &w, 1e-6, 4096, 1, 4, POINTER_ENTRIES, -1, -1, 0).unwrap();
+        let p = plan(&x, &x, &w, 1e-6, 4096, 1, 4, POINTER_ENTRIES, -1, -1).unwrap();
         assert_eq!((p.masked, p.programs, p.row.rows), (true, None, 1));
-        assert!(!plan(&x, &x, &w, 1e-6, 4096, 1, 4, 0, -1, -1, 0).unwrap().masked); // the tile divides
+        assert!(!plan(&x, &x, &w, 1e-6, 4096, 1, 4, 0, -1, -1).unwrap().masked); // the tile divides
         assert!(!pointer_fits(131072, 16384, 1, 16384, 16384, 16384)); // 2^31 elements: partition entries
         let big = desc2(DType::BF16, &[131072, 16384], &[16384, 1]);
         let wb = desc2(DType::BF16, &[16384], &[1]);
-        assert!(!plan(&big, &big, &wb, 1e-6, 16384, 1, 4, POINTER_ENTRIES, -1, -1, 0).unwrap().masked);
-        assert_fails(plan(&x, &x, &w, 1e-6, 4096, 1, 4, -3, -1, -1, 0), rc::INVALID_ARGUMENT, "or -2 for that");
+        assert!(!plan(&big, &big, &wb, 1e-6, 16384, 1, 4, POINTER_ENTRIES, -1, -1).unwrap().masked);
+        assert_fails(plan(&x, &x, &w, 1e-6, 4096, 1, 4, -3, -1, -1), rc::INVALID_ARGUMENT, "or -2 for that");
     }
 
     #[test]
     fn tail_tiles_cover_the_row_past_a_full_body() {
         let x = desc2(DType::BF16, &[100, 11008], &[11008, 1]);
         let w = desc2(DType::BF16, &[11008], &[1]);
-        let p = plan(&x, &x, &w, 1e-6, 8192, 1, 2, 264, 4096, -1, 0).unwrap();
+        let p = plan(&x, &x, &w, 1e-6, 8192, 1, 2, 264, 4096, -1).unwrap();
         assert_eq!((p.tail, p.programs, p.masked), (Some(4096), Some(100), false));
-        let p = plan(&x, &x, &w, 1e-6, 8192, 2, 4, 0, 4096, -1, 0).unwrap();
+        let p = plan(&x, &x, &w, 1e-6, 8192, 2, 4, 0, 4096, -1).unwrap();
         assert_eq!((p.tail, p.programs, p.masked), (Some(4096), None, false)); // partial row tile: no mask
-        assert_eq!(plan(&x, &x, &w, 1e-6, 16384, 1, 4, 0, 0, -1, 0).unwrap().tail, None);
+        assert_eq!(plan(&x, &x, &w, 1e-6, 16384, 1, 4, 0, 0, -1).unwrap().tail, None);
         for (block, rows, tail, why) in [
             (8192, 1, 2048, "block < n=11008 <= block + tail"), // the row does not fit
             (16384, 1, 4096, "block < n=11008"),                // no body-sized part past the body
@@ -430,20 +344,20 @@ mod tests {
             (4096, 1, 8192, "[16, block]"),
             (8192, 8, 4096, "rows * (block + tail)"),
         ] {
-            assert_fails(plan(&x, &x, &w, 1e-6, block, rows, 4, 0, tail, -1, 0), rc::INVALID_ARGUMENT, why);
+            assert_fails(plan(&x, &x, &w, 1e-6, block, rows, 4, 0, tail, -1), rc::INVALID_ARGUMENT, why);
         }
         // through pointer tiles on request, one tile block per row tile; past i32 offsets the TMA tail entry
-        let p = plan(&x, &x, &w, 1e-6, 8192, 1, 4, POINTER_ENTRIES, 4096, -1, 0).unwrap();
+        let p = plan(&x, &x, &w, 1e-6, 8192, 1, 4, POINTER_ENTRIES, 4096, -1).unwrap();
         assert_eq!((p.tail, p.programs, p.masked), (Some(4096), None, true));
         let tall = desc2(DType::BF16, &[200000, 11008], &[11008, 1]);
-        let p = plan(&tall, &tall, &w, 1e-6, 8192, 1, 4, POINTER_ENTRIES, 4096, -1, 0).unwrap();
+        let p = plan(&tall, &tall, &w, 1e-6, 8192, 1, 4, POINTER_ENTRIES, 4096, -1).unwrap();
         assert_eq!((p.tail, p.masked), (Some(4096), false));
         // the i32 bound at the tail's last lane (column block + tail = 12288 of the last row)
         let at = |m: i64| desc2(DType::BF16, &[m, 11008], &[11008, 1]);
-        let masked_at = |x: &TensorDesc| plan(x, x, &w, 1e-6, 8192, 1, 4, POINTER_ENTRIES, 4096, -1, 0).unwrap().masked;
+        let masked_at = |x: &TensorDesc| plan(x, x, &w, 1e-6, 8192, 1, 4, POINTER_ENTRIES, 4096, -1).unwrap().masked;
         assert!(masked_at(&at(195083))); // (m - 1) * 11008 + 12288 <= i32::MAX
         assert!(!masked_at(&at(195084))); // one row more: the TMA tail entry
-        assert_fails(plan(&x, &x, &w, 1e-6, 4096, 1, 4, 264, 0, -1, 0), rc::INVALID_ARGUMENT, "plus a tail");
+        assert_fails(plan(&x, &x, &w, 1e-6, 4096, 1, 4, 264, 0, -1), rc::INVALID_ARGUMENT, "plus a tail");
     }
 
     #[test]
@@ -455,25 +369,25 @@ mod tests {
         assert!(!masked_fits(131072, 16385, 1, 32768, 16385, 16385)); // x spans 2^31 elements
         let x = desc2(DType::F16, &[100, 1000], &[1000, 1]);
         let w = desc2(DType::F16, &[1000], &[1]);
-        assert!(plan(&x, &x, &w, 1e-6, 1024, 8, 4, -1, -1, -1, 0).unwrap().masked);
+        assert!(plan(&x, &x, &w, 1e-6, 1024, 8, 4, -1, -1, -1).unwrap().masked);
         // the persistent kernel, not the masked entries
-        assert!(!plan(&x, &x, &w, 1e-6, 1024, 8, 4, 528, -1, -1, 0).unwrap().masked);
+        assert!(!plan(&x, &x, &w, 1e-6, 1024, 8, 4, 528, -1, -1).unwrap().masked);
     }
 
     #[test]
     fn aligned_entry_for_rows_off_16_byte_boundaries_one_tile_block_per_row_tile() {
         let x = desc2(DType::F16, &[257, 4097], &[4097, 1]);
         let w = desc2(DType::F16, &[4097], &[1]);
-        let p = plan(&x, &x, &w, 1e-6, 8192, 1, 5, POINTER_ENTRIES, -1, -1, 0).unwrap();
+        let p = plan(&x, &x, &w, 1e-6, 8192, 1, 5, POINTER_ENTRIES, -1, -1).unwrap();
         let generics: Vec<String> = ffi_util::aligned_generics(p.aligned).collect();
         assert_eq!((p.aligned, generics), (Some(8), vec!["8".into(), "16".into()]));
-        assert_eq!(plan(&x, &x, &w, 1e-6, 8192, 1, 4, -1, -1, -1, 0).unwrap().aligned, Some(8));
-        assert_eq!(plan(&x, &x, &w, 1e-6, 4096, 1, 4, -1, -1, -1, 0).unwrap().aligned, Some(8)); // 4097 in 4096 lanes
-        assert_eq!(plan(&x, &x, &w, 1e-6, 4096, 1, 4, 100, -1, -1, 0).unwrap().programs, Some(96)); // multiple of 8
-        assert_eq!(plan(&x, &x, &w, 1e-6, 4096, 1, 4, -1, 16, -1, 0).unwrap().aligned, None); // tail
+        assert_eq!(plan(&x, &x, &w, 1e-6, 8192, 1, 4, -1, -1, -1).unwrap().aligned, Some(8));
+        assert_eq!(plan(&x, &x, &w, 1e-6, 4096, 1, 4, -1, -1, -1).unwrap().aligned, Some(8)); // 4097 in 4096 lanes
+        assert_eq!(plan(&x, &x, &w, 1e-6, 4096, 1, 4, 100, -1, -1).unwrap().programs, Some(96)); // multiple of 8
+        assert_eq!(plan(&x, &x, &w, 1e-6, 4096, 1, 4, -1, 16, -1).unwrap().aligned, None); // tail
         let whole = desc2(DType::F16, &[257, 4096], &[4096, 1]);
         let w4096 = desc2(DType::F16, &[4096], &[1]);
-        assert_eq!(plan(&whole, &whole, &w4096, 1e-6, 4096, 1, 4, POINTER_ENTRIES, -1, -1, 0).unwrap().aligned, None);
+        assert_eq!(plan(&whole, &whole, &w4096, 1e-6, 4096, 1, 4, POINTER_ENTRIES, -1, -1).unwrap().aligned, None);
     }
 
     /// The workspace the aligned persistent entry restages w into: one ROWS x BLOCK slice of T per
@@ -482,16 +396,16 @@ mod tests {
     fn aligned_persistent_workspace_is_a_slice_per_tile_block() {
         let x = desc2(DType::F16, &[16384, 4097], &[4097, 1]);
         let w = desc2(DType::F16, &[4097], &[1]);
-        let p = plan(&x, &x, &w, 1e-6, 4096, 1, 5, 660, -1, -1, 0).unwrap();
+        let p = plan(&x, &x, &w, 1e-6, 4096, 1, 5, 660, -1, -1).unwrap();
         assert_eq!((p.aligned, p.programs), (Some(8), Some(656)));
         assert_eq!(ffi_util::restage_bytes::<cutile::half::f16>(p.programs.unwrap(), &p.row), 656 * 4096 * 2);
-        let p2 = plan(&x, &x, &w, 1e-6, 4096, 2, 4, 100, -1, -1, 0).unwrap();
+        let p2 = plan(&x, &x, &w, 1e-6, 4096, 2, 4, 100, -1, -1).unwrap();
         assert_eq!(ffi_util::restage_bytes::<cutile::half::f16>(p2.programs.unwrap(), &p2.row), 96 * 2 * 4096 * 2);
         // whatever `programs` asks for, the slice offsets stay in i32 (layer_norm's two slices too):
         // 2^26 elements a vector at most, the grid still a multiple of VEC
         let tall = desc2(DType::F16, &[1 << 18, 4097], &[4097, 1]);
         for (rows, block) in [(1, 4096), (1, 8192), (16, 4096)] {
-            let grid = plan(&tall, &tall, &w, 1e-6, block, rows, 4, i32::MAX, -1, -1, 0).unwrap().programs.unwrap();
+            let grid = plan(&tall, &tall, &w, 1e-6, block, rows, 4, i32::MAX, -1, -1).unwrap().programs.unwrap();
             assert!(grid <= ffi_util::restage_grid_cap(rows, block) && grid % 8 == 0, "{rows} x {block}: {grid}");
             assert!(2 * grid as i64 * (rows * block) as i64 <= i32::MAX as i64);
         }
@@ -531,9 +445,9 @@ mod tests {
         }
         let x = desc2(DType::BF16, &[257, 4097], &[4097, 1]);
         let w = desc2(DType::BF16, &[4097], &[1]);
-        let p = plan(&x, &x, &w, 1e-6, 4096, 1, 4, 132, -1, -1, 0).unwrap();
+        let p = plan(&x, &x, &w, 1e-6, 4096, 1, 4, 132, -1, -1).unwrap();
         assert_eq!((p.aligned, p.programs, p.masked), (Some(8), Some(128), false));
-        assert_eq!(plan(&x, &x, &w, 1e-6, 4096, 1, 4, 1000, -1, -1, 0).unwrap().programs, Some(257));
+        assert_eq!(plan(&x, &x, &w, 1e-6, 4096, 1, 4, 1000, -1, -1).unwrap().programs, Some(257));
     }
 
     #[test]
@@ -614,57 +528,8 @@ mod tests {
                 ("rms_norm_row_tail", "4", "256/16"),
                 ("rms_norm_row_tail_masked", "1", "1024/256"),
                 ("rms_norm_row_tail_masked", "4", "256/16"),
-                ("rms_norm_split_exchange", "1", "1024/4"),
-                ("rms_norm_split_exchange", "2", "512/8"),
             ] {
                 DEVICE.assert_lowers(entry, &ffi_util::row_generics(dtype, rows, block, &[]), &["rsqrt", "reduce"]);
-            }
-        }
-    }
-
-    #[test]
-    fn split_runs_the_exchange_where_it_fits_and_refuses_what_conflicts() {
-        let x = desc2(DType::BF16, &[16384, 18944], &[18944, 1]);
-        let w = desc2(DType::BF16, &[18944], &[1]);
-        let p = plan(&x, &x, &w, 1e-6, 8192, 1, 4, -1, -1, -1, 1).unwrap();
-        assert_eq!(p.split, Some(SplitPlan { chunks: 3, parts: 4 }));
-        assert_eq!(
-            plan(&x, &x, &w, 1e-6, 4096, 2, 8, -2, -1, -1, 1).unwrap().split,
-            Some(SplitPlan { chunks: 5, parts: 8 })
-        );
-        assert_eq!(plan(&x, &x, &w, 1e-6, 8192, 1, 4, -1, -1, -1, 0).unwrap().split, None);
-        // One chunk (n <= block): the whole-row entries, unchanged.
-        assert_eq!(plan(&x, &x, &w, 1e-6, 32768, 1, 1, -1, -1, -1, 1).unwrap().split, None);
-        // Offsets of the padded tiles past i32: the looped entry the other knobs select.
-        let big = desc2(DType::BF16, &[113360, 18944], &[18944, 1]);
-        assert_eq!(plan(&big, &big, &w, 1e-6, 8192, 1, 4, -1, -1, -1, 1).unwrap().split, None);
-        assert!(ffi_util::masked_offsets_fit(113359, 18944, 1, 8192, &[18944]));
-        assert!(!ffi_util::masked_offsets_fit(113360, 18944, 1, 8192, &[18944]));
-        let refused = "variant split=1 tail=4096 programs=0: a split row is held by several tile blocks";
-        assert_fails(plan(&x, &x, &w, 1e-6, 16384, 1, 4, 0, 4096, -1, 1), rc::INVALID_ARGUMENT, refused);
-        assert_fails(plan(&x, &x, &w, 1e-6, 8192, 1, 4, 264, -1, -1, 1), rc::INVALID_ARGUMENT, "programs=264");
-        assert_fails(plan(&x, &x, &w, 1e-6, 8192, 1, 4, -1, -1, -1, 2), rc::INVALID_ARGUMENT, "variant split=2: use 1");
-        assert_fails(
-            plan(&x, &x, &w, 1e-6, 256, 1, 4, -1, -1, -1, 1),
-            rc::INVALID_ARGUMENT,
-            "n=18944 makes 74 chunks per row (128 partials); at most 64 and rows*parts <= 65536: use block >= 512",
-        );
-    }
-
-    /// The split exchange as the launcher compiles its candidates for bf16 16384 x 18944.
-    #[test]
-    fn split_exchange_lowers_and_assembles_for_sm90() {
-        for (block, parts, occupancy) in [(8192, "4", 4), (4096, "8", 8)] {
-            let ptrs = [("y_ptr", ALIGNED_PTR), ("x_ptr", ALIGNED_PTR), ("w_ptr", ALIGNED_PTR), ("part", ALIGNED_PTR)];
-            let chunks = (18944 + block - 1) / block;
-            let ints = [("m", 16384), ("n", 18944), ("stride_x", 18944), ("stride_y", 18944), ("chunks", chunks)];
-            let options = ffi_util::compile_options(Some(occupancy), None);
-            let what = format!(" for 16384x18944 at occupancy {occupancy}");
-            let generics = ["bf16", "1", &block.to_string(), parts];
-            let ir = DEVICE.lower("rms_norm_split_exchange", &generics, &div_hints(&ptrs, &ints), options, &what);
-            assert!(!ir.contains("load_ptr_tko acquire"), "rms_norm_split_exchange{what}: a polling load");
-            for needle in ["atomic_rmw_tko release", "atomic_rmw_tko acquire"] {
-                assert!(ir.contains(needle), "rms_norm_split_exchange{what}: no {needle} in the IR");
             }
         }
     }

@@ -27,8 +27,6 @@
 //!     each row's 16-byte-aligned body through 16-byte accesses, its head and ragged end through a
 //!     narrow edge tile (device_util's `aligned_rows`; ffi.rs: `ffi_util::aligned_rows_vec`);
 //!     `rms_norm_row_aligned_persistent` the same on a capped grid, w read once per tile block.
-//!   * `rms_norm_split_exchange` — n > BLOCK in one read of x: a row tile's column tiles on as many
-//!     tile blocks, which exchange their sums of squares through an f32 workspace (the launcher's).
 //!
 //! The host side (ffi.rs) picks the entry from the variant's `programs` (persistent), whether the
 //! tile leaves a partial tile whose offsets fit i32 (`masked_fits`: the masked entries), and n
@@ -42,9 +40,8 @@
 #[cutile::module]
 pub mod rms_norm_device {
     use crate::device_util::views::{
-        aligned_body, aligned_edge, aligned_row_vector, aligned_row_vector_edge, aligned_rows, arrive_and_wait,
-        load_masked, load_partials, publish_partial, restage, row_offsets, store_masked, strided_view, tile_mask,
-        tile_pointers, vector_view,
+        aligned_body, aligned_edge, aligned_row_vector, aligned_row_vector_edge, aligned_rows, load_masked, restage,
+        row_offsets, store_masked, strided_view, tile_mask, tile_pointers, vector_view,
     };
     use cutile::core::*;
 
@@ -314,37 +311,6 @@ pub mod rms_norm_device {
         let yt: Tile<T, { [ROWS, TAIL] }> = convert_tile(xt * inv_rms_of::<ROWS, TAIL>(sum_sq, n, eps) * wt);
         store_y_masked::<T, ROWS, BLOCK>(y_ptr, yb, row0, 0i32, m, n, stride_y);
         store_y_masked::<T, ROWS, TAIL>(y_ptr, yt, row0, BLOCK, m, n, stride_y);
-    }
-
-    /// n > BLOCK in one read of x: each row tile's `chunks` BLOCK-wide column tiles go to as many
-    /// tile blocks (grid: ceil(m / ROWS) row tiles x `chunks`, a row tile's chunks consecutive),
-    /// each holding its tile in registers (masked pointer tiles, lanes outside (m, n) read 0). A
-    /// tile block publishes its rows' sums of squares to the f32 partials (a row tile's ROWS rows
-    /// x `chunks` columns, rows padded to whole row tiles), counts itself in on its row tile's
-    /// `arrived` counter and waits for the others (device_util's `arrive_and_wait`; the counters
-    /// must be zero at launch), sums the row tile's partials and stores its tile scaled. Where the
-    /// looped entries read x twice, this reads it once. Progress, as for softmax's single pass
-    /// (docs/design-notes.md, "Tile blocks that talk to each other"): ffi.rs runs it only for
-    /// chunks <= the GPU's SM count.
-    #[cutile::entry(unchecked_accesses = true)]
-    unsafe fn rms_norm_split_exchange<T: ElementType, const ROWS: i32, const BLOCK: i32, const PARTS: i32>(
-        y_ptr: *mut T, x_ptr: *mut T, w_ptr: *mut T, part: *mut f32, arrived: *mut i32, m: i32, n: i32, stride_x: i32,
-        stride_y: i32, eps: f32, chunks: i32,
-    ) {
-        let pid: i32 = get_tile_block_id().0;
-        let rb: i32 = pid / chunks;
-        let c: i32 = pid - rb * chunks;
-        let (row0, col0): (i32, i32) = (rb * ROWS, c * BLOCK);
-        let x: Tile<f32, { [ROWS, BLOCK] }> = x_tile_masked::<T, ROWS, BLOCK>(x_ptr, row0, col0, m, n, stride_x);
-        let sq: Tile<f32, { [ROWS] }> = reduce_sum(x * x, 1i32);
-        let t_sq: Token = publish_partial::<ROWS>(part, row0, c, chunks, sq);
-        let tok: Token = arrive_and_wait(arrived, rb, chunks, t_sq);
-        let (raw, mask, _t) = load_partials::<ROWS, PARTS>(part, row0, chunks, tok);
-        let zero: Tile<f32, { [ROWS, PARTS] }> = constant(0.0f32, shape![ROWS, PARTS]);
-        let sum_sq: Tile<f32, { [ROWS] }> = reduce_sum(select(mask, raw, zero), 1i32);
-        let w: Tile<f32, { [ROWS, BLOCK] }> = w_tile_masked::<T, ROWS, BLOCK>(w_ptr, col0, n);
-        let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(x * inv_rms_of::<ROWS, BLOCK>(sum_sq, n, eps) * w);
-        store_y_masked::<T, ROWS, BLOCK>(y_ptr, y, row0, col0, m, n, stride_y);
     }
 
     /// `rms_norm_row_masked` for rows that do not start or end on a 16-byte boundary (n = 4097;

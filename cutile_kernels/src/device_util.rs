@@ -236,11 +236,12 @@ pub mod views {
         let _tok: Token =
             store_ptr_tko(ptrs, v, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, Latency::<3>);
     }
-    // Tile blocks of one launch that exchange per-row partials (the single-pass splits of softmax
-    // and rms_norm: several tile blocks per row tile, each holding its chunk of the rows in
-    // registers): each publishes its partials, counts itself in on its row tile's counter and
-    // waits for the others. Why this makes progress and why the poll is an atomic:
-    // docs/design-notes.md, "Tile blocks that talk to each other".
+
+    // Tile blocks of one launch that exchange per-row partials (softmax's single-pass splits:
+    // several tile blocks per row tile, each holding its chunk of the rows in registers; rms_norm
+    // tried the same, its NOTES.md): each publishes its partials, counts itself in on its row
+    // tile's counter and waits for the others. Why this makes progress and why the poll is an
+    // atomic: docs/design-notes.md, "Tile blocks that talk to each other".
 
     /// Stores one f32 per row of the row tile at row0 (`value`) at column c of an (m, chunks) f32
     /// array `parts` (element (row0 + r) * chunks + c); returns the store's token.

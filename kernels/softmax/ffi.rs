@@ -28,11 +28,11 @@
 //! more chunks than the GPU has SMs, the two kernels; where `split_fits` does not, the looped
 //! form); with a persistent tail the loop that loads the next row tile before this one's
 //! reductions (`softmax_row_tail_prefetch`; the looped form where the tail does not fit);
-//! anything else is refused (-6); -1 or 0: none. A row held whole in one tile (no split and no tail in the plan, not exactly
-//! one tile) whose start or end is off a 16-byte boundary (n = 4097, odd row strides) runs
-//! `softmax_row_aligned` where `ffi_util::aligned_rows_vec` allows it (16-byte-aligned bases, the
-//! same head per row in x and out; its body fits `block`, so n = 4097 fits 4096). Rows are at most
-//! MAX_N columns (the kernels count column tiles in i32). Every descriptor is validated before
+//! anything else is refused (-6); -1 or 0: none. A row held whole in one tile (no split and no
+//! tail in the plan, not exactly one tile) whose start or end is off a 16-byte boundary (n = 4097,
+//! odd row strides) runs `softmax_row_aligned` where `ffi_util::aligned_rows_vec` allows it
+//! (16-byte-aligned bases, the same head per row in x and out; its body fits `block`, so n = 4097
+//! fits 4096). Rows are at most MAX_N columns (the kernels count column tiles in i32). Every descriptor is validated before
 //! anything touches the GPU: bad input returns -2/-5/-6 with a message, never a launch.
 use super::kernel::softmax_device as device;
 use crate::ffi_util::{
@@ -132,8 +132,8 @@ pub fn exchange_fits(m: i32, n: i32, rows: i32, block: i32, chunk: i32, stride_x
 }
 
 /// Whether the single pass holding its chunk in T may run: chunks of four tiles (chunk == 4 *
-/// block) whose rows x chunk elements a tile block holds are at most MAX_TILE_ELEMS, and every i32 offset of its masked sub-tiles (the row's padded last chunk included)
-/// fits, for x and for out.
+/// block) whose rows x chunk elements a tile block holds are at most MAX_TILE_ELEMS, and every i32
+/// offset of its masked sub-tiles (the row's padded last chunk included) fits, for x and for out.
 pub fn held_fits(m: i32, n: i32, rows: i32, block: i32, chunk: i32, stride_x: i32, stride_y: i32) -> bool {
     chunk == HELD_TILES * block
         && rows as i64 * chunk as i64 <= MAX_TILE_ELEMS as i64

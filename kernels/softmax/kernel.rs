@@ -480,11 +480,9 @@ pub mod softmax_device {
         let sum: Tile<f32, { [ROWS] }> = reduce_sum(ps * exp2((pm - pmx) * log2e_p, ftz::Enabled), 1i32);
 
         // y = e * exp(m_c - M) / S: one factor per row.
-        let log2e_r: Tile<f32, { [ROWS] }> = constant(1.4426950408889634f32, shape![ROWS]);
         let one_r: Tile<f32, { [ROWS] }> = constant(1.0f32, shape![ROWS]);
         let inv: Tile<f32, { [ROWS] }> = divf(one_r, sum, rounding::NearestEven, ftz::Disabled);
-        let scale: Tile<f32, { [ROWS] }> = exp2((c_max - row_max) * log2e_r, ftz::Enabled) * inv;
-        scale
+        rescale::<ROWS>(c_max, row_max) * inv
     }
 
     /// `softmax_row` for n == BLOCK, m % ROWS == 0 and element offsets that fit i32 (ffi.rs checks):
@@ -532,15 +530,11 @@ pub mod softmax_device {
     unsafe fn x_tile_neg_inf<T: ElementType, const ROWS: i32, const W: i32, const LAT: i32>(
         x_ptr: *mut T, row0: i32, col0: i32, m: i32, n: i32, stride_x: i32,
     ) -> (Tile<f32, { [ROWS, W] }>, Tile<bool, { [ROWS, W] }>) {
-        let ptrs: PointerTile<*mut T, { [ROWS, W] }> =
-            tile_pointers::<T, ROWS, W>(x_ptr, row0 * stride_x + col0, stride_x);
+        let raw: Tile<T, { [ROWS, W] }> =
+            unsafe { x_tile_raw::<T, ROWS, W, LAT>(x_ptr, row0, row0, col0, m, n, stride_x) };
         let mask: Tile<bool, { [ROWS, W] }> = tile_mask::<ROWS, W>(row0, col0, m, n);
-        let (raw, _tok): (Tile<T, { [ROWS, W] }>, Token) = unsafe {
-            load_ptr_tko(ptrs, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, None, Latency::<LAT>)
-        };
         let x_in: Tile<f32, { [ROWS, W] }> = convert_tile(raw);
-        let neg_inf: Tile<f32, { [ROWS, W] }> = constant(f32::NEG_INFINITY, shape![ROWS, W]);
-        (select(mask, x_in, neg_inf), mask)
+        (neg_inf_outside::<ROWS, W>(x_in, mask), mask)
     }
 
     /// The ROWS x W tile of x whose mask is that of the tile at (row0, col0) in (m, n), as loaded

@@ -797,7 +797,7 @@ mod tests {
     }
 
     /// The single-pass split for the PARTS classes its candidates reach, specialized as the launcher
-    /// compiles it for the vocabulary shapes; its IR has the release arrival and the acquire poll.
+    /// compiles it for the vocabulary shapes (`lower_single_pass`).
     #[test]
     fn split_exchange_lowers_and_assembles_for_sm90() {
         for (dtype, m, n, block, parts, occupancy, warps) in [
@@ -807,22 +807,32 @@ mod tests {
             ("f32", 1024, 128256, 8192, "16", 4, Some(8)),
             ("bf16", 512, 151936, 16384, "16", 2, Some(8)),
         ] {
-            let chunks = (n + block - 1) / block;
-            let ptrs =
-                [("y_ptr", ALIGNED_PTR), ("x_ptr", ALIGNED_PTR), ("part_max", ALIGNED_PTR), ("part_sum", ALIGNED_PTR)];
-            let ints = [("m", m), ("n", n), ("stride_x", n), ("stride_y", n), ("chunks", chunks)];
-            let options = ffi_util::compile_options(Some(occupancy), warps);
-            let what = format!(" for {m}x{n}");
-            let generics = [dtype, "1", &block.to_string(), parts];
-            let ir = DEVICE.lower("softmax_split_exchange", &generics, &div_hints(&ptrs, &ints), options, &what);
-            // The arrival (release) and the poll (an acquire atomic, whose one result every thread
-            // shares: see the entry) are atomics; no thread polls with a load of its own.
-            assert!(!ir.contains("load_ptr_tko acquire"), "softmax_split_exchange{what}: a polling load");
-            for needle in ["atomic_rmw_tko release", "atomic_rmw_tko acquire"] {
-                assert!(ir.contains(needle), "softmax_split_exchange{what}: no {needle} in the IR");
-            }
+            lower_single_pass("softmax_split_exchange", dtype, m, n, block, block, parts, occupancy, warps);
         }
         DEVICE.assert_lowers("softmax_split_exchange", &["f16", "2", "2048", "128"], &["exp2", "select"]);
+    }
+
+    /// A single-pass split entry (`tile`-wide tiles, `chunk` columns a tile block) lowered and
+    /// assembled as the launcher specializes it for one-row tiles over m x n; its IR has the
+    /// release arrival and the acquire poll as atomics (whose one result every thread shares: see
+    /// device_util's `arrive_and_wait`), and no thread polls with a load of its own.
+    #[allow(clippy::too_many_arguments)]
+    fn lower_single_pass(
+        entry: &str, dtype: &str, m: i32, n: i32, tile: i32, chunk: i32, parts: &str, occupancy: i32,
+        warps: Option<i32>,
+    ) {
+        let chunks = (n + chunk - 1) / chunk;
+        let ptrs =
+            [("y_ptr", ALIGNED_PTR), ("x_ptr", ALIGNED_PTR), ("part_max", ALIGNED_PTR), ("part_sum", ALIGNED_PTR)];
+        let ints = [("m", m), ("n", n), ("stride_x", n), ("stride_y", n), ("chunks", chunks)];
+        let options = ffi_util::compile_options(Some(occupancy), warps);
+        let what = format!(" for {m}x{n} at occupancy {occupancy}");
+        let generics = [dtype, "1", &tile.to_string(), parts];
+        let ir = DEVICE.lower(entry, &generics, &div_hints(&ptrs, &ints), options, &what);
+        assert!(!ir.contains("load_ptr_tko acquire"), "{entry}{what}: a polling load");
+        for needle in ["atomic_rmw_tko release", "atomic_rmw_tko acquire", "exp2"] {
+            assert!(ir.contains(needle), "{entry}{what}: no {needle} in the IR");
+        }
     }
 
     /// The persistent tail's prefetching loop at the candidates' occupancies and warps, as the
@@ -855,17 +865,17 @@ mod tests {
             ("f16", 512, 151936, 2048, "32", 8, None),
             ("f32", 1024, 128256, 2048, "16", 4, None),
         ] {
-            let chunks = (n + 4 * sub - 1) / (4 * sub);
-            let ptrs =
-                [("y_ptr", ALIGNED_PTR), ("x_ptr", ALIGNED_PTR), ("part_max", ALIGNED_PTR), ("part_sum", ALIGNED_PTR)];
-            let ints = [("m", m), ("n", n), ("stride_x", n), ("stride_y", n), ("chunks", chunks)];
-            let options = ffi_util::compile_options(Some(occupancy), warps);
-            let what = format!(" for {m}x{n} at occupancy {occupancy}");
-            let generics = [dtype, "1", &sub.to_string(), parts];
-            let ir = DEVICE.lower("softmax_split_exchange_held", &generics, &div_hints(&ptrs, &ints), options, &what);
-            for needle in ["atomic_rmw_tko release", "atomic_rmw_tko acquire", "exp2"] {
-                assert!(ir.contains(needle), "softmax_split_exchange_held{what}: no {needle} in the IR");
-            }
+            lower_single_pass(
+                "softmax_split_exchange_held",
+                dtype,
+                m,
+                n,
+                sub,
+                HELD_TILES * sub,
+                parts,
+                occupancy,
+                warps,
+            );
         }
     }
 

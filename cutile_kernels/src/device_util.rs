@@ -62,6 +62,22 @@ pub mod views {
         andi(in_cols, in_rows)
     }
 
+    /// The ROWS x W tile of an (m, n) tensor at (row0, col0) (rows `stride` elements apart) as
+    /// loaded, in T: lanes outside (m, n) not read, their values undefined (select after the
+    /// conversion). Addressed from row `at_row0` instead of row0: equal, or, for a persistent
+    /// loop's prefetch past the last row tile, a row tile inside the tensor while row0 lies past it
+    /// (an empty mask), so that no offset formed leaves i32. LAT is the load's latency hint (1
+    /// inside a persistent loop: straight to registers, no cp.async staging; `load_masked`).
+    pub unsafe fn tile_raw<T: ElementType, const ROWS: i32, const W: i32, const LAT: i32>(
+        ptr: *mut T, at_row0: i32, row0: i32, col0: i32, m: i32, n: i32, stride: i32,
+    ) -> Tile<T, { [ROWS, W] }> {
+        let ptrs: PointerTile<*mut T, { [ROWS, W] }> = tile_pointers::<T, ROWS, W>(ptr, at_row0 * stride + col0, stride);
+        let mask: Tile<bool, { [ROWS, W] }> = tile_mask::<ROWS, W>(row0, col0, m, n);
+        let (raw, _tok): (Tile<T, { [ROWS, W] }>, Token) =
+            load_ptr_tko(ptrs, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, None, Latency::<LAT>);
+        raw
+    }
+
     // Rows that do not start on a 16-byte boundary (n = 4097, or a row stride that is no multiple of
     // 16 bytes): a masked pointer tile over such rows gives tileiras no 16-byte alignment to prove,
     // so it issues one 2- or 4-byte access per element. These helpers split each row instead into a

@@ -3,7 +3,7 @@
 //!   int32_t cutile_layer_norm(const TensorDesc* out, const TensorDesc* x, const TensorDesc* weight,
 //!                             const TensorDesc* bias, float eps, int32_t block, int32_t rows,
 //!                             int32_t occupancy, int32_t programs, int32_t tail, int32_t warps,
-//!                             int32_t device_id, uint64_t stream);
+//!                             int32_t form, int32_t device_id, uint64_t stream);
 //!
 //! x and out are (m, n) with the same shape and dtype (f32, f16 or bf16), contiguous last dim, any
 //! row stride >= n. `weight` and `bias` are optional: a null pointer means absent (y is not scaled,
@@ -22,7 +22,8 @@
 //! even where the tile divides (rms_norm's POINTER_ENTRIES). `tail` > 0 holds each row as a body
 //! and a tail tile (`layer_norm_row_tail`; rms_norm's rule: a power of two in [16, block] with
 //! block < n <= block + tail; with -2, through pointer tiles, `layer_norm_row_tail_masked`, where
-//! their i32 offsets fit), -1 or 0 none. Every descriptor is validated before
+//! their i32 offsets fit), -1 or 0 none. `form`: 0 or -1 (rms_norm's form 1 has no layer_norm
+//! entry; anything else is refused). Every descriptor is validated before
 //! anything touches the GPU: bad input returns -2/-5/-6 with a message, never a launch.
 use super::kernel::layer_norm_device as device;
 // The tiling, its defaults (the same bytes per element, NOTES.md) and the masked entries' rule are
@@ -57,7 +58,7 @@ impl std::ops::Deref for Plan {
 #[allow(clippy::too_many_arguments)]
 pub fn plan(
     out: &TensorDesc, x: &TensorDesc, weight: Option<&TensorDesc>, bias: Option<&TensorDesc>, eps: f32, block: i32,
-    rows: i32, occupancy: i32, programs: i32, tail: i32, warps: i32,
+    rows: i32, occupancy: i32, programs: i32, tail: i32, warps: i32, form: i32,
 ) -> FfiResult<Plan> {
     let params: Vec<(&TensorDesc, &str)> =
         [(weight, "weight"), (bias, "bias")].into_iter().filter_map(|(d, arg)| Some((d?, arg))).collect();
@@ -73,7 +74,13 @@ pub fn plan(
     let mut contiguous = vec![(x, "x"), (out, "out")];
     contiguous.extend(params.iter().copied());
     ffi_util::check_last_dims_contiguous(&contiguous)?;
-    let norm = rows_plan(dtype, x, out, eps, block, rows, occupancy, programs, tail, warps)?;
+    if !matches!(form, -1 | 0) {
+        return Err(invalid(format!(
+            "variant form={form}: layer_norm has no other form (rms_norm's form 1, the prefetching persistent tail, \
+             is not ported here); use 0 or -1"
+        )));
+    }
+    let norm = rows_plan(dtype, x, out, eps, block, rows, occupancy, programs, tail, warps, 0)?;
     Ok(Plan { norm, has_w: weight.is_some(), has_b: bias.is_some() })
 }
 
@@ -140,7 +147,7 @@ fn launch<T: Element>(
 
 // `cutile_layer_norm`: the descriptors (weight and bias may be null), then plan(), the caller's
 // stream and launch() (ffi_util::export!).
-crate::export!(cutile_layer_norm(out, x; optional weight, bias; eps: f32, block: i32, rows: i32, occupancy: i32, programs: i32, tail: i32, warps: i32));
+crate::export!(cutile_layer_norm(out, x; optional weight, bias; eps: f32, block: i32, rows: i32, occupancy: i32, programs: i32, tail: i32, warps: i32, form: i32));
 
 #[cfg(test)]
 mod tests {
@@ -179,14 +186,14 @@ mod tests {
         let x = desc2(DType::F16, &[257, 4097], &[5000, 1]);
         let y = desc2(DType::F16, &[257, 4097], &[4097, 1]);
         let w = desc2(DType::F16, &[4097], &[1]);
-        let p = plan(&y, &x, Some(&w), None, 1e-5, -1, -1, -1, -1, -1, -1).unwrap();
+        let p = plan(&y, &x, Some(&w), None, 1e-5, -1, -1, -1, -1, -1, -1, 0).unwrap();
         assert_eq!(
             (p.dtype, p.eps, p.programs, p.masked, p.has_w, p.has_b),
             (DType::F16, 1e-5, None, true, true, false)
         );
         assert_eq!((p.row.m, p.row.n, p.row.stride_x, p.row.stride_y), (257, 4097, 5000, 4097));
         assert_eq!((p.row.block, p.row.rows, p.row.occupancy, p.row.warps), (8192, 1, None, None));
-        let p = plan(&y, &x, None, Some(&w), 1e-5, 1024, -1, 4, -1, -1, -1).unwrap();
+        let p = plan(&y, &x, None, Some(&w), 1e-5, 1024, -1, 4, -1, -1, -1, 0).unwrap();
         assert_eq!((p.row.block, p.row.rows, p.row.occupancy, p.has_w, p.has_b), (1024, 8, Some(4), false, true));
     }
 
@@ -206,34 +213,34 @@ mod tests {
             (x, None, None, 24, "power of two"),
         ];
         for (out, w, b, block, needle) in cases {
-            assert_fails(plan(&out, &x, w, b, 1e-5, block, 1, -1, -1, -1, -1), rc::INVALID_ARGUMENT, needle);
+            assert_fails(plan(&out, &x, w, b, 1e-5, block, 1, -1, -1, -1, -1, 0), rc::INVALID_ARGUMENT, needle);
         }
         let half = desc2(DType::F16, &[8], &[1]);
-        assert_fails(plan(&x, &x, None, Some(&half), 1e-5, -1, -1, -1, -1, -1, -1), rc::INVALID_ARGUMENT, "one dtype");
-        assert_fails(plan(&x, &x, None, None, f32::NAN, -1, -1, -1, -1, -1, -1), rc::INVALID_ARGUMENT, "eps=NaN");
+        assert_fails(plan(&x, &x, None, Some(&half), 1e-5, -1, -1, -1, -1, -1, -1, 0), rc::INVALID_ARGUMENT, "one dtype");
+        assert_fails(plan(&x, &x, None, None, f32::NAN, -1, -1, -1, -1, -1, -1, 0), rc::INVALID_ARGUMENT, "eps=NaN");
     }
 
     #[test]
     fn plan_rejects_integer_dtype_as_unsupported() {
         let x = desc2(DType::I32, &[4, 8], &[8, 1]);
         let msg = "layer_norm supports f32, f16, bf16";
-        assert_fails(plan(&x, &x, None, None, 1e-5, -1, -1, -1, -1, -1, -1), rc::UNSUPPORTED_DTYPE, msg);
+        assert_fails(plan(&x, &x, None, None, 1e-5, -1, -1, -1, -1, -1, -1, 0), rc::UNSUPPORTED_DTYPE, msg);
     }
 
     #[test]
     fn plan_checks_the_occupancy_and_warps_hints() {
         let x = desc2(DType::F32, &[4, 8], &[8, 1]);
         ffi_util::assert_hints_checked(true, |occupancy, warps| {
-            plan(&x, &x, None, None, 1e-5, -1, -1, occupancy, -1, -1, warps)
+            plan(&x, &x, None, None, 1e-5, -1, -1, occupancy, -1, -1, warps, 0)
         });
-        assert_eq!(plan(&x, &x, None, None, 1e-5, -1, -1, -1, -1, -1, 4).unwrap().row.warps, Some(4));
+        assert_eq!(plan(&x, &x, None, None, 1e-5, -1, -1, -1, -1, -1, 4, 0).unwrap().row.warps, Some(4));
     }
 
     #[test]
     fn plan_caps_the_persistent_grid_and_runs_masked_entries_only_for_partial_tiles() {
         let x = desc2(DType::F16, &[100, 1000], &[1000, 1]);
         let w = desc2(DType::F16, &[1000], &[1]);
-        let p = |block, programs| plan(&x, &x, Some(&w), Some(&w), 1e-5, block, 8, 4, programs, -1, -1);
+        let p = |block, programs| plan(&x, &x, Some(&w), Some(&w), 1e-5, block, 8, 4, programs, -1, -1, 0);
         assert_eq!(p(1024, 528).unwrap().programs, Some(13)); // ceil(100 / 8)
         assert_eq!(p(1024, 0).unwrap().programs, None);
         assert_fails(p(512, 528), rc::INVALID_ARGUMENT, "needs n=1000 <= block=512");
@@ -278,11 +285,11 @@ mod tests {
     fn aligned_entry_for_rows_off_16_byte_boundaries_with_or_without_weight_and_bias() {
         let x = desc2(DType::BF16, &[5, 4097], &[4097, 1]);
         let w = desc2(DType::BF16, &[4097], &[1]);
-        let p = plan(&x, &x, Some(&w), None, 1e-5, 8192, 1, 4, -2, -1, -1).unwrap();
+        let p = plan(&x, &x, Some(&w), None, 1e-5, 8192, 1, 4, -2, -1, -1, 0).unwrap();
         assert_eq!((p.aligned, p.has_w, p.has_b), (Some(8), true, false));
         // A persistent grid: the aligned entry's, a multiple of VEC tile blocks (rms_norm's aligned_grid).
         let big = desc2(DType::BF16, &[1000, 4097], &[4097, 1]);
-        let p = plan(&big, &big, None, None, 1e-5, 4096, 1, 4, 100, -1, -1).unwrap();
+        let p = plan(&big, &big, None, None, 1e-5, 4096, 1, 4, 100, -1, -1, 0).unwrap();
         assert_eq!((p.aligned, p.programs), (Some(8), Some(96)));
     }
 

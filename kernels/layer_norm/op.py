@@ -24,7 +24,7 @@ CDEF = """
 int32_t cutile_layer_norm(const TensorDesc* out, const TensorDesc* x, const TensorDesc* weight,
                           const TensorDesc* bias, float eps, int32_t block, int32_t rows,
                           int32_t occupancy, int32_t programs, int32_t tail, int32_t warps,
-                          int32_t device_id, uint64_t stream);
+                          int32_t form, int32_t device_id, uint64_t stream);
 """
 
 DTYPES = ("float16", "bfloat16", "float32")
@@ -57,4 +57,7 @@ def layer_norm(
 # rms_norm's candidates (body-and-tail tiles included). The whole-row tiles at occupancy 1 and at the
 # compiler's choice, which serve Liger's cuTile layer_norm, were timed on the H200 and never won
 # (NOTES.md); they are no longer offered.
-variants = norm.variants
+def variants(m: int, n: int) -> list[dict]:
+    """rms_norm's candidates (tilekit.norm.variants) less its prefetching tail (form 1: no layer_norm
+    entry)."""
+    return norm.variants(m, n, prefetch=False)

@@ -2,8 +2,8 @@
 //!
 //!   int32_t cutile_rms_norm(const TensorDesc* out, const TensorDesc* x, const TensorDesc* weight,
 //!                           float eps, int32_t block, int32_t rows, int32_t occupancy,
-//!                           int32_t programs, int32_t tail, int32_t warps, int32_t device_id,
-//!                           uint64_t stream);
+//!                           int32_t programs, int32_t tail, int32_t warps, int32_t form,
+//!                           int32_t device_id, uint64_t stream);
 //!
 //! x and out are (m, n) with the same shape and dtype (f32, f16 or bf16), contiguous last dim, any
 //! row stride >= n; weight is (n,) contiguous, same dtype. `block` is the tile width (a power of
@@ -19,7 +19,10 @@
 //! block-wide body tile and a tail-wide tail tile (`rms_norm_row_tail`; fewer idle lanes than the
 //! power of two above n), one tile block per row tile or, with `programs` > 0, persistent; with
 //! `programs` = -2 through pointer tiles (`rms_norm_row_tail_masked`, where the offsets up to the
-//! tail's last lane fit i32; else `rms_norm_row_tail`); -1 or 0: no tail. With no tail, rows that do not start or end on a 16-byte boundary (n = 4097, odd row
+//! tail's last lane fit i32; else `rms_norm_row_tail`); -1 or 0: no tail. `form` 1 with a tail and
+//! `programs` > 0 runs the persistent tail through pointer tiles, loading the next row tile ahead
+//! (`rms_norm_row_tail_prefetch`, where the offsets up to the tail's last lane fit i32; else the
+//! persistent `rms_norm_row_tail`); -1 or 0 the other entries; anything else is refused. With no tail, rows that do not start or end on a 16-byte boundary (n = 4097, odd row
 //! strides) run `rms_norm_row_aligned` where `ffi_util::aligned_rows_vec` allows it (16-byte-aligned
 //! bases, the same head per row in x and out; its body fits `block`, so n = 4097 fits 4096), one
 //! tile block per row tile whatever `programs` (-1, 0, -2) said, or with `programs` > 0
@@ -65,6 +68,9 @@ pub struct Plan {
     /// (`ffi_util::aligned_rows_vec`): the aligned entry (`rms_norm_row_aligned`, or with
     /// `programs` `rms_norm_row_aligned_persistent`) runs instead of the others.
     pub aligned: Option<i32>,
+    /// The persistent tail loads the next row tile ahead through pointer tiles
+    /// (`rms_norm_row_tail_prefetch`; the variant's `form` 1).
+    pub form: i32,
 }
 
 /// Whether the masked pointer-tile entries run: the tile leaves a partial tile (where the
@@ -102,7 +108,7 @@ pub fn default_rows(block: i32, m: i32) -> i32 {
 #[allow(clippy::too_many_arguments)]
 pub fn rows_plan(
     dtype: DType, x: &TensorDesc, out: &TensorDesc, eps: f32, block: i32, rows: i32, occupancy: i32, programs: i32,
-    tail: i32, warps: i32,
+    tail: i32, warps: i32, form: i32,
 ) -> FfiResult<Plan> {
     let m = to_i32(x.shape[0], "m")?;
     let n = to_i32(x.shape[1], "n")?;
@@ -155,7 +161,25 @@ pub fn rows_plan(
             // the tail's last lane is column block + tail: round_up(n, tail) (tail divides block)
             Some(t) => pointer && pointer_fits(m, n, rows, t, stride_x, stride_y),
         };
-    Ok(Plan { dtype, row, eps, programs, tail, masked, aligned })
+    // form 1 where the pointer tiles' offsets up to the tail's last lane fit i32, else the TMA tail
+    let form = match (form, tail) {
+        (rc::COMPILER_DEFAULT | 0, _) => 0,
+        (f @ 1..=3, Some(t)) if programs.is_some() => {
+            if pointer_fits(m, n, rows, t, stride_x, stride_y) {
+                f
+            } else {
+                0
+            }
+        }
+        (f, _) => {
+            return Err(invalid(format!(
+                "variant form={f}: form 1 is the persistent body-and-tail loop that loads the next row tile ahead; \
+                 it needs a tail (block < n <= block + tail) and programs > 0 (n={n}, block={block}, tail={tail:?}); \
+                 use 0 or -1 for the other entries"
+            )))
+        }
+    };
+    Ok(Plan { dtype, row, eps, programs, tail, masked, aligned, form })
 }
 
 /// The aligned entry's persistent grid for a requested `grid` (already capped at `row_tiles`): every
@@ -174,7 +198,7 @@ pub fn aligned_grid(grid: i32, row_tiles: i32, vec: i32) -> i32 {
 #[allow(clippy::too_many_arguments)]
 pub fn plan(
     out: &TensorDesc, x: &TensorDesc, w: &TensorDesc, eps: f32, block: i32, rows: i32, occupancy: i32, programs: i32,
-    tail: i32, warps: i32,
+    tail: i32, warps: i32, form: i32,
 ) -> FfiResult<Plan> {
     let dtype = ffi_util::check_float_tensors(KERNEL, &[(x, "x", 2), (out, "out", 2), (w, "weight", 1)])?;
     check_same_shape(x, "x", out, "out")?;
@@ -182,7 +206,7 @@ pub fn plan(
         return Err(invalid(format!("`weight` has {} elements but x has n={} columns", w.shape[0], x.shape[1])));
     }
     ffi_util::check_last_dims_contiguous(&[(x, "x"), (out, "out"), (w, "weight")])?;
-    rows_plan(dtype, x, out, eps, block, rows, occupancy, programs, tail, warps)
+    rows_plan(dtype, x, out, eps, block, rows, occupancy, programs, tail, warps, form)
 }
 
 fn launch<T: Element>(
@@ -206,7 +230,12 @@ fn launch<T: Element>(
     // the grid launched (a 16-byte-aligned slice per tile block: block >= 16), its slice offsets in
     // i32 (`restage_grid_cap` in plan()), freed in stream order after the kernel.
     unsafe {
-        if p.tail.is_some() && p.masked {
+        if p.form == 1 {
+            launch.enqueue(device::rms_norm_row_tail_prefetch(y_ptr, x_ptr, w_ptr, m, n, sx, sy, eps), stream)
+        } else if p.form > 1 {
+            launch.generics.push(if p.form == 2 { "3" } else { "1" }.to_string());
+            launch.enqueue(device::rms_norm_row_tail_prefetch_w(y_ptr, x_ptr, w_ptr, m, n, sx, sy, eps), stream)
+        } else if p.tail.is_some() && p.masked {
             launch.enqueue(device::rms_norm_row_tail_masked(y_ptr, x_ptr, w_ptr, m, n, sx, sy, eps), stream)
         } else if p.tail.is_some() {
             launch.enqueue(device::rms_norm_row_tail(y_ptr, x_ptr, w_ptr, m, n, sx, sy, eps), stream)
@@ -235,7 +264,7 @@ fn launch<T: Element>(
 }
 
 // `cutile_rms_norm`: the descriptors, then plan(), the caller's stream and launch() (ffi_util::export!).
-crate::export!(cutile_rms_norm(out, x, weight; eps: f32, block: i32, rows: i32, occupancy: i32, programs: i32, tail: i32, warps: i32));
+crate::export!(cutile_rms_norm(out, x, weight; eps: f32, block: i32, rows: i32, occupancy: i32, programs: i32, tail: i32, warps: i32, form: i32));
 
 #[cfg(test)]
 mod tests {
@@ -252,16 +281,16 @@ mod tests {
         let x = desc2(DType::F16, &[257, 4097], &[5000, 1]);
         let y = desc2(DType::F16, &[257, 4097], &[4097, 1]);
         let w = desc2(DType::F16, &[4097], &[1]);
-        let Plan { dtype, row, eps, programs, tail, masked, aligned } =
-            plan(&y, &x, &w, 1e-6, -1, -1, -1, -1, -1, -1).unwrap();
-        assert_eq!((dtype, eps, programs, tail, masked), (DType::F16, 1e-6, None, None, true));
+        let Plan { dtype, row, eps, programs, tail, masked, aligned, form } =
+            plan(&y, &x, &w, 1e-6, -1, -1, -1, -1, -1, -1, 0).unwrap();
+        assert_eq!((dtype, eps, programs, tail, masked, form), (DType::F16, 1e-6, None, None, true, 0));
         assert_eq!(aligned, None); // x's rows start 16-byte aligned, y's not: different heads
         assert_eq!((row.m, row.n, row.stride_x, row.stride_y), (257, 4097, 5000, 4097));
         assert_eq!((row.block, row.rows, row.occupancy, row.warps), (8192, 1, None, None));
-        assert_eq!(plan(&y, &x, &w, 1e-6, 1024, -1, -1, -1, -1, -1).unwrap().row.rows, 8);
+        assert_eq!(plan(&y, &x, &w, 1e-6, 1024, -1, -1, -1, -1, -1, 0).unwrap().row.rows, 8);
         assert_eq!(default_rows(16, 1000), 64);
         assert_eq!(default_rows(16, 3), 4);
-        assert_eq!(plan(&y, &x, &w, 1e-6, 16384, 2, 4, -1, -1, -1).unwrap().row.occupancy, Some(4));
+        assert_eq!(plan(&y, &x, &w, 1e-6, 16384, 2, 4, -1, -1, -1, 0).unwrap().row.occupancy, Some(4));
         assert_eq!(default_block(16384), 4096);
         assert_eq!(default_block(1), 16);
     }
@@ -279,7 +308,7 @@ mod tests {
             (x, w, -2, "power of two"),
         ];
         for (out, w, block, needle) in cases {
-            assert_fails(plan(&out, &x, &w, 1e-6, block, 1, -1, -1, -1, -1), rc::INVALID_ARGUMENT, needle);
+            assert_fails(plan(&out, &x, &w, 1e-6, block, 1, -1, -1, -1, -1, 0), rc::INVALID_ARGUMENT, needle);
         }
     }
 
@@ -288,7 +317,7 @@ mod tests {
         let x = desc2(DType::I32, &[4, 8], &[8, 1]);
         let w = desc2(DType::I32, &[8], &[1]);
         assert_fails(
-            plan(&x, &x, &w, 1e-6, -1, -1, -1, -1, -1, -1),
+            plan(&x, &x, &w, 1e-6, -1, -1, -1, -1, -1, -1, 0),
             rc::UNSUPPORTED_DTYPE,
             "rms_norm supports f32, f16, bf16",
         );
@@ -299,44 +328,44 @@ mod tests {
         let x = desc2(DType::F32, &[4, 8], &[8, 1]);
         let w = desc2(DType::F32, &[8], &[1]);
         ffi_util::assert_hints_checked(true, |occupancy, warps| {
-            plan(&x, &x, &w, 1e-6, -1, -1, occupancy, -1, -1, warps)
+            plan(&x, &x, &w, 1e-6, -1, -1, occupancy, -1, -1, warps, 0)
         });
-        assert_eq!(plan(&x, &x, &w, 1e-6, -1, -1, -1, -1, -1, 8).unwrap().row.warps, Some(8));
-        assert_eq!(plan(&x, &x, &w, 1e-6, -1, -1, -1, -1, -1, -1).unwrap().row.warps, None);
+        assert_eq!(plan(&x, &x, &w, 1e-6, -1, -1, -1, -1, -1, 8, 0).unwrap().row.warps, Some(8));
+        assert_eq!(plan(&x, &x, &w, 1e-6, -1, -1, -1, -1, -1, -1, 0).unwrap().row.warps, None);
     }
 
     #[test]
     fn plan_caps_the_persistent_grid_at_the_row_tiles_and_needs_whole_rows() {
         let x = desc2(DType::F16, &[100, 1000], &[1000, 1]);
         let w = desc2(DType::F16, &[1000], &[1]);
-        assert_eq!(plan(&x, &x, &w, 1e-6, 1024, 8, 4, 528, -1, -1).unwrap().programs, Some(13)); // ceil(100 / 8)
-        assert_eq!(plan(&x, &x, &w, 1e-6, 1024, 8, 4, 0, -1, -1).unwrap().programs, None);
-        assert_fails(plan(&x, &x, &w, 1e-6, 512, 8, 4, 528, -1, -1), rc::INVALID_ARGUMENT, "needs n=1000 <= block=512");
+        assert_eq!(plan(&x, &x, &w, 1e-6, 1024, 8, 4, 528, -1, -1, 0).unwrap().programs, Some(13)); // ceil(100 / 8)
+        assert_eq!(plan(&x, &x, &w, 1e-6, 1024, 8, 4, 0, -1, -1, 0).unwrap().programs, None);
+        assert_fails(plan(&x, &x, &w, 1e-6, 512, 8, 4, 528, -1, -1, 0), rc::INVALID_ARGUMENT, "needs n=1000 <= block=512");
     }
 
     #[test]
     fn pointer_entries_on_request_where_their_offsets_fit() {
         let x = desc2(DType::BF16, &[256, 4096], &[4096, 1]);
         let w = desc2(DType::BF16, &[4096], &[1]);
-        let p = plan(&x, &x, &w, 1e-6, 4096, 1, 4, POINTER_ENTRIES, -1, -1).unwrap();
+        let p = plan(&x, &x, &w, 1e-6, 4096, 1, 4, POINTER_ENTRIES, -1, -1, 0).unwrap();
         assert_eq!((p.masked, p.programs, p.row.rows), (true, None, 1));
-        assert!(!plan(&x, &x, &w, 1e-6, 4096, 1, 4, 0, -1, -1).unwrap().masked); // the tile divides
+        assert!(!plan(&x, &x, &w, 1e-6, 4096, 1, 4, 0, -1, -1, 0).unwrap().masked); // the tile divides
         assert!(!pointer_fits(131072, 16384, 1, 16384, 16384, 16384)); // 2^31 elements: partition entries
         let big = desc2(DType::BF16, &[131072, 16384], &[16384, 1]);
         let wb = desc2(DType::BF16, &[16384], &[1]);
-        assert!(!plan(&big, &big, &wb, 1e-6, 16384, 1, 4, POINTER_ENTRIES, -1, -1).unwrap().masked);
-        assert_fails(plan(&x, &x, &w, 1e-6, 4096, 1, 4, -3, -1, -1), rc::INVALID_ARGUMENT, "or -2 for that");
+        assert!(!plan(&big, &big, &wb, 1e-6, 16384, 1, 4, POINTER_ENTRIES, -1, -1, 0).unwrap().masked);
+        assert_fails(plan(&x, &x, &w, 1e-6, 4096, 1, 4, -3, -1, -1, 0), rc::INVALID_ARGUMENT, "or -2 for that");
     }
 
     #[test]
     fn tail_tiles_cover_the_row_past_a_full_body() {
         let x = desc2(DType::BF16, &[100, 11008], &[11008, 1]);
         let w = desc2(DType::BF16, &[11008], &[1]);
-        let p = plan(&x, &x, &w, 1e-6, 8192, 1, 2, 264, 4096, -1).unwrap();
+        let p = plan(&x, &x, &w, 1e-6, 8192, 1, 2, 264, 4096, -1, 0).unwrap();
         assert_eq!((p.tail, p.programs, p.masked), (Some(4096), Some(100), false));
-        let p = plan(&x, &x, &w, 1e-6, 8192, 2, 4, 0, 4096, -1).unwrap();
+        let p = plan(&x, &x, &w, 1e-6, 8192, 2, 4, 0, 4096, -1, 0).unwrap();
         assert_eq!((p.tail, p.programs, p.masked), (Some(4096), None, false)); // partial row tile: no mask
-        assert_eq!(plan(&x, &x, &w, 1e-6, 16384, 1, 4, 0, 0, -1).unwrap().tail, None);
+        assert_eq!(plan(&x, &x, &w, 1e-6, 16384, 1, 4, 0, 0, -1, 0).unwrap().tail, None);
         for (block, rows, tail, why) in [
             (8192, 1, 2048, "block < n=11008 <= block + tail"), // the row does not fit
             (16384, 1, 4096, "block < n=11008"),                // no body-sized part past the body
@@ -344,20 +373,20 @@ mod tests {
             (4096, 1, 8192, "[16, block]"),
             (8192, 8, 4096, "rows * (block + tail)"),
         ] {
-            assert_fails(plan(&x, &x, &w, 1e-6, block, rows, 4, 0, tail, -1), rc::INVALID_ARGUMENT, why);
+            assert_fails(plan(&x, &x, &w, 1e-6, block, rows, 4, 0, tail, -1, 0), rc::INVALID_ARGUMENT, why);
         }
         // through pointer tiles on request, one tile block per row tile; past i32 offsets the TMA tail entry
-        let p = plan(&x, &x, &w, 1e-6, 8192, 1, 4, POINTER_ENTRIES, 4096, -1).unwrap();
+        let p = plan(&x, &x, &w, 1e-6, 8192, 1, 4, POINTER_ENTRIES, 4096, -1, 0).unwrap();
         assert_eq!((p.tail, p.programs, p.masked), (Some(4096), None, true));
         let tall = desc2(DType::BF16, &[200000, 11008], &[11008, 1]);
-        let p = plan(&tall, &tall, &w, 1e-6, 8192, 1, 4, POINTER_ENTRIES, 4096, -1).unwrap();
+        let p = plan(&tall, &tall, &w, 1e-6, 8192, 1, 4, POINTER_ENTRIES, 4096, -1, 0).unwrap();
         assert_eq!((p.tail, p.masked), (Some(4096), false));
         // the i32 bound at the tail's last lane (column block + tail = 12288 of the last row)
         let at = |m: i64| desc2(DType::BF16, &[m, 11008], &[11008, 1]);
-        let masked_at = |x: &TensorDesc| plan(x, x, &w, 1e-6, 8192, 1, 4, POINTER_ENTRIES, 4096, -1).unwrap().masked;
+        let masked_at = |x: &TensorDesc| plan(x, x, &w, 1e-6, 8192, 1, 4, POINTER_ENTRIES, 4096, -1, 0).unwrap().masked;
         assert!(masked_at(&at(195083))); // (m - 1) * 11008 + 12288 <= i32::MAX
         assert!(!masked_at(&at(195084))); // one row more: the TMA tail entry
-        assert_fails(plan(&x, &x, &w, 1e-6, 4096, 1, 4, 264, 0, -1), rc::INVALID_ARGUMENT, "plus a tail");
+        assert_fails(plan(&x, &x, &w, 1e-6, 4096, 1, 4, 264, 0, -1, 0), rc::INVALID_ARGUMENT, "plus a tail");
     }
 
     #[test]
@@ -369,25 +398,25 @@ mod tests {
         assert!(!masked_fits(131072, 16385, 1, 32768, 16385, 16385)); // x spans 2^31 elements
         let x = desc2(DType::F16, &[100, 1000], &[1000, 1]);
         let w = desc2(DType::F16, &[1000], &[1]);
-        assert!(plan(&x, &x, &w, 1e-6, 1024, 8, 4, -1, -1, -1).unwrap().masked);
+        assert!(plan(&x, &x, &w, 1e-6, 1024, 8, 4, -1, -1, -1, 0).unwrap().masked);
         // the persistent kernel, not the masked entries
-        assert!(!plan(&x, &x, &w, 1e-6, 1024, 8, 4, 528, -1, -1).unwrap().masked);
+        assert!(!plan(&x, &x, &w, 1e-6, 1024, 8, 4, 528, -1, -1, 0).unwrap().masked);
     }
 
     #[test]
     fn aligned_entry_for_rows_off_16_byte_boundaries_one_tile_block_per_row_tile() {
         let x = desc2(DType::F16, &[257, 4097], &[4097, 1]);
         let w = desc2(DType::F16, &[4097], &[1]);
-        let p = plan(&x, &x, &w, 1e-6, 8192, 1, 5, POINTER_ENTRIES, -1, -1).unwrap();
+        let p = plan(&x, &x, &w, 1e-6, 8192, 1, 5, POINTER_ENTRIES, -1, -1, 0).unwrap();
         let generics: Vec<String> = ffi_util::aligned_generics(p.aligned).collect();
         assert_eq!((p.aligned, generics), (Some(8), vec!["8".into(), "16".into()]));
-        assert_eq!(plan(&x, &x, &w, 1e-6, 8192, 1, 4, -1, -1, -1).unwrap().aligned, Some(8));
-        assert_eq!(plan(&x, &x, &w, 1e-6, 4096, 1, 4, -1, -1, -1).unwrap().aligned, Some(8)); // 4097 in 4096 lanes
-        assert_eq!(plan(&x, &x, &w, 1e-6, 4096, 1, 4, 100, -1, -1).unwrap().programs, Some(96)); // multiple of 8
-        assert_eq!(plan(&x, &x, &w, 1e-6, 4096, 1, 4, -1, 16, -1).unwrap().aligned, None); // tail
+        assert_eq!(plan(&x, &x, &w, 1e-6, 8192, 1, 4, -1, -1, -1, 0).unwrap().aligned, Some(8));
+        assert_eq!(plan(&x, &x, &w, 1e-6, 4096, 1, 4, -1, -1, -1, 0).unwrap().aligned, Some(8)); // 4097 in 4096 lanes
+        assert_eq!(plan(&x, &x, &w, 1e-6, 4096, 1, 4, 100, -1, -1, 0).unwrap().programs, Some(96)); // multiple of 8
+        assert_eq!(plan(&x, &x, &w, 1e-6, 4096, 1, 4, -1, 16, -1, 0).unwrap().aligned, None); // tail
         let whole = desc2(DType::F16, &[257, 4096], &[4096, 1]);
         let w4096 = desc2(DType::F16, &[4096], &[1]);
-        assert_eq!(plan(&whole, &whole, &w4096, 1e-6, 4096, 1, 4, POINTER_ENTRIES, -1, -1).unwrap().aligned, None);
+        assert_eq!(plan(&whole, &whole, &w4096, 1e-6, 4096, 1, 4, POINTER_ENTRIES, -1, -1, 0).unwrap().aligned, None);
     }
 
     /// The workspace the aligned persistent entry restages w into: one ROWS x BLOCK slice of T per
@@ -396,16 +425,16 @@ mod tests {
     fn aligned_persistent_workspace_is_a_slice_per_tile_block() {
         let x = desc2(DType::F16, &[16384, 4097], &[4097, 1]);
         let w = desc2(DType::F16, &[4097], &[1]);
-        let p = plan(&x, &x, &w, 1e-6, 4096, 1, 5, 660, -1, -1).unwrap();
+        let p = plan(&x, &x, &w, 1e-6, 4096, 1, 5, 660, -1, -1, 0).unwrap();
         assert_eq!((p.aligned, p.programs), (Some(8), Some(656)));
         assert_eq!(ffi_util::restage_bytes::<cutile::half::f16>(p.programs.unwrap(), &p.row), 656 * 4096 * 2);
-        let p2 = plan(&x, &x, &w, 1e-6, 4096, 2, 4, 100, -1, -1).unwrap();
+        let p2 = plan(&x, &x, &w, 1e-6, 4096, 2, 4, 100, -1, -1, 0).unwrap();
         assert_eq!(ffi_util::restage_bytes::<cutile::half::f16>(p2.programs.unwrap(), &p2.row), 96 * 2 * 4096 * 2);
         // whatever `programs` asks for, the slice offsets stay in i32 (layer_norm's two slices too):
         // 2^26 elements a vector at most, the grid still a multiple of VEC
         let tall = desc2(DType::F16, &[1 << 18, 4097], &[4097, 1]);
         for (rows, block) in [(1, 4096), (1, 8192), (16, 4096)] {
-            let grid = plan(&tall, &tall, &w, 1e-6, block, rows, 4, i32::MAX, -1, -1).unwrap().programs.unwrap();
+            let grid = plan(&tall, &tall, &w, 1e-6, block, rows, 4, i32::MAX, -1, -1, 0).unwrap().programs.unwrap();
             assert!(grid <= ffi_util::restage_grid_cap(rows, block) && grid % 8 == 0, "{rows} x {block}: {grid}");
             assert!(2 * grid as i64 * (rows * block) as i64 <= i32::MAX as i64);
         }
@@ -445,9 +474,9 @@ mod tests {
         }
         let x = desc2(DType::BF16, &[257, 4097], &[4097, 1]);
         let w = desc2(DType::BF16, &[4097], &[1]);
-        let p = plan(&x, &x, &w, 1e-6, 4096, 1, 4, 132, -1, -1).unwrap();
+        let p = plan(&x, &x, &w, 1e-6, 4096, 1, 4, 132, -1, -1, 0).unwrap();
         assert_eq!((p.aligned, p.programs, p.masked), (Some(8), Some(128), false));
-        assert_eq!(plan(&x, &x, &w, 1e-6, 4096, 1, 4, 1000, -1, -1).unwrap().programs, Some(257));
+        assert_eq!(plan(&x, &x, &w, 1e-6, 4096, 1, 4, 1000, -1, -1, 0).unwrap().programs, Some(257));
     }
 
     #[test]
@@ -531,6 +560,37 @@ mod tests {
             ] {
                 DEVICE.assert_lowers(entry, &ffi_util::row_generics(dtype, rows, block, &[]), &["rsqrt", "reduce"]);
             }
+        }
+    }
+}
+#[cfg(test)]
+mod tmp_probe {
+    use super::*;
+    use crate::ffi_util::{DeviceModule, ALIGNED_PTR};
+    const DEVICE: DeviceModule = DeviceModule { ast: device::__module_ast_self, name: "rms_norm_device" };
+    #[test]
+    fn probe_prefetch() {
+        let p = ALIGNED_PTR;
+        for (entry, rows, block, tail, n, occ, warps, lat) in [
+            ("rms_norm_row_tail_prefetch", "2", "4096", "1024", 5120, 2, Some(8), ""),
+            ("rms_norm_row_tail_prefetch_w", "2", "4096", "1024", 5120, 2, Some(8), "1"),
+            ("rms_norm_row_tail_prefetch", "1", "16384", "4096", 18944, 1, Some(8), ""),
+            ("rms_norm_row_tail_prefetch_w", "1", "16384", "4096", 18944, 1, Some(8), "1"),
+            ("rms_norm_row_tail_prefetch", "1", "8192", "4096", 11008, 2, Some(8), ""),
+            ("rms_norm_row_tail_prefetch", "1", "8192", "4096", 11008, 2, None, ""),
+        ] {
+            let mut g = vec!["bf16", rows, block, tail];
+            if !lat.is_empty() {
+                g.push(lat);
+            }
+            DEVICE.assert_div_hints_lower(
+                entry,
+                &g,
+                &[("y_ptr", p), ("x_ptr", p), ("w_ptr", p)],
+                &[("m", 16384), ("n", n), ("stride_x", n), ("stride_y", n)],
+                ffi_util::compile_options(Some(occ), warps),
+                &format!("_{n}_o{occ}_w{warps:?}_{lat}"),
+            );
         }
     }
 }

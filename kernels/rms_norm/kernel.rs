@@ -41,7 +41,7 @@
 pub mod rms_norm_device {
     use crate::device_util::views::{
         aligned_body, aligned_edge, aligned_row_vector, aligned_row_vector_edge, aligned_rows, load_masked, restage,
-        row_offsets, store_masked, strided_view, tile_mask, tile_pointers, vector_view,
+        row_offsets, store_masked, strided_view, tile_mask, tile_pointers, tile_raw, vector_view,
     };
     use cutile::core::*;
 
@@ -311,6 +311,95 @@ pub mod rms_norm_device {
         let yt: Tile<T, { [ROWS, TAIL] }> = convert_tile(xt * inv_rms_of::<ROWS, TAIL>(sum_sq, n, eps) * wt);
         store_y_masked::<T, ROWS, BLOCK>(y_ptr, yb, row0, 0i32, m, n, stride_y);
         store_y_masked::<T, ROWS, TAIL>(y_ptr, yt, row0, BLOCK, m, n, stride_y);
+    }
+
+    /// `rms_norm_row_tail` on a persistent grid through masked pointer tiles, with the next row
+    /// tile's x loaded before this one's reduction (softmax's `softmax_row_tail_prefetch`): the loop
+    /// carries the next row tile's body and tail as loaded (T, lanes outside (m, n) not read), so a
+    /// thread keeps two row tiles' loads in flight where the persistent TMA loop keeps one. Past the
+    /// last row tile the prefetch's mask is empty (no access) and its pointers are those of the last
+    /// row tile, so every offset formed stays within the row tiles plan() checked. w is read once
+    /// per tile block, as in the other persistent entries.
+    #[cutile::entry(unchecked_accesses = true)]
+    unsafe fn rms_norm_row_tail_prefetch<T: ElementType, const ROWS: i32, const BLOCK: i32, const TAIL: i32>(
+        y_ptr: *mut T, x_ptr: *mut T, w_ptr: *mut T, m: i32, n: i32, stride_x: i32, stride_y: i32, eps: f32,
+    ) {
+        let pid: i32 = get_tile_block_id().0;
+        let programs: i32 = get_num_tile_blocks().0;
+        let row_tiles: i32 = (m + ROWS - 1) / ROWS;
+        let first: i32 = pid * ROWS;
+        let mut xb: Tile<T, { [ROWS, BLOCK] }> = tile_raw::<T, ROWS, BLOCK, 1>(x_ptr, first, first, 0i32, m, n, stride_x);
+        let mut xt: Tile<T, { [ROWS, TAIL] }> = tile_raw::<T, ROWS, TAIL, 1>(x_ptr, first, first, BLOCK, m, n, stride_x);
+        let wb: Tile<f32, { [ROWS, BLOCK] }> = w_tile_masked::<T, ROWS, BLOCK>(w_ptr, 0i32, n);
+        let wt: Tile<f32, { [ROWS, TAIL] }> = w_tile_masked::<T, ROWS, TAIL>(w_ptr, BLOCK, n);
+        for rb in (pid..row_tiles).step_by(programs as usize) {
+            let row0: i32 = rb * ROWS;
+            let next0: i32 = row0 + programs * ROWS;
+            // past the last row tile: addressed at the last one (an empty mask: nothing is read)
+            let at0: i32 = min(next0, (row_tiles - 1i32) * ROWS);
+            let nb: Tile<T, { [ROWS, BLOCK] }> = tile_raw::<T, ROWS, BLOCK, 1>(x_ptr, at0, next0, 0i32, m, n, stride_x);
+            let nt: Tile<T, { [ROWS, TAIL] }> = tile_raw::<T, ROWS, TAIL, 1>(x_ptr, at0, next0, BLOCK, m, n, stride_x);
+            tail_rows_store::<T, ROWS, BLOCK, TAIL>(y_ptr, xb, xt, wb, wt, row0, m, n, stride_y, eps);
+            xb = nb;
+            xt = nt;
+        }
+    }
+
+    /// SCRATCH form 2/3: `rms_norm_row_tail_prefetch` with w read per row tile (latency hint WLAT).
+    #[cutile::entry(unchecked_accesses = true)]
+    unsafe fn rms_norm_row_tail_prefetch_w<T: ElementType, const ROWS: i32, const BLOCK: i32, const TAIL: i32, const WLAT: i32>(
+        y_ptr: *mut T, x_ptr: *mut T, w_ptr: *mut T, m: i32, n: i32, stride_x: i32, stride_y: i32, eps: f32,
+    ) {
+        let pid: i32 = get_tile_block_id().0;
+        let programs: i32 = get_num_tile_blocks().0;
+        let row_tiles: i32 = (m + ROWS - 1) / ROWS;
+        let first: i32 = pid * ROWS;
+        let mut xb: Tile<T, { [ROWS, BLOCK] }> = tile_raw::<T, ROWS, BLOCK, 1>(x_ptr, first, first, 0i32, m, n, stride_x);
+        let mut xt: Tile<T, { [ROWS, TAIL] }> = tile_raw::<T, ROWS, TAIL, 1>(x_ptr, first, first, BLOCK, m, n, stride_x);
+        for rb in (pid..row_tiles).step_by(programs as usize) {
+            let row0: i32 = rb * ROWS;
+            let next0: i32 = row0 + programs * ROWS;
+            let at0: i32 = min(next0, (row_tiles - 1i32) * ROWS);
+            let nb: Tile<T, { [ROWS, BLOCK] }> = tile_raw::<T, ROWS, BLOCK, 1>(x_ptr, at0, next0, 0i32, m, n, stride_x);
+            let nt: Tile<T, { [ROWS, TAIL] }> = tile_raw::<T, ROWS, TAIL, 1>(x_ptr, at0, next0, BLOCK, m, n, stride_x);
+            let wb_raw: Tile<T, { [1, BLOCK] }> = tile_raw::<T, 1, BLOCK, WLAT>(w_ptr, 0i32, 0i32, 0i32, 1i32, n, 0i32);
+            let wt_raw: Tile<T, { [1, TAIL] }> = tile_raw::<T, 1, TAIL, WLAT>(w_ptr, 0i32, 0i32, BLOCK, 1i32, n, 0i32);
+            let wb1: Tile<f32, { [1, BLOCK] }> = convert_tile(wb_raw);
+            let wt1: Tile<f32, { [1, TAIL] }> = convert_tile(wt_raw);
+            let wb: Tile<f32, { [ROWS, BLOCK] }> = wb1.broadcast(shape![ROWS, BLOCK]);
+            let wt: Tile<f32, { [ROWS, TAIL] }> = wt1.broadcast(shape![ROWS, TAIL]);
+            tail_rows_store::<T, ROWS, BLOCK, TAIL>(y_ptr, xb, xt, wb, wt, row0, m, n, stride_y, eps);
+            xb = nb;
+            xt = nt;
+        }
+    }
+
+    /// The prefetching tail's row tile at row0, its body and tail as loaded (`tile_raw`): the sum of
+    /// squares over both, then y = x * inv_rms * w stored through the masks.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn tail_rows_store<T: ElementType, const ROWS: i32, const BLOCK: i32, const TAIL: i32>(
+        y_ptr: *mut T, xb: Tile<T, { [ROWS, BLOCK] }>, xt: Tile<T, { [ROWS, TAIL] }>, wb: Tile<f32, { [ROWS, BLOCK] }>,
+        wt: Tile<f32, { [ROWS, TAIL] }>, row0: i32, m: i32, n: i32, stride_y: i32, eps: f32,
+    ) {
+        let vb: Tile<f32, { [ROWS, BLOCK] }> = zero_outside::<T, ROWS, BLOCK>(xb, row0, 0i32, m, n);
+        let vt: Tile<f32, { [ROWS, TAIL] }> = zero_outside::<T, ROWS, TAIL>(xt, row0, BLOCK, m, n);
+        let sq_b: Tile<f32, { [ROWS] }> = reduce_sum(vb * vb, 1i32);
+        let sq_t: Tile<f32, { [ROWS] }> = reduce_sum(vt * vt, 1i32);
+        let sum_sq: Tile<f32, { [ROWS] }> = sq_b + sq_t;
+        let yb: Tile<T, { [ROWS, BLOCK] }> = convert_tile(vb * inv_rms_of::<ROWS, BLOCK>(sum_sq, n, eps) * wb);
+        let yt: Tile<T, { [ROWS, TAIL] }> = convert_tile(vt * inv_rms_of::<ROWS, TAIL>(sum_sq, n, eps) * wt);
+        store_y_masked::<T, ROWS, BLOCK>(y_ptr, yb, row0, 0i32, m, n, stride_y);
+        store_y_masked::<T, ROWS, TAIL>(y_ptr, yt, row0, BLOCK, m, n, stride_y);
+    }
+
+    /// x's tile at (row0, col0) as loaded (`tile_raw`), in f32, with the lanes outside (m, n) 0.
+    fn zero_outside<T: ElementType, const ROWS: i32, const W: i32>(
+        raw: Tile<T, { [ROWS, W] }>, row0: i32, col0: i32, m: i32, n: i32,
+    ) -> Tile<f32, { [ROWS, W] }> {
+        let mask: Tile<bool, { [ROWS, W] }> = tile_mask::<ROWS, W>(row0, col0, m, n);
+        let x: Tile<f32, { [ROWS, W] }> = convert_tile(raw);
+        let zero: Tile<f32, { [ROWS, W] }> = constant(0.0f32, shape![ROWS, W]);
+        select(mask, x, zero)
     }
 
     /// `rms_norm_row_masked` for rows that do not start or end on a 16-byte boundary (n = 4097;

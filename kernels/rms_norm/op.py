@@ -20,8 +20,8 @@ from tilekit.norm import DEFAULT_VARIANT, DTYPES, export_args, tune_key, variant
 CDEF = """
 int32_t cutile_rms_norm(const TensorDesc* out, const TensorDesc* x, const TensorDesc* weight,
                         float eps, int32_t block, int32_t rows, int32_t occupancy,
-                        int32_t programs, int32_t tail, int32_t warps, int32_t device_id,
-                        uint64_t stream);
+                        int32_t programs, int32_t tail, int32_t warps, int32_t form,
+                        int32_t device_id, uint64_t stream);
 """
 
 

@@ -57,7 +57,7 @@ SPEC = row_kernel(
     # partial tiles (the masked pointer-tile entries); n = 11008 their predicated 16-byte form
     # (64 x 4096: tiles that divide it, so the decode candidates' pointer-tile entries run where the
     # partition entries otherwise would)
-    max_variants=16,  # at most (n = 4097, m = 513): 10, the body-and-tail three and three pointer tiles
+    max_variants=17,  # at most (n = 5120, m = 601): the body-and-tail three and the two prefetching tails
     variant_shapes=shapes(
         "m n dtype",
         (37, 1000, "float16"),
@@ -66,6 +66,7 @@ SPEC = row_kernel(
         (64, 4096, "float32"),
         # past the decode rows: every body-and-tail candidate (persistent, 2-row tiles, a partial row tile)
         (601, 5120, "bfloat16"),
+        (1201, 11008, "bfloat16"),  # the prefetching tail (form 1) in 1-row tiles: 4-5 a tile block, past the last
         (33, 4097, "float16"),  # rows off 16-byte boundaries: the aligned entry (8192 and 4096 lanes)
         (1201, 4097, "bfloat16"),  # its persistent form: 1-2 or 3-4 row tiles a tile block, other heads
         (601, 16384, "float16"),  # the whole 16384-wide pointer tile

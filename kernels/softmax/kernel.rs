@@ -60,7 +60,7 @@
 pub mod softmax_device {
     use crate::device_util::views::{
         aligned_body, aligned_edge, aligned_rows, arrive_and_wait, load_masked, load_partials, publish_partial,
-        publish_partial_after, row_offsets, store_masked, strided_view, tile_mask, tile_pointers,
+        publish_partial_after, row_offsets, store_masked, strided_view, tile_mask, tile_pointers, tile_raw,
     };
     use cutile::core::*;
 
@@ -531,27 +531,10 @@ pub mod softmax_device {
         x_ptr: *mut T, row0: i32, col0: i32, m: i32, n: i32, stride_x: i32,
     ) -> (Tile<f32, { [ROWS, W] }>, Tile<bool, { [ROWS, W] }>) {
         let raw: Tile<T, { [ROWS, W] }> =
-            unsafe { x_tile_raw::<T, ROWS, W, LAT>(x_ptr, row0, row0, col0, m, n, stride_x) };
+            unsafe { tile_raw::<T, ROWS, W, LAT>(x_ptr, row0, row0, col0, m, n, stride_x) };
         let mask: Tile<bool, { [ROWS, W] }> = tile_mask::<ROWS, W>(row0, col0, m, n);
         let x_in: Tile<f32, { [ROWS, W] }> = convert_tile(raw);
         (neg_inf_outside::<ROWS, W>(x_in, mask), mask)
-    }
-
-    /// The ROWS x W tile of x whose mask is that of the tile at (row0, col0) in (m, n), as loaded
-    /// (T; lanes outside not read, their values undefined: `neg_inf_outside` after the conversion),
-    /// addressed from row `at_row0` instead of row0 (equal, or a row inside the tensor where row0
-    /// lies past it and the mask is empty, so no offset formed leaves i32); LAT as in
-    /// `x_tile_neg_inf`.
-    unsafe fn x_tile_raw<T: ElementType, const ROWS: i32, const W: i32, const LAT: i32>(
-        x_ptr: *mut T, at_row0: i32, row0: i32, col0: i32, m: i32, n: i32, stride_x: i32,
-    ) -> Tile<T, { [ROWS, W] }> {
-        let ptrs: PointerTile<*mut T, { [ROWS, W] }> =
-            tile_pointers::<T, ROWS, W>(x_ptr, at_row0 * stride_x + col0, stride_x);
-        let mask: Tile<bool, { [ROWS, W] }> = tile_mask::<ROWS, W>(row0, col0, m, n);
-        let (raw, _tok): (Tile<T, { [ROWS, W] }>, Token) = unsafe {
-            load_ptr_tko(ptrs, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, None, Latency::<LAT>)
-        };
-        raw
     }
 
     /// x with the lanes outside `mask` set to -inf.
@@ -626,9 +609,9 @@ pub mod softmax_device {
         let row_tiles: i32 = (m + ROWS - 1) / ROWS;
         let first: i32 = pid * ROWS;
         let xb0: Tile<T, { [ROWS, BLOCK] }> =
-            unsafe { x_tile_raw::<T, ROWS, BLOCK, 1>(x_ptr, first, first, 0i32, m, n, stride_x) };
+            unsafe { tile_raw::<T, ROWS, BLOCK, 1>(x_ptr, first, first, 0i32, m, n, stride_x) };
         let xt0: Tile<T, { [ROWS, TAIL] }> =
-            unsafe { x_tile_raw::<T, ROWS, TAIL, 1>(x_ptr, first, first, BLOCK, m, n, stride_x) };
+            unsafe { tile_raw::<T, ROWS, TAIL, 1>(x_ptr, first, first, BLOCK, m, n, stride_x) };
         let mut xb: Tile<T, { [ROWS, BLOCK] }> = xb0;
         let mut xt: Tile<T, { [ROWS, TAIL] }> = xt0;
         for rb in (pid..row_tiles).step_by(programs as usize) {
@@ -637,9 +620,9 @@ pub mod softmax_device {
             // past the last row tile: addressed at the last one (an empty mask: nothing is read)
             let at0: i32 = min(next0, (row_tiles - 1i32) * ROWS);
             let nb: Tile<T, { [ROWS, BLOCK] }> =
-                unsafe { x_tile_raw::<T, ROWS, BLOCK, 1>(x_ptr, at0, next0, 0i32, m, n, stride_x) };
+                unsafe { tile_raw::<T, ROWS, BLOCK, 1>(x_ptr, at0, next0, 0i32, m, n, stride_x) };
             let nt: Tile<T, { [ROWS, TAIL] }> =
-                unsafe { x_tile_raw::<T, ROWS, TAIL, 1>(x_ptr, at0, next0, BLOCK, m, n, stride_x) };
+                unsafe { tile_raw::<T, ROWS, TAIL, 1>(x_ptr, at0, next0, BLOCK, m, n, stride_x) };
             let mask_b: Tile<bool, { [ROWS, BLOCK] }> = tile_mask::<ROWS, BLOCK>(row0, 0i32, m, n);
             let mask_t: Tile<bool, { [ROWS, TAIL] }> = tile_mask::<ROWS, TAIL>(row0, BLOCK, m, n);
             let fb: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(xb);

@@ -30,25 +30,28 @@ def export_args(
     pointer: int = 0,
     tail: int = 0,
     warps: int | None = None,
+    form: int = 0,
     *,
     sms: int,
 ) -> tuple[int, ...]:
-    """A variant's arguments of the export, (block, rows, occupancy, programs, tail, warps), on a GPU
-    with `sms` SMs (programs_per_sm > 0: the persistent kernel; pointer=1: the pointer-tile entries,
-    ffi.rs POINTER_ENTRIES; tail > 0: each row held as a `block`-wide body and a `tail`-wide tail
-    tile; warps: worker warps per tile block, 4 or 8, None or -1 the compiler's). Pure: the CPU
-    tests check `variants` through it.
+    """A variant's arguments of the export, (block, rows, occupancy, programs, tail, warps, form), on a
+    GPU with `sms` SMs (programs_per_sm > 0: the persistent kernel; pointer=1: the pointer-tile
+    entries, ffi.rs POINTER_ENTRIES; tail > 0: each row held as a `block`-wide body and a `tail`-wide
+    tail tile; warps: worker warps per tile block, 4 or 8, None or -1 the compiler's; form 1 with a
+    tail and programs_per_sm: rms_norm's persistent tail that loads the next row tile ahead). Pure:
+    the CPU tests check `variants` through it.
 
     >>> export_args(4096, 1, 4, pointer=1, sms=132), export_args(1024, 8, 4, 4, sms=132)
-    ((4096, 1, 4, -2, 0, -1), (1024, 8, 4, 528, 0, -1))
-    >>> export_args(8192, 1, 2, 2, tail=4096, warps=8, sms=132)
-    (8192, 1, 2, 264, 4096, 8)
+    ((4096, 1, 4, -2, 0, -1, 0), (1024, 8, 4, 528, 0, -1, 0))
+    >>> export_args(8192, 1, 2, 2, tail=4096, warps=8, form=1, sms=132)
+    (8192, 1, 2, 264, 4096, 8, 1)
     """
     programs = programs_per_sm * sms if programs_per_sm > 0 else POINTER_ENTRIES if pointer else 0
-    return int(block), int(rows), int(occupancy), int(programs), int(tail), -1 if warps is None else int(warps)
+    warps = -1 if warps is None else int(warps)
+    return int(block), int(rows), int(occupancy), int(programs), int(tail), warps, int(form)
 
 
-def variants(m: int, n: int) -> list[dict]:
+def variants(m: int, n: int, *, prefetch: bool = True) -> list[dict]:
     """Candidate (block, rows, occupancy, programs_per_sm), few so tuning a class takes seconds; why
     these: kernels/rms_norm/NOTES.md, "The variant space". Rows are capped at m (rounded up to a
     power of two) and 64, as ffi.rs's default is (issue 11: more made autotune fail):
@@ -139,6 +142,10 @@ def variants(m: int, n: int) -> list[dict]:
         ]
         persistent = {"block": body, "tail": tail, "rows": rows, "occupancy": 2, "programs_per_sm": 2}
         out += tiles[:1] if m <= 512 else [*tiles, persistent]  # decode: one
+        # SCRATCH: the prefetching persistent tail (rms_norm's form 1, w held; 3, w per row tile) over
+        # 8 warps, where a row tile's lanes fit 12288 (48 per thread)
+        if prefetch and m > 512 and not half and rows * (body + tail) <= 12288:
+            out += [dict(persistent, warps=8, form=f) for f in (1, 3)]
     return out
 
 

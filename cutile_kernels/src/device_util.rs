@@ -71,7 +71,8 @@ pub mod views {
     pub unsafe fn tile_raw<T: ElementType, const ROWS: i32, const W: i32, const LAT: i32>(
         ptr: *mut T, at_row0: i32, row0: i32, col0: i32, m: i32, n: i32, stride: i32,
     ) -> Tile<T, { [ROWS, W] }> {
-        let ptrs: PointerTile<*mut T, { [ROWS, W] }> = tile_pointers::<T, ROWS, W>(ptr, at_row0 * stride + col0, stride);
+        let ptrs: PointerTile<*mut T, { [ROWS, W] }> =
+            tile_pointers::<T, ROWS, W>(ptr, at_row0 * stride + col0, stride);
         let mask: Tile<bool, { [ROWS, W] }> = tile_mask::<ROWS, W>(row0, col0, m, n);
         let (raw, _tok): (Tile<T, { [ROWS, W] }>, Token) =
             load_ptr_tko(ptrs, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, None, Latency::<LAT>);

@@ -22,8 +22,9 @@
 //! even where the tile divides (rms_norm's POINTER_ENTRIES). `tail` > 0 holds each row as a body
 //! and a tail tile (`layer_norm_row_tail`; rms_norm's rule: a power of two in [16, block] with
 //! block < n <= block + tail; with -2, through pointer tiles, `layer_norm_row_tail_masked`, where
-//! their i32 offsets fit), -1 or 0 none. `form`: 0 or -1 (rms_norm's form 1 has no layer_norm
-//! entry; anything else is refused). Every descriptor is validated before
+//! their i32 offsets fit), -1 or 0 none. `form` 1: rms_norm's rule, the persistent tail through
+//! pointer tiles that loads the next row tile ahead (`layer_norm_row_tail_prefetch`). Every
+//! descriptor is validated before
 //! anything touches the GPU: bad input returns -2/-5/-6 with a message, never a launch.
 use super::kernel::layer_norm_device as device;
 // The tiling, its defaults (the same bytes per element, NOTES.md) and the masked entries' rule are
@@ -74,13 +75,7 @@ pub fn plan(
     let mut contiguous = vec![(x, "x"), (out, "out")];
     contiguous.extend(params.iter().copied());
     ffi_util::check_last_dims_contiguous(&contiguous)?;
-    if !matches!(form, -1 | 0) {
-        return Err(invalid(format!(
-            "variant form={form}: layer_norm has no other form (rms_norm's form 1, the prefetching persistent tail, \
-             is not ported here); use 0 or -1"
-        )));
-    }
-    let norm = rows_plan(dtype, x, out, eps, block, rows, occupancy, programs, tail, warps, 0)?;
+    let norm = rows_plan(dtype, x, out, eps, block, rows, occupancy, programs, tail, warps, form)?;
     Ok(Plan { norm, has_w: weight.is_some(), has_b: bias.is_some() })
 }
 
@@ -115,7 +110,9 @@ fn launch<T: Element>(
     // the grid launched (a 16-byte-aligned slice per tile block: block >= 16), its slice offsets in
     // i32 (`restage_grid_cap` in plan()), freed in stream order after the kernel.
     unsafe {
-        if p.tail.is_some() && p.masked {
+        if p.prefetch {
+            launch.enqueue(device::layer_norm_row_tail_prefetch(y_ptr, x_ptr, w_ptr, b_ptr, m, n, sx, sy, eps), stream)
+        } else if p.tail.is_some() && p.masked {
             launch.enqueue(device::layer_norm_row_tail_masked(y_ptr, x_ptr, w_ptr, b_ptr, m, n, sx, sy, eps), stream)
         } else if p.tail.is_some() {
             launch.enqueue(device::layer_norm_row_tail(y_ptr, x_ptr, w_ptr, b_ptr, m, n, sx, sy, eps), stream)
@@ -158,7 +155,7 @@ mod tests {
     use cutile::tile_kernel::CompileOptions;
 
     const DEVICE: DeviceModule = DeviceModule { ast: device::__module_ast_self, name: "layer_norm_device" };
-    const ENTRIES: [&str; 7] = [
+    const ENTRIES: [&str; 8] = [
         "layer_norm_row",
         "layer_norm_row_persistent",
         "layer_norm_row_tail",
@@ -166,6 +163,7 @@ mod tests {
         "layer_norm_row_masked",
         "layer_norm_looped_masked",
         "layer_norm_row_tail_masked",
+        "layer_norm_row_tail_prefetch",
     ];
 
     /// `entry`'s generics for `dtype`, a small tile (`rows` x `block`, the tail entry's TAIL a
@@ -216,7 +214,11 @@ mod tests {
             assert_fails(plan(&out, &x, w, b, 1e-5, block, 1, -1, -1, -1, -1, 0), rc::INVALID_ARGUMENT, needle);
         }
         let half = desc2(DType::F16, &[8], &[1]);
-        assert_fails(plan(&x, &x, None, Some(&half), 1e-5, -1, -1, -1, -1, -1, -1, 0), rc::INVALID_ARGUMENT, "one dtype");
+        assert_fails(
+            plan(&x, &x, None, Some(&half), 1e-5, -1, -1, -1, -1, -1, -1, 0),
+            rc::INVALID_ARGUMENT,
+            "one dtype",
+        );
         assert_fails(plan(&x, &x, None, None, f32::NAN, -1, -1, -1, -1, -1, -1, 0), rc::INVALID_ARGUMENT, "eps=NaN");
     }
 
@@ -279,6 +281,15 @@ mod tests {
             let generics = ffi_util::row_generics("bf16", rows, block, &["true", "true"]);
             DEVICE.assert_div_hints_lower(entry, &generics, &ptrs, &ints, options, &what);
         }
+        // the prefetching tail over 8 warps at occupancy 2 (5120 in 2-row tiles; 8192 as 4096 + 4096)
+        for (rows, block, m, n) in [("2", "4096/1024", 16384, 5120), ("1", "4096/4096", 32768, 8192)] {
+            let ptrs = [("y_ptr", ALIGNED_PTR), ("x_ptr", ALIGNED_PTR), ("w_ptr", ALIGNED_PTR), ("b_ptr", ALIGNED_PTR)];
+            let ints = [("m", m), ("n", n), ("stride_x", n), ("stride_y", n)];
+            let options = ffi_util::compile_options(Some(2), Some(8));
+            let generics = ffi_util::row_generics("bf16", rows, block, &["true", "true"]);
+            let what = format!(" for {m}x{n}, 8 warps");
+            DEVICE.assert_div_hints_lower("layer_norm_row_tail_prefetch", &generics, &ptrs, &ints, options, &what);
+        }
     }
 
     #[test]
@@ -330,5 +341,15 @@ mod tests {
                 (loads("true", "true"), loads("false", "true"), loads("true", "false"), loads("false", "false"));
             assert!(both > no_w && no_w == no_b && no_b > none, "{entry}: loads {both} {no_w} {no_b} {none}");
         }
+    }
+
+    #[test]
+    fn form_1_selects_the_prefetching_tail() {
+        let x = desc2(DType::BF16, &[100, 11008], &[11008, 1]);
+        let w = desc2(DType::BF16, &[11008], &[1]);
+        assert!(plan(&x, &x, Some(&w), None, 1e-5, 8192, 1, 2, 264, 4096, 8, 1).unwrap().prefetch);
+        assert!(!plan(&x, &x, Some(&w), None, 1e-5, 8192, 1, 2, 264, 4096, 8, -1).unwrap().prefetch);
+        let r = plan(&x, &x, Some(&w), None, 1e-5, 8192, 1, 2, 0, 4096, 8, 1);
+        assert_fails(r, rc::INVALID_ARGUMENT, "variant form=1: form 1 is the persistent body-and-tail loop");
     }
 }

@@ -46,7 +46,7 @@
 pub mod layer_norm_device {
     use crate::device_util::views::{
         aligned_body, aligned_edge, aligned_row_vector, aligned_row_vector_edge, aligned_rows, load_masked, restage,
-        row_offsets, store_masked, strided_view, tile_mask, tile_pointers, vector_view,
+        row_offsets, store_masked, strided_view, tile_mask, tile_pointers, tile_raw, vector_view,
     };
     use cutile::core::*;
 
@@ -430,6 +430,61 @@ pub mod layer_norm_device {
         let (yb, yt) = body_tail_normalized::<T, ROWS, BLOCK, TAIL>(db, dt, n, eps, wb, wt, bb, bt);
         store_y_masked::<T, ROWS, BLOCK>(y_ptr, yb, mask_b, row0, 0i32, stride_y);
         store_y_masked::<T, ROWS, TAIL>(y_ptr, yt, mask_t, row0, BLOCK, stride_y);
+    }
+
+    /// `layer_norm_row_tail` on a persistent grid through masked pointer tiles, with the next row
+    /// tile's x loaded before this one's reductions (rms_norm's `rms_norm_row_tail_prefetch`): the
+    /// loop carries the next row tile's body and tail as loaded (T, lanes outside (m, n) not read).
+    /// Past the last row tile the prefetch's mask is empty (no access) and its pointers are those of
+    /// the last row tile, so every offset formed stays within the row tiles plan() checked. w and b
+    /// are read once per tile block.
+    #[cutile::entry(unchecked_accesses = true)]
+    unsafe fn layer_norm_row_tail_prefetch<
+        T: ElementType,
+        const ROWS: i32,
+        const BLOCK: i32,
+        const TAIL: i32,
+        const HAS_W: bool,
+        const HAS_B: bool,
+    >(
+        y_ptr: *mut T, x_ptr: *mut T, w_ptr: *mut T, b_ptr: *mut T, m: i32, n: i32, stride_x: i32, stride_y: i32,
+        eps: f32,
+    ) {
+        let pid: i32 = get_tile_block_id().0;
+        let programs: i32 = get_num_tile_blocks().0;
+        let row_tiles: i32 = (m + ROWS - 1) / ROWS;
+        let first: i32 = pid * ROWS;
+        let mut xb: Tile<T, { [ROWS, BLOCK] }> =
+            tile_raw::<T, ROWS, BLOCK, 1>(x_ptr, first, first, 0i32, m, n, stride_x);
+        let mut xt: Tile<T, { [ROWS, TAIL] }> =
+            tile_raw::<T, ROWS, TAIL, 1>(x_ptr, first, first, BLOCK, m, n, stride_x);
+        let wb: Tile<f32, { [ROWS, BLOCK] }> = param_tile_masked::<T, ROWS, BLOCK, HAS_W, 3>(w_ptr, 0i32, n, 1.0f32);
+        let wt: Tile<f32, { [ROWS, TAIL] }> = param_tile_masked::<T, ROWS, TAIL, HAS_W, 3>(w_ptr, BLOCK, n, 1.0f32);
+        let bb: Tile<f32, { [ROWS, BLOCK] }> = param_tile_masked::<T, ROWS, BLOCK, HAS_B, 3>(b_ptr, 0i32, n, 0.0f32);
+        let bt: Tile<f32, { [ROWS, TAIL] }> = param_tile_masked::<T, ROWS, TAIL, HAS_B, 3>(b_ptr, BLOCK, n, 0.0f32);
+        for rb in (pid..row_tiles).step_by(programs as usize) {
+            let row0: i32 = rb * ROWS;
+            let next0: i32 = row0 + programs * ROWS;
+            // past the last row tile: addressed at the last one (an empty mask: nothing is read)
+            let at0: i32 = min(next0, (row_tiles - 1i32) * ROWS);
+            let nb: Tile<T, { [ROWS, BLOCK] }> = tile_raw::<T, ROWS, BLOCK, 1>(x_ptr, at0, next0, 0i32, m, n, stride_x);
+            let nt: Tile<T, { [ROWS, TAIL] }> = tile_raw::<T, ROWS, TAIL, 1>(x_ptr, at0, next0, BLOCK, m, n, stride_x);
+            let mask_b: Tile<bool, { [ROWS, BLOCK] }> = tile_mask::<ROWS, BLOCK>(row0, 0i32, m, n);
+            let mask_t: Tile<bool, { [ROWS, TAIL] }> = tile_mask::<ROWS, TAIL>(row0, BLOCK, m, n);
+            let fb: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(xb);
+            let ft: Tile<f32, { [ROWS, TAIL] }> = convert_tile(xt);
+            let vb: Tile<f32, { [ROWS, BLOCK] }> = zero_outside::<ROWS, BLOCK>(mask_b, fb);
+            let vt: Tile<f32, { [ROWS, TAIL] }> = zero_outside::<ROWS, TAIL>(mask_t, ft);
+            let mean: Tile<f32, { [ROWS] }> = body_tail_mean::<ROWS, BLOCK, TAIL>(vb, vt, n);
+            let db: Tile<f32, { [ROWS, BLOCK] }> =
+                zero_outside::<ROWS, BLOCK>(mask_b, vb - rows_bc::<ROWS, BLOCK>(mean));
+            let dt: Tile<f32, { [ROWS, TAIL] }> = zero_outside::<ROWS, TAIL>(mask_t, vt - rows_bc::<ROWS, TAIL>(mean));
+            let (yb, yt) = body_tail_normalized::<T, ROWS, BLOCK, TAIL>(db, dt, n, eps, wb, wt, bb, bt);
+            store_y_masked::<T, ROWS, BLOCK>(y_ptr, yb, mask_b, row0, 0i32, stride_y);
+            store_y_masked::<T, ROWS, TAIL>(y_ptr, yt, mask_t, row0, BLOCK, stride_y);
+            xb = nb;
+            xt = nt;
+        }
     }
 
     /// `layer_norm_looped` through masked pointer tiles (ffi.rs: when every offset fits i32).

@@ -57,7 +57,4 @@ def layer_norm(
 # rms_norm's candidates (body-and-tail tiles included). The whole-row tiles at occupancy 1 and at the
 # compiler's choice, which serve Liger's cuTile layer_norm, were timed on the H200 and never won
 # (NOTES.md); they are no longer offered.
-def variants(m: int, n: int) -> list[dict]:
-    """rms_norm's candidates (tilekit.norm.variants) less its prefetching tail (form 1: no layer_norm
-    entry)."""
-    return norm.variants(m, n, prefetch=False)
+variants = norm.variants

@@ -76,14 +76,15 @@ SPEC = row_kernel(
     variant_shapes=shapes(
         "m n dtype", (37, 1000, "float16"), (64, 11008, "bfloat16"), (64, 4096, "float16"), (33, 4097, "bfloat16")
     )
-    # past the decode rows: every body-and-tail candidate (persistent, 2-row tiles, a partial row tile)
-    + shapes("m n dtype", (601, 5120, "bfloat16"))
+    # past the decode rows: every body-and-tail candidate (persistent, 2-row tiles, a partial row tile);
+    # the prefetching tail (form 1) in 2-row and 1-row tiles, 4-5 of them a tile block
+    + shapes("m n dtype", (601, 5120, "bfloat16"), (1201, 11008, "bfloat16"))
     # the aligned entry's persistent form: 1-2 (occupancy 5) or 3-4 (3) row tiles a tile block
     + shapes("m n dtype", (1201, 4097, "float16"))
     # the whole 16384-wide pointer tile, with a partial last tile; the one-row 2048 tile at occupancy 8
     + shapes("m n dtype", (601, 13824, "bfloat16"), (601, 2000, "bfloat16"))
-    # the 16384 + 4096 pointer tail and the looped tiles past 16384
-    + shapes("m n dtype", (37, 18944, "bfloat16"))
+    # the 16384 + 4096 pointer tail and the looped tiles past 16384, the prefetching tail at occupancy 1
+    + shapes("m n dtype", (601, 18944, "bfloat16"))
     + shapes("m n dtype absent", (19, 8195, "bfloat16", "bias")),
     bad_inputs={
         "dtype_mix": BadInput(lambda: call(_x(4, 8).half(), _x(8)), TypeError, "share one dtype"),

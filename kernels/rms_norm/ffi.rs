@@ -70,7 +70,7 @@ pub struct Plan {
     pub aligned: Option<i32>,
     /// The persistent tail loads the next row tile ahead through pointer tiles
     /// (`rms_norm_row_tail_prefetch`; the variant's `form` 1).
-    pub form: i32,
+    pub prefetch: bool,
 }
 
 /// Whether the masked pointer-tile entries run: the tile leaves a partial tile (where the
@@ -162,15 +162,9 @@ pub fn rows_plan(
             Some(t) => pointer && pointer_fits(m, n, rows, t, stride_x, stride_y),
         };
     // form 1 where the pointer tiles' offsets up to the tail's last lane fit i32, else the TMA tail
-    let form = match (form, tail) {
-        (rc::COMPILER_DEFAULT | 0, _) => 0,
-        (f @ 1..=3, Some(t)) if programs.is_some() => {
-            if pointer_fits(m, n, rows, t, stride_x, stride_y) {
-                f
-            } else {
-                0
-            }
-        }
+    let prefetch = match (form, tail) {
+        (rc::COMPILER_DEFAULT | 0, _) => false,
+        (1, Some(t)) if programs.is_some() => pointer_fits(m, n, rows, t, stride_x, stride_y),
         (f, _) => {
             return Err(invalid(format!(
                 "variant form={f}: form 1 is the persistent body-and-tail loop that loads the next row tile ahead; \
@@ -179,7 +173,7 @@ pub fn rows_plan(
             )))
         }
     };
-    Ok(Plan { dtype, row, eps, programs, tail, masked, aligned, form })
+    Ok(Plan { dtype, row, eps, programs, tail, masked, aligned, prefetch })
 }
 
 /// The aligned entry's persistent grid for a requested `grid` (already capped at `row_tiles`): every
@@ -230,11 +224,8 @@ fn launch<T: Element>(
     // the grid launched (a 16-byte-aligned slice per tile block: block >= 16), its slice offsets in
     // i32 (`restage_grid_cap` in plan()), freed in stream order after the kernel.
     unsafe {
-        if p.form == 1 {
+        if p.prefetch {
             launch.enqueue(device::rms_norm_row_tail_prefetch(y_ptr, x_ptr, w_ptr, m, n, sx, sy, eps), stream)
-        } else if p.form > 1 {
-            launch.generics.push(if p.form == 2 { "3" } else { "1" }.to_string());
-            launch.enqueue(device::rms_norm_row_tail_prefetch_w(y_ptr, x_ptr, w_ptr, m, n, sx, sy, eps), stream)
         } else if p.tail.is_some() && p.masked {
             launch.enqueue(device::rms_norm_row_tail_masked(y_ptr, x_ptr, w_ptr, m, n, sx, sy, eps), stream)
         } else if p.tail.is_some() {
@@ -281,9 +272,9 @@ mod tests {
         let x = desc2(DType::F16, &[257, 4097], &[5000, 1]);
         let y = desc2(DType::F16, &[257, 4097], &[4097, 1]);
         let w = desc2(DType::F16, &[4097], &[1]);
-        let Plan { dtype, row, eps, programs, tail, masked, aligned, form } =
+        let Plan { dtype, row, eps, programs, tail, masked, aligned, prefetch } =
             plan(&y, &x, &w, 1e-6, -1, -1, -1, -1, -1, -1, 0).unwrap();
-        assert_eq!((dtype, eps, programs, tail, masked, form), (DType::F16, 1e-6, None, None, true, 0));
+        assert_eq!((dtype, eps, programs, tail, masked, prefetch), (DType::F16, 1e-6, None, None, true, false));
         assert_eq!(aligned, None); // x's rows start 16-byte aligned, y's not: different heads
         assert_eq!((row.m, row.n, row.stride_x, row.stride_y), (257, 4097, 5000, 4097));
         assert_eq!((row.block, row.rows, row.occupancy, row.warps), (8192, 1, None, None));
@@ -340,7 +331,11 @@ mod tests {
         let w = desc2(DType::F16, &[1000], &[1]);
         assert_eq!(plan(&x, &x, &w, 1e-6, 1024, 8, 4, 528, -1, -1, 0).unwrap().programs, Some(13)); // ceil(100 / 8)
         assert_eq!(plan(&x, &x, &w, 1e-6, 1024, 8, 4, 0, -1, -1, 0).unwrap().programs, None);
-        assert_fails(plan(&x, &x, &w, 1e-6, 512, 8, 4, 528, -1, -1, 0), rc::INVALID_ARGUMENT, "needs n=1000 <= block=512");
+        assert_fails(
+            plan(&x, &x, &w, 1e-6, 512, 8, 4, 528, -1, -1, 0),
+            rc::INVALID_ARGUMENT,
+            "needs n=1000 <= block=512",
+        );
     }
 
     #[test]
@@ -557,40 +552,54 @@ mod tests {
                 ("rms_norm_row_tail", "4", "256/16"),
                 ("rms_norm_row_tail_masked", "1", "1024/256"),
                 ("rms_norm_row_tail_masked", "4", "256/16"),
+                ("rms_norm_row_tail_prefetch", "1", "1024/256"),
+                ("rms_norm_row_tail_prefetch", "4", "256/16"),
             ] {
                 DEVICE.assert_lowers(entry, &ffi_util::row_generics(dtype, rows, block, &[]), &["rsqrt", "reduce"]);
             }
         }
     }
-}
-#[cfg(test)]
-mod tmp_probe {
-    use super::*;
-    use crate::ffi_util::{DeviceModule, ALIGNED_PTR};
-    const DEVICE: DeviceModule = DeviceModule { ast: device::__module_ast_self, name: "rms_norm_device" };
+
     #[test]
-    fn probe_prefetch() {
-        let p = ALIGNED_PTR;
-        for (entry, rows, block, tail, n, occ, warps, lat) in [
-            ("rms_norm_row_tail_prefetch", "2", "4096", "1024", 5120, 2, Some(8), ""),
-            ("rms_norm_row_tail_prefetch_w", "2", "4096", "1024", 5120, 2, Some(8), "1"),
-            ("rms_norm_row_tail_prefetch", "1", "16384", "4096", 18944, 1, Some(8), ""),
-            ("rms_norm_row_tail_prefetch_w", "1", "16384", "4096", 18944, 1, Some(8), "1"),
-            ("rms_norm_row_tail_prefetch", "1", "8192", "4096", 11008, 2, Some(8), ""),
-            ("rms_norm_row_tail_prefetch", "1", "8192", "4096", 11008, 2, None, ""),
+    fn prefetching_tail_lowers_at_its_candidates() {
+        // norm.variants' form 1: 8 warps, occupancy 2 up to 12288 lanes a row tile, 1 past that
+        // (NOTES.md, "The next row tile ahead"); bf16 and f16 (the same bytes), and f32 at 11008.
+        for (dtype, rows, block, n, occupancy) in [
+            ("bf16", "1", "8192/4096", 11008, 2),
+            ("f16", "1", "8192/4096", 11008, 2),
+            ("bf16", "2", "4096/1024", 5120, 2),
+            ("bf16", "1", "16384/4096", 18944, 1),
+            ("f32", "1", "8192/4096", 11008, 2),
         ] {
-            let mut g = vec!["bf16", rows, block, tail];
-            if !lat.is_empty() {
-                g.push(lat);
-            }
-            DEVICE.assert_div_hints_lower(
-                entry,
-                &g,
-                &[("y_ptr", p), ("x_ptr", p), ("w_ptr", p)],
-                &[("m", 16384), ("n", n), ("stride_x", n), ("stride_y", n)],
-                ffi_util::compile_options(Some(occ), warps),
-                &format!("_{n}_o{occ}_w{warps:?}_{lat}"),
-            );
+            let ptrs = [("y_ptr", ALIGNED_PTR), ("x_ptr", ALIGNED_PTR), ("w_ptr", ALIGNED_PTR)];
+            let ints = [("m", 16384), ("n", n), ("stride_x", n), ("stride_y", n)];
+            let options = ffi_util::compile_options(Some(occupancy), Some(8));
+            let what = format!(" for 16384x{n} at occupancy {occupancy}, 8 warps");
+            let generics = ffi_util::row_generics(dtype, rows, block, &[]);
+            DEVICE.assert_div_hints_lower("rms_norm_row_tail_prefetch", &generics, &ptrs, &ints, options, &what);
+        }
+    }
+
+    #[test]
+    fn form_1_selects_the_prefetching_tail_where_its_offsets_fit() {
+        let x = desc2(DType::BF16, &[100, 11008], &[11008, 1]);
+        let w = desc2(DType::BF16, &[11008], &[1]);
+        let p = plan(&x, &x, &w, 1e-6, 8192, 1, 2, 264, 4096, 8, 1).unwrap();
+        assert_eq!((p.tail, p.programs, p.masked, p.prefetch), (Some(4096), Some(100), false, true));
+        assert!(!plan(&x, &x, &w, 1e-6, 8192, 1, 2, 264, 4096, 8, 0).unwrap().prefetch);
+        assert!(!plan(&x, &x, &w, 1e-6, 8192, 1, 2, 264, 4096, 8, -1).unwrap().prefetch);
+        // the i32 bound at the tail's last lane, as the pointer tails': past it the persistent TMA tail
+        let at = |m: i64| desc2(DType::BF16, &[m, 11008], &[11008, 1]);
+        let prefetch_at = |x: &TensorDesc| plan(x, x, &w, 1e-6, 8192, 1, 2, 264, 4096, 8, 1).unwrap();
+        assert!(prefetch_at(&at(195083)).prefetch); // (m - 1) * 11008 + 12288 <= i32::MAX
+        let p = prefetch_at(&at(195084));
+        assert_eq!((p.prefetch, p.programs, p.tail), (false, Some(264), Some(4096)));
+        // no tail, no persistent grid, or another form: refused, naming what form 1 needs
+        let needs = "form 1 is the persistent body-and-tail loop that loads the next row tile ahead; it needs a tail";
+        let cases = [(16384, 264, 0, 1), (8192, 0, 4096, 1), (8192, POINTER_ENTRIES, 4096, 1), (8192, 264, 4096, 2)];
+        for (block, programs, tail, form) in cases {
+            let r = plan(&x, &x, &w, 1e-6, block, 1, 2, programs, tail, 8, form);
+            assert_fails(r, rc::INVALID_ARGUMENT, &format!("variant form={form}: {needs}"));
         }
     }
 }

@@ -328,8 +328,10 @@ pub mod rms_norm_device {
         let programs: i32 = get_num_tile_blocks().0;
         let row_tiles: i32 = (m + ROWS - 1) / ROWS;
         let first: i32 = pid * ROWS;
-        let mut xb: Tile<T, { [ROWS, BLOCK] }> = tile_raw::<T, ROWS, BLOCK, 1>(x_ptr, first, first, 0i32, m, n, stride_x);
-        let mut xt: Tile<T, { [ROWS, TAIL] }> = tile_raw::<T, ROWS, TAIL, 1>(x_ptr, first, first, BLOCK, m, n, stride_x);
+        let mut xb: Tile<T, { [ROWS, BLOCK] }> =
+            tile_raw::<T, ROWS, BLOCK, 1>(x_ptr, first, first, 0i32, m, n, stride_x);
+        let mut xt: Tile<T, { [ROWS, TAIL] }> =
+            tile_raw::<T, ROWS, TAIL, 1>(x_ptr, first, first, BLOCK, m, n, stride_x);
         let wb: Tile<f32, { [ROWS, BLOCK] }> = w_tile_masked::<T, ROWS, BLOCK>(w_ptr, 0i32, n);
         let wt: Tile<f32, { [ROWS, TAIL] }> = w_tile_masked::<T, ROWS, TAIL>(w_ptr, BLOCK, n);
         for rb in (pid..row_tiles).step_by(programs as usize) {
@@ -339,35 +341,6 @@ pub mod rms_norm_device {
             let at0: i32 = min(next0, (row_tiles - 1i32) * ROWS);
             let nb: Tile<T, { [ROWS, BLOCK] }> = tile_raw::<T, ROWS, BLOCK, 1>(x_ptr, at0, next0, 0i32, m, n, stride_x);
             let nt: Tile<T, { [ROWS, TAIL] }> = tile_raw::<T, ROWS, TAIL, 1>(x_ptr, at0, next0, BLOCK, m, n, stride_x);
-            tail_rows_store::<T, ROWS, BLOCK, TAIL>(y_ptr, xb, xt, wb, wt, row0, m, n, stride_y, eps);
-            xb = nb;
-            xt = nt;
-        }
-    }
-
-    /// SCRATCH form 2/3: `rms_norm_row_tail_prefetch` with w read per row tile (latency hint WLAT).
-    #[cutile::entry(unchecked_accesses = true)]
-    unsafe fn rms_norm_row_tail_prefetch_w<T: ElementType, const ROWS: i32, const BLOCK: i32, const TAIL: i32, const WLAT: i32>(
-        y_ptr: *mut T, x_ptr: *mut T, w_ptr: *mut T, m: i32, n: i32, stride_x: i32, stride_y: i32, eps: f32,
-    ) {
-        let pid: i32 = get_tile_block_id().0;
-        let programs: i32 = get_num_tile_blocks().0;
-        let row_tiles: i32 = (m + ROWS - 1) / ROWS;
-        let first: i32 = pid * ROWS;
-        let mut xb: Tile<T, { [ROWS, BLOCK] }> = tile_raw::<T, ROWS, BLOCK, 1>(x_ptr, first, first, 0i32, m, n, stride_x);
-        let mut xt: Tile<T, { [ROWS, TAIL] }> = tile_raw::<T, ROWS, TAIL, 1>(x_ptr, first, first, BLOCK, m, n, stride_x);
-        for rb in (pid..row_tiles).step_by(programs as usize) {
-            let row0: i32 = rb * ROWS;
-            let next0: i32 = row0 + programs * ROWS;
-            let at0: i32 = min(next0, (row_tiles - 1i32) * ROWS);
-            let nb: Tile<T, { [ROWS, BLOCK] }> = tile_raw::<T, ROWS, BLOCK, 1>(x_ptr, at0, next0, 0i32, m, n, stride_x);
-            let nt: Tile<T, { [ROWS, TAIL] }> = tile_raw::<T, ROWS, TAIL, 1>(x_ptr, at0, next0, BLOCK, m, n, stride_x);
-            let wb_raw: Tile<T, { [1, BLOCK] }> = tile_raw::<T, 1, BLOCK, WLAT>(w_ptr, 0i32, 0i32, 0i32, 1i32, n, 0i32);
-            let wt_raw: Tile<T, { [1, TAIL] }> = tile_raw::<T, 1, TAIL, WLAT>(w_ptr, 0i32, 0i32, BLOCK, 1i32, n, 0i32);
-            let wb1: Tile<f32, { [1, BLOCK] }> = convert_tile(wb_raw);
-            let wt1: Tile<f32, { [1, TAIL] }> = convert_tile(wt_raw);
-            let wb: Tile<f32, { [ROWS, BLOCK] }> = wb1.broadcast(shape![ROWS, BLOCK]);
-            let wt: Tile<f32, { [ROWS, TAIL] }> = wt1.broadcast(shape![ROWS, TAIL]);
             tail_rows_store::<T, ROWS, BLOCK, TAIL>(y_ptr, xb, xt, wb, wt, row0, m, n, stride_y, eps);
             xb = nb;
             xt = nt;

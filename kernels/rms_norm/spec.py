@@ -57,7 +57,7 @@ SPEC = row_kernel(
     # partial tiles (the masked pointer-tile entries); n = 11008 their predicated 16-byte form
     # (64 x 4096: tiles that divide it, so the decode candidates' pointer-tile entries run where the
     # partition entries otherwise would)
-    max_variants=17,  # at most (n = 5120, m = 601): the body-and-tail three and the two prefetching tails
+    max_variants=16,  # at most 16 (n = 5120 or 11008 past 512 rows; n = 4097)
     variant_shapes=shapes(
         "m n dtype",
         (37, 1000, "float16"),
@@ -71,7 +71,9 @@ SPEC = row_kernel(
         (1201, 4097, "bfloat16"),  # its persistent form: 1-2 or 3-4 row tiles a tile block, other heads
         (601, 16384, "float16"),  # the whole 16384-wide pointer tile
         (601, 2000, "float16"),  # the one-row 2048 pointer tile at occupancy 8 (partial tiles)
-        (37, 18944, "bfloat16"),  # the 16384 + 4096 pointer tail (it spills at occupancy 2), looped tiles
+        # the 16384 + 4096 pointer tail (it spills at occupancy 2), looped tiles, the prefetching tail
+        # at occupancy 1 (2-3 row tiles a tile block)
+        (601, 18944, "bfloat16"),
     ),
     bad_inputs={
         "dtype_mix": BadInput(lambda: call(torch.randn(4, 8).half(), torch.randn(8)), TypeError, "share one dtype"),

@@ -358,23 +358,3 @@ mod tests {
         );
     }
 }
-#[cfg(test)]
-mod tmp_probe {
-    use super::*;
-    use crate::ffi_util::{DeviceModule, ALIGNED_PTR};
-    const DEVICE: DeviceModule = DeviceModule { ast: device::__module_ast_self, name: "silu_and_mul_device" };
-    #[test]
-    fn probe_4097() {
-        let p = ALIGNED_PTR;
-        for (rows, block) in [("8", "512"), ("1", "8192")] {
-            DEVICE.assert_div_hints_lower(
-                "silu_and_mul_masked",
-                &["bf16", rows, block],
-                &[("out_ptr", p), ("gate_ptr", p), ("up_ptr", p + 8194)],
-                &[("m", 16384), ("h", 4097), ("stride_x", 8194), ("stride_out", 4097)],
-                ffi_util::compile_options(Some(4), None),
-                "_probe",
-            );
-        }
-    }
-}

@@ -51,7 +51,7 @@ def export_args(
     return int(block), int(rows), int(occupancy), int(programs), int(tail), warps, int(form)
 
 
-def variants(m: int, n: int, *, prefetch: bool = True) -> list[dict]:
+def variants(m: int, n: int) -> list[dict]:
     """Candidate (block, rows, occupancy, programs_per_sm), few so tuning a class takes seconds; why
     these: kernels/rms_norm/NOTES.md, "The variant space". Rows are capped at m (rounded up to a
     power of two) and 64, as ffi.rs's default is (issue 11: more made autotune fail):
@@ -62,7 +62,7 @@ def variants(m: int, n: int, *, prefetch: bool = True) -> list[dict]:
     [(4096, 1, 4, None), (4096, 1, 2, None), (4096, 1, 2, 1), (4096, 2, 4, 1)]
     >>> [(v["block"], v["rows"], v.get("tail")) for v in variants(16384, 18944)[::2]]
     [(2048, 4, None), (4096, 2, None), (4096, 1, None), (512, 16, None), (8192, 1, None), (16384, 1, 4096), (16384, 1, 4096)]
-    >>> [(v["occupancy"], v.get("pointer"), v["programs_per_sm"]) for v in variants(16384, 18944)[-3:]]
+    >>> [(v["occupancy"], v.get("pointer"), v["programs_per_sm"]) for v in variants(16384, 18944)[-4:-1]]
     [(2, 1, 0), (3, 1, 0), (2, None, 2)]
     >>> [(v["block"], v["rows"], v["occupancy"]) for v in variants(65536, 1024) if v.get("pointer")]
     [(1024, 4, 4), (1024, 8, 4), (1024, 8, 5)]
@@ -83,7 +83,16 @@ def variants(m: int, n: int, *, prefetch: bool = True) -> list[dict]:
     5120 ...) also get a body and a tail tile, ~8K elements of body per tile block: through pointer
     tiles, one tile block per row tile, at two occupancies set by the tile's lanes, and persistent
     (through TMA) at 2 (decode batches: the first only; rms_norm's NOTES.md, "Rows between two
-    powers of two" and "A body and a tail through pointer tiles").
+    powers of two" and "A body and a tail through pointer tiles"), and past 512 rows the persistent
+    tail through pointer tiles that loads the next row tile ahead (`form` 1), over 8 warps at
+    occupancy 2, or 1 for row tiles of 12289-20480 lanes:
+
+    >>> [(v["block"], v["tail"], v["occupancy"], v["programs_per_sm"]) for v in variants(16384, 18944) if v.get("form")]
+    [(16384, 4096, 1, 1)]
+    >>> [(v["rows"], v["occupancy"], v["warps"]) for v in variants(16384, 5120) if v.get("form")]
+    [(2, 2, 8)]
+    >>> [v for v in variants(512, 11008) if v.get("form")]
+    []
     """
     pow2 = 1 << max(4, (n - 1).bit_length())
     max_rows = min(64, autotune.pow2(m))  # ffi.rs accepts 1..=64 rows per tile block
@@ -142,10 +151,14 @@ def variants(m: int, n: int, *, prefetch: bool = True) -> list[dict]:
         ]
         persistent = {"block": body, "tail": tail, "rows": rows, "occupancy": 2, "programs_per_sm": 2}
         out += tiles[:1] if m <= 512 else [*tiles, persistent]  # decode: one
-        # SCRATCH: the prefetching persistent tail (rms_norm's form 1, w held; 3, w per row tile) over
-        # 8 warps, where a row tile's lanes fit 12288 (48 per thread)
-        if prefetch and m > 512 and not half and rows * (body + tail) <= 12288:
-            out += [dict(persistent, warps=8, form=f) for f in (1, 3)]
+        # the persistent tail that loads the next row tile ahead (rms_norm's form 1), over 8 warps: at
+        # occupancy 2 up to 12288 lanes a row tile, at 1 up to 20480 (128 and 236 registers; 11008
+        # 0.1837 ms against 0.1841 for the TMA tail, 18944 0.3197 against 0.3552 for the looped pick:
+        # rms_norm's NOTES.md, "The next row tile ahead"); not for rows the aligned entry takes
+        lanes = rows * (body + tail)
+        if m > 512 and not half and lanes <= 20480:
+            occupancy = 2 if lanes <= 12288 else 1
+            out.append(dict(persistent, occupancy=occupancy, programs_per_sm=occupancy, warps=8, form=1))
     return out
 
 

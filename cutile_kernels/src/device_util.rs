@@ -79,6 +79,31 @@ pub mod views {
         raw
     }
 
+    /// The row tile at row0 of an (m, n) tensor held as a BLOCK-wide body (column 0) and a
+    /// TAIL-wide tail (column BLOCK), each as loaded with latency hint 1 (`tile_raw`, addressed from
+    /// `at_row0`): the loads of the prefetching persistent loops (softmax's and the norms'
+    /// `*_row_tail_prefetch`).
+    pub unsafe fn body_tail_raw<T: ElementType, const ROWS: i32, const BLOCK: i32, const TAIL: i32>(
+        ptr: *mut T, at_row0: i32, row0: i32, m: i32, n: i32, stride: i32,
+    ) -> (Tile<T, { [ROWS, BLOCK] }>, Tile<T, { [ROWS, TAIL] }>) {
+        let body: Tile<T, { [ROWS, BLOCK] }> = tile_raw::<T, ROWS, BLOCK, 1>(ptr, at_row0, row0, 0i32, m, n, stride);
+        let tail: Tile<T, { [ROWS, TAIL] }> = tile_raw::<T, ROWS, TAIL, 1>(ptr, at_row0, row0, BLOCK, m, n, stride);
+        (body, tail)
+    }
+
+    /// A persistent loop's next row tile after row0 (`programs` row tiles on), loaded ahead
+    /// ([`body_tail_raw`]): its first row, and the row to address it from, itself or, past the last
+    /// row tile, the last one's first row (its mask is then empty: nothing is read, and no offset
+    /// formed leaves the row tiles the launcher checked).
+    pub unsafe fn next_body_tail_raw<T: ElementType, const ROWS: i32, const BLOCK: i32, const TAIL: i32>(
+        ptr: *mut T, row0: i32, programs: i32, m: i32, n: i32, stride: i32,
+    ) -> (Tile<T, { [ROWS, BLOCK] }>, Tile<T, { [ROWS, TAIL] }>) {
+        let row_tiles: i32 = (m + ROWS - 1) / ROWS;
+        let next0: i32 = row0 + programs * ROWS;
+        let at0: i32 = min(next0, (row_tiles - 1i32) * ROWS);
+        body_tail_raw::<T, ROWS, BLOCK, TAIL>(ptr, at0, next0, m, n, stride)
+    }
+
     // Rows that do not start on a 16-byte boundary (n = 4097, or a row stride that is no multiple of
     // 16 bytes): a masked pointer tile over such rows gives tileiras no 16-byte alignment to prove,
     // so it issues one 2- or 4-byte access per element. These helpers split each row instead into a

@@ -45,8 +45,9 @@
 #[cutile::module]
 pub mod layer_norm_device {
     use crate::device_util::views::{
-        aligned_body, aligned_edge, aligned_row_vector, aligned_row_vector_edge, aligned_rows, load_masked, restage,
-        row_offsets, store_masked, strided_view, tile_mask, tile_pointers, tile_raw, vector_view,
+        aligned_body, aligned_edge, aligned_row_vector, aligned_row_vector_edge, aligned_rows, body_tail_raw,
+        load_masked, next_body_tail_raw, restage, row_offsets, store_masked, strided_view, tile_mask, tile_pointers,
+        vector_view,
     };
     use cutile::core::*;
 
@@ -454,21 +455,16 @@ pub mod layer_norm_device {
         let programs: i32 = get_num_tile_blocks().0;
         let row_tiles: i32 = (m + ROWS - 1) / ROWS;
         let first: i32 = pid * ROWS;
-        let mut xb: Tile<T, { [ROWS, BLOCK] }> =
-            tile_raw::<T, ROWS, BLOCK, 1>(x_ptr, first, first, 0i32, m, n, stride_x);
-        let mut xt: Tile<T, { [ROWS, TAIL] }> =
-            tile_raw::<T, ROWS, TAIL, 1>(x_ptr, first, first, BLOCK, m, n, stride_x);
+        let (xb0, xt0) = body_tail_raw::<T, ROWS, BLOCK, TAIL>(x_ptr, first, first, m, n, stride_x);
+        let mut xb: Tile<T, { [ROWS, BLOCK] }> = xb0;
+        let mut xt: Tile<T, { [ROWS, TAIL] }> = xt0;
         let wb: Tile<f32, { [ROWS, BLOCK] }> = param_tile_masked::<T, ROWS, BLOCK, HAS_W, 3>(w_ptr, 0i32, n, 1.0f32);
         let wt: Tile<f32, { [ROWS, TAIL] }> = param_tile_masked::<T, ROWS, TAIL, HAS_W, 3>(w_ptr, BLOCK, n, 1.0f32);
         let bb: Tile<f32, { [ROWS, BLOCK] }> = param_tile_masked::<T, ROWS, BLOCK, HAS_B, 3>(b_ptr, 0i32, n, 0.0f32);
         let bt: Tile<f32, { [ROWS, TAIL] }> = param_tile_masked::<T, ROWS, TAIL, HAS_B, 3>(b_ptr, BLOCK, n, 0.0f32);
         for rb in (pid..row_tiles).step_by(programs as usize) {
             let row0: i32 = rb * ROWS;
-            let next0: i32 = row0 + programs * ROWS;
-            // past the last row tile: addressed at the last one (an empty mask: nothing is read)
-            let at0: i32 = min(next0, (row_tiles - 1i32) * ROWS);
-            let nb: Tile<T, { [ROWS, BLOCK] }> = tile_raw::<T, ROWS, BLOCK, 1>(x_ptr, at0, next0, 0i32, m, n, stride_x);
-            let nt: Tile<T, { [ROWS, TAIL] }> = tile_raw::<T, ROWS, TAIL, 1>(x_ptr, at0, next0, BLOCK, m, n, stride_x);
+            let (nb, nt) = next_body_tail_raw::<T, ROWS, BLOCK, TAIL>(x_ptr, row0, programs, m, n, stride_x);
             let mask_b: Tile<bool, { [ROWS, BLOCK] }> = tile_mask::<ROWS, BLOCK>(row0, 0i32, m, n);
             let mask_t: Tile<bool, { [ROWS, TAIL] }> = tile_mask::<ROWS, TAIL>(row0, BLOCK, m, n);
             let fb: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(xb);

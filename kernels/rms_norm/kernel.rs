@@ -40,8 +40,9 @@
 #[cutile::module]
 pub mod rms_norm_device {
     use crate::device_util::views::{
-        aligned_body, aligned_edge, aligned_row_vector, aligned_row_vector_edge, aligned_rows, load_masked, restage,
-        row_offsets, store_masked, strided_view, tile_mask, tile_pointers, tile_raw, vector_view,
+        aligned_body, aligned_edge, aligned_row_vector, aligned_row_vector_edge, aligned_rows, body_tail_raw,
+        load_masked, next_body_tail_raw, restage, row_offsets, store_masked, strided_view, tile_mask, tile_pointers,
+        vector_view,
     };
     use cutile::core::*;
 
@@ -328,19 +329,14 @@ pub mod rms_norm_device {
         let programs: i32 = get_num_tile_blocks().0;
         let row_tiles: i32 = (m + ROWS - 1) / ROWS;
         let first: i32 = pid * ROWS;
-        let mut xb: Tile<T, { [ROWS, BLOCK] }> =
-            tile_raw::<T, ROWS, BLOCK, 1>(x_ptr, first, first, 0i32, m, n, stride_x);
-        let mut xt: Tile<T, { [ROWS, TAIL] }> =
-            tile_raw::<T, ROWS, TAIL, 1>(x_ptr, first, first, BLOCK, m, n, stride_x);
+        let (xb0, xt0) = body_tail_raw::<T, ROWS, BLOCK, TAIL>(x_ptr, first, first, m, n, stride_x);
+        let mut xb: Tile<T, { [ROWS, BLOCK] }> = xb0;
+        let mut xt: Tile<T, { [ROWS, TAIL] }> = xt0;
         let wb: Tile<f32, { [ROWS, BLOCK] }> = w_tile_masked::<T, ROWS, BLOCK>(w_ptr, 0i32, n);
         let wt: Tile<f32, { [ROWS, TAIL] }> = w_tile_masked::<T, ROWS, TAIL>(w_ptr, BLOCK, n);
         for rb in (pid..row_tiles).step_by(programs as usize) {
             let row0: i32 = rb * ROWS;
-            let next0: i32 = row0 + programs * ROWS;
-            // past the last row tile: addressed at the last one (an empty mask: nothing is read)
-            let at0: i32 = min(next0, (row_tiles - 1i32) * ROWS);
-            let nb: Tile<T, { [ROWS, BLOCK] }> = tile_raw::<T, ROWS, BLOCK, 1>(x_ptr, at0, next0, 0i32, m, n, stride_x);
-            let nt: Tile<T, { [ROWS, TAIL] }> = tile_raw::<T, ROWS, TAIL, 1>(x_ptr, at0, next0, BLOCK, m, n, stride_x);
+            let (nb, nt) = next_body_tail_raw::<T, ROWS, BLOCK, TAIL>(x_ptr, row0, programs, m, n, stride_x);
             tail_rows_store::<T, ROWS, BLOCK, TAIL>(y_ptr, xb, xt, wb, wt, row0, m, n, stride_y, eps);
             xb = nb;
             xt = nt;

@@ -59,8 +59,9 @@
 #[cutile::module]
 pub mod softmax_device {
     use crate::device_util::views::{
-        aligned_body, aligned_edge, aligned_rows, arrive_and_wait, load_masked, load_partials, publish_partial,
-        publish_partial_after, row_offsets, store_masked, strided_view, tile_mask, tile_pointers, tile_raw,
+        aligned_body, aligned_edge, aligned_rows, arrive_and_wait, body_tail_raw, load_masked, load_partials,
+        next_body_tail_raw, publish_partial, publish_partial_after, row_offsets, store_masked, strided_view, tile_mask,
+        tile_pointers, tile_raw,
     };
     use cutile::core::*;
 
@@ -608,21 +609,12 @@ pub mod softmax_device {
         let programs: i32 = get_num_tile_blocks().0;
         let row_tiles: i32 = (m + ROWS - 1) / ROWS;
         let first: i32 = pid * ROWS;
-        let xb0: Tile<T, { [ROWS, BLOCK] }> =
-            unsafe { tile_raw::<T, ROWS, BLOCK, 1>(x_ptr, first, first, 0i32, m, n, stride_x) };
-        let xt0: Tile<T, { [ROWS, TAIL] }> =
-            unsafe { tile_raw::<T, ROWS, TAIL, 1>(x_ptr, first, first, BLOCK, m, n, stride_x) };
+        let (xb0, xt0) = unsafe { body_tail_raw::<T, ROWS, BLOCK, TAIL>(x_ptr, first, first, m, n, stride_x) };
         let mut xb: Tile<T, { [ROWS, BLOCK] }> = xb0;
         let mut xt: Tile<T, { [ROWS, TAIL] }> = xt0;
         for rb in (pid..row_tiles).step_by(programs as usize) {
             let row0: i32 = rb * ROWS;
-            let next0: i32 = row0 + programs * ROWS;
-            // past the last row tile: addressed at the last one (an empty mask: nothing is read)
-            let at0: i32 = min(next0, (row_tiles - 1i32) * ROWS);
-            let nb: Tile<T, { [ROWS, BLOCK] }> =
-                unsafe { tile_raw::<T, ROWS, BLOCK, 1>(x_ptr, at0, next0, 0i32, m, n, stride_x) };
-            let nt: Tile<T, { [ROWS, TAIL] }> =
-                unsafe { tile_raw::<T, ROWS, TAIL, 1>(x_ptr, at0, next0, BLOCK, m, n, stride_x) };
+            let (nb, nt) = unsafe { next_body_tail_raw::<T, ROWS, BLOCK, TAIL>(x_ptr, row0, programs, m, n, stride_x) };
             let mask_b: Tile<bool, { [ROWS, BLOCK] }> = tile_mask::<ROWS, BLOCK>(row0, 0i32, m, n);
             let mask_t: Tile<bool, { [ROWS, TAIL] }> = tile_mask::<ROWS, TAIL>(row0, BLOCK, m, n);
             let fb: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(xb);

@@ -28,7 +28,9 @@
 //!   * `layer_norm_row_tail` — BLOCK < n <= BLOCK + TAIL: the row block held whole as a body
 //!     tile and a narrower tail tile (fewer idle lanes than one power-of-two tile at n = 5120,
 //!     11008 ...), one tile block per row tile or a persistent grid; `layer_norm_row_tail_masked`
-//!     the same through masked pointer tiles, one tile block per row tile.
+//!     the same through masked pointer tiles, one tile block per row tile;
+//!     `layer_norm_row_tail_prefetch` through pointer tiles on a persistent grid, loading the next
+//!     row tile ahead.
 //!   * `layer_norm_looped` — n >  BLOCK: pass 1 the shifted sums over the column tiles, pass 2
 //!     re-reads them (mostly from L2) to normalize and store.
 //!   * `layer_norm_row_masked`, `layer_norm_looped_masked` — the same two for tiles that do not

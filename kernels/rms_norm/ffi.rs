@@ -22,7 +22,9 @@
 //! tail's last lane fit i32; else `rms_norm_row_tail`); -1 or 0: no tail. `form` 1 with a tail and
 //! `programs` > 0 runs the persistent tail through pointer tiles, loading the next row tile ahead
 //! (`rms_norm_row_tail_prefetch`, where the offsets up to the tail's last lane fit i32; else the
-//! persistent `rms_norm_row_tail`); -1 or 0 the other entries; anything else is refused. With no tail, rows that do not start or end on a 16-byte boundary (n = 4097, odd row
+//! persistent `rms_norm_row_tail`); -1 or 0 the other entries; anything else is refused.
+//!
+//! With no tail, rows that do not start or end on a 16-byte boundary (n = 4097, odd row
 //! strides) run `rms_norm_row_aligned` where `ffi_util::aligned_rows_vec` allows it (16-byte-aligned
 //! bases, the same head per row in x and out; its body fits `block`, so n = 4097 fits 4096), one
 //! tile block per row tile whatever `programs` (-1, 0, -2) said, or with `programs` > 0

@@ -18,7 +18,8 @@
 //!   * `rms_norm_row_tail` — BLOCK < n <= BLOCK + TAIL: the row block held whole as a body tile and
 //!     a narrower tail tile (fewer idle lanes than one power-of-two tile at n = 11008, 18944 ...),
 //!     one tile block per row tile or a persistent grid; `rms_norm_row_tail_masked` the same
-//!     through masked pointer tiles, one tile block per row tile.
+//!     through masked pointer tiles, one tile block per row tile; `rms_norm_row_tail_prefetch`
+//!     through pointer tiles on a persistent grid, loading the next row tile ahead.
 //!   * `rms_norm_row_masked`, `rms_norm_looped_masked` — the same two for tiles that do not divide
 //!     (m, n) (n = 11008, 4097 ...), through pointer tiles and a mask of the lanes inside (m, n):
 //!     tileiras predicates each access instead of branching around it (ffi.rs runs them where the

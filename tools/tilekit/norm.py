@@ -38,8 +38,8 @@ def export_args(
     GPU with `sms` SMs (programs_per_sm > 0: the persistent kernel; pointer=1: the pointer-tile
     entries, ffi.rs POINTER_ENTRIES; tail > 0: each row held as a `block`-wide body and a `tail`-wide
     tail tile; warps: worker warps per tile block, 4 or 8, None or -1 the compiler's; form 1 with a
-    tail and programs_per_sm: rms_norm's persistent tail that loads the next row tile ahead). Pure:
-    the CPU tests check `variants` through it.
+    tail and programs_per_sm: the persistent tail that loads the next row tile ahead). Pure: the
+    CPU tests check `variants` through it.
 
     >>> export_args(4096, 1, 4, pointer=1, sms=132), export_args(1024, 8, 4, 4, sms=132)
     ((4096, 1, 4, -2, 0, -1, 0), (1024, 8, 4, 528, 0, -1, 0))

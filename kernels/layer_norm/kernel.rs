@@ -423,13 +423,26 @@ pub mod layer_norm_device {
         let mask_t: Tile<bool, { [ROWS, TAIL] }> = tile_mask::<ROWS, TAIL>(row0, BLOCK, m, n);
         let xb: Tile<f32, { [ROWS, BLOCK] }> = x_tile_masked::<T, ROWS, BLOCK>(x_ptr, mask_b, row0, 0i32, stride_x);
         let xt: Tile<f32, { [ROWS, TAIL] }> = x_tile_masked::<T, ROWS, TAIL>(x_ptr, mask_t, row0, BLOCK, stride_x);
-        let mean: Tile<f32, { [ROWS] }> = body_tail_mean::<ROWS, BLOCK, TAIL>(xb, xt, n);
-        let db: Tile<f32, { [ROWS, BLOCK] }> = zero_outside::<ROWS, BLOCK>(mask_b, xb - rows_bc::<ROWS, BLOCK>(mean));
-        let dt: Tile<f32, { [ROWS, TAIL] }> = zero_outside::<ROWS, TAIL>(mask_t, xt - rows_bc::<ROWS, TAIL>(mean));
         let wb: Tile<f32, { [ROWS, BLOCK] }> = param_tile_masked::<T, ROWS, BLOCK, HAS_W, 3>(w_ptr, 0i32, n, 1.0f32);
         let wt: Tile<f32, { [ROWS, TAIL] }> = param_tile_masked::<T, ROWS, TAIL, HAS_W, 3>(w_ptr, BLOCK, n, 1.0f32);
         let bb: Tile<f32, { [ROWS, BLOCK] }> = param_tile_masked::<T, ROWS, BLOCK, HAS_B, 3>(b_ptr, 0i32, n, 0.0f32);
         let bt: Tile<f32, { [ROWS, TAIL] }> = param_tile_masked::<T, ROWS, TAIL, HAS_B, 3>(b_ptr, BLOCK, n, 0.0f32);
+        tail_rows_store::<T, ROWS, BLOCK, TAIL>(y_ptr, xb, xt, mask_b, mask_t, wb, wt, bb, bt, row0, n, stride_y, eps);
+    }
+
+    /// The pointer-tile tail entries' row tile at row0, its body and tail in f32 (zero outside the
+    /// masks): the two-pass statistics over both, then (x - mean) * rsqrt(var + eps) * w + b stored
+    /// through the masks.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn tail_rows_store<T: ElementType, const ROWS: i32, const BLOCK: i32, const TAIL: i32>(
+        y_ptr: *mut T, vb: Tile<f32, { [ROWS, BLOCK] }>, vt: Tile<f32, { [ROWS, TAIL] }>,
+        mask_b: Tile<bool, { [ROWS, BLOCK] }>, mask_t: Tile<bool, { [ROWS, TAIL] }>, wb: Tile<f32, { [ROWS, BLOCK] }>,
+        wt: Tile<f32, { [ROWS, TAIL] }>, bb: Tile<f32, { [ROWS, BLOCK] }>, bt: Tile<f32, { [ROWS, TAIL] }>, row0: i32,
+        n: i32, stride_y: i32, eps: f32,
+    ) {
+        let mean: Tile<f32, { [ROWS] }> = body_tail_mean::<ROWS, BLOCK, TAIL>(vb, vt, n);
+        let db: Tile<f32, { [ROWS, BLOCK] }> = zero_outside::<ROWS, BLOCK>(mask_b, vb - rows_bc::<ROWS, BLOCK>(mean));
+        let dt: Tile<f32, { [ROWS, TAIL] }> = zero_outside::<ROWS, TAIL>(mask_t, vt - rows_bc::<ROWS, TAIL>(mean));
         let (yb, yt) = body_tail_normalized::<T, ROWS, BLOCK, TAIL>(db, dt, n, eps, wb, wt, bb, bt);
         store_y_masked::<T, ROWS, BLOCK>(y_ptr, yb, mask_b, row0, 0i32, stride_y);
         store_y_masked::<T, ROWS, TAIL>(y_ptr, yt, mask_t, row0, BLOCK, stride_y);
@@ -473,13 +486,9 @@ pub mod layer_norm_device {
             let ft: Tile<f32, { [ROWS, TAIL] }> = convert_tile(xt);
             let vb: Tile<f32, { [ROWS, BLOCK] }> = zero_outside::<ROWS, BLOCK>(mask_b, fb);
             let vt: Tile<f32, { [ROWS, TAIL] }> = zero_outside::<ROWS, TAIL>(mask_t, ft);
-            let mean: Tile<f32, { [ROWS] }> = body_tail_mean::<ROWS, BLOCK, TAIL>(vb, vt, n);
-            let db: Tile<f32, { [ROWS, BLOCK] }> =
-                zero_outside::<ROWS, BLOCK>(mask_b, vb - rows_bc::<ROWS, BLOCK>(mean));
-            let dt: Tile<f32, { [ROWS, TAIL] }> = zero_outside::<ROWS, TAIL>(mask_t, vt - rows_bc::<ROWS, TAIL>(mean));
-            let (yb, yt) = body_tail_normalized::<T, ROWS, BLOCK, TAIL>(db, dt, n, eps, wb, wt, bb, bt);
-            store_y_masked::<T, ROWS, BLOCK>(y_ptr, yb, mask_b, row0, 0i32, stride_y);
-            store_y_masked::<T, ROWS, TAIL>(y_ptr, yt, mask_t, row0, BLOCK, stride_y);
+            tail_rows_store::<T, ROWS, BLOCK, TAIL>(
+                y_ptr, vb, vt, mask_b, mask_t, wb, wt, bb, bt, row0, n, stride_y, eps,
+            );
             xb = nb;
             xt = nt;
         }

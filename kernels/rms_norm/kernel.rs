@@ -43,7 +43,7 @@ pub mod rms_norm_device {
     use crate::device_util::views::{
         aligned_body, aligned_edge, aligned_row_vector, aligned_row_vector_edge, aligned_rows, body_tail_raw,
         load_masked, next_body_tail_raw, restage, row_offsets, store_masked, strided_view, tile_mask, tile_pointers,
-        vector_view,
+        tile_raw, vector_view,
     };
     use cutile::core::*;
 
@@ -218,14 +218,8 @@ pub mod rms_norm_device {
     unsafe fn x_tile_masked<T: ElementType, const ROWS: i32, const BLOCK: i32>(
         x_ptr: *mut T, row0: i32, col0: i32, m: i32, n: i32, stride_x: i32,
     ) -> Tile<f32, { [ROWS, BLOCK] }> {
-        let ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
-            tile_pointers::<T, ROWS, BLOCK>(x_ptr, row0 * stride_x + col0, stride_x);
-        let mask: Tile<bool, { [ROWS, BLOCK] }> = tile_mask::<ROWS, BLOCK>(row0, col0, m, n);
-        let (raw, _tok): (Tile<T, { [ROWS, BLOCK] }>, Token) =
-            load_ptr_tko(ptrs, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, None, Latency::<3>);
-        let x: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(raw);
-        let zero: Tile<f32, { [ROWS, BLOCK] }> = constant(0.0f32, shape![ROWS, BLOCK]);
-        select(mask, x, zero)
+        let raw: Tile<T, { [ROWS, BLOCK] }> = tile_raw::<T, ROWS, BLOCK, 3>(x_ptr, row0, row0, col0, m, n, stride_x);
+        zero_outside::<T, ROWS, BLOCK>(raw, row0, col0, m, n)
     }
 
     /// Columns [col0, col0 + BLOCK) of w, in f32, repeated for each of the ROWS rows; lanes past n
@@ -304,15 +298,9 @@ pub mod rms_norm_device {
         let row0: i32 = get_tile_block_id().0 * ROWS;
         let xb: Tile<f32, { [ROWS, BLOCK] }> = x_tile_masked::<T, ROWS, BLOCK>(x_ptr, row0, 0i32, m, n, stride_x);
         let xt: Tile<f32, { [ROWS, TAIL] }> = x_tile_masked::<T, ROWS, TAIL>(x_ptr, row0, BLOCK, m, n, stride_x);
-        let sq_b: Tile<f32, { [ROWS] }> = reduce_sum(xb * xb, 1i32);
-        let sq_t: Tile<f32, { [ROWS] }> = reduce_sum(xt * xt, 1i32);
-        let sum_sq: Tile<f32, { [ROWS] }> = sq_b + sq_t;
         let wb: Tile<f32, { [ROWS, BLOCK] }> = w_tile_masked::<T, ROWS, BLOCK>(w_ptr, 0i32, n);
         let wt: Tile<f32, { [ROWS, TAIL] }> = w_tile_masked::<T, ROWS, TAIL>(w_ptr, BLOCK, n);
-        let yb: Tile<T, { [ROWS, BLOCK] }> = convert_tile(xb * inv_rms_of::<ROWS, BLOCK>(sum_sq, n, eps) * wb);
-        let yt: Tile<T, { [ROWS, TAIL] }> = convert_tile(xt * inv_rms_of::<ROWS, TAIL>(sum_sq, n, eps) * wt);
-        store_y_masked::<T, ROWS, BLOCK>(y_ptr, yb, row0, 0i32, m, n, stride_y);
-        store_y_masked::<T, ROWS, TAIL>(y_ptr, yt, row0, BLOCK, m, n, stride_y);
+        tail_rows_store::<T, ROWS, BLOCK, TAIL>(y_ptr, xb, xt, wb, wt, row0, m, n, stride_y, eps);
     }
 
     /// `rms_norm_row_tail` on a persistent grid through masked pointer tiles, with the next row
@@ -338,21 +326,22 @@ pub mod rms_norm_device {
         for rb in (pid..row_tiles).step_by(programs as usize) {
             let row0: i32 = rb * ROWS;
             let (nb, nt) = next_body_tail_raw::<T, ROWS, BLOCK, TAIL>(x_ptr, row0, programs, m, n, stride_x);
-            tail_rows_store::<T, ROWS, BLOCK, TAIL>(y_ptr, xb, xt, wb, wt, row0, m, n, stride_y, eps);
+            let vb: Tile<f32, { [ROWS, BLOCK] }> = zero_outside::<T, ROWS, BLOCK>(xb, row0, 0i32, m, n);
+            let vt: Tile<f32, { [ROWS, TAIL] }> = zero_outside::<T, ROWS, TAIL>(xt, row0, BLOCK, m, n);
+            tail_rows_store::<T, ROWS, BLOCK, TAIL>(y_ptr, vb, vt, wb, wt, row0, m, n, stride_y, eps);
             xb = nb;
             xt = nt;
         }
     }
 
-    /// The prefetching tail's row tile at row0, its body and tail as loaded (`tile_raw`): the sum of
-    /// squares over both, then y = x * inv_rms * w stored through the masks.
+    /// The pointer-tile tail entries' row tile at row0, its body and tail in f32 (lanes outside (m, n)
+    /// 0): the sum of squares over both, then y = x * inv_rms * w stored through the masks.
     #[allow(clippy::too_many_arguments)]
     unsafe fn tail_rows_store<T: ElementType, const ROWS: i32, const BLOCK: i32, const TAIL: i32>(
-        y_ptr: *mut T, xb: Tile<T, { [ROWS, BLOCK] }>, xt: Tile<T, { [ROWS, TAIL] }>, wb: Tile<f32, { [ROWS, BLOCK] }>,
-        wt: Tile<f32, { [ROWS, TAIL] }>, row0: i32, m: i32, n: i32, stride_y: i32, eps: f32,
+        y_ptr: *mut T, vb: Tile<f32, { [ROWS, BLOCK] }>, vt: Tile<f32, { [ROWS, TAIL] }>,
+        wb: Tile<f32, { [ROWS, BLOCK] }>, wt: Tile<f32, { [ROWS, TAIL] }>, row0: i32, m: i32, n: i32, stride_y: i32,
+        eps: f32,
     ) {
-        let vb: Tile<f32, { [ROWS, BLOCK] }> = zero_outside::<T, ROWS, BLOCK>(xb, row0, 0i32, m, n);
-        let vt: Tile<f32, { [ROWS, TAIL] }> = zero_outside::<T, ROWS, TAIL>(xt, row0, BLOCK, m, n);
         let sq_b: Tile<f32, { [ROWS] }> = reduce_sum(vb * vb, 1i32);
         let sq_t: Tile<f32, { [ROWS] }> = reduce_sum(vt * vt, 1i32);
         let sum_sq: Tile<f32, { [ROWS] }> = sq_b + sq_t;

@@ -27,8 +27,10 @@
 //! sub-tiles (`softmax_split_exchange_held`, where `held_fits`; where it does not, or a row has
 //! more chunks than the GPU has SMs, the two kernels; where `split_fits` does not, the looped
 //! form); with a persistent tail the loop that loads the next row tile before this one's
-//! reductions (`softmax_row_tail_prefetch`; the looped form where the tail does not fit);
-//! anything else is refused (-6); -1 or 0: none. A row held whole in one tile (no split and no
+//! reductions (`softmax_row_tail_prefetch`; the looped form where the tail does not fit). `form`
+//! 2 with a chunk (any multiple of block) runs the single pass that reads its chunk twice
+//! (`softmax_split_exchange_reread`, where `reread_fits`; else the two kernels, or the looped form
+//! where `split_fits` does not hold). Any other form is refused (-6); -1 or 0: none. A row held whole in one tile (no split and no
 //! tail in the plan, not exactly one tile) whose start or end is off a 16-byte boundary (n = 4097,
 //! odd row strides) runs `softmax_row_aligned` where `ffi_util::aligned_rows_vec` allows it
 //! (16-byte-aligned bases, the same head per row in x and out; its body fits `block`, so n = 4097
@@ -108,13 +110,21 @@ pub struct SplitPlan {
     pub chunks: i32,
     /// The power of two >= chunks: kernel B's partials tile width.
     pub parts: i32,
-    /// One tile per chunk and i32 offsets of the masked tiles (`exchange_fits`), or the held form
-    /// (`held`): a single-pass entry runs where the GPU has at least `chunks` SMs (launch_split
-    /// checks), else the two kernels.
-    pub exchange: bool,
-    /// The single pass holds its chunk of four tiles in T (`softmax_split_exchange_held`; `form` 1
-    /// with chunk == 4 * block and `held_fits`); `exchange` is then true too.
-    pub held: bool,
+    /// Some: the single-pass entry that runs where the GPU has at least `chunks` SMs (launch_split
+    /// checks; else the two kernels). None: the two kernels.
+    pub single: Option<SinglePass>,
+}
+
+/// The single-pass split entries: tile blocks of one launch that exchange their chunks' partials.
+#[derive(Debug, PartialEq, Clone, Copy)]
+pub enum SinglePass {
+    /// One tile per chunk held in registers (`softmax_split_exchange`; `exchange_fits`).
+    OneTile,
+    /// A chunk of four tiles held in T (`softmax_split_exchange_held`; `form` 1, `held_fits`).
+    Held,
+    /// A chunk of any number of tiles, read twice (`softmax_split_exchange_reread`; `form` 2,
+    /// `reread_fits`).
+    Reread,
 }
 
 impl SplitPlan {
@@ -138,6 +148,12 @@ pub fn held_fits(m: i32, n: i32, rows: i32, block: i32, chunk: i32, stride_x: i3
     chunk == HELD_TILES * block
         && rows as i64 * chunk as i64 <= MAX_TILE_ELEMS as i64
         && ffi_util::masked_offsets_fit(m, n, rows, chunk, &[stride_x, stride_y])
+}
+
+/// Whether the single pass that reads its chunk twice may run: the split's whole row tiles
+/// (`split_fits`) and every i32 offset of its masked tiles (the row's padded last tile) fits.
+pub fn reread_fits(m: i32, n: i32, rows: i32, block: i32, stride_x: i32, stride_y: i32) -> bool {
+    split_fits(m, n, rows, stride_x, stride_y) && ffi_util::masked_offsets_fit(m, n, rows, block, &[stride_x, stride_y])
 }
 
 /// Whether the split entries may run with `rows`-row tiles: m % rows == 0 (whole row tiles, loaded
@@ -181,7 +197,7 @@ pub fn split_plan(n: i32, block: i32, rows: i32, chunk: i32) -> FfiResult<SplitP
              <= {MAX_SPLIT_PARTS} and rows*parts <= {MAX_TILE_ELEMS}: use chunk >= {min_chunk} for this n"
         ));
     }
-    Ok(SplitPlan { chunk_tiles, chunks: chunks as i32, parts: parts as i32, exchange: false, held: false })
+    Ok(SplitPlan { chunk_tiles, chunks: chunks as i32, parts: parts as i32, single: None })
 }
 
 /// Whether `softmax_row_exact` may run: the row is exactly one tile wide, m is a multiple of
@@ -266,9 +282,16 @@ pub fn plan(
         0 => None,
         c if c % block == 0 && !split_fits(m, n, rows, stride_x, stride_y) => None,
         c => {
-            let held = form == 1 && held_fits(m, n, rows, block, c, stride_x, stride_y);
-            let exchange = held || exchange_fits(m, n, rows, block, c, stride_x, stride_y);
-            Some(SplitPlan { exchange, held, ..split_plan(n, block, rows, c)? })
+            let single = if form == 1 && held_fits(m, n, rows, block, c, stride_x, stride_y) {
+                Some(SinglePass::Held)
+            } else if form == 2 && reread_fits(m, n, rows, block, stride_x, stride_y) {
+                Some(SinglePass::Reread)
+            } else if form != 2 && exchange_fits(m, n, rows, block, c, stride_x, stride_y) {
+                Some(SinglePass::OneTile)
+            } else {
+                None
+            };
+            Some(SplitPlan { single, ..split_plan(n, block, rows, c)? })
         }
     };
     let exact = split.is_none() && exact_fits(m, n, rows, block, stride_x, stride_y);
@@ -293,15 +316,18 @@ pub fn plan(
     };
     let prefetch = match form {
         rc::COMPILER_DEFAULT | 0 => false,
-        // the held single pass (SplitPlan::held above; the two kernels where it does not fit)
+        // the held single pass (SinglePass::Held above; the two kernels where it does not fit)
         1 if chunk > 0 && chunk == HELD_TILES * block => false,
         // the persistent tail's prefetching loop (looped where the tail's offsets do not fit i32)
         1 if tail_asked && programs_asked => programs.is_some(),
+        // the single pass reading its chunk twice (SinglePass::Reread above; else the two kernels)
+        2 if chunk > 0 => false,
         f => {
             return Err(ffi_util::invalid(format!(
                 "variant form={f}: form 1 is the single pass holding a chunk of {HELD_TILES} tiles in T (chunk = \
                  {HELD_TILES} x block; here chunk={chunk} block={block}) or the persistent tail's prefetching loop \
-                 (tail > 0 and programs > 0); -1 or 0 for neither"
+                 (tail > 0 and programs > 0); form 2 the single pass reading its chunk twice (chunk > 0); -1 or 0 \
+                 for neither"
             )))
         }
     };
@@ -353,7 +379,7 @@ fn launch_split<T: Element>(
     p: &Plan, s: &SplitPlan, y_ptr: DevicePointer<T>, x_ptr: DevicePointer<T>, stream: &Arc<Stream>,
 ) -> FfiResult<()> {
     let RowPlan { m, n, stride_x: sx, stride_y: sy, rows, block, .. } = p.row;
-    if s.exchange && s.chunks as u32 <= ffi_util::sm_count(stream)? {
+    if s.single.is_some() && s.chunks as u32 <= ffi_util::sm_count(stream)? {
         return launch_exchange::<T>(p, s, y_ptr, x_ptr, stream);
     }
     let bytes = s.workspace_elems(m, rows) * std::mem::size_of::<f32>();
@@ -391,22 +417,29 @@ fn launch_exchange<T: Element>(
     let grid = ((row_tiles * s.chunks) as u32, 1, 1);
     let options = ffi_util::compile_options(p.row.occupancy, p.row.warps);
     // SAFETY: plan() checked the descriptors and `exchange_fits` (one tile per chunk, i32 offsets of
-    // the masked tiles) or, for the held entry, `held_fits` (four tiles per chunk, offsets up to
-    // round_up(n, chunk), rows x chunk within MAX_TILE_ELEMS); the counters are zero and the partials hold every (padded row, chunk); the
-    // grid has row_tiles * chunks tile blocks with chunks <= the SM count (see the entry's progress
+    // the masked tiles), for the held entry `held_fits` (four tiles per chunk, offsets up to
+    // round_up(n, chunk), rows x chunk within MAX_TILE_ELEMS), for the re-reading one `reread_fits`
+    // (whole row tiles, i32 offsets of the masked tiles); the counters are zero and the partials
+    // hold every (padded row, chunk); the grid has row_tiles * chunks tile blocks with chunks <= the SM count (see the entry's progress
     // argument); the workspace outlives the kernel (freed in stream order).
     let launch = Launch::new::<T>(&[rows, block, s.parts], grid, options);
+    let (ct, chunks) = (s.chunk_tiles, s.chunks);
     unsafe {
-        if s.held {
-            launch.enqueue(
-                device::softmax_split_exchange_held(y_ptr, x_ptr, part_max, part_sum, arrived, m, n, sx, sy, s.chunks),
+        match s.single {
+            Some(SinglePass::Held) => launch.enqueue(
+                device::softmax_split_exchange_held(y_ptr, x_ptr, part_max, part_sum, arrived, m, n, sx, sy, chunks),
                 stream,
-            )?;
-        } else {
-            launch.enqueue(
-                device::softmax_split_exchange(y_ptr, x_ptr, part_max, part_sum, arrived, m, n, sx, sy, s.chunks),
+            )?,
+            Some(SinglePass::Reread) => launch.enqueue(
+                device::softmax_split_exchange_reread(
+                    y_ptr, x_ptr, part_max, part_sum, arrived, m, n, sx, sy, ct, chunks,
+                ),
                 stream,
-            )?;
+            )?,
+            _ => launch.enqueue(
+                device::softmax_split_exchange(y_ptr, x_ptr, part_max, part_sum, arrived, m, n, sx, sy, chunks),
+                stream,
+            )?,
         }
     }
     ws.free()
@@ -588,9 +621,9 @@ mod tests {
         // The held single pass: chunks of four tiles, else the two kernels where offsets past i32.
         let v = desc2(DType::BF16, &[512, 151936], &[151936, 1]);
         let held = plan(&v, &v, 2048, 1, 8, -1, 8192, -1, -1, 1).unwrap().split.unwrap();
-        assert_eq!(held, SplitPlan { chunk_tiles: 4, chunks: 19, parts: 32, exchange: true, held: true });
+        assert_eq!(held, SplitPlan { chunk_tiles: 4, chunks: 19, parts: 32, single: Some(SinglePass::Held) });
         let two = plan(&v, &v, 2048, 1, 8, -1, 8192, -1, -1, 0).unwrap().split.unwrap();
-        assert_eq!((two.exchange, two.held), (false, false));
+        assert_eq!(two.single, None);
         // The padded last chunk reaches round_up(n, chunk): past i32 where round_up(n, block) is not.
         assert!(ffi_util::masked_offsets_fit(14129, 151936, 1, 2048, &[151991, 151991]));
         assert!(!held_fits(14129, 151936, 1, 2048, 8192, 151991, 151991));
@@ -599,10 +632,33 @@ mod tests {
         assert!(!held_fits(512, 151936, 1, 4096, 8192, 151936, 151936)); // two tiles a chunk
                                                                          // Anything else is refused, naming both forms.
         let refused = "variant form=1: form 1 is the single pass holding a chunk of 4 tiles in T (chunk = 4 x block; \
-                       here chunk=0 block=8192) or the persistent tail's prefetching loop (tail > 0 and programs > 0)";
+                       here chunk=0 block=8192) or the persistent tail's prefetching loop (tail > 0 and programs > 0); form 2 the single pass reading its chunk twice (chunk > 0)";
         assert_fails(plan(&x, &x, 8192, 1, 4, 8, 0, 4096, -1, 1), rc::INVALID_ARGUMENT, refused);
         assert_fails(plan(&v, &v, 4096, 1, 8, -1, 8192, -1, -1, 1), rc::INVALID_ARGUMENT, "form=1");
         assert_fails(plan(&x, &x, 8192, 1, 4, 8, 0, 4096, 264, 2), rc::INVALID_ARGUMENT, "form=2");
+    }
+
+    #[test]
+    fn form_2_selects_the_single_pass_that_reads_its_chunk_twice() {
+        let v = desc2(DType::BF16, &[512, 151936], &[151936, 1]);
+        let reread = plan(&v, &v, 4096, 1, 8, -1, 16384, -1, -1, 2).unwrap().split.unwrap();
+        assert_eq!(reread, SplitPlan { chunk_tiles: 4, chunks: 10, parts: 16, single: Some(SinglePass::Reread) });
+        // One tile a chunk too (form 2 then reads the tile twice instead of holding it).
+        let one = plan(&v, &v, 4096, 1, 8, -1, 4096, -1, -1, 2).unwrap().split.unwrap();
+        assert_eq!(one.single, Some(SinglePass::Reread));
+        // Row tiles that leave a partial one (m % rows != 0): looped; masked offsets past i32: the
+        // two kernels (whose ragged tile goes through the padded partition).
+        let odd = desc2(DType::BF16, &[513, 151936], &[151936, 1]);
+        assert_eq!(plan(&odd, &odd, 4096, 2, 8, -1, 16384, -1, -1, 2).unwrap().split, None);
+        assert!(split_fits(14129, 151936, 1, 151991, 151991));
+        assert!(!reread_fits(14129, 151936, 1, 4096, 151991, 151991));
+        assert!(reread_fits(14128, 151936, 1, 4096, 151991, 151991));
+        let big = desc2(DType::BF16, &[14129, 151936], &[151991, 1]);
+        let two = plan(&big, &big, 4096, 1, 8, -1, 16384, -1, -1, 2).unwrap().split.unwrap();
+        assert_eq!(two.single, None);
+        // Form 2 without a chunk is refused.
+        let x = desc2(DType::BF16, &[100, 11008], &[11008, 1]);
+        assert_fails(plan(&x, &x, 16384, 1, 4, -1, 0, -1, -1, 2), rc::INVALID_ARGUMENT, "form=2");
     }
 
     #[test]
@@ -664,11 +720,14 @@ mod tests {
         let p = split(1024, 128256);
         assert_eq!((p.row.block, p.row.rows, p.exact, p.masked), (8192, 1, false, false));
         // 16 column tiles (the last ragged), one per chunk: the single pass.
-        assert_eq!(p.split, Some(SplitPlan { chunk_tiles: 1, chunks: 16, parts: 16, exchange: true, held: false }));
+        assert_eq!(
+            p.split,
+            Some(SplitPlan { chunk_tiles: 1, chunks: 16, parts: 16, single: Some(SinglePass::OneTile) })
+        );
         assert_eq!(p.split.unwrap().workspace_elems(1024, 1), 2 * 1024 * 16);
         assert_eq!(
             split(7, 150001).split,
-            Some(SplitPlan { chunk_tiles: 1, chunks: 19, parts: 32, exchange: true, held: false })
+            Some(SplitPlan { chunk_tiles: 1, chunks: 19, parts: 32, single: Some(SinglePass::OneTile) })
         );
         assert_eq!(split(8193, 128256).split, None); // enough row tiles: the looped form
         assert_eq!(split(64, 16384).split, None); // held whole
@@ -679,7 +738,7 @@ mod tests {
         assert_eq!(plan(&x, &x, -1, -1, -1, -1, 0, -1, -1, 0).unwrap().split, None);
         let p = plan(&x, &x, 2048, 2, 8, -1, 8192, -1, -1, 0).unwrap();
         assert_eq!((p.row.block, p.row.rows), (2048, 2));
-        assert_eq!(p.split, Some(SplitPlan { chunk_tiles: 4, chunks: 19, parts: 32, exchange: false, held: false }));
+        assert_eq!(p.split, Some(SplitPlan { chunk_tiles: 4, chunks: 19, parts: 32, single: None }));
         assert_eq!(plan(&x, &x, -1, -1, -1, -1, 4096, -1, -1, 0).unwrap().split.unwrap().chunks, 38);
     }
 
@@ -687,11 +746,14 @@ mod tests {
     fn one_tile_chunks_take_the_single_pass_split_where_its_masked_offsets_fit() {
         let x = desc2(DType::BF16, &[512, 151936], &[151936, 1]);
         let p = plan(&x, &x, 4096, 1, 8, -1, 4096, -1, -1, 0).unwrap();
-        assert_eq!(p.split, Some(SplitPlan { chunk_tiles: 1, chunks: 38, parts: 64, exchange: true, held: false }));
+        assert_eq!(
+            p.split,
+            Some(SplitPlan { chunk_tiles: 1, chunks: 38, parts: 64, single: Some(SinglePass::OneTile) })
+        );
         // Rows padded to whole row tiles (7 rows in 4-row tiles: 8).
         assert_eq!(p.split.unwrap().workspace_elems(7, 4), 2 * 8 * 38);
         // Two tiles per chunk: the two kernels.
-        assert!(!plan(&x, &x, 4096, 1, 8, -1, 8192, -1, -1, 0).unwrap().split.unwrap().exchange);
+        assert!(plan(&x, &x, 4096, 1, 8, -1, 8192, -1, -1, 0).unwrap().split.unwrap().single.is_none());
         // 32767 x 65537 fits i32 as a two-kernel split (its last tile through the padded partition)
         // but not as masked tiles: the last row's padded tile ends 65535 elements past the row.
         assert!(split_fits(32767, 65537, 1, 65537, 65537));
@@ -766,7 +828,7 @@ mod tests {
         // split_plan counts in i64: no wrap at the widest row and the widest tile.
         assert_eq!(
             split_plan(MAX_N, 65536, 1, 1 << 26).unwrap(),
-            SplitPlan { chunk_tiles: 1024, chunks: 32, parts: 32, exchange: false, held: false }
+            SplitPlan { chunk_tiles: 1024, chunks: 32, parts: 32, single: None }
         );
         assert_fails(split_plan(MAX_N, 4096, 1, 8192), rc::INVALID_ARGUMENT, "use chunk >= 2097152 for this n");
         // The defaults' powers of two above 2^30 (columns, rows) do not wrap to i32::MIN either.
@@ -824,7 +886,10 @@ mod tests {
         let chunks = (n + chunk - 1) / chunk;
         let ptrs =
             [("y_ptr", ALIGNED_PTR), ("x_ptr", ALIGNED_PTR), ("part_max", ALIGNED_PTR), ("part_sum", ALIGNED_PTR)];
-        let ints = [("m", m), ("n", n), ("stride_x", n), ("stride_y", n), ("chunks", chunks)];
+        let mut ints = vec![("m", m), ("n", n), ("stride_x", n), ("stride_y", n), ("chunks", chunks)];
+        if entry == "softmax_split_exchange_reread" {
+            ints.push(("chunk_tiles", chunk / tile));
+        }
         let options = ffi_util::compile_options(Some(occupancy), warps);
         let what = format!(" for {m}x{n} at occupancy {occupancy}");
         let generics = [dtype, "1", &tile.to_string(), parts];
@@ -832,6 +897,23 @@ mod tests {
         assert!(!ir.contains("load_ptr_tko acquire"), "{entry}{what}: a polling load");
         for needle in ["atomic_rmw_tko release", "atomic_rmw_tko acquire", "exp2"] {
             assert!(ir.contains(needle), "{entry}{what}: no {needle} in the IR");
+        }
+    }
+
+    /// The single pass that reads its chunk twice, specialized as the launcher compiles its
+    /// candidates for the vocabulary shapes.
+    #[test]
+    fn split_exchange_reread_lowers_and_assembles_for_sm90() {
+        for (dtype, m, n, tile, chunk, parts, occupancy, warps) in [
+            ("bf16", 512, 151936, 4096, 16384, "16", 8, None),
+            ("bf16", 512, 151936, 4096, 16384, "16", 4, None),
+            ("bf16", 4096, 128256, 4096, 16384, "8", 8, None),
+            ("bf16", 512, 151936, 8192, 32768, "8", 4, Some(8)),
+            ("bf16", 512, 151936, 2048, 8192, "32", 16, None),
+            ("f32", 1024, 128256, 4096, 16384, "8", 8, None),
+            ("f16", 512, 151936, 4096, 16384, "16", 8, None),
+        ] {
+            lower_single_pass("softmax_split_exchange_reread", dtype, m, n, tile, chunk, parts, occupancy, warps);
         }
     }
 

@@ -44,6 +44,9 @@
 //!   * `softmax_split_exchange` — the split in one kernel for chunks of one tile: each tile block
 //!     keeps its chunk in registers, publishes its partials, counts itself in on its row tile's
 //!     counter and waits for the others (one read of x instead of two).
+//!     `softmax_split_exchange_held` holds a chunk of four tiles in T; `softmax_split_exchange_reread`
+//!     holds none: it folds a chunk of any number of tiles as kernel A does, exchanges, then
+//!     re-reads the chunk (mostly from L2) and stores as kernel B does.
 //!
 //! The host side (ffi.rs) picks the entry from m, n, the row strides (whether i32 offsets fit) and
 //! the variant's BLOCK, ROWS and chunk. The column-tile counts, (n + BLOCK - 1) / BLOCK, are i32:
@@ -222,18 +225,10 @@ pub mod softmax_device {
         let j_end: i32 = min(j_stop, col_tiles);
         let mut run_max: Tile<f32, { [ROWS] }> = constant(-3.4028235e38f32, shape![ROWS]);
         let mut run_sum: Tile<f32, { [ROWS] }> = constant(0.0f32, shape![ROWS]);
-        for j in j0..j_full {
-            let col0: Tile<i32, { [ROWS, BLOCK] }> = broadcast_scalar(j * BLOCK, tile);
-            let x_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> = x_base.offset_tile(col0);
-            let (raw, _t): (Tile<T, { [ROWS, BLOCK] }>, Token) = unsafe {
-                load_ptr_tko(x_ptrs, ordering::Weak, None::<scope::TileBlock>, None, None, None, Latency::<3>)
-            };
-            let x: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(raw);
-            let (new_max, new_sum): (Tile<f32, { [ROWS] }>, Tile<f32, { [ROWS] }>) =
-                online_fold::<ROWS, BLOCK>(run_max, run_sum, x, log2e, log2e_r);
-            run_max = new_max;
-            run_sum = new_sum;
-        }
+        let (whole_max, whole_sum) =
+            unsafe { fold_whole_tiles::<T, ROWS, BLOCK>(x_base, j0, j_full, run_max, run_sum) };
+        run_max = whole_max;
+        run_sum = whole_sum;
         for j in j_full..j_end {
             let x: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(x_part.load([rb, j]));
             let (new_max, new_sum): (Tile<f32, { [ROWS] }>, Tile<f32, { [ROWS] }>) =
@@ -311,6 +306,25 @@ pub mod softmax_device {
         let col_tiles: i32 = (n + BLOCK - 1) / BLOCK;
         let j_full: i32 = min(j_stop, whole_tiles);
         let j_end: i32 = min(j_stop, col_tiles);
+        unsafe { store_whole_tiles::<T, ROWS, BLOCK>(x_base, y_base, j0, j_full, mx, inv) };
+        for j in j_full..j_end {
+            let x: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(x_part.load([rb, j]));
+            let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(exp2((x - mx) * log2e, ftz::Enabled) * inv);
+            y_part.store(y, [rb, j]);
+        }
+    }
+
+    /// Whole tiles j0..j_full of the row tile whose tile of column 0 is `x_base` (unmasked loads),
+    /// folded into the running per-row (max, sum) (`online_fold`); returns the new pair.
+    unsafe fn fold_whole_tiles<T: ElementType, const ROWS: i32, const BLOCK: i32>(
+        x_base: PointerTile<*mut T, { [ROWS, BLOCK] }>, j0: i32, j_full: i32, max0: Tile<f32, { [ROWS] }>,
+        sum0: Tile<f32, { [ROWS] }>,
+    ) -> (Tile<f32, { [ROWS] }>, Tile<f32, { [ROWS] }>) {
+        let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
+        let log2e: Tile<f32, { [ROWS, BLOCK] }> = constant(1.4426950408889634f32, tile);
+        let log2e_r: Tile<f32, { [ROWS] }> = constant(1.4426950408889634f32, shape![ROWS]);
+        let mut run_max: Tile<f32, { [ROWS] }> = max0;
+        let mut run_sum: Tile<f32, { [ROWS] }> = sum0;
         for j in j0..j_full {
             let col0: Tile<i32, { [ROWS, BLOCK] }> = broadcast_scalar(j * BLOCK, tile);
             let x_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> = x_base.offset_tile(col0);
@@ -318,15 +332,95 @@ pub mod softmax_device {
                 load_ptr_tko(x_ptrs, ordering::Weak, None::<scope::TileBlock>, None, None, None, Latency::<3>)
             };
             let x: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(raw);
-            let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(exp2((x - mx) * log2e, ftz::Enabled) * inv);
+            let (new_max, new_sum): (Tile<f32, { [ROWS] }>, Tile<f32, { [ROWS] }>) =
+                online_fold::<ROWS, BLOCK>(run_max, run_sum, x, log2e, log2e_r);
+            run_max = new_max;
+            run_sum = new_sum;
+        }
+        (run_max, run_sum)
+    }
+
+    /// Whole tiles j0..j_full of the row tile at `x_base` / `y_base` (unmasked loads and stores):
+    /// y = exp(x - mx) * factor.
+    unsafe fn store_whole_tiles<T: ElementType, const ROWS: i32, const BLOCK: i32>(
+        x_base: PointerTile<*mut T, { [ROWS, BLOCK] }>, y_base: PointerTile<*mut T, { [ROWS, BLOCK] }>, j0: i32,
+        j_full: i32, mx: Tile<f32, { [ROWS, BLOCK] }>, factor: Tile<f32, { [ROWS, BLOCK] }>,
+    ) {
+        let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
+        let log2e: Tile<f32, { [ROWS, BLOCK] }> = constant(1.4426950408889634f32, tile);
+        for j in j0..j_full {
+            let col0: Tile<i32, { [ROWS, BLOCK] }> = broadcast_scalar(j * BLOCK, tile);
+            let x_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> = x_base.offset_tile(col0);
+            let (raw, _t): (Tile<T, { [ROWS, BLOCK] }>, Token) = unsafe {
+                load_ptr_tko(x_ptrs, ordering::Weak, None::<scope::TileBlock>, None, None, None, Latency::<3>)
+            };
+            let x: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(raw);
+            let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(exp2((x - mx) * log2e, ftz::Enabled) * factor);
             let y_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> = y_base.offset_tile(col0);
             let _y_tok: Token =
                 unsafe { store_ptr_tko(y_ptrs, y, ordering::Weak, None::<scope::TileBlock>, None, None, Latency::<3>) };
         }
+    }
+
+    /// The single pass over a chunk of `chunk_tiles` BLOCK-wide tiles that it reads twice instead of
+    /// holding it (grid as `softmax_split_exchange`'s: 1-D, ceil(m / ROWS) row tiles x `chunks`, a
+    /// row tile's chunks consecutive). Pass 1 folds the chunk's tiles into its (max, sum) as kernel A
+    /// of the two-kernel split does; the exchange (`exchange_scale`) is the one-tile single pass's;
+    /// pass 2 re-reads the chunk, now mostly from L2 (it was read a few microseconds before, and the
+    /// chunks in flight on the whole GPU are a few MB), and stores exp(x - m_c) * exp(m_c - M) / S.
+    /// So x leaves DRAM once, as in the one-tile single pass, while a tile block holds one tile in
+    /// registers rather than its chunk: its chunk may be as wide as the two-kernel split's. Whole
+    /// tiles are loaded and stored unmasked (ffi.rs `reread_fits`: m % ROWS == 0 and i32 offsets up to
+    /// the row's padded last tile), the row's ragged last tile through masked pointer tiles. The
+    /// progress argument and the counters are `softmax_split_exchange`'s.
+    #[cutile::entry(unchecked_accesses = true)]
+    unsafe fn softmax_split_exchange_reread<T: ElementType, const ROWS: i32, const BLOCK: i32, const PARTS: i32>(
+        y_ptr: *mut T, x_ptr: *mut T, part_max: *mut f32, part_sum: *mut f32, arrived: *mut i32, m: i32, n: i32,
+        stride_x: i32, stride_y: i32, chunk_tiles: i32, chunks: i32,
+    ) {
+        let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
+        let pid: i32 = get_tile_block_id().0;
+        let rb: i32 = pid / chunks;
+        let c: i32 = pid - rb * chunks;
+        let row0: i32 = rb * ROWS;
+        let x_base: PointerTile<*mut T, { [ROWS, BLOCK] }> =
+            tile_pointers::<T, ROWS, BLOCK>(x_ptr, row0 * stride_x, stride_x);
+        let y_base: PointerTile<*mut T, { [ROWS, BLOCK] }> =
+            tile_pointers::<T, ROWS, BLOCK>(y_ptr, row0 * stride_y, stride_y);
+        let log2e: Tile<f32, { [ROWS, BLOCK] }> = constant(1.4426950408889634f32, tile);
+        let log2e_r: Tile<f32, { [ROWS] }> = constant(1.4426950408889634f32, shape![ROWS]);
+        // Tiles [j0, j_full) are whole; [j_full, j_end) is the row's ragged last tile when this
+        // chunk holds it, else empty (as in kernel A).
+        let j0: i32 = c * chunk_tiles;
+        let j_stop: i32 = j0 + chunk_tiles;
+        let j_full: i32 = min(j_stop, n / BLOCK);
+        let j_end: i32 = min(j_stop, (n + BLOCK - 1) / BLOCK);
+
+        // Pass 1: the chunk's max (at least the lowest finite f32, as in kernel A) and sum.
+        let lowest: Tile<f32, { [ROWS] }> = constant(-3.4028235e38f32, shape![ROWS]);
+        let zero: Tile<f32, { [ROWS] }> = constant(0.0f32, shape![ROWS]);
+        let (whole_max, whole_sum) = unsafe { fold_whole_tiles::<T, ROWS, BLOCK>(x_base, j0, j_full, lowest, zero) };
+        let mut c_max: Tile<f32, { [ROWS] }> = whole_max;
+        let mut c_sum: Tile<f32, { [ROWS] }> = whole_sum;
         for j in j_full..j_end {
-            let x: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(x_part.load([rb, j]));
-            let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(exp2((x - mx) * log2e, ftz::Enabled) * inv);
-            y_part.store(y, [rb, j]);
+            let (x, _mask) = unsafe { x_tile_neg_inf::<T, ROWS, BLOCK, 3>(x_ptr, row0, j * BLOCK, m, n, stride_x) };
+            let (new_max, new_sum): (Tile<f32, { [ROWS] }>, Tile<f32, { [ROWS] }>) =
+                online_fold::<ROWS, BLOCK>(c_max, c_sum, x, log2e, log2e_r);
+            c_max = new_max;
+            c_sum = new_sum;
+        }
+
+        let scale: Tile<f32, { [ROWS] }> =
+            unsafe { exchange_scale::<ROWS, PARTS>(part_max, part_sum, arrived, rb, c, row0, chunks, c_max, c_sum) };
+
+        // Pass 2: re-read, y = exp(x - m_c) * scale.
+        let cmx: Tile<f32, { [ROWS, BLOCK] }> = c_max.reshape(shape![ROWS, 1]).broadcast(tile);
+        let scale_t: Tile<f32, { [ROWS, BLOCK] }> = scale.reshape(shape![ROWS, 1]).broadcast(tile);
+        unsafe { store_whole_tiles::<T, ROWS, BLOCK>(x_base, y_base, j0, j_full, cmx, scale_t) };
+        for j in j_full..j_end {
+            let (x, mask) = unsafe { x_tile_neg_inf::<T, ROWS, BLOCK, 3>(x_ptr, row0, j * BLOCK, m, n, stride_x) };
+            let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(exp2((x - cmx) * log2e, ftz::Enabled) * scale_t);
+            unsafe { store_y_tile::<T, ROWS, BLOCK>(y_ptr, y, mask, row0, j * BLOCK, stride_y) };
         }
     }
 

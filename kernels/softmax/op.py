@@ -40,8 +40,9 @@ def export_args(
     chunk-column pieces (ffi.rs `SplitPlan`), -1 lets ffi.rs decide; tail > 0 holds each row as a
     `block`-wide body and a `tail`-wide tail tile, on a persistent grid of programs_per_sm x sms
     tile blocks where that is > 0. form 1: the other form of the entry the knobs select (ffi.rs: a
-    chunk of four tiles held in T, or the persistent tail loading the next row tile ahead). Pure:
-    the CPU tests check `variants` through it.
+    chunk of four tiles held in T, or the persistent tail loading the next row tile ahead); form 2
+    with a chunk: the single pass that reads its chunk twice. Pure: the CPU tests check `variants`
+    through it.
 
     >>> export_args(8192, 1, 4, 8, tail=4096, programs_per_sm=4, sms=132), export_args(1024, 4, 8, sms=132)
     ((8192, 1, 4, 8, -1, 4096, 528, 0), (1024, 4, 8, -1, -1, 0, 0, 0))

@@ -912,6 +912,7 @@ mod tests {
             ("bf16", 512, 151936, 2048, 8192, "32", 16, None),
             ("f32", 1024, 128256, 4096, 16384, "8", 8, None),
             ("f16", 512, 151936, 4096, 16384, "16", 8, None),
+            ("bf16", 16384, 11008, 4096, 12288, "1", 8, None), // one chunk a row
         ] {
             lower_single_pass("softmax_split_exchange_reread", dtype, m, n, tile, chunk, parts, occupancy, warps);
         }

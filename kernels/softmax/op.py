@@ -65,17 +65,16 @@ def softmax(x: Tensor, *, variant: str | dict = "auto", out: Tensor | None = Non
 # -- autotune: the port's variants (ffi.rs: block = tile width, rows per tile block, occupancy) --
 
 # The split form for n > 16384 (ffi.rs `SplitPlan`: several tile blocks per row): (block, rows,
-# occupancy, warps, chunk columns). chunk == block is the single pass, each chunk one tile held in
-# registers while the row's chunks exchange their (max, sum) (`softmax_split_exchange`): 1 x 8192
-# at occupancy 4 was the fastest split on all six vocabulary shapes of the H200 sweep (NOTES.md),
-# 1 x 4096 second in f32; an 8192-wide tile over 8 warps for bf16, whose 8192-wide chunk is only
-# 16 KB of loads. Then the held single pass (form 1: an 8192-column chunk of four 2048-wide tiles
-# whose exponentials wait in T; f32 1024 x 128256 0.2827 ms against 0.2924; NOTES.md, "The next
-# row tile ahead, and a chunk held a sub-tile at a time"), then the two kernels, for rows with more
-# chunks than SMs.
-# (block, rows, occupancy, warps, chunk, form)
-SPLIT_SHAPES = [(8192, 1, 4, None, 8192, None), (8192, 1, 4, 8, 8192, None), (4096, 1, 8, None, 4096, None)]
-SPLIT_SHAPES += [(2048, 1, 5, None, 8192, 1), (4096, 1, 8, None, 16384, None), (4096, 1, 8, None, 8192, None)]
+# occupancy, warps, chunk columns, form). The single passes first, where a row tile's chunks
+# exchange their (max, sum): chunk == block holds one tile in registers (`softmax_split_exchange`;
+# 1 x 8192 at occupancy 4, the default, and 1 x 4096 at 8); form 1 holds an 8192-column chunk of
+# four 2048-wide tiles in T (f32 1024 x 128256 0.2827 ms against 0.2924); form 2 reads a chunk of
+# two tiles twice, the second time from L2 (bf16 512 x 151936 0.1031 ms against 0.1136, 4096 x
+# 128256 0.6433 against 0.7129; wider chunks were slower: NOTES.md, "A chunk read twice"), and
+# with one tile. Then the two kernels, for rows with more chunks than SMs.
+SPLIT_SHAPES = [(8192, 1, 4, None, 8192, None), (4096, 1, 8, None, 4096, None), (2048, 1, 5, None, 8192, 1)]
+SPLIT_SHAPES += [(4096, 1, 8, None, 8192, 2), (2048, 1, 16, None, 8192, 2), (2048, 1, 16, None, 4096, 2)]
+SPLIT_SHAPES += [(4096, 1, 8, None, 4096, 2), (4096, 1, 8, None, 16384, None)]
 
 
 def variants(m: int, n: int) -> list[dict]:
@@ -91,11 +90,13 @@ def variants(m: int, n: int) -> list[dict]:
     [(4096, 2, 4, 8), (4096, 2, 4, None), (4096, 1, 3, None), (4096, 1, 4, None)]
     [(8192, 1, 4, 8), (8192, 1, 4, None), (8192, 1, 3, None)]
     [(16384, 1, 4, 8), (16384, 1, 4, None), (16384, 1, 3, None), (4096, 2, 4, None), (2048, 4, 4, None)]
-    [(4096, 2, 4, None), (2048, 4, 4, None), (8192, 1, 4, None), (4096, 4, 4, None)]
+    [(4096, 2, 4, None), (8192, 1, 4, None)]
     [(1024, 4, 8, None), (1024, 2, 8, None), (1024, 4, 4, None)]
     [(16, 1, 8, None), (16, 1, 4, None)]
-    >>> [(v["block"], v["occupancy"], v.get("warps"), v["chunk"], v.get("form")) for v in variants(64, 32768)[4:8]]
-    [(8192, 4, None, 8192, None), (8192, 4, 8, 8192, None), (4096, 8, None, 4096, None), (2048, 5, None, 8192, 1)]
+    >>> [(v["block"], v["occupancy"], v["chunk"], v.get("form")) for v in variants(64, 32768) if "chunk" in v]
+    ... # doctest: +NORMALIZE_WHITESPACE
+    [(8192, 4, 8192, None), (4096, 8, 4096, None), (2048, 5, 8192, 1), (4096, 8, 8192, 2), (2048, 16, 8192, 2),
+     (2048, 16, 4096, 2), (4096, 8, 4096, 2), (4096, 8, 16384, None)]
 
     Rows a few elements past a power of two (n = 4097) also get the power of two below, which the
     aligned entry serves (ffi.rs: each row's 16-byte-aligned body in the tile, its head and ragged
@@ -121,8 +122,8 @@ def variants(m: int, n: int) -> list[dict]:
     # holds them in the power of two below when their starts are not 16-byte aligned
     half = autotune.aligned_block(n)
     shapes += [(half, max(1, 8192 // half), 4, 8), (half, 1, 4, None)] if half else []
-    shapes += [(4096, 2, 4, None), (2048, 4, 4, None)] if pow2 > 8192 else []  # looped, online
-    shapes += [(8192, 1, 4, None), (4096, 4, 4, None)] if pow2 > 16384 else []
+    shapes += [(4096, 2, 4, None), (2048, 4, 4, None)] if 8192 < pow2 <= 16384 else []  # looped, online
+    shapes += [(4096, 2, 4, None), (8192, 1, 4, None)] if pow2 > 16384 else []
     split = SPLIT_SHAPES if pow2 > 16384 else []
     out = autotune.unique(
         {"block": b, "rows": min(r, max_rows), "occupancy": o, "warps": w, "chunk": c, "form": f}

@@ -59,7 +59,9 @@ const DEFAULT_LOOPED_BLOCK: i32 = 4096;
 /// bound is the largest m measured.
 const DEFAULT_SPLIT_MAX_M: i32 = 8192;
 /// The default split's tile and chunk: 1 x 8192 one-tile chunks (the single pass; 32 KiB of f32 per
-/// tile block), the fastest split on every vocabulary shape of the H200 sweep.
+/// tile block), the fastest one-tile split on every vocabulary shape of the H200 sweeps. The tuned
+/// candidates do better with occupancy hints and other forms (bf16: form 2, two 4096-wide tiles a
+/// chunk read twice; f32: form 1, NOTES.md), which the default (no hints, form 0) does not ask for.
 const DEFAULT_SPLIT_BLOCK: i32 = 8192;
 const DEFAULT_SPLIT_CHUNK: i32 = 8192;
 /// Tiles of a chunk `softmax_split_exchange_held` holds (its four sub-tiles; the variant's form 1).

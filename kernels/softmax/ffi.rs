@@ -127,18 +127,6 @@ pub enum SinglePass {
     /// A chunk of any number of tiles, read twice (`softmax_split_exchange_reread`; `form` 2,
     /// `reread_fits`).
     Reread,
-    /// One tile per chunk on a persistent grid of the plan's `programs` tile blocks that loads the
-    /// next chunk before waiting on this one (`softmax_split_exchange_stream`; `form` 3 with
-    /// `programs`, `exchange_fits`). It runs where every program can be resident and a row tile's
-    /// chunks fall on distinct programs (`stream_fits`), else the one-tile single pass.
-    Stream,
-}
-
-/// Whether the persistent single pass may run on `programs` tile blocks: each of a row tile's
-/// `chunks` on a program of its own (chunks <= programs) and every program resident at once
-/// (programs <= SMs x the occupancy hint; without a hint, never): its progress argument.
-pub fn stream_fits(programs: i32, chunks: i32, sms: u32, occupancy: Option<i32>) -> bool {
-    occupancy.is_some_and(|o| chunks <= programs && programs as i64 <= sms as i64 * o as i64)
 }
 
 impl SplitPlan {
@@ -300,8 +288,6 @@ pub fn plan(
                 Some(SinglePass::Held)
             } else if form == 2 && reread_fits(m, n, rows, block, stride_x, stride_y) {
                 Some(SinglePass::Reread)
-            } else if form == 3 && programs > 0 && exchange_fits(m, n, rows, block, c, stride_x, stride_y) {
-                Some(SinglePass::Stream)
             } else if form != 2 && exchange_fits(m, n, rows, block, c, stride_x, stride_y) {
                 Some(SinglePass::OneTile)
             } else {
@@ -321,16 +307,12 @@ pub fn plan(
     let programs = match programs {
         rc::COMPILER_DEFAULT | 0 => None,
         g if g > 0 && tail.is_some() => Some(g.min(row.row_tiles())),
-        // the persistent single pass: capped at the chunks when it launches
-        g if g > 0 && split.as_ref().is_some_and(|s| s.single == Some(SinglePass::Stream)) => Some(g),
-        // form 3 where its one-tile chunk does not run: the two kernels or the looped form
-        g if g > 0 && form == 3 && chunk > 0 => None,
         // a tail variant whose masked tiles' offsets do not fit i32 runs looped, one tile block per row tile
         g if g > 0 && tail_asked => None,
         g => {
             return Err(ffi_util::invalid(format!(
-                "variant programs={g}: the persistent grid is the tail entry's (needs a tail > 0) or the persistent \
-                 single pass's (form 3 with chunk == block); -1 or 0 for one tile block per row tile or chunk"
+                "variant programs={g}: the persistent grid is the tail entry's (needs a tail > 0); -1 or 0 for one \
+                 tile block per row tile"
             )))
         }
     };
@@ -342,14 +324,12 @@ pub fn plan(
         1 if tail_asked && programs_asked => programs.is_some(),
         // the single pass reading its chunk twice (SinglePass::Reread above; else the two kernels)
         2 if chunk > 0 => false,
-        // the persistent single pass (SinglePass::Stream above; else as chunk == block alone)
-        3 if chunk > 0 && chunk == block && programs_asked => false,
         f => {
             return Err(ffi_util::invalid(format!(
                 "variant form={f}: form 1 is the single pass holding a chunk of {HELD_TILES} tiles in T (chunk = \
                  {HELD_TILES} x block; here chunk={chunk} block={block}) or the persistent tail's prefetching loop \
-                 (tail > 0 and programs > 0); form 2 the single pass reading its chunk twice (chunk > 0); form 3 the \
-                 persistent single pass (chunk == block, programs > 0); -1 or 0 for none"
+                 (tail > 0 and programs > 0); form 2 the single pass reading its chunk twice (chunk > 0); -1 or 0 \
+                 for neither"
             )))
         }
     };
@@ -401,9 +381,8 @@ fn launch_split<T: Element>(
     p: &Plan, s: &SplitPlan, y_ptr: DevicePointer<T>, x_ptr: DevicePointer<T>, stream: &Arc<Stream>,
 ) -> FfiResult<()> {
     let RowPlan { m, n, stride_x: sx, stride_y: sy, rows, block, .. } = p.row;
-    let sms = ffi_util::sm_count(stream)?;
-    if s.single.is_some() && s.chunks as u32 <= sms {
-        return launch_exchange::<T>(p, s, y_ptr, x_ptr, sms, stream);
+    if s.single.is_some() && s.chunks as u32 <= ffi_util::sm_count(stream)? {
+        return launch_exchange::<T>(p, s, y_ptr, x_ptr, stream);
     }
     let bytes = s.workspace_elems(m, rows) * std::mem::size_of::<f32>();
     let ws = StreamAlloc::new(bytes, stream, "split workspace")?;
@@ -432,29 +411,19 @@ fn launch_split<T: Element>(
 /// counters (cleared on the stream first: the kernel counts from zero) and the padded partials
 /// (`ffi_util::exchange_workspace`).
 fn launch_exchange<T: Element>(
-    p: &Plan, s: &SplitPlan, y_ptr: DevicePointer<T>, x_ptr: DevicePointer<T>, sms: u32, stream: &Arc<Stream>,
+    p: &Plan, s: &SplitPlan, y_ptr: DevicePointer<T>, x_ptr: DevicePointer<T>, stream: &Arc<Stream>,
 ) -> FfiResult<()> {
     let RowPlan { m, n, stride_x: sx, stride_y: sy, rows, block, .. } = p.row;
     let row_tiles = p.row.row_tiles();
     let (arrived, [part_max, part_sum], ws) = ffi_util::exchange_workspace::<2>(row_tiles, rows, s.chunks, stream)?;
-    let total = row_tiles * s.chunks;
-    // The persistent pass where its progress argument holds (`stream_fits`), else one tile block a chunk.
-    let persistent = match (s.single, p.programs) {
-        (Some(SinglePass::Stream), Some(g)) => {
-            Some(g.min(total)).filter(|&g| stream_fits(g, s.chunks, sms, p.row.occupancy))
-        }
-        _ => None,
-    };
-    let grid = (persistent.unwrap_or(total) as u32, 1, 1);
+    let grid = ((row_tiles * s.chunks) as u32, 1, 1);
     let options = ffi_util::compile_options(p.row.occupancy, p.row.warps);
     // SAFETY: plan() checked the descriptors and `exchange_fits` (one tile per chunk, i32 offsets of
     // the masked tiles), for the held entry `held_fits` (four tiles per chunk, offsets up to
     // round_up(n, chunk), rows x chunk within MAX_TILE_ELEMS), for the re-reading one `reread_fits`
-    // (whole row tiles, i32 offsets of the masked tiles), for the persistent one `exchange_fits` and
-    // here `stream_fits`; the counters are zero and the partials hold every (padded row, chunk); the
-    // grid has row_tiles * chunks tile blocks (the persistent pass: at most that many) with chunks
-    // <= the SM count (see the entries' progress arguments); the workspace outlives the kernel
-    // (freed in stream order).
+    // (whole row tiles, i32 offsets of the masked tiles); the counters are zero and the partials
+    // hold every (padded row, chunk); the grid has row_tiles * chunks tile blocks with chunks <= the SM count (see the entry's progress
+    // argument); the workspace outlives the kernel (freed in stream order).
     let launch = Launch::new::<T>(&[rows, block, s.parts], grid, options);
     let (ct, chunks) = (s.chunk_tiles, s.chunks);
     unsafe {
@@ -467,10 +436,6 @@ fn launch_exchange<T: Element>(
                 device::softmax_split_exchange_reread(
                     y_ptr, x_ptr, part_max, part_sum, arrived, m, n, sx, sy, ct, chunks,
                 ),
-                stream,
-            )?,
-            Some(SinglePass::Stream) if persistent.is_some() => launch.enqueue(
-                device::softmax_split_exchange_stream(y_ptr, x_ptr, part_max, part_sum, arrived, m, n, sx, sy, chunks),
                 stream,
             )?,
             _ => launch.enqueue(
@@ -640,8 +605,8 @@ mod tests {
         assert_eq!(plan(&x, &x, 8192, 1, 4, 8, 0, 4096, 0, 0).unwrap().programs, None);
         assert_eq!(plan(&big, &big, 8192, 1, 4, -1, 0, 4096, 528, 0).unwrap().programs, None); // looped
         assert_fails(plan(&x, &x, 16384, 1, 4, -1, 0, -1, 528, 0), rc::INVALID_ARGUMENT, "the tail entry's");
-        let refused = "variant programs=-3: the persistent grid is the tail entry's (needs a tail > 0) or the \
-                       persistent single pass's (form 3 with chunk == block); -1 or 0 for one tile";
+        let refused =
+            "variant programs=-3: the persistent grid is the tail entry's (needs a tail > 0); -1 or 0 for one tile";
         assert_fails(plan(&x, &x, 8192, 1, 4, -1, 0, 4096, -3, 0), rc::INVALID_ARGUMENT, refused);
     }
 
@@ -669,33 +634,10 @@ mod tests {
         assert!(!held_fits(512, 151936, 1, 4096, 8192, 151936, 151936)); // two tiles a chunk
                                                                          // Anything else is refused, naming both forms.
         let refused = "variant form=1: form 1 is the single pass holding a chunk of 4 tiles in T (chunk = 4 x block; \
-                       here chunk=0 block=8192) or the persistent tail's prefetching loop (tail > 0 and programs > 0); form 2 the single pass reading its chunk twice (chunk > 0); form 3 the \
-                       persistent single pass (chunk == block, programs > 0)";
+                       here chunk=0 block=8192) or the persistent tail's prefetching loop (tail > 0 and programs > 0); form 2 the single pass reading its chunk twice (chunk > 0)";
         assert_fails(plan(&x, &x, 8192, 1, 4, 8, 0, 4096, -1, 1), rc::INVALID_ARGUMENT, refused);
         assert_fails(plan(&v, &v, 4096, 1, 8, -1, 8192, -1, -1, 1), rc::INVALID_ARGUMENT, "form=1");
         assert_fails(plan(&x, &x, 8192, 1, 4, 8, 0, 4096, 264, 2), rc::INVALID_ARGUMENT, "form=2");
-    }
-
-    #[test]
-    fn form_3_selects_the_persistent_single_pass_where_its_progress_argument_holds() {
-        let v = desc2(DType::BF16, &[512, 151936], &[151936, 1]);
-        let p = plan(&v, &v, 8192, 1, 4, -1, 8192, -1, 528, 3).unwrap();
-        let split = p.split.unwrap();
-        assert_eq!((split.single, split.chunks, p.programs), (Some(SinglePass::Stream), 19, Some(528)));
-        // Every program resident (programs <= SMs x occupancy, a hint given) and a row tile's chunks
-        // on distinct programs.
-        assert!(stream_fits(528, 19, 132, Some(4)));
-        assert!(!stream_fits(529, 19, 132, Some(4)));
-        assert!(!stream_fits(528, 19, 132, None));
-        assert!(!stream_fits(18, 19, 132, Some(4)));
-        // Masked offsets past i32: the two kernels. Chunks of more than one tile, no grid or no
-        // chunk: refused.
-        let big = desc2(DType::BF16, &[14129, 151936], &[151991, 1]);
-        let two = plan(&big, &big, 8192, 1, 4, -1, 8192, -1, 528, 3).unwrap();
-        assert_eq!((two.split.unwrap().single, two.programs), (None, None));
-        assert_fails(plan(&v, &v, 4096, 1, 4, -1, 8192, -1, 528, 3), rc::INVALID_ARGUMENT, "form=3");
-        assert_fails(plan(&v, &v, 8192, 1, 4, -1, 8192, -1, -1, 3), rc::INVALID_ARGUMENT, "form=3");
-        assert_fails(plan(&v, &v, 8192, 1, 4, -1, 0, -1, 528, 3), rc::INVALID_ARGUMENT, "single pass's (form 3");
     }
 
     #[test]
@@ -978,22 +920,6 @@ mod tests {
             ("bf16", 16384, 11008, 4096, 12288, "1", 8, None), // one chunk a row
         ] {
             lower_single_pass("softmax_split_exchange_reread", dtype, m, n, tile, chunk, parts, occupancy, warps);
-        }
-    }
-
-    /// The persistent single pass, specialized as the launcher compiles its candidates for the
-    /// vocabulary shapes.
-    #[test]
-    fn split_exchange_stream_lowers_and_assembles_for_sm90() {
-        for (dtype, m, n, tile, parts, occupancy, warps) in [
-            ("bf16", 512, 151936, 8192, "32", 4, None),
-            ("bf16", 512, 151936, 8192, "32", 4, Some(8)),
-            ("bf16", 512, 151936, 4096, "64", 8, None),
-            ("bf16", 4096, 128256, 8192, "16", 4, None),
-            ("f32", 1024, 128256, 8192, "16", 4, Some(8)),
-            ("f16", 512, 151936, 4096, "64", 6, None),
-        ] {
-            lower_single_pass("softmax_split_exchange_stream", dtype, m, n, tile, tile, parts, occupancy, warps);
         }
     }
 

@@ -424,66 +424,6 @@ pub mod softmax_device {
         }
     }
 
-    /// The one-tile single pass on a persistent grid that loads ahead: tile block pid of `programs`
-    /// walks chunks k = pid, pid + programs, ... (chunk k is column tile k % chunks of row tile
-    /// k / chunks), and loads chunk k + programs (as T; past the last chunk addressed in the last
-    /// row tile, its mask empty) before it reduces chunk k and waits for chunk k's row tile, so
-    /// its next loads are in flight during the exchange, where the other single passes load
-    /// nothing. After the exchange it re-reads chunk k (from L2, as `softmax_split_exchange_reread`)
-    /// and stores it. Progress needs every program resident at once (ffi.rs: programs <= SMs x the
-    /// occupancy hint) and a row tile's chunks on distinct programs (chunks <= programs): then the
-    /// lowest row tile not yet complete has each of its chunks at a program whose earlier chunks
-    /// belong to complete row tiles, so all of them arrive. Counters and partials are
-    /// `softmax_split_exchange`'s.
-    #[cutile::entry(unchecked_accesses = true)]
-    unsafe fn softmax_split_exchange_stream<T: ElementType, const ROWS: i32, const BLOCK: i32, const PARTS: i32>(
-        y_ptr: *mut T, x_ptr: *mut T, part_max: *mut f32, part_sum: *mut f32, arrived: *mut i32, m: i32, n: i32,
-        stride_x: i32, stride_y: i32, chunks: i32,
-    ) {
-        let pid: i32 = get_tile_block_id().0;
-        let programs: i32 = get_num_tile_blocks().0;
-        let row_tiles: i32 = (m + ROWS - 1) / ROWS;
-        let total: i32 = row_tiles * chunks;
-        let last0: i32 = (row_tiles - 1i32) * ROWS;
-        let lowest: Tile<f32, { [ROWS] }> = constant(-3.4028235e38f32, shape![ROWS]);
-        let first: Tile<T, { [ROWS, BLOCK] }> =
-            unsafe { chunk_raw::<T, ROWS, BLOCK>(x_ptr, pid, chunks, last0, m, n, stride_x) };
-        let mut cur: Tile<T, { [ROWS, BLOCK] }> = first;
-        for k in (pid..total).step_by(programs as usize) {
-            let rb: i32 = k / chunks;
-            let c: i32 = k - rb * chunks;
-            let (row0, col0): (i32, i32) = (rb * ROWS, c * BLOCK);
-            let next: Tile<T, { [ROWS, BLOCK] }> =
-                unsafe { chunk_raw::<T, ROWS, BLOCK>(x_ptr, k + programs, chunks, last0, m, n, stride_x) };
-            let mask: Tile<bool, { [ROWS, BLOCK] }> = tile_mask::<ROWS, BLOCK>(row0, col0, m, n);
-            let x_in: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(cur);
-            let x: Tile<f32, { [ROWS, BLOCK] }> = neg_inf_outside::<ROWS, BLOCK>(x_in, mask);
-            let c_max: Tile<f32, { [ROWS] }> = maxf(reduce_max(x, 1i32), lowest, nan::Disabled, ftz::Disabled);
-            let c_sum: Tile<f32, { [ROWS] }> = reduce_sum(exp_shifted::<ROWS, BLOCK>(x, c_max), 1i32);
-            let scale: Tile<f32, { [ROWS] }> = unsafe {
-                exchange_scale::<ROWS, PARTS>(part_max, part_sum, arrived, rb, c, row0, chunks, c_max, c_sum)
-            };
-            let (x2, mask2) = unsafe { x_tile_neg_inf::<T, ROWS, BLOCK, 3>(x_ptr, row0, col0, m, n, stride_x) };
-            let scale_t: Tile<f32, { [ROWS, BLOCK] }> = scale.reshape(shape![ROWS, 1]).broadcast(shape![ROWS, BLOCK]);
-            let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(exp_shifted::<ROWS, BLOCK>(x2, c_max) * scale_t);
-            unsafe { store_y_tile::<T, ROWS, BLOCK>(y_ptr, y, mask2, row0, col0, stride_y) };
-            cur = next;
-        }
-    }
-
-    /// Chunk k of the one-tile split as loaded (T, latency hint 1; lanes outside (m, n) not read):
-    /// column tile k % chunks of row tile k / chunks, or, for k past the last chunk, nothing read
-    /// (rows past m) and addressed from the last row tile's first row `last0`, so that no offset
-    /// formed leaves the row tiles the launcher checked.
-    unsafe fn chunk_raw<T: ElementType, const ROWS: i32, const BLOCK: i32>(
-        x_ptr: *mut T, k: i32, chunks: i32, last0: i32, m: i32, n: i32, stride_x: i32,
-    ) -> Tile<T, { [ROWS, BLOCK] }> {
-        let rb: i32 = k / chunks;
-        let row0: i32 = rb * ROWS;
-        let col0: i32 = (k - rb * chunks) * BLOCK;
-        unsafe { tile_raw::<T, ROWS, BLOCK, 1>(x_ptr, min(row0, last0), row0, col0, m, n, stride_x) }
-    }
-
     /// Split rows in one kernel, each chunk one BLOCK-wide tile held in registers (grid: 1-D,
     /// ceil(m / ROWS) row tiles x `chunks`, a row tile's chunks consecutive). A tile block loads its
     /// chunk (masked at the ragged edges), computes the chunk's max m_c and e = exp(x - m_c), writes

@@ -41,8 +41,7 @@ def export_args(
     `block`-wide body and a `tail`-wide tail tile, on a persistent grid of programs_per_sm x sms
     tile blocks where that is > 0. form 1: the other form of the entry the knobs select (ffi.rs: a
     chunk of four tiles held in T, or the persistent tail loading the next row tile ahead); form 2
-    with a chunk: the single pass that reads its chunk twice; form 3 with chunk == block and
-    programs_per_sm: the single pass on a persistent grid. Pure: the CPU tests check `variants`
+    with a chunk: the single pass that reads its chunk twice. Pure: the CPU tests check `variants`
     through it.
 
     >>> export_args(8192, 1, 4, 8, tail=4096, programs_per_sm=4, sms=132), export_args(1024, 4, 8, sms=132)
@@ -66,23 +65,16 @@ def softmax(x: Tensor, *, variant: str | dict = "auto", out: Tensor | None = Non
 # -- autotune: the port's variants (ffi.rs: block = tile width, rows per tile block, occupancy) --
 
 # The split form for n > 16384 (ffi.rs `SplitPlan`: several tile blocks per row): (block, rows,
-# occupancy, warps, chunk columns, form, programs per SM). The single passes first, where a row
-# tile's chunks exchange their (max, sum): chunk == block holds one tile in registers
-# (`softmax_split_exchange`; 1 x 8192 at occupancy 4, the default, and 1 x 4096 at 8); form 1 holds
-# an 8192-column chunk of four 2048-wide tiles in T (f32 1024 x 128256 0.2827 ms against 0.2924);
-# form 2 reads a chunk of two tiles twice, the second time from L2 (bf16 512 x 151936 0.1031 ms
-# against 0.1136, 4096 x 128256 0.6433 against 0.7129; wider chunks were slower: NOTES.md, "A chunk
-# read twice"); form 3 runs one-tile chunks on a persistent grid that loads the next chunk before
-# waiting on this one (NOTES.md, "The next chunk ahead"). Then the two kernels, for rows with more
-# chunks than SMs.
-SPLIT_SHAPES = [(8192, 1, 4, None, 8192, None, None), (4096, 1, 8, None, 4096, None, None)]
-SPLIT_SHAPES += [
-    (2048, 1, 5, None, 8192, 1, None),
-    (4096, 1, 8, None, 8192, 2, None),
-    (2048, 1, 16, None, 8192, 2, None),
-]
-SPLIT_SHAPES += [(8192, 1, 4, None, 8192, 3, 4), (8192, 1, 4, 8, 8192, 3, 4), (4096, 1, 8, None, 4096, 3, 8)]
-SPLIT_SHAPES += [(4096, 1, 8, None, 16384, None, None)]
+# occupancy, warps, chunk columns, form). The single passes first, where a row tile's chunks
+# exchange their (max, sum): chunk == block holds one tile in registers (`softmax_split_exchange`;
+# 1 x 8192 at occupancy 4, the default, and 1 x 4096 at 8); form 1 holds an 8192-column chunk of
+# four 2048-wide tiles in T (f32 1024 x 128256 0.2827 ms against 0.2924); form 2 reads a chunk of
+# two tiles twice, the second time from L2 (bf16 512 x 151936 0.1031 ms against 0.1136, 4096 x
+# 128256 0.6433 against 0.7129; wider chunks were slower: NOTES.md, "A chunk read twice"), and
+# with one tile. Then the two kernels, for rows with more chunks than SMs.
+SPLIT_SHAPES = [(8192, 1, 4, None, 8192, None), (4096, 1, 8, None, 4096, None), (2048, 1, 5, None, 8192, 1)]
+SPLIT_SHAPES += [(4096, 1, 8, None, 8192, 2), (2048, 1, 16, None, 8192, 2), (2048, 1, 16, None, 4096, 2)]
+SPLIT_SHAPES += [(4096, 1, 8, None, 4096, 2), (4096, 1, 8, None, 16384, None)]
 
 
 def variants(m: int, n: int) -> list[dict]:
@@ -98,13 +90,13 @@ def variants(m: int, n: int) -> list[dict]:
     [(4096, 2, 4, 8), (4096, 2, 4, None), (4096, 1, 3, None), (4096, 1, 4, None)]
     [(8192, 1, 4, 8), (8192, 1, 4, None), (8192, 1, 3, None)]
     [(16384, 1, 4, 8), (16384, 1, 4, None), (16384, 1, 3, None), (4096, 2, 4, None), (2048, 4, 4, None)]
-    [(4096, 2, 4, None)]
+    [(4096, 2, 4, None), (8192, 1, 4, None)]
     [(1024, 4, 8, None), (1024, 2, 8, None), (1024, 4, 4, None)]
     [(16, 1, 8, None), (16, 1, 4, None)]
     >>> [(v["block"], v["occupancy"], v["chunk"], v.get("form")) for v in variants(64, 32768) if "chunk" in v]
     ... # doctest: +NORMALIZE_WHITESPACE
     [(8192, 4, 8192, None), (4096, 8, 4096, None), (2048, 5, 8192, 1), (4096, 8, 8192, 2), (2048, 16, 8192, 2),
-     (8192, 4, 8192, 3), (8192, 4, 8192, 3), (4096, 8, 4096, 3), (4096, 8, 16384, None)]
+     (2048, 16, 4096, 2), (4096, 8, 4096, 2), (4096, 8, 16384, None)]
 
     Rows a few elements past a power of two (n = 4097) also get the power of two below, which the
     aligned entry serves (ffi.rs: each row's 16-byte-aligned body in the tile, its head and ragged
@@ -131,11 +123,11 @@ def variants(m: int, n: int) -> list[dict]:
     half = autotune.aligned_block(n)
     shapes += [(half, max(1, 8192 // half), 4, 8), (half, 1, 4, None)] if half else []
     shapes += [(4096, 2, 4, None), (2048, 4, 4, None)] if 8192 < pow2 <= 16384 else []  # looped, online
-    shapes += [(4096, 2, 4, None)] if pow2 > 16384 else []
+    shapes += [(4096, 2, 4, None), (8192, 1, 4, None)] if pow2 > 16384 else []
     split = SPLIT_SHAPES if pow2 > 16384 else []
     out = autotune.unique(
-        {"block": b, "rows": min(r, max_rows), "occupancy": o, "warps": w, "chunk": c, "form": f, "programs_per_sm": g}
-        for b, r, o, w, c, f, g in [(*s, None, None, None) for s in shapes] + split
+        {"block": b, "rows": min(r, max_rows), "occupancy": o, "warps": w, "chunk": c, "form": f}
+        for b, r, o, w, c, f in [(*s, None, None) for s in shapes] + split
     )
     body_tail = autotune.body_and_tail(n)
     if body_tail and body_tail[0] <= 8192:

@@ -36,11 +36,6 @@ MASKED = [
     # the single pass reading its chunk twice (form 2): chunks of four tiles in 2-row tiles, the last
     # chunk holding the row's ragged tile and a padded (whole -inf) one
     ({"m": 34, "n": 40000, "dtype": "float16"}, {"block": 2048, "rows": 2, "occupancy": -1, "chunk": 8192, "form": 2}),
-    # the persistent single pass (form 3): 17 row tiles of 20 one-tile chunks on 132 tile blocks
-    (
-        {"m": 34, "n": 40000, "dtype": "bfloat16"},
-        {"block": 2048, "rows": 2, "occupancy": 4, "chunk": 2048, "form": 3, "programs_per_sm": 1},
-    ),
     # the persistent tail loading the next row tile ahead (form 1): 301 row tiles on a grid of one
     # tile block per SM (132 on the H200), each walking 2-3 of them
     (
@@ -68,19 +63,13 @@ def test_op_masked_logits_cutile_rs(cuda, cfg, variant):
 
 @pytest.mark.parametrize(
     "form",
-    [
-        {"chunk": 4096},
-        {"chunk": 8192},
-        {"chunk": 16384, "form": 1},
-        {"chunk": 16384, "form": 2},
-        {"chunk": 4096, "form": 3, "occupancy": 4, "programs_per_sm": 1},
-    ],
-    ids=["single-pass", "two-kernel", "held", "reread", "persistent"],
+    [{"chunk": 4096}, {"chunk": 8192}, {"chunk": 16384, "form": 1}, {"chunk": 16384, "form": 2}],
+    ids=["single-pass", "two-kernel", "held", "reread"],
 )
 def test_op_split_all_masked_row_is_nan_in_every_split_form_cutile_rs(cuda, form):
     """A row of nothing but -inf gives NaN (0/0), as torch.softmax does, in every split form (chunk
     == block: the single pass; form 1: the held single pass; form 2: the single pass reading its
-    chunk twice; form 3: the persistent single pass); the other rows stay finite."""
+    chunk twice); the other rows stay finite."""
     x = SPEC.make_inputs({"m": 4, "n": 40000, "dtype": "float32"})["x"]
     x[2] = float("-inf")
     y = SPEC.run_port({"x": x}, variant={"block": 4096, "rows": 1, "occupancy": -1, **form})
@@ -112,16 +101,6 @@ EXCHANGE = [
     (
         {"m": 300, "n": 150001, "dtype": "bfloat16", "row_stride": 150016},
         {"block": 4096, "rows": 1, "occupancy": 8, "chunk": 16384, "form": 2},
-    ),
-    # the persistent single pass (form 3): 4096 row tiles of 16 chunks on 528 tile blocks (each walks
-    # ~124 chunks), and padded f16 rows of 37 chunks (the ragged one last) on 8 x 132
-    (
-        {"m": 4096, "n": 128256, "dtype": "bfloat16"},
-        {"block": 8192, "rows": 1, "occupancy": 4, "chunk": 8192, "form": 3, "programs_per_sm": 4},
-    ),
-    (
-        {"m": 300, "n": 150001, "dtype": "float16", "row_stride": 150016},
-        {"block": 4096, "rows": 1, "occupancy": 8, "chunk": 4096, "form": 3, "programs_per_sm": 8},
     ),
 ]
 

@@ -326,18 +326,25 @@ pub mod softmax_device {
         let mut run_max: Tile<f32, { [ROWS] }> = max0;
         let mut run_sum: Tile<f32, { [ROWS] }> = sum0;
         for j in j0..j_full {
-            let col0: Tile<i32, { [ROWS, BLOCK] }> = broadcast_scalar(j * BLOCK, tile);
-            let x_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> = x_base.offset_tile(col0);
-            let (raw, _t): (Tile<T, { [ROWS, BLOCK] }>, Token) = unsafe {
-                load_ptr_tko(x_ptrs, ordering::Weak, None::<scope::TileBlock>, None, None, None, Latency::<3>)
-            };
-            let x: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(raw);
+            let (x, _col0) = unsafe { whole_tile::<T, ROWS, BLOCK>(x_base, j) };
             let (new_max, new_sum): (Tile<f32, { [ROWS] }>, Tile<f32, { [ROWS] }>) =
                 online_fold::<ROWS, BLOCK>(run_max, run_sum, x, log2e, log2e_r);
             run_max = new_max;
             run_sum = new_sum;
         }
         (run_max, run_sum)
+    }
+
+    /// Column tile j of the row tile whose tile of column 0 is `x_base`, loaded unmasked (a whole
+    /// tile) in f32, and its column offsets (to address y's tile the same way).
+    unsafe fn whole_tile<T: ElementType, const ROWS: i32, const BLOCK: i32>(
+        x_base: PointerTile<*mut T, { [ROWS, BLOCK] }>, j: i32,
+    ) -> (Tile<f32, { [ROWS, BLOCK] }>, Tile<i32, { [ROWS, BLOCK] }>) {
+        let col0: Tile<i32, { [ROWS, BLOCK] }> = broadcast_scalar(j * BLOCK, shape![ROWS, BLOCK]);
+        let x_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> = x_base.offset_tile(col0);
+        let (raw, _t): (Tile<T, { [ROWS, BLOCK] }>, Token) =
+            unsafe { load_ptr_tko(x_ptrs, ordering::Weak, None::<scope::TileBlock>, None, None, None, Latency::<3>) };
+        (convert_tile(raw), col0)
     }
 
     /// Whole tiles j0..j_full of the row tile at `x_base` / `y_base` (unmasked loads and stores):
@@ -349,12 +356,7 @@ pub mod softmax_device {
         let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
         let log2e: Tile<f32, { [ROWS, BLOCK] }> = constant(1.4426950408889634f32, tile);
         for j in j0..j_full {
-            let col0: Tile<i32, { [ROWS, BLOCK] }> = broadcast_scalar(j * BLOCK, tile);
-            let x_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> = x_base.offset_tile(col0);
-            let (raw, _t): (Tile<T, { [ROWS, BLOCK] }>, Token) = unsafe {
-                load_ptr_tko(x_ptrs, ordering::Weak, None::<scope::TileBlock>, None, None, None, Latency::<3>)
-            };
-            let x: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(raw);
+            let (x, col0) = unsafe { whole_tile::<T, ROWS, BLOCK>(x_base, j) };
             let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(exp2((x - mx) * log2e, ftz::Enabled) * factor);
             let y_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> = y_base.offset_tile(col0);
             let _y_tok: Token =

@@ -30,12 +30,13 @@
 //! reductions (`softmax_row_tail_prefetch`; the looped form where the tail does not fit). `form`
 //! 2 with a chunk (any multiple of block) runs the single pass that reads its chunk twice
 //! (`softmax_split_exchange_reread`, where `reread_fits`; else the two kernels, or the looped form
-//! where `split_fits` does not hold). Any other form is refused (-6); -1 or 0: none. A row held whole in one tile (no split and no
-//! tail in the plan, not exactly one tile) whose start or end is off a 16-byte boundary (n = 4097,
-//! odd row strides) runs `softmax_row_aligned` where `ffi_util::aligned_rows_vec` allows it
-//! (16-byte-aligned bases, the same head per row in x and out; its body fits `block`, so n = 4097
-//! fits 4096). Rows are at most MAX_N columns (the kernels count column tiles in i32). Every descriptor is validated before
-//! anything touches the GPU: bad input returns -2/-5/-6 with a message, never a launch.
+//! where `split_fits` does not hold). Any other form is refused (-6); -1 or 0: none. A row held
+//! whole in one tile (no split and no tail in the plan, not exactly one tile) whose start or end
+//! is off a 16-byte boundary (n = 4097, odd row strides) runs `softmax_row_aligned` where
+//! `ffi_util::aligned_rows_vec` allows it (16-byte-aligned bases, the same head per row in x and
+//! out; its body fits `block`, so n = 4097 fits 4096). Rows are at most MAX_N columns (the kernels
+//! count column tiles in i32). Every descriptor is validated before anything touches the GPU: bad
+//! input returns -2/-5/-6 with a message, never a launch.
 use super::kernel::softmax_device as device;
 use crate::ffi_util::{
     self, check_same_shape, rc, to_i32, DType, Element, FfiResult, Launch, RowPlan, StreamAlloc, TensorDesc,
@@ -329,7 +330,7 @@ pub fn plan(
                 "variant form={f}: form 1 is the single pass holding a chunk of {HELD_TILES} tiles in T (chunk = \
                  {HELD_TILES} x block; here chunk={chunk} block={block}) or the persistent tail's prefetching loop \
                  (tail > 0 and programs > 0); form 2 the single pass reading its chunk twice (chunk > 0); -1 or 0 \
-                 for neither"
+                 for none"
             )))
         }
     };
@@ -422,8 +423,9 @@ fn launch_exchange<T: Element>(
     // the masked tiles), for the held entry `held_fits` (four tiles per chunk, offsets up to
     // round_up(n, chunk), rows x chunk within MAX_TILE_ELEMS), for the re-reading one `reread_fits`
     // (whole row tiles, i32 offsets of the masked tiles); the counters are zero and the partials
-    // hold every (padded row, chunk); the grid has row_tiles * chunks tile blocks with chunks <= the SM count (see the entry's progress
-    // argument); the workspace outlives the kernel (freed in stream order).
+    // hold every (padded row, chunk); the grid has row_tiles * chunks tile blocks with chunks <= the
+    // SM count (see the entries' progress argument); the workspace outlives the kernel (freed in
+    // stream order).
     let launch = Launch::new::<T>(&[rows, block, s.parts], grid, options);
     let (ct, chunks) = (s.chunk_tiles, s.chunks);
     unsafe {
@@ -632,9 +634,10 @@ mod tests {
         assert!(held_fits(14128, 151936, 1, 2048, 8192, 151991, 151991));
         assert!(!held_fits(64, 151936, 4, 16384, 65536, 151936, 151936)); // 4 x 65536 elements a tile block
         assert!(!held_fits(512, 151936, 1, 4096, 8192, 151936, 151936)); // two tiles a chunk
-                                                                         // Anything else is refused, naming both forms.
+                                                                         // Anything else is refused, naming the forms.
         let refused = "variant form=1: form 1 is the single pass holding a chunk of 4 tiles in T (chunk = 4 x block; \
-                       here chunk=0 block=8192) or the persistent tail's prefetching loop (tail > 0 and programs > 0); form 2 the single pass reading its chunk twice (chunk > 0)";
+                       here chunk=0 block=8192) or the persistent tail's prefetching loop (tail > 0 and programs > 0); \
+                       form 2 the single pass reading its chunk twice (chunk > 0); -1 or 0 for none";
         assert_fails(plan(&x, &x, 8192, 1, 4, 8, 0, 4096, -1, 1), rc::INVALID_ARGUMENT, refused);
         assert_fails(plan(&v, &v, 4096, 1, 8, -1, 8192, -1, -1, 1), rc::INVALID_ARGUMENT, "form=1");
         assert_fails(plan(&x, &x, 8192, 1, 4, 8, 0, 4096, 264, 2), rc::INVALID_ARGUMENT, "form=2");

@@ -128,8 +128,6 @@ pub enum SinglePass {
     /// A chunk of any number of tiles, read twice (`softmax_split_exchange_reread`; `form` 2,
     /// `reread_fits`).
     Reread,
-    /// Scratch (form 4): `Reread` with its loads at latency hint 1 (straight to registers).
-    RereadDirect,
 }
 
 impl SplitPlan {
@@ -291,9 +289,7 @@ pub fn plan(
                 Some(SinglePass::Held)
             } else if form == 2 && reread_fits(m, n, rows, block, stride_x, stride_y) {
                 Some(SinglePass::Reread)
-            } else if form == 4 && reread_fits(m, n, rows, block, stride_x, stride_y) {
-                Some(SinglePass::RereadDirect)
-            } else if form != 2 && form != 4 && exchange_fits(m, n, rows, block, c, stride_x, stride_y) {
+            } else if form != 2 && exchange_fits(m, n, rows, block, c, stride_x, stride_y) {
                 Some(SinglePass::OneTile)
             } else {
                 None
@@ -328,7 +324,7 @@ pub fn plan(
         // the persistent tail's prefetching loop (looped where the tail's offsets do not fit i32)
         1 if tail_asked && programs_asked => programs.is_some(),
         // the single pass reading its chunk twice (SinglePass::Reread above; else the two kernels)
-        2 | 4 if chunk > 0 => false,
+        2 if chunk > 0 => false,
         f => {
             return Err(ffi_util::invalid(format!(
                 "variant form={f}: form 1 is the single pass holding a chunk of {HELD_TILES} tiles in T (chunk = \
@@ -430,12 +426,7 @@ fn launch_exchange<T: Element>(
     // hold every (padded row, chunk); the grid has row_tiles * chunks tile blocks with chunks <= the
     // SM count (see the entries' progress argument); the workspace outlives the kernel (freed in
     // stream order).
-    let mut launch = Launch::new::<T>(&[rows, block, s.parts], grid, options);
-    match s.single {
-        Some(SinglePass::Reread) => launch.generics.push("3".into()),
-        Some(SinglePass::RereadDirect) => launch.generics.push("1".into()),
-        _ => {}
-    }
+    let launch = Launch::new::<T>(&[rows, block, s.parts], grid, options);
     let (ct, chunks) = (s.chunk_tiles, s.chunks);
     unsafe {
         match s.single {
@@ -443,7 +434,7 @@ fn launch_exchange<T: Element>(
                 device::softmax_split_exchange_held(y_ptr, x_ptr, part_max, part_sum, arrived, m, n, sx, sy, chunks),
                 stream,
             )?,
-            Some(SinglePass::Reread | SinglePass::RereadDirect) => launch.enqueue(
+            Some(SinglePass::Reread) => launch.enqueue(
                 device::softmax_split_exchange_reread(
                     y_ptr, x_ptr, part_max, part_sum, arrived, m, n, sx, sy, ct, chunks,
                 ),
@@ -906,11 +897,7 @@ mod tests {
         }
         let options = ffi_util::compile_options(Some(occupancy), warps);
         let what = format!(" for {m}x{n} at occupancy {occupancy}");
-        let tile = tile.to_string();
-        let mut generics = vec![dtype, "1", &tile, parts];
-        if entry == "softmax_split_exchange_reread" {
-            generics.push("3");
-        }
+        let generics = [dtype, "1", &tile.to_string(), parts];
         let ir = DEVICE.lower(entry, &generics, &div_hints(&ptrs, &ints), options, &what);
         assert!(!ir.contains("load_ptr_tko acquire"), "{entry}{what}: a polling load");
         for needle in ["atomic_rmw_tko release", "atomic_rmw_tko acquire", "exp2"] {
@@ -936,23 +923,6 @@ mod tests {
             ("bf16", 16384, 11008, 4096, 12288, "1", 8, None), // one chunk a row
         ] {
             lower_single_pass("softmax_split_exchange_reread", dtype, m, n, tile, chunk, parts, occupancy, warps);
-        }
-        // Scratch (form 4): the same at latency hint 1.
-        for (dtype, m, n, parts) in [("bf16", 512, 151936, "32"), ("bf16", 4096, 128256, "16")] {
-            let ptrs =
-                [("y_ptr", ALIGNED_PTR), ("x_ptr", ALIGNED_PTR), ("part_max", ALIGNED_PTR), ("part_sum", ALIGNED_PTR)];
-            let ints = [
-                ("m", m),
-                ("n", n),
-                ("stride_x", n),
-                ("stride_y", n),
-                ("chunks", (n + 8191) / 8192),
-                ("chunk_tiles", 2),
-            ];
-            let what = format!(" for {m}x{n} direct");
-            let options = ffi_util::compile_options(Some(8), None);
-            let generics = [dtype, "1", "4096", parts, "1"];
-            DEVICE.lower("softmax_split_exchange_reread", &generics, &div_hints(&ptrs, &ints), options, &what);
         }
     }
 

@@ -226,7 +226,7 @@ pub mod softmax_device {
         let mut run_max: Tile<f32, { [ROWS] }> = constant(-3.4028235e38f32, shape![ROWS]);
         let mut run_sum: Tile<f32, { [ROWS] }> = constant(0.0f32, shape![ROWS]);
         let (whole_max, whole_sum) =
-            unsafe { fold_whole_tiles::<T, ROWS, BLOCK, 3>(x_base, j0, j_full, run_max, run_sum) };
+            unsafe { fold_whole_tiles::<T, ROWS, BLOCK>(x_base, j0, j_full, run_max, run_sum) };
         run_max = whole_max;
         run_sum = whole_sum;
         for j in j_full..j_end {
@@ -306,7 +306,7 @@ pub mod softmax_device {
         let col_tiles: i32 = (n + BLOCK - 1) / BLOCK;
         let j_full: i32 = min(j_stop, whole_tiles);
         let j_end: i32 = min(j_stop, col_tiles);
-        unsafe { store_whole_tiles::<T, ROWS, BLOCK, 3>(x_base, y_base, j0, j_full, mx, inv) };
+        unsafe { store_whole_tiles::<T, ROWS, BLOCK>(x_base, y_base, j0, j_full, mx, inv) };
         for j in j_full..j_end {
             let x: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(x_part.load([rb, j]));
             let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(exp2((x - mx) * log2e, ftz::Enabled) * inv);
@@ -316,7 +316,7 @@ pub mod softmax_device {
 
     /// Whole tiles j0..j_full of the row tile whose tile of column 0 is `x_base` (unmasked loads),
     /// folded into the running per-row (max, sum) (`online_fold`); returns the new pair.
-    unsafe fn fold_whole_tiles<T: ElementType, const ROWS: i32, const BLOCK: i32, const LAT: i32>(
+    unsafe fn fold_whole_tiles<T: ElementType, const ROWS: i32, const BLOCK: i32>(
         x_base: PointerTile<*mut T, { [ROWS, BLOCK] }>, j0: i32, j_full: i32, max0: Tile<f32, { [ROWS] }>,
         sum0: Tile<f32, { [ROWS] }>,
     ) -> (Tile<f32, { [ROWS] }>, Tile<f32, { [ROWS] }>) {
@@ -326,7 +326,7 @@ pub mod softmax_device {
         let mut run_max: Tile<f32, { [ROWS] }> = max0;
         let mut run_sum: Tile<f32, { [ROWS] }> = sum0;
         for j in j0..j_full {
-            let (x, _col0) = unsafe { whole_tile::<T, ROWS, BLOCK, LAT>(x_base, j) };
+            let (x, _col0) = unsafe { whole_tile::<T, ROWS, BLOCK>(x_base, j) };
             let (new_max, new_sum): (Tile<f32, { [ROWS] }>, Tile<f32, { [ROWS] }>) =
                 online_fold::<ROWS, BLOCK>(run_max, run_sum, x, log2e, log2e_r);
             run_max = new_max;
@@ -337,7 +337,7 @@ pub mod softmax_device {
 
     /// Column tile j of the row tile whose tile of column 0 is `x_base`, loaded unmasked (a whole
     /// tile) in f32, and its column offsets (to address y's tile the same way).
-    unsafe fn whole_tile<T: ElementType, const ROWS: i32, const BLOCK: i32, const LAT: i32>(
+    unsafe fn whole_tile<T: ElementType, const ROWS: i32, const BLOCK: i32>(
         x_base: PointerTile<*mut T, { [ROWS, BLOCK] }>, j: i32,
     ) -> (Tile<f32, { [ROWS, BLOCK] }>, Tile<i32, { [ROWS, BLOCK] }>) {
         let col0: Tile<i32, { [ROWS, BLOCK] }> = broadcast_scalar(j * BLOCK, shape![ROWS, BLOCK]);
@@ -349,14 +349,14 @@ pub mod softmax_device {
 
     /// Whole tiles j0..j_full of the row tile at `x_base` / `y_base` (unmasked loads and stores):
     /// y = exp(x - mx) * factor.
-    unsafe fn store_whole_tiles<T: ElementType, const ROWS: i32, const BLOCK: i32, const LAT: i32>(
+    unsafe fn store_whole_tiles<T: ElementType, const ROWS: i32, const BLOCK: i32>(
         x_base: PointerTile<*mut T, { [ROWS, BLOCK] }>, y_base: PointerTile<*mut T, { [ROWS, BLOCK] }>, j0: i32,
         j_full: i32, mx: Tile<f32, { [ROWS, BLOCK] }>, factor: Tile<f32, { [ROWS, BLOCK] }>,
     ) {
         let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
         let log2e: Tile<f32, { [ROWS, BLOCK] }> = constant(1.4426950408889634f32, tile);
         for j in j0..j_full {
-            let (x, col0) = unsafe { whole_tile::<T, ROWS, BLOCK, LAT>(x_base, j) };
+            let (x, col0) = unsafe { whole_tile::<T, ROWS, BLOCK>(x_base, j) };
             let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(exp2((x - mx) * log2e, ftz::Enabled) * factor);
             let y_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> = y_base.offset_tile(col0);
             let _y_tok: Token =
@@ -376,13 +376,7 @@ pub mod softmax_device {
     /// the row's padded last tile), the row's ragged last tile through masked pointer tiles. The
     /// progress argument and the counters are `softmax_split_exchange`'s.
     #[cutile::entry(unchecked_accesses = true)]
-    unsafe fn softmax_split_exchange_reread<
-        T: ElementType,
-        const ROWS: i32,
-        const BLOCK: i32,
-        const PARTS: i32,
-        const LAT: i32,
-    >(
+    unsafe fn softmax_split_exchange_reread<T: ElementType, const ROWS: i32, const BLOCK: i32, const PARTS: i32>(
         y_ptr: *mut T, x_ptr: *mut T, part_max: *mut f32, part_sum: *mut f32, arrived: *mut i32, m: i32, n: i32,
         stride_x: i32, stride_y: i32, chunk_tiles: i32, chunks: i32,
     ) {
@@ -407,12 +401,11 @@ pub mod softmax_device {
         // Pass 1: the chunk's max (at least the lowest finite f32, as in kernel A) and sum.
         let lowest: Tile<f32, { [ROWS] }> = constant(-3.4028235e38f32, shape![ROWS]);
         let zero: Tile<f32, { [ROWS] }> = constant(0.0f32, shape![ROWS]);
-        let (whole_max, whole_sum) =
-            unsafe { fold_whole_tiles::<T, ROWS, BLOCK, LAT>(x_base, j0, j_full, lowest, zero) };
+        let (whole_max, whole_sum) = unsafe { fold_whole_tiles::<T, ROWS, BLOCK>(x_base, j0, j_full, lowest, zero) };
         let mut c_max: Tile<f32, { [ROWS] }> = whole_max;
         let mut c_sum: Tile<f32, { [ROWS] }> = whole_sum;
         for j in j_full..j_end {
-            let (x, _mask) = unsafe { x_tile_neg_inf::<T, ROWS, BLOCK, LAT>(x_ptr, row0, j * BLOCK, m, n, stride_x) };
+            let (x, _mask) = unsafe { x_tile_neg_inf::<T, ROWS, BLOCK, 3>(x_ptr, row0, j * BLOCK, m, n, stride_x) };
             let (new_max, new_sum): (Tile<f32, { [ROWS] }>, Tile<f32, { [ROWS] }>) =
                 online_fold::<ROWS, BLOCK>(c_max, c_sum, x, log2e, log2e_r);
             c_max = new_max;
@@ -425,9 +418,9 @@ pub mod softmax_device {
         // Pass 2: re-read, y = exp(x - m_c) * scale.
         let cmx: Tile<f32, { [ROWS, BLOCK] }> = c_max.reshape(shape![ROWS, 1]).broadcast(tile);
         let scale_t: Tile<f32, { [ROWS, BLOCK] }> = scale.reshape(shape![ROWS, 1]).broadcast(tile);
-        unsafe { store_whole_tiles::<T, ROWS, BLOCK, LAT>(x_base, y_base, j0, j_full, cmx, scale_t) };
+        unsafe { store_whole_tiles::<T, ROWS, BLOCK>(x_base, y_base, j0, j_full, cmx, scale_t) };
         for j in j_full..j_end {
-            let (x, mask) = unsafe { x_tile_neg_inf::<T, ROWS, BLOCK, LAT>(x_ptr, row0, j * BLOCK, m, n, stride_x) };
+            let (x, mask) = unsafe { x_tile_neg_inf::<T, ROWS, BLOCK, 3>(x_ptr, row0, j * BLOCK, m, n, stride_x) };
             let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(exp2((x - cmx) * log2e, ftz::Enabled) * scale_t);
             unsafe { store_y_tile::<T, ROWS, BLOCK>(y_ptr, y, mask, row0, j * BLOCK, stride_y) };
         }

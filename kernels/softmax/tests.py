@@ -34,7 +34,7 @@ MASKED = [
     # the held single pass (form 1: chunks of four tiles, exponentials held in T)
     ({"m": 34, "n": 40000, "dtype": "bfloat16"}, {"block": 2048, "rows": 2, "occupancy": -1, "chunk": 8192, "form": 1}),
     # the single pass reading its chunk twice (form 2): chunks of four tiles in 2-row tiles, the last
-    # chunk holding the row's ragged tile and a padded (whole -inf) one
+    # chunk holding the row's ragged tile (40000 = 19 x 2048 + 1088)
     ({"m": 34, "n": 40000, "dtype": "float16"}, {"block": 2048, "rows": 2, "occupancy": -1, "chunk": 8192, "form": 2}),
     # the persistent tail loading the next row tile ahead (form 1): 301 row tiles on a grid of one
     # tile block per SM (132 on the H200), each walking 2-3 of them

@@ -215,14 +215,7 @@ pub mod softmax_device {
         let log2e: Tile<f32, { [ROWS, BLOCK] }> = constant(1.4426950408889634f32, tile);
         let log2e_r: Tile<f32, { [ROWS] }> = constant(1.4426950408889634f32, shape![ROWS]);
 
-        // Tiles [j0, j_full) are whole; [j_full, j_end) is the row's ragged last tile when this
-        // chunk holds it, else empty.
-        let j0: i32 = c * chunk_tiles;
-        let j_stop: i32 = j0 + chunk_tiles;
-        let whole_tiles: i32 = n / BLOCK;
-        let col_tiles: i32 = (n + BLOCK - 1) / BLOCK;
-        let j_full: i32 = min(j_stop, whole_tiles);
-        let j_end: i32 = min(j_stop, col_tiles);
+        let (j0, j_full, j_end): (i32, i32, i32) = chunk_tile_range::<BLOCK>(c, chunk_tiles, n);
         let mut run_max: Tile<f32, { [ROWS] }> = constant(-3.4028235e38f32, shape![ROWS]);
         let mut run_sum: Tile<f32, { [ROWS] }> = constant(0.0f32, shape![ROWS]);
         let (whole_max, whole_sum) =
@@ -300,18 +293,22 @@ pub mod softmax_device {
             tile_pointers::<T, ROWS, BLOCK>(y_ptr, rb * ROWS * stride_y, stride_y);
 
         // As in kernel A: whole tiles [j0, j_full) unmasked, then the ragged one if this chunk has it.
-        let j0: i32 = c * chunk_tiles;
-        let j_stop: i32 = j0 + chunk_tiles;
-        let whole_tiles: i32 = n / BLOCK;
-        let col_tiles: i32 = (n + BLOCK - 1) / BLOCK;
-        let j_full: i32 = min(j_stop, whole_tiles);
-        let j_end: i32 = min(j_stop, col_tiles);
+        let (j0, j_full, j_end): (i32, i32, i32) = chunk_tile_range::<BLOCK>(c, chunk_tiles, n);
         unsafe { store_whole_tiles::<T, ROWS, BLOCK>(x_base, y_base, j0, j_full, mx, inv) };
         for j in j_full..j_end {
             let x: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(x_part.load([rb, j]));
             let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(exp2((x - mx) * log2e, ftz::Enabled) * inv);
             y_part.store(y, [rb, j]);
         }
+    }
+
+    /// The column tiles of chunk c (`chunk_tiles` BLOCK-wide tiles a chunk) of an n-column row, as
+    /// (j0, j_full, j_end): tiles [j0, j_full) are whole; [j_full, j_end) is the row's ragged last
+    /// tile when this chunk holds it, else empty.
+    fn chunk_tile_range<const BLOCK: i32>(c: i32, chunk_tiles: i32, n: i32) -> (i32, i32, i32) {
+        let j0: i32 = c * chunk_tiles;
+        let j_stop: i32 = j0 + chunk_tiles;
+        (j0, min(j_stop, n / BLOCK), min(j_stop, (n + BLOCK - 1) / BLOCK))
     }
 
     /// Whole tiles j0..j_full of the row tile whose tile of column 0 is `x_base` (unmasked loads),
@@ -391,12 +388,7 @@ pub mod softmax_device {
             tile_pointers::<T, ROWS, BLOCK>(y_ptr, row0 * stride_y, stride_y);
         let log2e: Tile<f32, { [ROWS, BLOCK] }> = constant(1.4426950408889634f32, tile);
         let log2e_r: Tile<f32, { [ROWS] }> = constant(1.4426950408889634f32, shape![ROWS]);
-        // Tiles [j0, j_full) are whole; [j_full, j_end) is the row's ragged last tile when this
-        // chunk holds it, else empty (as in kernel A).
-        let j0: i32 = c * chunk_tiles;
-        let j_stop: i32 = j0 + chunk_tiles;
-        let j_full: i32 = min(j_stop, n / BLOCK);
-        let j_end: i32 = min(j_stop, (n + BLOCK - 1) / BLOCK);
+        let (j0, j_full, j_end): (i32, i32, i32) = chunk_tile_range::<BLOCK>(c, chunk_tiles, n);
 
         // Pass 1: the chunk's max (at least the lowest finite f32, as in kernel A) and sum.
         let lowest: Tile<f32, { [ROWS] }> = constant(-3.4028235e38f32, shape![ROWS]);

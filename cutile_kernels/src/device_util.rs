@@ -336,6 +336,35 @@ pub mod views {
         tok
     }
 
+    /// Counts this tile block in on counter `rb` (release, after `after`); returns the count
+    /// before (>= 0) and the token (scratch: the two halves of `arrive_and_wait`).
+    pub unsafe fn arrive_only(arrived: *mut i32, rb: i32, after: Token) -> (i32, Token) {
+        let counter: PointerTile<*mut i32, { [] }> = pointer_to_tile(arrived).offset(rb);
+        let one: Tile<i32, { [] }> = scalar_to_tile(1i32);
+        let (old, t_arrive): (Tile<i32, { [] }>, Token) =
+            atomic_rmw_tko(counter, one, atomic::Add, ordering::Release, scope::Device, None, Some(after));
+        (tile_to_scalar(old), t_arrive)
+    }
+
+    /// Polls counter `rb` until `chunks` tile blocks have arrived (scratch; `arrive_and_wait`'s loop).
+    #[allow(unreachable_code)]
+    pub unsafe fn wait_arrived(arrived: *mut i32, rb: i32, chunks: i32, after: Token) -> Token {
+        let counter: PointerTile<*mut i32, { [] }> = pointer_to_tile(arrived).offset(rb);
+        let mut seen: i32 = 0i32;
+        let mut polls: i32 = 0i32;
+        let mut tok: Token = after;
+        let zero: Tile<i32, { [] }> = scalar_to_tile(0i32);
+        while seen < chunks && polls < 16777216i32 {
+            let (count, t_seen): (Tile<i32, { [] }>, Token) =
+                atomic_rmw_tko(counter, zero, atomic::Add, ordering::Acquire, scope::Device, None, Some(tok));
+            seen = tile_to_scalar(count);
+            tok = t_seen;
+            polls = polls + 1i32;
+        }
+        cuda_tile_assert!(seen >= chunks, "split exchange: a row tile's chunks did not all arrive");
+        tok
+    }
+
     /// The row tile's partials: columns [0, PARTS) of rows row0.. of the (m, chunks) f32 array
     /// `parts`, loaded after `after`, columns past `chunks` masked off (not read; their values
     /// undefined: select with the mask returned). Returns the tile, the mask and the load's token.

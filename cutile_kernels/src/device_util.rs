@@ -307,46 +307,24 @@ pub mod views {
     }
 
     /// Counts this tile block in on counter `rb` of `arrived` (an atomic add with release
-    /// semantics, after `after`: the partials it published) and polls it until `chunks` tile
-    /// blocks have arrived; returns the last poll's token (acquire: the others' partials are
-    /// visible after it). The poll is an atomic add of 0, not an acquire load: tileiras issues a
-    /// scalar atomic from one thread and broadcasts its result, where every thread would issue a
-    /// load of its own and could read a different count in the same round, leave the loop (and its
-    /// barrier) alone and desynchronize the tile block's barriers (seen on the H200 as half a chunk
-    /// of NaN). Bounded: after 2^24 polls (seconds) a device assertion fails instead of a hang.
+    /// semantics, after `after`: the partials it published). Returns the count before this
+    /// arrival (>= 0: the counters start at zero and only grow) and the atomic's token.
+    pub unsafe fn arrive(arrived: *mut i32, rb: i32, after: Token) -> (i32, Token) {
+        let counter: PointerTile<*mut i32, { [] }> = pointer_to_tile(arrived).offset(rb);
+        let one: Tile<i32, { [] }> = scalar_to_tile(1i32);
+        let (before, t_arrive): (Tile<i32, { [] }>, Token) =
+            atomic_rmw_tko(counter, one, atomic::Add, ordering::Release, scope::Device, None, Some(after));
+        (tile_to_scalar(before), t_arrive)
+    }
+
+    /// Polls counter `rb` of `arrived` (after `after`) until `chunks` tile blocks have arrived;
+    /// returns the last poll's token (acquire: the others' partials are visible after it). The
+    /// poll is an atomic add of 0, not an acquire load: tileiras issues a scalar atomic from one
+    /// thread and broadcasts its result, where every thread would issue a load of its own and could
+    /// read a different count in the same round, leave the loop (and its barrier) alone and
+    /// desynchronize the tile block's barriers (seen on the H200 as half a chunk of NaN). Bounded:
+    /// after 2^24 polls (seconds) a device assertion fails instead of a hang.
     // cuda_tile_assert! expands to unreachable!() in the host build.
-    #[allow(unreachable_code)]
-    pub unsafe fn arrive_and_wait(arrived: *mut i32, rb: i32, chunks: i32, after: Token) -> Token {
-        let counter: PointerTile<*mut i32, { [] }> = pointer_to_tile(arrived).offset(rb);
-        let one: Tile<i32, { [] }> = scalar_to_tile(1i32);
-        let (_old, t_arrive): (Tile<i32, { [] }>, Token) =
-            atomic_rmw_tko(counter, one, atomic::Add, ordering::Release, scope::Device, None, Some(after));
-        let mut seen: i32 = 0i32;
-        let mut polls: i32 = 0i32;
-        let mut tok: Token = t_arrive;
-        let zero: Tile<i32, { [] }> = scalar_to_tile(0i32);
-        while seen < chunks && polls < 16777216i32 {
-            let (count, t_seen): (Tile<i32, { [] }>, Token) =
-                atomic_rmw_tko(counter, zero, atomic::Add, ordering::Acquire, scope::Device, None, Some(tok));
-            seen = tile_to_scalar(count);
-            tok = t_seen;
-            polls = polls + 1i32;
-        }
-        cuda_tile_assert!(seen >= chunks, "split exchange: a row tile's chunks did not all arrive");
-        tok
-    }
-
-    /// Counts this tile block in on counter `rb` (release, after `after`); returns the count
-    /// before (>= 0) and the token (scratch: the two halves of `arrive_and_wait`).
-    pub unsafe fn arrive_only(arrived: *mut i32, rb: i32, after: Token) -> (i32, Token) {
-        let counter: PointerTile<*mut i32, { [] }> = pointer_to_tile(arrived).offset(rb);
-        let one: Tile<i32, { [] }> = scalar_to_tile(1i32);
-        let (old, t_arrive): (Tile<i32, { [] }>, Token) =
-            atomic_rmw_tko(counter, one, atomic::Add, ordering::Release, scope::Device, None, Some(after));
-        (tile_to_scalar(old), t_arrive)
-    }
-
-    /// Polls counter `rb` until `chunks` tile blocks have arrived (scratch; `arrive_and_wait`'s loop).
     #[allow(unreachable_code)]
     pub unsafe fn wait_arrived(arrived: *mut i32, rb: i32, chunks: i32, after: Token) -> Token {
         let counter: PointerTile<*mut i32, { [] }> = pointer_to_tile(arrived).offset(rb);
@@ -363,6 +341,13 @@ pub mod views {
         }
         cuda_tile_assert!(seen >= chunks, "split exchange: a row tile's chunks did not all arrive");
         tok
+    }
+
+    /// [`arrive`], then [`wait_arrived`]: counts this tile block in and waits for the rest of
+    /// its row tile's `chunks`.
+    pub unsafe fn arrive_and_wait(arrived: *mut i32, rb: i32, chunks: i32, after: Token) -> Token {
+        let (_before, t_arrive): (i32, Token) = arrive(arrived, rb, after);
+        wait_arrived(arrived, rb, chunks, t_arrive)
     }
 
     /// The row tile's partials: columns [0, PARTS) of rows row0.. of the (m, chunks) f32 array

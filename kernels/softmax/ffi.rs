@@ -128,8 +128,6 @@ pub enum SinglePass {
     /// A chunk of any number of tiles, read twice (`softmax_split_exchange_reread`; `form` 2,
     /// `reread_fits`).
     Reread,
-    /// Form 2 with the first tile re-read before the wait (scratch form 3).
-    RereadEarly(i32),
 }
 
 impl SplitPlan {
@@ -291,9 +289,7 @@ pub fn plan(
                 Some(SinglePass::Held)
             } else if form == 2 && reread_fits(m, n, rows, block, stride_x, stride_y) {
                 Some(SinglePass::Reread)
-            } else if form == 3 && reread_fits(m, n, rows, block, stride_x, stride_y) {
-                Some(SinglePass::RereadEarly(form))
-            } else if form < 2 && exchange_fits(m, n, rows, block, c, stride_x, stride_y) {
+            } else if form != 2 && exchange_fits(m, n, rows, block, c, stride_x, stride_y) {
                 Some(SinglePass::OneTile)
             } else {
                 None
@@ -328,7 +324,7 @@ pub fn plan(
         // the persistent tail's prefetching loop (looped where the tail's offsets do not fit i32)
         1 if tail_asked && programs_asked => programs.is_some(),
         // the single pass reading its chunk twice (SinglePass::Reread above; else the two kernels)
-        2 | 3 if chunk > 0 => false,
+        2 if chunk > 0 => false,
         f => {
             return Err(ffi_util::invalid(format!(
                 "variant form={f}: form 1 is the single pass holding a chunk of {HELD_TILES} tiles in T (chunk = \
@@ -440,12 +436,6 @@ fn launch_exchange<T: Element>(
             )?,
             Some(SinglePass::Reread) => launch.enqueue(
                 device::softmax_split_exchange_reread(
-                    y_ptr, x_ptr, part_max, part_sum, arrived, m, n, sx, sy, ct, chunks,
-                ),
-                stream,
-            )?,
-            Some(SinglePass::RereadEarly(_)) => launch.enqueue(
-                device::softmax_split_exchange_reread_early(
                     y_ptr, x_ptr, part_max, part_sum, arrived, m, n, sx, sy, ct, chunks,
                 ),
                 stream,
@@ -892,17 +882,17 @@ mod tests {
     /// A single-pass split entry (`tile`-wide tiles, `chunk` columns a tile block) lowered and
     /// assembled as the launcher specializes it for one-row tiles over m x n; its IR has the
     /// release arrival and the acquire poll as atomics (whose one result every thread shares: see
-    /// device_util's `arrive_and_wait`), and no thread polls with a load of its own.
+    /// device_util's `arrive_and_wait`), and no thread polls with a load of its own. Returns the IR.
     #[allow(clippy::too_many_arguments)]
     fn lower_single_pass(
         entry: &str, dtype: &str, m: i32, n: i32, tile: i32, chunk: i32, parts: &str, occupancy: i32,
         warps: Option<i32>,
-    ) {
+    ) -> String {
         let chunks = (n + chunk - 1) / chunk;
         let ptrs =
             [("y_ptr", ALIGNED_PTR), ("x_ptr", ALIGNED_PTR), ("part_max", ALIGNED_PTR), ("part_sum", ALIGNED_PTR)];
         let mut ints = vec![("m", m), ("n", n), ("stride_x", n), ("stride_y", n), ("chunks", chunks)];
-        if entry.starts_with("softmax_split_exchange_reread") {
+        if entry == "softmax_split_exchange_reread" {
             ints.push(("chunk_tiles", chunk / tile));
         }
         let options = ffi_util::compile_options(Some(occupancy), warps);
@@ -913,10 +903,12 @@ mod tests {
         for needle in ["atomic_rmw_tko release", "atomic_rmw_tko acquire", "exp2"] {
             assert!(ir.contains(needle), "{entry}{what}: no {needle} in the IR");
         }
+        ir
     }
 
     /// The single pass that reads its chunk twice, specialized as the launcher compiles its
-    /// candidates for the vocabulary shapes.
+    /// candidates for the vocabulary shapes; the polls wait on the first tile's early re-read too
+    /// (the token join that keeps tileiras from sinking that load below them).
     #[test]
     fn split_exchange_reread_lowers_and_assembles_for_sm90() {
         for (dtype, m, n, tile, chunk, parts, occupancy, warps) in [
@@ -932,24 +924,9 @@ mod tests {
             ("f16", 512, 151936, 4096, 8192, "32", 8, None),
             ("bf16", 16384, 11008, 4096, 12288, "1", 8, None), // one chunk a row
         ] {
-            lower_single_pass("softmax_split_exchange_reread", dtype, m, n, tile, chunk, parts, occupancy, warps);
-        }
-    }
-
-    /// The scratch early re-read (forms 3 and 4) at the candidates' specializations.
-    #[test]
-    fn split_exchange_reread_early_lowers_and_assembles_for_sm90() {
-        for entry in ["softmax_split_exchange_reread_early"] {
-            for (dtype, m, n, tile, chunk, parts, occupancy) in [
-                ("bf16", 512, 151936, 4096, 8192, "32", 8),
-                ("bf16", 4096, 128256, 4096, 8192, "16", 8),
-                ("bf16", 4096, 128256, 4096, 8192, "16", 6),
-                ("bf16", 4096, 128256, 2048, 8192, "16", 8),
-                ("bf16", 4096, 128256, 4096, 12288, "16", 8),
-                ("f32", 1024, 128256, 4096, 8192, "16", 8),
-            ] {
-                lower_single_pass(entry, dtype, m, n, tile, chunk, parts, occupancy, None);
-            }
+            let ir =
+                lower_single_pass("softmax_split_exchange_reread", dtype, m, n, tile, chunk, parts, occupancy, warps);
+            assert!(ir.contains("join_tokens"), "{dtype} {m}x{n}: the polls do not wait on the early re-read");
         }
     }
 

@@ -62,9 +62,9 @@
 #[cutile::module]
 pub mod softmax_device {
     use crate::device_util::views::{
-        aligned_body, aligned_edge, aligned_rows, arrive_and_wait, arrive_only, body_tail_raw, load_masked,
-        load_partials, next_body_tail_raw, publish_partial, publish_partial_after, row_offsets, store_masked,
-        strided_view, tile_mask, tile_pointers, tile_raw, wait_arrived,
+        aligned_body, aligned_edge, aligned_rows, arrive, arrive_and_wait, body_tail_raw, load_masked, load_partials,
+        next_body_tail_raw, publish_partial, publish_partial_after, row_offsets, store_masked, strided_view, tile_mask,
+        tile_pointers, tile_raw, wait_arrived,
     };
     use cutile::core::*;
 
@@ -364,14 +364,16 @@ pub mod softmax_device {
     /// The single pass over a chunk of `chunk_tiles` BLOCK-wide tiles that it reads twice instead of
     /// holding it (grid as `softmax_split_exchange`'s: 1-D, ceil(m / ROWS) row tiles x `chunks`, a
     /// row tile's chunks consecutive). Pass 1 folds the chunk's tiles into its (max, sum) as kernel A
-    /// of the two-kernel split does; the exchange (`exchange_scale`) is the one-tile single pass's;
-    /// pass 2 re-reads the chunk, now mostly from L2 (it was read a few microseconds before, and the
-    /// chunks in flight on the whole GPU are a few MB), and stores exp(x - m_c) * exp(m_c - M) / S.
-    /// So x leaves DRAM once, as in the one-tile single pass, while a tile block holds one tile in
-    /// registers rather than its chunk: its chunk may be as wide as the two-kernel split's. Whole
-    /// tiles are loaded and stored unmasked (ffi.rs `reread_fits`: m % ROWS == 0 and i32 offsets up to
-    /// the row's padded last tile), the row's ragged last tile through masked pointer tiles. The
-    /// progress argument and the counters are `softmax_split_exchange`'s.
+    /// of the two-kernel split does; the exchange is the one-tile single pass's (`exchange_scale`'s
+    /// steps), except that the chunk's first tile is re-read between its arrival and its polls;
+    /// pass 2 re-reads the rest of the chunk, now mostly from L2 (it was read a few microseconds
+    /// before, and the chunks in flight on the whole GPU are a few MB), and stores
+    /// exp(x - m_c) * exp(m_c - M) / S. So x leaves DRAM once, as in the one-tile single pass, while
+    /// a tile block holds one tile in registers rather than its chunk: its chunk may be as wide as
+    /// the two-kernel split's. Whole tiles are loaded and stored unmasked (ffi.rs `reread_fits`:
+    /// m % ROWS == 0 and i32 offsets up to the row's padded last tile); the first tile and the
+    /// row's ragged last tile through masked pointer tiles. The progress argument and the counters
+    /// are `softmax_split_exchange`'s.
     #[cutile::entry(unchecked_accesses = true)]
     unsafe fn softmax_split_exchange_reread<T: ElementType, const ROWS: i32, const BLOCK: i32, const PARTS: i32>(
         y_ptr: *mut T, x_ptr: *mut T, part_max: *mut f32, part_sum: *mut f32, arrived: *mut i32, m: i32, n: i32,
@@ -404,59 +406,15 @@ pub mod softmax_device {
             c_sum = new_sum;
         }
 
-        let scale: Tile<f32, { [ROWS] }> =
-            unsafe { exchange_scale::<ROWS, PARTS>(part_max, part_sum, arrived, rb, c, row0, chunks, c_max, c_sum) };
-
-        // Pass 2: re-read, y = exp(x - m_c) * scale.
-        let cmx: Tile<f32, { [ROWS, BLOCK] }> = c_max.reshape(shape![ROWS, 1]).broadcast(tile);
-        let scale_t: Tile<f32, { [ROWS, BLOCK] }> = scale.reshape(shape![ROWS, 1]).broadcast(tile);
-        unsafe { store_whole_tiles::<T, ROWS, BLOCK>(x_base, y_base, j0, j_full, cmx, scale_t) };
-        for j in j_full..j_end {
-            let (x, mask) = unsafe { x_tile_neg_inf::<T, ROWS, BLOCK, 3>(x_ptr, row0, j * BLOCK, m, n, stride_x) };
-            let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(exp2((x - cmx) * log2e, ftz::Enabled) * scale_t);
-            unsafe { store_y_tile::<T, ROWS, BLOCK>(y_ptr, y, mask, row0, j * BLOCK, stride_y) };
-        }
-    }
-
-    /// `softmax_split_exchange_reread` with the chunk's first tile re-read before the exchange's
-    /// wait instead of after it (scratch, forms 3 and 4: latency hint LAT 3 and 1), so its load is
-    /// in flight while the tile block waits for its row tile's other chunks. The tile is loaded
-    /// masked (it may be the row's ragged last one) and held as loaded (T) across the wait.
-    unsafe fn reread_early<T: ElementType, const ROWS: i32, const BLOCK: i32, const PARTS: i32, const LAT: i32>(
-        y_ptr: *mut T, x_ptr: *mut T, part_max: *mut f32, part_sum: *mut f32, arrived: *mut i32, m: i32, n: i32,
-        stride_x: i32, stride_y: i32, chunk_tiles: i32, chunks: i32,
-    ) {
-        let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
-        let pid: i32 = get_tile_block_id().0;
-        let rb: i32 = pid / chunks;
-        let c: i32 = pid - rb * chunks;
-        let row0: i32 = rb * ROWS;
-        let x_base: PointerTile<*mut T, { [ROWS, BLOCK] }> =
-            tile_pointers::<T, ROWS, BLOCK>(x_ptr, row0 * stride_x, stride_x);
-        let y_base: PointerTile<*mut T, { [ROWS, BLOCK] }> =
-            tile_pointers::<T, ROWS, BLOCK>(y_ptr, row0 * stride_y, stride_y);
-        let log2e: Tile<f32, { [ROWS, BLOCK] }> = constant(1.4426950408889634f32, tile);
-        let log2e_r: Tile<f32, { [ROWS] }> = constant(1.4426950408889634f32, shape![ROWS]);
-        let (j0, j_full, j_end): (i32, i32, i32) = chunk_tile_range::<BLOCK>(c, chunk_tiles, n);
-
-        let lowest: Tile<f32, { [ROWS] }> = constant(-3.4028235e38f32, shape![ROWS]);
-        let zero: Tile<f32, { [ROWS] }> = constant(0.0f32, shape![ROWS]);
-        let (whole_max, whole_sum) = unsafe { fold_whole_tiles::<T, ROWS, BLOCK>(x_base, j0, j_full, lowest, zero) };
-        let mut c_max: Tile<f32, { [ROWS] }> = whole_max;
-        let mut c_sum: Tile<f32, { [ROWS] }> = whole_sum;
-        for j in j_full..j_end {
-            let (x, _mask) = unsafe { x_tile_neg_inf::<T, ROWS, BLOCK, 3>(x_ptr, row0, j * BLOCK, m, n, stride_x) };
-            let (new_max, new_sum): (Tile<f32, { [ROWS] }>, Tile<f32, { [ROWS] }>) =
-                online_fold::<ROWS, BLOCK>(c_max, c_sum, x, log2e, log2e_r);
-            c_max = new_max;
-            c_sum = new_sum;
-        }
-
-        let t_max: Token = unsafe { publish_partial::<ROWS>(part_max, row0, c, chunks, c_max) };
-        let t_sum: Token = unsafe { publish_partial_after::<ROWS>(part_sum, row0, c, chunks, c_sum, t_max) };
-        let (before, t_arrive): (i32, Token) = unsafe { arrive_only(arrived, rb, t_sum) };
-        // The count before this arrival is >= 0, so this is j0; the dependence keeps the load after
-        // the arrival (pass 1's registers are free by then) and the token join before the polls.
+        // The exchange (`exchange_scale`'s steps), with the chunk's first tile re-read between the
+        // arrival and the polls: its L2 round trip overlaps the wait for the row tile's other
+        // chunks instead of following it. The tile is loaded masked (it may be the row's ragged
+        // last one). `before` >= 0, so j_first is j0; depending on the arrival's result keeps the
+        // load after pass 1 (whose registers are free by then: tileiras otherwise hoists it to the
+        // top and holds it across pass 1), and the token join keeps it before the polls (it
+        // otherwise sinks below them, its accesses interleaved with the stores).
+        let t_pub: Token = unsafe { publish_pair::<ROWS>(part_max, part_sum, row0, c, chunks, c_max, c_sum) };
+        let (before, t_arrive): (i32, Token) = unsafe { arrive(arrived, rb, t_pub) };
         let j_first: i32 = j0 + min(before, 0i32);
         let first_mask: Tile<bool, { [ROWS, BLOCK] }> = tile_mask::<ROWS, BLOCK>(row0, j_first * BLOCK, m, n);
         let first_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
@@ -469,25 +427,14 @@ pub mod softmax_device {
                 Some(first_mask),
                 None,
                 None,
-                Latency::<LAT>,
+                Latency::<3>,
             )
         };
         let tok: Token = unsafe { wait_arrived(arrived, rb, chunks, join_tokens(&[t_arrive, t_first])) };
-        let parts: Shape<{ [ROWS, PARTS] }> = shape![ROWS, PARTS];
-        let (pm_raw, p_mask, t_pm) = unsafe { load_partials::<ROWS, PARTS>(part_max, row0, chunks, tok) };
-        let (ps_raw, _ps_mask, _t_ps) = unsafe { load_partials::<ROWS, PARTS>(part_sum, row0, chunks, t_pm) };
-        let p_neg_inf: Tile<f32, { [ROWS, PARTS] }> = constant(f32::NEG_INFINITY, parts);
-        let p_zero: Tile<f32, { [ROWS, PARTS] }> = constant(0.0f32, parts);
-        let pm: Tile<f32, { [ROWS, PARTS] }> = select(p_mask, pm_raw, p_neg_inf);
-        let ps: Tile<f32, { [ROWS, PARTS] }> = select(p_mask, ps_raw, p_zero);
-        let row_max: Tile<f32, { [ROWS] }> = reduce_max(pm, 1i32);
-        let log2e_p: Tile<f32, { [ROWS, PARTS] }> = constant(1.4426950408889634f32, parts);
-        let pmx: Tile<f32, { [ROWS, PARTS] }> = row_max.reshape(shape![ROWS, 1]).broadcast(parts);
-        let sum: Tile<f32, { [ROWS] }> = reduce_sum(ps * exp2((pm - pmx) * log2e_p, ftz::Enabled), 1i32);
-        let one_r: Tile<f32, { [ROWS] }> = constant(1.0f32, shape![ROWS]);
-        let inv: Tile<f32, { [ROWS] }> = divf(one_r, sum, rounding::NearestEven, ftz::Disabled);
-        let scale: Tile<f32, { [ROWS] }> = rescale::<ROWS>(c_max, row_max) * inv;
+        let scale: Tile<f32, { [ROWS] }> =
+            unsafe { partials_scale::<ROWS, PARTS>(part_max, part_sum, row0, chunks, c_max, tok) };
 
+        // Pass 2: y = exp(x - m_c) * scale, the first tile from the registers, the rest re-read.
         let cmx: Tile<f32, { [ROWS, BLOCK] }> = c_max.reshape(shape![ROWS, 1]).broadcast(tile);
         let scale_t: Tile<f32, { [ROWS, BLOCK] }> = scale.reshape(shape![ROWS, 1]).broadcast(tile);
         let first: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(first_raw);
@@ -500,34 +447,6 @@ pub mod softmax_device {
             let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(exp2((x - cmx) * log2e, ftz::Enabled) * scale_t);
             unsafe { store_y_tile::<T, ROWS, BLOCK>(y_ptr, y, mask, row0, j * BLOCK, stride_y) };
         }
-    }
-
-    /// `reread_early` at latency hint 3 (scratch form 3).
-    #[cutile::entry(unchecked_accesses = true)]
-    unsafe fn softmax_split_exchange_reread_early<
-        T: ElementType,
-        const ROWS: i32,
-        const BLOCK: i32,
-        const PARTS: i32,
-    >(
-        y_ptr: *mut T, x_ptr: *mut T, part_max: *mut f32, part_sum: *mut f32, arrived: *mut i32, m: i32, n: i32,
-        stride_x: i32, stride_y: i32, chunk_tiles: i32, chunks: i32,
-    ) {
-        unsafe {
-            reread_early::<T, ROWS, BLOCK, PARTS, 3>(
-                y_ptr,
-                x_ptr,
-                part_max,
-                part_sum,
-                arrived,
-                m,
-                n,
-                stride_x,
-                stride_y,
-                chunk_tiles,
-                chunks,
-            )
-        };
     }
 
     /// Split rows in one kernel, each chunk one BLOCK-wide tile held in registers (grid: 1-D,
@@ -655,19 +574,34 @@ pub mod softmax_device {
     }
 
     /// The single-pass split's exchange for the chunk c of row tile rb (its rows from row0): writes
-    /// the chunk's (max, sum of exp(x - max)) per row to the partials, counts the chunk in on the
-    /// row tile's `arrived` counter (release), polls it (an acquire atomic) until all `chunks` have
-    /// arrived, combines the row's partials into its max M and sum S and returns exp(c_max - M) / S
-    /// per row: the factor that turns the chunk's exponentials into softmax values.
+    /// the chunk's (max, sum of exp(x - max)) per row to the partials (`publish_pair`), counts the
+    /// chunk in on the row tile's `arrived` counter (release), polls it (an acquire atomic) until
+    /// all `chunks` have arrived (bounded: device_util's `arrive_and_wait`) and returns
+    /// `partials_scale`: the factor that turns the chunk's exponentials into softmax values.
     unsafe fn exchange_scale<const ROWS: i32, const PARTS: i32>(
         part_max: *mut f32, part_sum: *mut f32, arrived: *mut i32, rb: i32, c: i32, row0: i32, chunks: i32,
         c_max: Tile<f32, { [ROWS] }>, c_sum: Tile<f32, { [ROWS] }>,
     ) -> Tile<f32, { [ROWS] }> {
-        // Publish (m_c, s_c) at column c of the row tile's partials, arrive, wait for the others
-        // (bounded: device_util's arrive_and_wait), and load the row tile's partials.
+        let t_pub: Token = unsafe { publish_pair::<ROWS>(part_max, part_sum, row0, c, chunks, c_max, c_sum) };
+        let tok: Token = unsafe { arrive_and_wait(arrived, rb, chunks, t_pub) };
+        unsafe { partials_scale::<ROWS, PARTS>(part_max, part_sum, row0, chunks, c_max, tok) }
+    }
+
+    /// Writes the chunk's (m_c, s_c) at column c of the row tile's partials, the sum after the
+    /// max; returns the second store's token.
+    unsafe fn publish_pair<const ROWS: i32>(
+        part_max: *mut f32, part_sum: *mut f32, row0: i32, c: i32, chunks: i32, c_max: Tile<f32, { [ROWS] }>,
+        c_sum: Tile<f32, { [ROWS] }>,
+    ) -> Token {
         let t_max: Token = unsafe { publish_partial::<ROWS>(part_max, row0, c, chunks, c_max) };
-        let t_sum: Token = unsafe { publish_partial_after::<ROWS>(part_sum, row0, c, chunks, c_sum, t_max) };
-        let tok: Token = unsafe { arrive_and_wait(arrived, rb, chunks, t_sum) };
+        unsafe { publish_partial_after::<ROWS>(part_sum, row0, c, chunks, c_sum, t_max) }
+    }
+
+    /// After `tok` (the wait's last poll), loads the row tile's partials, combines them into each
+    /// row's max M and sum S and returns exp(c_max - M) / S per row.
+    unsafe fn partials_scale<const ROWS: i32, const PARTS: i32>(
+        part_max: *mut f32, part_sum: *mut f32, row0: i32, chunks: i32, c_max: Tile<f32, { [ROWS] }>, tok: Token,
+    ) -> Tile<f32, { [ROWS] }> {
         let parts: Shape<{ [ROWS, PARTS] }> = shape![ROWS, PARTS];
         let (pm_raw, p_mask, t_pm) = unsafe { load_partials::<ROWS, PARTS>(part_max, row0, chunks, tok) };
         let (ps_raw, _ps_mask, _t_ps) = unsafe { load_partials::<ROWS, PARTS>(part_sum, row0, chunks, t_pm) };

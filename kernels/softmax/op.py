@@ -69,9 +69,11 @@ def softmax(x: Tensor, *, variant: str | dict = "auto", out: Tensor | None = Non
 # exchange their (max, sum): chunk == block holds one tile in registers (`softmax_split_exchange`;
 # 1 x 8192 at occupancy 4, the default, and 1 x 4096 at 8); form 1 holds an 8192-column chunk of
 # four 2048-wide tiles in T (f32 1024 x 128256 0.2827 ms against 0.2924); form 2 reads a chunk of
-# two tiles twice, the second time from L2 (bf16 512 x 151936 0.1031 ms against 0.1136, 4096 x
-# 128256 0.6433 against 0.7129; wider chunks were slower: NOTES.md, "A chunk read twice"), and
-# with one tile. Then the two kernels, for rows with more chunks than SMs.
+# two tiles twice, the second time from L2, the first tile's second read during the wait for the
+# row's other chunks (bf16 512 x 151936 0.1007 ms, 4096 x 128256 0.6317, against 0.1136 and 0.7129
+# for the one-tile pass; wider chunks were slower: NOTES.md, "A chunk read twice", "The first
+# tile's second read during the wait"), and with one tile. Then the two kernels, for rows with
+# more chunks than SMs.
 SPLIT_SHAPES = [(8192, 1, 4, None, 8192, None), (4096, 1, 8, None, 4096, None), (2048, 1, 5, None, 8192, 1)]
 SPLIT_SHAPES += [(4096, 1, 8, None, 8192, 2), (2048, 1, 16, None, 8192, 2), (2048, 1, 16, None, 4096, 2)]
 SPLIT_SHAPES += [(4096, 1, 8, None, 4096, 2), (4096, 1, 8, None, 16384, None)]

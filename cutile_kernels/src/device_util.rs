@@ -343,25 +343,6 @@ pub mod views {
         tok
     }
 
-    /// `wait_arrived` that also returns the last count seen (scratch).
-    #[allow(unreachable_code)]
-    pub unsafe fn wait_arrived_count(arrived: *mut i32, rb: i32, chunks: i32, after: Token) -> (i32, Token) {
-        let counter: PointerTile<*mut i32, { [] }> = pointer_to_tile(arrived).offset(rb);
-        let mut seen: i32 = 0i32;
-        let mut polls: i32 = 0i32;
-        let mut tok: Token = after;
-        let zero: Tile<i32, { [] }> = scalar_to_tile(0i32);
-        while seen < chunks && polls < 16777216i32 {
-            let (count, t_seen): (Tile<i32, { [] }>, Token) =
-                atomic_rmw_tko(counter, zero, atomic::Add, ordering::Acquire, scope::Device, None, Some(tok));
-            seen = tile_to_scalar(count);
-            tok = t_seen;
-            polls = polls + 1i32;
-        }
-        cuda_tile_assert!(seen >= chunks, "split exchange: a row tile's chunks did not all arrive");
-        (seen, tok)
-    }
-
     /// [`arrive`], then [`wait_arrived`]: counts this tile block in and waits for the rest of
     /// its row tile's `chunks`.
     pub unsafe fn arrive_and_wait(arrived: *mut i32, rb: i32, chunks: i32, after: Token) -> Token {

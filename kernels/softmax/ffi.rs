@@ -128,8 +128,6 @@ pub enum SinglePass {
     /// A chunk of any number of tiles, read twice (`softmax_split_exchange_reread`; `form` 2,
     /// `reread_fits`).
     Reread,
-    /// Scratch form 3: the first two tiles re-read during the wait and held.
-    RereadTwo,
 }
 
 impl SplitPlan {
@@ -291,9 +289,7 @@ pub fn plan(
                 Some(SinglePass::Held)
             } else if form == 2 && reread_fits(m, n, rows, block, stride_x, stride_y) {
                 Some(SinglePass::Reread)
-            } else if form == 3 && reread_fits(m, n, rows, block, stride_x, stride_y) {
-                Some(SinglePass::RereadTwo)
-            } else if form < 2 && exchange_fits(m, n, rows, block, c, stride_x, stride_y) {
+            } else if form != 2 && exchange_fits(m, n, rows, block, c, stride_x, stride_y) {
                 Some(SinglePass::OneTile)
             } else {
                 None
@@ -328,7 +324,7 @@ pub fn plan(
         // the persistent tail's prefetching loop (looped where the tail's offsets do not fit i32)
         1 if tail_asked && programs_asked => programs.is_some(),
         // the single pass reading its chunk twice (SinglePass::Reread above; else the two kernels)
-        2 | 3 if chunk > 0 => false,
+        2 if chunk > 0 => false,
         f => {
             return Err(ffi_util::invalid(format!(
                 "variant form={f}: form 1 is the single pass holding a chunk of {HELD_TILES} tiles in T (chunk = \
@@ -440,12 +436,6 @@ fn launch_exchange<T: Element>(
             )?,
             Some(SinglePass::Reread) => launch.enqueue(
                 device::softmax_split_exchange_reread(
-                    y_ptr, x_ptr, part_max, part_sum, arrived, m, n, sx, sy, ct, chunks,
-                ),
-                stream,
-            )?,
-            Some(SinglePass::RereadTwo) => launch.enqueue(
-                device::softmax_split_exchange_reread_two(
                     y_ptr, x_ptr, part_max, part_sum, arrived, m, n, sx, sy, ct, chunks,
                 ),
                 stream,
@@ -902,7 +892,7 @@ mod tests {
         let ptrs =
             [("y_ptr", ALIGNED_PTR), ("x_ptr", ALIGNED_PTR), ("part_max", ALIGNED_PTR), ("part_sum", ALIGNED_PTR)];
         let mut ints = vec![("m", m), ("n", n), ("stride_x", n), ("stride_y", n), ("chunks", chunks)];
-        if entry.starts_with("softmax_split_exchange_reread") {
+        if entry == "softmax_split_exchange_reread" {
             ints.push(("chunk_tiles", chunk / tile));
         }
         let options = ffi_util::compile_options(Some(occupancy), warps);
@@ -937,21 +927,6 @@ mod tests {
             let ir =
                 lower_single_pass("softmax_split_exchange_reread", dtype, m, n, tile, chunk, parts, occupancy, warps);
             assert!(ir.contains("join_tokens"), "{dtype} {m}x{n}: the polls do not wait on the early re-read");
-        }
-    }
-
-    /// Scratch form 3 at the candidates' specializations.
-    #[test]
-    fn split_exchange_reread_two_lowers_and_assembles_for_sm90() {
-        for (dtype, m, n, tile, chunk, parts, occupancy) in [
-            ("bf16", 512, 151936, 4096, 8192, "32", 8),
-            ("bf16", 4096, 128256, 4096, 8192, "16", 8),
-            ("bf16", 4096, 128256, 4096, 8192, "16", 6),
-            ("bf16", 4096, 128256, 2048, 8192, "16", 16),
-            ("bf16", 4096, 128256, 4096, 12288, "16", 8),
-            ("f32", 1024, 128256, 4096, 8192, "16", 8),
-        ] {
-            lower_single_pass("softmax_split_exchange_reread_two", dtype, m, n, tile, chunk, parts, occupancy, None);
         }
     }
 

@@ -64,7 +64,7 @@ pub mod softmax_device {
     use crate::device_util::views::{
         aligned_body, aligned_edge, aligned_rows, arrive, arrive_and_wait, body_tail_raw, load_masked, load_partials,
         next_body_tail_raw, publish_partial, publish_partial_after, row_offsets, store_masked, strided_view, tile_mask,
-        tile_pointers, tile_raw, wait_arrived, wait_arrived_count,
+        tile_pointers, tile_raw, wait_arrived,
     };
     use cutile::core::*;
 
@@ -443,87 +443,6 @@ pub mod softmax_device {
         let j1: i32 = j0 + 1i32;
         unsafe { store_whole_tiles::<T, ROWS, BLOCK>(x_base, y_base, j1, j_full, cmx, scale_t) };
         for j in max(j1, j_full)..j_end {
-            let (x, mask) = unsafe { x_tile_neg_inf::<T, ROWS, BLOCK, 3>(x_ptr, row0, j * BLOCK, m, n, stride_x) };
-            let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(exp2((x - cmx) * log2e, ftz::Enabled) * scale_t);
-            unsafe { store_y_tile::<T, ROWS, BLOCK>(y_ptr, y, mask, row0, j * BLOCK, stride_y) };
-        }
-    }
-
-    /// Scratch form 3: `softmax_split_exchange_reread` with the chunk's first two tiles re-read
-    /// between the arrival and the polls and held as loaded (T) until the row's scale is known (a
-    /// select on a mask that depends on the wait's count keeps tileiras from converting them to f32
-    /// before the wait); the rest of the chunk is re-read after it.
-    #[cutile::entry(unchecked_accesses = true)]
-    unsafe fn softmax_split_exchange_reread_two<T: ElementType, const ROWS: i32, const BLOCK: i32, const PARTS: i32>(
-        y_ptr: *mut T, x_ptr: *mut T, part_max: *mut f32, part_sum: *mut f32, arrived: *mut i32, m: i32, n: i32,
-        stride_x: i32, stride_y: i32, chunk_tiles: i32, chunks: i32,
-    ) {
-        let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
-        let pid: i32 = get_tile_block_id().0;
-        let rb: i32 = pid / chunks;
-        let c: i32 = pid - rb * chunks;
-        let row0: i32 = rb * ROWS;
-        let x_base: PointerTile<*mut T, { [ROWS, BLOCK] }> =
-            tile_pointers::<T, ROWS, BLOCK>(x_ptr, row0 * stride_x, stride_x);
-        let y_base: PointerTile<*mut T, { [ROWS, BLOCK] }> =
-            tile_pointers::<T, ROWS, BLOCK>(y_ptr, row0 * stride_y, stride_y);
-        let log2e: Tile<f32, { [ROWS, BLOCK] }> = constant(1.4426950408889634f32, tile);
-        let log2e_r: Tile<f32, { [ROWS] }> = constant(1.4426950408889634f32, shape![ROWS]);
-        let (j0, j_full, j_end): (i32, i32, i32) = chunk_tile_range::<BLOCK>(c, chunk_tiles, n);
-
-        let lowest: Tile<f32, { [ROWS] }> = constant(-3.4028235e38f32, shape![ROWS]);
-        let zero: Tile<f32, { [ROWS] }> = constant(0.0f32, shape![ROWS]);
-        let (whole_max, whole_sum) = unsafe { fold_whole_tiles::<T, ROWS, BLOCK>(x_base, j0, j_full, lowest, zero) };
-        let mut c_max: Tile<f32, { [ROWS] }> = whole_max;
-        let mut c_sum: Tile<f32, { [ROWS] }> = whole_sum;
-        for j in j_full..j_end {
-            let (x, _mask) = unsafe { x_tile_neg_inf::<T, ROWS, BLOCK, 3>(x_ptr, row0, j * BLOCK, m, n, stride_x) };
-            let (new_max, new_sum): (Tile<f32, { [ROWS] }>, Tile<f32, { [ROWS] }>) =
-                online_fold::<ROWS, BLOCK>(c_max, c_sum, x, log2e, log2e_r);
-            c_max = new_max;
-            c_sum = new_sum;
-        }
-
-        let t_pub: Token = unsafe { publish_pair::<ROWS>(part_max, part_sum, row0, c, chunks, c_max, c_sum) };
-        let (before, t_arrive): (i32, Token) = unsafe { arrive(arrived, rb, t_pub) };
-        let dep: i32 = min(before, 0i32);
-        let chunk_n: i32 = min(n, (j0 + chunk_tiles) * BLOCK);
-        let ja: i32 = j0 + dep;
-        let jb: i32 = j0 + 1i32 + dep;
-        let mask_a: Tile<bool, { [ROWS, BLOCK] }> = tile_mask::<ROWS, BLOCK>(row0, ja * BLOCK, m, chunk_n);
-        let mask_b: Tile<bool, { [ROWS, BLOCK] }> = tile_mask::<ROWS, BLOCK>(row0, jb * BLOCK, m, chunk_n);
-        let ptrs_a: PointerTile<*mut T, { [ROWS, BLOCK] }> =
-            tile_pointers::<T, ROWS, BLOCK>(x_ptr, row0 * stride_x + ja * BLOCK, stride_x);
-        let ptrs_b: PointerTile<*mut T, { [ROWS, BLOCK] }> =
-            tile_pointers::<T, ROWS, BLOCK>(x_ptr, row0 * stride_x + jb * BLOCK, stride_x);
-        let (raw_a, t_a): (Tile<T, { [ROWS, BLOCK] }>, Token) = unsafe {
-            load_ptr_tko(ptrs_a, ordering::Weak, None::<scope::TileBlock>, Some(mask_a), None, None, Latency::<3>)
-        };
-        let (raw_b, t_b): (Tile<T, { [ROWS, BLOCK] }>, Token) = unsafe {
-            load_ptr_tko(ptrs_b, ordering::Weak, None::<scope::TileBlock>, Some(mask_b), None, None, Latency::<3>)
-        };
-        let (seen, tok): (i32, Token) =
-            unsafe { wait_arrived_count(arrived, rb, chunks, join_tokens(&[t_arrive, t_a, t_b])) };
-        // seen >= chunks after the wait: gate is 0, and the masks below are mask_a and mask_b.
-        let gate: i32 = max(seen, chunks) - seen;
-        let keep_a: Tile<bool, { [ROWS, BLOCK] }> = tile_mask::<ROWS, BLOCK>(row0, ja * BLOCK, m, chunk_n + gate);
-        let keep_b: Tile<bool, { [ROWS, BLOCK] }> = tile_mask::<ROWS, BLOCK>(row0, jb * BLOCK, m, chunk_n + gate);
-        let scale: Tile<f32, { [ROWS] }> =
-            unsafe { partials_scale::<ROWS, PARTS>(part_max, part_sum, row0, chunks, c_max, tok) };
-
-        let cmx: Tile<f32, { [ROWS, BLOCK] }> = c_max.reshape(shape![ROWS, 1]).broadcast(tile);
-        let scale_t: Tile<f32, { [ROWS, BLOCK] }> = scale.reshape(shape![ROWS, 1]).broadcast(tile);
-        let zero_f: Tile<f32, { [ROWS, BLOCK] }> = constant(0.0f32, tile);
-        let zero_t: Tile<T, { [ROWS, BLOCK] }> = convert_tile(zero_f);
-        let xa: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(select(keep_a, raw_a, zero_t));
-        let ya: Tile<T, { [ROWS, BLOCK] }> = convert_tile(exp2((xa - cmx) * log2e, ftz::Enabled) * scale_t);
-        unsafe { store_y_tile::<T, ROWS, BLOCK>(y_ptr, ya, mask_a, row0, j0 * BLOCK, stride_y) };
-        let xb: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(select(keep_b, raw_b, zero_t));
-        let yb: Tile<T, { [ROWS, BLOCK] }> = convert_tile(exp2((xb - cmx) * log2e, ftz::Enabled) * scale_t);
-        unsafe { store_y_tile::<T, ROWS, BLOCK>(y_ptr, yb, mask_b, row0, (j0 + 1i32) * BLOCK, stride_y) };
-        let j2: i32 = j0 + 2i32;
-        unsafe { store_whole_tiles::<T, ROWS, BLOCK>(x_base, y_base, j2, j_full, cmx, scale_t) };
-        for j in max(j2, j_full)..j_end {
             let (x, mask) = unsafe { x_tile_neg_inf::<T, ROWS, BLOCK, 3>(x_ptr, row0, j * BLOCK, m, n, stride_x) };
             let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(exp2((x - cmx) * log2e, ftz::Enabled) * scale_t);
             unsafe { store_y_tile::<T, ROWS, BLOCK>(y_ptr, y, mask, row0, j * BLOCK, stride_y) };

@@ -477,15 +477,54 @@ pub mod activations {
         let (row0, col0, a_ptrs, b_ptrs, y_ptrs) =
             silu_mul_tile_at::<T, ROWS, BLOCK>(out_ptr, a_ptr, b_ptr, col_tiles, stride_a, stride_b, stride_out);
         let mask: Tile<bool, { [ROWS, BLOCK] }> = tile_mask::<ROWS, BLOCK>(row0, col0, m, h);
-        let (a_raw, _a_tok): (Tile<T, { [ROWS, BLOCK] }>, Token) = unsafe {
+        silu_mul_masked_at::<T, ROWS, BLOCK>(a_ptrs, b_ptrs, y_ptrs, mask);
+    }
+
+    /// [`silu_mul_masked_tile`] over ceil(m / ROWS) * (h / BLOCK) tile blocks, the last column tile
+    /// of each row tile also covering the h % BLOCK (<= TAIL) columns past the whole tiles through
+    /// a ROWS x TAIL masked tile (empty in the other column tiles): no tile block is left with only
+    /// those few columns (H = 4097 in 512-wide tiles: 1 column, in a ninth of the tile blocks).
+    /// The launcher checks h >= BLOCK, h % BLOCK <= TAIL <= BLOCK and i32 offsets up to the padded
+    /// tiles' last lane.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn silu_mul_masked_tail_tile<T: ElementType, const ROWS: i32, const BLOCK: i32, const TAIL: i32>(
+        out_ptr: *mut T, a_ptr: *mut T, b_ptr: *mut T, m: i32, h: i32, stride_a: i32, stride_b: i32, stride_out: i32,
+    ) {
+        let col_tiles: i32 = h / BLOCK;
+        let (row0, col0, a_ptrs, b_ptrs, y_ptrs) =
+            silu_mul_tile_at::<T, ROWS, BLOCK>(out_ptr, a_ptr, b_ptr, col_tiles, stride_a, stride_b, stride_out);
+        let mask: Tile<bool, { [ROWS, BLOCK] }> = tile_mask::<ROWS, BLOCK>(row0, col0, m, h);
+        silu_mul_masked_at::<T, ROWS, BLOCK>(a_ptrs, b_ptrs, y_ptrs, mask);
+        // The tail: columns [tail0, h), in the last column tile only (a branch uniform over the
+        // tile block: the other tile blocks issue none of its instructions).
+        let tail0: i32 = col_tiles * BLOCK;
+        if col0 + BLOCK == tail0 {
+            let a_tail: PointerTile<*mut T, { [ROWS, TAIL] }> =
+                tile_pointers::<T, ROWS, TAIL>(a_ptr, row0 * stride_a + tail0, stride_a);
+            let b_tail: PointerTile<*mut T, { [ROWS, TAIL] }> =
+                tile_pointers::<T, ROWS, TAIL>(b_ptr, row0 * stride_b + tail0, stride_b);
+            let y_tail: PointerTile<*mut T, { [ROWS, TAIL] }> =
+                tile_pointers::<T, ROWS, TAIL>(out_ptr, row0 * stride_out + tail0, stride_out);
+            let tail_mask: Tile<bool, { [ROWS, TAIL] }> = tile_mask::<ROWS, TAIL>(row0, tail0, m, h);
+            silu_mul_masked_at::<T, ROWS, TAIL>(a_tail, b_tail, y_tail, tail_mask);
+        }
+    }
+
+    /// out = silu(a) * b over one masked ROWS x W tile of pointers (lanes outside `mask` neither
+    /// read nor written).
+    unsafe fn silu_mul_masked_at<T: ElementType, const ROWS: i32, const W: i32>(
+        a_ptrs: PointerTile<*mut T, { [ROWS, W] }>, b_ptrs: PointerTile<*mut T, { [ROWS, W] }>,
+        y_ptrs: PointerTile<*mut T, { [ROWS, W] }>, mask: Tile<bool, { [ROWS, W] }>,
+    ) {
+        let (a_raw, _a_tok): (Tile<T, { [ROWS, W] }>, Token) = unsafe {
             load_ptr_tko(a_ptrs, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, None, Latency::<3>)
         };
-        let (b_raw, _b_tok): (Tile<T, { [ROWS, BLOCK] }>, Token) = unsafe {
+        let (b_raw, _b_tok): (Tile<T, { [ROWS, W] }>, Token) = unsafe {
             load_ptr_tko(b_ptrs, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, None, Latency::<3>)
         };
-        let g: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(a_raw);
-        let u: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(b_raw);
-        let y: Tile<T, { [ROWS, BLOCK] }> = silu_mul::<T, ROWS, BLOCK>(g, u);
+        let g: Tile<f32, { [ROWS, W] }> = convert_tile(a_raw);
+        let u: Tile<f32, { [ROWS, W] }> = convert_tile(b_raw);
+        let y: Tile<T, { [ROWS, W] }> = silu_mul::<T, ROWS, W>(g, u);
         let _y_tok: Token = unsafe {
             store_ptr_tko(y_ptrs, y, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, Latency::<3>)
         };

@@ -16,7 +16,7 @@
 //! validated before anything touches the GPU: bad input returns -2/-5/-6 with a message, never a
 //! launch.
 use super::kernel::silu_and_mul_device as device;
-use crate::ffi_util::{self, invalid, to_i32, DType, Element, FfiResult, RowPlan, TensorDesc};
+use crate::ffi_util::{self, invalid, to_i32, DType, Element, FfiResult, Launch, RowPlan, TensorDesc};
 use cutile::cuda_core::Stream;
 use std::sync::Arc;
 
@@ -45,6 +45,21 @@ pub struct Plan {
     /// Not exact, but every offset of the padded tiles fits i32: `silu_and_mul_masked` (pointer
     /// tiles with a mask of the lanes inside (m, h)) runs instead of the zero-padded entry.
     pub masked: bool,
+    /// Masked, with h > block and 0 < h % block <= MERGED_TAIL: `silu_and_mul_masked_tail` runs on
+    /// h / block column tiles, the last one also covering the few columns past the whole tiles
+    /// (`grid` counts those tile blocks).
+    pub merged_tail: bool,
+}
+
+/// Widest remainder h % block that the last whole column tile takes on (`Plan::merged_tail`):
+/// the width of `silu_and_mul_masked_tail`'s tail tile.
+pub const MERGED_TAIL: i32 = 64;
+
+/// Whether the few columns past the whole tiles go to the last whole column tile instead of a
+/// tile block of their own: h > block and 0 < h % block <= MERGED_TAIL (MERGED_TAIL <= block, the
+/// narrowest tile being 256 wide).
+pub fn merged_tail_fits(h: i32, block: i32) -> bool {
+    h > block && (1..=MERGED_TAIL).contains(&(h % block))
 }
 
 /// Whether `silu_and_mul_exact` may run: no partial tile, and the largest element offset the
@@ -136,7 +151,10 @@ pub fn plan(out: &TensorDesc, x: &TensorDesc, block: i32, rows: i32, occupancy: 
     let (row, grid) = tiled_plan(m, h, block, rows, occupancy, warps, stride_x, stride_out)?;
     let exact = exact_fits(m, h, row.rows, row.block, stride_x, stride_out);
     let masked = !exact && masked_fits(m, h, row.rows, row.block, stride_x, stride_out);
-    Ok(Plan { dtype, row, grid, exact, masked })
+    let merged_tail = masked && merged_tail_fits(h, row.block);
+    // One column tile fewer per row tile: the last whole one takes the rest.
+    let grid = if merged_tail { row.row_tiles() as u32 * (h / row.block) as u32 } else { grid };
+    Ok(Plan { dtype, row, grid, exact, masked, merged_tail })
 }
 
 fn launch<T: Element>(p: &Plan, out: &TensorDesc, x: &TensorDesc, stream: &Arc<Stream>) -> FfiResult<()> {
@@ -154,6 +172,10 @@ fn launch<T: Element>(p: &Plan, out: &TensorDesc, x: &TensorDesc, stream: &Arc<S
     unsafe {
         if p.exact {
             launch.enqueue(device::silu_and_mul_exact(y_ptr, g_ptr, u_ptr, m, h, sx, so), stream)
+        } else if p.merged_tail {
+            let options = ffi_util::compile_options(p.row.occupancy, p.row.warps);
+            Launch::new::<T>(&[p.row.rows, p.row.block, MERGED_TAIL], (p.grid, 1, 1), options)
+                .enqueue(device::silu_and_mul_masked_tail(y_ptr, g_ptr, u_ptr, m, h, sx, so), stream)
         } else if p.masked {
             launch.enqueue(device::silu_and_mul_masked(y_ptr, g_ptr, u_ptr, m, h, sx, so), stream)
         } else {
@@ -191,13 +213,32 @@ mod tests {
     fn plan_takes_row_strides_and_default_tiles() {
         let x = x_desc(DType::BF16, &[257, 8194], &[8300, 1]);
         let y = out_desc(DType::BF16, &[257, 4097], &[4097, 1]);
-        let Plan { dtype, row, grid, exact, masked } = plan(&y, &x, -1, -1, -1, -1).unwrap();
-        // H = 4097: 512-wide column tiles (9 per row, 11 % padding), 8 rows -> 33 * 9 tile blocks.
-        assert_eq!((dtype, grid, exact, masked), (DType::BF16, 33 * 9, false, true));
+        let Plan { dtype, row, grid, exact, masked, merged_tail } = plan(&y, &x, -1, -1, -1, -1).unwrap();
+        // H = 4097: 512-wide column tiles, 8 rows; the 4097th column goes to the 8th column tile
+        // (merged_tail), so 33 row tiles * 8 tile blocks, not 9.
+        assert_eq!((dtype, grid, exact, masked, merged_tail), (DType::BF16, 33 * 8, false, true, true));
         assert_eq!((row.m, row.n, row.stride_x, row.stride_y), (257, 4097, 8300, 4097));
         assert_eq!((row.block, row.rows, row.occupancy, row.warps), (512, 8, None, None));
         assert_eq!(plan(&y, &x, 1024, -1, 4, -1).unwrap().row.rows, 4);
         assert_eq!(plan(&y, &x, 1024, 2, 4, -1).unwrap().row.occupancy, Some(4));
+    }
+
+    #[test]
+    fn a_few_columns_past_the_whole_tiles_go_to_the_last_one() {
+        let bf16 =
+            |m: i64, h: i64| (x_desc(DType::BF16, &[m, 2 * h], &[2 * h, 1]), out_desc(DType::BF16, &[m, h], &[h, 1]));
+        let merged = |m, h, block| {
+            let (x, y) = bf16(m, h);
+            let p = plan(&y, &x, block, 1, -1, -1).unwrap();
+            (p.merged_tail, p.grid)
+        };
+        assert_eq!(merged(3, 4097, 512), (true, 3 * 8));
+        assert_eq!(merged(3, 4096 + MERGED_TAIL as i64, 512), (true, 3 * 8));
+        assert_eq!(merged(3, 4096 + MERGED_TAIL as i64 + 1, 512), (false, 3 * 9)); // a tail wider than 64
+        assert_eq!(merged(3, 4096, 512), (false, 3 * 8)); // exact
+        assert_eq!(merged(3, 300, 512), (false, 3)); // one padded tile: nothing to merge
+        assert_eq!(merged(3, 1000, 256), (false, 3 * 4)); // 232 columns past three tiles
+        assert!(merged_tail_fits(257, 256) && !merged_tail_fits(256, 256) && !merged_tail_fits(64, 256));
     }
 
     #[test]
@@ -356,5 +397,15 @@ mod tests {
             &tiles,
             &["exp2", "divf", "approx"],
         );
+        let tail = MERGED_TAIL.to_string();
+        for dtype in ["f32", "f16", "bf16"] {
+            for &(rows, block) in &tiles[..3] {
+                DEVICE.assert_lowers(
+                    "silu_and_mul_masked_tail",
+                    &[dtype, rows, block, &tail],
+                    &["exp2", "divf", "approx"],
+                );
+            }
+        }
     }
 }

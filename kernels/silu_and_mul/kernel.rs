@@ -29,7 +29,9 @@
 //! `masked_fits` (with the mask) keep every access inside the tensors.
 #[cutile::module]
 pub mod silu_and_mul_device {
-    use crate::device_util::activations::{silu_mul_exact_tile, silu_mul_masked_tile, silu_mul_padded_tile};
+    use crate::device_util::activations::{
+        silu_mul_exact_tile, silu_mul_masked_tail_tile, silu_mul_masked_tile, silu_mul_padded_tile,
+    };
     use cutile::core::*;
 
     #[cutile::entry(unchecked_accesses = true)]
@@ -64,5 +66,18 @@ pub mod silu_and_mul_device {
         out_ptr: *mut T, gate_ptr: *mut T, up_ptr: *mut T, m: i32, h: i32, stride_x: i32, stride_out: i32,
     ) {
         silu_mul_masked_tile::<T, ROWS, BLOCK>(out_ptr, gate_ptr, up_ptr, m, h, stride_x, stride_x, stride_out);
+    }
+
+    /// `silu_and_mul_masked` for h > BLOCK with a few columns past the whole tiles (h % BLOCK <=
+    /// TAIL, e.g. H = 4097 in 512-wide tiles): h / BLOCK column tiles, the last one also covering
+    /// those columns through a TAIL-wide masked tile (device_util's `silu_mul_masked_tail_tile`), so
+    /// no tile block is launched for them alone.
+    #[cutile::entry(unchecked_accesses = true)]
+    unsafe fn silu_and_mul_masked_tail<T: ElementType, const ROWS: i32, const BLOCK: i32, const TAIL: i32>(
+        out_ptr: *mut T, gate_ptr: *mut T, up_ptr: *mut T, m: i32, h: i32, stride_x: i32, stride_out: i32,
+    ) {
+        silu_mul_masked_tail_tile::<T, ROWS, BLOCK, TAIL>(
+            out_ptr, gate_ptr, up_ptr, m, h, stride_x, stride_x, stride_out,
+        );
     }
 }

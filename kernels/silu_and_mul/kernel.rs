@@ -10,12 +10,15 @@
 //! Pure streaming: each tile block owns one ROWS x BLOCK tile of out, loads the matching gate and
 //! up tiles once, and stores once. The launch grid is 1-D, ceil(m / ROWS) * ceil(H / BLOCK) tile
 //! blocks, with the column tile varying fastest so neighbouring blocks walk along a row; the
-//! (row tile, column tile) pair is decoded from the block id. Three entries, the same computation
-//! with the tiles addressed three ways (ffi.rs picks one from the shape, the tile and the strides):
+//! (row tile, column tile) pair is decoded from the block id. Four entries, the same computation
+//! with the tiles addressed four ways (ffi.rs picks one from the shape, the tile and the strides):
 //!   * `silu_and_mul_exact` — the tile divides (m, H) and offsets fit i32 (ffi.rs `exact_fits`):
 //!     pointer tiles, no masks, so a thread's loads are all in flight at once.
 //!   * `silu_and_mul_masked` — any other shape whose padded tiles' offsets fit i32 (`masked_fits`):
 //!     the same pointer tiles, each load and store masked to the lanes inside (m, H).
+//!   * `silu_and_mul_masked_tail` — the masked entry where at most 64 columns are left past the
+//!     whole tiles (H = 4097, `merged_tail_fits`): H / BLOCK column tiles, the last one also taking
+//!     those columns through a 64-wide masked tile, so no tile block runs for them alone.
 //!   * `silu_and_mul` — beyond i32 offsets (tensors of 2^31 elements and more): zero-padded
 //!     partition views, stores outside [m, H] dropped, so any m and H work (a padded lane computes
 //!     silu(0) * 0 = 0 and is never stored).

@@ -14,8 +14,8 @@
 //! (-1: the compiler's). Every descriptor is validated before anything touches the GPU: bad input
 //! returns -2/-5/-6 with a message, never a launch.
 use super::kernel::swiglu_device as device;
-use crate::ffi_util::{self, invalid, to_i32, DType, Element, FfiResult, RowPlan, TensorDesc};
-use crate::silu_and_mul::ffi::tiled_plan;
+use crate::ffi_util::{self, invalid, to_i32, DType, Element, FfiResult, Launch, RowPlan, TensorDesc};
+use crate::silu_and_mul::ffi::{merged_tail_fits, tiled_plan, MERGED_TAIL};
 use cutile::cuda_core::Stream;
 use std::sync::Arc;
 
@@ -35,6 +35,10 @@ pub struct Plan {
     pub exact: bool,
     /// `swiglu_masked` runs: not exact, but the padded tiles' offsets fit i32.
     pub masked: bool,
+    /// Masked, and the few columns past the whole tiles go to the last whole column tile
+    /// (`swiglu_masked_tail`; silu_and_mul's `merged_tail_fits`); `grid` counts h / block column
+    /// tiles per row tile.
+    pub merged_tail: bool,
 }
 
 /// Whether `swiglu_exact` may run: no partial tile, and the last element's offset of each tensor
@@ -82,7 +86,9 @@ pub fn plan(
     let strides = [stride_a, stride_b, stride_out];
     let exact = exact_fits(m, h, row.rows, row.block, strides);
     let masked = !exact && masked_fits(m, h, row.rows, row.block, strides);
-    Ok(Plan { dtype, row, stride_b, grid, exact, masked })
+    let merged_tail = masked && merged_tail_fits(h, row.block);
+    let grid = if merged_tail { row.row_tiles() as u32 * (h / row.block) as u32 } else { grid };
+    Ok(Plan { dtype, row, stride_b, grid, exact, masked, merged_tail })
 }
 
 fn launch<T: Element>(
@@ -99,6 +105,10 @@ fn launch<T: Element>(
     unsafe {
         if p.exact {
             launch.enqueue(device::swiglu_exact(y_ptr, a_ptr, b_ptr, m, h, sa, sb, so), stream)
+        } else if p.merged_tail {
+            let options = ffi_util::compile_options(p.row.occupancy, p.row.warps);
+            Launch::new::<T>(&[p.row.rows, p.row.block, MERGED_TAIL], (p.grid, 1, 1), options)
+                .enqueue(device::swiglu_masked_tail(y_ptr, a_ptr, b_ptr, m, h, sa, sb, so), stream)
         } else if p.masked {
             launch.enqueue(device::swiglu_masked(y_ptr, a_ptr, b_ptr, m, h, sa, sb, so), stream)
         } else {
@@ -132,9 +142,10 @@ mod tests {
     #[test]
     fn plan_takes_three_row_strides_and_silu_and_mul_default_tiles() {
         let d = descs(DType::BF16, 257, 4097, [4100, 8200, 4104]);
-        let Plan { dtype, row, stride_b, grid, exact, masked } = plan_of(&d, -1, -1).unwrap();
-        // H = 4097: 512-wide column tiles (9 per row), 8 rows -> 33 * 9 tile blocks.
-        assert_eq!((dtype, grid, exact, masked), (DType::BF16, 33 * 9, false, true));
+        let Plan { dtype, row, stride_b, grid, exact, masked, merged_tail } = plan_of(&d, -1, -1).unwrap();
+        // H = 4097: 512-wide column tiles, 8 rows; the 4097th column goes to the 8th column tile
+        // (merged_tail) -> 33 * 8 tile blocks.
+        assert_eq!((dtype, grid, exact, masked, merged_tail), (DType::BF16, 33 * 8, false, true, true));
         assert_eq!((row.m, row.n, row.stride_x, stride_b, row.stride_y), (257, 4097, 4100, 8200, 4104));
         assert_eq!((row.block, row.rows, row.occupancy, row.warps), (512, 8, None, None));
         let [a, b, out] = &d;
@@ -250,5 +261,9 @@ mod tests {
     fn entry_lowers_and_assembles_for_sm90() {
         let tiles = [("1", "4096"), ("2", "2048"), ("8", "512"), ("64", "16")];
         DEVICE.assert_each_lowers(&["swiglu", "swiglu_exact", "swiglu_masked"], &tiles, &["exp2", "divf", "approx"]);
+        let tail = MERGED_TAIL.to_string();
+        for &(rows, block) in &tiles[..3] {
+            DEVICE.assert_lowers("swiglu_masked_tail", &["bf16", rows, block, &tail], &["exp2", "divf", "approx"]);
+        }
     }
 }

@@ -9,11 +9,13 @@
 //! Pure streaming, as silu_and_mul (whose x = [gate | up] is this op with both halves in one
 //! tensor): each tile block owns one ROWS x BLOCK tile of out, loads the matching a and b tiles
 //! once and stores once. The grid is 1-D, ceil(m / ROWS) * ceil(H / BLOCK) tile blocks, the column
-//! tile varying fastest. Three entries, which ffi.rs picks:
+//! tile varying fastest. Four entries, which ffi.rs picks:
 //!   * `swiglu_exact`  — the tile divides (m, H) and offsets fit i32: pointer tiles, no masks, so a
 //!     thread's loads are all in flight at once.
 //!   * `swiglu_masked` — any other shape whose padded tiles' offsets fit i32: the same pointer
 //!     tiles, each load and store masked to the lanes inside (m, H) (predicated, no branches).
+//!   * `swiglu_masked_tail` — `swiglu_masked` where a few columns (<= 64) are left past the whole
+//!     tiles (H = 4097): the last whole column tile takes them, so no tile block runs for them alone.
 //!   * `swiglu`        — zero-padded partition views, for offsets beyond i32 (2^31 elements).
 //!
 //! The module name is unique across kernels: the JIT keys its kernel cache by module and entry.
@@ -21,7 +23,9 @@
 //! decodes col_tiles from the same h, so every block's tile indices are in range by construction.
 #[cutile::module]
 pub mod swiglu_device {
-    use crate::device_util::activations::{silu_mul_exact_tile, silu_mul_masked_tile, silu_mul_padded_tile};
+    use crate::device_util::activations::{
+        silu_mul_exact_tile, silu_mul_masked_tail_tile, silu_mul_masked_tile, silu_mul_padded_tile,
+    };
     use cutile::core::*;
 
     #[cutile::entry(unchecked_accesses = true)]
@@ -50,5 +54,15 @@ pub mod swiglu_device {
         out_ptr: *mut T, a_ptr: *mut T, b_ptr: *mut T, m: i32, h: i32, stride_a: i32, stride_b: i32, stride_out: i32,
     ) {
         silu_mul_masked_tile::<T, ROWS, BLOCK>(out_ptr, a_ptr, b_ptr, m, h, stride_a, stride_b, stride_out);
+    }
+
+    /// `swiglu_masked` for h > BLOCK with a few columns past the whole tiles (h % BLOCK <= TAIL):
+    /// h / BLOCK column tiles, the last one also covering those columns (silu_and_mul's
+    /// `silu_and_mul_masked_tail`; device_util's `silu_mul_masked_tail_tile`).
+    #[cutile::entry(unchecked_accesses = true)]
+    unsafe fn swiglu_masked_tail<T: ElementType, const ROWS: i32, const BLOCK: i32, const TAIL: i32>(
+        out_ptr: *mut T, a_ptr: *mut T, b_ptr: *mut T, m: i32, h: i32, stride_a: i32, stride_b: i32, stride_out: i32,
+    ) {
+        silu_mul_masked_tail_tile::<T, ROWS, BLOCK, TAIL>(out_ptr, a_ptr, b_ptr, m, h, stride_a, stride_b, stride_out);
     }
 }

@@ -19,6 +19,8 @@ DTYPES = ("float16", "bfloat16", "float32")
 # ffi.rs's tile (~4K output elements) at occupancy 4: the compiler's was 1.5-3x slower (rms_norm, H200)
 DEFAULT_VARIANT = {"block": -1, "rows": -1, "occupancy": 4}
 DEFAULT_TILE = 4096  # output elements per tile block of the default (ffi.rs DEFAULT_TILE_ELEMS)
+# ffi.rs MERGED_TAIL: at most this many columns past the whole tiles go to the last whole one
+MERGED_TAIL = 64
 
 
 def export_args(block: int, rows: int, occupancy: int, warps: int = -1) -> tuple[int, ...]:
@@ -50,6 +52,13 @@ def variants(m: int, h: int) -> list[dict]:
 
     >>> [tuple(v.values()) for v in variants(65536, 4096)]
     [(1024, 1, 8), (1024, 1, 16), (2048, 1, 8), (4096, 1, 4), (4096, 2, 4), (2048, 1, 8, 8)]
+
+    Rows a few columns past a multiple of 4096 (H = 4097: ffi.rs gives those columns to the last
+    whole 4096-wide tile, `merged_tail_fits`) add that tile at occupancy 2 (NOTES.md, "The last
+    whole tile takes the rest"):
+
+    >>> [tuple(v.values()) for v in variants(16384, 4097)][-2:]
+    [(4096, 1, 2), (4096, 2, 2, 8)]
     """
     pow2, bw, max_rows = 1 << max(4, (h - 1).bit_length()), default_block(h), min(64, autotune.pow2(m))
     narrow, mid = min(1024, pow2), min(2048, pow2)
@@ -57,6 +66,8 @@ def variants(m: int, h: int) -> list[dict]:
     shapes = [(narrow, narrow_rows, 8, None), (narrow, narrow_rows, 16, None), (mid, mid_rows, 8, None)]
     shapes += [(bw, max(1, DEFAULT_TILE // bw), 4, None), (bw, max(1, 2 * DEFAULT_TILE // bw), 4, None)]
     shapes += [(mid, mid_rows, 8, 8)]  # (block, rows, occupancy, warps)
+    if h > 4096 and 0 < h % 4096 <= MERGED_TAIL:
+        shapes += [(4096, 1, 2, None), (4096, 2, 2, 8)]
     return autotune.unique({"block": b, "rows": min(r, max_rows), "occupancy": o, "warps": w} for b, r, o, w in shapes)
 
 

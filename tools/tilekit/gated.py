@@ -54,11 +54,11 @@ def variants(m: int, h: int) -> list[dict]:
     [(1024, 1, 8), (1024, 1, 16), (2048, 1, 8), (4096, 1, 4), (4096, 2, 4), (2048, 1, 8, 8)]
 
     Rows a few columns past a multiple of 4096 (H = 4097: ffi.rs gives those columns to the last
-    whole tile, `merged_tail_fits`) add 2048-wide tiles of one and two rows at occupancy 2 (NOTES.md,
-    "The last whole tile takes the rest"):
+    whole tile, `merged_tail_fits`) add the 2048-wide tile at occupancy 2 (NOTES.md, "The last
+    whole tile takes the rest"):
 
-    >>> [tuple(v.values()) for v in variants(16384, 4097)][-2:]
-    [(2048, 1, 2), (2048, 2, 2)]
+    >>> [tuple(v.values()) for v in variants(16384, 4097)][-1:]
+    [(2048, 1, 2)]
     """
     pow2, bw, max_rows = 1 << max(4, (h - 1).bit_length()), default_block(h), min(64, autotune.pow2(m))
     narrow, mid = min(1024, pow2), min(2048, pow2)
@@ -67,7 +67,7 @@ def variants(m: int, h: int) -> list[dict]:
     shapes += [(bw, max(1, DEFAULT_TILE // bw), 4, None), (bw, max(1, 2 * DEFAULT_TILE // bw), 4, None)]
     shapes += [(mid, mid_rows, 8, 8)]  # (block, rows, occupancy, warps)
     if h > 4096 and 0 < h % 4096 <= MERGED_TAIL:
-        shapes += [(2048, 1, 2, None), (2048, 2, 2, None)]
+        shapes += [(2048, 1, 2, None)]
     return autotune.unique({"block": b, "rows": min(r, max_rows), "occupancy": o, "warps": w} for b, r, o, w in shapes)
 
 

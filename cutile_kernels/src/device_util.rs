@@ -434,14 +434,26 @@ pub mod activations {
         let ct: i32 = pid - rt * col_tiles;
         let row0: i32 = rt * ROWS;
         let col0: i32 = ct * BLOCK;
-        // The pointers of the tile's elements: its first element, then r * stride + c.
-        let a_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
-            tile_pointers::<T, ROWS, BLOCK>(a_ptr, row0 * stride_a + col0, stride_a);
-        let b_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
-            tile_pointers::<T, ROWS, BLOCK>(b_ptr, row0 * stride_b + col0, stride_b);
-        let y_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> =
-            tile_pointers::<T, ROWS, BLOCK>(out_ptr, row0 * stride_out + col0, stride_out);
+        let (a_ptrs, b_ptrs, y_ptrs) =
+            silu_mul_pointers::<T, ROWS, BLOCK>(out_ptr, a_ptr, b_ptr, row0, col0, stride_a, stride_b, stride_out);
         (row0, col0, a_ptrs, b_ptrs, y_ptrs)
+    }
+
+    /// The pointer tiles of a, b and out for the ROWS x W tile at (row0, col0), rows `stride_*`
+    /// elements apart: each tile's first element, then r * stride + c.
+    #[allow(clippy::too_many_arguments, clippy::type_complexity)]
+    fn silu_mul_pointers<T: ElementType, const ROWS: i32, const W: i32>(
+        out_ptr: *mut T, a_ptr: *mut T, b_ptr: *mut T, row0: i32, col0: i32, stride_a: i32, stride_b: i32,
+        stride_out: i32,
+    ) -> (PointerTile<*mut T, { [ROWS, W] }>, PointerTile<*mut T, { [ROWS, W] }>, PointerTile<*mut T, { [ROWS, W] }>)
+    {
+        let a_ptrs: PointerTile<*mut T, { [ROWS, W] }> =
+            tile_pointers::<T, ROWS, W>(a_ptr, row0 * stride_a + col0, stride_a);
+        let b_ptrs: PointerTile<*mut T, { [ROWS, W] }> =
+            tile_pointers::<T, ROWS, W>(b_ptr, row0 * stride_b + col0, stride_b);
+        let y_ptrs: PointerTile<*mut T, { [ROWS, W] }> =
+            tile_pointers::<T, ROWS, W>(out_ptr, row0 * stride_out + col0, stride_out);
+        (a_ptrs, b_ptrs, y_ptrs)
     }
 
     /// The tile block's ROWS x BLOCK tile of out = silu(a) * b over (m, h) tensors, rows
@@ -499,12 +511,8 @@ pub mod activations {
         // tile block: the other tile blocks issue none of its instructions).
         let tail0: i32 = col_tiles * BLOCK;
         if col0 + BLOCK == tail0 {
-            let a_tail: PointerTile<*mut T, { [ROWS, TAIL] }> =
-                tile_pointers::<T, ROWS, TAIL>(a_ptr, row0 * stride_a + tail0, stride_a);
-            let b_tail: PointerTile<*mut T, { [ROWS, TAIL] }> =
-                tile_pointers::<T, ROWS, TAIL>(b_ptr, row0 * stride_b + tail0, stride_b);
-            let y_tail: PointerTile<*mut T, { [ROWS, TAIL] }> =
-                tile_pointers::<T, ROWS, TAIL>(out_ptr, row0 * stride_out + tail0, stride_out);
+            let (a_tail, b_tail, y_tail) =
+                silu_mul_pointers::<T, ROWS, TAIL>(out_ptr, a_ptr, b_ptr, row0, tail0, stride_a, stride_b, stride_out);
             let tail_mask: Tile<bool, { [ROWS, TAIL] }> = tile_mask::<ROWS, TAIL>(row0, tail0, m, h);
             silu_mul_masked_at::<T, ROWS, TAIL>(a_tail, b_tail, y_tail, tail_mask);
         }

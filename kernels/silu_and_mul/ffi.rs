@@ -9,8 +9,9 @@
 //! element offset fits i32 (`exact_fits`), the unmasked `silu_and_mul_exact` entry runs; else,
 //! where the padded tiles' offsets fit i32, the masked pointer-tile `silu_and_mul_masked` (or,
 //! where at most MERGED_TAIL columns are left past the whole tiles, `silu_and_mul_masked_tail`,
-//! whose last whole column tile takes them); else the zero-padded `silu_and_mul`. `block` is the tile width (a power of two)
-//! and `rows` the rows per tile block (a power of two); `occupancy` the CTAs per SM tileiras
+//! whose last whole column tile takes them); else the zero-padded `silu_and_mul`. `block` is the
+//! tile width (a power of two) and `rows` the rows per tile block (a power of two); `occupancy`
+//! the CTAs per SM tileiras
 //! should plan registers for (1..=32), `warps` the worker warps per CTA (4 or 8, what Tile IR 13.4
 //! accepts). -1 picks the default: for block and rows ffi.rs's (~4K-element tiles, see
 //! default_block), for the two hints the compiler's. Every descriptor is

@@ -64,6 +64,21 @@ pub fn merged_tail_fits(h: i32, block: i32) -> bool {
     h > block && (1..=MERGED_TAIL).contains(&(h % block))
 }
 
+/// (`merged_tail`, tile blocks) of a tiling whose masked entry may run (`masked`) on `grid` tile
+/// blocks: where [`merged_tail_fits`], the merged-tail entry on h / block column tiles per row tile
+/// (swiglu's plan too).
+pub fn merged_tail_grid(masked: bool, row: &RowPlan, grid: u32) -> (bool, u32) {
+    let merged = masked && merged_tail_fits(row.n, row.block);
+    (merged, if merged { row.row_tiles() as u32 * (row.n / row.block) as u32 } else { grid })
+}
+
+/// The launch of a merged-tail entry (`*_masked_tail`: generics ROWS, BLOCK, MERGED_TAIL) on
+/// `grid` tile blocks with the tiling's hints (swiglu's too).
+pub fn merged_tail_launch<T: Element>(row: &RowPlan, grid: u32) -> Launch {
+    let options = ffi_util::compile_options(row.occupancy, row.warps);
+    Launch::new::<T>(&[row.rows, row.block, MERGED_TAIL], (grid, 1, 1), options)
+}
+
 /// Whether `silu_and_mul_exact` may run: no partial tile, and the largest element offset the
 /// kernel forms in i32 (from x's start to the last up element, from out's start to its last
 /// element) fits.
@@ -153,9 +168,7 @@ pub fn plan(out: &TensorDesc, x: &TensorDesc, block: i32, rows: i32, occupancy: 
     let (row, grid) = tiled_plan(m, h, block, rows, occupancy, warps, stride_x, stride_out)?;
     let exact = exact_fits(m, h, row.rows, row.block, stride_x, stride_out);
     let masked = !exact && masked_fits(m, h, row.rows, row.block, stride_x, stride_out);
-    let merged_tail = masked && merged_tail_fits(h, row.block);
-    // One column tile fewer per row tile: the last whole one takes the rest.
-    let grid = if merged_tail { row.row_tiles() as u32 * (h / row.block) as u32 } else { grid };
+    let (merged_tail, grid) = merged_tail_grid(masked, &row, grid);
     Ok(Plan { dtype, row, grid, exact, masked, merged_tail })
 }
 
@@ -175,8 +188,7 @@ fn launch<T: Element>(p: &Plan, out: &TensorDesc, x: &TensorDesc, stream: &Arc<S
         if p.exact {
             launch.enqueue(device::silu_and_mul_exact(y_ptr, g_ptr, u_ptr, m, h, sx, so), stream)
         } else if p.merged_tail {
-            let options = ffi_util::compile_options(p.row.occupancy, p.row.warps);
-            Launch::new::<T>(&[p.row.rows, p.row.block, MERGED_TAIL], (p.grid, 1, 1), options)
+            merged_tail_launch::<T>(&p.row, p.grid)
                 .enqueue(device::silu_and_mul_masked_tail(y_ptr, g_ptr, u_ptr, m, h, sx, so), stream)
         } else if p.masked {
             launch.enqueue(device::silu_and_mul_masked(y_ptr, g_ptr, u_ptr, m, h, sx, so), stream)

@@ -14,8 +14,8 @@
 //! (-1: the compiler's). Every descriptor is validated before anything touches the GPU: bad input
 //! returns -2/-5/-6 with a message, never a launch.
 use super::kernel::swiglu_device as device;
-use crate::ffi_util::{self, invalid, to_i32, DType, Element, FfiResult, Launch, RowPlan, TensorDesc};
-use crate::silu_and_mul::ffi::{merged_tail_fits, tiled_plan, MERGED_TAIL};
+use crate::ffi_util::{self, invalid, to_i32, DType, Element, FfiResult, RowPlan, TensorDesc};
+use crate::silu_and_mul::ffi::{merged_tail_grid, merged_tail_launch, tiled_plan};
 use cutile::cuda_core::Stream;
 use std::sync::Arc;
 
@@ -36,7 +36,7 @@ pub struct Plan {
     /// `swiglu_masked` runs: not exact, but the padded tiles' offsets fit i32.
     pub masked: bool,
     /// Masked, and the few columns past the whole tiles go to the last whole column tile
-    /// (`swiglu_masked_tail`; silu_and_mul's `merged_tail_fits`); `grid` counts h / block column
+    /// (`swiglu_masked_tail`; silu_and_mul's `merged_tail_grid`); `grid` counts h / block column
     /// tiles per row tile.
     pub merged_tail: bool,
 }
@@ -86,8 +86,7 @@ pub fn plan(
     let strides = [stride_a, stride_b, stride_out];
     let exact = exact_fits(m, h, row.rows, row.block, strides);
     let masked = !exact && masked_fits(m, h, row.rows, row.block, strides);
-    let merged_tail = masked && merged_tail_fits(h, row.block);
-    let grid = if merged_tail { row.row_tiles() as u32 * (h / row.block) as u32 } else { grid };
+    let (merged_tail, grid) = merged_tail_grid(masked, &row, grid);
     Ok(Plan { dtype, row, stride_b, grid, exact, masked, merged_tail })
 }
 
@@ -106,8 +105,7 @@ fn launch<T: Element>(
         if p.exact {
             launch.enqueue(device::swiglu_exact(y_ptr, a_ptr, b_ptr, m, h, sa, sb, so), stream)
         } else if p.merged_tail {
-            let options = ffi_util::compile_options(p.row.occupancy, p.row.warps);
-            Launch::new::<T>(&[p.row.rows, p.row.block, MERGED_TAIL], (p.grid, 1, 1), options)
+            merged_tail_launch::<T>(&p.row, p.grid)
                 .enqueue(device::swiglu_masked_tail(y_ptr, a_ptr, b_ptr, m, h, sa, sb, so), stream)
         } else if p.masked {
             launch.enqueue(device::swiglu_masked(y_ptr, a_ptr, b_ptr, m, h, sa, sb, so), stream)
@@ -261,7 +259,7 @@ mod tests {
     fn entry_lowers_and_assembles_for_sm90() {
         let tiles = [("1", "4096"), ("2", "2048"), ("8", "512"), ("64", "16")];
         DEVICE.assert_each_lowers(&["swiglu", "swiglu_exact", "swiglu_masked"], &tiles, &["exp2", "divf", "approx"]);
-        let tail = MERGED_TAIL.to_string();
+        let tail = crate::silu_and_mul::ffi::MERGED_TAIL.to_string();
         for &(rows, block) in &tiles[..3] {
             DEVICE.assert_lowers("swiglu_masked_tail", &["bf16", rows, block, &tail], &["exp2", "divf", "approx"]);
         }

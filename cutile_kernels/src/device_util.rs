@@ -44,6 +44,27 @@ pub mod views {
         base.offset_tile(offsets)
     }
 
+    /// The ROWS x W tile `first` elements past `ptr` (rows `stride` elements apart), loaded
+    /// without a mask and converted to f32: the launcher checked that the tile lies inside the
+    /// tensor (the norms' exact entries, where the tile divides (m, n)).
+    pub unsafe fn load_whole<T: ElementType, const ROWS: i32, const W: i32>(
+        ptr: *mut T, first: i32, stride: i32,
+    ) -> Tile<f32, { [ROWS, W] }> {
+        let ptrs: PointerTile<*mut T, { [ROWS, W] }> = tile_pointers::<T, ROWS, W>(ptr, first, stride);
+        let (raw, _tok): (Tile<T, { [ROWS, W] }>, Token) =
+            load_ptr_tko(ptrs, ordering::Weak, None::<scope::TileBlock>, None, None, None, Latency::<3>);
+        convert_tile(raw)
+    }
+
+    /// Stores `v` as the ROWS x W tile `first` elements past `ptr` (rows `stride` elements apart),
+    /// without a mask ([`load_whole`]'s store).
+    pub unsafe fn store_whole<T: ElementType, const ROWS: i32, const W: i32>(
+        ptr: *mut T, first: i32, stride: i32, v: Tile<T, { [ROWS, W] }>,
+    ) {
+        let ptrs: PointerTile<*mut T, { [ROWS, W] }> = tile_pointers::<T, ROWS, W>(ptr, first, stride);
+        let _tok: Token = store_ptr_tko(ptrs, v, ordering::Weak, None::<scope::TileBlock>, None, None, Latency::<3>);
+    }
+
     /// The lanes of the ROWS x BLOCK tile whose first element is (row0, col0) that lie inside an
     /// (m, n) tensor: the mask of a masked pointer-tile load or store (`load_ptr_tko`,
     /// `store_ptr_tko`) at a ragged edge.

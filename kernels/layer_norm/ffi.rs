@@ -130,6 +130,9 @@ fn launch<T: Element>(
             launch.enqueue(device::layer_norm_row_aligned(y_ptr, x_ptr, w_ptr, b_ptr, m, n, sx, sy, eps), stream)
         } else if p.programs.is_some() {
             launch.enqueue(device::layer_norm_row_persistent(y_ptr, x_ptr, w_ptr, b_ptr, m, n, sx, sy, eps), stream)
+        } else if p.exact {
+            launch
+                .enqueue(device::layer_norm_row_exact(y_ptr, x_ptr, w_ptr, b_ptr, sx, sy, 1.0 / n as f32, eps), stream)
         } else if p.masked && n <= p.row.block {
             launch.enqueue(device::layer_norm_row_masked(y_ptr, x_ptr, w_ptr, b_ptr, m, n, sx, sy, eps), stream)
         } else if p.masked {
@@ -155,8 +158,9 @@ mod tests {
     use cutile::tile_kernel::CompileOptions;
 
     const DEVICE: DeviceModule = DeviceModule { ast: device::__module_ast_self, name: "layer_norm_device" };
-    const ENTRIES: [&str; 8] = [
+    const ENTRIES: [&str; 9] = [
         "layer_norm_row",
+        "layer_norm_row_exact",
         "layer_norm_row_persistent",
         "layer_norm_row_tail",
         "layer_norm_looped",
@@ -281,6 +285,17 @@ mod tests {
             let generics = ffi_util::row_generics("bf16", rows, block, &["true", "true"]);
             DEVICE.assert_div_hints_lower(entry, &generics, &ptrs, &ints, options, &what);
         }
+        // the decode batch (bf16 256 x 4096, one-row tiles at occupancy 2), masked and exact (rms_norm's
+        // NOTES.md, "Decode rows without masks")
+        for entry in ["layer_norm_row_masked", "layer_norm_row_exact"] {
+            let ptrs = [("y_ptr", ALIGNED_PTR), ("x_ptr", ALIGNED_PTR), ("w_ptr", ALIGNED_PTR), ("b_ptr", ALIGNED_PTR)];
+            let sizes = [("m", 256), ("n", 4096), ("stride_x", 4096), ("stride_y", 4096)];
+            let ints: Vec<(&str, i32)> =
+                sizes.into_iter().filter(|(arg, _)| entry.ends_with("masked") || arg.starts_with("stride")).collect();
+            let generics = ffi_util::row_generics("bf16", "1", "4096", &["true", "true"]);
+            let options = CompileOptions::default().occupancy(2);
+            DEVICE.assert_div_hints_lower(entry, &generics, &ptrs, &ints, options, " for 256x4096 at occupancy 2");
+        }
         // the prefetching tail over 8 warps at occupancy 2 (5120 in 2-row tiles; 8192 as 4096 + 4096)
         for (rows, block, m, n) in [("2", "4096/1024", 16384, 5120), ("1", "4096/4096", 32768, 8192)] {
             let ptrs = [("y_ptr", ALIGNED_PTR), ("x_ptr", ALIGNED_PTR), ("w_ptr", ALIGNED_PTR), ("b_ptr", ALIGNED_PTR)];
@@ -341,6 +356,17 @@ mod tests {
                 (loads("true", "true"), loads("false", "true"), loads("true", "false"), loads("false", "false"));
             assert!(both > no_w && no_w == no_b && no_b > none, "{entry}: loads {both} {no_w} {no_b} {none}");
         }
+    }
+
+    /// rms_norm's rule: the unmasked entry where a pointer variant's whole-row tile divides (m, n).
+    #[test]
+    fn exact_entry_where_the_pointer_tile_divides() {
+        let x = desc2(DType::BF16, &[256, 4096], &[4096, 1]);
+        let w = desc2(DType::BF16, &[4096], &[1]);
+        assert!(plan(&x, &x, Some(&w), Some(&w), 1e-5, 4096, 1, 2, -2, -1, -1, 0).unwrap().exact);
+        assert!(!plan(&x, &x, None, None, 1e-5, 8192, 1, 2, -2, -1, -1, 0).unwrap().exact); // padded columns
+        assert!(!plan(&x, &x, None, None, 1e-5, 4096, 1, 2, 0, -1, -1, 0).unwrap().exact);
+        // partition entry
     }
 
     #[test]

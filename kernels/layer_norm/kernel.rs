@@ -48,8 +48,8 @@
 pub mod layer_norm_device {
     use crate::device_util::views::{
         aligned_body, aligned_edge, aligned_row_vector, aligned_row_vector_edge, aligned_rows, body_tail_raw,
-        load_masked, next_body_tail_raw, restage, row_offsets, store_masked, strided_view, tile_mask, tile_pointers,
-        vector_view,
+        load_masked, load_whole, next_body_tail_raw, restage, row_offsets, store_masked, store_whole, strided_view,
+        tile_mask, tile_pointers, vector_view,
     };
     use cutile::core::*;
 
@@ -401,6 +401,50 @@ pub mod layer_norm_device {
         let b: Tile<f32, { [ROWS, BLOCK] }> = param_tile_masked::<T, ROWS, BLOCK, HAS_B, 3>(b_ptr, 0i32, n, 0.0f32);
         let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(d * inv * w + b);
         store_y_masked::<T, ROWS, BLOCK>(y_ptr, y, mask, row0, 0i32, stride_y);
+    }
+
+    /// `layer_norm_row_masked` where the tile divides (m, n) (ffi.rs: a `pointer` variant with n =
+    /// BLOCK and m a multiple of ROWS, whose offsets fit i32): the same pointer tiles and two-pass
+    /// statistics without masks, both means as products by `inv_n` = 1 / n, exact for n = BLOCK
+    /// (rms_norm's `rms_norm_row_exact`).
+    #[cutile::entry(unchecked_accesses = true)]
+    unsafe fn layer_norm_row_exact<
+        T: ElementType,
+        const ROWS: i32,
+        const BLOCK: i32,
+        const HAS_W: bool,
+        const HAS_B: bool,
+    >(
+        y_ptr: *mut T, x_ptr: *mut T, w_ptr: *mut T, b_ptr: *mut T, stride_x: i32, stride_y: i32, inv_n: f32, eps: f32,
+    ) {
+        let row0: i32 = get_tile_block_id().0 * ROWS;
+        let inv_n_t: Tile<f32, { [ROWS] }> = broadcast_scalar(inv_n, shape![ROWS]);
+        let x: Tile<f32, { [ROWS, BLOCK] }> = load_whole::<T, ROWS, BLOCK>(x_ptr, row0 * stride_x, stride_x);
+        let sum: Tile<f32, { [ROWS] }> = reduce_sum(x, 1i32);
+        let mean: Tile<f32, { [ROWS] }> = sum * inv_n_t;
+        let d: Tile<f32, { [ROWS, BLOCK] }> = x - rows_bc::<ROWS, BLOCK>(mean);
+        let sum_sq: Tile<f32, { [ROWS] }> = reduce_sum(d * d, 1i32);
+        let var: Tile<f32, { [ROWS] }> = sum_sq * inv_n_t;
+        let inv: Tile<f32, { [ROWS, BLOCK] }> = inv_std::<ROWS, BLOCK>(var, eps);
+        let w: Tile<f32, { [ROWS, BLOCK] }> = param_whole::<T, ROWS, BLOCK, HAS_W>(w_ptr, 1.0f32);
+        let b: Tile<f32, { [ROWS, BLOCK] }> = param_whole::<T, ROWS, BLOCK, HAS_B>(b_ptr, 0.0f32);
+        let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(d * inv * w + b);
+        store_whole::<T, ROWS, BLOCK>(y_ptr, row0 * stride_y, stride_y, y);
+    }
+
+    /// The first BLOCK elements of w or b (n = BLOCK) in f32, repeated for each of the ROWS rows,
+    /// loaded without a mask; `absent` when compiled without it (HAS = false: nothing is loaded).
+    unsafe fn param_whole<T: ElementType, const ROWS: i32, const BLOCK: i32, const HAS: bool>(
+        ptr: *mut T, absent: f32,
+    ) -> Tile<f32, { [ROWS, BLOCK] }> {
+        if HAS {
+            let v: Tile<f32, { [1, BLOCK] }> = load_whole::<T, 1, BLOCK>(ptr, 0i32, 0i32);
+            let out: Tile<f32, { [ROWS, BLOCK] }> = v.broadcast(shape![ROWS, BLOCK]);
+            out
+        } else {
+            let out: Tile<f32, { [ROWS, BLOCK] }> = broadcast_scalar(absent, shape![ROWS, BLOCK]);
+            out
+        }
     }
 
     /// `layer_norm_row_tail` through masked pointer tiles, one tile block per row tile (ffi.rs: a

@@ -85,7 +85,9 @@ SPEC = row_kernel(
     + shapes("m n dtype", (601, 13824, "bfloat16"), (601, 2000, "bfloat16"))
     # the 16384 + 4096 pointer tail and the looped tiles past 16384, the prefetching tail at occupancy 1
     + shapes("m n dtype", (601, 18944, "bfloat16"))
-    + shapes("m n dtype absent", (19, 8195, "bfloat16", "bias")),
+    + shapes("m n dtype absent", (19, 8195, "bfloat16", "bias"))
+    # the unmasked pointer tile (the decode candidates where the tile divides the rows) without w and b
+    + shapes("m n dtype absent", (64, 2048, "bfloat16", "weight_bias")),
     bad_inputs={
         "dtype_mix": BadInput(lambda: call(_x(4, 8).half(), _x(8)), TypeError, "share one dtype"),
         "bias_dtype": BadInput(lambda: call(_x(4, 8), None, _x(8).half()), TypeError, "x and bias must share"),

@@ -73,6 +73,10 @@ pub struct Plan {
     /// The persistent tail loads the next row tile ahead through pointer tiles
     /// (`rms_norm_row_tail_prefetch`; the variant's `form` 1).
     pub prefetch: bool,
+    /// The masked pointer-tile entries would run one whole-row tile per tile block on a tile that
+    /// divides (m, n) (n = block, m a multiple of rows; no tail, not aligned): their unmasked form
+    /// runs instead (`rms_norm_row_exact`).
+    pub exact: bool,
 }
 
 /// Whether the masked pointer-tile entries run: the tile leaves a partial tile (where the
@@ -166,6 +170,7 @@ pub fn rows_plan(
     // form 1 where the pointer tiles' offsets up to the tail's last lane fit i32, else the TMA tail
     let prefetch = match (form, tail) {
         (rc::COMPILER_DEFAULT | 0, _) => false,
+        (2, _) => false, // SCRATCH: the masked entries where the exact one would run (A/B sweep)
         (1, Some(t)) if programs.is_some() => pointer_fits(m, n, rows, t, stride_x, stride_y),
         (f, _) => {
             return Err(invalid(format!(
@@ -175,7 +180,8 @@ pub fn rows_plan(
             )))
         }
     };
-    Ok(Plan { dtype, row, eps, programs, tail, masked, aligned, prefetch })
+    let exact = form != 2 && masked && tail.is_none() && aligned.is_none() && n == block && m % rows == 0;
+    Ok(Plan { dtype, row, eps, programs, tail, masked, aligned, prefetch, exact })
 }
 
 /// The aligned entry's persistent grid for a requested `grid` (already capped at `row_tiles`): every
@@ -244,6 +250,8 @@ fn launch<T: Element>(
             launch.enqueue(device::rms_norm_row_aligned(y_ptr, x_ptr, w_ptr, m, n, sx, sy, eps), stream)
         } else if p.programs.is_some() {
             launch.enqueue(device::rms_norm_row_persistent(y_ptr, x_ptr, w_ptr, m, n, sx, sy, eps), stream)
+        } else if p.exact {
+            launch.enqueue(device::rms_norm_row_exact(y_ptr, x_ptr, w_ptr, sx, sy, 1.0 / n as f32, eps), stream)
         } else if p.masked && n <= p.row.block {
             launch.enqueue(device::rms_norm_row_masked(y_ptr, x_ptr, w_ptr, m, n, sx, sy, eps), stream)
         } else if p.masked {
@@ -274,9 +282,10 @@ mod tests {
         let x = desc2(DType::F16, &[257, 4097], &[5000, 1]);
         let y = desc2(DType::F16, &[257, 4097], &[4097, 1]);
         let w = desc2(DType::F16, &[4097], &[1]);
-        let Plan { dtype, row, eps, programs, tail, masked, aligned, prefetch } =
+        let Plan { dtype, row, eps, programs, tail, masked, aligned, prefetch, exact } =
             plan(&y, &x, &w, 1e-6, -1, -1, -1, -1, -1, -1, 0).unwrap();
         assert_eq!((dtype, eps, programs, tail, masked, prefetch), (DType::F16, 1e-6, None, None, true, false));
+        assert!(!exact); // 4097 in 8192 lanes: masked
         assert_eq!(aligned, None); // x's rows start 16-byte aligned, y's not: different heads
         assert_eq!((row.m, row.n, row.stride_x, row.stride_y), (257, 4097, 5000, 4097));
         assert_eq!((row.block, row.rows, row.occupancy, row.warps), (8192, 1, None, None));
@@ -345,13 +354,38 @@ mod tests {
         let x = desc2(DType::BF16, &[256, 4096], &[4096, 1]);
         let w = desc2(DType::BF16, &[4096], &[1]);
         let p = plan(&x, &x, &w, 1e-6, 4096, 1, 4, POINTER_ENTRIES, -1, -1, 0).unwrap();
-        assert_eq!((p.masked, p.programs, p.row.rows), (true, None, 1));
+        assert_eq!((p.masked, p.exact, p.programs, p.row.rows), (true, true, None, 1)); // the tile divides: unmasked
         assert!(!plan(&x, &x, &w, 1e-6, 4096, 1, 4, 0, -1, -1, 0).unwrap().masked); // the tile divides
         assert!(!pointer_fits(131072, 16384, 1, 16384, 16384, 16384)); // 2^31 elements: partition entries
         let big = desc2(DType::BF16, &[131072, 16384], &[16384, 1]);
         let wb = desc2(DType::BF16, &[16384], &[1]);
         assert!(!plan(&big, &big, &wb, 1e-6, 16384, 1, 4, POINTER_ENTRIES, -1, -1, 0).unwrap().masked);
         assert_fails(plan(&x, &x, &w, 1e-6, 4096, 1, 4, -3, -1, -1, 0), rc::INVALID_ARGUMENT, "or -2 for that");
+    }
+
+    /// The exact entry: a pointer variant whose one whole-row tile divides (m, n); anything that
+    /// leaves a partial tile (columns or rows), a tail, a wider tile or a persistent grid keeps its
+    /// entry.
+    #[test]
+    fn exact_entry_only_where_the_pointer_tile_divides() {
+        let exact = |m: i64, n: i64, block: i32, rows: i32, programs: i32, tail: i32| {
+            let x = desc2(DType::BF16, &[m, n], &[n, 1]);
+            let w = desc2(DType::BF16, &[n], &[1]);
+            plan(&x, &x, &w, 1e-6, block, rows, 2, programs, tail, -1, 0).unwrap().exact
+        };
+        assert!(exact(256, 4096, 4096, 1, POINTER_ENTRIES, -1));
+        assert!(exact(256, 2048, 2048, 2, POINTER_ENTRIES, -1));
+        assert!(!exact(255, 2048, 2048, 2, POINTER_ENTRIES, -1)); // a partial row tile
+        assert!(!exact(256, 4000, 4096, 1, POINTER_ENTRIES, -1)); // a partial column tile
+        assert!(!exact(256, 4096, 8192, 1, POINTER_ENTRIES, -1)); // the tile is wider than the row
+        assert!(!exact(256, 8192, 4096, 1, POINTER_ENTRIES, -1)); // looped
+        assert!(!exact(256, 4096, 4096, 1, 0, -1)); // no pointer variant: the partition entry
+        assert!(!exact(256, 4096, 4096, 1, 264, -1)); // persistent
+        assert!(!exact(256, 5120, 4096, 1, POINTER_ENTRIES, 1024)); // a tail
+        let odd = desc2(DType::BF16, &[256, 4096], &[4097, 1]); // rows off 16 bytes: the aligned entry
+        let w = desc2(DType::BF16, &[4096], &[1]);
+        let p = plan(&odd, &odd, &w, 1e-6, 4096, 1, 2, POINTER_ENTRIES, -1, -1, 0).unwrap();
+        assert_eq!((p.aligned, p.exact), (Some(8), false));
     }
 
     #[test]
@@ -527,6 +561,8 @@ mod tests {
             ("rms_norm_row_masked", "1", "16384", 65536, 16384, 2),
             ("rms_norm_row_masked", "1", "16384", 65536, 16384, 3),
             ("rms_norm_row_persistent", "1", "16384", 65536, 16384, 2),
+            // the decode batch's pick, masked (NOTES.md, "Decode rows without masks")
+            ("rms_norm_row_masked", "1", "4096", 256, 4096, 2),
         ] {
             let ptrs = [("y_ptr", ALIGNED_PTR), ("x_ptr", ALIGNED_PTR), ("w_ptr", ALIGNED_PTR)];
             let ints = [("m", m), ("n", n), ("stride_x", n), ("stride_y", n)];
@@ -535,6 +571,26 @@ mod tests {
             let generics = ffi_util::row_generics("f16", rows, block, &[]);
             DEVICE.assert_div_hints_lower(entry, &generics, &ptrs, &ints, options, &what);
         }
+    }
+
+    /// The exact entry as the launcher compiles it for the decode batch (bf16 256 x 4096, one-row
+    /// tiles at occupancy 2) and a large one (f16 65536 x 8192): no masks, and the mean over BLOCK as
+    /// a product (no division sequence; NOTES.md, "Decode rows without masks").
+    #[test]
+    fn exact_entry_specializations_lower_and_assemble_for_sm90() {
+        for (dtype, rows, block, m, n, occupancy) in [
+            ("bf16", "1", "4096", 256, 4096, 2),
+            ("f16", "1", "8192", 65536, 8192, 4),
+            ("f32", "2", "1024", 256, 1024, 4),
+        ] {
+            let ptrs = [("y_ptr", ALIGNED_PTR), ("x_ptr", ALIGNED_PTR), ("w_ptr", ALIGNED_PTR)];
+            let ints = [("stride_x", n), ("stride_y", n)];
+            let options = CompileOptions::default().occupancy(occupancy);
+            let what = format!(" for {m}x{n} at occupancy {occupancy}");
+            let generics = ffi_util::row_generics(dtype, rows, block, &[]);
+            DEVICE.assert_div_hints_lower("rms_norm_row_exact", &generics, &ptrs, &ints, options, &what);
+        }
+        DEVICE.assert_each_lowers(&["rms_norm_row_exact"], &[("1", "1024"), ("4", "256")], &["rsqrt", "reduce"]);
     }
 
     #[test]

@@ -42,8 +42,8 @@
 pub mod rms_norm_device {
     use crate::device_util::views::{
         aligned_body, aligned_edge, aligned_row_vector, aligned_row_vector_edge, aligned_rows, body_tail_raw,
-        load_masked, next_body_tail_raw, restage, row_offsets, store_masked, strided_view, tile_mask, tile_pointers,
-        tile_raw, vector_view,
+        load_masked, load_whole, next_body_tail_raw, restage, row_offsets, store_masked, store_whole, strided_view,
+        tile_mask, tile_pointers, tile_raw, vector_view,
     };
     use cutile::core::*;
 
@@ -258,6 +258,29 @@ pub mod rms_norm_device {
         let w: Tile<f32, { [ROWS, BLOCK] }> = w_tile_masked::<T, ROWS, BLOCK>(w_ptr, 0i32, n);
         let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(x * inv_rms * w);
         store_y_masked::<T, ROWS, BLOCK>(y_ptr, y, row0, 0i32, m, n, stride_y);
+    }
+
+    /// `rms_norm_row_masked` where the tile divides (m, n) (ffi.rs: a `pointer` variant with n =
+    /// BLOCK and m a multiple of ROWS, whose offsets fit i32): the same pointer tiles without
+    /// masks, and the mean of squares as a product by `inv_n` = 1 / n, which the launcher passes
+    /// exact (n = BLOCK, a power of two), so it rounds as the division by n does, without the
+    /// division's instruction sequence: fewer instructions in a tile block whose time is mostly
+    /// latency, a decode batch's (NOTES.md, "Decode rows without masks").
+    #[cutile::entry(unchecked_accesses = true)]
+    unsafe fn rms_norm_row_exact<T: ElementType, const ROWS: i32, const BLOCK: i32>(
+        y_ptr: *mut T, x_ptr: *mut T, w_ptr: *mut T, stride_x: i32, stride_y: i32, inv_n: f32, eps: f32,
+    ) {
+        let row0: i32 = get_tile_block_id().0 * ROWS;
+        let x: Tile<f32, { [ROWS, BLOCK] }> = load_whole::<T, ROWS, BLOCK>(x_ptr, row0 * stride_x, stride_x);
+        let sum_sq: Tile<f32, { [ROWS] }> = reduce_sum(x * x, 1i32);
+        let mean_sq: Tile<f32, { [ROWS] }> = sum_sq * broadcast_scalar(inv_n, shape![ROWS]);
+        let eps_t: Tile<f32, { [ROWS] }> = broadcast_scalar(eps, shape![ROWS]);
+        let inv_rms: Tile<f32, { [ROWS, BLOCK] }> =
+            rsqrt(mean_sq + eps_t, ftz::Disabled).reshape(shape![ROWS, 1]).broadcast(shape![ROWS, BLOCK]);
+        let w_row: Tile<f32, { [1, BLOCK] }> = load_whole::<T, 1, BLOCK>(w_ptr, 0i32, 0i32);
+        let w: Tile<f32, { [ROWS, BLOCK] }> = w_row.broadcast(shape![ROWS, BLOCK]);
+        let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(x * inv_rms * w);
+        store_whole::<T, ROWS, BLOCK>(y_ptr, row0 * stride_y, stride_y, y);
     }
 
     /// `rms_norm_looped` through masked pointer tiles (ffi.rs: when every offset fits i32).

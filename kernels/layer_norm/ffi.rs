@@ -18,8 +18,9 @@
 //! rows off 16-byte boundaries run the aligned entry's persistent form on a multiple of VEC tile
 //! blocks, with a workspace for w and b (rms_norm's ffi.rs header has the rule, and the fallback
 //! where it cannot run);
-//! -1 or 0 launches one tile block per row tile; -2 too, through the masked pointer-tile entries
-//! even where the tile divides (rms_norm's POINTER_ENTRIES). `tail` > 0 holds each row as a body
+//! -1 or 0 launches one tile block per row tile; -2 too, through the pointer-tile entries even
+//! where the tile divides (rms_norm's POINTER_ENTRIES; unmasked, `layer_norm_row_exact`, where a
+//! whole-row tile divides (m, n)). `tail` > 0 holds each row as a body
 //! and a tail tile (`layer_norm_row_tail`; rms_norm's rule: a power of two in [16, block] with
 //! block < n <= block + tail; with -2, through pointer tiles, `layer_norm_row_tail_masked`, where
 //! their i32 offsets fit), -1 or 0 none. `form` 1: rms_norm's rule, the persistent tail through

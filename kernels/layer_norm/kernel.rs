@@ -35,7 +35,8 @@
 //!     re-reads them (mostly from L2) to normalize and store.
 //!   * `layer_norm_row_masked`, `layer_norm_looped_masked` — the same two for tiles that do not
 //!     divide (m, n), through pointer tiles and a mask of the lanes inside (m, n) (ffi.rs runs them
-//!     where the offsets fit i32).
+//!     where the offsets fit i32); `layer_norm_row_exact` the whole-row one without masks, for a
+//!     pointer variant whose tile divides (m, n).
 //!   * `layer_norm_row_aligned` — rows that do not start or end on a 16-byte boundary (n = 4097):
 //!     rms_norm's aligned entry (a 16-byte-aligned body and an edge tile per row), one tile block
 //!     per row tile or (`layer_norm_row_aligned_persistent`) a capped grid reading w and b once.

@@ -12,9 +12,11 @@
 //! the worker warps per CTA (4 or 8, softmax's hint). -1 for any of them picks the default (the
 //! compiler's, for occupancy and warps). `programs` > 0 (with n <= block,
 //! or n <= block + tail) launches the persistent kernel on that many tile blocks (the caller sizes it from the SM count);
-//! -1 or 0 launches one tile block per row tile; -2 (POINTER_ENTRIES) too, through the masked
+//! -1 or 0 launches one tile block per row tile; -2 (POINTER_ENTRIES) too, through the
 //! pointer-tile entries even where the tile divides (m, n) (where their i32 offsets fit):
-//! straight-line loads from the first instructions, for decode-sized m (NOTES.md). `tail` > 0 (a
+//! straight-line loads from the first instructions, for decode-sized m (NOTES.md); where a
+//! whole-row tile divides (m, n) (n = block, m a multiple of rows), through their unmasked form
+//! (`rms_norm_row_exact`: no masks, the mean as a product by an exact 1 / n). `tail` > 0 (a
 //! power of two in [16, block], with block < n <= block + tail) holds each row whole as a
 //! block-wide body tile and a tail-wide tail tile (`rms_norm_row_tail`; fewer idle lanes than the
 //! power of two above n), one tile block per row tile or, with `programs` > 0, persistent; with
@@ -170,7 +172,6 @@ pub fn rows_plan(
     // form 1 where the pointer tiles' offsets up to the tail's last lane fit i32, else the TMA tail
     let prefetch = match (form, tail) {
         (rc::COMPILER_DEFAULT | 0, _) => false,
-        (2, _) => false, // SCRATCH: the masked entries where the exact one would run (A/B sweep)
         (1, Some(t)) if programs.is_some() => pointer_fits(m, n, rows, t, stride_x, stride_y),
         (f, _) => {
             return Err(invalid(format!(
@@ -180,7 +181,7 @@ pub fn rows_plan(
             )))
         }
     };
-    let exact = form != 2 && masked && tail.is_none() && aligned.is_none() && n == block && m % rows == 0;
+    let exact = masked && tail.is_none() && aligned.is_none() && n == block && m % rows == 0;
     Ok(Plan { dtype, row, eps, programs, tail, masked, aligned, prefetch, exact })
 }
 

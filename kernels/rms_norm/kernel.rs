@@ -23,7 +23,8 @@
 //!   * `rms_norm_row_masked`, `rms_norm_looped_masked` — the same two for tiles that do not divide
 //!     (m, n) (n = 11008, 4097 ...), through pointer tiles and a mask of the lanes inside (m, n):
 //!     tileiras predicates each access instead of branching around it (ffi.rs runs them where the
-//!     offsets fit i32; silu_and_mul's NOTES.md has the machine code).
+//!     offsets fit i32; silu_and_mul's NOTES.md has the machine code). `rms_norm_row_exact` is
+//!     the whole-row one without masks, for a pointer variant whose tile divides (m, n).
 //!   * `rms_norm_row_aligned` — rows that do not start or end on a 16-byte boundary (n = 4097):
 //!     each row's 16-byte-aligned body through 16-byte accesses, its head and ragged end through a
 //!     narrow edge tile (device_util's `aligned_rows`; ffi.rs: `ffi_util::aligned_rows_vec`);

@@ -51,8 +51,6 @@ pub struct Plan {
     /// h / block column tiles, the last one also covering the few columns past the whole tiles
     /// (`grid` counts those tile blocks).
     pub merged_tail: bool,
-    /// SCRATCH: CTAs per cluster (num_cta_in_cga).
-    pub ctas: i32,
 }
 
 /// Widest remainder h % block that the last whole column tile takes on (`Plan::merged_tail`):
@@ -167,13 +165,11 @@ pub fn plan(out: &TensorDesc, x: &TensorDesc, block: i32, rows: i32, occupancy: 
         return Err(invalid("`out` overlaps `x`: silu_and_mul writes a separate (m, H) tensor".to_string()));
     }
 
-    // SCRATCH (A/B sweep only): warps 104/108 = 4/8 worker warps on 2-CTA clusters
-    let (warps, ctas) = if warps >= 100 { (warps - 100, 2) } else { (warps, 1) };
     let (row, grid) = tiled_plan(m, h, block, rows, occupancy, warps, stride_x, stride_out)?;
     let exact = exact_fits(m, h, row.rows, row.block, stride_x, stride_out);
     let masked = !exact && masked_fits(m, h, row.rows, row.block, stride_x, stride_out);
     let (merged_tail, grid) = merged_tail_grid(masked, &row, grid);
-    Ok(Plan { dtype, row, grid, exact, masked, merged_tail, ctas })
+    Ok(Plan { dtype, row, grid, exact, masked, merged_tail })
 }
 
 fn launch<T: Element>(p: &Plan, out: &TensorDesc, x: &TensorDesc, stream: &Arc<Stream>) -> FfiResult<()> {
@@ -183,10 +179,7 @@ fn launch<T: Element>(p: &Plan, out: &TensorDesc, x: &TensorDesc, stream: &Arc<S
     up.data = x.data + h as u64 * std::mem::size_of::<T>() as u64;
     let (y_ptr, g_ptr, u_ptr) =
         unsafe { (ffi_util::device_ptr::<T>(out), ffi_util::device_ptr::<T>(x), ffi_util::device_ptr::<T>(&up)) };
-    let mut launch = p.row.launch::<T>(p.grid);
-    if p.ctas > 1 {
-        launch.options = launch.options.num_cta_in_cga(p.ctas);
-    }
+    let launch = p.row.launch::<T>(p.grid);
     // SAFETY: plan() checked shapes, strides, dtypes and that out does not overlap x; the memory is
     // PyTorch's, alive until the caller's stream has run the kernel (stream-ordered allocator).
     // The exact and masked entries additionally rely on plan()'s `exact_fits` (whole tiles, i32

@@ -65,7 +65,7 @@ def variants(m: int, n: int) -> list[dict]:
     >>> [(v["occupancy"], v.get("pointer"), v["programs_per_sm"]) for v in variants(16384, 18944)[-4:-1]]
     [(2, 1, 0), (3, 1, 0), (2, None, 2)]
     >>> [(v["block"], v["rows"], v["occupancy"]) for v in variants(65536, 1024) if v.get("pointer")]
-    [(1024, 4, 4), (1024, 8, 4), (1024, 8, 5)]
+    [(1024, 4, 4), (1024, 8, 4), (1024, 8, 5), (1024, 4, 8)]
     >>> [(v["block"], v["rows"], v["occupancy"]) for v in variants(16384, 4097) if v.get("pointer") and not v.get("tail")]
     [(8192, 1, 4), (8192, 1, 5), (4096, 1, 6)]
 
@@ -75,7 +75,8 @@ def variants(m: int, n: int) -> list[dict]:
     larger batches 4 K and 8 K elements per tile block (at most 8192 wide: past that the two-pass
     form), which beat the TMA entries by 2-10 % on the H200 (rms_norm's NOTES.md, "Pointer tiles for
     every batch"), the 8 K ones also at occupancy 5 (layer_norm's headline; its NOTES.md,
-    "Occupancy of the pointer tiles"); rows of 1025-2048 also one-row tiles at occupancy 8, rows of
+    "Occupancy of the pointer tiles"), the 4 K ones of rows of 1024-4096 also at 8 (rms_norm's
+    NOTES.md, "Decode rows without masks"); rows of 1025-2048 also one-row tiles at occupancy 8, rows of
     12289-16384 the whole 16384-wide tile at occupancy 2 and 3 (rms_norm's NOTES.md, "2048 at
     occupancy 8" and "A whole 16384-wide pointer tile").
     Rows past 16384 also get one row per tile block and the widest column tile that divides n (two
@@ -115,6 +116,13 @@ def variants(m: int, n: int) -> list[dict]:
         for elems, occupancy in ((4096, 4), (8192, 4), (8192, 5)):
             rows = autotune.tile_rows(block, elems, max_rows)
             out.append({"block": block, "rows": rows, "occupancy": occupancy, "programs_per_sm": 0, "pointer": 1})
+        # the 4 K tile also at occupancy 8 (rows up to 4096): where it divides the rows, the unmasked
+        # entry hoists w's (and b's) loads above the reductions and, at 4, takes more registers than
+        # the masked one (106 against 60 at f16 1 x 4096; rms_norm's NOTES.md, "Decode rows without
+        # masks"), so fewer tile blocks share an SM
+        if 1024 <= block <= 4096:
+            rows = autotune.tile_rows(block, 4096, max_rows)
+            out.append({"block": block, "rows": rows, "occupancy": 8, "programs_per_sm": 0, "pointer": 1})
         # rows of 1025-2048: one row at occupancy 8 (f16 262144 x 2048: 0.5019 ms against 0.5152
         # for the 2 x 2048 tile at 4; rms_norm's NOTES.md, "2048 at occupancy 8")
         if pow2 == 2048:

@@ -103,14 +103,11 @@ pub mod views {
     /// The row tile at row0 of an (m, n) tensor held as a BLOCK-wide body (column 0) and a
     /// TAIL-wide tail (column BLOCK), each as loaded with latency hint 1 (`tile_raw`, addressed from
     /// `at_row0`): the loads of the prefetching persistent loops (softmax's and the norms'
-    /// `*_row_tail_prefetch`, whose launchers run them for n > BLOCK only). The body's mask is
-    /// that of rows only (columns against BLOCK, which tileiras folds: every body column lies
-    /// before n), so its lanes are dropped only in rows past m.
+    /// `*_row_tail_prefetch`).
     pub unsafe fn body_tail_raw<T: ElementType, const ROWS: i32, const BLOCK: i32, const TAIL: i32>(
         ptr: *mut T, at_row0: i32, row0: i32, m: i32, n: i32, stride: i32,
     ) -> (Tile<T, { [ROWS, BLOCK] }>, Tile<T, { [ROWS, TAIL] }>) {
-        let body: Tile<T, { [ROWS, BLOCK] }> =
-            tile_raw::<T, ROWS, BLOCK, 1>(ptr, at_row0, row0, 0i32, m, BLOCK, stride);
+        let body: Tile<T, { [ROWS, BLOCK] }> = tile_raw::<T, ROWS, BLOCK, 1>(ptr, at_row0, row0, 0i32, m, n, stride);
         let tail: Tile<T, { [ROWS, TAIL] }> = tile_raw::<T, ROWS, TAIL, 1>(ptr, at_row0, row0, BLOCK, m, n, stride);
         (body, tail)
     }

@@ -350,9 +350,7 @@ pub mod rms_norm_device {
         for rb in (pid..row_tiles).step_by(programs as usize) {
             let row0: i32 = rb * ROWS;
             let (nb, nt) = next_body_tail_raw::<T, ROWS, BLOCK, TAIL>(x_ptr, row0, programs, m, n, stride_x);
-            // the body's lanes are undefined only in rows past m, which are never stored (and a
-            // row's sum is its own): no select; the tail's past n must read 0 for the row's sum
-            let vb: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(xb);
+            let vb: Tile<f32, { [ROWS, BLOCK] }> = zero_outside::<T, ROWS, BLOCK>(xb, row0, 0i32, m, n);
             let vt: Tile<f32, { [ROWS, TAIL] }> = zero_outside::<T, ROWS, TAIL>(xt, row0, BLOCK, m, n);
             tail_rows_store::<T, ROWS, BLOCK, TAIL>(y_ptr, vb, vt, wb, wt, row0, m, n, stride_y, eps);
             xb = nb;
@@ -373,8 +371,7 @@ pub mod rms_norm_device {
         let sum_sq: Tile<f32, { [ROWS] }> = sq_b + sq_t;
         let yb: Tile<T, { [ROWS, BLOCK] }> = convert_tile(vb * inv_rms_of::<ROWS, BLOCK>(sum_sq, n, eps) * wb);
         let yt: Tile<T, { [ROWS, TAIL] }> = convert_tile(vt * inv_rms_of::<ROWS, TAIL>(sum_sq, n, eps) * wt);
-        // the body's columns all lie before n (> BLOCK): its mask is the rows' only
-        store_y_masked::<T, ROWS, BLOCK>(y_ptr, yb, row0, 0i32, m, BLOCK, stride_y);
+        store_y_masked::<T, ROWS, BLOCK>(y_ptr, yb, row0, 0i32, m, n, stride_y);
         store_y_masked::<T, ROWS, TAIL>(y_ptr, yt, row0, BLOCK, m, n, stride_y);
     }
 

@@ -749,13 +749,11 @@ pub mod softmax_device {
         for rb in (pid..row_tiles).step_by(programs as usize) {
             let row0: i32 = rb * ROWS;
             let (nb, nt) = unsafe { next_body_tail_raw::<T, ROWS, BLOCK, TAIL>(x_ptr, row0, programs, m, n, stride_x) };
-            // the body's columns all lie before n (> BLOCK): its mask is the rows' only, and its lanes
-            // are undefined only in rows past m, which are never stored (each row's max and sum are
-            // its own), so it needs no -inf; the tail's lanes past n do
-            let mask_b: Tile<bool, { [ROWS, BLOCK] }> = tile_mask::<ROWS, BLOCK>(row0, 0i32, m, BLOCK);
+            let mask_b: Tile<bool, { [ROWS, BLOCK] }> = tile_mask::<ROWS, BLOCK>(row0, 0i32, m, n);
             let mask_t: Tile<bool, { [ROWS, TAIL] }> = tile_mask::<ROWS, TAIL>(row0, BLOCK, m, n);
-            let vb: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(xb);
+            let fb: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(xb);
             let ft: Tile<f32, { [ROWS, TAIL] }> = convert_tile(xt);
+            let vb: Tile<f32, { [ROWS, BLOCK] }> = neg_inf_outside::<ROWS, BLOCK>(fb, mask_b);
             let vt: Tile<f32, { [ROWS, TAIL] }> = neg_inf_outside::<ROWS, TAIL>(ft, mask_t);
             unsafe { tail_rows_store::<T, ROWS, BLOCK, TAIL>(y_ptr, vb, vt, mask_b, mask_t, row0, stride_y) };
             xb = nb;

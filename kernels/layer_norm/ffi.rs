@@ -106,6 +106,7 @@ fn launch<T: Element>(
     // SAFETY: plan() checked shapes, strides and dtypes against the descriptors; the memory is
     // PyTorch's, alive until the caller's stream has run the kernel (stream-ordered allocator).
     // The masked entries additionally rely on plan()'s `masked_fits` / `pointer_fits` (i32 offsets),
+    // the exact one also on `Plan::exact` (n = block, m a multiple of rows: every tile inside),
     // the aligned ones on `aligned_rows_vec` (i32 offsets, 16-byte-aligned bases); the aligned
     // persistent one also on its workspace (w and b): allocated here on the caller's stream for exactly
     // the grid launched (a 16-byte-aligned slice per tile block: block >= 16), its slice offsets in

@@ -47,7 +47,8 @@ use std::sync::Arc;
 const KERNEL: &str = "rms_norm";
 /// Largest tile (ROWS * BLOCK elements) a variant may ask for: beyond it registers spill.
 const MAX_TILE_ELEMS: i32 = 1 << 16;
-/// `programs` value: one tile block per row tile through the masked pointer-tile entries.
+/// `programs` value: one tile block per row tile through the pointer-tile entries (masked, or
+/// `rms_norm_row_exact` where a whole-row tile divides (m, n): `Plan::exact`).
 pub const POINTER_ENTRIES: i32 = -2;
 
 /// A validated launch: sizes as the kernel indexes them (layer_norm's too, with its affine flags).
@@ -66,7 +67,7 @@ pub struct Plan {
     /// Not persistent, i32 offsets of the padded tiles, and no tail with a tile that does not divide
     /// (m, n) or `programs` = POINTER_ENTRIES, or a tail with POINTER_ENTRIES: the masked
     /// pointer-tile entries (`rms_norm_row_masked`, `rms_norm_looped_masked`,
-    /// `rms_norm_row_tail_masked`) run.
+    /// `rms_norm_row_tail_masked`) run, or, where `exact` is set too, their unmasked form.
     pub masked: bool,
     /// Some(VEC): no tail, and rows off 16-byte boundaries whose aligned body fits the tile
     /// (`ffi_util::aligned_rows_vec`): the aligned entry (`rms_norm_row_aligned`, or with
@@ -228,6 +229,7 @@ fn launch<T: Element>(
     // SAFETY: plan() checked shapes, strides and dtypes against the descriptors; the memory is
     // PyTorch's, alive until the caller's stream has run the kernel (stream-ordered allocator).
     // The masked entries additionally rely on plan()'s `masked_fits` / `pointer_fits` (i32 offsets),
+    // the exact one also on `Plan::exact` (n = block, m a multiple of rows: every tile inside),
     // the aligned ones on `aligned_rows_vec` (i32 offsets, 16-byte-aligned bases); the aligned
     // persistent one also on its workspace (w): allocated here on the caller's stream for exactly
     // the grid launched (a 16-byte-aligned slice per tile block: block >= 16), its slice offsets in
@@ -590,6 +592,10 @@ mod tests {
             let what = format!(" for {m}x{n} at occupancy {occupancy}");
             let generics = ffi_util::row_generics(dtype, rows, block, &[]);
             DEVICE.assert_div_hints_lower("rms_norm_row_exact", &generics, &ptrs, &ints, options, &what);
+        }
+        for (rows, block) in [("1", "4096"), ("4", "256")] {
+            let ir = DEVICE.assert_lowers("rms_norm_row_exact", &["bf16", rows, block], &["rsqrt", "reduce"]);
+            assert!(!ir.contains("divf") && !ir.contains("select"), "a division or a mask in the IR:\n{ir}");
         }
         DEVICE.assert_each_lowers(&["rms_norm_row_exact"], &[("1", "1024"), ("4", "256")], &["rsqrt", "reduce"]);
     }

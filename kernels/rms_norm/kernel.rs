@@ -38,7 +38,9 @@
 //! sizes the grid as ceil(m / ROWS) (or fewer, with the persistent loop stopping at ceil(m / ROWS))
 //! and the column loops stop at ceil(n / BLOCK), so every tile index is inside its partition by
 //! construction; the per-access checks would only cost instructions. The masked entries' pointer
-//! tiles have no such checks: their masks and ffi.rs's `masked_fits` keep every access inside.
+//! tiles have no such checks: their masks and ffi.rs's `masked_fits` keep every access inside;
+//! `rms_norm_row_exact`'s have no masks either, and ffi.rs runs it only where its tiles divide
+//! (m, n) (`Plan::exact`).
 #[cutile::module]
 pub mod rms_norm_device {
     use crate::device_util::views::{

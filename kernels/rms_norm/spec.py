@@ -57,7 +57,7 @@ SPEC = row_kernel(
     # partial tiles (the masked pointer-tile entries); n = 11008 their predicated 16-byte form
     # (64 x 4096: tiles that divide it, so the decode candidates' pointer-tile entries run where the
     # partition entries otherwise would)
-    max_variants=16,  # at most 16 (n = 5120 or 11008 past 512 rows; n = 4097)
+    max_variants=16,  # at most 16 (reached past 512 rows at many widths: 2049-3072, 5120, 11008 ...)
     variant_shapes=shapes(
         "m n dtype",
         (37, 1000, "float16"),

@@ -18,7 +18,8 @@ DTYPES = ("float16", "bfloat16", "float32")
 DEFAULT_VARIANT = {"block": -1, "rows": -1, "occupancy": -1, "programs_per_sm": 0}  # ffi.rs picks
 
 
-# ffi.rs's `programs` for one tile block per row tile through the masked pointer-tile entries
+# ffi.rs's `programs` for one tile block per row tile through the pointer-tile entries (masked, or
+# unmasked where a whole-row tile divides (m, n))
 POINTER_ENTRIES = -2
 
 
@@ -75,7 +76,7 @@ def variants(m: int, n: int) -> list[dict]:
     larger batches 4 K and 8 K elements per tile block (at most 8192 wide: past that the two-pass
     form), which beat the TMA entries by 2-10 % on the H200 (rms_norm's NOTES.md, "Pointer tiles for
     every batch"), the 8 K ones also at occupancy 5 (layer_norm's headline; its NOTES.md,
-    "Occupancy of the pointer tiles"), the 4 K ones of rows of 1024-4096 also at 8 (rms_norm's
+    "Occupancy of the pointer tiles"), the 4 K ones of rows of 513-4096 also at 8 (rms_norm's
     NOTES.md, "Decode rows without masks"); rows of 1025-2048 also one-row tiles at occupancy 8, rows of
     12289-16384 the whole 16384-wide tile at occupancy 2 and 3 (rms_norm's NOTES.md, "2048 at
     occupancy 8" and "A whole 16384-wide pointer tile").
@@ -116,10 +117,10 @@ def variants(m: int, n: int) -> list[dict]:
         for elems, occupancy in ((4096, 4), (8192, 4), (8192, 5)):
             rows = autotune.tile_rows(block, elems, max_rows)
             out.append({"block": block, "rows": rows, "occupancy": occupancy, "programs_per_sm": 0, "pointer": 1})
-        # the 4 K tile also at occupancy 8 (rows up to 4096): where it divides the rows, the unmasked
-        # entry hoists w's (and b's) loads above the reductions and, at 4, takes more registers than
-        # the masked one (106 against 60 at f16 1 x 4096; rms_norm's NOTES.md, "Decode rows without
-        # masks"), so fewer tile blocks share an SM
+        # the 4 K tile also at occupancy 8 (rows of 513-4096, tiles 1024-4096 wide): where it divides
+        # the rows, the unmasked entry hoists w's (and b's) loads above the reductions and, at 4,
+        # takes more registers than the masked one (layer_norm's 106 against 60 at f16 1 x 4096;
+        # rms_norm's NOTES.md, "Decode rows without masks"), so fewer tile blocks share an SM
         if 1024 <= block <= 4096:
             rows = autotune.tile_rows(block, 4096, max_rows)
             out.append({"block": block, "rows": rows, "occupancy": 8, "programs_per_sm": 0, "pointer": 1})

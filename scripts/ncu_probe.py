@@ -25,20 +25,41 @@ import torch
 from tilekit import kernel
 
 
-def main() -> None:
+def parse(argv: list[str] | None = None):
+    """(spec, configs, variant, baselines) from the command line; argparse's error (exit 2) names the
+    flag for bad JSON, a config without the kernel's dims, or a baseline the kernel does not have."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--kernel", required=True)
     p.add_argument("--shapes", required=True, help="JSON list of configs (the spec's dims and dtype)")
     p.add_argument("--variant", default="auto", help='the port\'s variant: "auto", "default" or a JSON object')
     p.add_argument("--baselines", nargs="*", default=[])
-    args = p.parse_args()
-    variant = args.variant if args.variant in ("auto", "default") else json.loads(args.variant)
+    args = p.parse_args(argv)
+    try:
+        configs = json.loads(args.shapes)
+        variant = args.variant if args.variant in ("auto", "default") else json.loads(args.variant)
+    except ValueError as e:
+        p.error(f'--shapes and --variant take JSON (e.g. --shapes \'[{{"dtype": "bfloat16", "m": 256}}]\'): {e}')
+    if not isinstance(configs, list) or not all(isinstance(c, dict) for c in configs):
+        p.error("--shapes must be a JSON list of objects")
     spec = kernel.load(args.kernel)
+    for cfg in configs:
+        missing = [d for d in (*spec.dims, "dtype") if d not in cfg]
+        if missing:
+            p.error(f"--shapes: {cfg} lacks {missing} (kernels/{args.kernel}/spec.py dims: {list(spec.dims)})")
+    have = spec.baselines().BACKENDS
+    unknown = [b for b in args.baselines if b not in have]
+    if unknown:
+        p.error(f"--baselines: {unknown} are not baselines of {args.kernel} (it has: {' '.join(have)})")
+    return spec, configs, variant, args.baselines
+
+
+def main(argv: list[str] | None = None) -> None:
+    spec, configs, variant, baselines = parse(argv)
     calls = []
-    for cfg in json.loads(args.shapes):
+    for cfg in configs:
         inputs = spec.make_inputs(cfg)
         calls.append((f"{cfg} port", lambda inputs=inputs: spec.run_port(inputs, variant=variant)))
-        for b in args.baselines:
+        for b in baselines:
             calls.append((f"{cfg} {b}", lambda inputs=inputs, b=b: spec.run_baseline(b, inputs)))
     for _, call in calls:
         for _ in range(3):

@@ -515,3 +515,46 @@ def test_sweep_variants_only_extra_needs_extra(capsys):
         module.main(["--kernel", "rms_norm", "--only-extra"])
     assert exit_info.value.code == 2
     assert "--only-extra times the --extra variants alone" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------------
+# scripts/ncu_probe.py
+
+
+def _ncu_probe():
+    import importlib.util
+
+    loader = importlib.util.spec_from_file_location("ncu_probe", ROOT / "scripts" / "ncu_probe.py")
+    module = importlib.util.module_from_spec(loader)
+    loader.loader.exec_module(module)
+    return module
+
+
+def test_ncu_probe_parses_shapes_variant_and_baselines():
+    spec, configs, variant, baselines = _ncu_probe().parse(
+        ["--kernel", "silu_and_mul", "--shapes", '[{"dtype": "bfloat16", "m": 256, "h": 14336}]']
+        + ["--variant", '{"block": 1024, "rows": 1}', "--baselines", "triton", "torch"]
+    )
+    assert spec.name == "silu_and_mul"
+    assert configs == [{"dtype": "bfloat16", "m": 256, "h": 14336}]
+    assert variant == {"block": 1024, "rows": 1}
+    assert baselines == ["triton", "torch"]
+    assert _ncu_probe().parse(["--kernel", "rms_norm", "--shapes", "[]"])[2] == "auto"
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--shapes", "[{"], "--shapes and --variant take JSON"),
+        (["--shapes", "[]", "--variant", "{block"], "--shapes and --variant take JSON"),
+        (["--shapes", '{"m": 1}'], "--shapes must be a JSON list of objects"),
+        (["--shapes", '[{"dtype": "bfloat16", "m": 256}]'], "lacks ['n']"),
+        (["--shapes", "[]", "--baselines", "cublas"], "['cublas'] are not baselines of rms_norm (it has: "),
+    ],
+)
+def test_ncu_probe_bad_input_names_the_flag(argv, message, capsys):
+    """Bad input stops before any CUDA call, with argparse's exit 2 and the flag and the fix named."""
+    with pytest.raises(SystemExit) as exit_info:
+        _ncu_probe().parse(["--kernel", "rms_norm", *argv])
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err

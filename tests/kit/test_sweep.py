@@ -539,17 +539,24 @@ def test_ncu_probe_parses_shapes_variant_and_baselines():
     assert configs == [{"dtype": "bfloat16", "m": 256, "h": 14336}]
     assert variant == {"block": 1024, "rows": 1}
     assert baselines == ["triton", "torch"]
-    assert _ncu_probe().parse(["--kernel", "rms_norm", "--shapes", "[]"])[2] == "auto"
+    assert (
+        _ncu_probe().parse(["--kernel", "rms_norm", "--shapes", '[{"dtype": "float16", "m": 1, "n": 8}]'])[2] == "auto"
+    )
 
 
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["--shapes", "[{"], "--shapes and --variant take JSON"),
-        (["--shapes", "[]", "--variant", "{block"], "--shapes and --variant take JSON"),
-        (["--shapes", '{"m": 1}'], "--shapes must be a JSON list of objects"),
+        (["--shapes", "[{"], "--shapes takes JSON"),
+        (["--shapes", "[{}]", "--variant", "{block"], "--variant takes JSON"),
+        (["--shapes", "[{}]", "--variant", "5"], "--variant must be a JSON dict"),
+        (["--shapes", '{"m": 1}'], "--shapes must be a JSON list"),
+        (["--shapes", "[]"], "--shapes must list at least one JSON object"),
         (["--shapes", '[{"dtype": "bfloat16", "m": 256}]'], "lacks ['n']"),
-        (["--shapes", "[]", "--baselines", "cublas"], "['cublas'] are not baselines of rms_norm (it has: "),
+        (
+            ["--shapes", '[{"dtype": "bfloat16", "m": 1, "n": 1}]', "--baselines", "cublas"],
+            "['cublas'] are not baselines",
+        ),
     ],
 )
 def test_ncu_probe_bad_input_names_the_flag(argv, message, capsys):
@@ -558,3 +565,43 @@ def test_ncu_probe_bad_input_names_the_flag(argv, message, capsys):
         _ncu_probe().parse(["--kernel", "rms_norm", *argv])
     assert exit_info.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_ncu_probe_unknown_kernel_lists_the_kernels(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        _ncu_probe().parse(["--kernel", "rms_nrom", "--shapes", "[{}]"])
+    assert exit_info.value.code == 2
+    assert "--kernel rms_nrom: no kernels/rms_nrom/spec.py; one of: " in capsys.readouterr().err
+
+
+def test_ncu_probe_profiles_one_call_each_after_three_warm_ups(monkeypatch, capsys):
+    """Three warm-up calls each, then, between the profiler's start and stop, one call each inside its
+    NVTX range, port first per shape; a baseline that cannot run here is skipped with its reason."""
+    module = _ncu_probe()
+    events = []
+    baselines = SimpleNamespace(unavailable_reason=lambda b: "no liger here" if b == "liger" else None)
+    spec = SimpleNamespace(
+        baselines=lambda: baselines,
+        make_inputs=lambda cfg: {"m": cfg["m"]},
+        run_port=lambda inputs, variant: events.append(("port", inputs["m"], variant)),
+        run_baseline=lambda b, inputs: events.append((b, inputs["m"])),
+    )
+    monkeypatch.setattr(module, "parse", lambda argv: (spec, [{"m": 1}, {"m": 2}], "auto", ["triton", "liger"]))
+    cuda = SimpleNamespace(
+        synchronize=lambda: None,
+        cudart=lambda: SimpleNamespace(
+            cudaProfilerStart=lambda: events.append("start"), cudaProfilerStop=lambda: events.append("stop")
+        ),
+        nvtx=SimpleNamespace(
+            range_push=lambda name: events.append(("push", name)), range_pop=lambda: events.append("pop")
+        ),
+    )
+    monkeypatch.setattr(module, "torch", SimpleNamespace(cuda=cuda))
+    module.main([])
+    calls = [("port", 1, "auto"), ("triton", 1), ("port", 2, "auto"), ("triton", 2)]
+    warm = [c for c in calls for _ in range(3)]
+    profiled = []
+    for c, name in zip(calls, ["{'m': 1} port", "{'m': 1} triton", "{'m': 2} port", "{'m': 2} triton"]):
+        profiled += [("push", name), c, "pop"]
+    assert events == warm + ["start"] + profiled + ["stop"]
+    assert "skipped liger: no liger here" in capsys.readouterr().out

@@ -60,9 +60,8 @@ def parse(argv: list[str] | None = None):
         variant = _json(p, "--variant", variant, dict, '{"block": 1024, "rows": 1}')
     spec = kernel.load(args.kernel)
     for cfg in configs:
-        missing = [d for d in (*spec.dims, "dtype") if d not in cfg]
-        if missing:
-            p.error(f"--shapes: {cfg} lacks {missing} (kernels/{args.kernel}/spec.py dims: {list(spec.dims)})")
+        if error := spec.config_error(cfg):
+            p.error(f"--shapes: {error}")
     have = spec.baselines().BACKENDS
     unknown = [b for b in args.baselines if b not in have]
     if unknown:

@@ -90,9 +90,8 @@ def main(argv):
     best = {}
     configs = shapes or ([spec.perf_configs[i] for i in args.configs] if args.configs else spec.perf_configs)
     for cfg in configs:
-        missing = [d for d in (*spec.dims, "dtype") if d not in cfg]
-        if missing:
-            p.error(f"--shapes: {cfg} lacks {missing} (kernels/{args.kernel}/spec.py dims: {list(spec.dims)})")
+        if error := spec.config_error(cfg):
+            p.error(f"--shapes: {error}")
     for cfg in configs:
         inputs = spec.make_inputs(cfg)
         label = config_label(cfg)

@@ -485,14 +485,20 @@ def test_the_library_opens_the_disk_jit_cache_that_tilekit_jit_cache_names_at_it
 # scripts/sweep_variants.py
 
 
+def _script(name: str):
+    """scripts/<name>.py imported as a module (scripts/ is no package)."""
+    import importlib.util
+
+    loader = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(loader)
+    loader.loader.exec_module(module)
+    return module
+
+
 def test_sweep_variants_extra_null_knob_is_the_default_and_no_repeat():
     """--extra '[{"warps": null, ...}]' means the export's default, as in op.py's lists (a null used to
     reach int() and fail the variant), and a variant op.py already lists is timed once."""
-    import importlib.util
-
-    loader = importlib.util.spec_from_file_location("sweep_variants", ROOT / "scripts" / "sweep_variants.py")
-    module = importlib.util.module_from_spec(loader)
-    loader.loader.exec_module(module)
+    module = _script("sweep_variants")
     spec = SimpleNamespace(variants=lambda cfg: [{"block": 8, "rows": 1}], run_port=lambda inputs, variant: variant)
     extra = [{"block": 8, "rows": 1, "warps": None}, {"block": 16, "rows": 2, "warps": None}]
     calls = module.calls_for("cutile_rs", spec, None, {}, {}, extra)
@@ -506,11 +512,7 @@ def test_sweep_variants_extra_null_knob_is_the_default_and_no_repeat():
 
 def test_sweep_variants_only_extra_needs_extra(capsys):
     """--only-extra without --extra would time no port variant at all: argparse's error says so."""
-    import importlib.util
-
-    loader = importlib.util.spec_from_file_location("sweep_variants", ROOT / "scripts" / "sweep_variants.py")
-    module = importlib.util.module_from_spec(loader)
-    loader.loader.exec_module(module)
+    module = _script("sweep_variants")
     with pytest.raises(SystemExit) as exit_info:
         module.main(["--kernel", "rms_norm", "--only-extra"])
     assert exit_info.value.code == 2
@@ -522,12 +524,7 @@ def test_sweep_variants_only_extra_needs_extra(capsys):
 
 
 def _ncu_probe():
-    import importlib.util
-
-    loader = importlib.util.spec_from_file_location("ncu_probe", ROOT / "scripts" / "ncu_probe.py")
-    module = importlib.util.module_from_spec(loader)
-    loader.loader.exec_module(module)
-    return module
+    return _script("ncu_probe")
 
 
 def test_ncu_probe_parses_shapes_variant_and_baselines():

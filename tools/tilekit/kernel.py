@@ -162,6 +162,11 @@ class KernelSpec:
     def dims_of(self, cfg: dict) -> dict:
         return {d: cfg[d] for d in self.dims}
 
+    def config_error(self, cfg: dict) -> str | None:
+        """What a config given by hand (a script's --shapes) lacks of the dims and dtype, or None."""
+        missing = [d for d in (*self.dims, "dtype") if d not in cfg]
+        return f"{cfg} lacks {missing} (kernels/{self.name}/spec.py dims: {list(self.dims)})" if missing else None
+
     def variants(self, cfg: dict) -> list[dict]:
         return self.op.variants(**self.dims_of(cfg))
 

@@ -481,3 +481,26 @@ def test_missing_junit_names_the_test_target(tmp_path, capsys):
     (d / "reports" / "logs" / "correctness.junit.xml").unlink()
     assert run(d, "--only", "correctness") == 2
     assert f"correctness.junit.xml: missing; `make KERNEL={KERNEL} test` writes it" in capsys.readouterr().err
+
+
+def test_configs_under_ten_microseconds_are_listed_with_why_their_ratio_is_unsettled(tmp_path):
+    port = {("float16", 1024): 0.0025, ("float16", 4096): 1.0, ("bfloat16", 1024): 0.3}
+    triton = {("float16", 1024): 0.0024, ("float16", 4096): 1.0, ("bfloat16", 1024): 0.3}
+    torch = {("float16", 1024): 0.0030, ("float16", 4096): 1.1, ("bfloat16", 1024): 0.3}
+    d = make_dir(tmp_path, port=port, baselines={"triton": triton, "torch": torch})
+    assert run(d) == 0
+    lines = (d / "reports" / "performance.md").read_text().split("\n")
+    head = lines.index("## Configs under 10 µs (a ratio near 1 is not settled by this table)")
+    assert "separate processes" in lines[head + 2] and "scripts/sweep_variants.py" in lines[head + 2]
+    listed = [ln for ln in lines[head + 3 :] if ln.startswith("- ")]
+    assert listed[0] == (
+        '- {"dtype": "float16", "m": 4096, "n": 1024}: cutile-rs 2.500 µs, ratio 1.0417, '
+        "best baseline triton 2.400 µs, vs best 1.0417"
+    )
+    assert len([ln for ln in listed if "µs, ratio" in ln]) == 1  # 0.3 and 1.0 ms rows are not listed
+
+
+def test_no_few_microsecond_section_when_every_config_is_longer(tmp_path):
+    d = make_dir(tmp_path)
+    assert run(d) == 0
+    assert "## Configs under" not in (d / "reports" / "performance.md").read_text()

@@ -12,7 +12,8 @@ from `kernels/<k>/op.py` (`variants(**dims)`) plus any `--extra` ones (a JSON li
 dicts, candidates not yet in the autotune space; `--only-extra` times just those); all are called through the kernel's declaration
 (`kernels/<k>/spec.py`'s SPEC: run_port / run_baseline). Prints one line per (config, backend,
 variant) with GB/s (and TFLOP/s where the declaration has `flops`) and, per config, the fastest of
-each backend. Failing variants are printed, not fatal. `--shapes` times configs that are in no
+each backend with the port's fastest time over each baseline's (one process, the same tensors: the
+ratio to trust at a few µs, docs/reports.md). Failing variants are printed, not fatal. `--shapes` times configs that are in no
 spec (a JSON list of configs with the spec's dims and a dtype), e.g. shapes from real models.
 """
 
@@ -106,15 +107,25 @@ def main(argv):
                 except Exception as e:  # noqa: BLE001 - print and go on
                     print(f"{label} {backend:<9} {name:<50} FAILED {str(e)[:300]}", flush=True)
                     continue
-                print(f"{label} {backend:<9} {name:<50} {ms:9.4f} ms {rates(spec, cfg, ms)}", flush=True)
+                print(f"{label} {backend:<9} {name:<50} {ms:10.6f} ms {rates(spec, cfg, ms)}", flush=True)
                 key = (label, backend)
                 if key not in best or ms < best[key][1]:
                     best[key] = (name, ms)
         del inputs
-    print("\nfastest per config and backend:")
-    for (label, backend), (name, ms) in best.items():
-        print(f"  {label} {backend:<9} {ms:9.4f} ms  {name}")
+    print("\n".join(summary_lines(best)))
     return 0
+
+
+def summary_lines(best: dict) -> list[str]:
+    """The fastest variant per (config, backend), and for each baseline the port's fastest time over
+    its own: a ratio from one process and the same tensors, which at a few µs the perf stages (one
+    process per backend) cannot give (docs/reports.md, "Configs of a few µs")."""
+    lines = ["", "fastest per config and backend (port / baseline: this process, the same tensors):"]
+    for (label, backend), (name, ms) in best.items():
+        port = best.get((label, "cutile_rs"))
+        versus = f"  port / {backend} {port[1] / ms:.4f}" if port and backend != "cutile_rs" else ""
+        lines.append(f"  {label} {backend:<9} {ms:10.6f} ms  {name}{versus}")
+    return lines
 
 
 if __name__ == "__main__":

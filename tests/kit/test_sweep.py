@@ -519,6 +519,22 @@ def test_sweep_variants_only_extra_needs_extra(capsys):
     assert "--only-extra times the --extra variants alone" in capsys.readouterr().err
 
 
+def test_sweep_variants_summary_gives_each_baseline_the_ports_ratio():
+    """Per config: each backend's fastest, and for a baseline the port's fastest over it; no ratio
+    where the port did not run the config."""
+    module = _script("sweep_variants")
+    best = {
+        ("bfloat16  m=256 n=4096", "cutile_rs"): ('{"block": 4096}', 0.002208),
+        ("bfloat16  m=256 n=4096", "liger"): ("-", 0.002304),
+        ("bfloat16  m=64 n=4096", "liger"): ("-", 0.0019),
+    }
+    lines = module.summary_lines(best)
+    assert lines[1].startswith("fastest per config and backend (port / baseline")
+    assert lines[2] == '  bfloat16  m=256 n=4096 cutile_rs   0.002208 ms  {"block": 4096}'
+    assert lines[3] == "  bfloat16  m=256 n=4096 liger       0.002304 ms  -  port / liger 0.9583"
+    assert lines[4] == "  bfloat16  m=64 n=4096 liger       0.001900 ms  -"
+
+
 # ---------------------------------------------------------------------------------------------
 # scripts/ncu_probe.py
 

@@ -12,8 +12,9 @@ from `kernels/<k>/op.py` (`variants(**dims)`) plus any `--extra` ones (a JSON li
 dicts, candidates not yet in the autotune space; `--only-extra` times just those); all are called through the kernel's declaration
 (`kernels/<k>/spec.py`'s SPEC: run_port / run_baseline). Prints one line per (config, backend,
 variant) with GB/s (and TFLOP/s where the declaration has `flops`) and, per config, the fastest of
-each backend with the port's fastest time over each baseline's (one process, the same tensors: the
-ratio to trust at a few µs, docs/reports.md). Failing variants are printed, not fatal. `--shapes` times configs that are in no
+each backend with the port's fastest time over each baseline's (one process, the same inputs; at a
+few µs run it in several backend orders and processes and compare the spread, docs/reports.md
+"Configs of a few µs"). Failing variants are printed, not fatal. `--shapes` times configs that are in no
 spec (a JSON list of configs with the spec's dims and a dtype), e.g. shapes from real models.
 """
 
@@ -118,8 +119,9 @@ def main(argv):
 
 def summary_lines(best: dict) -> list[str]:
     """The fastest variant per (config, backend), and for each baseline the port's fastest time over
-    its own: a ratio from one process and the same tensors, which at a few µs the perf stages (one
-    process per backend) cannot give (docs/reports.md, "Configs of a few µs")."""
+    its own: a ratio from one process and the same inputs, where the perf stages time each backend in
+    its own process. At a few µs even this ratio moves with the backend order (docs/reports.md,
+    "Configs of a few µs")."""
     lines = ["", "fastest per config and backend (port / baseline: this process, the same tensors):"]
     for (label, backend), (name, ms) in best.items():
         port = best.get((label, "cutile_rs"))

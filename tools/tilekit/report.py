@@ -170,9 +170,10 @@ FEW_US_TEXT = (
     "on where its tensors lie: on the H200 one kernel and config took 2.21-2.77 µs across processes "
     "and allocation histories (rms_norm bf16 256×4096), and even in one process its ratio to a peer "
     "moved from 0.96 to 1.15 with what had run before it in the process (docs/reports.md, "
-    '"Configs of a few µs"). Before reading a ratio within ~15 % of 1 here, time '
-    "the port and the baseline in one process, in more than one order and process "
-    "(`scripts/sweep_variants.py --shapes ... --backends ...`), and compare the spread."
+    '"Configs of a few µs"). Before reading a ratio within ~15 % of 1 here (at 2.5 µs; ~5 % at 7 µs), '
+    "time the port and the baseline in one process, in more than one order and process "
+    "(`scripts/sweep_variants.py --kernel K --nrep 100 --shapes ... --backends ...`), and compare "
+    "the spread."
 )
 
 

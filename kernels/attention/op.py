@@ -130,6 +130,7 @@ def export_args(bm: int, bn: int, occupancy: int, warps: int) -> tuple[int, int,
     return int(bm), int(bn), int(occupancy), int(warps)
 
 
+@checks.entry(layouts={"q": "(b, h, s_q, d)", "k": "(b, h_kv, s_kv, d)", "v": "(b, h_kv, s_kv, d)"})
 def attention(
     q: Tensor,
     k: Tensor,
@@ -143,10 +144,6 @@ def attention(
     out: Tensor | None = None,
 ) -> Tensor:
     """softmax(q kᵀ · scale + mask) v; ValueError/TypeError on bad input, ffi.KernelError on a failed call."""
-    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
-        raise ValueError(
-            f"attention: q, k and v must be 4-D (b, h, s, d), got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
-        )
     checks.dtypes("attention", DTYPES, q=q, k=k, v=v)
     b, h, sq, d = q.shape
     if k.shape != v.shape or k.shape[0] != b or k.shape[3] != d:

@@ -228,7 +228,9 @@ SPEC = KernelSpec(
     bad_inputs={
         "dtype_mix": BadInput(lambda: call(*qkv()[:2], qkv()[2].bfloat16()), TypeError, "share one dtype"),
         "float32": BadInput(lambda: call(*(t.float() for t in qkv())), TypeError, "share one dtype"),
-        "three_dims": BadInput(lambda: call(*(t[0] for t in qkv())), ValueError, "must be 4-D (b, h, s, d)"),
+        "three_dims": BadInput(
+            lambda: call(*(t[0] for t in qkv())), ValueError, "q must be (b, h, s_q, d), a tensor of 4 dims"
+        ),
         "kv_shapes": BadInput(lambda: call(*qkv()[:2], f16(1, 2, 9, 64)), ValueError, "k and v must both be"),
         "head_dim": BadInput(lambda: call(*qkv(d=96)), ValueError, "head dim d=96"),
         "gqa_group": BadInput(lambda: call(*qkv(h=4, hkv=3)), ValueError, "must divide the query heads"),

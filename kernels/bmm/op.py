@@ -34,9 +34,10 @@ DEFAULT_VARIANT = dict(mma.DEFAULT_VARIANT)
 export_args = mma.export_args  # the same knobs, in the same order
 
 
+@checks.entry(layouts={"a": "(batch, m, k)", "b": "(batch, k, n)"})
 def bmm(a: Tensor, b: Tensor, *, variant: str | dict = "auto", out: Tensor | None = None) -> Tensor:
     """C[i] = A[i] @ B[i]; ValueError/TypeError on bad input, ffi.KernelError on a failed call."""
-    if a.dim() != 3 or b.dim() != 3 or a.shape[0] != b.shape[0] or a.shape[2] != b.shape[1]:
+    if a.shape[0] != b.shape[0] or a.shape[2] != b.shape[1]:
         raise ValueError(
             f"bmm: a must be (batch, m, k) and b (batch, k, n), got {tuple(a.shape)} and {tuple(b.shape)} "
             "(a b shared by every product: b.expand(batch, k, n))"

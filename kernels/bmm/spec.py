@@ -110,6 +110,7 @@ SPEC = KernelSpec(
         "out_shape": BadInput(lambda: call(f16(2, 4, 8), f16(2, 8, 3), out=f16(2, 4, 4)), ValueError, "out must be"),
     },
     ffi_example={"batch": 2, "m": 4, "n": 16, "k": 8, "dtype": "float16"},
+    alias_example={"batch": 2, "m": 4, "n": 8, "k": 8, "dtype": "float16"},  # square products: out=a is the same shape
     ffi_cases={
         "batch_mismatch": FfiCase(lambda: {"b": f16(3, 8, 16)}, message="batch dims differ: `a` is [2, 4, 8]"),
         "inner_dim": FfiCase(lambda: {"b": f16(2, 9, 16)}, message="inner dims differ: `a` is [2, 4, 8]"),

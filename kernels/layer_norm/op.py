@@ -30,6 +30,7 @@ int32_t cutile_layer_norm(const TensorDesc* out, const TensorDesc* x, const Tens
 DTYPES = ("float16", "bfloat16", "float32")
 
 
+@checks.entry(layouts={"x": "(..., n)", "weight": "(n,)", "bias": "(n,)"}, in_place=("x",))
 def layer_norm(
     x: Tensor,
     weight: Tensor | None = None,
@@ -42,7 +43,7 @@ def layer_norm(
     """LayerNorm over the last dim; ValueError/TypeError on bad input, ffi.KernelError on a failed call."""
     params = {k: t for k, t in (("weight", weight), ("bias", bias)) if t is not None}
     for name, t in params.items():
-        if x.dim() < 1 or t.dim() != 1 or t.shape[0] != x.shape[-1]:
+        if t.shape[0] != x.shape[-1]:
             raise ValueError(
                 f"layer_norm: {name} must be ({x.shape[-1]},) or None for x of shape {tuple(x.shape)}, "
                 f"got {tuple(t.shape)}"

@@ -92,7 +92,9 @@ SPEC = row_kernel(
         "dtype_mix": BadInput(lambda: call(_x(4, 8).half(), _x(8)), TypeError, "share one dtype"),
         "bias_dtype": BadInput(lambda: call(_x(4, 8), None, _x(8).half()), TypeError, "x and bias must share"),
         "weight_shape": BadInput(lambda: call(_x(4, 8), _x(7)), ValueError, "weight must be (8,) or None"),
-        "bias_shape": BadInput(lambda: call(_x(4, 8), _x(8), _x(8, 1)), ValueError, "bias must be (8,) or None"),
+        "bias_shape": BadInput(
+            lambda: call(_x(4, 8), _x(8), _x(8, 1)), ValueError, "bias must be (n,), a tensor of 1 dim"
+        ),
         "cpu_tensor": BadInput(lambda: call(_x(4, 8), None, None), ValueError, "x must be on a CUDA device"),
         "last_dim_stride": BadInput(lambda: call(_x(8, 4).t(), _x(8)), ValueError, "contiguous in its last dim"),
         "float64": BadInput(lambda: call(_x(4, 8, dtype=torch.float64)), TypeError, "x must be one of"),

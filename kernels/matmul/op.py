@@ -61,6 +61,7 @@ def variants(m: int, n: int, k: int) -> list[dict]:
     return found + [mma.variant(bm, bn, 128, occupancy=2) | {"splits": s} for bm, bn, s in split]
 
 
+@checks.entry(layouts={"a": "(m, k)", "b": "(k, n)"})
 def matmul(a: Tensor, b: Tensor, *, variant: str | dict = "auto", out: Tensor | None = None) -> Tensor:
     """C = A @ B; ValueError/TypeError on bad input, ffi.KernelError on a failed call. A product past
     i32 indexing is refused from the shapes alone, before autotune could try (and fail) every candidate:
@@ -70,7 +71,7 @@ def matmul(a: Tensor, b: Tensor, *, variant: str | dict = "auto", out: Tensor | 
     Traceback (most recent call last):
     ValueError: matmul: c spans 2489319424 elements for m=16384, ...
     """
-    if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
+    if a.shape[1] != b.shape[0]:
         raise ValueError(f"matmul: a must be (m, k) and b (k, n), got {tuple(a.shape)} and {tuple(b.shape)}")
     checks.dtypes("matmul", DTYPES, a=a, b=b)
     (m, k), n = a.shape, b.shape[1]

@@ -117,6 +117,7 @@ SPEC = KernelSpec(
         ),
     },
     ffi_example={"m": 4, "n": 16, "k": 8, "dtype": "float16"},
+    alias_example={"m": 4, "n": 8, "k": 8, "dtype": "float16"},  # a square product: out=a is the same shape
     ffi_cases={
         "inner_dim": FfiCase(lambda: {"b": f16(9, 16)}, message="inner dims differ: `a` is [4, 8] and `b` is [9, 16]"),
         "out_shape": FfiCase(lambda: {"out": f16(4, 17)}, message="`c` shape [4, 17] != (m, n) = (4, 16)"),

@@ -25,11 +25,12 @@ int32_t cutile_rms_norm(const TensorDesc* out, const TensorDesc* x, const Tensor
 """
 
 
+@checks.entry(layouts={"x": "(..., n)", "weight": "(n,)"}, in_place=("x",))
 def rms_norm(
     x: Tensor, weight: Tensor, eps: float = 1e-6, *, variant: str | dict = "auto", out: Tensor | None = None
 ) -> Tensor:
     """RMSNorm over the last dim; ValueError/TypeError on bad input, ffi.KernelError on a failed call."""
-    if x.dim() < 1 or weight.dim() != 1 or weight.shape[0] != x.shape[-1]:
+    if weight.shape[0] != x.shape[-1]:
         raise ValueError(
             f"rms_norm: weight must be ({x.shape[-1]},) for x of shape {tuple(x.shape)}, got {tuple(weight.shape)}"
         )

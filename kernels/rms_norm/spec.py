@@ -21,11 +21,11 @@ def make_inputs(cfg: dict, device="cuda", seed: int | None = None) -> dict:
     m, n = cfg["m"], cfg["n"]
     x = torch.randn(m, cfg.get("row_stride", n), generator=g, device=device, dtype=torch.float32).to(dt)[:, :n]
     w = (1 + 0.1 * torch.randn(n, generator=g, device=device, dtype=torch.float32)).to(dt)
-    return {"x": x, "w": w, "eps": EPS}
+    return {"x": x, "weight": w, "eps": EPS}
 
 
 def reference(inputs: dict) -> torch.Tensor:
-    x, w = inputs["x"].double(), inputs["w"].double()
+    x, w = inputs["x"].double(), inputs["weight"].double()
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + inputs["eps"]) * w
 
 
@@ -81,7 +81,9 @@ SPEC = row_kernel(
     },
     ffi_cases={
         "out_shape": FfiCase(lambda: {"out": torch.empty(4, 9)}, message="`x` shape [4, 8] != `out` shape [4, 9]"),
-        "weight_len": FfiCase(lambda: {"w": torch.randn(7)}, message="`weight` has 7 elements but x has n=8 columns"),
+        "weight_len": FfiCase(
+            lambda: {"weight": torch.randn(7)}, message="`weight` has 7 elements but x has n=8 columns"
+        ),
         "bad_block": FfiCase(variant={"block": 24}, message="block must be a power of two"),
         "bad_tail": FfiCase(variant={"block": 16, "tail": 16}, message="block < n=8 <= block + tail"),
     },

@@ -22,9 +22,10 @@ int32_t cutile_silu_and_mul(const TensorDesc* out, const TensorDesc* x,
 """
 
 
+@checks.entry(layouts={"x": "(..., 2H)"})
 def silu_and_mul(x: Tensor, *, variant: str | dict = "auto", out: Tensor | None = None) -> Tensor:
     """silu(gate) * up, x = [gate | up]; ValueError/TypeError on bad input, ffi.KernelError on a failed call."""
-    if x.dim() < 1 or x.shape[-1] % 2 != 0:
+    if x.shape[-1] % 2 != 0:
         raise ValueError(f"silu_and_mul: x must be (..., 2H) with an even last dim, got shape {tuple(x.shape)}")
     checks.dtypes("silu_and_mul", DTYPES, x=x)
     checks.contiguous_last_dim("silu_and_mul", size_one_ok=True, x=x)

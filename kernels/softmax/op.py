@@ -51,10 +51,9 @@ def export_args(
     return int(block), int(rows), int(occupancy), int(warps), int(chunk), int(tail), int(programs), int(form)
 
 
+@checks.entry(layouts={"x": "(..., n)"}, in_place=("x",))
 def softmax(x: Tensor, *, variant: str | dict = "auto", out: Tensor | None = None) -> Tensor:
     """Softmax over the last dim; ValueError/TypeError on bad input, ffi.KernelError on a failed call."""
-    if x.dim() < 1:
-        raise ValueError(f"softmax: x must have at least one dim, got shape {tuple(x.shape)}")
     checks.dtypes("softmax", DTYPES, x=x)
     checks.contiguous_last_dim("softmax", x=x)
     checks.out_matches("softmax", out, x.shape, x)

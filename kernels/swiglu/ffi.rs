@@ -5,7 +5,9 @@
 //!                         int32_t device_id, uint64_t stream);
 //!
 //! a, b and out are (m, H), one dtype (f32, f16 or bf16), contiguous last dim, each with its own
-//! row stride >= H; out must not overlap a or b (a and b may alias: both are only read). Entries as
+//! row stride >= H; out may be a or b itself (in place: each element is read by the tile block that
+//! writes it, before it writes it) but must not overlap either otherwise (a and b may alias: both are
+//! only read). Entries as
 //! silu_and_mul's: `swiglu_exact` when the tile divides (m, H) and every element offset fits i32
 //! (`exact_fits`), else `swiglu_masked` where the padded tiles' offsets fit i32, else the
 //! zero-padded `swiglu`. The knobs are silu_and_mul's, with its defaults (the same tiles over the
@@ -53,8 +55,12 @@ pub fn masked_fits(m: i32, h: i32, rows: i32, block: i32, strides: [i32; 3]) -> 
     ffi_util::masked_offsets_fit(m, h, rows, block, &strides)
 }
 
-/// Whether the byte ranges of two (m, h) row-strided tensors of `size`-byte elements intersect.
+/// Whether the byte ranges of two (m, h) row-strided tensors of `size`-byte elements intersect
+/// without the two being one tensor (one start and row stride: an in-place call).
 fn overlap(x: (&TensorDesc, i32), y: (&TensorDesc, i32), m: i32, h: i32, size: usize) -> bool {
+    if x.0.data == y.0.data && (x.1 == y.1 || m == 1) {
+        return false;
+    }
     let span = |(d, stride): (&TensorDesc, i32)| {
         let elems = (m as u128 - 1) * stride as u128 + h as u128;
         (d.data as u128, d.data as u128 + elems * size as u128)
@@ -78,7 +84,9 @@ pub fn plan(
     let size = dtype.size_bytes();
     for (input, stride, arg) in [(a, stride_a, "a"), (b, stride_b, "b")] {
         if overlap((out, stride_out), (input, stride), m, h, size) {
-            return Err(invalid(format!("`out` overlaps `{arg}`: swiglu writes a separate (m, H) tensor")));
+            return Err(invalid(format!(
+                "`out` overlaps `{arg}`: swiglu writes a separate (m, H) tensor, or `{arg}` itself (in place)"
+            )));
         }
     }
 
@@ -98,7 +106,8 @@ fn launch<T: Element>(
     let (y_ptr, a_ptr, b_ptr) =
         unsafe { (ffi_util::device_ptr::<T>(out), ffi_util::device_ptr::<T>(a), ffi_util::device_ptr::<T>(b)) };
     let launch = p.row.launch::<T>(p.grid);
-    // SAFETY: plan() checked shapes, strides, dtypes and that out overlaps neither input; the memory
+    // SAFETY: plan() checked shapes, strides, dtypes and that out overlaps neither input (or is one of
+    // them: each element is read before its own tile block writes it); the memory
     // is PyTorch's, alive until the caller's stream has run the kernel (stream-ordered allocator).
     // The exact and masked entries additionally rely on plan()'s `exact_fits` and `masked_fits`.
     unsafe {
@@ -189,6 +198,11 @@ mod tests {
         }
         // Adjacent but disjoint: out right after a's last element.
         assert!(plan_of(&at(2, ok[0].data + 4 * 32), 16, 1).is_ok());
+        // In place: out is a (or b) itself; the same start with another row stride still overlaps.
+        assert!(plan_of(&at(2, ok[0].data), 16, 1).is_ok() && plan_of(&at(2, ok[1].data), 16, 1).is_ok());
+        let mut wider = at(2, ok[0].data);
+        wider[2] = TensorDesc::from_parts(wider[2].data, DType::F32, &[4, 8], &[16, 1]);
+        assert_fails(plan_of(&wider, 16, 1), rc::INVALID_ARGUMENT, "`out` overlaps `a`");
     }
 
     #[test]

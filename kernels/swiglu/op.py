@@ -27,9 +27,10 @@ int32_t cutile_swiglu(const TensorDesc* out, const TensorDesc* a, const TensorDe
 DTYPES = ("float16", "bfloat16", "float32")
 
 
+@checks.entry(layouts={"a": "(..., H)", "b": "(..., H)"}, in_place=("a", "b"))
 def swiglu(a: Tensor, b: Tensor, *, variant: str | dict = "auto", out: Tensor | None = None) -> Tensor:
     """silu(a) * b; ValueError/TypeError on bad input, ffi.KernelError on a failed call."""
-    if a.dim() < 1 or a.shape != b.shape:
+    if a.shape != b.shape:
         raise ValueError(f"swiglu: a and b must have one shape (..., H), got {tuple(a.shape)} and {tuple(b.shape)}")
     checks.dtypes("swiglu", DTYPES, a=a, b=b)
     checks.contiguous_last_dim("swiglu", a=a, b=b)

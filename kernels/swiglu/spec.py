@@ -81,13 +81,19 @@ SPEC = row_kernel(  # its tolerance: a few output ulps (the torch baseline round
         "b_rows_overlap": FfiCase(
             lambda: {"b": torch.randn(40).as_strided((4, 8), (4, 1))}, message="`b` row stride 4 < its row length 8"
         ),
-        "out_is_a": FfiCase(lambda: dict.fromkeys(("a", "out"), torch.randn(4, 8)), message="`out` overlaps `a`"),
-        "out_is_b": FfiCase(lambda: dict.fromkeys(("b", "out"), torch.randn(4, 8)), message="`out` overlaps `b`"),
+        "out_over_a": FfiCase(
+            lambda: (lambda t: {"a": t[:4], "out": t[1:5]})(torch.randn(5, 8)), message="`out` overlaps `a`"
+        ),
+        "out_over_b": FfiCase(
+            lambda: (lambda t: {"b": t[1:5], "out": t[:4]})(torch.randn(5, 8)), message="`out` overlaps `b`"
+        ),
         "block_not_pow2": FfiCase(variant={"block": 24}, message="block must be a power of two"),
         "tile_too_big": FfiCase(variant={"block": 16384, "rows": 2}, message="block*rows <= 16384"),
-        # valid, so the calls reach device set-up: a and b one tensor (both only read), and a, b,
-        # out in rows of 20, 12 and 16
+        # valid, so the calls reach device set-up: a and b one tensor (both only read), out a or b
+        # itself (in place), and a, b, out in rows of 20, 12 and 16
         "a_is_b": FfiCase(lambda: dict.fromkeys(("a", "b"), torch.randn(4, 8)), code=-4),
+        "out_is_a": FfiCase(lambda: dict.fromkeys(("a", "out"), torch.randn(4, 8)), code=-4),
+        "out_is_b": FfiCase(lambda: dict.fromkeys(("b", "out"), torch.randn(4, 8)), code=-4),
         "padded_rows": FfiCase(
             lambda: {"a": torch.randn(4, 20)[:, :8], "b": torch.randn(4, 12)[:, :8], "out": torch.empty(4, 16)[:, :8]},
             code=-4,

@@ -90,6 +90,16 @@ def check_variant(spec, cfg: dict, inputs: dict, variant) -> None:
     check(spec, "cutile_rs", dict(cfg, variant=variant), inputs, out)
 
 
+def check_in_place(spec, cfg: dict, inputs: dict, name: str, variant) -> None:
+    """The port with `variant` in place of input `name` (out=inputs[name]): it returns that tensor,
+    holding the reference of the inputs as they were."""
+    expected = spec.reference(inputs)
+    target = inputs[name]
+    y = spec.run_port(inputs, out=target, variant=variant)
+    assert y is target, f"in place of {name}: the port returned another tensor than out"
+    check_close(y, expected, spec.tolerance[cfg["dtype"]], f"cutile_rs {dict(cfg, variant=variant)} in place of {name}")
+
+
 def nrep() -> int:
     return int(os.environ.get("TILEKIT_NREP", "100"))
 

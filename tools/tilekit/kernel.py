@@ -5,8 +5,10 @@
 kernels/<name>/op.py, the runtime, imports nothing from spec.py (spec.py imports op) and holds:
   CDEF              the C declaration of the export `cutile_<name>` (read by `make symbols` via ast)
   DTYPES            the dtypes the port supports, as torch's short names: the one statement of them
-  <name>(*args, variant="auto", out=None)   the entry: checks (tilekit.checks; bad input raises
-                    TypeError/ValueError), then tilekit.port.rows or .run picks the variant and calls
+  <name>(*args, variant="auto", out=None)   the entry, decorated with tilekit.checks.entry (its tensor
+                    arguments' layouts, the inputs out may be in place of: the aliasing rule); checks
+                    (tilekit.checks; bad input raises TypeError/ValueError), then tilekit.port.rows or
+                    .run picks the variant and calls
   DEFAULT_VARIANT, variants(*dims), tune_key(dtype, *dims)   the autotune space (dims as SPEC.dims names them)
   export_args(**variant[, sms=])            a variant -> the export's variant arguments (pure)
 The export takes the output's descriptor first, then the entry's arguments in order (tensors as
@@ -19,16 +21,18 @@ products of sizes that `make sweep` times (docs/sweep.md).
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import itertools
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
-from tilekit import ffi, port
+from tilekit import checks, ffi, port
 
 
 def names(kernels_dir: Path | None = None) -> list[str]:
@@ -134,6 +138,9 @@ class KernelSpec:
     bad_inputs: dict  # case -> BadInput (test_op_bad_input_cutile_rs, on the CPU)
     ffi_example: dict  # a small cfg: the CPU tensors the FfiCases and the generic CPU calls start from
     ffi_cases: dict = field(default_factory=dict)  # case -> FfiCase: what ffi.rs's validation returns
+    alias_example: dict | None = (
+        None  # a small cfg where an input has out's shape (matmul: k = n), when the ffi_example has none
+    )
     flops: Callable | None = None  # cfg -> flops; where declared, records report TFLOP/s instead of GB/s
     strides: dict = field(default_factory=dict)  # optional row-stride keys of a shape -> their prefix in ids
     options: dict = field(default_factory=dict)  # other optional keys of a shape -> their prefix in ids
@@ -158,6 +165,16 @@ class KernelSpec:
     @property
     def entry(self) -> Callable:
         return getattr(self.op, self.name)
+
+    @property
+    def layouts(self) -> dict[str, str]:
+        """The entry's tensor arguments and their layouts, as its tilekit.checks.entry declares them."""
+        return dict(getattr(self.entry, "layouts", {}))
+
+    @property
+    def in_place(self) -> tuple[str, ...]:
+        """The inputs `out` may be (an in-place call), as the entry's tilekit.checks.entry declares them."""
+        return tuple(getattr(self.entry, "in_place", ()))
 
     def dims_of(self, cfg: dict) -> dict:
         return {d: cfg[d] for d in self.dims}
@@ -267,11 +284,78 @@ class KernelSpec:
             "last_dim_stride": BadInput(
                 lambda: made(strided), ValueError, f"{first} must be contiguous in its last dim"
             ),
+            f"{first}_not_a_tensor": BadInput(
+                lambda: made(lambda name, t: t.tolist() if name == first else t), TypeError, "must be a torch.Tensor"
+            ),
         }
         if "float64" not in self.dtypes:
             double = lambda: made(lambda name, t: t.double())  # noqa: E731
             shared["float64"] = BadInput(double, TypeError, f"of {allowed}, got torch.float64")
-        return shared | self.bad_inputs
+        for name, layout in self.layouts.items():  # a 0-d tensor, and one dim more where the rank is exact
+            wrong = {f"{name}_0d": lambda t: t.flatten()[0]}
+            if not checks.layout_rank(layout)[1]:
+                wrong[f"{name}_{checks.layout_rank(layout)[0] + 1}d"] = lambda t: t[None]
+            for case, change in wrong.items():
+                remade = functools.partial(made, lambda n, t, name=name, change=change: change(t) if n == name else t)
+                shared[case] = BadInput(remade, ValueError, f"{name} must be {layout}, a tensor of")
+        for name in self.in_place:  # allowed by the aliasing rule: the call goes on to the device check
+            shared[f"out_is_{name}_in_place"] = BadInput(
+                lambda name=name: self.aliased_call("cpu", name, "same"), ValueError, "CUDA device"
+            )
+        return shared | self.aliasing_cases("cpu") | self.bad_inputs
+
+    def aliased_call(self, device: str, name: str, how: str, cfg: dict | None = None) -> tuple[tuple, dict]:
+        """A call of the entry on the inputs of `cfg` (the ffi_example; on `device`) whose `out` shares
+        memory with input `name`: how="same" is that input itself; "shifted" one element past its start
+        in one buffer; "restrided" from its first element with every stride but the last doubled."""
+        import torch
+
+        cfg = cfg or self.ffi_example
+        inputs = self.make_inputs(cfg, device=device, seed=0)
+        t, shape = inputs[name], tuple(self.out_shape(cfg))
+        if how == "same":
+            return call(*inputs.values(), out=t)
+        size = math.prod(shape)
+        buffer = torch.empty(t.numel() + 2 * size + 1, dtype=t.dtype, device=device)
+        inputs[name] = buffer[: t.numel()].view(t.shape).copy_(t)
+        if how == "shifted":
+            return call(*inputs.values(), out=buffer[1 : 1 + size].view(shape))
+        strides = [math.prod(shape[i + 1 :]) * (1 if i == len(shape) - 1 else 2) for i in range(len(shape))]
+        return call(*inputs.values(), out=buffer.as_strided(shape, strides if len(shape) > 1 else [2]))
+
+    def aliasing_cases(self, device: str) -> dict[str, BadInput]:
+        """The calls the aliasing rule refuses (tilekit.checks.out_aliasing; docs/kernels.md), for each
+        tensor input of the ffi_example with out's dtype: out over it shifted by one element, out from
+        its first element with other strides, and, where its shape is out's in the ffi_example (or the
+        alias_example) and the kernel does not run in place of it, out as the input itself. On
+        `device`: the CPU tests and the GPU suite (test_op_aliasing_cutile_rs) run the same cases."""
+        cases = {}
+        for name in self.aliasable(self.ffi_example):
+            for how in ("shifted", "restrided"):
+                make = functools.partial(self.aliased_call, device, name, how)
+                cases[f"out_{how}_over_{name}"] = BadInput(make, ValueError, f"out overlaps {name}: out")
+        for cfg in (self.ffi_example, self.alias_example or {}):
+            for name in self.aliasable(cfg, same_shape=True) if cfg else ():
+                if name not in self.in_place and f"out_is_{name}" not in cases:
+                    make = functools.partial(self.aliased_call, device, name, "same", cfg)
+                    cases[f"out_is_{name}"] = BadInput(make, ValueError, f"out is {name} (the same memory")
+        return cases
+
+    def aliasable(self, cfg: dict, same_shape: bool = False) -> list[str]:
+        """The tensor inputs of cfg that out could share memory with (out's dtype, two elements or more),
+        with `same_shape` only those of out's shape."""
+        import torch
+
+        probe = self.make_inputs(cfg, device="meta")
+        like = next(v for v in probe.values() if isinstance(v, torch.Tensor))
+        return [
+            name
+            for name, t in probe.items()
+            if isinstance(t, torch.Tensor)
+            and t.dtype == like.dtype
+            and t.numel() > 1
+            and (not same_shape or tuple(t.shape) == tuple(self.out_shape(cfg)))
+        ]
 
     # -- the declaration checks itself (tests/kit/test_kernel_contract.py) ---------------------------
 
@@ -283,6 +367,15 @@ class KernelSpec:
                 out.append(f"kernels/{self.name}/op.py has no {attr}")
         if out:
             return out
+        if not hasattr(self.entry, "layouts"):
+            out.append(
+                f"kernels/{self.name}/op.py: decorate {self.name} with tilekit.checks.entry(layouts=..., in_place=...) "
+                "(each tensor argument's layout, the inputs out may be: docs/kernels.md, 'Aliasing')"
+            )
+        params = [n for n, p in inspect.signature(self.entry).parameters.items() if p.kind is p.POSITIONAL_OR_KEYWORD]
+        made = list(self.make_inputs(self.ffi_example, device="meta"))
+        if made != params:
+            out.append(f"make_inputs returns {made}: name them as the entry's arguments {params}, in order")
         if ffi.declared_functions(op.CDEF)[:1] != [f"cutile_{self.name}"]:
             out.append(f"op.CDEF must declare cutile_{self.name} first, got {ffi.declared_functions(op.CDEF)}")
         if not " ".join(op.CDEF.split()).endswith("int32_t device_id, uint64_t stream);"):
@@ -312,6 +405,10 @@ class KernelSpec:
             if cfg.get("dtype") not in self.dtypes:
                 out.append(f"{cfg}: dtype must be one of {self.dtypes}")
                 break
+        if self.alias_example is not None and not self.aliasable(self.alias_example, same_shape=True):
+            out.append(
+                f"alias_example {self.alias_example}: no input has out's shape {self.out_shape(self.alias_example)}"
+            )
         if not self.bad_inputs or not all(isinstance(b, BadInput) for b in self.bad_inputs.values()):
             out.append("bad_inputs: declare at least one BadInput")
         if not all(isinstance(c, FfiCase) for c in self.ffi_cases.values()):

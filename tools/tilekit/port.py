@@ -17,7 +17,7 @@ import inspect
 import sys
 from types import ModuleType
 
-from tilekit import autotune, ffi
+from tilekit import autotune, checks, ffi
 
 
 def module(op: ModuleType | str) -> ModuleType:
@@ -105,20 +105,50 @@ def with_alignment(key: dict, tensors) -> dict:
     return out if out != key else key
 
 
+def scratch_like(t):
+    """A copy of t in new memory with t's shape, strides and offset from a 256-byte boundary (so the
+    tune key's alignment, `with_alignment`, and the launcher's entries are those of t)."""
+    import torch
+
+    size = t.element_size()
+    lead = t.data_ptr() % 256 // size
+    span = 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride()))
+    buffer = torch.empty(lead + span, dtype=t.dtype, device=t.device)
+    return buffer.as_strided(t.shape, t.stride(), lead).copy_(t)
+
+
+def tuning_tensors(out, args: tuple) -> tuple:
+    """What autotune's candidates run on: (out, *args) themselves, unless out shares memory with an
+    argument (an in-place call, the only overlap tilekit.checks lets through): then a scratch copy of
+    out (scratch_like) in out's place and in that argument's, so no candidate changes what a later
+    one reads and the caller's tensors are written once, by the pick. Made at the first candidate's
+    call: a cached pick allocates nothing."""
+    import torch
+
+    if not any(isinstance(a, torch.Tensor) and checks.overlap(out, a) != "none" for a in args):
+        return (out, *args)
+    scratch = scratch_like(out)
+    return (
+        scratch,
+        *(scratch if isinstance(a, torch.Tensor) and checks.overlap(out, a) != "none" else a for a in args),
+    )
+
+
 def run(op: ModuleType | str, variant, sizes: tuple, out, *args, key: dict | None = None) -> None:
     """Launch the export on (out, *args) for the problem `sizes` (op.variants(*sizes) and
     op.tune_key(dtype, *sizes), or the entry's own `key`, told apart by `with_alignment`) with what
-    `variant` names (autotune.pick); nothing for an empty out."""
+    `variant` names (autotune.pick; tuning on `tuning_tensors`); nothing for an empty out."""
     op = module(op)
     if out.numel() == 0:
         return
+    tensors = functools.cache(lambda: tuning_tensors(out, args))
     variant = autotune.pick(
         name(op),
         variant,
         default=op.DEFAULT_VARIANT,
         key=with_alignment(key or op.tune_key(str(out.dtype).removeprefix("torch."), *sizes), (out, *args)),
         candidates=op.variants(*sizes),
-        make_call=lambda v: lambda: launch(op, out, *args, **v),
+        make_call=lambda v: lambda: launch(op, *tensors(), **v),
     )
     launch(op, out, *args, **variant)
 

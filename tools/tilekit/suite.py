@@ -2,7 +2,11 @@
 
     test_op[<backend>-<shape>-<dtype>]            correctness of the port (its default variant) and each baseline
     test_op_every_variant_cutile_rs[<shape>-<dtype>]   each autotune candidate on the variant shapes
-    test_op_bad_input_cutile_rs[cutile_rs-<case>]      bad input refused in Python (runs on the CPU)
+    test_op_bad_input_cutile_rs[cutile_rs-<case>]      bad input refused in Python (runs on the CPU), the
+                                                  aliasing rule's refusals among them
+    test_op_aliasing_cutile_rs[cutile_rs-<case>]       the same refusals on GPU tensors, nothing written
+    test_op_in_place_cutile_rs[<input>-<shape>-<dtype>]   out=<input> where the entry allows it, on a fresh
+                                                  autotune cache (only kernels that run in place)
     test_perf[<backend>-<config>-<dtype>]         CUPTI time and record (tilekit.pytest_plugin prints it)
     test_sweep[<backend>-<config>-<dtype>]        the same over the sweep grid, only when TILEKIT_SWEEP
                                                   names a size (make sweep; tilekit.sweep)
@@ -54,6 +58,14 @@ def cases(spec, swept: tuple[str, str] | None = None) -> dict[str, list]:
         "test_op_bad_input_cutile_rs": [
             pytest.param(case, id=harness.case_id("cutile_rs", case)) for case in spec.bad_input_cases()
         ],
+        "test_op_aliasing_cutile_rs": [
+            pytest.param(case, id=harness.case_id("cutile_rs", case)) for case in spec.aliasing_cases("meta")
+        ],
+        "test_op_in_place_cutile_rs": [
+            pytest.param(name, c, id=f"{name}-{spec.shape_id(c)}-{c['dtype']}")
+            for name in spec.in_place
+            for c in spec.variant_shapes
+        ],
         "test_perf": [
             pytest.param(b, c, id=harness.case_id(b, sweep.case_id(spec, c))) for b in b_ids for c in spec.perf_configs
         ],
@@ -94,6 +106,30 @@ def generate(name: str) -> dict:
         torch.cuda.synchronize()  # a launch fault of the warm-up shows here, not as a later candidate's
         for v in candidates:
             harness.check_variant(spec, cfg, inputs, v)
+            for name in spec.in_place:  # the kernel runs in place of these: every candidate, in place
+                harness.check_in_place(spec, cfg, spec.make_inputs(cfg), name, v)
+
+    @pytest.mark.parametrize("case", params["test_op_aliasing_cutile_rs"])
+    def test_op_aliasing_cutile_rs(cuda, case):
+        """The aliasing rule's refusals (tilekit.checks.out_aliasing) on GPU tensors: the message names
+        out and the input, and nothing was written."""
+        bad = spec.aliasing_cases("cuda")[case]
+        args, kwargs = bad.make()
+        before = [a.clone() for a in (*args, kwargs["out"]) if isinstance(a, torch.Tensor)]
+        with pytest.raises(bad.error, match=re.escape(bad.message)):
+            spec.entry(*args, **kwargs)
+        torch.cuda.synchronize()
+        after = [a for a in (*args, kwargs["out"]) if isinstance(a, torch.Tensor)]
+        assert all(torch.equal(a, b) for a, b in zip(after, before)), "a refused call wrote to a tensor"
+
+    @pytest.mark.parametrize("name,cfg", params["test_op_in_place_cutile_rs"])
+    def test_op_in_place_cutile_rs(cuda, tmp_path, monkeypatch, name, cfg):
+        """out=<input> on a shape class this process has never tuned (an empty autotune cache): the first
+        call tunes on scratch copies (tilekit.port.tuning_tensors) and writes the caller's tensor once."""
+        monkeypatch.setenv("TILEKIT_AUTOTUNE_CACHE", str(tmp_path / "autotune.json"))
+        monkeypatch.setattr(autotune, "_MEMO", {})
+        monkeypatch.delenv("TILEKIT_AUTOTUNE", raising=False)
+        harness.check_in_place(spec, cfg, spec.make_inputs(cfg), name, "auto")
 
     @pytest.mark.parametrize("case", params["test_op_bad_input_cutile_rs"])
     def test_op_bad_input_cutile_rs(case):
@@ -127,7 +163,12 @@ def generate(name: str) -> dict:
     if (kernel.ffi.KERNELS_DIR / name / "tests.py").is_file():
         extra = importlib.import_module(f"kernels.{name}.tests")
         tests.update((k, v) for k, v in vars(extra).items() if k.startswith("test_") and callable(v))
-    tests.update(test_op_bad_input_cutile_rs=test_op_bad_input_cutile_rs, test_perf=test_perf)
+    tests.update(
+        test_op_bad_input_cutile_rs=test_op_bad_input_cutile_rs, test_op_aliasing_cutile_rs=test_op_aliasing_cutile_rs
+    )
+    if spec.in_place:
+        tests["test_op_in_place_cutile_rs"] = test_op_in_place_cutile_rs
+    tests["test_perf"] = test_perf
     if swept:
         tests["test_sweep"] = test_sweep
     return tests

@@ -130,7 +130,7 @@ def export_args(bm: int, bn: int, occupancy: int, warps: int) -> tuple[int, int,
     return int(bm), int(bn), int(occupancy), int(warps)
 
 
-@checks.entry(layouts={"q": "(b, h, s_q, d)", "k": "(b, h_kv, s_kv, d)", "v": "(b, h_kv, s_kv, d)"})
+@port.entry(layouts={"q": "(b, h, s_q, d)", "k": "(b, h_kv, s_kv, d)", "v": "(b, h_kv, s_kv, d)"})
 def attention(
     q: Tensor,
     k: Tensor,
@@ -178,7 +178,12 @@ def attention(
     o = out if out is not None else torch.empty_like(q)
     if skv == 0:
         return o.zero_()  # no key: every query sees none (a sink only adds to the denominator)
-    key = tune_key(str(q.dtype)[6:], b, h, hkv, sq, skv, d, causal=bool(causal), window=window, sinks=sinks is not None)
+
+    def key():
+        return tune_key(
+            str(q.dtype)[6:], b, h, hkv, sq, skv, d, causal=bool(causal), window=window, sinks=sinks is not None
+        )
+
     args = (o, q, k, v, sinks, int(bool(causal)), scale, window)
     port.run(__name__, variant, (b, h, hkv, sq, skv, d), *args, key=key)
     return o

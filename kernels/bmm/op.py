@@ -34,7 +34,7 @@ DEFAULT_VARIANT = dict(mma.DEFAULT_VARIANT)
 export_args = mma.export_args  # the same knobs, in the same order
 
 
-@checks.entry(layouts={"a": "(batch, m, k)", "b": "(batch, k, n)"})
+@port.entry(layouts={"a": "(batch, m, k)", "b": "(batch, k, n); one b for every product: b.expand(batch, k, n)"})
 def bmm(a: Tensor, b: Tensor, *, variant: str | dict = "auto", out: Tensor | None = None) -> Tensor:
     """C[i] = A[i] @ B[i]; ValueError/TypeError on bad input, ffi.KernelError on a failed call."""
     if a.shape[0] != b.shape[0] or a.shape[2] != b.shape[1]:
@@ -54,7 +54,7 @@ def bmm(a: Tensor, b: Tensor, *, variant: str | dict = "auto", out: Tensor | Non
     if k == 0:
         return c.zero_()  # empty sums
     shared = b.shape[0] > 1 and b.stride(0) == 0
-    key = tune_key(str(a.dtype)[6:], batch, m, n, k, a_t=a_t, b_t=b_t, shared_b=shared)
+    key = lambda: tune_key(str(a.dtype)[6:], batch, m, n, k, a_t=a_t, b_t=b_t, shared_b=shared)  # noqa: E731
     port.run(__name__, variant, (batch, m, n, k), c, a, b, key=key)
     return c
 

@@ -103,6 +103,7 @@ SPEC = KernelSpec(
         "inner_dim": BadInput(lambda: call(f16(2, 4, 8), f16(2, 7, 3)), ValueError, "b (batch, k, n)"),
         "batch_mismatch": BadInput(lambda: call(f16(2, 4, 8), f16(3, 8, 3)), ValueError, "b.expand(batch, k, n)"),
         "two_dims": BadInput(lambda: call(f16(4, 8), f16(8, 3)), ValueError, "a must be (batch, m, k)"),
+        "b_two_dims": BadInput(lambda: call(f16(2, 4, 8), f16(8, 3)), ValueError, "(one b for every product: b.expand"),
         "cpu_tensor": BadInput(lambda: call(f16(2, 4, 8), f16(2, 8, 3)), ValueError, "CUDA device"),
         "strided_matrix": BadInput(
             lambda: call(f16(2, 8, 16)[:, ::2, ::2], f16(2, 8, 3)), ValueError, "a must be contiguous in its last dim"

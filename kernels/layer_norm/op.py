@@ -30,7 +30,7 @@ int32_t cutile_layer_norm(const TensorDesc* out, const TensorDesc* x, const Tens
 DTYPES = ("float16", "bfloat16", "float32")
 
 
-@checks.entry(layouts={"x": "(..., n)", "weight": "(n,)", "bias": "(n,)"}, in_place=("x",))
+@port.entry(layouts={"x": "(..., n)", "weight": "(n,)", "bias": "(n,)"}, in_place=("x",))
 def layer_norm(
     x: Tensor,
     weight: Tensor | None = None,

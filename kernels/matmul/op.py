@@ -61,7 +61,7 @@ def variants(m: int, n: int, k: int) -> list[dict]:
     return found + [mma.variant(bm, bn, 128, occupancy=2) | {"splits": s} for bm, bn, s in split]
 
 
-@checks.entry(layouts={"a": "(m, k)", "b": "(k, n)"})
+@port.entry(layouts={"a": "(m, k)", "b": "(k, n)"})
 def matmul(a: Tensor, b: Tensor, *, variant: str | dict = "auto", out: Tensor | None = None) -> Tensor:
     """C = A @ B; ValueError/TypeError on bad input, ffi.KernelError on a failed call. A product past
     i32 indexing is refused from the shapes alone, before autotune could try (and fail) every candidate:
@@ -84,5 +84,5 @@ def matmul(a: Tensor, b: Tensor, *, variant: str | dict = "auto", out: Tensor | 
     c = out if out is not None else torch.empty((m, n), dtype=a.dtype, device=a.device)
     if k == 0:
         return c.zero_()  # an empty sum
-    port.run(__name__, variant, (m, n, k), c, a, b, key=tune_key(str(a.dtype)[6:], m, n, k, a_t=a_t, b_t=b_t))
+    port.run(__name__, variant, (m, n, k), c, a, b, key=lambda: tune_key(str(a.dtype)[6:], m, n, k, a_t=a_t, b_t=b_t))
     return c

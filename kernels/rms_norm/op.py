@@ -25,7 +25,7 @@ int32_t cutile_rms_norm(const TensorDesc* out, const TensorDesc* x, const Tensor
 """
 
 
-@checks.entry(layouts={"x": "(..., n)", "weight": "(n,)"}, in_place=("x",))
+@port.entry(layouts={"x": "(..., n)", "weight": "(n,)"}, in_place=("x",))
 def rms_norm(
     x: Tensor, weight: Tensor, eps: float = 1e-6, *, variant: str | dict = "auto", out: Tensor | None = None
 ) -> Tensor:

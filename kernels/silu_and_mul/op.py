@@ -22,7 +22,7 @@ int32_t cutile_silu_and_mul(const TensorDesc* out, const TensorDesc* x,
 """
 
 
-@checks.entry(layouts={"x": "(..., 2H)"})
+@port.entry(layouts={"x": "(..., 2H)"})
 def silu_and_mul(x: Tensor, *, variant: str | dict = "auto", out: Tensor | None = None) -> Tensor:
     """silu(gate) * up, x = [gate | up]; ValueError/TypeError on bad input, ffi.KernelError on a failed call."""
     if x.shape[-1] % 2 != 0:

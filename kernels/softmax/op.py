@@ -51,7 +51,7 @@ def export_args(
     return int(block), int(rows), int(occupancy), int(warps), int(chunk), int(tail), int(programs), int(form)
 
 
-@checks.entry(layouts={"x": "(..., n)"}, in_place=("x",))
+@port.entry(layouts={"x": "(..., n)"}, in_place=("x",))
 def softmax(x: Tensor, *, variant: str | dict = "auto", out: Tensor | None = None) -> Tensor:
     """Softmax over the last dim; ValueError/TypeError on bad input, ffi.KernelError on a failed call."""
     checks.dtypes("softmax", DTYPES, x=x)

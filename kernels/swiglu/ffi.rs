@@ -55,18 +55,35 @@ pub fn masked_fits(m: i32, h: i32, rows: i32, block: i32, strides: [i32; 3]) -> 
     ffi_util::masked_offsets_fit(m, h, rows, block, &strides)
 }
 
-/// Whether the byte ranges of two (m, h) row-strided tensors of `size`-byte elements intersect
-/// without the two being one tensor (one start and row stride: an in-place call).
+/// Whether two (m, h) row-strided tensors of `size`-byte elements (row strides >= h, or one row)
+/// have an element in common without being one tensor (one start and row stride: an in-place
+/// call). Exact: rows of two tensors that interleave without touching (the column halves of one
+/// buffer) do not overlap; past disjoint byte ranges, each row of y is tested against the rows of
+/// x its bytes could meet.
 fn overlap(x: (&TensorDesc, i32), y: (&TensorDesc, i32), m: i32, h: i32, size: usize) -> bool {
     if x.0.data == y.0.data && (x.1 == y.1 || m == 1) {
         return false;
     }
-    let span = |(d, stride): (&TensorDesc, i32)| {
-        let elems = (m as u128 - 1) * stride as u128 + h as u128;
-        (d.data as u128, d.data as u128 + elems * size as u128)
-    };
-    let ((x_lo, x_hi), (y_lo, y_hi)) = (span(x), span(y));
-    x_lo < y_hi && y_lo < x_hi
+    let (m, h, size) = (m as i128, h as i128, size as i128);
+    let row = |(d, stride): (&TensorDesc, i32), i: i128| d.data as i128 + i * stride as i128 * size;
+    let (x_end, y_end) = (row(x, m - 1) + h * size, row(y, m - 1) + h * size);
+    if x_end <= row(y, 0) || y_end <= row(x, 0) {
+        return false;
+    }
+    let x_stride = if m == 1 { 1 } else { x.1 as i128 * size };
+    if m > 1 && x.1 == y.1 {
+        // One row stride s: row i of y meets row j of x iff |d + (i - j) s| < h bytes, d = y - x;
+        // |d + k s| is least at the k of [-(m - 1), m - 1] nearest -d / s.
+        let d = row(y, 0) - row(x, 0);
+        let k = (-d).div_euclid(x_stride);
+        return [k, k + 1].iter().any(|&k| (d + k.clamp(1 - m, m - 1) * x_stride).abs() < h * size);
+    }
+    (0..m).any(|i| {
+        // rows j of x with x_j < y_i + h and y_i < x_j + h (bytes), clamped to x's rows
+        let (lo, hi) = (row(y, i) - h * size + 1 - row(x, 0), row(y, i) + h * size - 1 - row(x, 0));
+        let (first, last) = (lo.div_euclid(x_stride) + (lo.rem_euclid(x_stride) != 0) as i128, hi.div_euclid(x_stride));
+        first.max(0) <= last.min(m - 1)
+    })
 }
 
 pub fn plan(
@@ -198,11 +215,49 @@ mod tests {
         }
         // Adjacent but disjoint: out right after a's last element.
         assert!(plan_of(&at(2, ok[0].data + 4 * 32), 16, 1).is_ok());
+        // Column neighbours in one buffer (rows of 24: a, b and out each 8 of them) share no element.
+        let mut halves = ok;
+        for (i, d) in halves.iter_mut().enumerate() {
+            *d = TensorDesc::from_parts(ok[0].data + 32 * i as u64, DType::F32, &[4, 8], &[24, 1]);
+        }
+        assert!(plan_of(&halves, 16, 1).is_ok());
+        halves[2].data -= 4; // out one column to the left: its first column is b's last
+        assert_fails(plan_of(&halves, 16, 1), rc::INVALID_ARGUMENT, "`out` overlaps `b`");
         // In place: out is a (or b) itself; the same start with another row stride still overlaps.
         assert!(plan_of(&at(2, ok[0].data), 16, 1).is_ok() && plan_of(&at(2, ok[1].data), 16, 1).is_ok());
         let mut wider = at(2, ok[0].data);
         wider[2] = TensorDesc::from_parts(wider[2].data, DType::F32, &[4, 8], &[16, 1]);
         assert_fails(plan_of(&wider, 16, 1), rc::INVALID_ARGUMENT, "`out` overlaps `a`");
+    }
+
+    #[test]
+    fn overlap_agrees_with_the_element_sets_of_small_row_strided_tensors() {
+        let elements = |start: u64, m: i32, stride: i32, h: i32| -> Vec<u64> {
+            (0..m as u64).flat_map(|i| (0..h as u64).map(move |c| start + (i * stride as u64 + c) * 2)).collect()
+        };
+        for m in 1..=4 {
+            for h in 1..=4 {
+                for (sx, sy) in [(h, h), (h + 1, h + 1), (2 * h + 1, 2 * h + 1), (h, h + 3), (h + 2, h)] {
+                    for start in 0..(m * (sx.max(sy) + 2)) as u64 {
+                        let x = TensorDesc::from_parts(0x1000, DType::F16, &[m as i64, h as i64], &[sx as i64, 1]);
+                        let y = TensorDesc::from_parts(
+                            0x1000 + 2 * start,
+                            DType::F16,
+                            &[m as i64, h as i64],
+                            &[sy as i64, 1],
+                        );
+                        let same = start == 0 && (sx == sy || m == 1);
+                        let (ex, ey) = (elements(x.data, m, sx, h), elements(y.data, m, sy, h));
+                        let shared = !same && ex.iter().any(|e| ey.contains(e));
+                        assert_eq!(
+                            overlap((&x, sx), (&y, sy), m, h, 2),
+                            shared,
+                            "m={m} h={h} strides {sx}, {sy} at +{start}"
+                        );
+                    }
+                }
+            }
+        }
     }
 
     #[test]

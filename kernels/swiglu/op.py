@@ -27,7 +27,7 @@ int32_t cutile_swiglu(const TensorDesc* out, const TensorDesc* a, const TensorDe
 DTYPES = ("float16", "bfloat16", "float32")
 
 
-@checks.entry(layouts={"a": "(..., H)", "b": "(..., H)"}, in_place=("a", "b"))
+@port.entry(layouts={"a": "(..., H)", "b": "(..., H)"}, in_place=("a", "b"))
 def swiglu(a: Tensor, b: Tensor, *, variant: str | dict = "auto", out: Tensor | None = None) -> Tensor:
     """silu(a) * b; ValueError/TypeError on bad input, ffi.KernelError on a failed call."""
     if a.shape != b.shape:

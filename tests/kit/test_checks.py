@@ -1,9 +1,10 @@
-"""The rules every entry shares (tilekit.checks.entry): ranks, the aliasing rule, and autotune's
+"""The rules every entry shares (tilekit.port.entry): ranks, the aliasing rule, and autotune's
 scratch copies for in-place calls (tilekit.port.tuning_tensors), on CPU and meta tensors. Every
 kernel's own cases (its refusals on its ffi_example) are generated: test_op_bad_input_cutile_rs."""
 
 import pytest
 import torch
+from torch import Tensor
 
 from tilekit import autotune, bench, checks, port
 
@@ -21,6 +22,32 @@ def test_overlap_tells_one_tensor_from_neighbours_and_partial_overlaps():
     assert checks.overlap(x, buf[:0]) == "none"  # empty: no element in common
 
 
+def test_overlap_ignores_the_strides_of_one_element_dims_and_tells_fake_tensors_apart():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    hidden = torch.zeros(4, 16)
+    last = hidden[-1:, :8]  # strides (16, 1): its one row's stride places nothing
+    assert checks.overlap(last, last.view(1, 8)) == "same" and last.view(1, 8).stride() == (8, 1)
+    with FakeTensorMode():  # no addresses (data_ptr is 0): storage and offset decide
+        a, b = torch.empty(4, 8, device="cuda"), torch.empty(4, 8, device="cuda")
+        assert [checks.overlap(a, b), checks.overlap(a, a), checks.overlap(a, a[1:])] == ["none", "same", "partial"]
+
+
+def test_an_out_whose_elements_share_memory_is_refused():
+    x = torch.zeros(4, 8)
+    with pytest.raises(ValueError, match=r"toy: out \(4, 8\) with strides \(0, 1\) has elements that share memory"):
+        toy(x, torch.zeros(8), out=torch.zeros(8).expand(4, 8))
+    assert not checks.internal_overlap(torch.zeros(8, 4).t()) and checks.internal_overlap(
+        torch.zeros(5).as_strided((3, 3), (1, 1))
+    )
+
+
+def test_the_checks_doctests_pass():
+    import doctest
+
+    assert doctest.testmod(checks).failed == 0
+
+
 def test_overlap_on_the_meta_device_reads_storage_offsets():
     buf = torch.empty(8, 32, device="meta")
     assert checks.overlap(buf[:, :16], buf[:, :16]) == "same"
@@ -29,8 +56,8 @@ def test_overlap_on_the_meta_device_reads_storage_offsets():
     assert checks.overlap(buf, torch.empty(8, 32, device="meta")) == "none"  # another storage
 
 
-@checks.entry(layouts={"x": "(..., n)", "w": "(n,)", "b": "(n,)"}, in_place=("x",))
-def toy(x, w, b=None, eps=1e-6, *, variant="auto", out=None):
+@port.entry(layouts={"x": "(..., n)", "w": "(n,)", "b": "(n,)"}, in_place=("x",))
+def toy(x: "Tensor", w: "Tensor", b: "Tensor | None" = None, eps: "float" = 1e-6, *, variant="auto", out=None):
     return "ran"
 
 
@@ -59,8 +86,12 @@ def test_entry_checks_ranks_then_aliasing_before_the_body():
 
 
 def test_entry_refuses_a_declaration_that_names_no_argument():
-    with pytest.raises(TypeError, match=r"checks.entry names \['y'\]"):
-        checks.entry(layouts={"y": "(n,)"})(lambda x, *, out=None: x)
+    with pytest.raises(TypeError, match=r"port.entry names \['y'\]"):
+        port.entry(layouts={"y": "(n,)"})(lambda x, *, out=None: x)
+    with pytest.raises(TypeError, match="toy2: argument n is annotated 'list'; a torch op takes"):
+
+        @port.entry(layouts={})
+        def toy2(n: "list", *, variant="auto", out=None): ...
 
 
 def test_scratch_copies_keep_shape_strides_values_and_16_byte_phase():

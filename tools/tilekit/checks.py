@@ -2,12 +2,9 @@
 across kernels (the suites' bad-input cases match these messages). Each takes the kernel's name
 and the tensors by their argument names, and raises TypeError/ValueError saying what to fix.
 
-Every entry is decorated with `entry`, which applies the rules all ports share before the entry's
-own checks run: each tensor argument's rank (from its declared layout), and the aliasing rule
-(docs/kernels.md, "Aliasing"):
-
-    @checks.entry(layouts={"x": "(..., n)", "weight": "(n,)"}, in_place=("x",))
-    def rms_norm(x, weight, eps=1e-6, *, variant="auto", out=None): ...
+Every entry is decorated with tilekit.port.entry, which applies the rules all ports share here
+before the entry's own checks run: each tensor argument's rank (`rank`, from its declared layout),
+and the aliasing rule (`out_aliasing`; docs/kernels.md, "Aliasing"):
 
 - `out` that *is* an input (`overlap` says "same": one address, shape, strides and dtype) is an
   in-place call, allowed for the inputs named in `in_place` (kernels whose tile blocks read every
@@ -16,9 +13,6 @@ own checks run: each tensor argument's rank (from its declared layout), and the 
 """
 
 from __future__ import annotations
-
-import functools
-import inspect
 
 
 def dtypes(kernel: str, names: tuple[str, ...], **tensors) -> None:
@@ -66,22 +60,24 @@ def cuda(kernel: str, **tensors) -> None:
     )
 
 
-# -- ranks and the aliasing rule, applied by `entry` ----------------------------------------------
+# -- ranks and the aliasing rule, applied by tilekit.port.entry ----------------------------------------------
 
 
 def layout_rank(layout: str) -> tuple[int, bool]:
-    """(dims named, whether more may lead) of a layout as entries declare it.
+    """(dims named, whether more may lead) of a layout as entries declare it: its first parenthesized
+    group (after a "; " comes a hint for rank's message).
 
-    >>> layout_rank("(..., n)"), layout_rank("(n,)"), layout_rank("(b, h, s_q, d)")
-    ((1, True), (1, False), (4, False))
+    >>> layout_rank("(..., n)"), layout_rank("(n,)"), layout_rank("(batch, k, n); b.expand(batch, k, n) for one b")
+    ((1, True), (1, False), (3, False))
     """
-    parts = [p.strip() for p in layout.strip().strip("()").split(",") if p.strip()]
+    group = layout[layout.index("(") + 1 : layout.index(")")]
+    parts = [p.strip() for p in group.split(",") if p.strip()]
     return len([p for p in parts if p != "..."]), "..." in parts
 
 
-def rank(kernel: str, name: str, t, layout: str) -> None:
-    """t is a tensor of the rank `layout` declares: TypeError for a non-tensor, ValueError naming the
-    layout and what came otherwise.
+def rank(kernel: str, name: str, t, layout: str, dims: tuple[int, bool] | None = None) -> None:
+    """t is a tensor of the rank `layout` declares (`dims`: its layout_rank, when parsed already):
+    TypeError for a non-tensor, ValueError naming the layout and what came otherwise.
 
     >>> import torch
     >>> rank("rms_norm", "x", torch.tensor(1.0), "(..., n)")
@@ -93,17 +89,22 @@ def rank(kernel: str, name: str, t, layout: str) -> None:
     >>> rank("matmul", "a", [[1.0]], "(m, k)")
     Traceback (most recent call last):
     TypeError: matmul: a must be a torch.Tensor (m, k), got list
+    >>> rank("bmm", "b", torch.empty(8, 3), "(batch, k, n); one b for every product: b.expand(batch, k, n)")
+    Traceback (most recent call last):
+    ValueError: bmm: b must be (batch, k, n), a tensor of 3 dims, got a 2-d tensor of shape (8, 3) (one b for every product: b.expand(batch, k, n))
     """
     import torch
 
+    shape, _, hint = layout.partition("; ")
     if not isinstance(t, torch.Tensor):
-        raise TypeError(f"{kernel}: {name} must be a torch.Tensor {layout}, got {type(t).__name__}")
-    dims, leading = layout_rank(layout)
-    if t.dim() == dims or (leading and t.dim() > dims):
+        raise TypeError(f"{kernel}: {name} must be a torch.Tensor {shape}, got {type(t).__name__}")
+    named, leading = dims or layout_rank(layout)
+    if t.dim() == named or (leading and t.dim() > named):
         return
-    need = f"at least {dims} dim{'s' * (dims != 1)}" if leading else f"{dims} dim{'s' * (dims != 1)}"
+    need = f"at least {named} dim{'s' * (named != 1)}" if leading else f"{named} dim{'s' * (named != 1)}"
     raise ValueError(
-        f"{kernel}: {name} must be {layout}, a tensor of {need}, got a {t.dim()}-d tensor of shape {tuple(t.shape)}"
+        f"{kernel}: {name} must be {shape}, a tensor of {need}, got a {t.dim()}-d tensor of shape {tuple(t.shape)}"
+        + (f" ({hint})" if hint else "")
     )
 
 
@@ -125,18 +126,35 @@ class _Memory:
         }
 
 
-def _address(t) -> int | None:
-    """Where t's first element lies: its data_ptr, or on the meta device (no memory) its byte offset
-    in its storage past a fixed base; None where that is unknown."""
-    if t.device.type != "meta":
-        return t.data_ptr()
-    return (1 << 40) + t.storage_offset() * t.element_size()
+def _without_memory(t) -> bool:
+    """A tensor with no address to read: on the meta device, or fake (torch.compile's tracing).
+    Plain tensors and parameters answer without the fake-tensor test (the per-call path)."""
+    import torch
+
+    if t.device.type == "meta":
+        return True
+    if type(t) in (torch.Tensor, torch.nn.Parameter):
+        return False
+    from torch._subclasses.fake_tensor import is_fake
+
+    return is_fake(t)
+
+
+def _span(t) -> int:
+    """Bytes from t's first element to past its last."""
+    return (1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride()))) * t.element_size()
+
+
+def _strides_where_sized(t) -> tuple:
+    """t's strides on its dims of more than one element: the only ones that place an element."""
+    return tuple(s for n, s in zip(t.shape, t.stride()) if n > 1)
 
 
 def overlap(a, b) -> str:
-    """How the memory of two tensors meets: "none"; "same" (one address, shape, strides and dtype:
-    `out=x` in place); "partial" (any other element in common, found exactly by
-    numpy.shares_memory; docs/kernels.md says why not torch's check).
+    """How the memory of two tensors meets: "none"; "same" (one address, shape and dtype, and the
+    same strides on every dim of more than one element: `out=x` in place); "partial" (any other
+    element in common, found exactly by numpy.shares_memory; docs/kernels.md says why not torch's
+    check). Tensors without memory (meta, fake) are compared by storage and storage offset.
 
     >>> import torch
     >>> x = torch.zeros(4, 8)
@@ -145,20 +163,26 @@ def overlap(a, b) -> str:
     >>> wide = torch.zeros(4, 16)  # two halves of each row: neighbours, not overlapping
     >>> overlap(wide[:, :8], wide[:, 8:]), overlap(wide[:, :8], wide[:, 7:15])
     ('none', 'partial')
+    >>> overlap(wide[-1:, :8], wide[-1:, :8].clone()), overlap(wide[-1:, :8], wide[-1, :8].view(1, 8))  # strides (16, 1), (8, 1)
+    ('none', 'same')
     """
-    import numpy as np
-
     if a.numel() == 0 or b.numel() == 0 or a.device != b.device:
         return "none"
-    if a.device.type == "meta" and not _is_alias_of(a, b):
+    if _without_memory(a) or _without_memory(b):
+        if not _is_alias_of(a, b):
+            return "none"
+        start_a, start_b = a.storage_offset() * a.element_size(), b.storage_offset() * b.element_size()
+    else:
+        start_a, start_b = a.data_ptr(), b.data_ptr()
+    if start_a + _span(a) <= start_b or start_b + _span(b) <= start_a:
         return "none"
-    start_a, start_b = _address(a), _address(b)
-    end_a = start_a + (1 + sum((n - 1) * s for n, s in zip(a.shape, a.stride()))) * a.element_size()
-    end_b = start_b + (1 + sum((n - 1) * s for n, s in zip(b.shape, b.stride()))) * b.element_size()
-    if end_a <= start_b or end_b <= start_a:
-        return "none"
-    if start_a == start_b and a.shape == b.shape and a.stride() == b.stride() and a.dtype == b.dtype:
-        return "same"
+    if start_a == start_b and a.shape == b.shape and a.dtype == b.dtype:
+        if _strides_where_sized(a) == _strides_where_sized(b):
+            return "same"
+    import numpy as np
+
+    base = 1 << 44  # numpy needs addresses; storage offsets are placed past a fixed base
+    start_a, start_b = (start_a, start_b) if start_a > base else (start_a + base, start_b + base)
     try:
         shared = np.shares_memory(np.asarray(_Memory(start_a, a)), np.asarray(_Memory(start_b, b)), MAX_OVERLAP_WORK)
     except np.exceptions.TooHardError:
@@ -172,12 +196,35 @@ def _is_alias_of(a, b) -> bool:
     return torch._C._is_alias_of(a, b)
 
 
+def internal_overlap(t) -> bool:
+    """Whether two elements of t may share memory (an expanded tensor, stride 0): False when its dims
+    of more than one element, in stride order, each step past all the smaller ones; True otherwise
+    (a layout so interleaved is refused rather than solved).
+
+    >>> import torch
+    >>> x = torch.zeros(4, 8)
+    >>> internal_overlap(x), internal_overlap(x.t()), internal_overlap(x[:, ::2]), internal_overlap(x[:1].expand(4, 8))
+    (False, False, False, True)
+    """
+    reach = 0
+    for s, n in sorted((s, n) for n, s in zip(t.shape, t.stride()) if n > 1):
+        if s <= reach:
+            return True
+        reach += (n - 1) * s
+    return False
+
+
 def out_aliasing(kernel: str, out, in_place: tuple[str, ...], **inputs) -> tuple[str, ...]:
     """The aliasing rule: the inputs `out` is in place of (each named in `in_place`); ValueError
     naming out and the input for an in-place call the kernel cannot make, or any other overlap.
     Non-tensor inputs (scalars, None) are skipped."""
     import torch
 
+    if internal_overlap(out):
+        raise ValueError(
+            f"{kernel}: out {tuple(out.shape)} with strides {out.stride()} has elements that share memory (an "
+            f"expanded tensor?): pass an out with a place of its own for each element"
+        )
     same = []
     for name, t in inputs.items():
         if not isinstance(t, torch.Tensor):
@@ -199,41 +246,3 @@ def out_aliasing(kernel: str, out, in_place: tuple[str, ...], **inputs) -> tuple
                 f"that shares no memory with {name}{exact}"
             )
     return tuple(same)
-
-
-def entry(*, layouts: dict[str, str], in_place: tuple[str, ...] = ()):
-    """Decorate a kernel's entry with the checks every port shares, run before its own: each argument
-    in `layouts` ({name: "(..., n)"}) a tensor of that rank (None where the parameter defaults to
-    None), then `out` (keyword-only) by the aliasing rule, in place only of the inputs in
-    `in_place`. The decorated entry carries both as `.layouts` and `.in_place` (the declaration)."""
-    import torch
-
-    def wrap(fn):
-        params = inspect.signature(fn).parameters
-        names = [n for n, p in params.items() if p.kind is p.POSITIONAL_OR_KEYWORD]
-        unknown = sorted((set(layouts) | set(in_place)) - set(names))
-        if unknown or params.get("out") is None or params["out"].kind is not inspect.Parameter.KEYWORD_ONLY:
-            raise TypeError(
-                f"{fn.__name__}: checks.entry names {unknown or 'no keyword-only out'}; the entry's arguments "
-                f"are {names} and a keyword-only out"
-            )
-        optional = {n for n in layouts if params[n].default is None}
-        kernel = fn.__name__
-
-        @functools.wraps(fn)
-        def checked(*args, **kwargs):
-            given = dict(zip(names, args)) | kwargs
-            for name, layout in layouts.items():
-                if name in given and not (given[name] is None and name in optional):
-                    rank(kernel, name, given[name], layout)
-            out = kwargs.get("out")
-            if out is not None:
-                if not isinstance(out, torch.Tensor):
-                    raise TypeError(f"{kernel}: out must be a torch.Tensor or None, got {type(out).__name__}")
-                out_aliasing(kernel, out, in_place, **{n: v for n, v in given.items() if n in names})
-            return fn(*args, **kwargs)
-
-        checked.layouts, checked.in_place = dict(layouts), tuple(in_place)
-        return checked
-
-    return wrap

@@ -5,7 +5,7 @@
 kernels/<name>/op.py, the runtime, imports nothing from spec.py (spec.py imports op) and holds:
   CDEF              the C declaration of the export `cutile_<name>` (read by `make symbols` via ast)
   DTYPES            the dtypes the port supports, as torch's short names: the one statement of them
-  <name>(*args, variant="auto", out=None)   the entry, decorated with tilekit.checks.entry (its tensor
+  <name>(*args, variant="auto", out=None)   the entry, decorated with tilekit.port.entry (its tensor
                     arguments' layouts, the inputs out may be in place of: the aliasing rule); checks
                     (tilekit.checks; bad input raises TypeError/ValueError), then tilekit.port.rows or
                     .run picks the variant and calls
@@ -168,16 +168,21 @@ class KernelSpec:
 
     @property
     def layouts(self) -> dict[str, str]:
-        """The entry's tensor arguments and their layouts, as its tilekit.checks.entry declares them."""
+        """The entry's tensor arguments and their layouts, as its tilekit.port.entry declares them."""
         return dict(getattr(self.entry, "layouts", {}))
 
     @property
     def in_place(self) -> tuple[str, ...]:
-        """The inputs `out` may be (an in-place call), as the entry's tilekit.checks.entry declares them."""
+        """The inputs `out` may be (an in-place call), as the entry's tilekit.port.entry declares them."""
         return tuple(getattr(self.entry, "in_place", ()))
 
     def dims_of(self, cfg: dict) -> dict:
         return {d: cfg[d] for d in self.dims}
+
+    def torch_op_shapes(self) -> list[dict]:
+        """The configs of the op's GPU tests (opcheck, torch.compile, CUDA graphs): the first two
+        correctness shapes (the small ones) in each dtype."""
+        return [dict(s, dtype=d) for s in self.correctness_shapes[:2] for d in self.dtypes]
 
     def config_error(self, cfg: dict) -> str | None:
         """What a config given by hand (a script's --shapes) lacks of the dims and dtype, or None."""
@@ -297,7 +302,7 @@ class KernelSpec:
                 wrong[f"{name}_{checks.layout_rank(layout)[0] + 1}d"] = lambda t: t[None]
             for case, change in wrong.items():
                 remade = functools.partial(made, lambda n, t, name=name, change=change: change(t) if n == name else t)
-                shared[case] = BadInput(remade, ValueError, f"{name} must be {layout}, a tensor of")
+                shared[case] = BadInput(remade, ValueError, f"{name} must be {layout.partition('; ')[0]}, a tensor of")
         for name in self.in_place:  # allowed by the aliasing rule: the call goes on to the device check
             shared[f"out_is_{name}_in_place"] = BadInput(
                 lambda name=name: self.aliased_call("cpu", name, "same"), ValueError, "CUDA device"
@@ -316,7 +321,7 @@ class KernelSpec:
         if how == "same":
             return call(*inputs.values(), out=t)
         size = math.prod(shape)
-        buffer = torch.empty(t.numel() + 2 * size + 1, dtype=t.dtype, device=device)
+        buffer = torch.zeros(t.numel() + 2 * size + 1, dtype=t.dtype, device=device)  # no NaN for torch.equal
         inputs[name] = buffer[: t.numel()].view(t.shape).copy_(t)
         if how == "shifted":
             return call(*inputs.values(), out=buffer[1 : 1 + size].view(shape))
@@ -342,8 +347,8 @@ class KernelSpec:
         return cases
 
     def aliasable(self, cfg: dict, same_shape: bool = False) -> list[str]:
-        """The tensor inputs of cfg that out could share memory with (out's dtype, two elements or more),
-        with `same_shape` only those of out's shape."""
+        """The tensor inputs of cfg that out could share memory with (the first input's dtype, which is
+        out's; two elements or more), with `same_shape` only those of out's shape."""
         import torch
 
         probe = self.make_inputs(cfg, device="meta")
@@ -369,7 +374,7 @@ class KernelSpec:
             return out
         if not hasattr(self.entry, "layouts"):
             out.append(
-                f"kernels/{self.name}/op.py: decorate {self.name} with tilekit.checks.entry(layouts=..., in_place=...) "
+                f"kernels/{self.name}/op.py: decorate {self.name} with tilekit.port.entry(layouts=..., in_place=...) "
                 "(each tensor argument's layout, the inputs out may be: docs/kernels.md, 'Aliasing')"
             )
         params = [n for n, p in inspect.signature(self.entry).parameters.items() if p.kind is p.POSITIONAL_OR_KEYWORD]

@@ -8,6 +8,12 @@ export `cutile_<name>` (tilekit.ffi) on the output's device and that device's cu
 `op` is the kernel's op module, or its __name__ ("kernels.<name>.op"). The export takes the output's
 descriptor, the arguments (tensors as descriptors, scalars as they are), op.export_args(**variant)
 (with `sms=` the GPU's SM count where it takes one), device_id and stream (tilekit/kernel.py).
+
+Every entry is declared with the decorator `entry`: its tensor arguments' layouts and the inputs
+`out` may be in place of (tilekit.checks: the rules all ports share), and it becomes the op
+torch.ops.tilekit.<name> (tilekit.ops), which torch.compile traces instead of the entry. Inside
+CUDA-graph capture a call must repeat one made before capture (`CaptureNotWarm`): JIT and autotune
+happen then, never while capturing.
 """
 
 from __future__ import annotations
@@ -15,9 +21,10 @@ from __future__ import annotations
 import functools
 import inspect
 import sys
+from collections.abc import Callable
 from types import ModuleType
 
-from tilekit import autotune, checks, ffi
+from tilekit import autotune, checks, ffi, ops
 
 
 def module(op: ModuleType | str) -> ModuleType:
@@ -134,23 +141,70 @@ def tuning_tensors(out, args: tuple) -> tuple:
     )
 
 
-def run(op: ModuleType | str, variant, sizes: tuple, out, *args, key: dict | None = None) -> None:
+class CaptureNotWarm(RuntimeError):
+    """A port's first call of these shapes made inside CUDA-graph capture."""
+
+
+_WARM: set[tuple] = set()  # the calls this process has launched outside capture (call_signature)
+
+
+def call_signature(kernel: str, variant, tensors: tuple) -> tuple:
+    """What decides whether a launch may JIT or tune: the kernel, the variant asked for, each
+    tensor's shape, strides, dtype and address alignment (to 256 bytes: the JIT specializes on
+    divisibility), and the scalars."""
+    import torch
+
+    def part(t):
+        if isinstance(t, torch.Tensor):
+            address = t.data_ptr()
+            return (tuple(t.shape), t.stride(), t.dtype, address & -address & 255 if address else 0)
+        return t
+
+    return (kernel, variant if isinstance(variant, str) else repr(sorted(variant.items())), *map(part, tensors))
+
+
+def is_fake(t) -> bool:
+    """A tensor without memory, as torch.compile traces with (the ops' fake implementation)."""
+    from torch._subclasses.fake_tensor import is_fake as fake
+
+    return fake(t)
+
+
+def run(op: ModuleType | str, variant, sizes: tuple, out, *args, key: Callable[[], dict] | None = None) -> None:
     """Launch the export on (out, *args) for the problem `sizes` (op.variants(*sizes) and
-    op.tune_key(dtype, *sizes), or the entry's own `key`, told apart by `with_alignment`) with what
-    `variant` names (autotune.pick; tuning on `tuning_tensors`); nothing for an empty out."""
+    op.tune_key(dtype, *sizes), or the entry's own `key()`, told apart by `with_alignment`) with what
+    `variant` names (autotune.pick; tuning on `tuning_tensors`); nothing for an empty out, or for
+    fake tensors (torch.compile's tracing: the entry ran its checks and allocated its output).
+    Inside CUDA-graph capture, CaptureNotWarm unless the same call (call_signature) ran before."""
+    import torch
+
     op = module(op)
-    if out.numel() == 0:
+    if out.numel() == 0 or is_fake(out):
         return
-    tensors = functools.cache(lambda: tuning_tensors(out, args))
+    signature = call_signature(name(op), variant, (out, *args))
+    if signature not in _WARM and out.is_cuda and torch.cuda.is_current_stream_capturing():
+        raise CaptureNotWarm(
+            f"{name(op)}: called for the first time with these shapes, strides and dtypes inside CUDA-graph "
+            f"capture, where it cannot JIT-compile or autotune; call it once with the same tensors before "
+            f"capturing (the warm-up torch.cuda.graphs asks for)"
+        )
+    scratch = []  # tuning_tensors, made at the first candidate's call (a cached pick makes none)
+
+    def tensors():
+        if not scratch:
+            scratch.append(tuning_tensors(out, args))
+        return scratch[0]
+
     variant = autotune.pick(
         name(op),
         variant,
         default=op.DEFAULT_VARIANT,
-        key=with_alignment(key or op.tune_key(str(out.dtype).removeprefix("torch."), *sizes), (out, *args)),
+        key=with_alignment(key() if key else op.tune_key(str(out.dtype).removeprefix("torch."), *sizes), (out, *args)),
         candidates=op.variants(*sizes),
         make_call=lambda v: lambda: launch(op, *tensors(), **v),
     )
     launch(op, out, *args, **variant)
+    _WARM.add(signature)
 
 
 def rows(op: ModuleType | str, x, out, cols: int, *args, variant):
@@ -164,3 +218,65 @@ def rows(op: ModuleType | str, x, out, cols: int, *args, variant):
     y2 = y if y.dim() == 2 else y.view(-1, cols)
     run(op, variant, (x2.shape[0], cols), y2, x2, *args)
     return y
+
+
+# -- the entry's declaration ------------------------------------------------------------------------
+
+
+def entry(*, layouts: dict[str, str], in_place: tuple[str, ...] = ()):
+    """Declare a kernel's entry (op.py), `<name>(inputs..., *, variant="auto", out=None)`:
+
+    - each argument in `layouts` ({name: "(..., n)"}) must be a tensor of that rank (None where the
+      parameter defaults to None): tilekit.checks.rank;
+    - `out` is checked by the aliasing rule, in place only of the inputs in `in_place`:
+      tilekit.checks.out_aliasing;
+    - the entry becomes the op torch.ops.tilekit.<name> (tilekit.ops.define), and under torch.compile
+      a call of the entry is a call of the op (autotuned; into `out` by a copy where one is given).
+
+    These run before the entry's own checks. The decorated entry carries `.layouts`, `.in_place`
+    and `.op` (the declaration that KernelSpec reads)."""
+    import inspect
+
+    import torch
+
+    def wrap(fn):
+        params = inspect.signature(fn).parameters
+        names = [n for n, p in params.items() if p.kind is p.POSITIONAL_OR_KEYWORD]
+        unknown = sorted((set(layouts) | set(in_place)) - set(names))
+        if unknown or params.get("out") is None or params["out"].kind is not inspect.Parameter.KEYWORD_ONLY:
+            raise TypeError(
+                f"{fn.__name__}: port.entry names {unknown or 'no keyword-only out'}; the entry's arguments "
+                f"are {names} and a keyword-only out"
+            )
+        optional = {n for n in layouts if params[n].default is None}
+        defaults = [params[n].default for n in names]
+        ranks = [(arg, layout, checks.layout_rank(layout)) for arg, layout in layouts.items()]
+        kernel = fn.__name__
+
+        def checked(*args, **kwargs):
+            given = dict(zip(names, args)) | kwargs
+            for arg, layout, dims in ranks:
+                if arg in given and not (given[arg] is None and arg in optional):
+                    checks.rank(kernel, arg, given[arg], layout, dims)
+            out = kwargs.get("out")
+            if out is not None:
+                if not isinstance(out, torch.Tensor):
+                    raise TypeError(f"{kernel}: out must be a torch.Tensor or None, got {type(out).__name__}")
+                checks.out_aliasing(kernel, out, in_place, **{n: v for n, v in given.items() if n in names})
+            return fn(*args, **kwargs)
+
+        op = ops.define(fn, checked)
+
+        @functools.wraps(fn)
+        def call(*args, **kwargs):
+            if torch.compiler.is_compiling():  # the op, which dynamo does not trace into
+                given = dict(zip(names, args)) | kwargs
+                out = given.get("out")
+                y = op(*(given.get(n, d) for n, d in zip(names, defaults)))
+                return y if out is None else out.copy_(y)
+            return checked(*args, **kwargs)
+
+        call.layouts, call.in_place, call.op = dict(layouts), tuple(in_place), op
+        return call
+
+    return wrap

@@ -7,6 +7,9 @@
     test_op_aliasing_cutile_rs[cutile_rs-<case>]       the same refusals on GPU tensors, nothing written
     test_op_in_place_cutile_rs[<input>-<shape>-<dtype>]   out=<input> where the entry allows it, on a fresh
                                                   autotune cache (only kernels that run in place)
+    test_op_torch_op_cutile_rs[<shape>-<dtype>]   torch.ops.tilekit.<name> under torch.library.opcheck
+    test_op_compiled_cutile_rs[<shape>-<dtype>]   the entry under torch.compile(fullgraph=True): no break
+    test_op_cuda_graph_cutile_rs[<shape>-<dtype>] captured after a warm-up, replayed on new inputs
     test_perf[<backend>-<config>-<dtype>]         CUPTI time and record (tilekit.pytest_plugin prints it)
     test_sweep[<backend>-<config>-<dtype>]        the same over the sweep grid, only when TILEKIT_SWEEP
                                                   names a size (make sweep; tilekit.sweep)
@@ -26,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from tilekit import autotune, harness, kernel, sweep
+from tilekit import autotune, harness, kernel, port, sweep
 
 
 def cases(spec, swept: tuple[str, str] | None = None) -> dict[str, list]:
@@ -61,6 +64,10 @@ def cases(spec, swept: tuple[str, str] | None = None) -> dict[str, list]:
         "test_op_aliasing_cutile_rs": [
             pytest.param(case, id=harness.case_id("cutile_rs", case)) for case in spec.aliasing_cases("meta")
         ],
+        **{
+            test: [pytest.param(c, id=f"{spec.shape_id(c)}-{c['dtype']}") for c in spec.torch_op_shapes()]
+            for test in ("test_op_torch_op_cutile_rs", "test_op_compiled_cutile_rs", "test_op_cuda_graph_cutile_rs")
+        },
         "test_op_in_place_cutile_rs": [
             pytest.param(name, c, id=f"{name}-{spec.shape_id(c)}-{c['dtype']}")
             for name in spec.in_place
@@ -122,6 +129,58 @@ def generate(name: str) -> dict:
         after = [a for a in (*args, kwargs["out"]) if isinstance(a, torch.Tensor)]
         assert all(torch.equal(a, b) for a, b in zip(after, before)), "a refused call wrote to a tensor"
 
+    @pytest.mark.parametrize("cfg", params["test_op_torch_op_cutile_rs"])
+    def test_op_torch_op_cutile_rs(cuda, cfg):
+        """torch.ops.tilekit.<name>: torch.library.opcheck (schema, fake against real: shapes, dtypes,
+        strides; dynamic-shape tracing), and its result against the reference."""
+        inputs = spec.make_inputs(cfg)
+        torch.library.opcheck(spec.entry.op.default, tuple(inputs.values()))
+        harness.check(spec, "cutile_rs", dict(cfg, via="torch.ops"), inputs, spec.entry.op(*inputs.values()))
+
+    @pytest.mark.parametrize("cfg", params["test_op_compiled_cutile_rs"])
+    def test_op_compiled_cutile_rs(cuda, cfg):
+        """The entry under torch.compile(fullgraph=True) (inductor): one graph, no break, the op in it;
+        the compiled result against the reference and equal to eager's (the same op and pick)."""
+        import torch._dynamo
+
+        inputs = spec.make_inputs(cfg)
+
+        def fn(*args):
+            return spec.entry(*args)
+
+        torch._dynamo.reset()
+        explained = torch._dynamo.explain(fn)(*inputs.values())
+        assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.break_reasons
+        y = torch.compile(fn, fullgraph=True)(*inputs.values())
+        harness.check(spec, "cutile_rs", dict(cfg, via="torch.compile"), inputs, y)
+        eager = spec.entry(*inputs.values())
+        assert torch.equal(y, eager), "compiled and eager runs of the same op differ"
+
+    @pytest.mark.parametrize("cfg", params["test_op_cuda_graph_cutile_rs"])
+    def test_op_cuda_graph_cutile_rs(cuda, cfg):
+        """After one warm-up call, a call captured in a torch.cuda.CUDAGraph replays on new values of
+        its inputs with the reference's result, twice alike; a call never made before capture is
+        refused (port.CaptureNotWarm) and leaves the capture clean."""
+        inputs = spec.make_inputs(cfg)
+        spec.entry(*inputs.values())  # warm-up: JIT and autotune
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            y = spec.entry(*inputs.values())
+        fresh = spec.make_inputs(cfg)
+        for t, new in zip(inputs.values(), fresh.values()):
+            if isinstance(t, torch.Tensor):
+                t.copy_(new)
+        graph.replay()
+        first = y.clone()
+        graph.replay()
+        torch.cuda.synchronize()
+        harness.check(spec, "cutile_rs", dict(cfg, via="CUDA graph"), fresh, y)
+        assert torch.equal(first, y), "two replays of one graph differ"
+        cold = dict(spec.op.DEFAULT_VARIANT)  # a variant this process never ran on these tensors
+        with pytest.raises(port.CaptureNotWarm, match="warm"), torch.cuda.graph(torch.cuda.CUDAGraph()):
+            spec.entry(*inputs.values(), variant=cold)
+
     @pytest.mark.parametrize("name,cfg", params["test_op_in_place_cutile_rs"])
     def test_op_in_place_cutile_rs(cuda, tmp_path, monkeypatch, name, cfg):
         """out=<input> on a shape class this process has never tuned (an empty autotune cache): the first
@@ -168,6 +227,11 @@ def generate(name: str) -> dict:
     )
     if spec.in_place:
         tests["test_op_in_place_cutile_rs"] = test_op_in_place_cutile_rs
+    tests.update(
+        test_op_torch_op_cutile_rs=test_op_torch_op_cutile_rs,
+        test_op_compiled_cutile_rs=test_op_compiled_cutile_rs,
+        test_op_cuda_graph_cutile_rs=test_op_cuda_graph_cutile_rs,
+    )
     tests["test_perf"] = test_perf
     if swept:
         tests["test_sweep"] = test_sweep

@@ -1,0 +1,108 @@
+"""Every port as a PyTorch op (tilekit.ops, tilekit.port.entry), on the CPU: the ops exist with the
+entry's schema; their fake implementation gives the output's shape, dtype and device for every
+correctness shape and refuses bad input at trace time with op.py's message; torch.compile's tracer
+(dynamo) goes through a block of entries in one graph with no break. Fake CUDA tensors need no GPU.
+The ops' real runs (opcheck, compiled against eager, CUDA graphs) are the GPU suites' tests."""
+
+import inspect
+import re
+
+import pytest
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+from tilekit import kernel, ops
+
+NAMES = kernel.names()
+
+
+def fake_cuda(value):
+    """A fake CUDA tensor with value's shape, strides and dtype; anything else as it is."""
+    if isinstance(value, torch.Tensor):
+        return torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device="cuda")
+    return value
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_port_is_an_op_with_the_entrys_arguments(name):
+    spec = kernel.load(name)
+    op = getattr(torch.ops.tilekit, name)
+    assert spec.entry.op is op and name in ops.defined()
+    schema = op.default._schema
+    params = [n for n, p in inspect.signature(spec.entry).parameters.items() if p.kind is p.POSITIONAL_OR_KEYWORD]
+    assert [a.name for a in schema.arguments] == params == list(spec.make_inputs(spec.ffi_example, device="meta"))
+    assert str(schema.returns[0].type) == "Tensor" and not schema.is_mutable
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_fake_op_gives_the_outputs_shape_dtype_and_device(name):
+    spec = kernel.load(name)
+    op = getattr(torch.ops.tilekit, name)
+    for shape in spec.correctness_shapes:
+        for dtype in spec.dtypes:
+            cfg = dict(shape, dtype=dtype)
+            inputs = spec.make_inputs(cfg, device="meta")
+            with FakeTensorMode():
+                y = op(*map(fake_cuda, inputs.values()))
+            assert (tuple(y.shape), str(y.dtype)[6:], y.device.type) == (tuple(spec.out_shape(cfg)), dtype, "cuda")
+
+
+def refused_at_trace_time(spec):
+    """The kernel's bad inputs an op call can carry (no out, every tensor argument a tensor, not about
+    the device), as fake CUDA tensors."""
+    schema = {a.name: str(a.type) for a in spec.entry.op.default._schema.arguments}
+    for case, bad in spec.bad_input_cases().items():
+        args, kwargs = bad.make()
+        given = dict(zip(schema, args)) | kwargs
+        tensors_ok = all(
+            isinstance(given.get(n), torch.Tensor) or (t == "Optional[Tensor]" and given.get(n) is None)
+            for n, t in schema.items()
+            if "Tensor" in t
+        )
+        if "out" in kwargs or "device" in bad.message.lower() or not tensors_ok:
+            continue
+        yield case, bad, args, kwargs
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_fake_op_refuses_bad_input_with_op_pys_message(name):
+    spec = kernel.load(name)
+    op = getattr(torch.ops.tilekit, name)
+    seen = []
+    for case, bad, args, kwargs in refused_at_trace_time(spec):
+        with FakeTensorMode(), pytest.raises(bad.error, match=re.escape(bad.message)):
+            op(*map(fake_cuda, args), **{k: fake_cuda(v) for k, v in kwargs.items()})
+        seen.append(case)
+    assert seen, f"{name}: no bad input reached the op"
+
+
+def block(x, w_norm, w_gate_up, w_down, q, k, v):
+    """A decoder's pieces through the Python entries (as a model calls them)."""
+    from kernels.attention.op import attention
+    from kernels.matmul.op import matmul
+    from kernels.rms_norm.op import rms_norm
+    from kernels.silu_and_mul.op import silu_and_mul
+
+    h = rms_norm(x, w_norm)
+    h = matmul(silu_and_mul(matmul(h, w_gate_up.t())), w_down.t())
+    o = attention(q, k, v, causal=True)
+    return h, o
+
+
+def test_torch_compile_traces_a_block_of_ports_in_one_graph_without_a_break():
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    with FakeTensorMode():
+        bf16 = dict(dtype=torch.bfloat16, device="cuda")
+        args = (
+            torch.empty(64, 256, **bf16),
+            torch.empty(256, **bf16),
+            torch.empty(1024, 256, **bf16),
+            torch.empty(256, 512, **bf16),
+            *(torch.empty(1, 64, h, 64, **bf16).transpose(1, 2) for h in (8, 2, 2)),  # (b, s, h, d) as (b, h, s, d)
+        )
+    explained = torch._dynamo.explain(block)(*args)
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.break_reasons
+    targets = {str(n.target) for g in explained.graphs for n in g.graph.nodes if n.op == "call_function"}
+    assert {f"tilekit.{k}" for k in ("rms_norm", "matmul", "silu_and_mul", "attention")} <= targets, targets

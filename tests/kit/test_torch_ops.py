@@ -106,3 +106,27 @@ def test_torch_compile_traces_a_block_of_ports_in_one_graph_without_a_break():
     assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.break_reasons
     targets = {str(n.target) for g in explained.graphs for n in g.graph.nodes if n.op == "call_function"}
     assert {f"tilekit.{k}" for k in ("rms_norm", "matmul", "silu_and_mul", "attention")} <= targets, targets
+
+
+def test_a_block_of_ports_compiles_once_for_every_sequence_length():
+    """dynamic=True: the ops' fake implementation keeps the sizes symbolic (the entries compute
+    tune keys only for real tensors), so three lengths share one graph. Lengths other than the head
+    dim (64): dynamo would give equal sizes one symbol."""
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm
+
+    compiled = torch.compile(block, backend=backend, fullgraph=True, dynamic=True)
+    for s in (80, 96, 112):
+        with FakeTensorMode():
+            bf16 = dict(dtype=torch.bfloat16, device="cuda")
+            weights = (torch.empty(256, **bf16), torch.empty(1024, 256, **bf16), torch.empty(256, 512, **bf16))
+            qkv = (torch.empty(1, s, h, 64, **bf16).transpose(1, 2) for h in (8, 2, 2))
+            h, o = compiled(torch.empty(s, 256, **bf16), *weights, *qkv)
+        assert (tuple(h.shape), tuple(o.shape)) == ((s, 256), (1, 8, s, 64))
+    assert len(graphs) == 1

@@ -1,0 +1,161 @@
+"""tilekit.modules on the CPU: the swap of a Hugging Face model's modules for ports, on tiny random
+Llama, Qwen2 and Mistral configs whose parameters are fake CUDA tensors (FakeTensorMode: no GPU, no
+memory), run through prefill and a cached decode step: what was swapped, which port each call
+reached (attention through the port where the mask is causal alone, transformers' SDPA where it pads),
+and the output shapes. Numbers are the GPU's to check (make model)."""
+
+import collections
+
+import pytest
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+transformers = pytest.importorskip("transformers", reason="transformers is in env/requirements.txt: run make setup")
+
+from tilekit import modules  # noqa: E402
+
+TINY = dict(
+    vocab_size=128,
+    hidden_size=256,
+    intermediate_size=512,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=256,
+)
+FAMILIES = {
+    "llama": ("LlamaConfig", "LlamaForCausalLM", {}),
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", {}),
+    "mistral": ("MistralConfig", "MistralForCausalLM", {"sliding_window": 8}),
+}
+
+
+@pytest.fixture
+def ports_called(monkeypatch):
+    """Counts each port's calls (and attention's window), and transformers' SDPA fallbacks."""
+    from transformers.integrations import sdpa_attention
+
+    calls = collections.Counter()
+    entry, sdpa = modules._entry, sdpa_attention.sdpa_attention_forward
+
+    def counting_entry(kernel):
+        run = entry(kernel)
+
+        def call(*args, **kwargs):
+            calls[kernel] += 1
+            if kernel == "attention":
+                calls[f"window={kwargs.get('window')}"] += 1
+            return run(*args, **kwargs)
+
+        return call
+
+    def counting_sdpa(*args, **kwargs):
+        calls["sdpa"] += 1
+        return sdpa(*args, **kwargs)
+
+    monkeypatch.setattr(modules, "_entry", counting_entry)
+    monkeypatch.setattr(sdpa_attention, "sdpa_attention_forward", counting_sdpa)
+    return calls
+
+
+def fake_model(family: str):
+    """A tiny random model of the family, bf16, its parameters fake CUDA tensors, and its mode."""
+    config, model, extra = (getattr(transformers, n) if isinstance(n, str) else n for n in FAMILIES[family])
+    mode = FakeTensorMode()
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(torch.bfloat16)
+    try:
+        with mode, torch.device("cuda"):
+            return model(config(**TINY, **extra)), mode
+    finally:
+        torch.set_default_dtype(default)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_patch_swaps_norms_mlps_linears_and_attention(family):
+    model, _ = fake_model(family)
+    swapped = modules.patch(model)
+    assert swapped == {"rms_norm": 5, "mlp": 2, "linear": 9, "attention": 2}
+    assert model.config._attn_implementation == modules.ATTENTION
+    kinds = collections.Counter(type(m).__name__ for m in model.modules())
+    assert (kinds["RMSNorm"], kinds["GatedMLP"], kinds["Linear"]) == (5, 2, 9 + 2 * 2)  # a GatedMLP holds two
+    assert not any(type(m) is torch.nn.Linear for m in model.modules())
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_patched_model_runs_prefill_and_decode_on_ports(family, ports_called):
+    model, mode = fake_model(family)
+    modules.patch(model)
+    window = FAMILIES[family][2].get("sliding_window")
+    with mode, torch.device("cuda"):
+        ids = torch.randint(0, TINY["vocab_size"], (2, 16))
+        prefill = model(ids, use_cache=True)
+        step = model(ids[:, :1], past_key_values=prefill.past_key_values, use_cache=True)
+    assert (tuple(prefill.logits.shape), tuple(step.logits.shape)) == ((2, 16, 128), (2, 1, 128))
+    layers = TINY["num_hidden_layers"]
+    # per forward: 2 norms a layer + the last, q k v o + gate_up, down a layer + lm_head, one attention
+    assert dict(ports_called) == {
+        "rms_norm": 2 * (2 * layers + 1),
+        "matmul": 2 * (6 * layers + 1),
+        "silu_and_mul": 2 * layers,
+        "attention": 2 * layers,
+        f"window={window}": 2 * layers,
+    }
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_mask_that_cannot_be_read_while_tracing_takes_transformers_sdpa(family, ports_called):
+    """A fake (traced) padding mask has no values to read: hf_mask cannot tell it is all ones."""
+    model, mode = fake_model(family)
+    modules.patch(model)
+    with mode, torch.device("cuda"):
+        ids = torch.randint(0, TINY["vocab_size"], (2, 16))
+        model(ids, attention_mask=torch.ones(2, 16, dtype=torch.long), use_cache=False)
+    assert ports_called["sdpa"] == TINY["num_hidden_layers"] and ports_called["attention"] == 0
+
+
+def test_hf_mask_is_none_exactly_where_the_port_computes_the_mask():
+    """None (the port, causal from the last key) for causal and sliding-window masks without padding
+    whose keys end with the queries; SDPA's mask for padding, a static cache's unfilled tail, a
+    chunked mask."""
+    from transformers import masking_utils as mu
+
+    ones, padded = torch.ones(2, 16, dtype=torch.bool), torch.ones(2, 16, dtype=torch.bool)
+    padded[0, :3] = False
+    window = mu.sliding_window_causal_mask_function(4)
+    chunked = mu.chunked_causal_mask_function(4, torch.zeros(2, dtype=torch.long))
+    assert modules.hf_mask(2, 16, 16) is None and modules.hf_mask(2, 16, 16, attention_mask=ones) is None
+    assert modules.hf_mask(2, 1, 16, q_offset=15, attention_mask=ones) is None  # a decode step
+    assert modules.hf_mask(2, 16, 16, mask_function=window, local_size=4) is None
+    assert modules.hf_mask(2, 16, 16, attention_mask=padded).shape == (2, 1, 16, 16)
+    static = torch.ones(2, 32, dtype=torch.bool)
+    static[:, 16:] = False  # a static cache of 32 slots, 16 filled: the keys do not end with the query
+    assert modules.hf_mask(2, 1, 32, q_offset=15, attention_mask=static).shape == (2, 1, 1, 32)
+    assert modules.hf_mask(2, 16, 32, attention_mask=static) is not None  # its prefill: SDPA would skip
+    assert modules.hf_mask(2, 16, 16, mask_function=chunked, local_size=4) is not None
+    assert modules.hf_mask(2, 16, 16, allow_is_causal_skip=False) is not None
+
+
+def test_the_fused_gate_up_weight_is_gate_then_up_and_a_tied_head_stays_tied():
+    torch.manual_seed(0)
+    gate, up, down = torch.nn.Linear(8, 16, bias=False), torch.nn.Linear(8, 16, bias=False), torch.nn.Linear(16, 8)
+    mlp = modules.GatedMLP.of(gate, up, down)
+    assert torch.equal(mlp.gate_up.weight, torch.cat((gate.weight, up.weight))) and mlp.down.weight is down.weight
+    model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**TINY, tie_word_embeddings=True))
+    modules.patch(model, attention=False)
+    assert model.lm_head.weight is model.model.embed_tokens.weight
+
+
+def test_patch_refuses_a_model_of_another_family():
+    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=1, n_embd=64, n_head=2, vocab_size=64))
+    with pytest.raises(ValueError, match="GPT2LMHeadModel is not one of LlamaForCausalLM"):
+        modules.patch(model)
+
+
+def test_the_sliding_window_mask_is_told_from_other_masks():
+    from transformers import masking_utils as mu
+
+    assert modules._sliding_window_causal(mu.sliding_window_causal_mask_function(8))
+    assert not modules._sliding_window_causal(mu.causal_mask_function)
+    assert not modules._sliding_window_causal(mu.chunked_causal_mask_function(8, torch.zeros(1, dtype=torch.long)))
+    assert not modules._sliding_window_causal(mu.and_masks(mu.causal_mask_function, mu.causal_mask_function))

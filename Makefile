@@ -130,7 +130,7 @@ endif
 endif
 
 .DEFAULT_GOAL := help
-.PHONY: help setup doctor build symbols test baseline perf report validate all lint check bundle clean FORCE sweep sweep-merge
+.PHONY: help setup doctor build symbols test baseline perf report validate all lint check bundle clean FORCE sweep sweep-merge model model-report
 
 help: ## list the targets
 	@echo "usage: make [KERNEL=name|all] [OUT_ROOT=dir] [BASELINES='$(KNOWN_BASELINES)'] [FORCE=1] [STRICT=1] [GPUS=N] [V=1] <target>"
@@ -258,6 +258,16 @@ sweep: build-for-perf | $(ENV_READY) ## port and BASELINES over each kernel's sh
 
 sweep-merge: | $(ENV_READY) ## merge the SHARD=i/N runs' records into sweep/ (refuses mixed GPU models or kit versions)
 	$(Q)rc=0; for k in $(SELECTED); do $(PY) -m tilekit sweep merge --kernel $$k --dir $(OUT_ROOT)/$$k || rc=$$?; done; exit $$rc
+
+# The model check (docs/models.md): a decoder stack on ports against PyTorch, torch.compile and
+# Liger-Kernel; MODEL_ARGS passes options to `python -m tilekit model run` (--config, --impls,
+# --phases, --batches, --layers, --nrep). Appends to $(OUT_ROOT)/model/model.jsonl, then the report.
+model: build | $(ENV_READY) ## the model check on a GPU: logits and prefill / CUDA-graph decode times -> OUT_ROOT/model/performance.md
+	$(Q)$(PY) -m tilekit model run --out $(OUT_ROOT)/model $(MODEL_ARGS)
+	$(Q)$(PY) -m tilekit model report --out $(OUT_ROOT)/model
+
+model-report: | $(ENV_READY) ## no GPU: re-render OUT_ROOT/model/performance.md from its model.jsonl
+	$(Q)$(PY) -m tilekit model report --out $(OUT_ROOT)/model
 
 lint: | $(ENV_READY) ## ruff check + ruff format --check (Python), rustfmt + clippy -D warnings (scripts/lint_rust.sh)
 	$(Q)$(ENV) ruff check . && $(ENV) ruff format --check . || { echo "lint: fix with: ruff check --fix . && ruff format ." >&2; exit 1; }

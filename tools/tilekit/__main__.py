@@ -21,6 +21,10 @@ COMMANDS = {
         "tilekit.sweep",
         "shape sweeps: plan the cases, render or merge sweep/sweep.{csv,md,svg} (docs/sweep.md)",
     ),
+    "model": (
+        "tilekit.model",
+        "the model check: run a decoder stack on ports against PyTorch (GPU), or report from its log",
+    ),
     "fingerprint": (
         "tilekit.fingerprint",
         "write the timing environment (GPU, driver, versions) to FILE when it changed",

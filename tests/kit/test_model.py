@@ -1,0 +1,150 @@
+"""The model check's CPU parts: the PyTorch stack it compares against (its cache, its attention
+with windows and sinks, in float32 on small dimensions), the report rendered from a log alone
+(verdicts, the goals, where a gap goes), and `run` without a GPU. The ports' numbers are the
+GPU's (make model)."""
+
+import json
+import math
+
+import pytest
+import torch
+
+from tilekit import model, model_report
+
+TINY = model.Config("tiny", hidden=64, heads=4, kv_heads=2, head_dim=16, intermediate=96, vocab=50, layers=2)
+WINDOWED = model.Config(
+    "tiny-oss", hidden=64, heads=4, kv_heads=2, head_dim=16, intermediate=96, vocab=50, window=3, sinks=True
+)
+
+
+def naive_attention(q, k, v, sinks=None, window=None):
+    """One query at a time, straight from the definition (q (b, h, s_q, d), k/v (b, h_kv, s_kv, d))."""
+    b, h, sq, d = q.shape
+    skv, group = k.shape[2], h // k.shape[1]
+    out = torch.zeros(b, h, sq, d, dtype=torch.float64)
+    for bi in range(b):
+        for hi in range(h):
+            for i in range(sq):
+                last = i + skv - sq
+                seen = [j for j in range(skv) if j <= last and (window is None or j > last - window)]
+                logits = [float(q[bi, hi, i].double() @ k[bi, hi // group, j].double()) / math.sqrt(d) for j in seen]
+                extra = [float(sinks[hi])] if sinks is not None else []
+                top = max(logits + extra)
+                weights = [math.exp(x - top) for x in logits]
+                total = sum(weights) + sum(math.exp(x - top) for x in extra)
+                for wgt, j in zip(weights, seen):
+                    out[bi, hi, i] += wgt / total * v[bi, hi // group, j].double()
+    return out
+
+
+@pytest.mark.parametrize("window,sinks", [(None, False), (3, False), (None, True), (2, True)])
+def test_reference_attention_is_the_definition(window, sinks):
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, h, s, 8, generator=g) for h, s in ((4, 5), (2, 7), (2, 7)))
+    sink = torch.randn(4, generator=g) if sinks else None
+    got = model.reference_attention(q, k, v, sink, window)
+    assert torch.allclose(got.double(), naive_attention(q, k, v, sink, window), atol=1e-5)
+
+
+def test_the_torch_ops_sdpa_path_agrees_with_the_reference():
+    g = torch.Generator().manual_seed(1)
+    for sq, skv in ((6, 6), (1, 9)):
+        q = torch.randn(2, sq, 4, 16, generator=g)
+        k, v = (torch.randn(2, skv, 2, 16, generator=g) for _ in range(2))
+        want = model.reference_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)).transpose(1, 2)
+        assert torch.allclose(model.Ops().attention(q, k, v), want, atol=1e-5)
+
+
+@pytest.mark.parametrize("cfg", [TINY, WINDOWED], ids=lambda c: c.name)
+def test_a_decode_step_after_a_prefill_gives_the_logits_of_the_whole_sequence(cfg):
+    """The cache logic: prefill of 9 tokens then one step == one pass over the 10 (last position)."""
+    w = model.make_weights(cfg, device="cpu", dtype=torch.float32)
+    ids = torch.randint(0, cfg.vocab, (2, 10), generator=torch.Generator().manual_seed(2))
+    whole = model.forward(cfg, model.Ops(), w, ids, model.new_cache(cfg, 2, 10, torch.float32, "cpu"), 0, keep=1)
+    cache = model.new_cache(cfg, 2, 10, torch.float32, "cpu")
+    model.forward(cfg, model.Ops(), w, ids[:, :9], cache, 0, keep=1)
+    step = model.forward(cfg, model.Ops(), w, ids[:, 9:], cache, 9, keep=1)
+    assert step.shape == (2, 1, cfg.vocab) and torch.allclose(step, whole, atol=1e-4)
+
+
+def record(kind, impl, phase="decode", batch=1, **extra):
+    base = {
+        "kind": kind,
+        "config": "llama3-8b",
+        "impl": impl,
+        "phase": phase,
+        "batch": batch,
+        "tokens": 1,
+        "context": 1024,
+    }
+    return base | extra
+
+
+def timing(impl, ms, phase="decode", batch=1, **ops):
+    kernels = {f"{op}_kernel" if op != "matmul" else "nvjet_gemm": t for op, t in ops.items()}
+    return record("timing", impl, phase, batch, median_ms=ms, kernels=kernels, env={"gpu": "NVIDIA H200"})
+
+
+def correct(impl, err, phase="decode", batch=1):
+    return record("correctness", impl, phase, batch, rel_l2=err, tolerance=3e-2, ok=err <= 3e-2)
+
+
+def test_the_report_is_done_when_logits_agree_and_the_ports_are_no_slower():
+    records = [
+        correct("ports", 8e-3),
+        correct("torch", 7e-3),
+        timing("ports", 1.00, attention=0.2, matmul=0.7, rms_norm=0.1),
+        timing("compile", 1.10, attention=0.2, matmul=0.8, rms_norm=0.1),
+        timing("ports", 20.0, "prefill", 4, matmul=20.0),
+        timing("compile", 21.0, "prefill", 4, matmul=21.0),
+    ]
+    text, chart = model_report.render(records)
+    assert text.splitlines()[0] == "VERDICT: DONE"
+    assert "- llama3-8b decode b=1: ports 1.000 ms, torch.compile 1.100 ms, ratio 0.909: met" in text
+    assert chart == {"llama3-8b decode b=1": 1.0 / 1.1, "llama3-8b prefill": 20.0 / 21.0}
+
+
+def test_a_slower_decode_step_is_investigated_and_its_gap_named_by_operation():
+    records = [
+        correct("ports", 8e-3),
+        timing("ports", 1.40, batch=64, attention=0.6, matmul=0.7, rms_norm=0.1),
+        timing("compile", 1.00, batch=64, attention=0.2, matmul=0.7, rms_norm=0.1),
+    ]
+    text, _ = model_report.render(records)
+    assert text.splitlines()[0] == "VERDICT: INVESTIGATE"
+    assert "- llama3-8b decode b=64: ports 1.40x torch.compile" not in text  # ratios print with 3 decimals
+    assert "- llama3-8b decode b=64: ports 1.400x torch.compile" in text
+    assert "attention +0.400 ms: the gap is attention's (the others together +0.000 ms)" in text
+
+
+def test_logits_out_of_tolerance_and_a_missing_reference_are_reasons():
+    text, _ = model_report.render([correct("ports", 0.2), timing("ports", 1.0)])
+    assert "ports logits rel L2 2.00e-01 > 3e-02" in text and "no compile record" in text
+    assert model_report.render([])[0].startswith("VERDICT: BLOCKED")
+
+
+def test_a_bad_log_line_is_named_by_file_and_line(tmp_path):
+    log = tmp_path / "model.jsonl"
+    log.write_text(json.dumps(correct("ports", 1e-3)) + "\n{not json\n")
+    with pytest.raises(model_report.LogError, match=r"model.jsonl:2: not a JSON record"):
+        model_report.read_log(log)
+    assert model_report.main(["--out", str(tmp_path)]) == 2
+
+
+def test_the_report_command_writes_the_report_and_chart(tmp_path):
+    lines = [timing("ports", 1.0, attention=1.0), timing("compile", 2.0, attention=2.0), correct("ports", 1e-3)]
+    (tmp_path / "model.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    assert model_report.main(["--out", str(tmp_path)]) == 0
+    assert (tmp_path / "performance.md").read_text().startswith("VERDICT: DONE")
+    assert (tmp_path / "performance.svg").read_text().startswith("<?xml")
+
+
+def test_run_without_a_gpu_says_so_and_writes_nothing(tmp_path, capsys):
+    assert model.main(["run", "--out", str(tmp_path)]) == 0
+    assert "no CUDA GPU here" in capsys.readouterr().err and not (tmp_path / "model.jsonl").exists()
+
+
+def test_the_model_modules_doctests_pass():
+    import doctest
+
+    assert doctest.testmod(model).failed == 0 and doctest.testmod(model_report).failed == 0

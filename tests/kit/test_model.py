@@ -148,3 +148,8 @@ def test_the_model_modules_doctests_pass():
     import doctest
 
     assert doctest.testmod(model).failed == 0 and doctest.testmod(model_report).failed == 0
+
+
+def test_tune_without_a_gpu_says_so(capsys):
+    assert model.main(["tune"]) == 0
+    assert "no CUDA GPU here; nothing tuned" in capsys.readouterr().err

@@ -159,3 +159,62 @@ def test_the_sliding_window_mask_is_told_from_other_masks():
     assert not modules._sliding_window_causal(mu.causal_mask_function)
     assert not modules._sliding_window_causal(mu.chunked_causal_mask_function(8, torch.zeros(1, dtype=torch.long)))
     assert not modules._sliding_window_causal(mu.and_masks(mu.causal_mask_function, mu.causal_mask_function))
+
+
+# -- on a GPU (pytest tests/kit/test_modules.py on the GPU host; CI skips them) --------------------
+
+
+@pytest.fixture
+def gpu():
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU here (torch.cuda.is_available() is False): run on a GPU host, from the bundle")
+
+
+def relative_l2(y, ref) -> float:
+    return float((y.double() - ref.double()).norm() / ref.double().norm())
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_patched_model_gives_the_originals_logits_on_the_gpu(gpu, family):
+    """bf16 logits of the patched model (prefill, then a cached decode step) against the unpatched
+    model in float32: within 3e-2 relative L2, and no worse than twice the unpatched bf16 model's."""
+    import copy
+
+    config, cls, extra = (getattr(transformers, n) if isinstance(n, str) else n for n in FAMILIES[family])
+    torch.manual_seed(0)
+    original = cls(config(**TINY, **extra)).to("cuda").eval()
+    reference, ported = original, copy.deepcopy(original).to(torch.bfloat16)
+    plain = copy.deepcopy(original).to(torch.bfloat16)
+    modules.patch(ported)
+    ids = torch.randint(0, TINY["vocab_size"], (2, 33), device="cuda")
+    with torch.no_grad():
+        for name, call in (
+            ("prefill", lambda m: m(ids[:, :32]).logits),
+            ("decode", lambda m: m(ids[:, 32:], past_key_values=m(ids[:, :32], use_cache=True).past_key_values).logits),
+        ):
+            want, got, bf16 = call(reference).float(), call(ported).float(), call(plain).float()
+            err, base = relative_l2(got, want), relative_l2(bf16, want)
+            assert err <= max(3e-2, 2 * base), f"{family} {name}: ports {err:.2e}, transformers bf16 {base:.2e}"
+
+
+def test_a_patched_model_compiles_and_its_ports_break_no_graph(gpu):
+    """torch.compile of the patched tiny Llama's forward: none of dynamo's graph breaks (if
+    transformers has any of its own) is in a port; the compiled logits are the eager ones."""
+    import torch._dynamo
+
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**TINY)).to("cuda", torch.bfloat16).eval()
+    modules.patch(model)
+    ids = torch.randint(0, TINY["vocab_size"], (2, 32), device="cuda")
+
+    def logits(ids):
+        return model(ids, use_cache=False).logits
+
+    with torch.no_grad():
+        eager = logits(ids)
+        torch._dynamo.reset()
+        explained = torch._dynamo.explain(logits)(ids)
+        ours = [r for r in explained.break_reasons if "tilekit" in str(r) or "kernels/" in str(r)]
+        assert not ours, ours
+        compiled = torch.compile(logits)(ids)
+    assert torch.allclose(compiled.float(), eager.float(), rtol=1e-2, atol=1e-2)

@@ -3,6 +3,7 @@ stack on PyTorch's ops, torch.compile and Liger-Kernel, in one process and one h
 
     python -m tilekit model run --out out/model [--config llama3-8b] [--impls ports,torch,...]
     python -m tilekit model report --out out/model
+    python -m tilekit model tune [--config llama3-8b] [--prefill 4x2048] [--batches 1,8]   (tune ahead)
 
 The stack (`forward`) is a Llama decoder: embedding, `layers` x (RMSNorm, fused QKV projection,
 RoPE, attention over a KV cache, output projection, residual; RMSNorm, fused gate-up projection,
@@ -482,12 +483,61 @@ def run(argv: list[str]) -> int:
     return 0
 
 
+def tune(argv: list[str]) -> int:
+    """Tune ahead: run the ports' stack once on each shape a model will meet (prefills, decode steps),
+    so autotune stores its picks in $TILEKIT_AUTOTUNE_CACHE (tilekit.autotune; per GPU, kernel and
+    shape class) and the JIT its kernels in its disk cache: a later process starts warm."""
+    p = argparse.ArgumentParser(prog="python -m tilekit model tune", description=tune.__doc__.split(":")[0])
+    p.add_argument("--config", action="append", choices=sorted(CONFIGS), help="default: every one")
+    p.add_argument("--prefill", default="1x2048,4x2048", help="batch x tokens of the prefills, comma-separated")
+    p.add_argument("--batches", default=",".join(map(str, DECODE_BATCHES)), help="batches of the decode steps")
+    p.add_argument("--context", type=int, default=DECODE_CONTEXT, help="tokens in the cache at a decode step")
+    args = p.parse_args(argv)
+    import torch
+
+    from tilekit import autotune
+
+    if not torch.cuda.is_available():
+        print("model tune: no CUDA GPU here; nothing tuned (the picks are per GPU)", file=sys.stderr)
+        return 0
+    try:
+        prefills = [tuple(int(v) for v in shape.split("x")) for shape in args.prefill.split(",") if shape]
+        batches = [int(b) for b in args.batches.split(",") if b]
+    except ValueError:
+        p.error(f"--prefill {args.prefill!r} / --batches {args.batches!r}: give BxT,BxT and B,B (whole numbers)")
+    path = autotune.cache_path()
+    before = autotune.load(path)
+    started = time.monotonic()
+    for name in args.config or sorted(CONFIGS):
+        cfg, ops = CONFIGS[name], PortOps()
+        w = make_weights(cfg)
+        shapes = [(b, t, 0) for b, t in prefills] + [(b, 1, args.context) for b in batches]
+        for batch, tokens, start in shapes:
+            ids = torch.zeros(batch, tokens, dtype=torch.long, device="cuda")
+            forward(cfg, ops, w, ids, new_cache(cfg, batch, start + tokens), start)
+            torch.cuda.synchronize()
+            print(f"model tune: {name} batch {batch} x {tokens} tokens after {start}: done", flush=True)
+    after = autotune.load(path)
+
+    def classes(data):
+        return {(g, k, key) for g, kernels in data.items() for k, keys in kernels.items() for key in keys}
+
+    added = len(classes(after) - classes(before))
+    print(f"model tune: {added} shape classes tuned in {time.monotonic() - started:.0f} s, stored in {path}")
+    return 0
+
+
 def main(argv: list[str]) -> int:
     if argv[:1] == ["run"]:
         return run(argv[1:])
+    if argv[:1] == ["tune"]:
+        return tune(argv[1:])
     if argv[:1] == ["report"]:
         from tilekit import model_report
 
         return model_report.main(argv[1:])
-    print("usage: python -m tilekit model run|report --out DIR [options]  (--help after the verb)", file=sys.stderr)
+    print(
+        "usage: python -m tilekit model run|report --out DIR [options], or model tune [options] (--help after the verb)",
+        file=sys.stderr,
+    )
     return 2

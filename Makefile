@@ -47,7 +47,9 @@ ENV_READY := $(if $(filter 1,$(TILEKIT_PREBUILT)),,$(SETUP_STAMP))
 LIB         := $(or $(TILEKIT_LIB),build/libcutile_kernels.so)
 FINGERPRINT := $(OUT_ROOT)/.timing-env.txt
 REPORT_CODE := $(wildcard $(addprefix tools/tilekit/,__main__.py charts.py compare.py correctness.py doctor.py fingerprint.py layout.py markdown.py records.py report.py summary.py validate.py))
-TIMING_CODE := $(filter-out $(REPORT_CODE),$(wildcard tools/tilekit/*.py)) tests/kernels/conftest.py pyproject.toml \
+# the model check, the modules and the scaffold are not on a timed stage's path
+NOT_TIMING  := $(addprefix tools/tilekit/,model.py model_report.py modules.py scaffold.py)
+TIMING_CODE := $(filter-out $(REPORT_CODE) $(NOT_TIMING),$(wildcard tools/tilekit/*.py)) tests/kernels/conftest.py pyproject.toml \
                scripts/pytest_stage.sh scripts/timed_stage.sh
 kernel_files = $(filter-out %.md,$(wildcard kernels/$(1)/*)) tests/kernels/test_$(1).py
 port_deps    = $(LIB) $(call kernel_files,$(1)) $(TIMING_CODE) $(FINGERPRINT)
@@ -130,7 +132,7 @@ endif
 endif
 
 .DEFAULT_GOAL := help
-.PHONY: help setup doctor build symbols test baseline perf report validate all lint check bundle clean FORCE sweep sweep-merge model model-report
+.PHONY: help setup doctor build symbols test baseline perf report validate all lint check bundle clean FORCE sweep sweep-merge model model-report rust-test new
 
 help: ## list the targets
 	@echo "usage: make [KERNEL=name|all] [OUT_ROOT=dir] [BASELINES='$(KNOWN_BASELINES)'] [FORCE=1] [STRICT=1] [GPUS=N] [V=1] <target>"
@@ -268,6 +270,13 @@ model: build | $(ENV_READY) ## the model check on a GPU: logits and prefill / CU
 
 model-report: | $(ENV_READY) ## no GPU: re-render OUT_ROOT/model/performance.md from its model.jsonl
 	$(Q)$(PY) -m tilekit model report --out $(OUT_ROOT)/model
+
+new: | $(ENV_READY) ## write kernels/$(KERNEL)/ from its closest relative: make new KERNEL=<name> FROM=<kernel>
+	$(Q)$(if $(FROM),,echo "make new: name the kernel to start from: make new KERNEL=<name> FROM=<kernel> (one of: $(KERNELS))" >&2; exit 2)
+	$(Q)$(PY) -m tilekit new --name $(KERNEL) --from $(FROM)
+
+rust-test: | $(ENV_READY) ## one kernel's Rust tests (validation, lowering, tileiras assembly for sm_90), as make check runs them
+	$(Q)$(ENV) scripts/cargo_test.sh $(KERNEL)
 
 lint: | $(ENV_READY) ## ruff check + ruff format --check (Python), rustfmt + clippy -D warnings (scripts/lint_rust.sh)
 	$(Q)$(ENV) ruff check . && $(ENV) ruff format --check . || { echo "lint: fix with: ruff check --fix . && ruff format ." >&2; exit 1; }

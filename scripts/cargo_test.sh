@@ -1,8 +1,15 @@
 #!/usr/bin/env bash
-# scripts/cargo_test.sh: the Rust tests of cutile_kernels (validation, and every kernel lowered to
-# Tile IR for sm_90). When the Tile IR toolchain is in the cache (make setup), the same tests also
-# assemble each kernel to an sm_90 cubin with tileiras, on the CPU. Needs env/env.sh sourced.
+# scripts/cargo_test.sh [KERNEL]: the Rust tests of cutile_kernels (validation, and every kernel
+# lowered to Tile IR for sm_90), or only KERNEL's (`make KERNEL=<k> rust-test`: the tests under
+# kernels/<k>/, whose names start with `<k>::`). When the Tile IR toolchain is in the cache (make
+# setup), the same tests also assemble each kernel to an sm_90 cubin with tileiras, on the CPU.
+# Needs env/env.sh sourced.
 set -euo pipefail
+kernel=${1:-}
+if [ -n "$kernel" ] && [ ! -f "kernels/$kernel/ffi.rs" ]; then
+    echo "cargo test: no kernels/$kernel/ffi.rs: KERNEL must be one of: $(cd kernels && ls -d */ | tr -d / | tr '\n' ' ')" >&2
+    exit 2
+fi
 unset CUDA_HOME  # cuda-bindings' build watches it: one value for every cargo call keeps builds incremental
 if [ -x "$TILEKIT_TILEIR/bin/tileiras" ]; then
     # No CUDA_HOME: tileiras finds its libnvvm relative to itself in this tree, and cargo would
@@ -12,4 +19,6 @@ if [ -x "$TILEKIT_TILEIR/bin/tileiras" ]; then
 else
     echo "cargo test: no Tile IR toolchain at $TILEKIT_TILEIR (make setup installs it): kernels are lowered, not assembled"
 fi
-cargo test --release --manifest-path cutile_kernels/Cargo.toml 2>&1 | grep -vE '^\s+(Compiling|Running|Doc-tests)|^running 0 tests|^$|0 passed; 0 failed'
+filter=()
+[ -n "$kernel" ] && filter=(-- "$kernel::")
+cargo test --release --manifest-path cutile_kernels/Cargo.toml "${filter[@]}" 2>&1 | grep -vE '^\s+(Compiling|Running|Doc-tests)|^running 0 tests|^$|0 passed; 0 failed'

@@ -21,6 +21,10 @@ COMMANDS = {
         "tilekit.sweep",
         "shape sweeps: plan the cases, render or merge sweep/sweep.{csv,md,svg} (docs/sweep.md)",
     ),
+    "new": (
+        "tilekit.scaffold",
+        "write kernels/<name>/ from its closest relative (make new KERNEL=<name> FROM=<kernel>)",
+    ),
     "model": (
         "tilekit.model",
         "the model check: run a decoder stack on ports against PyTorch (GPU), or report from its log",

@@ -18,6 +18,7 @@ from tilekit import scaffold
 ROOT = Path(__file__).resolve().parents[2]
 COPIED = ("Makefile", "pyproject.toml", "rustfmt.toml", "env", "scripts", "tools", "tests", "kernels", "cutile_kernels")
 IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "target")
+PYTEST = (sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider")
 
 
 @pytest.fixture(scope="module")
@@ -73,19 +74,8 @@ def test_the_scaffolds_rust_tests_build_and_pass(repo):
 
 
 def test_the_scaffolds_cpu_checks_pass(repo):
-    done = run(
-        repo,
-        sys.executable,
-        "-m",
-        "pytest",
-        "-q",
-        "-p",
-        "no:cacheprovider",
-        "tests/kernels/test_probe.py",
-        "tests/kit/test_kernel_contract.py",
-        "-k",
-        "probe and (bad_input or declaration or doctests or inputs_output)",
-    )
+    selected = ("-k", "probe and (bad_input or declaration or doctests or inputs_output)")
+    done = run(repo, *PYTEST, "tests/kernels/test_probe.py", "tests/kit/test_kernel_contract.py", *selected)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     passed = re.search(r"\b(\d+) passed\b", done.stdout)
     assert passed and int(passed[1]) >= 10 and "failed" not in done.stdout, done.stdout[-500:]

@@ -364,6 +364,11 @@ def graphed(fn):
     return graph.replay, out
 
 
+def case(cfg: Config, impl: str, phase: str, batch: int, tokens: int, context: int) -> dict:
+    """What a record measured: the config, implementation, phase and shape."""
+    return {"config": cfg.name, "impl": impl, "phase": phase, "batch": batch, "tokens": tokens, "context": context}
+
+
 def check_correctness(cfg: Config, impls: dict, emit) -> None:
     """Logits of each implementation (bf16) against the float32 PyTorch stack, same weights and
     tokens: the prefill's last KEEP positions, and a decode step after CHECK_CONTEXT tokens at each
@@ -388,14 +393,9 @@ def check_correctness(cfg: Config, impls: dict, emit) -> None:
                 continue
             err = relative_l2(logits, refs["float32"])
             emit(
-                {
+                case(cfg, name, phase, batch, tokens, context)
+                | {
                     "kind": "correctness",
-                    "config": cfg.name,
-                    "impl": name,
-                    "phase": phase,
-                    "batch": batch,
-                    "tokens": tokens,
-                    "context": context,
                     "rel_l2": err,
                     "tolerance": TOLERANCE,
                     "ok": err <= TOLERANCE,
@@ -424,14 +424,9 @@ def time_steps(cfg: Config, impls: dict, phases, batches, nrep: int, emit) -> No
                 fn, _ = graphed(fn)
             timing = profile(fn, nrep)
             emit(
-                {
+                case(cfg, name, phase, batch, tokens, context)
+                | {
                     "kind": "timing",
-                    "config": cfg.name,
-                    "impl": name,
-                    "phase": phase,
-                    "batch": batch,
-                    "tokens": tokens,
-                    "context": context,
                     "graph": phase == "decode",
                     "nrep": nrep,
                     **timing,

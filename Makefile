@@ -8,7 +8,7 @@
 #   KERNEL=rms_norm (or all)  OUT_ROOT=out  BASELINES="cutile triton torch"  FORCE=1  STRICT=1  V=1
 #   BASELINES unset: each kernel's own, every backend its kernels/<k>/baselines.py declares (ours,
 #           torch_flash for attention, the providers tilegym, liger, liger_cutile where they have
-#           the op: tools/tilekit/providers.py, docs/kernels.md). Set: those, for every kernel.
+#           the op: tools/tilekit/runtime/providers.py, docs/kernels.md). Set: those, for every kernel.
 #   GPUS=N: test/baseline/perf spread their cases over N GPUs, one pinned pytest-xdist worker
 #           each (default: every visible GPU; 1 = one process, as on a one-GPU host; docs/multi-gpu.md).
 #           baseline (all BASELINES) and perf are one pytest session per make call, KERNEL=all included.
@@ -46,10 +46,12 @@ ENV_READY := $(if $(filter 1,$(TILEKIT_PREBUILT)),,$(SETUP_STAMP))
 # the environment fingerprint; a baseline: the same less the library and the Rust files.
 LIB         := $(or $(TILEKIT_LIB),build/libcutile_kernels.so)
 FINGERPRINT := $(OUT_ROOT)/.timing-env.txt
-REPORT_CODE := $(wildcard $(addprefix tools/tilekit/,__main__.py charts.py compare.py correctness.py doctor.py fingerprint.py layout.py markdown.py records.py report.py summary.py validate.py))
+REPORT_CODE := $(filter-out %/model_report.py,$(wildcard tools/tilekit/__main__.py tools/tilekit/reports/*.py \
+               tools/tilekit/testing/doctor.py tools/tilekit/testing/fingerprint.py))
 # the model check, the modules and the scaffold are not on a timed stage's path
-NOT_TIMING  := $(addprefix tools/tilekit/,model.py model_report.py modules.py scaffold.py)
-TIMING_CODE := $(filter-out $(REPORT_CODE) $(NOT_TIMING),$(wildcard tools/tilekit/*.py)) tests/kernels/conftest.py pyproject.toml \
+NOT_TIMING  := tools/tilekit/testing/model.py tools/tilekit/reports/model_report.py tools/tilekit/runtime/modules.py \
+               tools/tilekit/testing/scaffold.py
+TIMING_CODE := $(filter-out $(REPORT_CODE) $(NOT_TIMING),$(wildcard tools/tilekit/*.py tools/tilekit/*/*.py)) tests/kernels/conftest.py pyproject.toml \
                scripts/pytest_stage.sh scripts/timed_stage.sh
 kernel_files = $(filter-out %.md,$(wildcard kernels/$(1)/*)) tests/kernels/test_$(1).py
 port_deps    = $(LIB) $(call kernel_files,$(1)) $(TIMING_CODE) $(FINGERPRINT)
@@ -58,7 +60,7 @@ SELECTED := $(if $(filter all,$(KERNEL)),$(KERNELS),$(KERNEL))
 
 # The timed stages run one pytest session per make call for what is out of date: `baseline` every
 # backend of BASELINES, KERNEL=all every kernel, so the GPUs' workers start once and share all the
-# cases (docs/multi-gpu.md). tilekit.stage_logs writes one raw log per kernel and backend
+# cases (docs/multi-gpu.md). tilekit.testing.stage_logs writes one raw log per kernel and backend
 # (DESIGN.md's reports/logs/*.full.txt); pytest's whole output goes to the session log.
 empty :=
 space := $(empty) $(empty)
@@ -106,7 +108,7 @@ verdicts = rc=0; for f in $(PERF_MDS); do \
     $(if $(filter 1,$(STRICT)),[ $$rc -eq 0 ] || echo "STRICT=1: a verdict is not DONE" >&2;,) exit $$rc
 
 # make sweep: test_sweep over each selected kernel's grid, one pytest session on every GPU; a shard's
-# logs go to sweep/shard-<i>-of-<N>/logs/, a whole run's to sweep/logs/ (tilekit.sweep).
+# logs go to sweep/shard-<i>-of-<N>/logs/, a whole run's to sweep/logs/ (tilekit.testing.sweep).
 SHARD_SUB := $(if $(strip $(SHARD)),shard-$(subst /,-of-,$(strip $(SHARD)))/,)
 SWEEP_LOG := $(OUT_ROOT)/{kernel}/sweep/$(SHARD_SUB)logs/sweep_{backend}.full.txt
 SWEEP_SESSION := $(if $(filter all,$(KERNEL)),$(OUT_ROOT)/logs,$(OUT_ROOT)/$(KERNEL)/sweep)/sweep$(if $(SHARD_SUB),-$(SHARD_SUB:/=)).session.txt
@@ -175,7 +177,7 @@ endef
 $(foreach k,$(SELECTED),$(eval $(call performance_md_rule,$(k))))
 
 # A kernel folder copied from another gets the suite stub every kernel has (the same name-free
-# file: tilekit.suite generates the tests from the declaration), so make test/perf can name it.
+# file: tilekit.testing.suite generates the tests from the declaration), so make test/perf can name it.
 tests/kernels/test_%.py: | kernels/%/kernel.rs
 	$(Q)cp $(firstword $(wildcard tests/kernels/test_*.py)) $@ && echo "make: wrote $@ (the suite stub of every kernel)"
 

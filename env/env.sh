@@ -44,7 +44,7 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$TILEKIT_CACHE/cargo-target-$(_tk_h
 # runs setup first when it is missing (the Makefile's ENV_READY).
 export TILEKIT_SETUP_STAMP="${TILEKIT_SETUP_STAMP:-$TILEKIT_CACHE/setup-$( (cat "$_tk_root/env/requirements.txt" "$_tk_root/env/cuda-headers.txt" "$_tk_root/env/tileir-toolchain.txt"; echo "$_tk_pyver") | sha256sum | cut -c1-12).done}"
 
-# The built library: make build copies it here; tilekit.ffi loads $TILEKIT_LIB.
+# The built library: make build copies it here; tilekit.runtime.ffi loads $TILEKIT_LIB.
 export TILEKIT_LIB="${TILEKIT_LIB:-$_tk_root/build/libcutile_kernels.so}"
 export PYTHONPATH="$_tk_root/tools:$_tk_root${PYTHONPATH:+:$PYTHONPATH}"
 unset _tk_root _tk_pyver _d

@@ -4,7 +4,7 @@
     python scripts/bench_report.py [--records 10000]
 
 Builds the raw logs in a temporary folder, then times parse + sanitize + compare + render of
-both reports through `tilekit.report.main` (what `make report` runs), best of --repeat cold runs.
+both reports through `tilekit.reports.report.main` (what `make report` runs), best of --repeat cold runs.
 The goal is < 2 s; this prints the times and exits 1 above the goal. Not a timed test: timing
 depends on the machine and its load.
 """
@@ -17,9 +17,9 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
 
-from tilekit import report  # noqa: E402
-from tilekit import records  # noqa: E402
-from tilekit.records import format_block  # noqa: E402
+from tilekit.reports import report  # noqa: E402
+from tilekit.reports import records  # noqa: E402
+from tilekit.reports.records import format_block  # noqa: E402
 
 GOAL_S = 2.0
 

@@ -1,5 +1,5 @@
 """The bandwidth a plain device-to-device copy reaches on this GPU: torch's copy_ (one DRAM read and
-one write per element) of the row kernels' perf shapes, timed like every benchmark (tilekit.bench:
+one write per element) of the row kernels' perf shapes, timed like every benchmark (tilekit.runtime.bench:
 CUPTI, L2 flushed, median). The ceiling a memory-bound kernel's GB/s is judged against (NOTES.md).
 
     python scripts/copy_roofline.py [--nrep 50] [--shapes 32768x8192 16384x18944]   # bf16
@@ -11,7 +11,7 @@ import argparse
 
 import torch
 
-from tilekit.bench import time_cupti
+from tilekit.runtime.bench import time_cupti
 
 
 def main() -> None:

@@ -34,7 +34,7 @@ def declared(path: Path) -> list[str]:
                 names += [kw.arg for kw in value.keywords if kw.arg]
         return names
     raise ValueError(
-        f"{path}: no module-level `BACKENDS = {{...}}` dict literal (tilekit/kernel.py: each kernel declares one)"
+        f"{path}: no module-level `BACKENDS = {{...}}` dict literal (tilekit/runtime/kernel.py: each kernel declares one)"
     )
 
 

@@ -23,7 +23,7 @@ import time
 
 import torch
 
-from tilekit import ffi, kernel
+from tilekit.runtime import ffi, kernel
 
 
 def smoke(spec, cfg: dict, reps: int) -> bool:

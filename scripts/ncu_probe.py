@@ -26,7 +26,7 @@ import json
 
 import torch
 
-from tilekit import kernel
+from tilekit.runtime import kernel
 
 
 def _json(p: argparse.ArgumentParser, flag: str, text: str, kind: type, example: str):

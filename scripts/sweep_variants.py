@@ -6,7 +6,7 @@ baselines' forms (keep the faster) and to see the port's autotune space whole.
         [--backends triton cutile cutile_rs torch tilegym liger liger_cutile] [--extra '[{"block": 1024, "rows": 2, "occupancy": 8}]']
         [--only-extra]
 
-Same CUPTI timer as the benchmarks (tilekit.bench). Baseline variants come from
+Same CUPTI timer as the benchmarks (tilekit.runtime.bench). Baseline variants come from
 `kernels/<k>/baselines.py` (VARIANTS of ours; torch and the providers are timed once); port variants
 from `kernels/<k>/op.py` (`variants(**dims)`) plus any `--extra` ones (a JSON list of variant
 dicts, candidates not yet in the autotune space; `--only-extra` times just those); all are called through the kernel's declaration
@@ -41,7 +41,7 @@ def rates(spec, cfg: dict, ms: float) -> str:
 def calls_for(backend: str, spec, baselines, cfg: dict, inputs: dict, extra: list[dict], only_extra: bool = False):
     """{variant name: zero-argument call}, or a string saying why the backend is skipped."""
     if backend == "cutile_rs":
-        from tilekit import autotune
+        from tilekit.runtime import autotune
 
         # a null knob is the export's default, as in the variants op.py lists (autotune.unique)
         candidates = autotune.unique(([] if only_extra else spec.variants(cfg)) + extra)
@@ -85,7 +85,7 @@ def main(argv):
         json_dicts(p, "--shapes", args.shapes, '[{"dtype": "float16", "m": 256, "n": 4097}]') if args.shapes else None
     )
 
-    from tilekit import bench, kernel
+    from tilekit.runtime import bench, kernel
 
     spec = kernel.load(args.kernel)
     baselines = spec.baselines()

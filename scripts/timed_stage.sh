@@ -8,7 +8,7 @@
 #
 #   SPEC       KERNEL,BACKEND_ID,RAW_LOG[,DEP...]   one raw log and its prerequisites, comma-separated
 #              (BACKEND_ID is a test id: cutile_rs, cutile_py, triton, torch, tilegym, liger, ...)
-#   TEMPLATE   the --stage-log template the raw logs follow (tilekit.stage_logs)
+#   TEMPLATE   the --stage-log template the raw logs follow (tilekit.testing.stage_logs)
 #   --force    re-time every SPEC (make FORCE=1)
 #
 # Kernels whose stale backends are the same set share one pytest session (usually there is one

@@ -1,4 +1,4 @@
-"""Shared pytest set-up. The record printer (--print-record) is the tilekit.pytest_plugin loaded
+"""Shared pytest set-up. The record printer (--print-record) is the tilekit.testing.pytest_plugin loaded
 by pyproject.toml's addopts; GPU fixtures live in tests/kernels/conftest.py."""
 
 from pathlib import Path
@@ -12,7 +12,7 @@ KERNEL_SUITES = Path(__file__).resolve().parent / "kernels"
 def pytest_collect_directory(path, parent):
     """tests/kernels/ also collects the generated suite of a kernel folder that has no stub file."""
     if path == KERNEL_SUITES:
-        from tilekit.suite import KernelSuites
+        from tilekit.testing.suite import KernelSuites
 
         return KernelSuites.from_parent(parent, path=path)
     return None

@@ -17,7 +17,7 @@ o_i = sum_j exp(s_ij - m) v_j / (exp(sink_h - m) + sum_j exp(s_ij - m)); a sink 
 j iff i + s_kv - s_q - window < j <= i + s_kv - s_q; the kernel skips the key tiles outside it, so
 the work is O(s_q · window). None (or -1) is no window.
 
-`cutile_attention` (kernels/attention/ffi.rs) called through tilekit.port. `variant`: "auto" the
+`cutile_attention` (kernels/attention/ffi.rs) called through tilekit.runtime.port. `variant`: "auto" the
 autotuned candidate of `variants` for this GPU, dtype and shape class, "default" ffi.rs's defaults,
 a dict {"bm", "bn", "occupancy", "warps"}.
 """
@@ -29,7 +29,7 @@ import math
 import torch
 from torch import Tensor
 
-from tilekit import autotune, checks, port
+from tilekit.runtime import autotune, checks, port
 
 CDEF = """
 int32_t cutile_attention(const TensorDesc* out, const TensorDesc* q, const TensorDesc* k,

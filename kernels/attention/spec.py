@@ -1,4 +1,4 @@
-"""attention: what to test and time, and how to judge it (the declaration tilekit.kernel describes;
+"""attention: what to test and time, and how to judge it (the declaration tilekit.runtime.kernel describes;
 its suites, CPU contract tests and scripts/sweep_variants.py read SPEC). Touches no GPU at import.
 
 O = softmax(Q Kᵀ / sqrt(d) + mask) V per (batch, head): q (b, h, sq, d), k and v (b, hkv, skv, d),
@@ -16,7 +16,7 @@ import math
 import torch
 
 from kernels.attention import op
-from tilekit.kernel import BadInput, FfiCase, KernelSpec, call, generator, shapes, sweep_grid, torch_dtype
+from tilekit.runtime.kernel import BadInput, FfiCase, KernelSpec, call, generator, shapes, sweep_grid, torch_dtype
 
 
 def make_inputs(cfg: dict, device="cuda", seed: int | None = None) -> dict:

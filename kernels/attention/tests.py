@@ -1,6 +1,6 @@
-"""attention's tests beyond the generated suite (tilekit.suite adds the test_* to
+"""attention's tests beyond the generated suite (tilekit.testing.suite adds the test_* to
 tests/kernels/test_attention.py), and BASELINE_CASES, what tests/kit/test_baselines.py checks of
-baselines.py on the CPU (tilekit.baseline_cases)."""
+baselines.py on the CPU (tilekit.runtime.baseline_cases)."""
 
 import math
 
@@ -8,8 +8,8 @@ import torch
 
 from kernels.attention import op
 from kernels.attention.spec import SPEC
-from tilekit import harness
-from tilekit.baseline_cases import TOL, BaselineCases, Has
+from tilekit.testing import harness
+from tilekit.runtime.baseline_cases import TOL, BaselineCases, Has
 
 
 def _run(cfg: dict, variant="auto") -> tuple[dict, torch.Tensor]:
@@ -201,7 +201,7 @@ def test_a_shape_an_sdpa_backend_does_not_serve_is_not_served_not_another_backen
     from types import SimpleNamespace
 
     from kernels.attention import baselines  # here, not at import: see the module docstring
-    from tilekit.baseline_support import NotServed
+    from tilekit.runtime.baseline_support import NotServed
 
     def refuse(*args, **kwargs):
         raise RuntimeError("No available kernel. Aborting execution.")

@@ -6,7 +6,7 @@ Each matrix of A and B is row-major or column-major (the transpose(1, 2) of a ro
 any batch stride (0: one matrix shared by every product). Entries (a, b) -> c: ``torch_bmm``
 (cuBLAS: ``torch.bmm`` on the operands as given, a shared B as its stride-0 expanded view, which
 ATen hands to cuBLAS's strided-batched GEMM), ``triton_bmm`` and ``cutile_bmm``: the GEMM family's
-kernels of tilekit.gemm_baselines (matmul's too), the batch folded into the program id
+kernels of tilekit.runtime.gemm_baselines (matmul's too), the batch folded into the program id
 (batch-major, each product's tiles in bands of GROUP_M tile rows); TileGym's ``tilegym.ops.bmm``.
 """
 
@@ -14,9 +14,9 @@ import functools
 
 import torch
 
-from tilekit import baseline_support as bs
-from tilekit import gemm_baselines as gemm
-from tilekit import providers
+from tilekit.runtime import baseline_support as bs
+from tilekit.runtime import gemm_baselines as gemm
+from tilekit.runtime import providers
 
 triton, _, _TRITON_ERROR = bs.import_triton()
 ct, _CUTILE_ERROR = bs.import_cutile()
@@ -75,5 +75,5 @@ BACKENDS = {
 
 
 def unavailable_reason(backend: str) -> str | None:
-    """Why `backend` cannot run here, or None when it can (tilekit.baseline_support)."""
+    """Why `backend` cannot run here, or None when it can (tilekit.runtime.baseline_support)."""
     return bs.unavailable_reason(KERNEL, backend, BACKENDS, _TRITON_ERROR, _CUTILE_ERROR)

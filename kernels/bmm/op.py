@@ -5,12 +5,12 @@
     y = bmm(x, w.expand(batch, k, n))          # one matrix shared by every product: batch stride 0
 
 Each matrix of a and b is row-major (last dim contiguous) or column-major (middle dim contiguous:
-the transpose(1, 2) of a row-major batch), at any batch stride, 0 included: tilekit.mma.layout
+the transpose(1, 2) of a row-major batch), at any batch stride, 0 included: tilekit.runtime.mma.layout
 reads which from the strides, as ffi.rs does. The variant knobs and their defaults are
 kernels/matmul's; the candidates are chosen by the batch's tile count and K (NOTES.md, "The variant
 space").
 
-`cutile_bmm` (kernels/bmm/ffi.rs) called through tilekit.port. `variant`: "auto" the autotuned
+`cutile_bmm` (kernels/bmm/ffi.rs) called through tilekit.runtime.port. `variant`: "auto" the autotuned
 candidate of `variants` for this GPU, dtype and shape class, "default" ffi.rs's defaults, a dict
 {"bm", "bn", "bk", "group", "persistent", "occupancy", "cga"}.
 """
@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from tilekit import autotune, checks, mma, port
+from tilekit.runtime import autotune, checks, mma, port
 
 CDEF = """
 int32_t cutile_bmm(const TensorDesc* c, const TensorDesc* a, const TensorDesc* b,
@@ -63,7 +63,7 @@ def bmm(a: Tensor, b: Tensor, *, variant: str | dict = "auto", out: Tensor | Non
 
 
 def tune_key(dtype: str, batch: int, m: int, n: int, k: int, **layout) -> dict:
-    """Problem class (tilekit.mma.tune_key): batch_class, then matmul's; `layout` a_t, b_t, shared_b."""
+    """Problem class (tilekit.runtime.mma.tune_key): batch_class, then matmul's; `layout` a_t, b_t, shared_b."""
     return mma.tune_key(dtype, m, n, k, batch=batch, **layout)
 
 

@@ -1,4 +1,4 @@
-"""bmm: what to test and time, and how to judge it (the declaration tilekit.kernel describes; its
+"""bmm: what to test and time, and how to judge it (the declaration tilekit.runtime.kernel describes; its
 suites, CPU contract tests and scripts/sweep_variants.py read SPEC). Touches no GPU at import.
 
 C[i] = A[i] @ B[i] with A (batch, m, k), B (batch, k, n), C (batch, m, n) in f16 or bf16, products
@@ -13,8 +13,8 @@ from __future__ import annotations
 import torch
 
 from kernels.bmm import op
-from tilekit import mma
-from tilekit.kernel import BadInput, FfiCase, KernelSpec, call, generator, shapes, sweep_grid, torch_dtype
+from tilekit.runtime import mma
+from tilekit.runtime.kernel import BadInput, FfiCase, KernelSpec, call, generator, shapes, sweep_grid, torch_dtype
 
 
 def make_inputs(cfg: dict, device="cuda", seed: int | None = None) -> dict:

@@ -1,13 +1,14 @@
-"""bmm's tests beyond the generated suite (tilekit.suite adds the test_* to tests/kernels/test_bmm.py),
+"""bmm's tests beyond the generated suite (tilekit.testing.suite adds the test_* to tests/kernels/test_bmm.py),
 and BASELINE_CASES, what tests/kit/test_baselines.py checks of baselines.py on the CPU
-(tilekit.baseline_cases)."""
+(tilekit.runtime.baseline_cases)."""
 
 import torch
 
 from kernels.bmm.spec import SPEC
-from tilekit import harness, mma
-from tilekit.baseline_cases import H200_SMS as SMS
-from tilekit.baseline_cases import GEMM_NAMED, Has, gemm_cases
+from tilekit.runtime import mma
+from tilekit.testing import harness
+from tilekit.runtime.baseline_cases import H200_SMS as SMS
+from tilekit.runtime.baseline_cases import GEMM_NAMED, Has, gemm_cases
 
 
 def test_op_persistent_grid_strides_over_the_tiles_of_every_product_cutile_rs(cuda):

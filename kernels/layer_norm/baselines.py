@@ -4,7 +4,7 @@
 
 x is (m, n), f16/bf16/f32, last dim contiguous; w and b are (n,) in x's dtype, or None. Entries
 (x, w, b, eps) -> y: ``torch_layer_norm`` (PyTorch's op), ``triton_layer_norm`` and
-``cutile_layer_norm`` (ours, with the row reductions' variants of tilekit.baseline_support; the
+``cutile_layer_norm`` (ours, with the row reductions' variants of tilekit.runtime.baseline_support; the
 statistics as the port computes them: two passes over a row held whole, shifted sums over a looped
 row), and the providers' entries. All but torch take w and b: ones and zeros stand in for an absent
 one (`_check_inputs`).
@@ -13,16 +13,16 @@ one (`_check_inputs`).
 import torch
 
 from kernels.rms_norm.baselines import DTYPES
-from tilekit import baseline_support as bs
-from tilekit import norm, norm_baselines
-from tilekit import providers
+from tilekit.runtime import baseline_support as bs
+from tilekit.runtime import norm, norm_baselines
+from tilekit.runtime import providers
 
 triton, _, _TRITON_ERROR = bs.import_triton()
 ct, _CUTILE_ERROR = bs.import_cutile()
 
 KERNEL = "layer_norm"
 VARIANTS = bs.ROW_VARIANTS  # ("auto", "row", "multirow", "looped")
-# DTYPES and auto are rms_norm's (tilekit.norm): the same row reduction shape and bytes, until an
+# DTYPES and auto are rms_norm's (tilekit.runtime.norm): the same row reduction shape and bytes, until an
 # H200 sweep says otherwise.
 triton_config, cutile_config = bs.row_configs(KERNEL, norm.AUTO)
 
@@ -47,14 +47,14 @@ def torch_layer_norm(x: torch.Tensor, w, b, eps: float) -> torch.Tensor:
 
 
 def triton_layer_norm(x: torch.Tensor, w, b, eps: float, *, variant: str = "auto", **knobs) -> torch.Tensor:
-    """LayerNorm with our Triton kernels (tilekit.norm_baselines); `variant` and the knobs as in `triton_config`."""
+    """LayerNorm with our Triton kernels (tilekit.runtime.norm_baselines); `variant` and the knobs as in `triton_config`."""
     bs.require(triton, unavailable_reason, "triton")
     x, w, b = _check_inputs(x, w, b)
     return norm_baselines.launch("triton", triton_config, x, w, b, eps, layer=True, variant=variant, knobs=knobs)
 
 
 def cutile_layer_norm(x: torch.Tensor, w, b, eps: float, *, variant: str = "auto", **knobs) -> torch.Tensor:
-    """LayerNorm with our cuTile Python kernels (tilekit.norm_baselines); `variant` and the knobs as in
+    """LayerNorm with our cuTile Python kernels (tilekit.runtime.norm_baselines); `variant` and the knobs as in
     `cutile_config`. eps is a compile-time constant of the kernel (one compile per distinct eps)."""
     bs.require(ct, unavailable_reason, "cutile")
     x, w, b = _check_inputs(x, w, b)
@@ -87,5 +87,5 @@ BACKENDS = {
 
 
 def unavailable_reason(backend: str) -> str | None:
-    """Why `backend` cannot run here, or None when it can (tilekit.baseline_support)."""
+    """Why `backend` cannot run here, or None when it can (tilekit.runtime.baseline_support)."""
     return bs.unavailable_reason(KERNEL, backend, BACKENDS, _TRITON_ERROR, _CUTILE_ERROR)

@@ -3,20 +3,20 @@
     from kernels.layer_norm.op import layer_norm
     y = layer_norm(x, weight, bias, eps=1e-5)    # x: (..., n) CUDA f16/bf16/f32; weight, bias: (n,) or None
 
-Calls `cutile_layer_norm` (kernels/layer_norm/ffi.rs) through tilekit.port, into an output allocated
+Calls `cutile_layer_norm` (kernels/layer_norm/ffi.rs) through tilekit.runtime.port, into an output allocated
 with torch.empty (or `out`); a weight or bias of None is sent as a null descriptor (absent: not
 scaled, not shifted). `variant="auto"` (the default) uses the autotuned (block, rows, occupancy,
 programs_per_sm) for this GPU, dtype and shape class (over `variants`); a dict picks one explicitly.
 The knobs and defaults are rms_norm's (the same bytes per element and one more reduction,
-NOTES.md): tilekit.norm's; so are the candidates, plus two for whole rows of 4096 and more.
+NOTES.md): tilekit.runtime.norm's; so are the candidates, plus two for whole rows of 4096 and more.
 """
 
 from __future__ import annotations
 
 from torch import Tensor
 
-from tilekit import checks, norm, port
-from tilekit.norm import DEFAULT_VARIANT, export_args, tune_key
+from tilekit.runtime import checks, norm, port
+from tilekit.runtime.norm import DEFAULT_VARIANT, export_args, tune_key
 
 __all__ = ["CDEF", "DEFAULT_VARIANT", "DTYPES", "export_args", "layer_norm", "tune_key", "variants"]
 

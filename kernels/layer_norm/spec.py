@@ -1,4 +1,4 @@
-"""layer_norm: what to test and time, and how to judge it (the declaration tilekit.kernel describes;
+"""layer_norm: what to test and time, and how to judge it (the declaration tilekit.runtime.kernel describes;
 its suites, CPU contract tests and scripts/sweep_variants.py read SPEC). Touches no GPU at import.
 
 y = (x - mean) * rsqrt(var + eps) * w + b over the last dim of an (m, n) tensor; w and b optional.
@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from kernels.layer_norm import op
-from tilekit.kernel import BadInput, FfiCase, call, generator, row_kernel, shapes, torch_dtype
+from tilekit.runtime.kernel import BadInput, FfiCase, call, generator, row_kernel, shapes, torch_dtype
 
 EPS = 1e-5
 

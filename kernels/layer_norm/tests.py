@@ -1,15 +1,15 @@
 """layer_norm's tests beyond the generated suite: the variance of rows with a large mean (GPU), and
 BASELINE_CASES, what tests/kit/test_baselines.py checks of baselines.py on the CPU
-(tilekit.baseline_cases)."""
+(tilekit.runtime.baseline_cases)."""
 
 import pytest
 import torch
 
 from kernels.layer_norm import op
 from kernels.layer_norm.spec import EPS, SPEC, reference
-from tilekit import harness
-from tilekit.baseline_cases import H200_SMS as SMS
-from tilekit.baseline_cases import (
+from tilekit.testing import harness
+from tilekit.runtime.baseline_cases import H200_SMS as SMS
+from tilekit.runtime.baseline_cases import (
     NORM_FORMS,
     norm_triton_compile,
     ROW_ERRORS,

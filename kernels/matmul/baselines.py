@@ -5,19 +5,19 @@
 A and B are 2-D, each row-major (last dim contiguous, row strides may be larger) or column-major
 (the .t() of a row-major matrix: an nn.Linear weight as a model passes it). Entries (a, b) -> c:
 ``torch_matmul`` (cuBLAS), ``triton_matmul`` (``tl.dot``) and ``cutile_matmul`` (``ct.mma``): the
-GEMM family's kernels of tilekit.gemm_baselines on the batch of one (a[None], b[None]), with its
+GEMM family's kernels of tilekit.runtime.gemm_baselines on the batch of one (a[None], b[None]), with its
 variants "128x256x64", "256x128x64", "128x128x64", "persistent" and "auto" (each backend's own
 autotune over its candidates, TRITON_AUTOTUNE / CUTILE_AUTOTUNE there). Opt-in entries from other
-libraries (tilekit.providers): tilegym (its cuTile matmul; Liger has none).
+libraries (tilekit.runtime.providers): tilegym (its cuTile matmul; Liger has none).
 """
 
 import functools
 
 import torch
 
-from tilekit import baseline_support as bs
-from tilekit import gemm_baselines as gemm
-from tilekit import providers
+from tilekit.runtime import baseline_support as bs
+from tilekit.runtime import gemm_baselines as gemm
+from tilekit.runtime import providers
 
 triton, _, _TRITON_ERROR = bs.import_triton()
 ct, _CUTILE_ERROR = bs.import_cutile()
@@ -76,5 +76,5 @@ BACKENDS = {
 
 
 def unavailable_reason(backend: str) -> str | None:
-    """Why `backend` cannot run here, or None when it can (tilekit.baseline_support)."""
+    """Why `backend` cannot run here, or None when it can (tilekit.runtime.baseline_support)."""
     return bs.unavailable_reason(KERNEL, backend, BACKENDS, _TRITON_ERROR, _CUTILE_ERROR)

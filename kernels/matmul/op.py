@@ -4,9 +4,9 @@
     y = matmul(x, w.t())                         # an nn.Linear weight w (n, k): read in place
 
 a and b are each row-major (last dim contiguous, any row stride) or column-major (the .t() of a
-row-major matrix): tilekit.mma.layout reads which from the strides, as ffi.rs does.
+row-major matrix): tilekit.runtime.mma.layout reads which from the strides, as ffi.rs does.
 
-`cutile_matmul` (kernels/matmul/ffi.rs) called through tilekit.port; `out` may be a column slice of
+`cutile_matmul` (kernels/matmul/ffi.rs) called through tilekit.runtime.port; `out` may be a column slice of
 a wider buffer. `variant`: "auto" the autotuned candidate of `variants` for this GPU, dtype and shape
 class, "default" the defaults (ffi_util::MmaVariant), a dict {"bm", "bn", "bk", "group", "persistent", "occupancy", "cga"}
 and optionally "splits" (split-K, ffi.rs).
@@ -17,11 +17,11 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from tilekit import checks, mma, port
+from tilekit.runtime import checks, mma, port
 
-# op.py's contract names (tilekit.kernel) that the GEMM family shares: dtypes, the problem class
+# op.py's contract names (tilekit.runtime.kernel) that the GEMM family shares: dtypes, the problem class
 # (tune_key(dtype, m, n, k, *, a_t, b_t)); matmul adds the split-K knob to its knobs and candidates
-from tilekit.mma import DTYPES, tune_key  # noqa: F401
+from tilekit.runtime.mma import DTYPES, tune_key  # noqa: F401
 
 CDEF = """
 int32_t cutile_matmul(const TensorDesc* c, const TensorDesc* a, const TensorDesc* b,
@@ -34,7 +34,7 @@ DEFAULT_VARIANT = mma.DEFAULT_VARIANT | {"splits": -1}  # -1: no split (ffi.rs s
 
 
 def export_args(bm, bn, bk, group, persistent, occupancy, cga, splits=-1, *, sms: int) -> tuple[int, ...]:
-    """The GEMM family's knobs (tilekit.mma.export_args), then `splits` (split-K; -1 or 1: none)."""
+    """The GEMM family's knobs (tilekit.runtime.mma.export_args), then `splits` (split-K; -1 or 1: none)."""
     return (*mma.export_args(bm, bn, bk, group, persistent, occupancy, cga, sms=sms), int(splits))
 
 
@@ -46,7 +46,7 @@ SPLITS = ((64, 32, 1), (64, 32, 2), (32, 64, 2), (64, 64, 2), (64, 64, 4))
 
 
 def variants(m: int, n: int, k: int) -> list[dict]:
-    """tilekit.mma.variants; for decode sizes (m <= 64) and other products with fewer 128 x 128 output
+    """tilekit.runtime.mma.variants; for decode sizes (m <= 64) and other products with fewer 128 x 128 output
     tiles than SMs (m = 128 x n = 4096: 32) also split-K, which gives a 64 x 4096 x 4096 product
     256 tile blocks instead of 64-128 (kernels/matmul/NOTES.md, "Split-K"):
 

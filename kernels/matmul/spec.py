@@ -1,4 +1,4 @@
-"""matmul: what to test and time, and how to judge it (the declaration tilekit.kernel describes;
+"""matmul: what to test and time, and how to judge it (the declaration tilekit.runtime.kernel describes;
 its suites, CPU contract tests and scripts/sweep_variants.py read SPEC). Touches no GPU at import.
 
 C = A @ B with A (m, k), B (k, n), C (m, n) in f16 or bf16, products accumulated in f32. A config's
@@ -11,8 +11,8 @@ from __future__ import annotations
 import torch
 
 from kernels.matmul import op
-from tilekit import mma
-from tilekit.kernel import BadInput, FfiCase, KernelSpec, call, generator, shapes, sweep_grid, torch_dtype
+from tilekit.runtime import mma
+from tilekit.runtime.kernel import BadInput, FfiCase, KernelSpec, call, generator, shapes, sweep_grid, torch_dtype
 
 
 def make_inputs(cfg: dict, device="cuda", seed: int | None = None) -> dict:

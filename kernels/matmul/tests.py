@@ -1,13 +1,14 @@
-"""matmul's tests beyond the generated suite (tilekit.suite adds the test_* to
+"""matmul's tests beyond the generated suite (tilekit.testing.suite adds the test_* to
 tests/kernels/test_matmul.py), and BASELINE_CASES, what tests/kit/test_baselines.py checks of
-baselines.py on the CPU (tilekit.baseline_cases)."""
+baselines.py on the CPU (tilekit.runtime.baseline_cases)."""
 
 import torch
 
 from kernels.matmul.spec import SPEC
-from tilekit import harness, mma
-from tilekit.baseline_cases import H200_SMS as SMS
-from tilekit.baseline_cases import GEMM_NAMED, TOL, Has, gemm_cases
+from tilekit.runtime import mma
+from tilekit.testing import harness
+from tilekit.runtime.baseline_cases import H200_SMS as SMS
+from tilekit.runtime.baseline_cases import GEMM_NAMED, TOL, Has, gemm_cases
 
 
 def test_op_persistent_grid_strides_over_more_tiles_than_programs_cutile_rs(cuda):

@@ -4,15 +4,15 @@
 
 x is (m, n), f16/bf16/f32, last dim contiguous; w is (n,) in x's dtype. Entries (x, w, eps) -> y:
 ``torch_rms_norm`` (PyTorch's fused op), ``triton_rms_norm`` and ``cutile_rms_norm`` (ours, with the
-row reductions' variants of tilekit.baseline_support), whose `auto` rules are tilekit.norm.AUTO.
-Opt-in entries from other libraries (tilekit.providers): tilegym, liger and liger_cutile.
+row reductions' variants of tilekit.runtime.baseline_support), whose `auto` rules are tilekit.runtime.norm.AUTO.
+Opt-in entries from other libraries (tilekit.runtime.providers): tilegym, liger and liger_cutile.
 """
 
 import torch
 
-from tilekit import baseline_support as bs
-from tilekit import norm, norm_baselines
-from tilekit import providers
+from tilekit.runtime import baseline_support as bs
+from tilekit.runtime import norm, norm_baselines
+from tilekit.runtime import providers
 
 triton, _, _TRITON_ERROR = bs.import_triton()
 ct, _CUTILE_ERROR = bs.import_cutile()
@@ -20,7 +20,7 @@ ct, _CUTILE_ERROR = bs.import_cutile()
 KERNEL = "rms_norm"
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 VARIANTS = bs.ROW_VARIANTS  # ("auto", "row", "multirow", "looped")
-triton_config, cutile_config = bs.row_configs(KERNEL, norm.AUTO)  # auto: tilekit.norm (layer_norm's too)
+triton_config, cutile_config = bs.row_configs(KERNEL, norm.AUTO)  # auto: tilekit.runtime.norm (layer_norm's too)
 
 
 def _check_inputs(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
@@ -40,14 +40,14 @@ def torch_rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor
 
 
 def triton_rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float, *, variant: str = "auto", **knobs) -> torch.Tensor:
-    """RMSNorm with our Triton kernels (tilekit.norm_baselines); `variant` and the knobs as in `triton_config`."""
+    """RMSNorm with our Triton kernels (tilekit.runtime.norm_baselines); `variant` and the knobs as in `triton_config`."""
     bs.require(triton, unavailable_reason, "triton")
     w = _check_inputs(x, w)
     return norm_baselines.launch("triton", triton_config, x, w, w, eps, layer=False, variant=variant, knobs=knobs)
 
 
 def cutile_rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float, *, variant: str = "auto", **knobs) -> torch.Tensor:
-    """RMSNorm with our cuTile Python kernels (tilekit.norm_baselines); `variant` and the knobs as in
+    """RMSNorm with our cuTile Python kernels (tilekit.runtime.norm_baselines); `variant` and the knobs as in
     `cutile_config`. eps is a compile-time constant of the kernel (one compile per distinct eps)."""
     bs.require(ct, unavailable_reason, "cutile")
     w = _check_inputs(x, w)
@@ -74,5 +74,5 @@ BACKENDS = {
 
 
 def unavailable_reason(backend: str) -> str | None:
-    """Why `backend` cannot run here, or None when it can (tilekit.baseline_support)."""
+    """Why `backend` cannot run here, or None when it can (tilekit.runtime.baseline_support)."""
     return bs.unavailable_reason(KERNEL, backend, BACKENDS, _TRITON_ERROR, _CUTILE_ERROR)

@@ -3,7 +3,7 @@
     from kernels.rms_norm.op import rms_norm
     y = rms_norm(x, weight, eps=1e-6)            # x: (..., n) CUDA f16/bf16/f32, weight: (n,)
 
-Calls `cutile_rms_norm` (kernels/rms_norm/ffi.rs) through tilekit.port, into an output allocated
+Calls `cutile_rms_norm` (kernels/rms_norm/ffi.rs) through tilekit.runtime.port, into an output allocated
 with torch.empty (or `out`). `variant="auto"` (the default) uses the autotuned (block, rows,
 occupancy) for this GPU, dtype and shape class (over `variants`); a dict picks one explicitly.
 """
@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from torch import Tensor
 
-from tilekit import checks, port
+from tilekit.runtime import checks, port
 
-# op.py's contract names (tilekit.kernel): the row normalizations' (layer_norm's too)
-from tilekit.norm import DEFAULT_VARIANT, DTYPES, export_args, tune_key, variants  # noqa: F401
+# op.py's contract names (tilekit.runtime.kernel): the row normalizations' (layer_norm's too)
+from tilekit.runtime.norm import DEFAULT_VARIANT, DTYPES, export_args, tune_key, variants  # noqa: F401
 
 CDEF = """
 int32_t cutile_rms_norm(const TensorDesc* out, const TensorDesc* x, const TensorDesc* weight,

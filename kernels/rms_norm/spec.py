@@ -1,4 +1,4 @@
-"""rms_norm: what to test and time, and how to judge it (the declaration tilekit.kernel describes;
+"""rms_norm: what to test and time, and how to judge it (the declaration tilekit.runtime.kernel describes;
 its suites, CPU contract tests and scripts/sweep_variants.py read SPEC). Touches no GPU at import.
 
 y = x * rsqrt(mean(x^2, -1) + eps) * w over the last dim of an (m, n) tensor; f32 accumulation.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from kernels.rms_norm import op
-from tilekit.kernel import BadInput, FfiCase, call, generator, row_kernel, shapes, torch_dtype
+from tilekit.runtime.kernel import BadInput, FfiCase, call, generator, row_kernel, shapes, torch_dtype
 
 EPS = 1e-6
 

@@ -1,12 +1,19 @@
 """rms_norm's tests beyond the generated suite: BASELINE_CASES, what tests/kit/test_baselines.py
-checks of baselines.py on the CPU (tilekit.baseline_cases)."""
+checks of baselines.py on the CPU (tilekit.runtime.baseline_cases)."""
 
 import torch
 
 from kernels.rms_norm.spec import EPS, SPEC
-from tilekit.baseline_cases import H200_SMS as SMS
-from tilekit.baseline_cases import NORM_FORMS, norm_triton_compile, ROW_ERRORS, BaselineCases, Has, row_interpreted
-from tilekit.baseline_cases import row_plans, tile_plan
+from tilekit.runtime.baseline_cases import H200_SMS as SMS
+from tilekit.runtime.baseline_cases import (
+    NORM_FORMS,
+    norm_triton_compile,
+    ROW_ERRORS,
+    BaselineCases,
+    Has,
+    row_interpreted,
+)
+from tilekit.runtime.baseline_cases import row_plans, tile_plan
 
 BASELINE_CASES = BaselineCases(
     SPEC,

@@ -7,17 +7,17 @@ x is (m, 2H), f16/bf16/f32, last dim contiguous; out is (m, H) in x's dtype. Ent
 between), ``triton_silu_and_mul`` and ``cutile_silu_and_mul`` (ours, f32 inside). Their variants:
 "tiled" (one ROWS x BLOCK output tile of ~4K elements per program, column tile fastest), "wide"
 (~8K-element tiles), "row" (one program per row, BLOCK-wide chunks: the classic form),
-"auto" = "tiled". The rule is `config` (tilekit.gated, pure); every knob can be forced by keyword.
-Opt-in entries from other libraries (tilekit.providers): tilegym and liger; liger_cutile says why not.
+"auto" = "tiled". The rule is `config` (tilekit.runtime.gated, pure); every knob can be forced by keyword.
+Opt-in entries from other libraries (tilekit.runtime.providers): tilegym and liger; liger_cutile says why not.
 """
 
 import functools
 
 import torch
 
-from tilekit import baseline_support as bs
-from tilekit import gated, gated_baselines
-from tilekit import providers
+from tilekit.runtime import baseline_support as bs
+from tilekit.runtime import gated, gated_baselines
+from tilekit.runtime import providers
 
 triton, tl, _TRITON_ERROR = bs.import_triton()
 ct, _CUTILE_ERROR = bs.import_cutile()
@@ -26,7 +26,7 @@ KERNEL = "silu_and_mul"
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 VARIANTS = ("auto", "tiled", "wide", "row")
 
-# The launch plans (tilekit.gated, swiglu's too): (m, h[, sms], variant="auto", *, block, rows[, num_warps]).
+# The launch plans (tilekit.runtime.gated, swiglu's too): (m, h[, sms], variant="auto", *, block, rows[, num_warps]).
 config = functools.partial(gated.config, KERNEL, VARIANTS)
 triton_config = functools.partial(gated.triton_config, KERNEL, VARIANTS)
 cutile_config = functools.partial(gated.cutile_config, KERNEL, VARIANTS)
@@ -50,7 +50,7 @@ def torch_silu_and_mul(x: torch.Tensor) -> torch.Tensor:
 # -- Triton -------------------------------------------------------------------------------------
 
 if triton is not None:
-    from tilekit.triton_tiles import output_tile
+    from tilekit.runtime.triton_tiles import output_tile
 
     @triton.jit
     def _silu_mul_f32(g, u):
@@ -94,7 +94,7 @@ def triton_silu_and_mul(
     return bs.launch_rows(_TRITON_KERNELS, triton_config, (x,), cols=h, variant=variant, knobs=knobs, one_row="row")
 
 
-# -- cuTile Python: tilekit.gated_baselines' kernels (swiglu's too) --------------------------------
+# -- cuTile Python: tilekit.runtime.gated_baselines' kernels (swiglu's too) --------------------------------
 
 
 def cutile_silu_and_mul(
@@ -126,5 +126,5 @@ BACKENDS = {
 
 
 def unavailable_reason(backend: str) -> str | None:
-    """Why `backend` cannot run here, or None when it can (tilekit.baseline_support)."""
+    """Why `backend` cannot run here, or None when it can (tilekit.runtime.baseline_support)."""
     return bs.unavailable_reason(KERNEL, backend, BACKENDS, _TRITON_ERROR, _CUTILE_ERROR)

@@ -2,7 +2,7 @@
 
     y = silu_and_mul(x, variant="auto", out=None)    # x: (..., 2H) CUDA f16/bf16/f32 -> y: (..., H)
 
-`cutile_silu_and_mul` (kernels/silu_and_mul/ffi.rs) called through tilekit.port; `variant`: "auto"
+`cutile_silu_and_mul` (kernels/silu_and_mul/ffi.rs) called through tilekit.runtime.port; `variant`: "auto"
 the autotuned candidate of `variants` for this GPU, dtype and shape class, "default" ffi.rs's, a dict.
 """
 
@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from torch import Tensor
 
-from tilekit import checks, port
+from tilekit.runtime import checks, port
 
-# op.py's contract names (tilekit.kernel): the gated family's (swiglu's too)
-from tilekit.gated import DEFAULT_VARIANT, DTYPES, default_block, export_args, tune_key, variants  # noqa: F401
+# op.py's contract names (tilekit.runtime.kernel): the gated family's (swiglu's too)
+from tilekit.runtime.gated import DEFAULT_VARIANT, DTYPES, default_block, export_args, tune_key, variants  # noqa: F401
 
 CDEF = """
 int32_t cutile_silu_and_mul(const TensorDesc* out, const TensorDesc* x,

@@ -1,4 +1,4 @@
-"""silu_and_mul: what to test and time, and how to judge it (the declaration tilekit.kernel
+"""silu_and_mul: what to test and time, and how to judge it (the declaration tilekit.runtime.kernel
 describes; its suites, CPU contract tests and scripts/sweep_variants.py read SPEC). Touches no GPU
 at import.
 
@@ -12,13 +12,13 @@ from __future__ import annotations
 import torch
 
 from kernels.silu_and_mul import op
-from tilekit import gated
-from tilekit.kernel import BadInput, FfiCase, call, generator, row_kernel, shapes, torch_dtype
+from tilekit.runtime import gated
+from tilekit.runtime.kernel import BadInput, FfiCase, call, generator, row_kernel, shapes, torch_dtype
 
 
 def make_inputs(cfg: dict, device="cuda", seed: int | None = None) -> dict:
     """Fresh random inputs (never zeros): x ~ N(0, 2^2), so gates reach silu's curved and flat
-    parts, plus tilekit.gated's SATURATING_GATES at the start of row 0's gate."""
+    parts, plus tilekit.runtime.gated's SATURATING_GATES at the start of row 0's gate."""
     g = generator(device, seed)
     dt = torch_dtype(cfg["dtype"])
     m, h = cfg["m"], cfg["h"]

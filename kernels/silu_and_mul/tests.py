@@ -1,15 +1,15 @@
-"""silu_and_mul's tests beyond the generated suite (tilekit.suite adds the test_* to
+"""silu_and_mul's tests beyond the generated suite (tilekit.testing.suite adds the test_* to
 tests/kernels/test_silu_and_mul.py): a 3-D input on the GPU; on the CPU, its inputs (the port's
-tile, autotune space, tune key and bytes model are tilekit.gated's: tests/kit/test_gated.py); and
+tile, autotune space, tune key and bytes model are tilekit.runtime.gated's: tests/kit/test_gated.py); and
 BASELINE_CASES, what tests/kit/test_baselines.py checks of baselines.py on the CPU
-(tilekit.baseline_cases)."""
+(tilekit.runtime.baseline_cases)."""
 
 import pytest
 import torch
 
 from kernels.silu_and_mul.spec import SPEC
-from tilekit import harness
-from tilekit.baseline_cases import DTYPES, BaselineCases, Has, tile_plan
+from tilekit.testing import harness
+from tilekit.runtime.baseline_cases import DTYPES, BaselineCases, Has, tile_plan
 
 
 def test_op_3d_input_cutile_rs(cuda):

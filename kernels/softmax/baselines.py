@@ -5,15 +5,15 @@
 x is (m, n), f16/bf16/f32, last dim contiguous; y has x's dtype. Lanes past n and -inf logits
 contribute exp(-inf) = 0. Entries x -> y: ``torch_softmax`` (``torch.softmax(x, -1)``),
 ``triton_softmax`` and ``cutile_softmax`` (ours, with the row reductions' variants of
-tilekit.baseline_support; looped is an online softmax). `auto` takes row on both backends (looped
+tilekit.runtime.baseline_support; looped is an online softmax). `auto` takes row on both backends (looped
 for rows too wide to hold): NOTES.md has the H200 sweep.
-Opt-in entries from other libraries (tilekit.providers): tilegym, liger and liger_cutile.
+Opt-in entries from other libraries (tilekit.runtime.providers): tilegym, liger and liger_cutile.
 """
 
 import torch
 
-from tilekit import baseline_support as bs
-from tilekit import providers
+from tilekit.runtime import baseline_support as bs
+from tilekit.runtime import providers
 
 triton, tl, _TRITON_ERROR = bs.import_triton()
 ct, _CUTILE_ERROR = bs.import_cutile()
@@ -41,7 +41,7 @@ def torch_softmax(x: torch.Tensor) -> torch.Tensor:
 # -- Triton -------------------------------------------------------------------------------------
 
 if triton is not None:
-    from tilekit.triton_tiles import row_tile
+    from tilekit.runtime.triton_tiles import row_tile
 
     @triton.jit
     def _triton_rows_kernel(x_ptr, y_ptr, m, n, stride_x, stride_y, ROWS: tl.constexpr, BLOCK: tl.constexpr):
@@ -171,5 +171,5 @@ BACKENDS = {
 
 
 def unavailable_reason(backend: str) -> str | None:
-    """Why `backend` cannot run here, or None when it can (tilekit.baseline_support)."""
+    """Why `backend` cannot run here, or None when it can (tilekit.runtime.baseline_support)."""
     return bs.unavailable_reason(KERNEL, backend, BACKENDS, _TRITON_ERROR, _CUTILE_ERROR)

@@ -2,7 +2,7 @@
 
     y = softmax(x, variant="auto", out=None)     # x: (..., n) CUDA f16/bf16/f32, over the last dim
 
-`cutile_softmax` (kernels/softmax/ffi.rs) called through tilekit.port; `variant`: "auto" the
+`cutile_softmax` (kernels/softmax/ffi.rs) called through tilekit.runtime.port; `variant`: "auto" the
 autotuned candidate of `variants` for this GPU, dtype and shape class, "default" ffi.rs's, a dict.
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from torch import Tensor
 
-from tilekit import autotune, checks, port
-from tilekit.autotune import row_tune_key as tune_key  # noqa: F401 (op.py's contract name)
+from tilekit.runtime import autotune, checks, port
+from tilekit.runtime.autotune import row_tune_key as tune_key  # noqa: F401 (op.py's contract name)
 
 CDEF = """
 int32_t cutile_softmax(const TensorDesc* out, const TensorDesc* x,

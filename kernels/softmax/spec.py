@@ -1,4 +1,4 @@
-"""softmax: what to test and time, and how to judge it (the declaration tilekit.kernel describes;
+"""softmax: what to test and time, and how to judge it (the declaration tilekit.runtime.kernel describes;
 its suites, CPU contract tests and scripts/sweep_variants.py read SPEC). Touches no GPU at import.
 
 y = exp(x - max(x, -1)) / sum(exp(x - max(x, -1)), -1) over the last dim of an (m, n) tensor;
@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from kernels.softmax import op
-from tilekit.kernel import BadInput, FfiCase, call, generator, row_kernel, shapes, torch_dtype
+from tilekit.runtime.kernel import BadInput, FfiCase, call, generator, row_kernel, shapes, torch_dtype
 
 # Every row is shifted by up to +-ROW_SHIFT: exp without subtracting the row max overflows (or
 # underflows to 0/0) in f32 beyond ~88, so a numerically unstable kernel fails correctness.

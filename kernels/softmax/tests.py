@@ -1,14 +1,14 @@
-"""softmax's tests beyond the generated suite (tilekit.suite adds the test_* to
+"""softmax's tests beyond the generated suite (tilekit.testing.suite adds the test_* to
 tests/kernels/test_softmax.py): masked logits, as attention masks make them; and BASELINE_CASES,
-what tests/kit/test_baselines.py checks of baselines.py on the CPU (tilekit.baseline_cases)."""
+what tests/kit/test_baselines.py checks of baselines.py on the CPU (tilekit.runtime.baseline_cases)."""
 
 import pytest
 import torch
 
 from kernels.softmax.spec import SPEC
-from tilekit import harness
-from tilekit.baseline_cases import H200_SMS as SMS
-from tilekit.baseline_cases import ROW_ERRORS, BaselineCases, Has, row_interpreted, row_plans, tile_plan
+from tilekit.testing import harness
+from tilekit.runtime.baseline_cases import H200_SMS as SMS
+from tilekit.runtime.baseline_cases import ROW_ERRORS, BaselineCases, Has, row_interpreted, row_plans, tile_plan
 
 
 def masked(x: torch.Tensor, step: int = 97) -> torch.Tensor:

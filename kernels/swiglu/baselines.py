@@ -15,9 +15,9 @@ import functools
 import torch
 
 from kernels.silu_and_mul import baselines as sam
-from tilekit import baseline_support as bs
-from tilekit import gated, gated_baselines
-from tilekit import providers
+from tilekit.runtime import baseline_support as bs
+from tilekit.runtime import gated, gated_baselines
+from tilekit.runtime import providers
 
 triton, tl, _TRITON_ERROR = bs.import_triton()
 ct, _CUTILE_ERROR = bs.import_cutile()
@@ -28,7 +28,7 @@ VARIANTS = ("auto", "tiled", "wide")
 CUTILE_OCCUPANCY = gated.CUTILE_OCCUPANCY
 
 
-# silu_and_mul's plans (tilekit.gated): (m, h, sms, variant="auto", *, block, rows[, num_warps]).
+# silu_and_mul's plans (tilekit.runtime.gated): (m, h, sms, variant="auto", *, block, rows[, num_warps]).
 triton_config = functools.partial(gated.triton_config, KERNEL, VARIANTS)
 cutile_config = functools.partial(gated.cutile_config, KERNEL, VARIANTS)
 
@@ -48,7 +48,7 @@ def torch_swiglu(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 if triton is not None:
-    from tilekit.triton_tiles import output_tile
+    from tilekit.runtime.triton_tiles import output_tile
 
     @triton.jit
     def _triton_tiled_kernel(
@@ -103,5 +103,5 @@ BACKENDS = {
 
 
 def unavailable_reason(backend: str) -> str | None:
-    """Why `backend` cannot run here, or None when it can (tilekit.baseline_support)."""
+    """Why `backend` cannot run here, or None when it can (tilekit.runtime.baseline_support)."""
     return bs.unavailable_reason(KERNEL, backend, BACKENDS, _TRITON_ERROR, _CUTILE_ERROR)

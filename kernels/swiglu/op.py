@@ -3,18 +3,18 @@ up (b) projections of an MLP stored apart.
 
     y = swiglu(a, b, variant="auto", out=None)    # a, b: (..., H) CUDA f16/bf16/f32 -> y: (..., H)
 
-`cutile_swiglu` (kernels/swiglu/ffi.rs) called through tilekit.port; `variant`: "auto" the
+`cutile_swiglu` (kernels/swiglu/ffi.rs) called through tilekit.runtime.port; `variant`: "auto" the
 autotuned candidate of `variants` for this GPU, dtype and shape class, "default" ffi.rs's, a dict.
 The knobs, defaults and candidates are silu_and_mul's (the same tiles over the same bytes per
-element: two loads and a store), tilekit.gated's.
+element: two loads and a store), tilekit.runtime.gated's.
 """
 
 from __future__ import annotations
 
 from torch import Tensor
 
-from tilekit.gated import DEFAULT_VARIANT, default_block, export_args, tune_key, variants
-from tilekit import checks, port
+from tilekit.runtime.gated import DEFAULT_VARIANT, default_block, export_args, tune_key, variants
+from tilekit.runtime import checks, port
 
 __all__ = ["CDEF", "DEFAULT_VARIANT", "DTYPES", "default_block", "export_args", "swiglu", "tune_key", "variants"]
 

@@ -1,4 +1,4 @@
-"""swiglu: what to test and time, and how to judge it (the declaration tilekit.kernel describes;
+"""swiglu: what to test and time, and how to judge it (the declaration tilekit.runtime.kernel describes;
 its suites, CPU contract tests and scripts/sweep_variants.py read SPEC). Touches no GPU at import.
 
 a (gate) and b (up) are (m, h) tensors stored apart, each in rows of its own stride (a config's
@@ -11,13 +11,13 @@ from __future__ import annotations
 import torch
 
 from kernels.swiglu import op
-from tilekit import gated
-from tilekit.kernel import BadInput, FfiCase, call, generator, row_kernel, shapes, torch_dtype
+from tilekit.runtime import gated
+from tilekit.runtime.kernel import BadInput, FfiCase, call, generator, row_kernel, shapes, torch_dtype
 
 
 def make_inputs(cfg: dict, device="cuda", seed: int | None = None) -> dict:
     """Fresh random a, b ~ N(0, 2^2) (never zeros), column slices of (m, lda) / (m, ldb) buffers
-    when the config has row strides, plus tilekit.gated's SATURATING_GATES (silu's flat parts, and
+    when the config has row strides, plus tilekit.runtime.gated's SATURATING_GATES (silu's flat parts, and
     100, which a sigmoid written exp(a) / (1 + exp(a)) turns into NaN) at the start of a's row 0.
 
     >>> inputs = make_inputs({"dtype": "float16", "m": 4, "h": 6, "lda": 16, "ldb": 8}, device="cpu", seed=1)

@@ -1,12 +1,12 @@
-"""swiglu's tests beyond the generated suite (tilekit.suite adds the test_* to
+"""swiglu's tests beyond the generated suite (tilekit.testing.suite adds the test_* to
 tests/kernels/test_swiglu.py): 3-D inputs on the GPU; and BASELINE_CASES, what
-tests/kit/test_baselines.py checks of baselines.py on the CPU (tilekit.baseline_cases)."""
+tests/kit/test_baselines.py checks of baselines.py on the CPU (tilekit.runtime.baseline_cases)."""
 
 import torch
 
 from kernels.swiglu.spec import SPEC
-from tilekit import harness
-from tilekit.baseline_cases import DTYPES, H200_SMS, BaselineCases, Has, tile_plan
+from tilekit.testing import harness
+from tilekit.runtime.baseline_cases import DTYPES, H200_SMS, BaselineCases, Has, tile_plan
 
 
 def test_op_3d_inputs_cutile_rs(cuda):

@@ -4,7 +4,7 @@ test_line_endings, test_records, test_report and test_validate; each names its o
 and configs on top.
 """
 
-from tilekit.records import format_block, parse_log
+from tilekit.reports.records import format_block, parse_log
 
 # The first lines of a pytest run, before any case.
 HEADER = "platform linux -- Python 3.12.3, pytest-9.2.0\nrootdir: /work/main\nplugins: timeout-2.4.0\n"

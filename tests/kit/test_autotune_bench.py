@@ -1,11 +1,11 @@
-"""tilekit.autotune and the GPU-free parts of tilekit.bench: the winner and its cache, skipped
+"""tilekit.runtime.autotune and the GPU-free parts of tilekit.runtime.bench: the winner and its cache, skipped
 variants, and the record a timed case produces."""
 
 import json
 
 import pytest
 
-from tilekit import autotune, bench
+from tilekit.runtime import autotune, bench
 
 
 class FakeTiming:
@@ -195,7 +195,7 @@ def test_harness_implementation_runs_a_baseline_through_the_spec_and_checks_it()
     import torch
 
     from kernels.rms_norm.spec import SPEC as spec
-    from tilekit import harness
+    from tilekit.testing import harness
 
     cfg = {"dtype": "float32", "m": 3, "n": 1000}
     inputs = spec.make_inputs(cfg, device="cpu", seed=0)
@@ -210,7 +210,7 @@ def test_harness_implementation_runs_a_baseline_through_the_spec_and_checks_it()
 
 
 def test_case_ids_start_with_the_backend():
-    from tilekit import harness
+    from tilekit.testing import harness
 
     assert harness.case_id("cutile_rs", "4096x4096ld4160", "float16") == "cutile_rs-4096x4096ld4160-float16"
     assert harness.backend_of_case_id("cutile_py-65536-1024-float16") == "cutile_py"
@@ -220,7 +220,7 @@ def test_case_ids_start_with_the_backend():
 def test_harness_implementation_skips_a_baseline_that_cannot_run_with_its_reason(monkeypatch):
     from kernels.rms_norm import baselines
     from kernels.rms_norm.spec import SPEC as spec
-    from tilekit import harness
+    from tilekit.testing import harness
 
     monkeypatch.setattr(baselines, "_CUTILE_ERROR", ModuleNotFoundError("No module named 'cuda.tile'"))
     with pytest.raises(pytest.skip.Exception, match="cutile_py: cuda.tile is not installed"):
@@ -296,7 +296,7 @@ def test_rows_whose_phase_their_sizes_do_not_imply_tune_apart():
     out's heads differ), so they tune apart; contiguous and 16-byte-padded rows keep the key."""
     import torch
 
-    from tilekit import port
+    from tilekit.runtime import port
 
     key = {"dtype": "float16", "n": 4096, "m_class": 8}
     wide = lambda cols: torch.empty(8, cols, dtype=torch.float16)  # noqa: E731
@@ -319,7 +319,7 @@ def test_a_base_off_16_bytes_tunes_apart_and_aligned_keys_stay_as_they_were():
     import doctest
     from types import SimpleNamespace
 
-    from tilekit import port
+    from tilekit.runtime import port
 
     at = lambda p: SimpleNamespace(data_ptr=lambda: p)  # noqa: E731
     key = {"dtype": "float16", "n": 4097, "m_class": 16384}

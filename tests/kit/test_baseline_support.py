@@ -1,4 +1,4 @@
-"""tilekit.baseline_support, the skeleton every kernels/<name>/baselines.py shares: guarded imports,
+"""tilekit.runtime.baseline_support, the skeleton every kernels/<name>/baselines.py shares: guarded imports,
 checks, launch arithmetic, the row-wise launches and the row reductions' plans. How each kernel's
 module uses them is tested for every kernel in test_baselines.py."""
 
@@ -9,7 +9,7 @@ import sys
 import pytest
 import torch
 
-from tilekit import baseline_support as bs
+from tilekit.runtime import baseline_support as bs
 
 
 # -- optional packages --------------------------------------------------------------------------

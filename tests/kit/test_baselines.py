@@ -1,5 +1,5 @@
 """Every kernels/<name>/baselines.py on the CPU, the same tests for each (what differs is data: the
-BASELINE_CASES of kernels/<name>/tests.py, tilekit.baseline_cases): the module contract (BACKENDS,
+BASELINE_CASES of kernels/<name>/tests.py, tilekit.runtime.baseline_cases): the module contract (BACKENDS,
 VARIANTS, unavailable_reason, imports without triton or cuda.tile; the providers' entries are
 tested in test_providers.py), input checks, the torch entry
 and the Triton kernels under the Triton interpreter against SPEC's float64 reference, the pure
@@ -25,10 +25,10 @@ import pytest
 import torch
 
 import triton_interp
-from tilekit import baseline_cases
-from tilekit import baseline_support as bs
-from tilekit import providers
-from tilekit.baseline_cases import TOL
+from tilekit.runtime import baseline_cases
+from tilekit.runtime import baseline_support as bs
+from tilekit.runtime import providers
+from tilekit.runtime.baseline_cases import TOL
 
 ROOT = Path(__file__).resolve().parents[2]
 KERNELS = sorted(p.parent.name for p in (ROOT / "kernels").glob("*/baselines.py"))
@@ -59,7 +59,7 @@ def each(field: str) -> list:
 def test_every_kernel_with_baselines_has_its_cases_of_its_own_declaration(kernel):
     cases = CASES[kernel]
     assert isinstance(cases, baseline_cases.BaselineCases), (
-        f"declare BASELINE_CASES = tilekit.baseline_cases.BaselineCases(SPEC, ...) in kernels/{kernel}/tests.py"
+        f"declare BASELINE_CASES = tilekit.runtime.baseline_cases.BaselineCases(SPEC, ...) in kernels/{kernel}/tests.py"
     )
     assert cases.spec.name == kernel
 

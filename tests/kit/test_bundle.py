@@ -162,7 +162,7 @@ def test_bundle_holds_sources_runner_and_bundle_folder(built):
         "scripts/gpu_host_env.sh",
         "scripts/build.sh",
         "scripts/check_symbols.sh",
-        "tools/tilekit/ffi.py",
+        "tools/tilekit/runtime/ffi.py",
         "tests/conftest.py",
         "kernels/rms_norm/op.py",
         "cutile_kernels/Cargo.lock",

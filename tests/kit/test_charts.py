@@ -1,4 +1,4 @@
-"""tilekit.charts: SVG bytes from chart data alone (the reports' use of it: test_report, test_summary)."""
+"""tilekit.reports.charts: SVG bytes from chart data alone (the reports' use of it: test_report, test_summary)."""
 
 import html
 import re
@@ -7,7 +7,7 @@ import sys
 import matplotlib
 import pytest
 
-from tilekit import charts
+from tilekit.reports import charts
 
 CHART = charts.PerformanceChart(
     kernel="softmax",

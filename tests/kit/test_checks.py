@@ -1,12 +1,12 @@
-"""The rules every entry shares (tilekit.port.entry): ranks, the aliasing rule, and autotune's
-scratch copies for in-place calls (tilekit.port.tuning_tensors), on CPU and meta tensors. Every
+"""The rules every entry shares (tilekit.runtime.port.entry): ranks, the aliasing rule, and autotune's
+scratch copies for in-place calls (tilekit.runtime.port.tuning_tensors), on CPU and meta tensors. Every
 kernel's own cases (its refusals on its ffi_example) are generated: test_op_bad_input_cutile_rs."""
 
 import pytest
 import torch
 from torch import Tensor
 
-from tilekit import autotune, bench, checks, port
+from tilekit.runtime import autotune, bench, checks, port
 
 
 def test_overlap_tells_one_tensor_from_neighbours_and_partial_overlaps():

@@ -1,4 +1,4 @@
-"""tilekit.compare: matching on config, the winning baseline, ratios, geomean, interval, verdict."""
+"""tilekit.reports.compare: matching on config, the winning baseline, ratios, geomean, interval, verdict."""
 
 import random
 
@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tilekit.compare import CompareError, band, bootstrap_ci, compare, geomean, straddled_edges
-from tilekit.records import parse_log
+from tilekit.reports.compare import CompareError, band, bootstrap_ci, compare, geomean, straddled_edges
+from tilekit.reports.records import parse_log
 
 from perf_records import parsed_records as recs  # tests/kit/perf_records.py
 

@@ -5,7 +5,7 @@ import stat
 
 import pytest
 
-from tilekit import doctor
+from tilekit.testing import doctor
 
 
 def fake_tree(root, release, *, ptxas_release=None, nvvm=True):

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tilekit import ffi, kernel
+from tilekit.runtime import ffi, kernel
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,9 +1,9 @@
-"""tilekit.fingerprint: the timing environment make's timed stages depend on, written only when it
+"""tilekit.testing.fingerprint: the timing environment make's timed stages depend on, written only when it
 changes (so an unchanged host re-times nothing and a new GPU, driver or package re-times all)."""
 
 import subprocess
 
-from tilekit import fingerprint
+from tilekit.testing import fingerprint
 
 
 def fake_run(outputs: dict):

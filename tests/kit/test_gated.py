@@ -1,10 +1,10 @@
-"""tilekit.gated, the gated family's shared port space (silu_and_mul, swiglu): the default tile the
+"""tilekit.runtime.gated, the gated family's shared port space (silu_and_mul, swiglu): the default tile the
 ports and the baselines' tiled forms take, the autotune candidates, the tune key and the bytes model.
 Pure: no GPU."""
 
 import pytest
 
-from tilekit import gated
+from tilekit.runtime import gated
 
 
 @pytest.mark.parametrize(

@@ -10,10 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from tilekit import bench, gpu_workers, layout, report, validate
-from tilekit.compare import compare
-from tilekit.gpu_workers import GpuSelectionError, stage_gpus, visible_gpus, worker_gpus
-from tilekit.records import BEGIN, END, format_block, parse_log
+from tilekit.reports import layout, report, validate
+from tilekit.runtime import bench
+from tilekit.testing import gpu_workers
+from tilekit.reports.compare import compare
+from tilekit.testing.gpu_workers import GpuSelectionError, stage_gpus, visible_gpus, worker_gpus
+from tilekit.reports.records import BEGIN, END, format_block, parse_log
 
 from child_env import TEST_TIMEOUT, child_env, run  # tests/kit/child_env.py
 from perf_records import parsed_records as recs  # tests/kit/perf_records.py
@@ -146,10 +148,10 @@ def test_cli_reads_a_faked_nvidia_smi_on_path(tmp_path):
     smi.write_text(f"#!/bin/sh\nprintf '{SMI_TWO_GPUS}'\n")
     smi.chmod(smi.stat().st_mode | stat.S_IEXEC)
     env = child_env(PATH=f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
-    done = run([sys.executable, "-m", "tilekit.gpu_workers"], env=env)
+    done = run([sys.executable, "-m", "tilekit.testing.gpu_workers"], env=env)
     assert (done.returncode, done.stdout, done.stderr) == (0, "0,1\n", "")
     env["GPUS"] = "3"
-    done = run([sys.executable, "-m", "tilekit.gpu_workers"], env=env)
+    done = run([sys.executable, "-m", "tilekit.testing.gpu_workers"], env=env)
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr == (
         "tilekit gpu_workers: GPUS=3 but only 2 GPU(s) are visible (nvidia-smi -L lists 0,1): "
@@ -189,7 +191,7 @@ def test_fails():
     assert False, "wrong result"
 """
 
-PYTEST_INI = "[pytest]\naddopts = -p tilekit.pytest_plugin -p tilekit.gpu_workers\n"
+PYTEST_INI = "[pytest]\naddopts = -p tilekit.testing.pytest_plugin -p tilekit.testing.gpu_workers\n"
 
 
 def run_child(folder: Path, test_text: str, *args, **env) -> tuple[int, str]:
@@ -370,7 +372,7 @@ def test_stage_on_a_one_gpu_host_runs_the_single_process_command(tmp_path):
     assert done.returncode == 0, done.stderr
     argv, env = pytest_call(calls)
     assert argv == STAGE_ARGS and "TILEKIT_GPU_LIST" not in env
-    assert (calls / "python.calls").read_text() == "-m tilekit.gpu_workers\n"
+    assert (calls / "python.calls").read_text() == "-m tilekit.testing.gpu_workers\n"
     assert done.stderr.splitlines()[0] == "$ python -m pytest " + " ".join(STAGE_ARGS)
 
 
@@ -384,7 +386,7 @@ def test_stage_with_two_gpus_runs_one_xdist_worker_per_gpu(tmp_path):
 
 
 def test_a_stage_log_session_on_two_gpus_runs_dist_load_too(tmp_path):
-    # --dist load, which tilekit.gpu_workers schedules by stage in a --stage-log session
+    # --dist load, which tilekit.testing.gpu_workers schedules by stage in a --stage-log session
     done, calls = run_stage(tmp_path, CUDA_VISIBLE_DEVICES="3,5", extra=["--stage-log", "o/{kernel}/{backend}.txt"])
     assert done.returncode == 0, done.stderr
     argv, _ = pytest_call(calls)
@@ -494,7 +496,7 @@ def test_plain_record_turns_str_subclasses_into_str_so_execnet_can_send_it():
     inside the record's env; plain_record must hand xdist only plain types."""
     import execnet.gateway_base as gb
 
-    from tilekit.records import plain_record
+    from tilekit.reports.records import plain_record
 
     class Version(str):
         pass

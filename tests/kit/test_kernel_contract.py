@@ -1,5 +1,5 @@
 """Every kernel's contract on the CPU, driven by its declaration (kernels/<name>/spec.py's SPEC,
-tilekit.kernel): a kernel folder gets all of it by existing; nothing here names a kernel.
+tilekit.runtime.kernel): a kernel folder gets all of it by existing; nothing here names a kernel.
 
 The declaration is complete and agrees with op.py; the export is in the built library; the export
 seen through cffi refuses a null descriptor (-5), every dtype the kernel does not declare (-2) and
@@ -26,7 +26,7 @@ import torch
 from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
 
-from tilekit import ffi, kernel, port
+from tilekit.runtime import ffi, kernel, port
 
 ROOT = Path(__file__).resolve().parents[2]
 NAMES = kernel.names()
@@ -104,7 +104,7 @@ def test_gpu_tests_of_tests_py_are_named_so_make_test_runs_them(name):
 @pytest.mark.parametrize("name", NAMES)
 def test_doctests_of_op_and_spec_pass(name):
     """The kernel's pinned examples (autotune candidates of named shapes, tune keys, byte models),
-    also where op.py takes its autotune space from a module it shares (tilekit.mma)."""
+    also where op.py takes its autotune space from a module it shares (tilekit.runtime.mma)."""
     op = importlib.import_module(f"kernels.{name}.op")
     shared = {getattr(op, f).__module__ for f in ("variants", "tune_key", "export_args")} - {op.__name__}
     for module in [f"kernels.{name}.op", f"kernels.{name}.spec", *sorted(shared)]:
@@ -209,12 +209,12 @@ def test_valid_calls_pass_validation_and_fail_only_at_device_setup(lib, name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_the_entrys_launch_passes_out_args_variant_and_stream_in_the_exports_order(lib, name, monkeypatch):
-    """tilekit.port, as the entry calls it, on the ffi_example's CPU tensors with the device and stream
+    """tilekit.runtime.port, as the entry calls it, on the ffi_example's CPU tensors with the device and stream
     faked: the export receives out's descriptor first, then the inputs' in order (out is a column
     slice of a wider buffer: its pointer and row stride differ from every input's, so a swap shows),
     the default variant and every candidate reach device set-up (-4: validation passed), and a bad
     occupancy is ffi.rs's -6."""
-    from tilekit import port
+    from tilekit.runtime import port
 
     monkeypatch.setattr(ffi, "stream_args", lambda t: (NO_DEVICE, 0))
     monkeypatch.setattr(port, "sm_count", lambda device_id: H200_SMS)

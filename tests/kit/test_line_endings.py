@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tilekit import autotune, correctness, kernel, layout, report, summary, validate
-from tilekit.records import investigation_text, parse_log, read_text
+from tilekit.reports import correctness, layout, report, summary, validate
+from tilekit.runtime import autotune, kernel
+from tilekit.reports.records import investigation_text, parse_log, read_text
 
 from child_env import child_env  # tests/kit/child_env.py
 from perf_records import HEADER, perf_block  # tests/kit/perf_records.py

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from child_env import TEST_TIMEOUT, child_env, run  # tests/kit/child_env.py
-from tilekit.harness import RECORD_NAME
-from tilekit.records import BASELINE_BACKENDS
-from tilekit.stage_logs import stage_path
+from tilekit.testing.harness import RECORD_NAME
+from tilekit.reports.records import BASELINE_BACKENDS
+from tilekit.testing.stage_logs import stage_path
 
 pytestmark = pytest.mark.timeout(TEST_TIMEOUT)  # each child has a shorter deadline (child_env.run)
 
@@ -76,12 +76,12 @@ def test_make_perf_on_an_empty_out_root_times_the_baselines_and_the_port(tmp_pat
         "kernels/softmax/kernel.rs",
         "kernels/softmax/spec.py",
         "tests/kernels/test_softmax.py",
-        "tools/tilekit/bench.py",
+        "tools/tilekit/runtime/bench.py",
     } <= set(deps)
     assert any(d.endswith("libcutile_kernels.so") for d in deps)
     assert deps[-1].endswith(".timing-env.txt")
     for _, _, _, *bdeps in baseline:
-        assert "kernels/softmax/baselines.py" in bdeps and "tools/tilekit/bench.py" in bdeps
+        assert "kernels/softmax/baselines.py" in bdeps and "tools/tilekit/runtime/bench.py" in bdeps
         assert not any(d.endswith(".rs") or d.endswith(".so") for d in bdeps)
     assert "kernels/softmax/NOTES.md" not in deps  # notes do not re-time anything
 

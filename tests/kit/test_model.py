@@ -9,7 +9,8 @@ import math
 import pytest
 import torch
 
-from tilekit import model, model_report
+from tilekit.reports import model_report
+from tilekit.testing import model
 
 TINY = model.Config("tiny", hidden=64, heads=4, kv_heads=2, head_dim=16, intermediate=96, vocab=50, layers=2)
 WINDOWED = model.Config(

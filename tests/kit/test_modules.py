@@ -1,4 +1,4 @@
-"""tilekit.modules on the CPU: the swap of a Hugging Face model's modules for ports, on tiny random
+"""tilekit.runtime.modules on the CPU: the swap of a Hugging Face model's modules for ports, on tiny random
 Llama, Qwen2 and Mistral configs whose parameters are fake CUDA tensors (FakeTensorMode: no GPU, no
 memory), run through prefill and a cached decode step: what was swapped, which port each call
 reached (attention through the port where the mask is causal alone, transformers' SDPA where it pads),
@@ -12,7 +12,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 transformers = pytest.importorskip("transformers", reason="transformers is in env/requirements.txt: run make setup")
 
-from tilekit import modules  # noqa: E402
+from tilekit.runtime import modules  # noqa: E402
 
 TINY = dict(
     vocab_size=128,

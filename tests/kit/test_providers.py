@@ -1,4 +1,4 @@
-"""The baselines from other libraries (tilekit.providers: tilegym, liger, liger_cutile) on the CPU,
+"""The baselines from other libraries (tilekit.runtime.providers: tilegym, liger, liger_cutile) on the CPU,
 with or without their packages: why each cannot run (installed or not, cuda.tile or not, an import
 that breaks), what each kernel's entries pass to the library (a recording stand-in for its ops:
 under no_grad, the caller's tensors and no copies), their records' env, their test ids in the
@@ -13,8 +13,9 @@ from types import ModuleType
 import pytest
 import torch
 
-from tilekit import baseline_cases, harness, kernel, providers, suite
-from tilekit import baseline_support as bs
+from tilekit.runtime import baseline_cases, kernel, providers
+from tilekit.testing import harness, suite
+from tilekit.runtime import packages
 
 ROOT = Path(__file__).resolve().parents[2]
 KERNELS = sorted(p.parent.name for p in (ROOT / "kernels").glob("*/baselines.py"))
@@ -50,8 +51,8 @@ def installed(monkeypatch, present: bool) -> None:
 
 
 def cutile_found(monkeypatch) -> None:
-    monkeypatch.setattr(bs, "import_cutile", lambda: (object(), None))
-    monkeypatch.setattr(bs, "tileiras_missing", lambda: None)
+    monkeypatch.setattr(packages, "import_cutile", lambda: (object(), None))
+    monkeypatch.setattr(packages, "tileiras_missing", lambda: None)
 
 
 def fake_modules(monkeypatch, modules: dict) -> None:
@@ -88,7 +89,7 @@ def test_a_missing_package_says_how_to_install_it(fresh, k, p):
 @pytest.mark.parametrize("p", [p for p in providers.NAMES if providers.PROVIDERS[p].cutile])
 def test_a_cutile_provider_without_cuda_tile_says_so(fresh, p):
     installed(fresh, True)
-    fresh.setattr(bs, "import_cutile", lambda: (None, ModuleNotFoundError("No module named 'cuda.tile'")))
+    fresh.setattr(packages, "import_cutile", lambda: (None, ModuleNotFoundError("No module named 'cuda.tile'")))
     assert providers.unavailable_reason(p) == f"{p} runs on cuda.tile: {CUTILE_MISSING}"
 
 
@@ -113,11 +114,11 @@ def test_the_reason_on_this_machine_is_none_or_one_of_the_above(fresh, p):
             f"{prov.dist} is not installed: pip install --no-deps {prov.dist}=={prov.pin} (the bundle carries it)"
         )
     else:
-        cutile_error = bs.import_cutile()[1] if prov.cutile else None
+        cutile_error = packages.import_cutile()[1] if prov.cutile else None
         if cutile_error is not None:
-            expected = f"{p} runs on cuda.tile: {bs.cutile_reason(cutile_error)}"
+            expected = f"{p} runs on cuda.tile: {packages.cutile_reason(cutile_error)}"
         else:
-            expected = bs.tileiras_missing() if prov.cutile else None
+            expected = packages.tileiras_missing() if prov.cutile else None
     assert providers.unavailable_reason(p) == expected
 
 
@@ -224,7 +225,7 @@ def test_a_providers_records_carry_its_version(monkeypatch):
 def test_a_timed_case_of_a_provider_records_its_version_in_env(monkeypatch, backend_id, extra):
     from types import SimpleNamespace
 
-    from tilekit import bench
+    from tilekit.runtime import bench
 
     monkeypatch.setattr(bench, "time_cupti", lambda call, nrep: bench.Timing([0.5, 0.6], ["k"]))
     monkeypatch.setattr(bench, "environment", lambda: {"gpu": "none", "torch": "2"})

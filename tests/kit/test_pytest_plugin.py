@@ -1,4 +1,4 @@
-"""tilekit.pytest_plugin: the record printer, run in a child pytest on a test file built here."""
+"""tilekit.testing.pytest_plugin: the record printer, run in a child pytest on a test file built here."""
 
 import os
 import subprocess
@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from tilekit.records import BEGIN, END, parse_log
+from tilekit.reports.records import BEGIN, END, parse_log
 
 TOOLS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "tools")
 
@@ -51,7 +51,7 @@ def run_pytest(tmp_path, *args, conftest=None):
 
 @pytest.mark.parametrize("flags", [["-s", "-v"], ["-q"], ["-v"]])
 def test_one_contiguous_block_per_passed_timed_case(tmp_path, flags):
-    code, out = run_pytest(tmp_path, "-p", "tilekit.pytest_plugin", "--print-record", *flags)
+    code, out = run_pytest(tmp_path, "-p", "tilekit.testing.pytest_plugin", "--print-record", *flags)
     assert code == 1  # the failing case
     parsed = parse_log(out)
     assert [r.config_key for r in parsed.records] == ['{"dtype": "float16", "n": 1}', '{"dtype": "float16", "n": 2}']
@@ -61,13 +61,13 @@ def test_one_contiguous_block_per_passed_timed_case(tmp_path, flags):
 
 
 def test_no_block_without_the_option(tmp_path):
-    code, out = run_pytest(tmp_path, "-p", "tilekit.pytest_plugin", "-s")
+    code, out = run_pytest(tmp_path, "-p", "tilekit.testing.pytest_plugin", "-s")
     assert code == 1
     assert BEGIN not in out
 
 
 CONFTEST_ADDING_THE_OPTION = """
-pytest_plugins = ["tilekit.pytest_plugin"]  # imported after this conftest registered its own option
+pytest_plugins = ["tilekit.testing.pytest_plugin"]  # imported after this conftest registered its own option
 
 def pytest_addoption(parser):
     parser.addoption("--print-record", action="store_true", default=False)

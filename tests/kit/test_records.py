@@ -1,4 +1,4 @@
-"""tilekit.records: printing, parsing and sanitizing perf record blocks (CPU only).
+"""tilekit.reports.records: printing, parsing and sanitizing perf record blocks (CPU only).
 
 Fixture logs are built here from the real printer (format_block) plus pytest-like noise.
 """
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tilekit.records import (
+from tilekit.reports.records import (
     BEGIN,
     END,
     canonical_config,

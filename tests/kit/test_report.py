@@ -1,11 +1,11 @@
-"""tilekit.report: the `report` command on folders of raw logs built here (no GPU)."""
+"""tilekit.reports.report: the `report` command on folders of raw logs built here (no GPU)."""
 
 import sys
 
 import pytest
 
-from tilekit import charts, report
-from tilekit import correctness as correctness_mod
+from tilekit.reports import charts, report
+from tilekit.reports import correctness as correctness_mod
 
 from perf_records import HEADER, perf_block  # tests/kit/perf_records.py
 
@@ -344,13 +344,13 @@ def test_all_pass_correctness_report(tmp_path):
             id="declared_failure_type_wins_over_the_message",
         ),
         pytest.param(
-            '<failure message="tilekit.ffi.KernelError: kernel rms_norm: rms_norm_f16 returned -3 '
+            '<failure message="tilekit.runtime.ffi.KernelError: kernel rms_norm: rms_norm_f16 returned -3 '
             '(JIT_OR_LAUNCH: JIT compile or kernel launch failed)">tb</failure>',
             "kernel",
             id="jit_return_code_is_a_kernel_failure",
         ),
         pytest.param(
-            '<failure message="tilekit.ffi.KernelError: kernel rms_norm: rms_norm_f16 returned -2 '
+            '<failure message="tilekit.runtime.ffi.KernelError: kernel rms_norm: rms_norm_f16 returned -2 '
             '(BAD_ARG: CUDA device pointer is null)">tb</failure>',
             "host",
             id="other_return_codes_are_a_host_failure",

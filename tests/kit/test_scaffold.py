@@ -1,4 +1,4 @@
-"""`make new KERNEL=<name> FROM=<kernel>` (tilekit.scaffold), in a copy of the repository: the
+"""`make new KERNEL=<name> FROM=<kernel>` (tilekit.testing.scaffold), in a copy of the repository: the
 scaffolded folder is its relative renamed; the narrow commands docs/kernels.md gives pass on it on
 the CPU: its Rust tests (`make KERNEL=probe rust-test`: validation, lowering and sm_90 assembly,
 which builds the crate with the new kernel in it) and its CPU checks (declaration, doctests, inputs,
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tilekit import scaffold
+from tilekit.testing import scaffold
 
 ROOT = Path(__file__).resolve().parents[2]
 COPIED = ("Makefile", "pyproject.toml", "rustfmt.toml", "env", "scripts", "tools", "tests", "kernels", "cutile_kernels")

@@ -1,5 +1,5 @@
-"""One pytest session, one log per (kernel, backend): tilekit.stage_logs (--stage-log) and the
-stage scheduler of tilekit.gpu_workers, in real child pytest runs on suites built here. The
+"""One pytest session, one log per (kernel, backend): tilekit.testing.stage_logs (--stage-log) and the
+stage scheduler of tilekit.testing.gpu_workers, in real child pytest runs on suites built here. The
 Makefile's timed stages, which use them, are tested in test_make_targets.py."""
 
 import sys
@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from tilekit import layout, validate
-from tilekit.gpu_workers import spread_by_stage
-from tilekit.records import parse_log
-from tilekit.stage_logs import backend_of, kernel_of, stage_of, stage_path
+from tilekit.reports import layout, validate
+from tilekit.testing.gpu_workers import spread_by_stage
+from tilekit.reports.records import parse_log
+from tilekit.testing.stage_logs import backend_of, kernel_of, stage_of, stage_path
 
 from child_env import TEST_TIMEOUT, run  # tests/kit/child_env.py
 from child_env import child_env as shared_child_env
@@ -61,7 +61,9 @@ def run_session(folder: Path, kernels, *args, backends=ALL_BACKENDS, files=None,
     (folder / "tests" / "kernels").mkdir(parents=True, exist_ok=True)
     for kernel in kernels:
         (folder / "tests" / "kernels" / f"test_{kernel}.py").write_text(SUITE.replace("KERNEL", kernel))
-    (folder / "pytest.ini").write_text("[pytest]\naddopts = -p tilekit.pytest_plugin -p tilekit.gpu_workers\n")
+    (folder / "pytest.ini").write_text(
+        "[pytest]\naddopts = -p tilekit.testing.pytest_plugin -p tilekit.testing.gpu_workers\n"
+    )
     files = files or [f"tests/kernels/test_{k}.py" for k in kernels]
     argv = pytest_argv("-p", "xdist", *files, "--print-record", "-v", "-rs", "--stage-log", TEMPLATE)
     done = run([*argv, "--stage-backends", backends, *args], cwd=folder, env=child_env(**env))
@@ -230,7 +232,7 @@ def test_a_session_that_dies_leaves_stage_logs_without_their_final_line(tmp_path
 def test_a_template_without_its_fields_is_a_usage_error(tmp_path):
     (tmp_path / "tests" / "kernels").mkdir(parents=True)
     (tmp_path / "tests" / "kernels" / "test_alpha.py").write_text(SUITE.replace("KERNEL", "alpha"))
-    (tmp_path / "pytest.ini").write_text("[pytest]\naddopts = -p tilekit.pytest_plugin\n")
+    (tmp_path / "pytest.ini").write_text("[pytest]\naddopts = -p tilekit.testing.pytest_plugin\n")
     done = run(pytest_argv("tests/kernels/test_alpha.py", "--stage-log", "out/perf.txt"), cwd=tmp_path, env=child_env())
     assert done.returncode == 4 and "--stage-log 'out/perf.txt' must contain {kernel} and {backend}" in done.stderr
     for bad in ("out/{kernel}/{gpu}/{backend}.txt", "out/{{kernel}}/{backend}.txt", "out/{kernel/{backend}.txt"):
@@ -249,7 +251,7 @@ def test_xfails_and_a_run_cut_short_by_x_are_told_apart(tmp_path):
         "def test_perf_c_torch():\n    assert False, 'wrong'\n"
         "def test_perf_d_torch():\n    pass\n"
     )
-    (tmp_path / "pytest.ini").write_text("[pytest]\naddopts = -p tilekit.pytest_plugin\n")
+    (tmp_path / "pytest.ini").write_text("[pytest]\naddopts = -p tilekit.testing.pytest_plugin\n")
     done = run(pytest_argv("tests/kernels/test_alpha.py", "-x", "--stage-log", TEMPLATE), cwd=tmp_path, env=child_env())
     assert done.returncode == 1, done.stdout
     text = stage_log(tmp_path, "alpha", "torch")
@@ -262,7 +264,7 @@ def test_xfails_and_a_run_cut_short_by_x_are_told_apart(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------
-# Under xdist (tilekit.gpu_workers.StageScheduling; its every interleaving: test_stage_scheduling.py):
+# Under xdist (tilekit.testing.gpu_workers.StageScheduling; its every interleaving: test_stage_scheduling.py):
 # whole stages per worker, or single cases when whole stages cannot balance the workers. Each
 # worker gets work when the session starts, so "both workers are used" holds by construction.
 

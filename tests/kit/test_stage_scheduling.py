@@ -1,4 +1,4 @@
-"""tilekit.gpu_workers.StageScheduling, the xdist scheduler of --stage-log sessions, driven on the
+"""tilekit.testing.gpu_workers.StageScheduling, the xdist scheduler of --stage-log sessions, driven on the
 CPU the way pytest-xdist 3.8.0's controller (xdist.dsession.DSession) drives a scheduler, with
 stand-in workers that behave like xdist's (xdist.remote.WorkerInteractor): a worker runs the cases
 it was sent in order, and runs one only once it knows the next one or was told to shut down.
@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tilekit.gpu_workers import StageScheduler, StageScheduling
+from tilekit.testing.gpu_workers import StageScheduler, StageScheduling
 
 
 class Worker:

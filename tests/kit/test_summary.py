@@ -4,7 +4,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from tilekit import summary
+from tilekit.reports import summary
 
 H200 = Path(__file__).resolve().parents[2] / "results" / "h200"
 

@@ -1,4 +1,4 @@
-"""Shape sweeps on the CPU (tilekit.sweep, docs/sweep.md): the grids the kernels declare, SHARD=i/N
+"""Shape sweeps on the CPU (tilekit.testing.sweep, docs/sweep.md): the grids the kernels declare, SHARD=i/N
 (deterministic, disjoint, covering, balanced), the test_sweep cases of the suites, the scheduler's
 unit of a sweep case, the merge's refusals, sweep.csv / sweep.md / sweep.svg from fake records,
 the make wiring (dry run), the example sbatch script under a fake srun and make, and the disk JIT
@@ -16,8 +16,9 @@ import pytest
 
 from child_env import TEST_TIMEOUT, child_env, run  # tests/kit/child_env.py
 from perf_records import perf_block
-from tilekit import ffi, kernel, suite, sweep
-from tilekit.gpu_workers import unit_of
+from tilekit.runtime import ffi, kernel
+from tilekit.testing import suite, sweep
+from tilekit.testing.gpu_workers import unit_of
 
 pytestmark = pytest.mark.timeout(TEST_TIMEOUT)
 
@@ -423,15 +424,15 @@ def fake_torch(name="NVIDIA H200", cc=(9, 0)):
 
 def test_the_jit_cache_folder_is_keyed_by_toolchain_gpu_and_crate(monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", fake_torch())
-    monkeypatch.setattr("tilekit.bench.tileiras_release", lambda: "V13.3.0")
-    monkeypatch.setattr("tilekit.bench.cutile_crate_version", lambda: "0.5.0")
+    monkeypatch.setattr("tilekit.runtime.bench.tileiras_release", lambda: "V13.3.0")
+    monkeypatch.setattr("tilekit.runtime.bench.cutile_crate_version", lambda: "0.5.0")
     env = {"TILEKIT_CACHE": "/c"}
     h200 = ffi.set_jit_cache_env(env)
     assert h200 == env[ffi.JIT_CACHE_VAR] and h200.startswith("/c/jit/sm90-tileiras13.3.0-cutile0.5.0-")
     monkeypatch.setitem(sys.modules, "torch", fake_torch("NVIDIA H100 80GB HBM3"))
     h100 = ffi.set_jit_cache_env({"TILEKIT_CACHE": "/c"})
     assert h100 != h200 and h100.startswith("/c/jit/sm90-tileiras13.3.0-")  # same arch, another GPU: another folder
-    monkeypatch.setattr("tilekit.bench.tileiras_release", lambda: "V13.4.0")
+    monkeypatch.setattr("tilekit.runtime.bench.tileiras_release", lambda: "V13.4.0")
     monkeypatch.setitem(sys.modules, "torch", fake_torch())
     assert ffi.set_jit_cache_env({"TILEKIT_CACHE": "/c"}) not in (h200, h100)
 
@@ -454,7 +455,7 @@ def test_the_library_reports_its_jit_counters():
 
 ENABLE_SCRIPT = """
 import json, torch
-from tilekit import ffi, kernel
+from tilekit.runtime import ffi, kernel
 lib, spec = ffi.Library(), kernel.load("softmax")
 inputs = spec.make_inputs(spec.ffi_example, device="cpu", seed=0)
 args = [lib.pack(t) if isinstance(t, torch.Tensor) else t for t in (spec.make_out(spec.ffi_example, inputs), *inputs.values())]

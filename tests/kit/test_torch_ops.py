@@ -1,4 +1,4 @@
-"""Every port as a PyTorch op (tilekit.ops, tilekit.port.entry), on the CPU: the ops exist with the
+"""Every port as a PyTorch op (tilekit.runtime.ops, tilekit.runtime.port.entry), on the CPU: the ops exist with the
 entry's schema; their fake implementation gives the output's shape, dtype and device for every
 correctness shape and refuses bad input at trace time with op.py's message; torch.compile's tracer
 (dynamo) goes through a block of entries in one graph with no break. Fake CUDA tensors need no GPU.
@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from tilekit import kernel, ops
+from tilekit.runtime import kernel, ops
 
 NAMES = kernel.names()
 

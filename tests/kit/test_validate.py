@@ -1,9 +1,9 @@
-"""tilekit.validate: the <VALIDATOR_OUTPUT> block, structure checks and recomputed numbers."""
+"""tilekit.reports.validate: the <VALIDATOR_OUTPUT> block, structure checks and recomputed numbers."""
 
 import re
 import sys
 
-from tilekit import report, validate
+from tilekit.reports import report, validate
 
 from perf_records import HEADER, perf_block  # tests/kit/perf_records.py
 

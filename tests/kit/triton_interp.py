@@ -46,7 +46,7 @@ CHILD = (
     PREAMBLE
     + r"""
 import importlib
-from tilekit import baseline_cases
+from tilekit.runtime import baseline_cases
 
 kernel = sys.argv[1]
 cases = baseline_cases.load(kernel)  # kernels/<kernel>/tests.py, which never imports baselines.py

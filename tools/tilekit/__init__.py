@@ -1,10 +1,24 @@
-"""tilekit: build, check and benchmark cuTile Rust kernel ports against cuTile Python, Triton and PyTorch.
+"""tilekit: build, check and benchmark cuTile Rust kernel ports against cuTile Python, Triton and
+PyTorch, and use them in models. Three subpackages, one per concern; imports run one way, down:
 
-Kernel side: ``kernel`` (the contract a kernel declares in kernels/<name>/spec.py), ``suite``
-(its GPU suites, generated from that declaration), ``checks`` (op.py's argument checks).
-Runtime side: ``port`` (what every op.py entry shares: pick the variant, call the export), ``ffi``
-(load the cdylib, pack tensor descriptors), ``bench`` (CUPTI timing), ``autotune``. Report side (no GPU): ``records`` (perf record blocks, sanitize), ``compare``
-(ratios, geomean, verdict), ``layout`` (output paths), ``markdown``, ``report`` (performance.md,
-the CLI), ``correctness`` (correctness.md), ``charts``, ``validate``, ``summary``; ``sweep`` (shape sweeps over a kernel's grid: shards, merge, sweep.csv/md/svg).
-``python -m tilekit`` is the CLI that Make calls.
+    testing  ->  reports  ->  runtime
+
+- ``runtime``: what a kernel and a model import. A kernel's op.py, spec.py and baselines.py import
+  only this: the C ABI (``ffi``), the entries' runtime (``port``: the ``entry`` decorator, the
+  variant pick, the export call), argument checks (``checks``), ``autotune`` and the CUPTI timer it
+  uses (``bench``), PyTorch ops (``ops``), the kernel contract (``kernel``), the kernel families
+  (``norm``, ``gated``, ``mma`` and their baselines), the baselines' support (``baseline_support``,
+  ``providers``, ``packages``, ``triton_tiles``, ``baseline_cases``), ``modules`` (model modules and
+  the Hugging Face swap) and ``files`` (how every file the kit parses is read).
+- ``reports``: no GPU; logs in, reports out: ``records`` (perf record blocks, sanitize),
+  ``compare`` (ratios, geomean, verdict), ``report`` (performance.md), ``correctness``
+  (correctness.md), ``summary``, ``validate``, ``charts``, ``markdown``, ``layout``,
+  ``model_report`` (the model check's report).
+- ``testing``: the harness that runs kernels and writes the logs: ``suite`` (the GPU suites,
+  generated from a declaration), ``harness`` (what every suite does alike), ``pytest_plugin`` and
+  ``stage_logs`` (records into raw logs), ``gpu_workers`` (GPUS=N), ``sweep``, ``model`` (the model
+  check), ``fingerprint``, ``doctor``, ``scaffold`` (make new).
+
+tests/kit/test_package_layout.py holds the direction and the absence of import circles.
+``python -m tilekit`` is the CLI that Make calls (``__main__``).
 """

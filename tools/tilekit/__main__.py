@@ -8,29 +8,32 @@ import importlib
 import sys
 
 COMMANDS = {
-    "sanitize": ("tilekit.records", "split a raw pytest log into a clean record log and an investigation log"),
-    "report": ("tilekit.report", "re-sanitize raw logs and render reports/performance.md and reports/correctness.md"),
-    "validate": ("tilekit.validate", "check every output file of a kernel; print a <VALIDATOR_OUTPUT> block"),
-    "abi": ("tilekit.ffi", "list the exports kernels declare; compare the built library's ABI with Python's"),
+    "sanitize": ("tilekit.reports.records", "split a raw pytest log into a clean record log and an investigation log"),
+    "report": (
+        "tilekit.reports.report",
+        "re-sanitize raw logs and render reports/performance.md and reports/correctness.md",
+    ),
+    "validate": ("tilekit.reports.validate", "check every output file of a kernel; print a <VALIDATOR_OUTPUT> block"),
+    "abi": ("tilekit.runtime.ffi", "list the exports kernels declare; compare the built library's ABI with Python's"),
     "summary": (
-        "tilekit.summary",
+        "tilekit.reports.summary",
         "one row per kernel (verdicts, geomean, reference, best % of peak) in OUT_ROOT/summary.md",
     ),
-    "doctor": ("tilekit.doctor", "diagnose the build and GPU environment and print the fix for each problem"),
+    "doctor": ("tilekit.testing.doctor", "diagnose the build and GPU environment and print the fix for each problem"),
     "sweep": (
-        "tilekit.sweep",
+        "tilekit.testing.sweep",
         "shape sweeps: plan the cases, render or merge sweep/sweep.{csv,md,svg} (docs/sweep.md)",
     ),
     "new": (
-        "tilekit.scaffold",
+        "tilekit.testing.scaffold",
         "write kernels/<name>/ from its closest relative (make new KERNEL=<name> FROM=<kernel>)",
     ),
     "model": (
-        "tilekit.model",
+        "tilekit.testing.model",
         "the model check: run a decoder stack on ports against PyTorch (GPU), or report from its log",
     ),
     "fingerprint": (
-        "tilekit.fingerprint",
+        "tilekit.testing.fingerprint",
         "write the timing environment (GPU, driver, versions) to FILE when it changed",
     ),
 }

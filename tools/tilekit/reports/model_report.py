@@ -1,0 +1,280 @@
+"""The model check's report, from its raw log alone (no GPU): <out>/model.jsonl (tilekit.testing.model run)
+-> <out>/performance.md and <out>/performance.svg.
+
+    python -m tilekit model report --out out/model
+
+performance.md's first line is the verdict: DONE when every correctness record is within its
+tolerance and the goals hold (the ports' prefill no slower than torch.compile's, the ports' CUDA-
+graph decode step no slower than torch.compile's at every batch), INVESTIGATE with the reasons
+otherwise, BLOCKED when the log has no timing. Where a decode step is slower, the breakdown says
+which operations the gap is made of (the same CUPTI samples, kernels grouped by
+`category`). Of several records of one measurement (a run repeated), the last is used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from tilekit.reports.markdown import cell, markdown_table
+from tilekit.reports.records import write_atomic
+
+GOAL_REFERENCE = "compile"  # the goals compare the ports with torch.compile (default mode)
+IMPL_ORDER = ("ports", "torch", "compile", "compile-max", "liger")
+IMPL_TITLES = {
+    "ports": "ports",
+    "torch": "PyTorch eager",
+    "compile": "torch.compile",
+    "compile-max": "torch.compile max-autotune-no-cudagraphs",
+    "liger": "Liger-Kernel",
+}
+OPERATIONS = ("attention", "matmul", "rms_norm", "silu_and_mul", "other")
+
+
+class LogError(ValueError):
+    """A line of model.jsonl that is not a record, with its file and line."""
+
+
+def read_log(path: Path) -> list[dict]:
+    """The records of model.jsonl, in order; LogError naming path:line for a line that is not JSON
+    or lacks a record's keys."""
+    records = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise LogError(f"{path}:{number}: not a JSON record ({e.msg}); the raw log is kept as it is") from e
+        missing = [k for k in ("kind", "config", "impl", "phase", "batch") if k not in record]
+        if missing:
+            raise LogError(f"{path}:{number}: a record without {missing}")
+        records.append(record)
+    return records
+
+
+def latest(records: list[dict], kind: str) -> dict:
+    """{(config, phase, batch, impl): the last record of that kind}."""
+    return {(r["config"], r["phase"], r["batch"], r["impl"]): r for r in records if r["kind"] == kind}
+
+
+# Kernel name patterns -> the operation a kernel belongs to, for the breakdown (first match wins).
+CATEGORIES = (
+    ("attention", ("attention", "flash", "fmha", "sdpa", "softmax", "bmm")),
+    ("rms_norm", ("rms_norm", "rmsnorm", "rms")),
+    ("silu_and_mul", ("silu", "swiglu", "act_and_mul")),
+    ("matmul", ("matmul", "gemm", "nvjet", "xmma", "cutlass", "sm90", "mma", "splitk")),
+)
+
+
+def category(kernel_name: str) -> str:
+    """The operation a kernel of the stack belongs to, by its name; "other" (RoPE, copies, adds).
+
+    >>> [category(n) for n in ("rms_norm_row_exact", "nvjet_tst_128x256", "attention_fwd", "elementwise_kernel")]
+    ['rms_norm', 'matmul', 'attention', 'other']
+    """
+    low = kernel_name.lower()
+    return next((cat for cat, keys in CATEGORIES if any(k in low for k in keys)), "other")
+
+
+def by_operation(kernels: dict) -> dict:
+    """ms per step by operation (`category`) of a record's per-kernel medians."""
+    out = dict.fromkeys(OPERATIONS, 0.0)
+    for name, ms in kernels.items():
+        out[category(name)] += ms
+    return out
+
+
+def _impls(keys) -> list[str]:
+    present = {k[-1] for k in keys}
+    return [i for i in IMPL_ORDER if i in present] + sorted(present - set(IMPL_ORDER))
+
+
+def gap_text(ports: dict, reference: dict) -> str:
+    """Where a slower ports step's time goes: each operation's difference in ms, the largest first,
+    and whether the whole gap is one operation's."""
+    ops_p, ops_r = by_operation(ports["kernels"]), by_operation(reference["kernels"])
+    diffs = sorted(((ops_p[o] - ops_r[o], o) for o in OPERATIONS), reverse=True)
+    gap = ports["median_ms"] - reference["median_ms"]
+    parts = ", ".join(f"{o} {d:+.3f} ms" for d, o in diffs if abs(d) >= 0.0005)
+    top, name = diffs[0]
+    alone = sum(d for d, o in diffs if o != name)
+    whose = (
+        f"the gap is {name}'s (the others together {alone:+.3f} ms)"
+        if alone <= 0.1 * max(gap, 1e-9)
+        else (f"{name} is the largest part")
+    )
+    return f"{parts}: {whose}"
+
+
+def render(records: list[dict], log_name: str = "model.jsonl") -> tuple[str, dict]:
+    """(performance.md, the chart's data {label: ports / reference}) from the records."""
+    timing, correct = latest(records, "timing"), latest(records, "correctness")
+    lines, problems = [], []
+    if not timing:
+        body = "No timing record in the log: nothing was run on a GPU (`make model` on a GPU host)."
+        return f"VERDICT: BLOCKED\n\n# Model check\n\n{body}\n\nRaw log: {log_name}\n", {}
+    bad = [r for r in correct.values() if not r["ok"]]
+    problems += [
+        f"{r['config']} {r['phase']} batch {r['batch']}: {r['impl']} logits rel L2 {r['rel_l2']:.2e} > {r['tolerance']:.0e}"
+        for r in bad
+    ]
+    if not correct:
+        problems.append("no correctness record: run `python -m tilekit model run --phases correctness`")
+    chart = {}
+    goal_lines = []
+    for (config, phase, batch, impl), r in sorted(timing.items()):
+        if impl != "ports":
+            continue
+        ref = timing.get((config, phase, batch, GOAL_REFERENCE))
+        label = f"{config} {phase}" + (f" b={batch}" if phase == "decode" else "")
+        if ref is None:
+            problems.append(f"{label}: no {GOAL_REFERENCE} record to judge the ports against")
+            continue
+        ratio = r["median_ms"] / ref["median_ms"]
+        chart[label] = ratio
+        met = ratio <= 1.0
+        text = (
+            f"- {label}: ports {r['median_ms']:.3f} ms, torch.compile {ref['median_ms']:.3f} ms, ratio {ratio:.3f}: "
+            + ("met" if met else f"not met; {gap_text(r, ref)}")
+        )
+        goal_lines.append(text)
+        if not met:
+            problems.append(f"{label}: ports {ratio:.3f}x torch.compile")
+    verdict = "DONE" if not problems else "INVESTIGATE"
+    lines += [f"VERDICT: {verdict}", "", "# Model check: decoder stacks on ports against PyTorch", ""]
+    if problems:
+        lines += ["Why not DONE:", "", *[f"- {p}" for p in problems], ""]
+    lines += [
+        "The same stack and random weights (tilekit.testing.model: embedding, layers of RMSNorm, QKV projection, "
+        "RoPE, attention over a KV cache, output projection, RMSNorm, gate-up projection, SiLU-and-mul, down "
+        "projection; final RMSNorm, LM head) with five operations from each implementation; times are CUPTI "
+        "kernel time per call (tilekit.runtime.bench's policy: L2 flushed, launch gaps out), medians; decode steps "
+        "replay a CUDA graph.",
+        "",
+        "## Goals (against torch.compile, default mode)",
+        "",
+        *goal_lines,
+        "",
+    ]
+    if correct:
+        impls = _impls(correct)
+        rows = [
+            [
+                config,
+                phase,
+                str(batch),
+                *(
+                    f"{correct[(config, phase, batch, i)]['rel_l2']:.2e}"
+                    if (config, phase, batch, i) in correct
+                    else "-"
+                    for i in impls
+                ),
+            ]
+            for config, phase, batch in sorted({k[:3] for k in correct})
+        ]
+        tol = next(iter(correct.values()))["tolerance"]
+        lines += [
+            f"## Correctness: relative L2 of the logits against the float32 stack (tolerance {tol:.0e})",
+            "",
+            markdown_table(rows, ["config", "phase", "batch", *(IMPL_TITLES.get(i, i) for i in impls)]),
+            "",
+        ]
+    impls = _impls(timing)
+    for phase, title in (("prefill", "Prefill"), ("decode", "Decode step in a CUDA graph")):
+        keys = sorted({k[:3] for k in timing if k[1] == phase})
+        if not keys:
+            continue
+        first = timing[(*keys[0], next(i for i in impls if (*keys[0], i) in timing))]
+        shape = (
+            f"{first['batch']} x {first['tokens']} tokens" if phase == "prefill" else f"after {first['context']} tokens"
+        )
+        rows = []
+        for key in keys:
+            ms = {i: timing[(*key, i)]["median_ms"] for i in impls if (*key, i) in timing}
+            ratio = ms["ports"] / ms[GOAL_REFERENCE] if "ports" in ms and GOAL_REFERENCE in ms else None
+            rows.append(
+                [
+                    key[0],
+                    str(key[2]),
+                    *(f"{ms[i]:.4f}" if i in ms else "-" for i in impls),
+                    "-" if ratio is None else f"{ratio:.3f}",
+                ]
+            )
+        lines += [
+            f"## {title} ({shape}): ms per call",
+            "",
+            markdown_table(rows, ["config", "batch", *(IMPL_TITLES.get(i, i) for i in impls), "ports / torch.compile"]),
+            "",
+        ]
+    rows = []
+    for (config, phase, batch, impl), r in sorted(
+        timing.items(), key=lambda kv: (kv[0][:3], IMPL_ORDER.index(kv[0][3]) if kv[0][3] in IMPL_ORDER else 99)
+    ):
+        ops = by_operation(r["kernels"])
+        rows.append([config, phase, str(batch), impl, *(f"{ops[o]:.4f}" for o in OPERATIONS), f"{r['median_ms']:.4f}"])
+    lines += [
+        "## Where the time goes: ms per call by operation (kernels grouped by name, the same samples)",
+        "",
+        markdown_table(rows, ["config", "phase", "batch", "impl", *OPERATIONS, "total"]),
+        "",
+    ]
+    env = next(iter(timing.values())).get("env", {})
+    lines += [
+        "## Environment",
+        "",
+        *(f"- {k}: {cell(str(v))}" for k, v in sorted(env.items())),
+        "",
+        f"Raw log: {log_name} (one JSON record a line: every sample and every kernel's median).",
+        "Chart: performance.svg (ports / torch.compile per step).",
+        "",
+    ]
+    return "\n".join(lines), chart
+
+
+def chart_svg(chart: dict) -> str:
+    """Bars of ports / torch.compile per step, the 1.0 line marked."""
+    from tilekit.reports import charts
+
+    def build():
+        from matplotlib.figure import Figure
+
+        labels = list(chart)
+        fig = Figure(figsize=(6.4, 0.35 * len(labels) + 1.2))
+        ax = fig.add_subplot()
+        ax.barh(range(len(labels)), [chart[k] for k in labels], color=charts.PORT_COLOR)
+        ax.set_yticks(range(len(labels)), labels)
+        ax.invert_yaxis()
+        ax.axvline(1.0, color="#333333", linewidth=0.8)
+        ax.set_xlabel("ports time / torch.compile time (lower is faster)")
+        ax.set_title("Model check: the ports against torch.compile")
+        fig.tight_layout()
+        return fig
+
+    return charts._svg(build)
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="python -m tilekit model report", description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", required=True, type=Path, help="the folder holding model.jsonl")
+    args = p.parse_args(argv)
+    log = args.out / "model.jsonl"
+    try:
+        records = read_log(log) if log.is_file() else []
+    except LogError as e:
+        print(f"model report: {e}", file=sys.stderr)
+        return 2
+    text, chart = render(records)
+    write_atomic(str(args.out / "performance.md"), text)
+    if chart:
+        from tilekit.reports import charts
+
+        reason = charts.missing_matplotlib()
+        if reason:
+            print(f"model report: no chart: {reason}", file=sys.stderr)
+        else:
+            write_atomic(str(args.out / "performance.svg"), chart_svg(chart))
+    print(f"model report: {args.out / 'performance.md'}: {text.splitlines()[0]}")
+    return 0

@@ -1,0 +1,146 @@
+"""The gated-activation family (kernels/silu_and_mul: x = [gate | up]; kernels/swiglu: gate and up
+apart), out (m, H) = silu(gate) * up elementwise, f32 inside: what both ports and both baselines
+share. Pure: no GPU, no triton, no cuda.tile.
+
+Port (op.py): the knobs (block = column tile, rows per tile block, occupancy, worker warps), ffi.rs's
+default tile, the tune key and the candidates autotune times (kernels/silu_and_mul/NOTES.md, "The
+variant space"). Baselines (baselines.py): the launch plans of the Triton and cuTile kernels, whose
+column tile is the port's default one (`default_block`).
+"""
+
+from __future__ import annotations
+
+from tilekit.runtime import autotune
+from tilekit.runtime import baseline_support as bs
+
+# -- the port -----------------------------------------------------------------------------------
+
+DTYPES = ("float16", "bfloat16", "float32")
+# ffi.rs's tile (~4K output elements) at occupancy 4: the compiler's was 1.5-3x slower (rms_norm, H200)
+DEFAULT_VARIANT = {"block": -1, "rows": -1, "occupancy": 4}
+DEFAULT_TILE = 4096  # output elements per tile block of the default (ffi.rs DEFAULT_TILE_ELEMS)
+# ffi.rs MERGED_TAIL: at most this many columns past the whole tiles go to the last whole one
+MERGED_TAIL = 64
+
+
+def export_args(block: int, rows: int, occupancy: int, warps: int = -1) -> tuple[int, ...]:
+    """A variant's arguments of the export. Pure: the CPU tests check `variants` through it."""
+    return int(block), int(rows), int(occupancy), int(warps)
+
+
+def default_block(h: int) -> int:
+    """ffi.rs's default_block, and the baselines' tiled forms' BLOCK: the whole row (next power of
+    two, >= 16) up to 4096, else the widest power-of-two column tile in [256, 4096] whose padding
+    wastes at most 1/8 of the lanes.
+
+    >>> [default_block(h) for h in (1, 1000, 4096, 4097, 6144, 14336, 11008)]
+    [16, 1024, 4096, 512, 2048, 2048, 4096]
+    """
+    if h <= 4096:
+        return max(16, autotune.pow2(h))
+    return next((b for b in (4096, 2048, 1024, 512) if -(-h // b) * b * 8 <= h * 9), 256)
+
+
+def tune_key(dtype: str, m: int, h: int) -> dict:
+    """Problem class: exact h (it decides tiling), m rounded up to a power of two."""
+    return {"dtype": dtype, "h": h, "m_class": autotune.pow2(m)}
+
+
+def variants(m: int, h: int) -> list[dict]:
+    """Candidates, few (each one JIT when tuning); TILEKIT_AUTOTUNE=0 runs the first. Why these:
+    kernels/silu_and_mul/NOTES.md, "The variant space" (ffi.rs's default was 1.7x slower).
+
+    >>> [tuple(v.values()) for v in variants(65536, 4096)]
+    [(1024, 1, 8), (1024, 1, 16), (2048, 1, 8), (4096, 1, 4), (4096, 2, 4), (2048, 1, 8, 8)]
+
+    Rows a few columns past a multiple of 4096 (H = 4097: ffi.rs gives those columns to the last
+    whole tile, `merged_tail_fits`) add the 2048-wide tile at occupancy 2 (NOTES.md, "The last
+    whole tile takes the rest"):
+
+    >>> [tuple(v.values()) for v in variants(16384, 4097)][-1:]
+    [(2048, 1, 2)]
+    """
+    pow2, bw, max_rows = 1 << max(4, (h - 1).bit_length()), default_block(h), min(64, autotune.pow2(m))
+    narrow, mid = min(1024, pow2), min(2048, pow2)
+    narrow_rows, mid_rows = max(1, 1024 // narrow), max(1, 2048 // mid)
+    shapes = [(narrow, narrow_rows, 8, None), (narrow, narrow_rows, 16, None), (mid, mid_rows, 8, None)]
+    shapes += [(bw, max(1, DEFAULT_TILE // bw), 4, None), (bw, max(1, 2 * DEFAULT_TILE // bw), 4, None)]
+    shapes += [(mid, mid_rows, 8, 8)]  # (block, rows, occupancy, warps)
+    if h > 4096 and 0 < h % 4096 <= MERGED_TAIL:
+        shapes += [(2048, 1, 2, None)]
+    return autotune.unique({"block": b, "rows": min(r, max_rows), "occupancy": o, "warps": w} for b, r, o, w in shapes)
+
+
+# -- the baselines' launch plans ------------------------------------------------------------------
+# "tiled": one ROWS x BLOCK output tile of ~4K elements per program, column tile fastest; "wide":
+# ~8K-element tiles; "row" (silu_and_mul's only): one program per row, BLOCK-wide chunks.
+
+TILE_ELEMS = {"tiled": 4096, "wide": 8192}  # output elements per program
+MAX_BLOCK = 4096  # widest column tile / row chunk
+MAX_ROWS = 64
+TRITON_ELEMS_PER_THREAD = 8  # per tensor (gate, up): 8 f32 values each -> 16 B bf16 vectors
+CUTILE_OCCUPANCY = 4  # CTAs per SM tileiras plans registers for: the compiler's default was
+# 1.5-3x slower for rms_norm's streaming tiles on the H200; -1 = its default
+
+
+def config(kernel: str, variants: tuple, m: int, h: int, variant: str = "auto", *, block=None, rows=None) -> dict:
+    """The launch plan of the Triton and cuTile kernels for (m, h) outputs: {"variant", "block",
+    "rows", "grid"} (grid = number of programs, 1-D); "auto" = "tiled". Pure; keywords force a knob."""
+    bs.check_variant(kernel, variant, variants)
+    if variant == "auto":
+        variant = "tiled"
+    if variant == "row":
+        block = block or min(bs.row_block(h), MAX_BLOCK)
+        return {"variant": variant, "block": block, "rows": 1, "grid": m}
+    block = block or default_block(h)
+    rows = rows or bs.clamp(TILE_ELEMS[variant] // block, 1, min(MAX_ROWS, bs.next_pow2(m)))
+    grid = bs.cdiv(m, rows) * bs.cdiv(h, block)
+    if grid > 2**31 - 1:
+        raise ValueError(f"{kernel}: {grid} programs exceed the 1-D grid limit; force a larger block or rows")
+    return {"variant": variant, "block": block, "rows": rows, "grid": grid}
+
+
+def triton_config(kernel, variants, m, h, sms, variant="auto", *, block=None, rows=None, num_warps=None) -> dict:
+    """`config` with Triton's num_warps (sms is not needed: one program per output tile)."""
+    cfg = config(kernel, variants, m, h, variant, block=block, rows=rows)
+    return dict(cfg, num_warps=num_warps or bs.triton_warps(cfg["rows"] * cfg["block"], TRITON_ELEMS_PER_THREAD))
+
+
+def cutile_config(kernel, variants, m, h, sms, variant="auto", *, block=None, rows=None) -> dict:
+    """`config` (sms is not needed: one program per output tile)."""
+    return config(kernel, variants, m, h, variant, block=block, rows=rows)
+
+
+# -- the declarations (spec.py) --------------------------------------------------------------------
+
+# Written into the first gate entries of row 0 (plant_saturating_gates): silu saturates to 0 and to
+# the identity there, and a sigmoid written exp(a) / (1 + exp(a)) turns 100 into NaN.
+SATURATING_GATES = (-100.0, -30.0, 30.0, 100.0)
+
+# (m, h, dtype) of variant_shapes with partial tiles for every variant: 37 rows (partial row tiles
+# for rows > 1), H = 1000 (one padded tile), 11008 (masked, 16-byte predicated), 14336 (whole tiles
+# for one-row variants), 4097 (a 1-element last tile).
+VARIANT_EDGES = ((37, 1000, "float16"), (64, 11008, "bfloat16"), (19, 14336, "bfloat16"), (37, 4097, "float32"))
+
+
+def plant_saturating_gates(gate) -> None:
+    """Write SATURATING_GATES into the first entries of row 0 of the (m, h) gate, in place."""
+    import torch
+
+    k = min(gate.shape[1], len(SATURATING_GATES))
+    gate[0, :k] = torch.tensor(SATURATING_GATES[:k], dtype=gate.dtype, device=gate.device)
+
+
+def reference(gate, up):
+    """float64 silu(gate) * up."""
+    import torch
+
+    gate = gate.double()
+    return gate * torch.sigmoid(gate) * up.double()
+
+
+def bytes_moved(cfg: dict) -> int:
+    """Fewest bytes: read the gate and up once (m * 2h), write out once (m * h)."""
+    import torch
+
+    return 3 * cfg["m"] * cfg["h"] * torch.finfo(getattr(torch, cfg["dtype"])).bits // 8

@@ -1,0 +1,263 @@
+"""The modules a model is made of, on ports, and the swap of a Hugging Face Llama-family model's
+modules for them, in place (as Liger-Kernel's apply_liger_kernel_to_llama does; every port being a
+torch op, the patched model also compiles with torch.compile(fullgraph=True)):
+
+    from tilekit.runtime.modules import patch
+    model = AutoModelForCausalLM.from_pretrained(name, dtype=torch.bfloat16).cuda()
+    patch(model)                        # RMSNorm, MLP, Linear, attention -> ports
+
+- RMSNorm, LayerNorm: kernels/rms_norm, kernels/layer_norm over the last dim.
+- Linear: kernels/matmul on x @ weight.t(), the weight in nn.Linear's (out, in) layout (read in
+  place as a column-major operand), plus the bias.
+- GatedMLP: down(silu(gate(x)) * up(x)) as one matmul into [gate | up] (the two weights
+  concatenated), kernels/silu_and_mul, one matmul down.
+- Attention: kernels/attention over q, k, v in a model's (b, s, h, d) layout, GQA, causal, a
+  sliding window, per-head sinks; `attention_bshd` is the function.
+- `patch(model)`: Llama, Qwen2 and Mistral (the classes in SUPPORTED) get these modules, and
+  attention through transformers' AttentionInterface under the name "tilekit", which calls the
+  port where a call is what the kernel computes (causal, no mask beyond that, a head dim of 64 or
+  128, no dropout) and transformers' own SDPA path otherwise (padding masks, other head dims).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+SUPPORTED = ("LlamaForCausalLM", "Qwen2ForCausalLM", "MistralForCausalLM", "LlamaModel", "Qwen2Model", "MistralModel")
+ATTENTION = "tilekit"  # the name of the ports' attention in transformers' AttentionInterface
+
+
+def _entry(kernel: str):
+    """kernels/<kernel>/op.py's entry (importing it defines torch.ops.tilekit.<kernel>)."""
+    import importlib
+
+    return getattr(importlib.import_module(f"kernels.{kernel}.op"), kernel)
+
+
+class RMSNorm(nn.Module):
+    """x * rsqrt(mean(x^2) + eps) * weight over the last dim (kernels/rms_norm)."""
+
+    def __init__(self, hidden_size: int, eps: float = 1e-6, device=None, dtype=None):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden_size, device=device, dtype=dtype))
+        self.eps = eps
+
+    def forward(self, x):
+        return _entry("rms_norm")(x, self.weight, self.eps)
+
+    def extra_repr(self) -> str:
+        return f"{self.weight.shape[0]}, eps={self.eps}"
+
+
+class LayerNorm(nn.Module):
+    """(x - mean) * rsqrt(var + eps) * weight + bias over the last dim (kernels/layer_norm)."""
+
+    def __init__(self, hidden_size: int, eps: float = 1e-5, bias: bool = True, device=None, dtype=None):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden_size, device=device, dtype=dtype))
+        self.bias = nn.Parameter(torch.zeros(hidden_size, device=device, dtype=dtype)) if bias else None
+        self.eps = eps
+
+    def forward(self, x):
+        return _entry("layer_norm")(x, self.weight, self.bias, self.eps)
+
+
+class Linear(nn.Module):
+    """x @ weight.t() + bias, the weight (out_features, in_features) as nn.Linear holds it
+    (kernels/matmul reads it in place, as a column-major operand)."""
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, device=None, dtype=None):
+        super().__init__()
+        self.in_features, self.out_features = in_features, out_features
+        self.weight = nn.Parameter(torch.empty(out_features, in_features, device=device, dtype=dtype))
+        self.bias = nn.Parameter(torch.zeros(out_features, device=device, dtype=dtype)) if bias else None
+
+    @classmethod
+    def of(cls, linear: nn.Linear) -> Linear:
+        """The same layer on the port, sharing linear's parameters (a tied lm_head stays tied)."""
+        return cls.with_parameters(linear.weight, linear.bias)
+
+    @classmethod
+    def with_parameters(cls, weight: nn.Parameter, bias: nn.Parameter | None) -> Linear:
+        """The layer holding these parameters (weight (out, in)), allocating nothing."""
+        new = cls.__new__(cls)
+        nn.Module.__init__(new)
+        new.out_features, new.in_features = weight.shape
+        new.weight, new.bias = weight, bias
+        return new
+
+    def forward(self, x):
+        y = _entry("matmul")(x.reshape(-1, self.in_features), self.weight.t())
+        y = y.view(*x.shape[:-1], self.out_features)
+        return y if self.bias is None else y + self.bias
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+
+
+class GatedMLP(nn.Module):
+    """down(silu(gate(x)) * up(x)): one matmul into [gate | up] (gate_up's weight is the two
+    weights stacked), kernels/silu_and_mul, one matmul down."""
+
+    def __init__(self, hidden_size: int, intermediate_size: int, bias: bool = False, device=None, dtype=None):
+        super().__init__()
+        self.gate_up = Linear(hidden_size, 2 * intermediate_size, bias, device, dtype)
+        self.down = Linear(intermediate_size, hidden_size, bias, device, dtype)
+
+    @classmethod
+    def of(cls, gate: nn.Linear, up: nn.Linear, down: nn.Linear) -> GatedMLP:
+        """The MLP of three nn.Linear (a Llama MLP's gate_proj, up_proj, down_proj): gate's and up's
+        weights copied into one, down's shared."""
+        new = cls.__new__(cls)
+        nn.Module.__init__(new)
+        bias = None if gate.bias is None else nn.Parameter(torch.cat((gate.bias.detach(), up.bias.detach())))
+        new.gate_up = Linear.with_parameters(nn.Parameter(torch.cat((gate.weight.detach(), up.weight.detach()))), bias)
+        new.down = Linear.of(down)
+        return new
+
+    def forward(self, x):
+        return self.down(_entry("silu_and_mul")(self.gate_up(x)))
+
+
+def attention_bshd(q, k, v, sinks=None, causal: bool = True, scale: float | None = None, window: int | None = None):
+    """Attention over a model's (b, s, h, d) layout: q (b, s_q, h, d), k and v (b, s_kv, h_kv, d)
+    -> (b, s_q, h, d), read and written in place through transposed views (no copy)."""
+    o = _entry("attention")(
+        q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), sinks, causal=causal, scale=scale, window=window
+    )
+    return o.transpose(1, 2)
+
+
+class Attention(nn.Module):
+    """attention_bshd with the head counts, mask and sinks of one layer: forward(q, k, v) on
+    (b, s, h, d) tensors; `sinks` (num_heads,) logits where given (gpt-oss)."""
+
+    def __init__(self, causal: bool = True, window: int | None = None, sinks: torch.Tensor | None = None, scale=None):
+        super().__init__()
+        self.causal, self.window, self.scale = causal, window, scale
+        self.sinks = nn.Parameter(sinks) if sinks is not None else None
+
+    def forward(self, q, k, v):
+        return attention_bshd(q, k, v, self.sinks, causal=self.causal, scale=self.scale, window=self.window)
+
+
+# -- Hugging Face models ------------------------------------------------------------------------------
+
+
+def hf_attention(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None, **kwargs):
+    """transformers' attention interface (query (b, h, s_q, d), key and value (b, h_kv, s_kv, d),
+    returns ((b, s_q, h, d), None)) on the port: causal, with the layer's sliding window and sinks
+    (`module.sinks`, gpt-oss), when no mask but the causal one is asked for; else transformers' SDPA."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    causal = getattr(module, "is_causal", True)
+    served = attention_mask is None and causal and dropout == 0.0 and query.shape[-1] in (64, 128)
+    if not served:
+        return sdpa_attention_forward(
+            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
+        )
+    window = kwargs.get("sliding_window")
+    o = _entry("attention")(
+        query, key, value, getattr(module, "sinks", None), causal=True, scale=scaling, window=window
+    )
+    return o.transpose(1, 2), None
+
+
+def hf_mask(
+    batch_size, q_length, kv_length, q_offset=0, kv_offset=0, mask_function=None, attention_mask=None, **kwargs
+):
+    """transformers' mask interface for "tilekit": None (hf_attention then runs the port, causal,
+    with the layer's window) where the mask is the causal or sliding-window causal one alone: no
+    padding, and the keys end where the queries end (the kernel aligns its mask to the last key, as a
+    growing cache does; a static cache's empty slots are padding); else SDPA's mask, always
+    materialized (SDPA's None would mean its is_causal, aligned to the first key, which hf_attention
+    would take for the port's). A padding mask given while tracing (torch.compile, CUDA-graph
+    capture) cannot be read: SDPA's mask then."""
+    from transformers.masking_utils import causal_mask_function, fast_all, prepare_padding_mask, sdpa_mask
+    from transformers.utils.import_utils import is_tracing
+
+    kwargs.update(q_offset=q_offset, kv_offset=kv_offset, attention_mask=attention_mask)
+    if mask_function is not None:
+        kwargs["mask_function"] = mask_function
+    plain = mask_function in (None, causal_mask_function) or _sliding_window_causal(mask_function)
+    padding = prepare_padding_mask(attention_mask, kv_length, kv_offset)
+    aligned = kv_offset + kv_length == q_offset + q_length
+    # a padding mask is read on the host, as transformers' SDPA path reads it; not while tracing
+    unpadded = padding is None or (not is_tracing(padding) and bool(fast_all(padding)))
+    if plain and aligned and unpadded and kwargs.get("allow_is_causal_skip", True):
+        return None
+    # materialized: SDPA's own None (is_causal, aligned to the first key) is not the port's mask
+    return sdpa_mask(batch_size, q_length, kv_length, **dict(kwargs, allow_is_causal_skip=False))
+
+
+def _sliding_window_causal(mask_function) -> bool:
+    """Whether a transformers mask function is sliding_window_causal_mask_function(w)'s: the
+    intersection (and_masks) of the sliding-window overlay and the causal mask, nothing else (a
+    chunked or packed mask is not)."""
+    from transformers.masking_utils import causal_mask_function
+
+    parts = [c.cell_contents for c in getattr(mask_function, "__closure__", None) or ()]
+    if getattr(mask_function, "__qualname__", "") != "and_masks.<locals>.and_mask" or len(parts) != 1:
+        return False
+    names = sorted(getattr(f, "__qualname__", "") for f in parts[0])
+    return (
+        len(parts[0]) == 2
+        and causal_mask_function in parts[0]
+        and names[1] == "sliding_window_overlay.<locals>.inner_mask"
+    )
+
+
+def register_attention() -> None:
+    """Make "tilekit" an attention implementation transformers knows, with its mask (hf_mask)."""
+    from transformers import AttentionInterface
+    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
+
+    AttentionInterface.register(ATTENTION, hf_attention)
+    ALL_MASK_ATTENTION_FUNCTIONS.register(ATTENTION, hf_mask)
+
+
+def _is_rms_norm(m: nn.Module) -> bool:
+    return type(m).__name__.endswith("RMSNorm") and hasattr(m, "weight") and m.weight.dim() == 1
+
+
+def _is_gated_mlp(m: nn.Module) -> bool:
+    act = getattr(m, "act_fn", None)
+    silu = isinstance(act, nn.SiLU) or type(act).__name__ in ("SiLU", "SiLUActivation")
+    return silu and all(isinstance(getattr(m, n, None), nn.Linear) for n in ("gate_proj", "up_proj", "down_proj"))
+
+
+def patch(model: nn.Module, *, rms_norm=True, mlp=True, linear=True, attention=True) -> dict[str, int]:
+    """Swap a Hugging Face Llama, Qwen2 or Mistral model's modules for ports, in place: each
+    RMSNorm, each SiLU-gated MLP, every other nn.Linear (projections, lm_head) and, through
+    transformers' AttentionInterface, attention. Returns how many of each were swapped. ValueError
+    for a model of another family (SUPPORTED), naming it."""
+    if type(model).__name__ not in SUPPORTED:
+        raise ValueError(
+            f"tilekit.runtime.modules.patch: {type(model).__name__} is not one of {', '.join(SUPPORTED)}; its "
+            "modules may compute otherwise (Gemma's RMSNorm scales by 1 + weight): swap them by hand"
+        )
+    swapped = {"rms_norm": 0, "mlp": 0, "linear": 0, "attention": 0}
+    for parent in list(model.modules()):
+        for name, child in list(parent.named_children()):
+            if rms_norm and _is_rms_norm(child):
+                eps = getattr(child, "variance_epsilon", getattr(child, "eps", 1e-6))
+                new = RMSNorm.__new__(RMSNorm)
+                nn.Module.__init__(new)
+                new.weight, new.eps = child.weight, float(eps)
+                setattr(parent, name, new)
+                swapped["rms_norm"] += 1
+            elif mlp and _is_gated_mlp(child):
+                setattr(parent, name, GatedMLP.of(child.gate_proj, child.up_proj, child.down_proj))
+                swapped["mlp"] += 1
+    if linear:
+        for parent in list(model.modules()):
+            for name, child in list(parent.named_children()):
+                if type(child) is nn.Linear:
+                    setattr(parent, name, Linear.of(child))
+                    swapped["linear"] += 1
+    if attention:
+        register_attention()
+        model.set_attn_implementation(ATTENTION)
+        swapped["attention"] = sum(1 for m in model.modules() if type(m).__name__.endswith("Attention"))
+    return swapped

@@ -1,0 +1,85 @@
+"""Every port as a PyTorch op, `torch.ops.tilekit.<kernel>` (torch.library.custom_op), defined when
+the kernel's op.py is imported (tilekit.runtime.port.entry calls `define`):
+
+    import kernels.rms_norm.op                   # or tilekit.runtime.modules, which imports every kernel
+    y = torch.ops.tilekit.rms_norm(x, weight, 1e-6)
+
+So a model made of ports compiles with torch.compile(fullgraph=True) without a graph break (the op
+is opaque to dynamo), and its calls show in profiles under the kernel's name.
+
+- The schema is the entry's arguments before `*`, typed from their annotations (`schema`): the op
+  has no `variant` (it always autotunes, inside the op: a call never makes a new graph) and no
+  `out` (it is functional; the entry under torch.compile copies into a caller's out).
+- Its implementation is the entry, checks included. Its fake implementation is the entry too, on
+  fake tensors: the same checks (a bad input fails at trace time with op.py's message) and the
+  same output allocation (shape, dtype, strides); tilekit.runtime.port launches nothing for fake tensors.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+
+NAMESPACE = "tilekit"
+
+# the annotations an entry's arguments may have -> their type in a torch.library schema
+SCHEMA_TYPES = {
+    "Tensor": "Tensor",
+    "Tensor | None": "Tensor?",
+    "float": "float",
+    "float | None": "float?",
+    "int": "int",
+    "int | None": "int?",
+    "bool": "bool",
+}
+
+_CALLS: dict[str, Callable] = {}  # kernel -> the entry's checked call (the op's implementation)
+
+
+def schema(fn: Callable) -> str:
+    """The op's schema from an entry's signature: its positional-or-keyword arguments, typed by
+    their annotations (SCHEMA_TYPES), with their defaults; the keyword-only ones (variant, out) left
+    out. TypeError names an argument whose type a schema cannot carry.
+
+    >>> def rms_norm(x: "Tensor", weight: "Tensor", eps: "float" = 1e-6, *, variant="auto", out=None): ...
+    >>> schema(rms_norm)
+    '(Tensor x, Tensor weight, float eps=1e-06) -> Tensor'
+    >>> def attention(q: "Tensor", sinks: "Tensor | None" = None, causal: "bool" = False, window: "int | None" = None): ...
+    >>> schema(attention)
+    '(Tensor q, Tensor? sinks=None, bool causal=False, int? window=None) -> Tensor'
+    """
+    args = []
+    for name, p in inspect.signature(fn).parameters.items():
+        if p.kind is not p.POSITIONAL_OR_KEYWORD:
+            continue
+        annotation = p.annotation if isinstance(p.annotation, str) else getattr(p.annotation, "__name__", "")
+        if annotation not in SCHEMA_TYPES:
+            raise TypeError(
+                f"{fn.__name__}: argument {name} is annotated {p.annotation!r}; a torch op takes {list(SCHEMA_TYPES)}"
+            )
+        default = "" if p.default is p.empty else f"={p.default!r}"
+        args.append(f"{SCHEMA_TYPES[annotation]} {name}{default}")
+    return f"({', '.join(args)}) -> Tensor"
+
+
+def define(fn: Callable, call: Callable):
+    """Define torch.ops.tilekit.<fn's name> (schema(fn)) running `call(*args)` (the entry with its
+    checks, variant "auto") for real and fake tensors alike; once per process (a later definition of
+    the same kernel replaces the call). Returns the op (its OpOverloadPacket)."""
+    import torch
+
+    name = fn.__name__
+    if name not in _CALLS:
+
+        def run(*args):
+            return _CALLS[name](*args)
+
+        op = torch.library.custom_op(f"{NAMESPACE}::{name}", run, mutates_args=(), schema=schema(fn))
+        op.register_fake(run)
+    _CALLS[name] = call
+    return getattr(getattr(torch.ops, NAMESPACE), name)
+
+
+def defined() -> list[str]:
+    """The kernels defined as ops in this process."""
+    return sorted(_CALLS)

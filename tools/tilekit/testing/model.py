@@ -1,0 +1,520 @@
+"""The model check (`make model`, docs/models.md): a decoder stack made of ports against the same
+stack on PyTorch's ops, torch.compile and Liger-Kernel, in one process and one harness.
+
+    python -m tilekit model run --out out/model [--config llama3-8b] [--impls ports,torch,...]
+    python -m tilekit model report --out out/model
+    python -m tilekit model tune [--config llama3-8b] [--prefill 4x2048] [--batches 1,8]   (tune ahead)
+
+The stack (`forward`) is a Llama decoder: embedding, `layers` x (RMSNorm, fused QKV projection,
+RoPE, attention over a KV cache, output projection, residual; RMSNorm, fused gate-up projection,
+SiLU-and-mul, down projection, residual), final RMSNorm, LM head on the last positions. Five
+operations vary with the implementation (`Ops`): rms_norm, linear (x @ W.t()), silu_and_mul,
+attention ((b, s, h, d) tensors, causal from the last key, a sliding window, sinks) and the
+projection layout; RoPE, the cache writes and the residual adds are PyTorch's in every one.
+The weights are random (seeded) and shared by every implementation.
+
+`run` writes one JSON record a line to <out>/model.jsonl (kept: the raw log) and `report` renders
+<out>/performance.md from it (tilekit.reports.model_report). Each record is one measurement: correctness
+(logits against the float32 PyTorch stack) or timing (CUPTI through tilekit.runtime.bench, with the
+per-kernel breakdown of the same samples).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Config:
+    """A decoder's dimensions; `window` a sliding window on the even layers (gpt-oss alternates
+    sliding and full attention), `sinks` per-head sink logits on every layer."""
+
+    name: str
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int
+    vocab: int
+    layers: int = 2
+    eps: float = 1e-5
+    rope_theta: float = 500000.0
+    window: int | None = None
+    sinks: bool = False
+
+    def layer_window(self, layer: int) -> int | None:
+        return self.window if self.window and layer % 2 == 0 else None
+
+
+CONFIGS = {
+    # Llama-3-8B's dimensions (32 query heads, 8 key/value heads, MLP 14336, vocabulary 128256)
+    "llama3-8b": Config("llama3-8b", 4096, 32, 8, 128, 14336, 128256),
+    # gpt-oss-20b's attention (64 heads of 64, 8 key/value heads, a 128-token window on every other
+    # layer, sinks) and its 2880 hidden size, with a dense MLP of the experts' width
+    "gpt-oss-like": Config("gpt-oss-like", 2880, 64, 8, 64, 2880, 201088, rope_theta=150000.0, window=128, sinks=True),
+}
+PREFILL = (4, 2048)  # (batch, tokens) of the prefill timed and checked
+DECODE_BATCHES = (1, 8, 64, 256)
+DECODE_CONTEXT = 1024  # tokens already in the cache when a decode step is timed
+CHECK_CONTEXT = 256  # the context of the decode correctness check
+KEEP = 16  # logits of the last positions (the LM head over every prefill position is 4 GB)
+TOLERANCE = 3e-2  # relative L2 of bf16 logits against the float32 stack (the report states it)
+IMPLS = ("ports", "torch", "compile", "compile-max", "liger")
+
+
+# -- weights and the stack --------------------------------------------------------------------------
+
+
+def make_weights(cfg: Config, device="cuda", dtype=None, seed: int = 0) -> dict:
+    """Random weights of cfg (seeded, never zeros): projections ~ N(0, 1/fan_in), norm weights
+    1 + N(0, 0.1), the embedding N(0, 1), sinks N(0, 1)."""
+    import torch
+
+    dtype = dtype or torch.bfloat16
+    g = torch.Generator(device=device)
+    g.manual_seed(seed)
+
+    def normal(*shape, std=1.0, mean=0.0):
+        return (mean + std * torch.randn(*shape, generator=g, device=device, dtype=torch.float32)).to(dtype)
+
+    h, d = cfg.hidden, cfg.head_dim
+    qkv = (cfg.heads + 2 * cfg.kv_heads) * d
+    w = {
+        "embed": normal(cfg.vocab, h),
+        "norm": normal(h, std=0.1, mean=1.0),
+        "lm_head": normal(cfg.vocab, h, std=h**-0.5),
+    }
+    for i in range(cfg.layers):
+        w |= {
+            f"{i}.attn_norm": normal(h, std=0.1, mean=1.0),
+            f"{i}.qkv": normal(qkv, h, std=h**-0.5),
+            f"{i}.o": normal(h, cfg.heads * d, std=(cfg.heads * d) ** -0.5),
+            f"{i}.mlp_norm": normal(h, std=0.1, mean=1.0),
+            f"{i}.gate_up": normal(2 * cfg.intermediate, h, std=h**-0.5),
+            f"{i}.down": normal(h, cfg.intermediate, std=cfg.intermediate**-0.5),
+        }
+        if cfg.sinks:
+            w[f"{i}.sinks"] = normal(cfg.heads)
+    return w
+
+
+class Ops:
+    """PyTorch's ops, in the weights' dtype: F.rms_norm, F.linear, silu(gate) * up, SDPA (GQA; a
+    window or sinks: the scores materialized, softmax in float32, as transformers' eager path)."""
+
+    name = "torch"
+
+    def rms_norm(self, x, w, eps):
+        import torch.nn.functional as F
+
+        return F.rms_norm(x, (x.shape[-1],), w, eps)
+
+    def linear(self, x, w):
+        import torch.nn.functional as F
+
+        return F.linear(x, w)
+
+    def silu_and_mul(self, x):
+        import torch.nn.functional as F
+
+        half = x.shape[-1] // 2
+        return F.silu(x[..., :half]) * x[..., half:]
+
+    def attention(self, q, k, v, sinks=None, window=None):
+        """q (b, s_q, h, d), k and v (b, s_kv, h_kv, d) -> (b, s_q, h, d); causal from the last key."""
+        import torch.nn.functional as F
+
+        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+        sq, skv = q.shape[2], k.shape[2]
+        if sinks is None and window is None and (sq == skv or sq == 1):
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=sq > 1, enable_gqa=True)
+            return o.transpose(1, 2)
+        return reference_attention(q, k, v, sinks, window).to(q.dtype).transpose(1, 2)
+
+
+def reference_attention(q, k, v, sinks=None, window=None):
+    """Attention in float32 with the scores materialized: q (b, h, s_q, d), k and v (b, h_kv, s_kv,
+    d); query i sees key j iff j <= i + s_kv - s_q (and j > i + s_kv - s_q - window); a sink is one
+    more logit of its head, of value zero."""
+    import torch
+
+    b, h, sq, d = q.shape
+    hkv, skv = k.shape[1], k.shape[2]
+    k = k.repeat_interleave(h // hkv, dim=1).float()
+    v = v.repeat_interleave(h // hkv, dim=1).float()
+    scores = q.float() @ k.transpose(-1, -2) / math.sqrt(d)
+    i = torch.arange(sq, device=q.device)[:, None] + skv - sq
+    j = torch.arange(skv, device=q.device)[None, :]
+    seen = j <= i if window is None else (j <= i) & (j > i - window)
+    scores = scores.masked_fill(~seen, float("-inf"))
+    if sinks is not None:
+        sink = sinks.float().view(1, h, 1, 1).expand(b, h, sq, 1)
+        scores = torch.cat((scores, sink), dim=-1)
+    p = torch.softmax(scores, dim=-1)[..., :skv]
+    return p @ v
+
+
+class PortOps(Ops):
+    """The ports: kernels/rms_norm, matmul (x @ W.t(), W read in place), silu_and_mul, attention."""
+
+    name = "ports"
+
+    def __init__(self):
+        from tilekit.runtime import modules
+
+        self._entry = modules._entry
+
+    def rms_norm(self, x, w, eps):
+        return self._entry("rms_norm")(x, w, eps)
+
+    def linear(self, x, w):
+        y = self._entry("matmul")(x.reshape(-1, x.shape[-1]), w.t())
+        return y.view(*x.shape[:-1], w.shape[0])
+
+    def silu_and_mul(self, x):
+        return self._entry("silu_and_mul")(x)
+
+    def attention(self, q, k, v, sinks=None, window=None):
+        from tilekit.runtime.modules import attention_bshd
+
+        return attention_bshd(q, k, v, sinks, causal=True, window=window)
+
+
+class LigerOps(Ops):
+    """PyTorch's ops with Liger-Kernel's Triton RMSNorm and SiLU-and-mul (LigerRMSNormFunction,
+    LigerSiLUMulFunction on the two halves), as apply_liger_kernel_to_llama patches a model."""
+
+    name = "liger"
+
+    def __init__(self):
+        from liger_kernel.ops.rms_norm import LigerRMSNormFunction
+        from liger_kernel.ops.swiglu import LigerSiLUMulFunction
+
+        self._norm, self._silu_mul = LigerRMSNormFunction, LigerSiLUMulFunction
+
+    def rms_norm(self, x, w, eps):
+        return self._norm.apply(x, w, eps)
+
+    def silu_and_mul(self, x):
+        half = x.shape[-1] // 2
+        return self._silu_mul.apply(x[..., :half], x[..., half:])
+
+
+def rope(x, positions, theta: float):
+    """Rotary embedding (rotate-half form) of x (b, s, h, d) at `positions` (s,), in x's dtype."""
+    import torch
+
+    d = x.shape[-1]
+    inv = 1.0 / theta ** (torch.arange(0, d, 2, device=x.device, dtype=torch.float32) / d)
+    angles = positions.float()[:, None] * inv[None, :]
+    cos, sin = (f(torch.cat((angles, angles), -1))[None, :, None, :].to(x.dtype) for f in (torch.cos, torch.sin))
+    half = torch.cat((-x[..., d // 2 :], x[..., : d // 2]), dim=-1)
+    return x * cos + half * sin
+
+
+def new_cache(cfg: Config, batch: int, length: int, dtype=None, device="cuda") -> list:
+    """Per layer, (k, v) buffers (batch, length, kv_heads, head_dim), random (a decode step's past)."""
+    import torch
+
+    dtype = dtype or torch.bfloat16
+    shape = (batch, length, cfg.kv_heads, cfg.head_dim)
+    return [
+        (torch.randn(shape, device=device).to(dtype), torch.randn(shape, device=device).to(dtype))
+        for _ in range(cfg.layers)
+    ]
+
+
+def forward(cfg: Config, ops: Ops, w: dict, ids, cache: list, start: int, keep: int = KEEP):
+    """Logits (b, keep, vocab) of the last `keep` positions of ids (b, s), the tokens at positions
+    start .. start + s; writes their keys and values into `cache` and attends over cache[:start + s]."""
+    import torch
+
+    b, s = ids.shape
+    h, hkv, d = cfg.heads, cfg.kv_heads, cfg.head_dim
+    positions = torch.arange(start, start + s, device=ids.device)
+    x = w["embed"][ids]
+    for i in range(cfg.layers):
+        qkv = ops.linear(ops.rms_norm(x, w[f"{i}.attn_norm"], cfg.eps), w[f"{i}.qkv"])
+        q, k, v = qkv.split((h * d, hkv * d, hkv * d), dim=-1)
+        q, k = (
+            rope(q.view(b, s, h, d), positions, cfg.rope_theta),
+            rope(k.view(b, s, hkv, d), positions, cfg.rope_theta),
+        )
+        k_cache, v_cache = cache[i]
+        k_cache[:, start : start + s] = k
+        v_cache[:, start : start + s] = v.view(b, s, hkv, d)
+        o = ops.attention(q, k_cache[:, : start + s], v_cache[:, : start + s], w.get(f"{i}.sinks"), cfg.layer_window(i))
+        x = x + ops.linear(o.reshape(b, s, h * d), w[f"{i}.o"])
+        mlp = ops.linear(
+            ops.silu_and_mul(ops.linear(ops.rms_norm(x, w[f"{i}.mlp_norm"], cfg.eps), w[f"{i}.gate_up"])),
+            w[f"{i}.down"],
+        )
+        x = x + mlp
+    return ops.linear(ops.rms_norm(x[:, -keep:], w["norm"], cfg.eps), w["lm_head"])
+
+
+# -- measurements -----------------------------------------------------------------------------------
+
+
+def profile(fn, nrep: int, warmup: int = 3) -> dict:
+    """fn timed by tilekit.runtime.bench's CUPTI policy (L2 flushed, launch gaps out), with every kernel's
+    median duration over the same samples: {"median_ms", "samples_ms", "kernels": {name: ms}}."""
+    import torch
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    from tilekit.runtime import bench
+
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    flush = bench._flush_buffer(torch.cuda.current_device())
+    samples, per_kernel = [], {}
+    for _ in range(nrep):
+        flush.zero_()
+        torch.cuda.synchronize()
+        with torch_profile(activities=[ProfilerActivity.CUDA]) as prof:
+            fn()
+            torch.cuda.synchronize()
+        acts = bench.device_activities(prof)
+        samples.append(sum(ms for _, ms in acts))
+        call = {}
+        for name, ms in acts:
+            call[name[:120]] = call.get(name[:120], 0.0) + ms
+        for name, ms in call.items():
+            per_kernel.setdefault(name, []).append(ms)
+    kernels = {n: statistics.median(v + [0.0] * (nrep - len(v))) for n, v in per_kernel.items()}
+    return {"median_ms": statistics.median(samples), "samples_ms": samples, "kernels": kernels}
+
+
+def relative_l2(y, ref) -> float:
+    return float((y.double() - ref.double()).norm() / ref.double().norm().clamp_min(1e-30))
+
+
+def implementations(names) -> dict:
+    """{impl name: (ops, compile mode or None)}; an implementation that cannot run here (Liger not
+    installed) is left out with the reason printed."""
+    out = {}
+    for name in names:
+        if name == "ports":
+            out[name] = (PortOps(), None)
+        elif name == "torch":
+            out[name] = (Ops(), None)
+        elif name == "compile":
+            out[name] = (Ops(), "default")
+        elif name == "compile-max":
+            out[name] = (Ops(), "max-autotune-no-cudagraphs")
+        elif name == "liger":
+            try:
+                out[name] = (LigerOps(), None)
+            except ImportError as e:
+                print(f"model: liger left out: {e}", file=sys.stderr)
+        else:
+            raise ValueError(f"model: unknown implementation {name!r}; use {', '.join(IMPLS)}")
+    return out
+
+
+def step_fn(cfg, ops, mode, w, ids, cache, start):
+    """One call of the stack, compiled with `mode` when given (torch.compile of the whole forward)."""
+    import functools
+
+    import torch
+
+    call = functools.partial(forward, cfg, ops, w)
+    if mode is not None:
+        call = torch.compile(call, mode=mode, fullgraph=True, dynamic=False)
+    return lambda: call(ids, cache, start)
+
+
+def graphed(fn):
+    """fn captured in a CUDA graph after two warm-up calls; returns (replay, the graph's output)."""
+    import torch
+
+    for _ in range(2):
+        fn()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = fn()
+    return graph.replay, out
+
+
+def case(cfg: Config, impl: str, phase: str, batch: int, tokens: int, context: int) -> dict:
+    """What a record measured: the config, implementation, phase and shape."""
+    return {"config": cfg.name, "impl": impl, "phase": phase, "batch": batch, "tokens": tokens, "context": context}
+
+
+def check_correctness(cfg: Config, impls: dict, emit) -> None:
+    """Logits of each implementation (bf16) against the float32 PyTorch stack, same weights and
+    tokens: the prefill's last KEEP positions, and a decode step after CHECK_CONTEXT tokens at each
+    DECODE_BATCHES batch."""
+    import torch
+
+    w16 = make_weights(cfg)
+    w32 = {k: v.float() for k, v in w16.items()}
+    g = torch.Generator(device="cuda").manual_seed(1)
+    cases = [("prefill", *PREFILL, 0)] + [("decode", b, 1, CHECK_CONTEXT) for b in DECODE_BATCHES]
+    for phase, batch, tokens, context in cases:
+        ids = torch.randint(0, cfg.vocab, (batch, context + tokens), generator=g, device="cuda")
+        refs = {}
+        for name, (ops, mode) in [("float32", (Ops(), None)), *impls.items()]:
+            weights, dtype = (w32, torch.float32) if name == "float32" else (w16, torch.bfloat16)
+            cache = new_cache(cfg, batch, context + tokens, dtype)
+            if context:  # the past, through the same implementation
+                forward(cfg, ops, weights, ids[:, :context], cache, 0, keep=1)
+            logits = step_fn(cfg, ops, mode, weights, ids[:, context:], cache, context)()
+            if name == "float32":
+                refs["float32"] = logits
+                continue
+            err = relative_l2(logits, refs["float32"])
+            emit(
+                case(cfg, name, phase, batch, tokens, context)
+                | {
+                    "kind": "correctness",
+                    "rel_l2": err,
+                    "tolerance": TOLERANCE,
+                    "ok": err <= TOLERANCE,
+                }
+            )
+            del cache, logits
+        torch.cuda.empty_cache()
+
+
+def time_steps(cfg: Config, impls: dict, phases, batches, nrep: int, emit) -> None:
+    """CUPTI times of the prefill and of a CUDA-graph decode step (after DECODE_CONTEXT tokens) at
+    each batch, per implementation, with the per-kernel breakdown."""
+    import torch
+
+    w = make_weights(cfg)
+    g = torch.Generator(device="cuda").manual_seed(2)
+    cases = [("prefill", *PREFILL, 0)] if "prefill" in phases else []
+    cases += [("decode", b, 1, DECODE_CONTEXT) for b in batches] if "decode" in phases else []
+    for phase, batch, tokens, context in cases:
+        ids = torch.randint(0, cfg.vocab, (batch, tokens), generator=g, device="cuda")
+        for name, (ops, mode) in impls.items():
+            cache = new_cache(cfg, batch, context + tokens)
+            fn = step_fn(cfg, ops, mode, w, ids, cache, context)
+            started = time.monotonic()
+            if phase == "decode":
+                fn, _ = graphed(fn)
+            timing = profile(fn, nrep)
+            emit(
+                case(cfg, name, phase, batch, tokens, context)
+                | {
+                    "kind": "timing",
+                    "graph": phase == "decode",
+                    "nrep": nrep,
+                    **timing,
+                    "setup_s": round(time.monotonic() - started, 1),
+                }
+            )
+            del cache, fn
+            torch.cuda.empty_cache()
+
+
+def run(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="python -m tilekit model run", description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", required=True, type=Path, help="the folder of model.jsonl (appended) and the report")
+    p.add_argument("--config", action="append", choices=sorted(CONFIGS), help="default: every one")
+    p.add_argument("--impls", default=",".join(IMPLS), help=f"comma-separated of {', '.join(IMPLS)}")
+    p.add_argument("--phases", default="correctness,prefill,decode")
+    p.add_argument("--batches", default=",".join(map(str, DECODE_BATCHES)))
+    p.add_argument("--layers", type=int, help="layers of the stack (default: each config's, 2)")
+    p.add_argument("--nrep", type=int, default=20)
+    args = p.parse_args(argv)
+    import torch
+
+    from tilekit.runtime import bench
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    log = args.out / "model.jsonl"
+    if not torch.cuda.is_available():
+        print("model: no CUDA GPU here; nothing run (make model runs on a GPU host, from the bundle)", file=sys.stderr)
+        return 0
+    env = bench.environment()
+
+    def emit(record: dict) -> None:
+        record = {"env": env, **record}
+        with log.open("a", encoding="utf-8") as f:
+            f.write(json.dumps(record, sort_keys=True) + "\n")
+        short = {k: v for k, v in record.items() if k not in ("env", "kernels", "samples_ms")}
+        print(f"model: {json.dumps(short, sort_keys=True)}", flush=True)
+
+    impls = implementations([i for i in args.impls.split(",") if i])
+    phases = set(args.phases.split(","))
+    for name in args.config or sorted(CONFIGS):
+        cfg = CONFIGS[name]
+        if args.layers:
+            cfg = Config(**(asdict(cfg) | {"layers": args.layers}))
+        if "correctness" in phases:
+            check_correctness(cfg, impls, emit)
+        time_steps(cfg, impls, phases, [int(b) for b in args.batches.split(",")], args.nrep, emit)
+    print(f"model: appended to {log}")
+    return 0
+
+
+def tune(argv: list[str]) -> int:
+    """Tune ahead: run the ports' stack once on each shape a model will meet (prefills, decode steps),
+    so autotune stores its picks in $TILEKIT_AUTOTUNE_CACHE (tilekit.runtime.autotune; per GPU, kernel and
+    shape class) and the JIT its kernels in its disk cache: a later process starts warm."""
+    p = argparse.ArgumentParser(prog="python -m tilekit model tune", description=tune.__doc__.split(":")[0])
+    p.add_argument("--config", action="append", choices=sorted(CONFIGS), help="default: every one")
+    p.add_argument("--prefill", default="1x2048,4x2048", help="batch x tokens of the prefills, comma-separated")
+    p.add_argument("--batches", default=",".join(map(str, DECODE_BATCHES)), help="batches of the decode steps")
+    p.add_argument("--context", type=int, default=DECODE_CONTEXT, help="tokens in the cache at a decode step")
+    args = p.parse_args(argv)
+    import torch
+
+    from tilekit.runtime import autotune
+
+    if not torch.cuda.is_available():
+        print("model tune: no CUDA GPU here; nothing tuned (the picks are per GPU)", file=sys.stderr)
+        return 0
+    try:
+        prefills = [tuple(int(v) for v in shape.split("x")) for shape in args.prefill.split(",") if shape]
+        batches = [int(b) for b in args.batches.split(",") if b]
+    except ValueError:
+        p.error(f"--prefill {args.prefill!r} / --batches {args.batches!r}: give BxT,BxT and B,B (whole numbers)")
+    path = autotune.cache_path()
+    before = autotune.load(path)
+    started = time.monotonic()
+    for name in args.config or sorted(CONFIGS):
+        cfg, ops = CONFIGS[name], PortOps()
+        w = make_weights(cfg)
+        shapes = [(b, t, 0) for b, t in prefills] + [(b, 1, args.context) for b in batches]
+        for batch, tokens, start in shapes:
+            ids = torch.zeros(batch, tokens, dtype=torch.long, device="cuda")
+            forward(cfg, ops, w, ids, new_cache(cfg, batch, start + tokens), start)
+            torch.cuda.synchronize()
+            print(f"model tune: {name} batch {batch} x {tokens} tokens after {start}: done", flush=True)
+    after = autotune.load(path)
+
+    def classes(data):
+        return {(g, k, key) for g, kernels in data.items() for k, keys in kernels.items() for key in keys}
+
+    added = len(classes(after) - classes(before))
+    print(f"model tune: {added} shape classes tuned in {time.monotonic() - started:.0f} s, stored in {path}")
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["run"]:
+        return run(argv[1:])
+    if argv[:1] == ["tune"]:
+        return tune(argv[1:])
+    if argv[:1] == ["report"]:
+        from tilekit.reports import model_report
+
+        return model_report.main(argv[1:])
+    print(
+        "usage: python -m tilekit model run|report --out DIR [options], or model tune [options] (--help after the verb)",
+        file=sys.stderr,
+    )
+    return 2

@@ -154,3 +154,14 @@ def test_the_model_modules_doctests_pass():
 def test_tune_without_a_gpu_says_so(capsys):
     assert model.main(["tune"]) == 0
     assert "no CUDA GPU here; nothing tuned" in capsys.readouterr().err
+
+
+def test_done_needs_the_ports_checked_and_timed_everywhere_and_graphs_that_match_eager():
+    no_ports = [correct("torch", 1e-3), timing("compile", 1.0, attention=1.0)]
+    text, _ = model_report.render(no_ports)
+    assert text.startswith("VERDICT: INVESTIGATE")
+    assert "llama3-8b: no correctness record of the ports" in text and "decode batch 1: no timing of the ports" in text
+    unchecked = [correct("torch", 1e-3), timing("ports", 0.5, attention=0.5), timing("compile", 1.0, attention=1.0)]
+    assert "no correctness record of the ports" in model_report.render(unchecked)[0]
+    drifting = [correct("ports", 1e-3), timing("ports", 0.5) | {"graph_vs_eager": 0.2}, timing("compile", 1.0)]
+    assert "ports's CUDA graph gives 2.00e-01 rel L2 from its eager step" in model_report.render(drifting)[0]

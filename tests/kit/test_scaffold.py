@@ -102,3 +102,38 @@ def test_make_new_without_from_names_the_choices():
         ["make", "--no-print-directory", "new", "KERNEL=probe"], cwd=ROOT, capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 2 and "FROM=<kernel> (one of: attention bmm" in done.stderr
+
+
+def test_every_kernel_scaffolds_into_a_folder_that_imports_and_declares_itself(repo):
+    """Each kernel as a relative (`my_<kernel>`: a name that ends in its relative's, the case a
+    second rename would spoil): op.py, spec.py and baselines.py import, the declaration is
+    complete, and nothing of another library was renamed (baselines.py's BACKENDS resolve)."""
+    from tilekit.runtime import kernel
+
+    names = kernel.names()
+    for source in names:
+        done = run(
+            repo,
+            sys.executable,
+            "-m",
+            "tilekit",
+            "new",
+            "--name",
+            f"my_{source}",
+            "--from",
+            source,
+            "--root",
+            str(repo),
+        )
+        assert done.returncode == 0, done.stderr
+    check = (
+        "import importlib\n"
+        "from tilekit.runtime import kernel\n"
+        f"for k in {[f'my_{n}' for n in names]!r}:\n"
+        "    importlib.import_module(f'kernels.{k}.baselines')\n"
+        "    spec = kernel.load(k)\n"
+        "    assert spec.name == k and not spec.problems(), (k, spec.problems())\n"
+        "print('ok')\n"
+    )
+    done = run(repo, sys.executable, "-c", check)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout[-2000:] + done.stderr[-3000:]

@@ -130,3 +130,25 @@ def test_a_block_of_ports_compiles_once_for_every_sequence_length():
             h, o = compiled(torch.empty(s, 256, **bf16), *weights, *qkv)
         assert (tuple(h.shape), tuple(o.shape)) == ((s, 256), (1, 8, s, 64))
     assert len(graphs) == 1
+
+
+def test_under_compile_an_entrys_out_is_checked_as_in_eager():
+    """The entry under torch.compile calls the op and copies into `out`: an out of another shape or
+    dtype is refused with op.py's message (eager refuses it), never broadcast or cast."""
+    import torch._dynamo
+
+    from kernels.rms_norm.op import rms_norm
+
+    def into(x, w, out):
+        return rms_norm(x, w, out=out)
+
+    for shape, dtype in (((2, 8, 256), torch.bfloat16), ((8, 256), torch.float32)):
+        torch._dynamo.reset()
+        with FakeTensorMode():
+            x, w = (
+                torch.empty(8, 256, dtype=torch.bfloat16, device="cuda"),
+                torch.empty(256, dtype=torch.bfloat16, device="cuda"),
+            )
+            out = torch.empty(shape, dtype=dtype, device="cuda")
+            with pytest.raises(Exception, match=r"rms_norm: out must be \(8, 256\) torch.bfloat16"):
+                torch.compile(into, backend="eager")(x, w, out)

@@ -21,6 +21,7 @@ from pathlib import Path
 from tilekit.reports.markdown import cell, markdown_table
 from tilekit.reports.records import write_atomic
 
+GRAPH_TOLERANCE = 1e-3  # a decode step's graph replay against the same step run eagerly (rel L2)
 GOAL_REFERENCE = "compile"  # the goals compare the ports with torch.compile (default mode)
 IMPL_ORDER = ("ports", "torch", "compile", "compile-max", "liger")
 IMPL_TITLES = {
@@ -55,17 +56,23 @@ def read_log(path: Path) -> list[dict]:
     return records
 
 
+def label(record: dict) -> str:
+    """The stack a record measured: its config, and its layers where the record says."""
+    return record["config"] + (f" ({record['layers']} layers)" if "layers" in record else "")
+
+
 def latest(records: list[dict], kind: str) -> dict:
-    """{(config, phase, batch, impl): the last record of that kind}."""
-    return {(r["config"], r["phase"], r["batch"], r["impl"]): r for r in records if r["kind"] == kind}
+    """{(stack, phase, batch, impl): the last record of that kind}."""
+    return {(label(r), r["phase"], r["batch"], r["impl"]): r for r in records if r["kind"] == kind}
 
 
 # Kernel name patterns -> the operation a kernel belongs to, for the breakdown (first match wins).
 CATEGORIES = (
     ("attention", ("attention", "flash", "fmha", "sdpa", "softmax", "bmm")),
-    ("rms_norm", ("rms_norm", "rmsnorm", "rms")),
-    ("silu_and_mul", ("silu", "swiglu", "act_and_mul")),
-    ("matmul", ("matmul", "gemm", "nvjet", "xmma", "cutlass", "sm90", "mma", "splitk")),
+    # inductor names its fused kernels by their ops (triton_red_fused_..._rsqrt_..., triton_tem_fused_mm)
+    ("rms_norm", ("rms_norm", "rmsnorm", "rms", "rsqrt")),
+    ("silu_and_mul", ("silu", "swiglu", "act_and_mul", "sigmoid")),
+    ("matmul", ("matmul", "gemm", "nvjet", "xmma", "cutlass", "sm90", "mma", "splitk", "_mm_", "addmm", "tem_fused")),
 )
 
 
@@ -74,6 +81,8 @@ def category(kernel_name: str) -> str:
 
     >>> [category(n) for n in ("rms_norm_row_exact", "nvjet_tst_128x256", "attention_fwd", "elementwise_kernel")]
     ['rms_norm', 'matmul', 'attention', 'other']
+    >>> [category(n) for n in ("triton_red_fused__to_copy_add_mean_mul_pow_rsqrt_0", "triton_poi_fused_mul_sigmoid_1")]
+    ['rms_norm', 'silu_and_mul']
     """
     low = kernel_name.lower()
     return next((cat for cat, keys in CATEGORIES if any(k in low for k in keys)), "other")
@@ -121,8 +130,17 @@ def render(records: list[dict], log_name: str = "model.jsonl") -> tuple[str, dic
         f"{r['config']} {r['phase']} batch {r['batch']}: {r['impl']} logits rel L2 {r['rel_l2']:.2e} > {r['tolerance']:.0e}"
         for r in bad
     ]
-    if not correct:
-        problems.append("no correctness record: run `python -m tilekit model run --phases correctness`")
+    for stack in sorted({k[0] for k in timing} - {k[0] for k in correct if k[3] == "ports"}):
+        problems.append(
+            f"{stack}: no correctness record of the ports: run `python -m tilekit model run --phases correctness`"
+        )
+    for stack, phase, batch in sorted({k[:3] for k in timing} - {k[:3] for k in timing if k[3] == "ports"}):
+        problems.append(f"{stack} {phase} batch {batch}: no timing of the ports")
+    problems += [
+        f"{k[0]} {k[1]} batch {k[2]}: {k[3]}'s CUDA graph gives {r['graph_vs_eager']:.2e} rel L2 from its eager step"
+        for k, r in sorted(timing.items())
+        if (r.get("graph_vs_eager") or 0.0) > GRAPH_TOLERANCE
+    ]
     chart = {}
     goal_lines = []
     for (config, phase, batch, impl), r in sorted(timing.items()):

@@ -28,11 +28,23 @@ SUPPORTED = ("LlamaForCausalLM", "Qwen2ForCausalLM", "MistralForCausalLM", "Llam
 ATTENTION = "tilekit"  # the name of the ports' attention in transformers' AttentionInterface
 
 
-def _entry(kernel: str):
-    """kernels/<kernel>/op.py's entry (importing it defines torch.ops.tilekit.<kernel>)."""
+def _import_entries() -> dict:
+    """Every kernel's entry, kernels/<name>/op.py imported once, here (which defines every
+    torch.ops.tilekit.<name>): a forward then looks an entry up, which torch.compile traces, where
+    an import inside forward would break the graph."""
     import importlib
 
-    return getattr(importlib.import_module(f"kernels.{kernel}.op"), kernel)
+    from tilekit.runtime import kernel
+
+    return {name: getattr(importlib.import_module(f"kernels.{name}.op"), name) for name in kernel.names()}
+
+
+ENTRIES = _import_entries()
+
+
+def _entry(kernel: str):
+    """kernels/<kernel>/op.py's entry."""
+    return ENTRIES[kernel]
 
 
 class RMSNorm(nn.Module):
@@ -152,16 +164,31 @@ def hf_attention(module, query, key, value, attention_mask, dropout: float = 0.0
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     causal = getattr(module, "is_causal", True)
-    served = attention_mask is None and causal and dropout == 0.0 and query.shape[-1] in (64, 128)
-    if not served:
-        return sdpa_attention_forward(
-            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
-        )
     window = kwargs.get("sliding_window")
-    o = _entry("attention")(
-        query, key, value, getattr(module, "sinks", None), causal=True, scale=scaling, window=window
-    )
-    return o.transpose(1, 2), None
+    kernel_takes = query.is_cuda and query.dtype in (torch.bfloat16, torch.float16) and query.shape[-1] in (64, 128)
+    if attention_mask is None and causal and dropout == 0.0 and kernel_takes:
+        o = _entry("attention")(
+            query, key, value, getattr(module, "sinks", None), causal=True, scale=scaling, window=window
+        )
+        return o.transpose(1, 2), None
+    if attention_mask is None and causal:
+        # hf_mask said "the causal mask from the last key" (None): SDPA's own None would align it to
+        # the first key and drop the window, so the mask is spelled out for it
+        attention_mask = causal_mask(query.shape[-2], key.shape[-2], window, query.device)
+    return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs)
+
+
+def causal_mask(sq: int, skv: int, window: int | None, device) -> torch.Tensor:
+    """(1, 1, sq, skv) bool, True where query i sees key j: j <= i + skv - sq, and within the window
+    (j > i + skv - sq - window) where one is given (the port's mask, as hf_mask promises it).
+
+    >>> causal_mask(2, 4, None, "cpu")[0, 0].int().tolist(), causal_mask(3, 3, 2, "cpu")[0, 0].int().tolist()
+    ([[1, 1, 1, 0], [1, 1, 1, 1]], [[1, 0, 0], [1, 1, 0], [0, 1, 1]])
+    """
+    last = torch.arange(sq, device=device)[:, None] + skv - sq
+    j = torch.arange(skv, device=device)[None, :]
+    seen = (j <= last) if window is None else (j <= last) & (j > last - window)
+    return seen[None, None]
 
 
 def hf_mask(
@@ -180,13 +207,16 @@ def hf_mask(
     kwargs.update(q_offset=q_offset, kv_offset=kv_offset, attention_mask=attention_mask)
     if mask_function is not None:
         kwargs["mask_function"] = mask_function
-    plain = mask_function in (None, causal_mask_function) or _sliding_window_causal(mask_function)
-    padding = prepare_padding_mask(attention_mask, kv_length, kv_offset)
-    aligned = kv_offset + kv_length == q_offset + q_length
-    # a padding mask is read on the host, as transformers' SDPA path reads it; not while tracing
-    unpadded = padding is None or (not is_tracing(padding) and bool(fast_all(padding)))
-    if plain and aligned and unpadded and kwargs.get("allow_is_causal_skip", True):
-        return None
+    if kwargs.get("allow_is_causal_skip", True):
+        plain = mask_function in (None, causal_mask_function) or _sliding_window_causal(mask_function)
+        # a static cache gives its offsets as tensors: not read (no host sync, no data-dependent branch)
+        numbers = not any(isinstance(v, torch.Tensor) for v in (q_offset, kv_offset, q_length, kv_length))
+        aligned = numbers and kv_offset + kv_length == q_offset + q_length
+        padding = prepare_padding_mask(attention_mask, kv_length, kv_offset) if plain and aligned else None
+        # a padding mask is read on the host, as transformers' SDPA path reads it; not while tracing
+        unpadded = padding is None or (not is_tracing(padding) and bool(fast_all(padding)))
+        if plain and aligned and unpadded:
+            return None
     # materialized: SDPA's own None (is_causal, aligned to the first key) is not the port's mask
     return sdpa_mask(batch_size, q_length, kv_length, **dict(kwargs, allow_is_causal_skip=False))
 

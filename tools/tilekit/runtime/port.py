@@ -150,14 +150,14 @@ _WARM: set[tuple] = set()  # the calls this process has launched outside capture
 
 def call_signature(kernel: str, variant, tensors: tuple) -> tuple:
     """What decides whether a launch may JIT or tune: the kernel, the variant asked for, each
-    tensor's shape, strides, dtype and address alignment (to 256 bytes: the JIT specializes on
-    divisibility), and the scalars."""
+    tensor's shape, strides, dtype, device and address alignment (to 256 bytes: the JIT specializes
+    on divisibility), and the scalars."""
     import torch
 
     def part(t):
         if isinstance(t, torch.Tensor):
             address = t.data_ptr()
-            return (tuple(t.shape), t.stride(), t.dtype, address & -address & 255 if address else 0)
+            return (tuple(t.shape), t.stride(), t.dtype, t.device.index, address & -address & 255 if address else 0)
         return t
 
     return (kernel, variant if isinstance(variant, str) else repr(sorted(variant.items())), *map(part, tensors))
@@ -273,7 +273,10 @@ def entry(*, layouts: dict[str, str], in_place: tuple[str, ...] = ()):
                 given = dict(zip(names, args)) | kwargs
                 out = given.get("out")
                 y = op(*(given.get(n, d) for n, d in zip(names, defaults)))
-                return y if out is None else out.copy_(y)
+                if out is None:
+                    return y
+                checks.out_matches(kernel, out, tuple(y.shape), y)  # as eager refuses it: no broadcast, no cast
+                return out.copy_(y)
             return checked(*args, **kwargs)
 
         call.layouts, call.in_place, call.op = dict(layouts), tuple(in_place), op

@@ -329,6 +329,9 @@ def step_fn(cfg, ops, mode, w, ids, cache, start):
 
     call = functools.partial(forward, cfg, ops, w)
     if mode is not None:
+        # one shape per compiled call: dynamo's state from the last one would count it as a
+        # recompile of the same code (a run meets more shapes than its recompile limit)
+        torch._dynamo.reset()
         call = torch.compile(call, mode=mode, fullgraph=True, dynamic=False)
     return lambda: call(ids, cache, start)
 
@@ -364,7 +367,9 @@ def check_correctness(cfg: Config, impls: dict, emit) -> None:
     for phase, batch, tokens, context in cases:
         ids = torch.randint(0, cfg.vocab, (batch, context + tokens), generator=g, device="cuda")
         refs = {}
-        for name, (ops, mode) in [("float32", (Ops(), None)), *impls.items()]:
+        # the compiled implementations run `torch`'s ops: checked as `torch`, not compiled again
+        eager = [(n, (ops, mode)) for n, (ops, mode) in impls.items() if mode is None]
+        for name, (ops, mode) in [("float32", (Ops(), None)), *eager]:
             weights, dtype = (w32, torch.float32) if name == "float32" else (w16, torch.bfloat16)
             cache = new_cache(cfg, batch, context + tokens, dtype)
             if context:  # the past, through the same implementation
@@ -378,6 +383,7 @@ def check_correctness(cfg: Config, impls: dict, emit) -> None:
                 case(cfg, name, phase, batch, tokens, context)
                 | {
                     "kind": "correctness",
+                    "layers": cfg.layers,
                     "rel_l2": err,
                     "tolerance": TOLERANCE,
                     "ok": err <= TOLERANCE,
@@ -402,14 +408,21 @@ def time_steps(cfg: Config, impls: dict, phases, batches, nrep: int, emit) -> No
             cache = new_cache(cfg, batch, context + tokens)
             fn = step_fn(cfg, ops, mode, w, ids, cache, context)
             started = time.monotonic()
-            if phase == "decode":
-                fn, _ = graphed(fn)
+            graph_error = None
+            if phase == "decode":  # the graph's output against the same step run eagerly
+                eager = fn().clone()
+                fn, out = graphed(fn)
+                fn()
+                torch.cuda.synchronize()
+                graph_error = relative_l2(out, eager)
             timing = profile(fn, nrep)
             emit(
                 case(cfg, name, phase, batch, tokens, context)
                 | {
                     "kind": "timing",
                     "graph": phase == "decode",
+                    "graph_vs_eager": graph_error,
+                    "layers": cfg.layers,
                     "nrep": nrep,
                     **timing,
                     "setup_s": round(time.monotonic() - started, 1),

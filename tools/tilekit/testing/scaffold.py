@@ -55,19 +55,39 @@ def name_error(name: str, kernels_dir: Path) -> str | None:
     return None
 
 
+# the prefixes of our own names around a kernel's (tests, exports, baselines.py's functions)
+OWN_PREFIXES = ("test", "cutile", "triton", "torch", "liger", "tilegym")
+
+
 def rename(text: str, old: str, new: str) -> str:
-    """`old` -> `new` wherever it is the kernel's name: on its own or as a part of an identifier
-    between underscores (`old_device`, `cutile_old`, `old_row_tail`, `triton_old`, `test_old`) and
-    in `kernels.old`; not another library's attribute (`torch.old`, `ops.old`) nor inside a longer
-    word (`LigerSoftmaxFunction`).
+    """`old` -> `new` wherever it is the kernel's name, in one pass: `kernels.old`; an identifier
+    that is `old` or starts with `old_` (`old_device`, `old_row_tail`, the folder in a path); one
+    that is `<p>_old...` with p a prefix of ours (`cutile_old`, `test_old`, `triton_old`). Not
+    another library's names: an attribute (`torch.softmax`, `gemm.triton_bmm`), a longer name that
+    ends in the kernel's (`scaled_dot_product_attention`), another case (`LigerSoftmaxFunction`).
 
     >>> rename("import kernels.softmax.op as op; y = torch.softmax(x); cutile_softmax(); softmax_device", "softmax", "probe")
     'import kernels.probe.op as op; y = torch.softmax(x); cutile_probe(); probe_device'
     >>> rename("LigerSoftmaxFunction, ops.softmax, tests/kernels/test_softmax.py, softmax_row_tail", "softmax", "probe")
     'LigerSoftmaxFunction, ops.softmax, tests/kernels/test_probe.py, probe_row_tail'
+    >>> rename("F.scaled_dot_product_attention(q); scaled_dot_product_attention; attention(q)", "attention", "probe")
+    'F.scaled_dot_product_attention(q); scaled_dot_product_attention; probe(q)'
+    >>> rename("gemm.triton_bmm, triton_bmm, kernels.rms_norm", "bmm", "x_bmm"), rename("kernels.rms_norm.op", "rms_norm", "fused_rms_norm")
+    ('gemm.triton_bmm, triton_x_bmm, kernels.rms_norm', 'kernels.fused_rms_norm.op')
     """
-    text = text.replace(f"kernels.{old}", f"kernels.{new}")
-    return re.sub(rf"(?<![A-Za-z0-9.]){re.escape(old)}(?![A-Za-z0-9])", new, text)
+    own = "|".join(OWN_PREFIXES)
+    name = re.compile(rf"(?:(?P<prefix>(?:{own})_))?{re.escape(old)}(?P<rest>(?:_\w*)?)")
+
+    def one(m: re.Match) -> str:
+        word = m.group(0)
+        if word.startswith("kernels."):
+            return f"kernels.{new}" + word[len("kernels.") + len(old) :]
+        if m.group("dot"):
+            return word
+        hit = name.fullmatch(word)
+        return f"{hit['prefix'] or ''}{new}{hit['rest']}" if hit else word
+
+    return re.sub(rf"kernels\.{re.escape(old)}\b|(?P<dot>\.)?\b[A-Za-z_]\w*", one, text)
 
 
 def notes(name: str, source: str) -> str:

@@ -13,6 +13,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 transformers = pytest.importorskip("transformers", reason="transformers is in env/requirements.txt: run make setup")
 
 from tilekit.runtime import modules  # noqa: E402
+from tilekit.testing.model import relative_l2  # noqa: E402
 
 TINY = dict(
     vocab_size=128,
@@ -170,10 +171,6 @@ def test_the_sliding_window_mask_is_told_from_other_masks():
 def gpu():
     if not torch.cuda.is_available():
         pytest.skip("no CUDA GPU here (torch.cuda.is_available() is False): run on a GPU host, from the bundle")
-
-
-def relative_l2(y, ref) -> float:
-    return float((y.double() - ref.double()).norm() / ref.double().norm())
 
 
 @pytest.mark.parametrize("family", FAMILIES)

@@ -140,9 +140,17 @@ def _without_memory(t) -> bool:
     return is_fake(t)
 
 
-def _span(t) -> int:
-    """Bytes from t's first element to past its last."""
-    return (1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride()))) * t.element_size()
+def span(t) -> int:
+    """Elements from a tensor's first to its last, as ffi.rs's views index them (a stride-0 batch
+    spans one matrix, a column slice (rows - 1) * row stride + cols); an empty one none.
+
+    >>> import torch
+    >>> span(torch.empty(4, 3, 5)), span(torch.empty(3, 5).expand(4, 3, 5)), span(torch.empty(4, 5, 3).transpose(1, 2))
+    (60, 15, 60)
+    >>> span(torch.empty(2, 4096)[:, :8]), span(torch.empty(0, 4096)[:, :8])
+    (4104, 0)
+    """
+    return 1 + sum((size - 1) * stride for size, stride in zip(t.shape, t.stride())) if t.numel() else 0
 
 
 def _strides_where_sized(t) -> tuple:
@@ -174,7 +182,7 @@ def overlap(a, b) -> str:
         start_a, start_b = a.storage_offset() * a.element_size(), b.storage_offset() * b.element_size()
     else:
         start_a, start_b = a.data_ptr(), b.data_ptr()
-    if start_a + _span(a) <= start_b or start_b + _span(b) <= start_a:
+    if start_a + span(a) * a.element_size() <= start_b or start_b + span(b) * b.element_size() <= start_a:
         return "none"
     if start_a == start_b and a.shape == b.shape and a.dtype == b.dtype:
         if _strides_where_sized(a) == _strides_where_sized(b):
@@ -214,8 +222,8 @@ def internal_overlap(t) -> bool:
     return False
 
 
-def out_aliasing(kernel: str, out, in_place: tuple[str, ...], **inputs) -> tuple[str, ...]:
-    """The aliasing rule: the inputs `out` is in place of (each named in `in_place`); ValueError
+def out_aliasing(kernel: str, out, in_place: tuple[str, ...], **inputs) -> None:
+    """The aliasing rule: `out` may be an input named in `in_place` (an in-place call); ValueError
     naming out and the input for an in-place call the kernel cannot make, or any other overlap.
     Non-tensor inputs (scalars, None) are skipped."""
     import torch
@@ -225,14 +233,11 @@ def out_aliasing(kernel: str, out, in_place: tuple[str, ...], **inputs) -> tuple
             f"{kernel}: out {tuple(out.shape)} with strides {out.stride()} has elements that share memory (an "
             f"expanded tensor?): pass an out with a place of its own for each element"
         )
-    same = []
     for name, t in inputs.items():
         if not isinstance(t, torch.Tensor):
             continue
         how = overlap(out, t)
-        if how == "same" and name in in_place:
-            same.append(name)
-        elif how == "same":
+        if how == "same" and name not in in_place:
             can = f"runs in place only on {' or '.join(in_place)}" if in_place else "cannot run in place"
             raise ValueError(
                 f"{kernel}: out is {name} (the same memory, shape and strides), and {kernel} {can}: its tiles "
@@ -245,4 +250,3 @@ def out_aliasing(kernel: str, out, in_place: tuple[str, ...], **inputs) -> tuple
                 f"{tuple(t.shape)} with strides {t.stride()} share memory without being one tensor; pass an out "
                 f"that shares no memory with {name}{exact}"
             )
-    return tuple(same)

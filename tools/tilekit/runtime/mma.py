@@ -8,6 +8,7 @@ entries' checks (an operand's layout, the index range) and their tune key.
 from __future__ import annotations
 
 from tilekit.runtime import autotune
+from tilekit.runtime.checks import span
 
 DTYPES = ("bfloat16", "float16")
 # every knob -1 (persistent off): ffi_util::MmaVariant's defaults
@@ -69,19 +70,6 @@ def layout(kernel: str, name: str, t) -> bool:
         f"{kernel}: {name} must be contiguous in its last dim {_COLUMN_MAJOR[t.dim()]}, got strides "
         f"{t.stride()}; pass {name}.contiguous()"
     )
-
-
-def span(t) -> int:
-    """Elements from a tensor's first to its last, as ffi.rs's views index them (a stride-0 batch
-    spans one matrix, a column slice (rows - 1) * row stride + cols); an empty one none.
-
-    >>> import torch
-    >>> span(torch.empty(4, 3, 5)), span(torch.empty(3, 5).expand(4, 3, 5)), span(torch.empty(4, 5, 3).transpose(1, 2))
-    (60, 15, 60)
-    >>> span(torch.empty(2, 4096)[:, :8]), span(torch.empty(0, 4096)[:, :8])
-    (4104, 0)
-    """
-    return 1 + sum((size - 1) * stride for size, stride in zip(t.shape, t.stride())) if t.numel() else 0
 
 
 def check_index_range(kernel: str, dims: dict, **operands) -> None:

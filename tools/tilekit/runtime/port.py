@@ -117,10 +117,8 @@ def scratch_like(t):
     tune key's alignment, `with_alignment`, and the launcher's entries are those of t)."""
     import torch
 
-    size = t.element_size()
-    lead = t.data_ptr() % 256 // size
-    span = 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride()))
-    buffer = torch.empty(lead + span, dtype=t.dtype, device=t.device)
+    lead = t.data_ptr() % 256 // t.element_size()
+    buffer = torch.empty(lead + checks.span(t), dtype=t.dtype, device=t.device)
     return buffer.as_strided(t.shape, t.stride(), lead).copy_(t)
 
 
@@ -132,13 +130,11 @@ def tuning_tensors(out, args: tuple) -> tuple:
     call: a cached pick allocates nothing."""
     import torch
 
-    if not any(isinstance(a, torch.Tensor) and checks.overlap(out, a) != "none" for a in args):
+    aliased = [isinstance(a, torch.Tensor) and checks.overlap(out, a) != "none" for a in args]
+    if not any(aliased):
         return (out, *args)
     scratch = scratch_like(out)
-    return (
-        scratch,
-        *(scratch if isinstance(a, torch.Tensor) and checks.overlap(out, a) != "none" else a for a in args),
-    )
+    return (scratch, *(scratch if same else a for a, same in zip(args, aliased)))
 
 
 class CaptureNotWarm(RuntimeError):
@@ -235,8 +231,6 @@ def entry(*, layouts: dict[str, str], in_place: tuple[str, ...] = ()):
 
     These run before the entry's own checks. The decorated entry carries `.layouts`, `.in_place`
     and `.op` (the declaration that KernelSpec reads)."""
-    import inspect
-
     import torch
 
     def wrap(fn):

@@ -6,7 +6,7 @@ PyTorch, and use them in models. Three subpackages, one per concern; imports run
 - ``runtime``: what a kernel and a model import. A kernel's op.py, spec.py and baselines.py import
   only this: the C ABI (``ffi``), the entries' runtime (``port``: the ``entry`` decorator, the
   variant pick, the export call), argument checks (``checks``), ``autotune`` and the CUPTI timer it
-  uses (``bench``), PyTorch ops (``ops``), the kernel contract (``kernel``), the kernel families
+  uses (``bench``), the statistics that settle a few-µs config's ratio (``settle``), PyTorch ops (``ops``), the kernel contract (``kernel``), the kernel families
   (``norm``, ``gated``, ``mma`` and their baselines), the baselines' support (``baseline_support``,
   ``providers``, ``packages``, ``triton_tiles``, ``baseline_cases``), ``modules`` (model modules and
   the Hugging Face swap) and ``files`` (how every file the kit parses is read).

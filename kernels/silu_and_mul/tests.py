@@ -65,16 +65,16 @@ BASELINE_CASES = BaselineCases(
     ],
     plan_errors=[("config", (10, 1000, "fastest"), {}, "variant must be one of")],
     triton_compile=[
-        ("_triton_tiled_kernel", "bf16", {"ROWS": 2, "BLOCK": 2048}),
-        ("_triton_row_kernel", "fp16", {"BLOCK": 4096}),
+        ("gated_baselines.fused_tiled_kernel", "bf16", {"ACT": 0, "ROWS": 2, "BLOCK": 2048}),
+        ("gated_baselines.fused_row_kernel", "fp16", {"ACT": 0, "BLOCK": 4096}),
     ],
     cutile_kernels=[
         (kernel, dt, args, dt == "bfloat16")
         for dt in ("bfloat16", "float16", "float32")
         for kernel, args in (
-            (("gated_baselines.cutile_kernel", ("tiled", 4)), ["A2", "A2", "A2", 2, 2048]),
-            (("gated_baselines.cutile_kernel", ("wide", -1)), ["A2", "A2", "A2", 4, 2048]),
-            (("gated_baselines.cutile_kernel", ("row", 4)), ["A2", "A2", "A2", 4096]),
+            (("gated_baselines.cutile_kernel", ("tiled", 4)), ["A2", "A2", "A2", 0, 2, 2048]),
+            (("gated_baselines.cutile_kernel", ("wide", -1)), ["A2", "A2", "A2", 0, 4, 2048]),
+            (("gated_baselines.cutile_kernel", ("row", 4)), ["A2", "A2", "A2", 0, 4096]),
         )
     ],
     pinned=[("CUTILE_OCCUPANCY", lambda B: B.CUTILE_OCCUPANCY, 4, False)],

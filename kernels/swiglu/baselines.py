@@ -5,25 +5,24 @@
 a (gate) and b (up) are (m, H), f16/bf16/f32, last dim contiguous, each in rows of its own stride;
 out is (m, H) in a's dtype. Entries (a, b) -> out: ``torch_swiglu`` (``F.silu(a) * b``: two
 kernels, rounding silu(a) to the input dtype before the product, so it rounds twice),
-``triton_swiglu`` and ``cutile_swiglu`` (ours, f32 inside), and the providers' (below). Plans and
-cuTile kernels are silu_and_mul's tiled ones (its kernels take gate and up as two (m, H) arrays):
-"tiled" (~4K-element output tiles, "auto"), "wide" (~8K); the Triton kernel is this op's.
+``triton_swiglu`` and ``cutile_swiglu`` (ours, f32 inside: the gated family's split kernels,
+tilekit.runtime.gated_baselines, with SiLU), and the providers' (below). Plans are silu_and_mul's
+tiled ones: "tiled" (~4K-element output tiles, "auto"), "wide" (~8K).
 """
 
 import functools
 
 import torch
 
-from kernels.silu_and_mul import baselines as sam
 from tilekit.runtime import baseline_support as bs
-from tilekit.runtime import gated, gated_baselines
-from tilekit.runtime import providers
+from tilekit.runtime import gated, gated_baselines, providers
 
 triton, tl, _TRITON_ERROR = bs.import_triton()
 ct, _CUTILE_ERROR = bs.import_cutile()
 
 KERNEL = "swiglu"
-DTYPES = sam.DTYPES
+ACT = "silu"
+DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 VARIANTS = ("auto", "tiled", "wide")
 CUTILE_OCCUPANCY = gated.CUTILE_OCCUPANCY
 
@@ -34,11 +33,7 @@ cutile_config = functools.partial(gated.cutile_config, KERNEL, VARIANTS)
 
 
 def _check_inputs(a: torch.Tensor, b: torch.Tensor) -> None:
-    for name, t in (("a", a), ("b", b)):
-        bs.check_matrix(KERNEL, name, t, DTYPES, "(m, H)")
-    if a.shape != b.shape or a.dtype != b.dtype:
-        got = f"a {tuple(a.shape)} {a.dtype}, b {tuple(b.shape)} {b.dtype}"
-        raise ValueError(f"swiglu baseline: a and b must have one shape and dtype, got {got}")
+    gated_baselines.check_split(KERNEL, a, b, DTYPES)
 
 
 def torch_swiglu(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -47,43 +42,10 @@ def torch_swiglu(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.silu(a) * b
 
 
-if triton is not None:
-    from tilekit.runtime.triton_tiles import output_tile
-
-    @triton.jit
-    def _triton_tiled_kernel(
-        a_ptr, b_ptr, y_ptr, m, h, stride_a, stride_y, stride_b, ROWS: tl.constexpr, BLOCK: tl.constexpr
-    ):
-        """One ROWS x BLOCK output tile per program; the 1-D program id walks column tiles fastest."""
-        rows, cols, mask = output_tile(m, h, ROWS, BLOCK)
-        # a, b and out are touched once: evict_first keeps them from displacing anything useful.
-        g = tl.load(a_ptr + rows * stride_a + cols, mask=mask, other=0.0, eviction_policy="evict_first")
-        u = tl.load(b_ptr + rows * stride_b + cols, mask=mask, other=0.0, eviction_policy="evict_first")
-        g, u = g.to(tl.float32), u.to(tl.float32)
-        # sigmoid as 1 / (1 + exp(-g)): exp(-g) = inf for very negative g gives 0, not NaN.
-        y = (g / (1.0 + tl.exp(-g)) * u).to(y_ptr.dtype.element_ty)
-        tl.store(y_ptr + rows * stride_y + cols, y, mask=mask, eviction_policy="evict_first")
-
-
-def triton_swiglu(a: torch.Tensor, b: torch.Tensor, *, variant: str = "auto", **knobs) -> torch.Tensor:
-    """swiglu with our Triton kernel; `variant` and the knobs (block, rows, num_warps) as in
-    `triton_config`. b's row stride is the launch's one scalar (bs.launch_rows passes a's and y's)."""
-    bs.require(triton, unavailable_reason, "triton")
-    _check_inputs(a, b)
-    kernels = dict.fromkeys(VARIANTS[1:], _triton_tiled_kernel)
-    return bs.launch_rows(kernels, triton_config, (a, b), (b.stride(0),), variant=variant, knobs=knobs)
-
-
-def cutile_swiglu(
-    a: torch.Tensor, b: torch.Tensor, *, variant: str = "auto", occupancy: int = CUTILE_OCCUPANCY, **knobs
-) -> torch.Tensor:
-    """swiglu with silu_and_mul's cuTile Python kernels on the arrays a and b; `variant`, block and
-    rows as in `cutile_config`; occupancy 1..32, or -1 for the compiler's default."""
-    bs.require(ct, unavailable_reason, "cutile")
-    _check_inputs(a, b)
-    bs.require_cuda(KERNEL, "a", a)
-    kernels = {v: gated_baselines.cutile_kernel(v, occupancy) for v in VARIANTS[1:]}
-    return bs.launch_rows(kernels, cutile_config, (a, b), ct=ct, variant=variant, knobs=knobs)
+# Our Triton and cuTile Python entries: the gated family's split kernels with SiLU.
+cutile_swiglu, triton_swiglu = gated_baselines.split_entries(
+    KERNEL, ACT, VARIANTS, DTYPES, lambda backend: unavailable_reason(backend)
+)
 
 
 # TileGym: its cuTile swiglu(a, b), what tilegym.ops.get_swiglu() returns under the cutile backend

@@ -57,10 +57,10 @@ BASELINE_CASES = BaselineCases(
         for fn in ("triton_config", "cutile_config")
         for v in ("row", "fastest")
     ],
-    triton_compile=[("_triton_tiled_kernel", "bf16", {"ROWS": 2, "BLOCK": 2048})],
+    triton_compile=[("gated_baselines.split_tiled_kernel", "bf16", {"ACT": 0, "ROWS": 2, "BLOCK": 2048})],
     # silu_and_mul's kernels (its cases compile every dtype), here on the two arrays a and b
     cutile_kernels=[
-        (("gated_baselines.cutile_kernel", (variant, 4)), "bfloat16", ["A2", "A2", "A2", rows, 2048], True)
+        (("gated_baselines.cutile_kernel", (variant, 4)), "bfloat16", ["A2", "A2", "A2", 0, rows, 2048], True)
         for variant, rows in (("tiled", 2), ("wide", 4))
     ],
     pinned=[("CUTILE_OCCUPANCY", lambda B: B.CUTILE_OCCUPANCY, 4, False)],

@@ -1,6 +1,7 @@
-"""The gated-activation family (kernels/silu_and_mul: x = [gate | up]; kernels/swiglu: gate and up
-apart), out (m, H) = silu(gate) * up elementwise, f32 inside: what both ports and both baselines
-share. Pure: no GPU, no triton, no cuda.tile.
+"""The gated-activation family (kernels/silu_and_mul and kernels/gelu_and_mul: x = [gate | up];
+kernels/swiglu: gate and up apart), out (m, H) = act(gate) * up elementwise, f32 inside: what the
+ports and the baselines share (the kernels themselves: cutile_kernels/src/gated.rs,
+tilekit.runtime.gated_baselines). Pure: no GPU, no triton, no cuda.tile.
 
 Port (op.py): the knobs (block = column tile, rows per tile block, occupancy, worker warps), ffi.rs's
 default tile, the tune key and the candidates autotune times (kernels/silu_and_mul/NOTES.md, "The
@@ -10,8 +11,14 @@ column tile is the port's default one (`default_block`).
 
 from __future__ import annotations
 
-from tilekit.runtime import autotune
+from tilekit.runtime import autotune, checks, port
 from tilekit.runtime import baseline_support as bs
+from tilekit.runtime.kernel import BadInput, FfiCase, KernelSpec, call, generator, row_kernel, shapes, torch_dtype
+
+# -- the activations -------------------------------------------------------------------------------
+
+# name -> the kernels' ACT constant (gated.rs `Act`: Silu = 0, GeluTanh = 1)
+ACTS = {"silu": 0, "gelu_tanh": 1}
 
 # -- the port -----------------------------------------------------------------------------------
 
@@ -21,6 +28,18 @@ DEFAULT_VARIANT = {"block": -1, "rows": -1, "occupancy": 4}
 DEFAULT_TILE = 4096  # output elements per tile block of the default (ffi.rs DEFAULT_TILE_ELEMS)
 # ffi.rs MERGED_TAIL: at most this many columns past the whole tiles go to the last whole one
 MERGED_TAIL = 64
+
+
+def fused_rows(op: str, kernel: str, x, out, variant):
+    """The body of a fused member's entry (x = [gate | up], (..., 2H) -> (..., H)): x and out
+    checked, then tilekit.runtime.port.rows on x's rows (`op`: the member's op.py module name)."""
+    if x.shape[-1] % 2 != 0:
+        raise ValueError(f"{kernel}: x must be (..., 2H) with an even last dim, got shape {tuple(x.shape)}")
+    checks.dtypes(kernel, DTYPES, x=x)
+    checks.contiguous_last_dim(kernel, size_one_ok=True, x=x)
+    checks.out_matches(kernel, out, (*x.shape[:-1], x.shape[-1] // 2), x)
+    checks.cuda(kernel, x=x)
+    return port.rows(op, x, out, x.shape[-1] // 2, variant=variant)
 
 
 def export_args(block: int, rows: int, occupancy: int, warps: int = -1) -> tuple[int, ...]:
@@ -113,8 +132,8 @@ def cutile_config(kernel, variants, m, h, sms, variant="auto", *, block=None, ro
 
 # -- the declarations (spec.py) --------------------------------------------------------------------
 
-# Written into the first gate entries of row 0 (plant_saturating_gates): silu saturates to 0 and to
-# the identity there, and a sigmoid written exp(a) / (1 + exp(a)) turns 100 into NaN.
+# Written into the first gate entries of row 0 (plant_saturating_gates): silu and gelu saturate to 0
+# and to the identity there, and a sigmoid written exp(a) / (1 + exp(a)) turns 100 into NaN.
 SATURATING_GATES = (-100.0, -30.0, 30.0, 100.0)
 
 # (m, h, dtype) of variant_shapes with partial tiles for every variant: 37 rows (partial row tiles
@@ -131,11 +150,16 @@ def plant_saturating_gates(gate) -> None:
     gate[0, :k] = torch.tensor(SATURATING_GATES[:k], dtype=gate.dtype, device=gate.device)
 
 
-def reference(gate, up):
-    """float64 silu(gate) * up."""
+def reference(gate, up, act: str = "silu"):
+    """float64 act(gate) * up: silu(g) = g * sigmoid(g); gelu_tanh(g) = 0.5 g (1 + tanh(sqrt(2/pi) (g
+    + 0.044715 g^3))), torch's gelu(approximate="tanh")."""
     import torch
 
     gate = gate.double()
+    if act == "gelu_tanh":
+        return torch.nn.functional.gelu(gate, approximate="tanh") * up.double()
+    if act != "silu":
+        raise ValueError(f"unknown activation {act!r}; known: {sorted(ACTS)}")
     return gate * torch.sigmoid(gate) * up.double()
 
 
@@ -144,3 +168,68 @@ def bytes_moved(cfg: dict) -> int:
     import torch
 
     return 3 * cfg["m"] * cfg["h"] * torch.finfo(getattr(torch, cfg["dtype"])).bits // 8
+
+
+def fused_spec(op, act: str, **fields) -> KernelSpec:
+    """The declaration of a fused member (x = [gate | up] (m, 2H) -> out (m, H) = act(gate) * up;
+    configs name the output width `h`) with what the members share: correctness and variant
+    shapes, inputs, the float64 reference of `act`, the bytes model, bad inputs and the export's
+    validation cases. `fields` give the rest (perf_configs) and may replace any of those."""
+    import torch
+
+    kernel = port.name(op)
+
+    def make_inputs(cfg: dict, device="cuda", seed: int | None = None) -> dict:
+        """Fresh random inputs (never zeros): x ~ N(0, 2^2), so gates reach the activation's curved
+        and flat parts, plus SATURATING_GATES at the start of row 0's gate."""
+        g, dt, m, h = generator(device, seed), torch_dtype(cfg["dtype"]), cfg["m"], cfg["h"]
+        x = 2 * torch.randn(m, cfg.get("row_stride", 2 * h), generator=g, device=device, dtype=torch.float32)
+        x = x.to(dt)[:, : 2 * h]
+        plant_saturating_gates(x[:, :h])
+        return {"x": x}
+
+    def fused_reference(inputs: dict):
+        x = inputs["x"]
+        h = x.shape[-1] // 2
+        return reference(x[:, :h], x[:, h:], act)
+
+    def x_out(x=(4, 16), out=(4, 8)):
+        """An FfiCase's x and out."""
+        return {"x": torch.randn(*x), "out": torch.empty(*out)}
+
+    shared = dict(
+        # Tiny to large and irregular H; row_stride > 2H exercises padded rows; 4097 leaves a
+        # 1-element last tile.
+        correctness_shapes=shapes(
+            "m h row_stride", *((1, 1), (3, 1000), (257, 4097), (4096, 4096, 8320), (1000, 14336), (65536, 4096))
+        ),
+        make_inputs=make_inputs,
+        reference=fused_reference,
+        bytes_moved=bytes_moved,
+        # VARIANT_EDGES: partial row and column tiles for every variant (the masked pointer-tile
+        # entry); 64 x 4096 with padded rows: every variant unmasked. "default" is checked there too.
+        variant_shapes=shapes("m h dtype row_stride", *VARIANT_EDGES, (64, 4096, "float16", 8200)),
+        every_variant_default=True,
+        bad_inputs={
+            "odd_last_dim": BadInput(lambda: call(torch.randn(4, 7)), ValueError, "even last dim"),
+            "int32": BadInput(lambda: call(torch.ones(4, 8, dtype=torch.int32)), TypeError, "must be one of"),
+            "out_shape": BadInput(
+                lambda: call(torch.randn(4, 8), out=torch.empty(4, 8)), ValueError, "out must be (4, 4)"
+            ),
+        },
+        ffi_cases={
+            "odd_last_dim": FfiCase(lambda: x_out((4, 15), (4, 7)), message="`x` last dim 15 must be even"),
+            "out_shape": FfiCase(lambda: x_out(out=(4, 16)), message="`out` shape [4, 16] must be [m, H] = [4, 8]"),
+            "out_is_gate_half_of_x": FfiCase(
+                lambda: (lambda x: {"x": x, "out": x[:, :8]})(torch.randn(4, 16)),
+                message=f"`out` overlaps `x`: {kernel}",
+            ),
+            "block_not_pow2": FfiCase(variant={"block": 24}, message="block must be a power of two"),
+            "tile_too_big": FfiCase(variant={"block": 16384, "rows": 2}, message="block*rows <= 16384"),
+            # x (4, 16) in rows of 20, out (4, 8) in rows of 12: valid, so the call reaches device set-up
+            "padded_rows": FfiCase(
+                lambda: {"x": torch.randn(4, 20)[:, :16], "out": torch.empty(4, 12)[:, :8]}, code=-4
+            ),
+        },
+    )
+    return row_kernel(op, "h", **{**shared, **fields})

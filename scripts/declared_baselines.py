@@ -1,6 +1,8 @@
 """The baselines each kernel declares, for the Makefile's default BASELINES: the string keys of the
-`BACKENDS` dict in kernels/<k>/baselines.py and the keywords of its `**providers.backends(...)`,
-read with `ast` (the file is not imported: no torch, a few milliseconds per make call).
+`BACKENDS` dict in kernels/<k>/baselines.py, the keywords of its `**providers.backends(...)` and,
+for a family member, cutile, triton and torch where it unpacks its family's `**<family>_entries(...)`
+(tilekit.runtime.gated_baselines.fused_entries: our three entries), read with `ast` (the file is not
+imported: no torch, a few milliseconds per make call).
 
     python3 scripts/declared_baselines.py rms_norm matmul
     rms_norm=cutile,triton,torch,tilegym,liger,liger_cutile matmul=cutile,triton,torch,tilegym
@@ -16,6 +18,13 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+OURS = ("cutile", "triton", "torch")  # the keys of a family's *_entries(...), in order
+
+
+def _called(call: ast.Call) -> str:
+    """The called function's name (`f` of `f(...)` or `m.f(...)`), or ''."""
+    f = call.func
+    return f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
 
 
 def declared(path: Path) -> list[str]:
@@ -30,6 +39,8 @@ def declared(path: Path) -> list[str]:
         for key, value in zip(node.value.keys, node.value.values):
             if isinstance(key, ast.Constant) and isinstance(key.value, str):
                 names.append(key.value)
+            elif key is None and isinstance(value, ast.Call) and _called(value).endswith("_entries"):
+                names += list(OURS)  # **gated_baselines.fused_entries(...): a family's own three
             elif key is None and isinstance(value, ast.Call):  # **providers.backends(name=..., ...)
                 names += [kw.arg for kw in value.keywords if kw.arg]
         return names

@@ -966,6 +966,17 @@ pub fn assert_hints_checked<T: std::fmt::Debug>(warps: bool, plan: impl Fn(i32, 
     }
 }
 
+/// Test helper: `plan(block, rows)` of a row tiling ([`row_tile`], tiles of at most `max_elems`
+/// elements) refuses with -6 a block or rows that is not a power of two (or below 16 for the
+/// block) and a tile past `max_elems`, each naming the knob.
+#[cfg(test)]
+pub fn assert_row_tile_checked<T: std::fmt::Debug>(max_elems: i32, plan: impl Fn(i32, i32) -> FfiResult<T>) {
+    for (block, rows) in [(24, 1), (-2, 1), (8, 1), (16, 3), (max_elems, 2)] {
+        let needle = if rows == 2 { "block*rows" } else { "power of two" };
+        assert_fails(plan(block, rows), rc::INVALID_ARGUMENT, needle);
+    }
+}
+
 /// A 16-byte-aligned device address, as PyTorch's allocator hands out: the pointer hints of the
 /// perf-config specializations.
 #[cfg(test)]

@@ -542,39 +542,54 @@ pub fn launch_split<T: Element>(
     }
 }
 
-/// Test helpers for the member kernels' ffi.rs.
-#[cfg(test)]
-pub mod testing {
-    use super::Act;
-    use crate::ffi_util::{self, DeviceModule, ALIGNED_PTR};
+/// A member kernel's launcher, for its ffi.rs: `gated_export!(fused, "<name>", cutile_<name>)` (or
+/// `split`) defines `KERNEL`, `plan()` ([`plan_fused`] / [`plan_split`] with the knobs block, rows,
+/// occupancy, warps), `launch()` ([`launch_fused`] / [`launch_split`] with kernel.rs's `ACT`) and
+/// the C export (`export!`): fused `cutile_<name>(out, x, knobs..., device_id, stream)`, split
+/// `cutile_<name>(out, a, b, knobs..., device_id, stream)`.
+#[macro_export]
+macro_rules! gated_export {
+    (fused, $kernel:literal, $export:ident) => {
+        use $crate::ffi_util::{Element, FfiResult, TensorDesc};
+        use $crate::gated::Plan;
 
-    pub const DEVICE: DeviceModule = DeviceModule { ast: super::device::__module_ast_self, name: "gated_device" };
+        const KERNEL: &str = $kernel;
 
-    /// (entry, ROWS, BLOCK, m, h, occupancy, warps) of one specialization a perf config JITs.
-    pub type PerfCase<'a> = (&'a str, &'a str, &'a str, i32, i32, i32, Option<i32>);
-
-    /// Each specialization a perf config JITs at run time (`cases`), with the launcher's divisibility hints (16-byte-aligned pointers and strides: the
-    /// wide-access code the GPU runs), lowered and assembled for `act`. Fused entries get x's
-    /// pointers (up H bf16 elements past the gate) and stride; split ones three tensors of rows h.
-    pub fn perf_specializations_lower(act: Act, cases: &[PerfCase]) {
-        let act_generic = (act as i32).to_string();
-        for &(entry, rows, block, m, h, occupancy, warps) in cases {
-            let fused = entry.starts_with("fused");
-            let ptrs = if fused {
-                [("out_ptr", ALIGNED_PTR), ("gate_ptr", ALIGNED_PTR), ("up_ptr", ALIGNED_PTR + 2 * h as u64)]
-            } else {
-                [("out_ptr", ALIGNED_PTR), ("a_ptr", ALIGNED_PTR << 1), ("b_ptr", ALIGNED_PTR << 2)]
-            };
-            let ints: Vec<(&str, i32)> = if fused {
-                vec![("m", m), ("h", h), ("stride_x", 2 * h), ("stride_out", h)]
-            } else {
-                vec![("m", m), ("h", h), ("stride_a", h), ("stride_b", h), ("stride_out", h)]
-            };
-            let options = ffi_util::compile_options(Some(occupancy), warps);
-            let what = format!(" for {m}x{h}, occupancy {occupancy}, warps {warps:?}, {act:?}");
-            DEVICE.assert_div_hints_lower(entry, &["bf16", rows, block, &act_generic], &ptrs, &ints, options, &what);
+        pub fn plan(
+            out: &TensorDesc, x: &TensorDesc, block: i32, rows: i32, occupancy: i32, warps: i32,
+        ) -> FfiResult<Plan> {
+            $crate::gated::plan_fused(KERNEL, out, x, [block, rows, occupancy, warps])
         }
-    }
+
+        fn launch<T: Element>(
+            p: &Plan, out: &TensorDesc, x: &TensorDesc, stream: &std::sync::Arc<cutile::cuda_core::Stream>,
+        ) -> FfiResult<()> {
+            $crate::gated::launch_fused::<T>(super::kernel::ACT, p, out, x, stream)
+        }
+
+        $crate::export!($export(out, x; block: i32, rows: i32, occupancy: i32, warps: i32));
+    };
+    (split, $kernel:literal, $export:ident) => {
+        use $crate::ffi_util::{Element, FfiResult, TensorDesc};
+        use $crate::gated::Plan;
+
+        const KERNEL: &str = $kernel;
+
+        pub fn plan(
+            out: &TensorDesc, a: &TensorDesc, b: &TensorDesc, block: i32, rows: i32, occupancy: i32, warps: i32,
+        ) -> FfiResult<Plan> {
+            $crate::gated::plan_split(KERNEL, out, a, b, [block, rows, occupancy, warps])
+        }
+
+        fn launch<T: Element>(
+            p: &Plan, out: &TensorDesc, a: &TensorDesc, b: &TensorDesc,
+            stream: &std::sync::Arc<cutile::cuda_core::Stream>,
+        ) -> FfiResult<()> {
+            $crate::gated::launch_split::<T>(super::kernel::ACT, p, out, a, b, stream)
+        }
+
+        $crate::export!($export(out, a, b; block: i32, rows: i32, occupancy: i32, warps: i32));
+    };
 }
 
 #[cfg(test)]
@@ -582,9 +597,10 @@ mod tests {
     //! CPU tests: validation and entry choice of both layouts, and every entry lowered to Tile IR
     //! for sm_90 (stage 1 of the JIT, which needs no GPU) and assembled by tileiras when it is
     //! found, for every dtype and activation.
-    use super::testing::DEVICE;
     use super::*;
-    use crate::ffi_util::{assert_fails, rc};
+    use crate::ffi_util::{assert_fails, rc, DeviceModule, ALIGNED_PTR};
+
+    const DEVICE: DeviceModule = DeviceModule { ast: device::__module_ast_self, name: "gated_device" };
 
     const KNOBS: [i32; 4] = [-1; 4];
 
@@ -685,17 +701,13 @@ mod tests {
             (x, out_desc(DType::F32, &[4, 8], &[1, 4]), 16, 1, "contiguous"),
             (x_desc(DType::F32, &[4, 16], &[8, 1]), y, 16, 1, "overlap"),
             (x, out_desc(DType::F32, &[4, 8], &[4, 1]), 16, 1, "overlap"),
-            (x, y, 24, 1, "power of two"),
-            (x, y, -2, 1, "power of two"),
-            (x, y, 8, 1, "power of two"),
-            (x, y, 16, 3, "power of two"),
-            (x, y, 16384, 2, "block*rows"),
             (x, desc_at(0x10000 + 8 * 4, DType::F32, &[4, 8], &[16, 1]), 16, 1, "`out` overlaps `x`: k writes"),
             (x_desc(DType::F32, &[4], &[1]), y, 16, 1, "2 dims"),
         ];
         for (x, out, block, rows, needle) in cases {
             assert_fails(fused(&out, &x, block, rows), rc::INVALID_ARGUMENT, needle);
         }
+        ffi_util::assert_row_tile_checked(MAX_TILE_ELEMS, |block, rows| fused(&y, &x, block, rows));
     }
 
     #[test]
@@ -719,9 +731,6 @@ mod tests {
             (with(1, &[4, 8], &[4, 1]), 16, 1, "`b` row stride 4 < its row length 8"),
             (at(2, ok[0].data + 4 * 31), 16, 1, "`out` overlaps `a`: k writes"), // out starts at a's last element
             (at(2, ok[1].data - 4 * 31), 16, 1, "`out` overlaps `b`"),           // out ends at b's first element
-            (ok, 24, 1, "power of two"),
-            (ok, 16, 3, "power of two"),
-            (ok, 16384, 2, "block*rows"),
             (with(1, &[32], &[1]), 16, 1, "`b` must have 2 dims"),
         ];
         for (d, block, rows, needle) in cases {
@@ -887,5 +896,78 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The entry a plan runs.
+    fn entry_of(layout: &str, p: &Plan) -> String {
+        let form = match (p.exact, p.merged_tail, p.masked) {
+            (true, _, _) => "_exact",
+            (_, true, _) => "_masked_tail",
+            (_, _, true) => "_masked",
+            _ => "",
+        };
+        format!("{layout}{form}")
+    }
+
+    /// Every specialization a member's perf configs (m, h) JIT at run time in each tile [rows,
+    /// block, occupancy, warps] (-1: the compiler's): the entry its plan picks for contiguous bf16
+    /// tensors, with the launcher's divisibility hints (16-byte-aligned pointers and rows: the
+    /// wide-access code the GPU runs), lowered and assembled for `act`.
+    fn perf_specializations_lower(act: Act, layout: &str, configs: &[(i32, i32)], tiles: &[[i32; 4]]) {
+        let fused = layout == "fused";
+        for &(m, h) in configs {
+            let (m64, h64) = (m as i64, h as i64);
+            let desc = |i: u64, w: i64| TensorDesc::from_parts(i << 40, DType::BF16, &[m64, w], &[w, 1]);
+            let (ptrs, ints) = if fused {
+                let ptrs =
+                    [("out_ptr", ALIGNED_PTR), ("gate_ptr", ALIGNED_PTR), ("up_ptr", ALIGNED_PTR + 2 * h as u64)];
+                (ptrs, vec![("m", m), ("h", h), ("stride_x", 2 * h), ("stride_out", h)])
+            } else {
+                let ptrs = [("out_ptr", ALIGNED_PTR), ("a_ptr", ALIGNED_PTR << 1), ("b_ptr", ALIGNED_PTR << 2)];
+                (ptrs, vec![("m", m), ("h", h), ("stride_a", h), ("stride_b", h), ("stride_out", h)])
+            };
+            for &[rows, block, occupancy, warps] in tiles {
+                let knobs = [block, rows, occupancy, warps];
+                let p = if fused {
+                    plan_fused("k", &desc(2, h64), &desc(1, 2 * h64), knobs)
+                } else {
+                    plan_split("k", &desc(3, h64), &desc(1, h64), &desc(2, h64), knobs)
+                };
+                let p = p.unwrap();
+                let (rows, block, act_generic) = (rows.to_string(), block.to_string(), (act as i32).to_string());
+                let tail = MERGED_TAIL.to_string();
+                let mut generics = vec!["bf16", &rows, &block, &act_generic];
+                if p.merged_tail {
+                    generics.insert(3, &tail);
+                }
+                let options = ffi_util::compile_options(p.row.occupancy, p.row.warps);
+                let what = format!(" for {m}x{h}, occupancy {occupancy}, warps {warps}, {act:?}");
+                DEVICE.assert_div_hints_lower(&entry_of(layout, &p), &generics, &ptrs, &ints, options, &what);
+            }
+        }
+    }
+
+    /// The members' perf configs in the tiles autotune tries most (tilekit.runtime.gated.variants).
+    #[test]
+    fn members_perf_config_specializations_lower_and_assemble_for_sm90() {
+        use crate::{gelu_and_mul, silu_and_mul, swiglu};
+        let llama = [(65536, 4096), (16384, 14336), (16384, 11008), (16384, 13824), (16384, 18944), (256, 14336)];
+        let tiles = [[1, 1024, 8, -1], [2, 2048, 4, -1], [1, 2048, 8, 8]];
+        perf_specializations_lower(silu_and_mul::kernel::ACT, "fused", &llama, &tiles);
+        perf_specializations_lower(silu_and_mul::kernel::ACT, "fused", &[(16384, 4097)], &[[1, 2048, 2, -1]]);
+        perf_specializations_lower(swiglu::kernel::ACT, "split", &llama, &tiles[..2]);
+        let gemma = [(16384, 16384), (16384, 24576), (16384, 9216), (256, 9216)];
+        perf_specializations_lower(gelu_and_mul::kernel::ACT, "fused", &gemma, &tiles[..2]);
+    }
+
+    /// Each member's export names it in its errors (the macro's KERNEL).
+    #[test]
+    fn members_name_themselves_in_their_errors() {
+        let d = |i: u64, shape: &[i64]| TensorDesc::from_parts(i << 40, DType::I32, shape, &[shape[1], 1]);
+        let (x, y) = (d(1, &[4, 16]), d(2, &[4, 8]));
+        let rc = rc::UNSUPPORTED_DTYPE;
+        assert_fails(crate::silu_and_mul::ffi::plan(&y, &x, -1, -1, -1, -1), rc, "silu_and_mul supports f32");
+        assert_fails(crate::gelu_and_mul::ffi::plan(&y, &x, -1, -1, -1, -1), rc, "gelu_and_mul supports f32");
+        assert_fails(crate::swiglu::ffi::plan(&y, &y, &y, -1, -1, -1, -1), rc, "swiglu supports f32");
     }
 }

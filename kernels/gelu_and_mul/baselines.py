@@ -7,40 +7,19 @@ tilekit.runtime.gated_baselines); variants and knobs are silu_and_mul's. No prov
 
 import functools
 
-import torch
-
 from tilekit.runtime import baseline_support as bs
 from tilekit.runtime import gated, gated_baselines, providers
+from tilekit.runtime.gated import CUTILE_OCCUPANCY  # noqa: F401 (the contract's name)
+from tilekit.runtime.gated_baselines import FUSED_VARIANTS as VARIANTS
 
 triton, tl, _TRITON_ERROR = bs.import_triton()
 ct, _CUTILE_ERROR = bs.import_cutile()
 
 KERNEL, ACT = "gelu_and_mul", "gelu_tanh"
-DTYPES = (torch.float16, torch.bfloat16, torch.float32)
-VARIANTS = ("auto", "tiled", "wide", "row")
 config = functools.partial(gated.config, KERNEL, VARIANTS)
-CUTILE_OCCUPANCY = gated.CUTILE_OCCUPANCY
-
-
-def _check_inputs(x: torch.Tensor) -> int:
-    return gated_baselines.check_fused(KERNEL, x, DTYPES)
-
-
-def torch_gelu_and_mul(x: torch.Tensor) -> torch.Tensor:
-    """PyTorch eager: the tanh GELU of the gate half times the up half."""
-    h = _check_inputs(x)
-    return torch.nn.functional.gelu(x[:, :h], approximate="tanh") * x[:, h:]
-
-
-cutile_gelu_and_mul, triton_gelu_and_mul = gated_baselines.fused_entries(
-    KERNEL, ACT, VARIANTS, DTYPES, lambda backend: unavailable_reason(backend)
-)
-
-
+_check_inputs = functools.partial(gated_baselines.check_fused, KERNEL)
 BACKENDS = {
-    "cutile": cutile_gelu_and_mul,
-    "triton": triton_gelu_and_mul,
-    "torch": torch_gelu_and_mul,
+    **gated_baselines.fused_entries(KERNEL, ACT, VARIANTS, lambda backend: unavailable_reason(backend)),
     **providers.backends(
         tilegym="TileGym 1.5.1's geglu(x, approximate='tanh') computes x[:, :H] * gelu(x[:, H:]): the GELU on "
         "the other half, another op (and it needs x contiguous)",
@@ -49,6 +28,8 @@ BACKENDS = {
         liger_cutile="Liger's cuTile LigerGELUMulFunction(a, b) copies x's strided halves (.contiguous()) alike",
     ),
 }
+
+cutile_gelu_and_mul, triton_gelu_and_mul, torch_gelu_and_mul = (BACKENDS[b] for b in ("cutile", "triton", "torch"))
 
 
 def unavailable_reason(backend: str) -> str | None:

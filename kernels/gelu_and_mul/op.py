@@ -9,9 +9,7 @@ autotune space are the gated family's (silu_and_mul's).
 
 from __future__ import annotations
 
-from torch import Tensor
-
-from tilekit.runtime import gated, port
+from tilekit.runtime import gated
 from tilekit.runtime.gated import DEFAULT_VARIANT, DTYPES, default_block, export_args, tune_key, variants  # noqa: F401
 
 CDEF = """
@@ -21,7 +19,5 @@ int32_t cutile_gelu_and_mul(const TensorDesc* out, const TensorDesc* x,
 """
 
 
-@port.entry(layouts={"x": "(..., 2H)"})
-def gelu_and_mul(x: Tensor, *, variant: str | dict = "auto", out: Tensor | None = None) -> Tensor:
-    """gelu_tanh(gate) * up, x = [gate | up]; ValueError/TypeError on bad input, ffi.KernelError on a failed call."""
-    return gated.fused_rows(__name__, "gelu_and_mul", x, out, variant)
+# The entry gelu_and_mul(x, *, variant="auto", out=None): the gated family's fused one.
+gelu_and_mul = gated.fused_entry(__name__, "gelu_and_mul", "gelu_tanh")

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from kernels.gelu_and_mul.spec import SPEC
-from tilekit.runtime.baseline_cases import DTYPES, BaselineCases, Has, tile_plan
+from tilekit.runtime import gated
+from tilekit.runtime.baseline_cases import Has, tile_plan
 
 
 def test_reference_is_the_tanh_gelu_of_the_gate_times_up():
@@ -32,21 +33,8 @@ def test_the_baselines_sigmoid_form_is_the_tanh_gelu():
     )
 
 
-BASELINE_CASES = BaselineCases(
+BASELINE_CASES = gated.fused_baseline_cases(  # the family's cases, and this kernel's plans and kernels
     SPEC,
-    # silu_and_mul's cases: irregular H, padded rows, partial row tiles, several column tiles.
-    interpreted=[
-        (dict(s, dtype=dt), v, k)
-        for dt in DTYPES
-        for s in ({"m": 3, "h": 1000}, {"m": 2, "h": 4097}, {"m": 5, "h": 1000, "row_stride": 2080}, {"m": 1, "h": 1})
-        for v, k in [(v, {}) for v in ("tiled", "wide", "row", "auto")] + [("tiled", {"block": 256, "rows": 2})]
-    ],
-    torch_case=({"m": 5, "h": 1000, "row_stride": 2080, "dtype": "float32"}, 1e-5),
-    bad_inputs=[
-        ((torch.randn(2, 3, 4),), ValueError, "must be 2-D"),
-        ((torch.randn(2, 5),), ValueError, "must be even"),
-        ((torch.randn(2, 4, dtype=torch.float64),), TypeError, "must be one of"),
-    ],
     plans=[
         ("config", (16384, 16384), tile_plan("tiled", 4096, 1, 16384 * 4)),
         ("config", (256, 9216, "row"), Has(block=4096, grid=256)),
@@ -60,5 +48,4 @@ BASELINE_CASES = BaselineCases(
         (("gated_baselines.cutile_kernel", ("tiled", 4)), "bfloat16", ["A2", "A2", "A2", 1, 2, 2048], True),
         (("gated_baselines.cutile_kernel", ("row", 4)), "float16", ["A2", "A2", "A2", 1, 4096], False),
     ],
-    pinned=[("CUTILE_OCCUPANCY", lambda B: B.CUTILE_OCCUPANCY, 4, False)],
 )

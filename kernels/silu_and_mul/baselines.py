@@ -14,47 +14,25 @@ libraries (tilekit.runtime.providers): tilegym and liger; liger_cutile says why 
 
 import functools
 
-import torch
-
 from tilekit.runtime import baseline_support as bs
 from tilekit.runtime import gated, gated_baselines, providers
+from tilekit.runtime.gated import CUTILE_OCCUPANCY  # noqa: F401 (the contract's name)
+from tilekit.runtime.gated_baselines import FUSED_VARIANTS as VARIANTS
 
 triton, tl, _TRITON_ERROR = bs.import_triton()
 ct, _CUTILE_ERROR = bs.import_cutile()
 
-KERNEL = "silu_and_mul"
-ACT = "silu"
-DTYPES = (torch.float16, torch.bfloat16, torch.float32)
-VARIANTS = ("auto", "tiled", "wide", "row")
+KERNEL, ACT = "silu_and_mul", "silu"
 
 # The launch plans (tilekit.runtime.gated, swiglu's too): (m, h[, sms], variant="auto", *, block, rows[, num_warps]).
 config = functools.partial(gated.config, KERNEL, VARIANTS)
 triton_config = functools.partial(gated.triton_config, KERNEL, VARIANTS)
 cutile_config = functools.partial(gated.cutile_config, KERNEL, VARIANTS)
-CUTILE_OCCUPANCY = gated.CUTILE_OCCUPANCY
+_check_inputs = functools.partial(gated_baselines.check_fused, KERNEL)  # x -> H, or the error
 
-
-def _check_inputs(x: torch.Tensor) -> int:
-    """Validate x; return H."""
-    return gated_baselines.check_fused(KERNEL, x, DTYPES)
-
-
-def torch_silu_and_mul(x: torch.Tensor) -> torch.Tensor:
-    """PyTorch eager: silu of the gate half times the up half."""
-    h = _check_inputs(x)
-    return torch.nn.functional.silu(x[:, :h]) * x[:, h:]
-
-
-# Our Triton and cuTile Python entries: the gated family's kernels with SiLU.
-cutile_silu_and_mul, triton_silu_and_mul = gated_baselines.fused_entries(
-    KERNEL, ACT, VARIANTS, DTYPES, lambda backend: unavailable_reason(backend)
-)
-
-
+# Ours and torch's (F.silu(x[:, :H]) * x[:, H:]): the gated family's, with SiLU.
 BACKENDS = {
-    "cutile": cutile_silu_and_mul,
-    "triton": triton_silu_and_mul,
-    "torch": torch_silu_and_mul,
+    **gated_baselines.fused_entries(KERNEL, ACT, VARIANTS, lambda backend: unavailable_reason(backend)),
     **providers.backends(
         tilegym=lambda ops, x: ops.silu_and_mul(x),
         liger=lambda ops, x: ops.swiglu.LigerFusedGateUpSiLUMulFunction.apply(x, False),
@@ -62,6 +40,8 @@ BACKENDS = {
         "strided halves of x (.contiguous()) before its kernel: an unfair time; it fits the two-tensor swiglu op",
     ),
 }
+
+cutile_silu_and_mul, triton_silu_and_mul, torch_silu_and_mul = (BACKENDS[b] for b in ("cutile", "triton", "torch"))
 
 
 def unavailable_reason(backend: str) -> str | None:

@@ -8,9 +8,7 @@ the autotuned candidate of `variants` for this GPU, dtype and shape class, "defa
 
 from __future__ import annotations
 
-from torch import Tensor
-
-from tilekit.runtime import gated, port
+from tilekit.runtime import gated
 
 # op.py's contract names (tilekit.runtime.kernel): the gated family's (swiglu's, gelu_and_mul's too)
 from tilekit.runtime.gated import DEFAULT_VARIANT, DTYPES, default_block, export_args, tune_key, variants  # noqa: F401
@@ -22,7 +20,5 @@ int32_t cutile_silu_and_mul(const TensorDesc* out, const TensorDesc* x,
 """
 
 
-@port.entry(layouts={"x": "(..., 2H)"})
-def silu_and_mul(x: Tensor, *, variant: str | dict = "auto", out: Tensor | None = None) -> Tensor:
-    """silu(gate) * up, x = [gate | up]; ValueError/TypeError on bad input, ffi.KernelError on a failed call."""
-    return gated.fused_rows(__name__, "silu_and_mul", x, out, variant)
+# The entry silu_and_mul(x, *, variant="auto", out=None): the gated family's fused one.
+silu_and_mul = gated.fused_entry(__name__, "silu_and_mul", "silu")

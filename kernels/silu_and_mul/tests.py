@@ -9,7 +9,8 @@ import torch
 
 from kernels.silu_and_mul.spec import SPEC
 from tilekit.testing import harness
-from tilekit.runtime.baseline_cases import DTYPES, BaselineCases, Has, tile_plan
+from tilekit.runtime import gated
+from tilekit.runtime.baseline_cases import Has, tile_plan
 
 
 def test_op_3d_input_cutile_rs(cuda):
@@ -32,24 +33,8 @@ def test_make_inputs_pads_rows_and_plants_saturating_gates():
     )
 
 
-BASELINE_CASES = BaselineCases(
+BASELINE_CASES = gated.fused_baseline_cases(  # the family's cases, and this kernel's plans and kernels
     SPEC,
-    # Irregular H (1, 1000, 4097), padded rows, row tiles that run past m, several column tiles (4097
-    # and the forced 256-wide block), saturating gates (SPEC.make_inputs plants them).
-    interpreted=[
-        (dict(s, dtype=dt), v, k)
-        for dt in DTYPES
-        for s in ({"m": 3, "h": 1000}, {"m": 2, "h": 4097}, {"m": 5, "h": 1000, "row_stride": 2080}, {"m": 1, "h": 1})
-        for v, k in [(v, {}) for v in ("tiled", "wide", "row", "auto")]
-        + [("row", {"block": 256}), ("tiled", {"block": 256, "rows": 2})]
-    ],
-    torch_case=({"m": 5, "h": 1000, "row_stride": 2080, "dtype": "float32"}, 1e-5),
-    bad_inputs=[
-        ((torch.randn(2, 3, 4),), ValueError, "must be 2-D"),
-        ((torch.randn(2, 5),), ValueError, "must be even"),
-        ((torch.randn(2, 4, dtype=torch.float64),), TypeError, "must be one of"),
-        ((torch.randn(4, 2).t(),), ValueError, "last dim must be contiguous"),
-    ],
     plans=[
         # the perf configs get 4K-element tiles with no padding (auto = tiled)
         ("config", (65536, 4096), tile_plan("tiled", 4096, 1, 65536)),
@@ -77,5 +62,4 @@ BASELINE_CASES = BaselineCases(
             (("gated_baselines.cutile_kernel", ("row", 4)), ["A2", "A2", "A2", 0, 4096]),
         )
     ],
-    pinned=[("CUTILE_OCCUPANCY", lambda B: B.CUTILE_OCCUPANCY, 4, False)],
 )

@@ -12,56 +12,36 @@ tiled ones: "tiled" (~4K-element output tiles, "auto"), "wide" (~8K).
 
 import functools
 
-import torch
-
 from tilekit.runtime import baseline_support as bs
 from tilekit.runtime import gated, gated_baselines, providers
+from tilekit.runtime.gated import CUTILE_OCCUPANCY  # noqa: F401 (the contract's name)
+from tilekit.runtime.gated_baselines import SPLIT_VARIANTS as VARIANTS
 
 triton, tl, _TRITON_ERROR = bs.import_triton()
 ct, _CUTILE_ERROR = bs.import_cutile()
 
-KERNEL = "swiglu"
-ACT = "silu"
-DTYPES = (torch.float16, torch.bfloat16, torch.float32)
-VARIANTS = ("auto", "tiled", "wide")
-CUTILE_OCCUPANCY = gated.CUTILE_OCCUPANCY
-
+KERNEL, ACT = "swiglu", "silu"
 
 # silu_and_mul's plans (tilekit.runtime.gated): (m, h, sms, variant="auto", *, block, rows[, num_warps]).
 triton_config = functools.partial(gated.triton_config, KERNEL, VARIANTS)
 cutile_config = functools.partial(gated.cutile_config, KERNEL, VARIANTS)
+_check_inputs = functools.partial(gated_baselines.check_split, KERNEL)  # (a, b): None, or the error
 
-
-def _check_inputs(a: torch.Tensor, b: torch.Tensor) -> None:
-    gated_baselines.check_split(KERNEL, a, b, DTYPES)
-
-
-def torch_swiglu(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """PyTorch eager: silu(a), rounded to a's dtype, times b (rounded again)."""
-    _check_inputs(a, b)
-    return torch.nn.functional.silu(a) * b
-
-
-# Our Triton and cuTile Python entries: the gated family's split kernels with SiLU.
-cutile_swiglu, triton_swiglu = gated_baselines.split_entries(
-    KERNEL, ACT, VARIANTS, DTYPES, lambda backend: unavailable_reason(backend)
-)
-
-
-# TileGym: its cuTile swiglu(a, b), what tilegym.ops.get_swiglu() returns under the cutile backend
+# Ours and torch's (F.silu(a) * b: two kernels, rounding silu(a) to a's dtype first): the gated
+# family's split entries, with SiLU. TileGym: its cuTile swiglu(a, b), what tilegym.ops.get_swiglu() returns under the cutile backend
 # (one row per program, strided rows as given). Liger's LigerSiLUMulFunction (Triton and cuTile
 # alike) makes a and b .contiguous() before its kernel: a copy of strided inputs, which the perf
 # configs (contiguous) never pay.
 BACKENDS = {
-    "cutile": cutile_swiglu,
-    "triton": triton_swiglu,
-    "torch": torch_swiglu,
+    **gated_baselines.split_entries(KERNEL, ACT, VARIANTS, lambda backend: unavailable_reason(backend)),
     **providers.backends(
         tilegym=lambda ops, a, b: ops.cutile.swiglu.swiglu(a, b),
         liger=lambda ops, a, b: ops.swiglu.LigerSiLUMulFunction.apply(a, b),
         liger_cutile=lambda ops, a, b: ops.swiglu.LigerSiLUMulFunction.apply(a, b),
     ),
 }
+
+cutile_swiglu, triton_swiglu, torch_swiglu = (BACKENDS[b] for b in ("cutile", "triton", "torch"))
 
 
 def unavailable_reason(backend: str) -> str | None:

@@ -11,9 +11,14 @@ column tile is the port's default one (`default_block`).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from tilekit.runtime import autotune, checks, port
 from tilekit.runtime import baseline_support as bs
 from tilekit.runtime.kernel import BadInput, FfiCase, KernelSpec, call, generator, row_kernel, shapes, torch_dtype
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 # -- the activations -------------------------------------------------------------------------------
 
@@ -30,16 +35,49 @@ DEFAULT_TILE = 4096  # output elements per tile block of the default (ffi.rs DEF
 MERGED_TAIL = 64
 
 
-def fused_rows(op: str, kernel: str, x, out, variant):
-    """The body of a fused member's entry (x = [gate | up], (..., 2H) -> (..., H)): x and out
-    checked, then tilekit.runtime.port.rows on x's rows (`op`: the member's op.py module name)."""
-    if x.shape[-1] % 2 != 0:
-        raise ValueError(f"{kernel}: x must be (..., 2H) with an even last dim, got shape {tuple(x.shape)}")
-    checks.dtypes(kernel, DTYPES, x=x)
-    checks.contiguous_last_dim(kernel, size_one_ok=True, x=x)
-    checks.out_matches(kernel, out, (*x.shape[:-1], x.shape[-1] // 2), x)
-    checks.cuda(kernel, x=x)
-    return port.rows(op, x, out, x.shape[-1] // 2, variant=variant)
+def fused_entry(op: str, kernel: str, act: str):
+    """A fused member's entry `<kernel>(x, *, variant="auto", out=None)`: act(gate) * up for x =
+    [gate | up] (..., 2H) -> (..., H), x and out checked, then tilekit.runtime.port.rows on x's rows
+    (`op`: the member's op.py module name, whose export and variants port calls)."""
+
+    def entry(x: Tensor, *, variant: str | dict = "auto", out: Tensor | None = None) -> Tensor:
+        if x.shape[-1] % 2 != 0:
+            raise ValueError(f"{kernel}: x must be (..., 2H) with an even last dim, got shape {tuple(x.shape)}")
+        checks.dtypes(kernel, DTYPES, x=x)
+        checks.contiguous_last_dim(kernel, size_one_ok=True, x=x)
+        checks.out_matches(kernel, out, (*x.shape[:-1], x.shape[-1] // 2), x)
+        checks.cuda(kernel, x=x)
+        return port.rows(op, x, out, x.shape[-1] // 2, variant=variant)
+
+    return port.entry(layouts={"x": "(..., 2H)"})(_named(entry, op, kernel, f"{act}(gate) * up, x = [gate | up]"))
+
+
+def split_entry(op: str, kernel: str, act: str):
+    """A split member's entry `<kernel>(a, b, *, variant="auto", out=None)`: act(a) * b for a (the
+    gate) and b (the up projection), both (..., H); out may be a or b itself (in place)."""
+
+    def entry(a: Tensor, b: Tensor, *, variant: str | dict = "auto", out: Tensor | None = None) -> Tensor:
+        if a.shape != b.shape:
+            raise ValueError(
+                f"{kernel}: a and b must have one shape (..., H), got {tuple(a.shape)} and {tuple(b.shape)}"
+            )
+        checks.dtypes(kernel, DTYPES, a=a, b=b)
+        checks.contiguous_last_dim(kernel, a=a, b=b)
+        checks.out_matches(kernel, out, a.shape, a)
+        checks.cuda(kernel, a=a, b=b)
+        b2 = b if b.dim() == 2 else b.reshape(-1, b.shape[-1])  # port.rows flattens a (and out) alike
+        return port.rows(op, a, out, a.shape[-1], b2, variant=variant)
+
+    layouts = {"a": "(..., H)", "b": "(..., H)"}
+    return port.entry(layouts=layouts, in_place=("a", "b"))(_named(entry, op, kernel, f"{act}(a) * b"))
+
+
+def _named(entry, op: str, kernel: str, what: str):
+    """The entry as the member's own: its name (the op's), module and doc."""
+    entry.__name__ = entry.__qualname__ = kernel
+    entry.__module__ = op
+    entry.__doc__ = f"{what}; ValueError/TypeError on bad input, ffi.KernelError on a failed call."
+    return entry
 
 
 def export_args(block: int, rows: int, occupancy: int, warps: int = -1) -> tuple[int, ...]:
@@ -140,6 +178,35 @@ SATURATING_GATES = (-100.0, -30.0, 30.0, 100.0)
 # for rows > 1), H = 1000 (one padded tile), 11008 (masked, 16-byte predicated), 14336 (whole tiles
 # for one-row variants), 4097 (a 1-element last tile).
 VARIANT_EDGES = ((37, 1000, "float16"), (64, 11008, "bfloat16"), (19, 14336, "bfloat16"), (37, 4097, "float32"))
+
+
+def fused_baseline_cases(spec: KernelSpec, **fields):
+    """A fused member's BaselineCases (tests.py) with what the members share: the Triton entry under
+    the interpreter on irregular H (1, 1000, 4097), padded rows, row tiles that run past m, several
+    column tiles (4097 and forced 256-wide blocks) and saturating gates (make_inputs plants them), in
+    every variant and dtype; the torch case; the inputs baselines.py refuses; the pinned cuTile
+    occupancy. `fields` give the rest (plans, triton_compile, cutile_kernels, ...)."""
+    import torch
+
+    from tilekit.runtime.baseline_cases import DTYPES as CASE_DTYPES
+    from tilekit.runtime.baseline_cases import BaselineCases
+
+    shapes_ = ({"m": 3, "h": 1000}, {"m": 2, "h": 4097}, {"m": 5, "h": 1000, "row_stride": 2080}, {"m": 1, "h": 1})
+    knobs = [(v, {}) for v in ("tiled", "wide", "row", "auto")]
+    knobs += [("row", {"block": 256}), ("tiled", {"block": 256, "rows": 2})]
+    shared = dict(
+        interpreted=[(dict(s, dtype=dt), v, k) for dt in CASE_DTYPES for s in shapes_ for v, k in knobs],
+        torch_case=({"m": 5, "h": 1000, "row_stride": 2080, "dtype": "float32"}, 1e-5),
+        bad_inputs=[
+            ((torch.randn(2, 3, 4),), ValueError, "must be 2-D"),
+            ((torch.randn(2, 5),), ValueError, "must be even"),
+            ((torch.randn(2, 4, dtype=torch.float64),), TypeError, "must be one of"),
+            ((torch.randn(4, 2).t(),), ValueError, "last dim must be contiguous"),
+        ],
+        # the committed H200 results were timed at occupancy 4
+        pinned=[("CUTILE_OCCUPANCY", lambda B: B.CUTILE_OCCUPANCY, 4, False)],
+    )
+    return BaselineCases(spec, **{**shared, **fields})
 
 
 def plant_saturating_gates(gate) -> None:

@@ -10,11 +10,17 @@ its entries raise the member's unavailable reason.
 
 import functools
 
+import torch
+
 from tilekit.runtime import baseline_support as bs
 from tilekit.runtime import gated
 
 triton, tl, _ = bs.import_triton()
 ct, _ = bs.import_cutile()
+
+DTYPES = (torch.float16, torch.bfloat16, torch.float32)  # every member's
+FUSED_VARIANTS = ("auto", "tiled", "wide", "row")
+SPLIT_VARIANTS = ("auto", "tiled", "wide")
 
 # -- Triton ---------------------------------------------------------------------------------------
 
@@ -130,7 +136,7 @@ if ct is not None:
 # -- the entries a member's baselines.py wraps ---------------------------------------------------
 
 
-def check_fused(kernel: str, x, dtypes: tuple) -> int:
+def check_fused(kernel: str, x, dtypes: tuple = DTYPES) -> int:
     """Validate x (m, 2H); return H."""
     bs.check_matrix(kernel, "x", x, dtypes, "(m, 2H)")
     if x.shape[1] % 2:
@@ -138,7 +144,7 @@ def check_fused(kernel: str, x, dtypes: tuple) -> int:
     return x.shape[1] // 2
 
 
-def check_split(kernel: str, a, b, dtypes: tuple) -> None:
+def check_split(kernel: str, a, b, dtypes: tuple = DTYPES) -> None:
     """Validate a and b, both (m, H) of one dtype."""
     for name, t in (("a", a), ("b", b)):
         bs.check_matrix(kernel, name, t, dtypes, "(m, H)")
@@ -180,40 +186,57 @@ def cutile_split(kernel: str, variants: tuple, act: str, a, b, *, variant: str, 
     return bs.launch_rows(kernels, config, (a, b), (gated.ACTS[act],), ct=ct, variant=variant, knobs=knobs)
 
 
-def fused_entries(kernel: str, act: str, variants: tuple, dtypes: tuple, reason):
-    """(cutile_<kernel>, triton_<kernel>) of a fused member, x (m, 2H) -> act(x[:, :H]) * x[:, H:]:
-    our cuTile Python and Triton kernels with `act`, `variant` and the knobs (block, rows; Triton's
-    num_warps; cuTile's occupancy 1..32 or -1, the compiler's) as in tilekit.runtime.gated's plans.
-    `reason(backend)` is the member's unavailable_reason."""
+def torch_act(act: str):
+    """PyTorch's activation: F.silu, or F.gelu with approximate="tanh"."""
+    if act == "gelu_tanh":
+        return functools.partial(torch.nn.functional.gelu, approximate="tanh")
+    return {"silu": torch.nn.functional.silu}[act]
+
+
+def fused_entries(kernel: str, act: str, variants: tuple, reason) -> dict:
+    """{"cutile", "triton", "torch"} -> cutile_<kernel>, triton_<kernel>, torch_<kernel>, the first
+    three BACKENDS of a fused member, x (m, 2H) ->
+    act(x[:, :H]) * x[:, H:]: our cuTile Python and Triton kernels with `act`, `variant` and the
+    knobs (block, rows; Triton's num_warps; cuTile's occupancy 1..32 or -1, the compiler's) as in
+    tilekit.runtime.gated's plans; and PyTorch eager (the activation, rounded to x's dtype, times
+    the up half: two kernels). `reason(backend)` is the member's unavailable_reason."""
 
     def cutile_entry(x, *, variant: str = "auto", occupancy: int = gated.CUTILE_OCCUPANCY, **knobs):
         _require(reason, "cutile")
-        h = check_fused(kernel, x, dtypes)
+        h = check_fused(kernel, x, DTYPES)
         return cutile_fused(kernel, variants, act, x, h, variant=variant, occupancy=occupancy, knobs=knobs)
 
     def triton_entry(x, *, variant: str = "auto", **knobs):
         _require(reason, "triton")
-        h = check_fused(kernel, x, dtypes)
+        h = check_fused(kernel, x, DTYPES)
         return triton_fused(kernel, variants, act, x, h, variant=variant, knobs=knobs)
 
-    return _named(cutile_entry, "cutile", kernel, act), _named(triton_entry, "triton", kernel, act)
+    def torch_entry(x):
+        h = check_fused(kernel, x, DTYPES)
+        return torch_act(act)(x[:, :h]) * x[:, h:]
+
+    return _own(kernel, act, cutile_entry, triton_entry, torch_entry)
 
 
-def split_entries(kernel: str, act: str, variants: tuple, dtypes: tuple, reason):
-    """(cutile_<kernel>, triton_<kernel>) of a split member, (a, b) -> act(a) * b: as
-    `fused_entries`, on two (m, H) tensors in rows of their own."""
+def split_entries(kernel: str, act: str, variants: tuple, reason) -> dict:
+    """The first three BACKENDS of a split member, (a, b) -> act(a) * b:
+    as `fused_entries`, on two (m, H) tensors in rows of their own."""
 
     def cutile_entry(a, b, *, variant: str = "auto", occupancy: int = gated.CUTILE_OCCUPANCY, **knobs):
         _require(reason, "cutile")
-        check_split(kernel, a, b, dtypes)
+        check_split(kernel, a, b, DTYPES)
         return cutile_split(kernel, variants, act, a, b, variant=variant, occupancy=occupancy, knobs=knobs)
 
     def triton_entry(a, b, *, variant: str = "auto", **knobs):
         _require(reason, "triton")
-        check_split(kernel, a, b, dtypes)
+        check_split(kernel, a, b, DTYPES)
         return triton_split(kernel, variants, act, a, b, variant=variant, knobs=knobs)
 
-    return _named(cutile_entry, "cutile", kernel, act), _named(triton_entry, "triton", kernel, act)
+    def torch_entry(a, b):
+        check_split(kernel, a, b, DTYPES)
+        return torch_act(act)(a) * b
+
+    return _own(kernel, act, cutile_entry, triton_entry, torch_entry)
 
 
 def _require(reason, backend: str) -> None:
@@ -224,7 +247,12 @@ def _require(reason, backend: str) -> None:
         raise RuntimeError(why)
 
 
+def _own(kernel: str, act: str, *entries) -> dict:
+    return {b: _named(e, b, kernel, act) for b, e in zip(("cutile", "triton", "torch"), entries)}
+
+
 def _named(entry, backend: str, kernel: str, act: str):
     entry.__name__ = entry.__qualname__ = f"{backend}_{kernel}"
-    entry.__doc__ = f"{kernel} ({act}) with our {'cuTile Python' if backend == 'cutile' else 'Triton'} kernels."
+    how = {"cutile": "our cuTile Python kernels", "triton": "our Triton kernels", "torch": "PyTorch eager"}[backend]
+    entry.__doc__ = f"{kernel} ({act}) with {how}."
     return entry

@@ -127,13 +127,11 @@ def _boot_medians(grid: np.ndarray, counts: np.ndarray, idx: np.ndarray, rng: np
     return np.median(slot, axis=1)
 
 
+Samples = Sequence[Sequence[float]]  # one list of samples (ms) per placement
+
+
 def ratio_interval(
-    port: Sequence[Sequence[float]],
-    base: Sequence[Sequence[float]],
-    *,
-    n_boot: int = 2000,
-    seed: int = 0,
-    confidence: float = 0.95,
+    port: Samples, base: Samples, *, n_boot: int = 2000, seed: int = 0, confidence: float = 0.95
 ) -> tuple[float, float, float]:
     """(ratio, lo, hi): ratio = figure(port).median_ms / figure(base).median_ms, with a percentile
     bootstrap interval over placements × repetitions. Both arms were timed on the same placements,
@@ -176,14 +174,7 @@ def label(lo: float, hi: float, band: float = 0.02) -> str:
     return "UNSETTLED"
 
 
-def settle(
-    port: Sequence[Sequence[float]],
-    base: Sequence[Sequence[float]],
-    *,
-    n_boot: int = 2000,
-    seed: int = 0,
-    band: float = 0.02,
-) -> dict:
+def settle(port: Samples, base: Samples, *, n_boot: int = 2000, seed: int = 0, band: float = 0.02) -> dict:
     """The verdict on one small config: ratio port/base, its 95 % interval, the label and each
     arm's placement spread; n_boot and seed are kept so the interval can be recomputed."""
     ratio, lo, hi = ratio_interval(port, base, n_boot=n_boot, seed=seed)

@@ -14,6 +14,8 @@
 #           baseline (all BASELINES) and perf are one pytest session per make call, KERNEL=all included.
 #   SWEEP=quick|full (default full), SHARD=i/N: make sweep's grid size and the 1/N of it this host
 #           times (docs/sweep.md).
+#   SETTLE_FIGURE=cold|hot (default cold): the figure that judges the configs `make settle` timed
+#           (docs/reports.md, "Configs of a few µs").
 # Each stage writes under $(OUT_ROOT)/$(KERNEL)/ (see docs/ and DESIGN.md's layout).
 
 KERNEL    ?= rms_norm
@@ -23,6 +25,7 @@ V         ?= 0
 GPUS      ?=
 SWEEP     ?= full
 SHARD     ?=
+SETTLE_FIGURE ?= cold
 export GPUS
 
 SHELL       := bash
@@ -70,7 +73,7 @@ KNOWN_BASELINES := cutile triton torch torch_flash tilegym liger liger_cutile
 # even empty: refused below), else what the kernel's baselines.py declares (scripts/
 # declared_baselines.py, read without importing it), in KNOWN_BASELINES' order. Read only for the
 # goals that time or check baselines.
-BASELINE_GOALS := baseline perf all sweep validate
+BASELINE_GOALS := baseline perf all sweep validate settle
 BASELINES_SET := $(filter-out undefined,$(origin BASELINES))
 READ_DECLARED := $(if $(BASELINES_SET),,$(filter $(BASELINE_GOALS),$(MAKECMDGOALS)))
 DECLARED := $(if $(READ_DECLARED),$(shell python3 -S -E scripts/declared_baselines.py $(filter $(KERNELS),$(SELECTED))))
@@ -115,7 +118,7 @@ SWEEP_SESSION := $(if $(filter all,$(KERNEL)),$(OUT_ROOT)/logs,$(OUT_ROOT)/$(KER
 SWEEP_IDS := cutile_rs $(BASELINE_IDS)
 SWEEP_SELECT := test_sweep and ([$(subst $(space), or [,$(addsuffix -,$(SWEEP_IDS))))
 
-KERNEL_GOALS := build symbols test baseline perf report validate all bundle sweep sweep-merge
+KERNEL_GOALS := build symbols test baseline perf report validate all bundle sweep sweep-merge settle
 ifneq ($(filter $(KERNEL_GOALS),$(MAKECMDGOALS)),)
 ifeq ($(filter $(KERNEL),$(KERNELS) all),)
 $(error KERNEL=$(KERNEL): there is no kernels/$(KERNEL)/kernel.rs; use one of: $(KERNELS), or all)
@@ -134,7 +137,7 @@ endif
 endif
 
 .DEFAULT_GOAL := help
-.PHONY: help setup doctor build symbols test baseline perf report validate all lint check bundle clean FORCE sweep sweep-merge model model-report rust-test new
+.PHONY: help setup doctor build symbols test baseline perf report validate all lint check bundle clean FORCE sweep sweep-merge model model-report rust-test new settle
 
 help: ## list the targets
 	@echo "usage: make [KERNEL=name|all] [OUT_ROOT=dir] [BASELINES='$(KNOWN_BASELINES)'] [FORCE=1] [STRICT=1] [GPUS=N] [V=1] <target>"
@@ -171,8 +174,9 @@ $(PORT_RAWS) &: $(LIB) $(foreach k,$(SELECTED),$(call port_deps,$(k))) $(if $(FO
 # logs, its own baselines' (one rule per selected kernel).
 define performance_md_rule
 $(OUT_ROOT)/$(1)/reports/performance.md: $(OUT_ROOT)/$(1)/reports/logs/perf_cutile_rs.full.txt \
-        $(foreach b,$(call baselines_of,$(1)),$(OUT_ROOT)/$(1)/reports/logs/baseline_perf_$(b).full.txt) $(REPORT_CODE) | $(ENV_READY)
-	$$(Q)$$(PY) -m tilekit report --kernel $(1) --dir $(OUT_ROOT)/$(1) --only performance
+        $(foreach b,$(call baselines_of,$(1)),$(OUT_ROOT)/$(1)/reports/logs/baseline_perf_$(b).full.txt) $(REPORT_CODE) \
+        $(wildcard $(OUT_ROOT)/$(1)/reports/logs/settle_perf.full.txt) | $(ENV_READY)
+	$$(Q)$$(PY) -m tilekit report --kernel $(1) --dir $(OUT_ROOT)/$(1) --only performance --figure $(SETTLE_FIGURE)
 endef
 $(foreach k,$(SELECTED),$(eval $(call performance_md_rule,$(k))))
 
@@ -224,7 +228,7 @@ test: build $(KTEST) | $(ENV_READY) ## correctness of the port: pytest -k "cutil
 	exit $$rc
 
 report: | $(ENV_READY) ## no GPU: re-sanitize the raw logs on disk and re-render both reports
-	$(Q)$(PY) -m tilekit report --kernel $(KERNEL) --dir $(KDIR) $(STRICT_FLAG)
+	$(Q)$(PY) -m tilekit report --kernel $(KERNEL) --dir $(KDIR) $(STRICT_FLAG) --figure $(SETTLE_FIGURE)
 
 validate: | $(ENV_READY) ## check every output file of the kernel; prints a <VALIDATOR_OUTPUT> block
 	$(Q)$(PY) -m tilekit validate --kernel $(KERNEL) --dir $(KDIR) --baselines "$(call baselines_of,$(KERNEL))"
@@ -246,6 +250,16 @@ perf: build-for-perf $(PERF_MDS) ## CUPTI perf of the port (builds first; times 
 	    if [ -e $(OUT_ROOT)/logs/perf.build-failed ]; then rm -f $(OUT_ROOT)/logs/perf.build-failed; \
 	        echo "make KERNEL=all perf: a build or symbol check failed (above); every suite was timed anyway" >&2; exit 2; fi
 	$(Q)$(verdicts)
+
+# make settle: test_settle of each selected kernel, one pytest session per kernel (every case in one
+# process is the point: the port and its baselines interleaved), its whole output the raw log
+# reports/logs/settle_perf.full.txt; then the report (docs/reports.md, "Configs of a few µs").
+settle: build-for-perf | $(ENV_READY) ## configs of a few µs: port and BASELINES in one process, over placements, interleaved, cold and hot; then the report
+	$(Q)rc=0; $(foreach k,$(SELECTED),$(ENV) GPUS=1 TILEKIT_SETTLE_BACKENDS='$(subst $(space),$(comma),$(call baselines_of,$(k)))' \
+	    scripts/pytest_stage.sh $(OUT_ROOT)/$(k)/reports/logs/settle_perf.full.txt -- tests/kernels/test_$(k).py \
+	    -k test_settle --print-record -v -rs --timeout=600 || rc=$$?; \
+	    $(PY) -m tilekit report --kernel $(k) --dir $(OUT_ROOT)/$(k) --only performance --figure $(SETTLE_FIGURE) || rc=$$?;) \
+	exit $$rc
 
 # The sweep: plan (checks SWEEP and SHARD, prints the cases), one pytest session for every selected
 # kernel, then each kernel's sweep report (a shard leaves that to sweep-merge). A session that did not

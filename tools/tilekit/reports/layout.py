@@ -12,6 +12,9 @@ import os
 
 PORT_RAW = "reports/logs/perf_cutile_rs.full.txt"
 PORT_CLEAN = "perf_cutile_rs.txt"
+# `make settle`: the small configs, port and baselines timed in one process (records of every backend)
+SETTLE_RAW = "reports/logs/settle_perf.full.txt"
+SETTLE_CLEAN = "settle_perf.txt"
 INVESTIGATION = "reports/logs/perf_investigation.log"
 PERFORMANCE_MD = "reports/performance.md"
 PERFORMANCE_CHART = "reports/performance.svg"

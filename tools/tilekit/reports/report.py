@@ -16,7 +16,17 @@ import sys
 from dataclasses import dataclass, field
 
 from tilekit.reports import charts
-from tilekit.reports.compare import BANDS, Comparison, CompareError, band, compare, straddled_edges
+from tilekit.reports.compare import (
+    BANDS,
+    FIGURES,
+    SETTLE_BAND,
+    Comparison,
+    CompareError,
+    band,
+    check_settle_log,
+    compare,
+    straddled_edges,
+)
 from tilekit.reports.correctness import MalformedInput, build_correctness
 from tilekit.reports.layout import (
     CORRECTNESS_LOG,
@@ -26,6 +36,8 @@ from tilekit.reports.layout import (
     PERFORMANCE_MD,
     PORT_CLEAN,
     PORT_RAW,
+    SETTLE_CLEAN,
+    SETTLE_RAW,
     MissingInput,
     baseline_clean,
     baseline_raw,
@@ -93,6 +105,7 @@ class PerfInputs:
     baselines: dict  # backend -> ParsedLog
     logs: list = field(default_factory=list)  # relative paths shown in the report
     notes: list = field(default_factory=list)  # e.g. a missing baseline log
+    settle: ParsedLog | None = None  # the settle log (every backend, one process), when on disk
 
 
 def blocked_hint(parsed: ParsedLog) -> str:
@@ -138,11 +151,22 @@ def _headline(c: Comparison) -> list[str]:
             )
         if c.severity == "MISSING_DATA":
             lines.append(f"Band of the geomean over the matched configs alone: {c.band_of_geomean}")
+    if c.settled_rows:
+        lines.append(_settled_line(c))
     if c.verdict == "BLOCKED":
         lines.append(f"Blocked: {c.blocked_reason}")
     else:
         lines.append(f"Reference: {c.reference} ({c.reference_reason})")
     return lines
+
+
+def _settled_line(c: Comparison) -> str:
+    """How many configs were settled in one process, and their labels (of the figure each uses)."""
+    labels = [r.settled.label for r in c.settled_rows]
+    counts = [f"{labels.count(name)} {name}" for name in ("FASTER", "SAME", "SLOWER")]
+    cold = sum(r.settled.figure != c.figure for r in c.settled_rows)
+    figure = f"{c.figure} figure" + (f"; {cold} judged on the cold one, without a hot time" if cold else "")
+    return f"Settled configs: {len(labels)} of {len(c.rows)} ({figure}): {', '.join(counts)}, {c.unsettled_count} UNSETTLED"
 
 
 def _baselines_table(c: Comparison) -> list[str]:
@@ -177,6 +201,62 @@ FEW_US_TEXT = (
 )
 
 
+# The paragraph above the settled configs' table (docs/reports.md, "Settled in one process").
+SETTLED_TEXT = (
+    "Port and baselines timed in one process (`make KERNEL={kernel} settle`), interleaved in a seeded random "
+    "order over several placements of their inputs, samples taken while the SM clock had dropped left out. "
+    "Ratio = {port} / {reference}; its 95 % interval is a paired bootstrap over placements × repetitions. "
+    "Label: SAME when the interval lies within 1 ± {band:g}, FASTER when it lies below 1, SLOWER when above, "
+    "else UNSETTLED (time more, or accept a tie). Cold: the L2 flushed before each call (the contract); hot: "
+    "back-to-back launches replayed from a CUDA graph, per launch. The times, the verdict cells and the geomean "
+    "use the {figure} figure (`report --figure cold|hot`). Spread: (max - min) / median of the per-placement "
+    "medians."
+)
+
+
+def _interval_text(result: dict | None, why: str = "") -> tuple[str, str]:
+    """(ratio [lo, hi], label) of a settle.settle result; ('- (why)', '-') without one."""
+    if result is None:
+        return cell(f"- ({why})"), "-"
+    low, high = result["ci95"]
+    return f"{result['ratio']:.4f} [{low:.4f}, {high:.4f}]", result["label"]
+
+
+def _settled_section(c: Comparison) -> list[str]:
+    rows = []
+    for r in c.settled_rows:
+        s = r.settled
+        rows.append(
+            [
+                cell(config_label(r.config, drop=())),
+                f"{s.port_ms * 1e3:.3f}",
+                f"{s.reference_ms * 1e3:.3f}",
+                *_interval_text(s.cold),
+                *_interval_text(s.hot, s.hot_missing),
+                f"{100 * s.cold['port_spread']:.1f}%",
+                f"{100 * s.cold['base_spread']:.1f}%",
+                f"{s.placements} × {s.laps}",
+                f"{s.dropped[0]} / {s.dropped[1]}",
+            ]
+        )
+    ref = c.reference
+    headers = [
+        "config",
+        f"{PORT_BACKEND} µs",
+        f"{ref} µs",
+        "cold ratio [95 %]",
+        "cold",
+        "hot ratio [95 %]",
+        "hot",
+        f"{PORT_BACKEND} spread",
+        f"{ref} spread",
+        "placements × laps",
+        f"dropped ({PORT_BACKEND} / {ref})",
+    ]
+    text = SETTLED_TEXT.format(kernel=c.kernel, port=PORT_BACKEND, reference=ref, band=SETTLE_BAND, figure=c.figure)
+    return ["## Configs settled in one process", "", text, "", markdown_table(rows, headers), ""]
+
+
 def grouped_rows(c: Comparison) -> list[tuple[tuple, list]]:
     """(group key, rows) in the report's order: groups sorted, rows in natural order within."""
     groups: dict[tuple, list] = {}
@@ -198,12 +278,13 @@ def _config_tables(c: Comparison) -> list[str]:
         table = []
         for row in rows:
             value, share = throughput(row.port)
-            verdict = ROW_STATUS.get(row.status) or band(row.ratio)
+            # a settled row's verdict is its label: the band of one ratio at a few µs says too much
+            verdict = ROW_STATUS.get(row.status) or (row.settled.label if row.settled else band(row.ratio))
             table.append(
                 [
                     cell(config_label(row.config)),
                     ms_text(row.reference_ms),
-                    ms_text(row.port.median_ms if row.port else None),
+                    ms_text(row.port_ms),
                     ratio_text(row.ratio),
                     value,
                     share,
@@ -222,12 +303,20 @@ def _lists(c: Comparison) -> list[str]:
     if flagged:
         out += [f"## Configs above {BANDS[0][0]:.2f} (flagged; the verdict follows the geomean)", ""]
         out += [f"- {r.config_key}: ratio {r.ratio:.4f} ({band(r.ratio)})" for r in flagged] + [""]
-    few = [r for r in c.matched if min([r.port.median_ms, *r.baseline_ms.values()]) < FEW_US_MS]
+    if c.settled_rows:
+        out += _settled_section(c)
+    few = [r for r in c.matched if r.settled is None and min([r.port_ms, *r.baseline_ms.values()]) < FEW_US_MS]
     if few:
         out += [f"## Configs under {FEW_US_MS * 1e3:g} µs (a ratio near 1 is not settled by this table)", ""]
         out += [FEW_US_TEXT, ""]
+        if c.settled_rows:
+            out += [
+                f"These configs have no {PORT_BACKEND} and {c.reference} records of one session in the settle log; "
+                f'`make KERNEL={c.kernel} settle` times them in one process ("Configs settled in one process" above).',
+                "",
+            ]
         out += [
-            f"- {r.config_key}: {PORT_BACKEND} {r.port.median_ms * 1e3:.3f} µs, ratio {r.ratio:.4f}, "
+            f"- {r.config_key}: {PORT_BACKEND} {r.port_ms * 1e3:.3f} µs, ratio {r.ratio:.4f}, "
             f"best baseline {r.best_backend} {r.baseline_ms[r.best_backend] * 1e3:.3f} µs, vs best {r.ratio_to_best:.4f}"
             for r in few
         ] + [""]
@@ -303,7 +392,8 @@ def _env_lines(inputs: PerfInputs, c: Comparison) -> list[str]:
 
 def _investigation_summary(inputs: PerfInputs) -> list[str]:
     out = ["## Investigation", ""]
-    for label, parsed in [(PORT_BACKEND, inputs.port)] + sorted(inputs.baselines.items()):
+    settle = [("settle", inputs.settle)] if inputs.settle is not None else []
+    for label, parsed in [(PORT_BACKEND, inputs.port)] + sorted(inputs.baselines.items()) + settle:
         counts = {s: sum(o.count for o in parsed.outcomes if o.status == s) for s in ("FAILED", "ERROR", "SKIPPED")}
         out.append(
             f"- {label}: {len(parsed.records)} valid blocks, {len(parsed.rejected)} rejected, "
@@ -400,9 +490,12 @@ def load_perf(kernel: str, kernel_dir: str) -> PerfInputs:
     baselines = {
         b: parse_log(read_text(_path(kernel_dir, baseline_raw(b))), kernel, b) for b in baselines_on_disk(kernel_dir)
     }
+    settle = load_settle(kernel, kernel_dir)
     if not os.path.isfile(raw):
         for b, parsed in baselines.items():  # `make baseline` alone still gets its clean logs
             write_atomic(_path(kernel_dir, baseline_clean(b)), clean_text(parsed.records))
+        if settle is not None:
+            write_atomic(_path(kernel_dir, SETTLE_CLEAN), clean_text(settle.records))
         raise MissingInput(f"{raw}: missing; `make KERNEL={kernel} perf` writes it")
     port = parse_log(read_text(raw), kernel, PORT_BACKEND)
     # The clean logs and the investigation log first: a port timed without baselines keeps them.
@@ -413,6 +506,10 @@ def load_perf(kernel: str, kernel_dir: str) -> PerfInputs:
         write_atomic(_path(kernel_dir, baseline_clean(b)), clean_text(parsed.records))
         sections.append(investigation_text(f"{baseline_raw(b)} -> {baseline_clean(b)}", parsed))
         logs += [baseline_raw(b), baseline_clean(b)]
+    if settle is not None:
+        write_atomic(_path(kernel_dir, SETTLE_CLEAN), clean_text(settle.records))
+        sections.append(investigation_text(f"{SETTLE_RAW} -> {SETTLE_CLEAN}", settle))
+        logs += [SETTLE_RAW, SETTLE_CLEAN]
     write_atomic(_path(kernel_dir, INVESTIGATION), INVESTIGATION_HEADER + "\n".join(sections))
     notes = []
     if not baselines:
@@ -423,11 +520,20 @@ def load_perf(kernel: str, kernel_dir: str) -> PerfInputs:
         if port.records:
             raise MissingInput(f"{message} (wrote {_path(kernel_dir, PORT_CLEAN)}; no verdict without a baseline)")
         notes.append(message.replace(kernel_dir + os.sep, "", 1))
-    return PerfInputs(kernel, port, baselines, logs + [INVESTIGATION], notes)
+    return PerfInputs(kernel, port, baselines, logs + [INVESTIGATION], notes, settle)
 
 
-def compare_inputs(inputs: PerfInputs, reference: str | None = None) -> Comparison:
-    labels = {PORT_BACKEND: PORT_RAW, **{b: baseline_raw(b) for b in inputs.baselines}}
+def load_settle(kernel: str, kernel_dir: str) -> ParsedLog | None:
+    """The settle log parsed (records of any backend of this kernel; a record without a valid
+    `settle` object rejected, naming its line); None when `make settle` has not written one."""
+    path = _path(kernel_dir, SETTLE_RAW)
+    if not os.path.isfile(path):
+        return None
+    return check_settle_log(parse_log(read_text(path), kernel))
+
+
+def compare_inputs(inputs: PerfInputs, reference: str | None = None, figure: str = "cold") -> Comparison:
+    labels = {PORT_BACKEND: PORT_RAW, **{b: baseline_raw(b) for b in inputs.baselines}, "settle": SETTLE_RAW}
     return compare(
         inputs.kernel,
         inputs.port.records,
@@ -435,6 +541,8 @@ def compare_inputs(inputs: PerfInputs, reference: str | None = None) -> Comparis
         reference=reference,
         blocked_hint=blocked_hint(inputs.port),
         labels=labels,
+        settled=None if inputs.settle is None else inputs.settle.records,
+        figure=figure,
     )
 
 
@@ -451,6 +559,13 @@ def main(argv: list[str]) -> int:
         "--reference", choices=BASELINE_BACKENDS, help="compare against this baseline instead of the winning one"
     )
     parser.add_argument(
+        "--figure",
+        choices=FIGURES,
+        default="cold",
+        help="the figure configs settled in one process are judged on: cold (L2 flushed, the default) or hot "
+        "(CUDA-graph replay, as a decode step runs them)",
+    )
+    parser.add_argument(
         "--strict", action="store_true", help="exit 1 unless performance is DONE and correctness is ALL_PASS"
     )
     args = parser.parse_args(argv)
@@ -459,7 +574,7 @@ def main(argv: list[str]) -> int:
     if args.only in (None, "performance"):
         try:
             inputs = load_perf(args.kernel, args.dir)
-            comparison = compare_inputs(inputs, args.reference)
+            comparison = compare_inputs(inputs, args.reference, args.figure)
             chart_line = write_chart(comparison, args.dir)
             write_atomic(_path(args.dir, PERFORMANCE_MD), render_performance(comparison, inputs, chart_line))
             print(

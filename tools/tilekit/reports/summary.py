@@ -18,7 +18,7 @@ import sys
 from dataclasses import dataclass
 
 from tilekit.reports import charts, correctness, layout, markdown, records
-from tilekit.reports.compare import CompareError, Comparison, compare
+from tilekit.reports.compare import CompareError, Comparison, compare, figure_of, settled_records
 
 CHART = "summary.svg"  # beside summary.md
 
@@ -58,7 +58,14 @@ def kernel_perf(kernel: str, kernel_dir: str) -> KernelPerf:
         path = os.path.join(kernel_dir, layout.baseline_clean(b))
         if os.path.isfile(path):
             baselines[b] = records.parse_log(records.read_text(path), kernel, b).records
-    return KernelPerf(kernel, compare(kernel, port, baselines), port, bool(baselines))
+    settle_path, md_path = (
+        os.path.join(kernel_dir, layout.SETTLE_CLEAN),
+        os.path.join(kernel_dir, layout.PERFORMANCE_MD),
+    )
+    settle_text = records.read_text(settle_path) if os.path.isfile(settle_path) else None
+    figure = figure_of(records.read_text(md_path)) if os.path.isfile(md_path) else "cold"
+    comparison = compare(kernel, port, baselines, settled=settled_records(settle_text, kernel), figure=figure)
+    return KernelPerf(kernel, comparison, port, bool(baselines))
 
 
 def perf_row(perf: KernelPerf) -> list[str]:

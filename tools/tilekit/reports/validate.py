@@ -23,11 +23,13 @@ from tilekit.reports.layout import (
     PERFORMANCE_MD,
     PORT_CLEAN,
     PORT_RAW,
+    SETTLE_CLEAN,
+    SETTLE_RAW,
     baseline_clean,
     baseline_raw,
     baselines_on_disk,
 )
-from tilekit.reports.compare import CompareError, compare
+from tilekit.reports.compare import CompareError, check_settle_log, compare, figure_of, settled_records
 from tilekit.reports.records import BASELINE_BACKENDS, PORT_BACKEND, clean_text, parse_log, read_text
 
 VERDICTS = ("DONE", "INVESTIGATE", "BLOCKED")
@@ -56,6 +58,18 @@ def check_sanitized(clean: str, raw: str | None, kernel: str, backend: str) -> l
     if not problems and clean_text(parsed.records) != clean:
         problems.append("holds text outside the record blocks")
     if raw is not None and clean_text(parse_log(raw, kernel, backend).records) != clean:
+        problems.append("differs from what its raw log sanitizes to (stale: re-run make report)")
+    return problems
+
+
+def check_settle_sanitized(clean: str, raw: str, kernel: str) -> list[str]:
+    """The settle log's clean form (records of every backend, each with a valid `settle` object)
+    holds complete valid blocks only and equals what its raw log sanitizes to."""
+    parsed = check_settle_log(parse_log(clean, kernel))
+    problems = [f"line {r.line}: rejected block ({r.reason})" for r in parsed.rejected]
+    if not problems and clean_text(parsed.records) != clean:
+        problems.append("holds text outside the record blocks")
+    if clean_text(check_settle_log(parse_log(raw, kernel)).records) != clean:
         problems.append("differs from what its raw log sanitizes to (stale: re-run make report)")
     return problems
 
@@ -118,8 +132,11 @@ def _expected(c) -> dict:
     }
 
 
-def check_performance_numbers(text: str, kernel: str, port_clean: str, baselines_clean: dict[str, str]) -> list[str]:
-    """Recompute geomean, interval, severity, verdict and reference; any disagreement is a problem."""
+def check_performance_numbers(
+    text: str, kernel: str, port_clean: str, baselines_clean: dict[str, str], settle_clean: str | None = None
+) -> list[str]:
+    """Recompute geomean, interval, severity, verdict and reference (with the settle log's records
+    and the figure the report names, where there is one); any disagreement is a problem."""
     fields, problems = parse_performance_md(text)
     if problems:
         return ["cannot recompute: the report's structure is broken"]
@@ -127,7 +144,8 @@ def check_performance_numbers(text: str, kernel: str, port_clean: str, baselines
     baselines = {b: parse_log(t, kernel, b).records for b, t in baselines_clean.items()}
     reference = fields.get("reference") if fields.get("forced") else None
     try:
-        want = _expected(compare(kernel, port, baselines, reference=reference))
+        settled = settled_records(settle_clean, kernel)
+        want = _expected(compare(kernel, port, baselines, reference=reference, settled=settled, figure=figure_of(text)))
     except CompareError as exc:
         return [f"the sanitized logs cannot be compared: {exc}"]
     return [
@@ -238,6 +256,14 @@ def run_checks(kernel: str, kernel_dir: str, baselines: list[str] | None = None)
         check(f"{path(clean_rel)} holds complete valid blocks only and matches {path(raw_rel)}", problems)
         if clean is not None:
             cleans[backend] = clean
+    settle_raw, settle_clean = _read(kernel_dir, SETTLE_RAW), _read(kernel_dir, SETTLE_CLEAN)
+    if settle_raw is not None:  # make settle ran
+        problems = (
+            missing(SETTLE_CLEAN, "report")
+            if settle_clean is None
+            else check_settle_sanitized(settle_clean, settle_raw, kernel)
+        )
+        check(f"{path(SETTLE_CLEAN)} holds complete valid settled blocks only and matches {path(SETTLE_RAW)}", problems)
     check(
         f"test -f {path(INVESTIGATION)}",
         [] if _read(kernel_dir, INVESTIGATION) is not None else missing(INVESTIGATION, "perf"),
@@ -259,7 +285,7 @@ def run_checks(kernel: str, kernel_dir: str, baselines: list[str] | None = None)
     check(f"{path(PERFORMANCE_MD)}: structure (VERDICT, geomean_ratio=, Severity, interval, logs, chart)", structure)
     if PORT_BACKEND in cleans:
         numbers = check_performance_numbers(
-            perf, kernel, cleans[PORT_BACKEND], {b: t for b, t in cleans.items() if b != PORT_BACKEND}
+            perf, kernel, cleans[PORT_BACKEND], {b: t for b, t in cleans.items() if b != PORT_BACKEND}, settle_clean
         )
     else:
         numbers = missing(PORT_CLEAN, "perf")

@@ -74,7 +74,6 @@ def _flush_buffer(device_index: int):
 def time_cupti(fn, *, nrep: int = 100, warmup: int = 5, flush: bool = True) -> Timing:
     """Time `fn()` (one call of the operation, on the current device) with CUPTI."""
     import torch
-    from torch.profiler import ProfilerActivity, profile
 
     if nrep < 1:
         raise ValueError(f"nrep={nrep}: need at least one sample")
@@ -84,25 +83,157 @@ def time_cupti(fn, *, nrep: int = 100, warmup: int = 5, flush: bool = True) -> T
     buf = _flush_buffer(torch.cuda.current_device()) if flush else None
     samples, first, stable = [], None, True
     for _ in range(nrep):
-        if buf is not None:
-            buf.zero_()
-        torch.cuda.synchronize()
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            fn()
-            torch.cuda.synchronize()
-        acts = device_activities(prof)
-        if not acts:
-            raise RuntimeError(
-                "CUPTI saw no device activity for this call: is the op running on the GPU, "
-                "and is the profiler (kineto) available? see `make doctor`"
-            )
-        names = [n for n, _ in acts]
+        ms, names = cold_sample(fn, buf)
         if first is None:
             first = names
         elif names != first:
             stable = False
-        samples.append(sum(ms for _, ms in acts))
+        samples.append(ms)
     return Timing(samples_ms=samples, kernels=first or [], inventory_stable=stable, l2_flush=flush)
+
+
+def cold_sample(fn, buf=None) -> tuple[float, list[str]]:
+    """One sample of `fn()` as time_cupti takes it: the L2 flushed (`buf`, _flush_buffer's, zeroed;
+    None: not flushed) and the device synchronized outside the profiler, then the sum of the
+    durations of every device activity the call launched (ms), and their names."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    if buf is not None:
+        buf.zero_()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    acts = device_activities(prof)
+    if not acts:
+        raise RuntimeError(
+            "CUPTI saw no device activity for this call: is the op running on the GPU, "
+            "and is the profiler (kineto) available? see `make doctor`"
+        )
+    return sum(ms for _, ms in acts), [n for n, _ in acts]
+
+
+# -- configs of a few µs: placements, interleaving, clocks, a hot figure (issue 40) ------------
+
+
+def sm_clock_reader():
+    """A function returning the current GPU's SM clock in MHz (NVML, through nvidia-ml-py), or None
+    when NVML cannot be used here (no package, no driver): samples are then kept unfiltered."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        gpu = current_gpu()
+        if isinstance(gpu, str):
+            handle = pynvml.nvmlDeviceGetHandleByUUID(gpu)
+        else:
+            handle = pynvml.nvmlDeviceGetHandleByIndex(int(gpu or 0))
+        pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM)
+    except Exception:  # noqa: BLE001 - any NVML failure means: no clock filter, said in the record
+        return None
+    return lambda: float(pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM))
+
+
+@dataclass
+class Interleaved:
+    """What time_interleaved measured, per backend: the kept samples (ms) per placement, how many
+    were dropped for a low SM clock, and one call's device activities."""
+
+    samples_ms: dict  # backend -> [[ms, ...] per placement]
+    dropped: dict  # backend -> int
+    clock_mhz: float | None  # the clock the run started with (None: no NVML)
+    kernels: dict  # backend -> [names]
+    seed: int
+    laps: int
+
+
+def time_interleaved(
+    calls: dict, laps: int, seed: int, *, sample=None, clock=None, min_clock_fraction: float = 0.90, warmup: int = 3
+) -> Interleaved:
+    """Time every backend on every placement, interleaved: `calls[backend][p]` calls the backend
+    on placement p's inputs; round r of settle.schedule (seeded) takes placement r % K and runs
+    every backend once in its own random order, `laps` rounds per placement. `sample(fn)` -> (ms,
+    names) takes one sample (default: cold_sample with the L2 flush); `clock()` reads the SM clock
+    (default: sm_clock_reader's); a sample whose clock, read right after it, is below
+    min_clock_fraction of the clock read after the warm-up is dropped and counted (NVBench's rule)."""
+    from tilekit.runtime import settle
+
+    backends = list(calls)
+    placements = {len(calls[b]) for b in backends}
+    if len(placements) != 1:
+        raise ValueError(f"every backend needs the same placements, got { ({b: len(calls[b]) for b in backends}) }")
+    k = placements.pop()
+    if sample is None:
+        import torch
+
+        buf = _flush_buffer(torch.cuda.current_device())
+        sample = functools.partial(cold_sample, buf=buf)
+        clock = clock if clock is not None else sm_clock_reader()
+    for b in backends:
+        for fn in calls[b]:
+            for _ in range(warmup):
+                fn()
+    reference = clock() if clock else None
+    raw = {b: [[] for _ in range(k)] for b in backends}
+    clocks = {b: [[] for _ in range(k)] for b in backends}
+    kernels: dict = {}
+    for p, order in settle.schedule(backends, k, k * laps, seed):
+        for b in order:
+            ms, names = sample(calls[b][p])
+            kernels.setdefault(b, names)
+            raw[b][p].append(ms)
+            clocks[b][p].append(clock() if clock else None)
+    kept, dropped = {}, {}
+    for b in backends:
+        if reference is None:
+            kept[b], dropped[b] = raw[b], 0
+            continue
+        pairs = [settle.drop_throttled(raw[b][p], clocks[b][p], reference, min_clock_fraction) for p in range(k)]
+        kept[b], dropped[b] = [s for s, _ in pairs], sum(n for _, n in pairs)
+    return Interleaved(kept, dropped, reference, kernels, seed, laps)
+
+
+def time_hot(calls: dict, launches: int, replays: int, seed: int) -> dict:
+    """The hot figure: per backend, `launches` back-to-back calls rotating through its placements
+    (`calls[backend][p]`) captured in one CUDA graph, replayed `replays` times in a seeded
+    interleaved order (settle.schedule over one placement); each sample is a replay's time (CUDA
+    events) / launches, ms: launch overhead out, the L2 warm, as in a decode step. A backend that
+    cannot be captured gets its error's text instead of samples."""
+    import torch
+
+    from tilekit.runtime import settle
+
+    graphs, out = {}, {}
+    for b, fns in calls.items():
+        try:
+            stream = torch.cuda.Stream()
+            stream.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(stream):  # warm on a side stream, as torch.cuda.graphs asks
+                for fn in fns:
+                    fn()
+            torch.cuda.current_stream().wait_stream(stream)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                for i in range(launches):
+                    fns[i % len(fns)]()
+            graph.replay()
+            torch.cuda.synchronize()
+            graphs[b], out[b] = graph, []
+        except Exception as e:  # noqa: BLE001 - a backend that cannot be captured is reported, not fatal
+            torch.cuda.synchronize()
+            out[b] = f"{type(e).__name__}: {e}"[:300]
+    if not graphs:
+        return out
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for _, order in settle.schedule(list(graphs), 1, replays, seed):
+        for b in order:
+            start.record()
+            graphs[b].replay()
+            end.record()
+            end.synchronize()
+            out[b].append(start.elapsed_time(end) / launches)
+    return out
 
 
 # -- environment fingerprint ---------------------------------------------------------------------
@@ -214,12 +345,17 @@ def perf_record(
     flops: int | None = None,
     env: dict | None = None,
     gpu_index: int | str | None = None,
+    median_ms: float | None = None,
 ) -> dict:
     """A record v1 (see tilekit.reports.records) with throughput, % of peak inputs and the fingerprint.
-    ``gpu_index`` (default: current_gpu()) says which GPU of the host timed it; ``env`` names its model."""
+    ``gpu_index`` (default: current_gpu()) says which GPU of the host timed it; ``env`` names its model.
+    ``median_ms`` replaces the samples' median as the record's figure (a settled config's: the
+    median over placements of each placement's median, tilekit.runtime.settle.figure)."""
     env = env if env is not None else environment()
     gpu_index = gpu_index if gpu_index is not None else current_gpu()
     st = timing.stats()
+    if median_ms is not None:
+        st["median_ms"] = median_ms
     rec = {"test": test, "kernel": kernel, "backend": backend, "config": config, "timer": "cupti", **st}
     seconds = st["median_ms"] / 1e3
     if bytes_moved:

@@ -5,9 +5,13 @@ kernel's declaration (tilekit.runtime.kernel, tilekit.testing.suite).
 
 from __future__ import annotations
 
+import functools
 import os
+import statistics
+import zlib
 
-from tilekit.runtime import autotune, bench, providers
+from tilekit.reports.records import PROPERTY, canonical_config
+from tilekit.runtime import autotune, bench, providers, settle
 from tilekit.runtime.baseline_support import NotServed
 
 # pytest id of a backend -> its name in records (DESIGN.md "Backend names"); a provider's id is its
@@ -126,3 +130,145 @@ def run_perf(request, *, kernel: str, backend_id: str, cfg: dict, call, bytes_mo
         record["variant"] = picked
     request.node.user_properties.append(("tilekit_perf_record", record))
     return record
+
+
+# -- configs of a few µs, settled in one process (issue 40; docs/reports.md "Configs of a few µs") --
+
+SETTLE_PLACEMENTS = 8  # allocations of the inputs each backend is timed on
+SETTLE_LAPS = 12  # rounds per placement: each backend's samples on one placement
+HOT_LAUNCHES_PER_PLACEMENT = 8  # the hot graph holds 8 launches per placement, rotating through them
+HOT_REPLAYS = 30
+SPACER_BYTES = 1 << 20  # placement i follows a spacer of (2i + 1) MiB + i * 4 KiB + i * 256 B
+
+
+def placements(spec, cfg: dict, k: int, seed: int) -> tuple[list[dict], list]:
+    """k allocations of the config's inputs, one value set (make_inputs with one seed), each after
+    a spacer allocation of its own size, so the sets start at different addresses, 2 MiB segments
+    and page and 256-byte offsets. Returns (the input sets, the spacers: keep them alive)."""
+    import torch
+
+    spacers, sets = [], []
+    for i in range(k):
+        size = SPACER_BYTES * (2 * i + 1) + 4096 * i + 256 * i
+        spacers.append(torch.empty(size, dtype=torch.uint8, device="cuda"))
+        sets.append(spec.make_inputs(cfg, seed=seed))
+    return sets, spacers
+
+
+def floor_ms(spec, cfg: dict) -> float:
+    """The least time a config can take on the fastest GPU the kit knows: its bytes at the highest
+    PEAK_GBPS and, where it declares flops, its flops at the highest PEAK_TFLOPS, whichever is
+    longer. A config whose floor is SMALL_MS or more is never a few µs: test_settle skips it
+    without a GPU call."""
+    floor = spec.bytes_moved(cfg) / (max(bench.PEAK_GBPS.values()) * 1e9) * 1e3
+    if spec.flops:
+        floor = max(floor, spec.flops(cfg) / (max(bench.PEAK_TFLOPS.values()) * 1e12) * 1e3)
+    return floor
+
+
+def settle_seed(spec, cfg: dict) -> int:
+    """The schedule's seed: TILEKIT_SETTLE_SEED, else one fixed per kernel and config (a rerun
+    interleaves alike); recorded in every settled record."""
+    given = os.environ.get("TILEKIT_SETTLE_SEED")
+    return int(given) if given else zlib.crc32(f"{spec.name}:{canonical_config(cfg)}".encode())
+
+
+def settle_backends(spec) -> tuple[list[str], dict[str, str]]:
+    """(the baselines' record names to time beside the port, {name: why not}): those
+    TILEKIT_SETTLE_BACKENDS names (comma-separated; make passes BASELINES), else every backend the
+    kernel declares, less those that cannot run here."""
+    declared = spec.baselines().BACKENDS
+    wanted = [b for b in os.environ.get("TILEKIT_SETTLE_BACKENDS", "").split(",") if b] or list(declared)
+    run, skipped = [], {}
+    for name in wanted:
+        why = f"kernels/{spec.name}/baselines.py has no {name} baseline" if name not in declared else None
+        why = why or spec.baselines().unavailable_reason(name)
+        if why:
+            skipped[name] = why
+        else:
+            run.append(name)
+    return run, skipped
+
+
+def run_settle(request, spec, cfg: dict) -> list[dict]:
+    """test_settle: a config of a few µs timed by `settled_records`, its records attached to the
+    test. Skips a config whose floor or whose port takes SMALL_MS or more (test_perf's records
+    judge it)."""
+    import pytest
+
+    floor = floor_ms(spec, cfg)
+    if floor >= settle.SMALL_MS:
+        pytest.skip(f"not a config of a few µs: its floor at the GPU's peak is {floor * 1e3:.1f} µs")
+    port = implementation(spec, "cutile_rs")
+    probe_inputs = spec.make_inputs(cfg)
+    check(spec, "cutile_rs", cfg, probe_inputs, port(probe_inputs))
+    probe = statistics.median(bench.time_cupti(functools.partial(port, probe_inputs), nrep=20).samples_ms)
+    if probe >= settle.SMALL_MS:
+        pytest.skip(f"not a config of a few µs: the port takes {probe * 1e3:.1f} µs >= {settle.SMALL_MS * 1e3:g} µs")
+    records = settled_records(spec, cfg, test=request.node.nodeid)
+    request.node.user_properties += [(PROPERTY, r) for r in records]
+    return records
+
+
+def settled_records(
+    spec, cfg: dict, *, test: str, names: list[str] | None = None, seed: int | None = None
+) -> list[dict]:
+    """Time one config as docs/make.md ("settle") says: the port and the baselines `names`
+    (default: settle_backends') in this one process, each checked against the reference first, on
+    SETTLE_PLACEMENTS placements of the inputs, interleaved in a seeded random order
+    (bench.time_interleaved: cold, L2 flushed, samples at a low SM clock dropped), then the hot
+    figure (bench.time_hot). One perf record per backend, with the `settle` key."""
+    skipped: dict = {}
+    if names is None:
+        names, skipped = settle_backends(spec)
+    seed = settle_seed(spec, cfg) if seed is None else seed
+    port = implementation(spec, "cutile_rs")
+    sets, _spacers = placements(spec, cfg, SETTLE_PLACEMENTS, seed)
+    calls = {RECORD_NAME["cutile_rs"]: [functools.partial(port, inputs) for inputs in sets]}
+    for name in names:
+        run = functools.partial(spec.run_baseline, name)
+        try:
+            check(spec, name, cfg, sets[0], run(sets[0]))  # a fast wrong answer is not a result
+        except NotServed as refused:
+            skipped[name] = str(refused)
+            continue
+        calls[name] = [functools.partial(run, inputs) for inputs in sets]
+    autotune.last_pick(spec.name, forget=True)
+    measured = bench.time_interleaved(calls, SETTLE_LAPS, seed)
+    hot = bench.time_hot(calls, HOT_LAUNCHES_PER_PLACEMENT * len(sets), HOT_REPLAYS, seed + 1)
+    rate = {"flops": spec.flops(cfg)} if spec.flops else {"bytes_moved": spec.bytes_moved(cfg)}
+    session = f"{spec.name}:{canonical_config(cfg)}:{seed}"
+    picked = autotune.last_pick(spec.name)
+    records = []
+    for backend, per_placement in measured.samples_ms.items():
+        timing = bench.Timing([ms for s in per_placement for ms in s], measured.kernels[backend])
+        extra = providers.record_env(backend)
+        record = bench.perf_record(
+            kernel=spec.name,
+            backend=backend,
+            env={**bench.environment(), **extra} if extra else None,
+            config=cfg,
+            timing=timing,
+            test=test,
+            median_ms=settle.figure(per_placement)["median_ms"],
+            **rate,
+        )
+        hot_ms = hot.get(backend)
+        is_port = backend == RECORD_NAME["cutile_rs"]
+        record["settle"] = {
+            "session": session,
+            "seed": seed,
+            "placements": len(sets),
+            "laps": SETTLE_LAPS,
+            "samples_ms": per_placement,
+            "dropped": measured.dropped[backend],
+            "clock_mhz": measured.clock_mhz,
+            "hot_ms": hot_ms if isinstance(hot_ms, list) else None,
+            "hot_launches": HOT_LAUNCHES_PER_PLACEMENT * len(sets),
+            **({"hot_error": hot_ms} if isinstance(hot_ms, str) else {}),
+            **({"not_timed": skipped} if is_port and skipped else {}),
+        }
+        if is_port and picked is not None:
+            record["variant"] = picked
+        records.append(record)
+    return records

@@ -11,6 +11,9 @@
     test_op_compiled_cutile_rs[<shape>-<dtype>]   the entry under torch.compile(fullgraph=True): no break
     test_op_cuda_graph_cutile_rs[<shape>-<dtype>] captured after a warm-up, replayed on new inputs
     test_perf[<backend>-<config>-<dtype>]         CUPTI time and record (tilekit.testing.pytest_plugin prints it)
+    test_settle[<config>-<dtype>]                 a config of a few µs: the port and its baselines in one
+                                                  process, over placements, interleaved, cold and hot
+                                                  (make settle; skips a config of 20 µs or more)
     test_sweep[<backend>-<config>-<dtype>]        the same over the sweep grid, only when TILEKIT_SWEEP
                                                   names a size (make sweep; tilekit.testing.sweep)
 
@@ -77,6 +80,7 @@ def cases(spec, swept: tuple[str, str] | None = None) -> dict[str, list]:
         "test_perf": [
             pytest.param(b, c, id=harness.case_id(b, sweep.case_id(spec, c))) for b in b_ids for c in spec.perf_configs
         ],
+        "test_settle": [pytest.param(c, id=sweep.case_id(spec, c)) for c in spec.perf_configs],
     }
 
 
@@ -213,6 +217,12 @@ def generate(name: str) -> dict:
     def test_perf(cuda, request, backend_id, cfg):
         timed(request, backend_id, cfg)
 
+    @pytest.mark.parametrize("cfg", params["test_settle"])
+    def test_settle(cuda, request, cfg):
+        """A config of a few µs: the port and its baselines timed in this one process over
+        placements, interleaved, cold and hot (tilekit.testing.harness.run_settle; make settle)."""
+        harness.run_settle(request, spec, cfg)
+
     @pytest.mark.parametrize("backend_id,cfg", params.get("test_sweep", []))
     def test_sweep(cuda, request, backend_id, cfg):
         """test_perf over the sweep grid; the record (already attached) also names the host, the kit
@@ -234,6 +244,7 @@ def generate(name: str) -> dict:
         test_op_cuda_graph_cutile_rs=test_op_cuda_graph_cutile_rs,
     )
     tests["test_perf"] = test_perf
+    tests["test_settle"] = test_settle
     if swept:
         tests["test_sweep"] = test_sweep
     return tests

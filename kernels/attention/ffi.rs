@@ -4,7 +4,7 @@
 //!                            const TensorDesc* v, const TensorDesc* sinks, int32_t causal,
 //!                            float scale, int32_t window,
 //!                            int32_t bm, int32_t bn, int32_t occupancy, int32_t warps,
-//!                            int32_t device_id, uint64_t stream);
+//!                            int32_t splits, int32_t device_id, uint64_t stream);
 //!
 //! out = softmax(q kᵀ · scale + mask) v per (batch, head): q and out (b, h, s_q, d), k and v
 //! (b, h_kv, s_kv, d) with h_kv dividing h (query head i reads key/value head i / (h / h_kv)), one
@@ -23,10 +23,17 @@
 //!
 //! The variant: `bm` / `bn` the query / key tile rows (64 or 128), `occupancy` (1..=32) and
 //! `warps` (worker warps per CTA: 4 or 8) compile hints for tileiras; -1 picks the default (the
-//! compiler's, for the hints). Every descriptor is validated before anything touches the GPU: bad
-//! input returns -2/-5/-6 with a message, never a launch.
+//! compiler's, for the hints). `splits` chooses the decode path (issue 41) where s_q <= 16: 0 never
+//! (the forward kernel), n >= 1 the key/value cache cut in (at most) n splits, -1 the decode path
+//! with a split count that fills the GPU (`auto_splits`) wherever it applies (`decode_rows`), else
+//! the forward kernel. The decode path packs the `group` query heads of one key/value head (GQA)
+//! and their s_q queries into one tile of rows, so K and V are read once for all of them, walks
+//! its split of the key tiles, and writes partials (acc, max, sum) to a stream-ordered workspace
+//! that a second kernel combines (with the sinks) into out; `bn` is its key tile too, `bm` and the
+//! hints apply to the forward kernel only. Every descriptor is validated before anything touches
+//! the GPU: bad input returns -2/-5/-6 with a message, never a launch.
 use super::kernel::attention_device as device;
-use crate::ffi_util::{self, invalid, or_default, to_i32, DType, Element, FfiResult, Launch, TensorDesc};
+use crate::ffi_util::{self, invalid, or_default, to_i32, DType, Element, FfiResult, Launch, StreamAlloc, TensorDesc};
 use cutile::cuda_core::Stream;
 use std::sync::Arc;
 
@@ -42,6 +49,43 @@ pub const DEFAULT_BN: i32 = 64;
 pub const DEFAULT_WARPS_BM128: i32 = 8;
 /// The head dims the kernel is compiled for (one tile spans the whole head dim).
 const HEAD_DIMS: [i32; 2] = [64, 128];
+/// The decode path takes at most this many queries per sequence (speculative decoding's few).
+pub const DECODE_MAX_SQ: i32 = 16;
+/// ... and at most this many packed rows (query heads of a group × s_q rounded up to a power of two).
+pub const DECODE_MAX_ROWS: i32 = 128;
+/// The fewest rows of a decode tile: the tensor cores' MMA needs 16.
+const DECODE_MIN_ROWS: i32 = 16;
+/// The most splits of one (batch, key/value head)'s cache.
+pub const DECODE_MAX_SPLITS: i32 = 256;
+
+/// The rows of a decode tile for `group` query heads per key/value head and `sq` queries:
+/// (SQ, BM) = (s_q rounded up to a power of two, group · SQ rounded up to a power of two, >= 16),
+/// or None where the decode path does not apply (s_q > DECODE_MAX_SQ, or more than
+/// DECODE_MAX_ROWS rows).
+pub fn decode_rows(group: i32, sq: i32) -> Option<(i32, i32)> {
+    if !(1..=DECODE_MAX_SQ).contains(&sq) {
+        return None;
+    }
+    let sq_pad = (sq as u32).next_power_of_two() as i32;
+    let rows = ((group as i64 * sq_pad as i64) as u64).next_power_of_two().max(DECODE_MIN_ROWS as u64);
+    (rows <= DECODE_MAX_ROWS as u64).then_some((sq_pad, rows as i32))
+}
+
+/// The split count that fills the GPU: about two tile blocks per SM over the b · h_kv (batch, key/
+/// value head) pairs, at least 1 and at most one per visible key tile (and DECODE_MAX_SPLITS).
+pub fn auto_splits(sms: u32, pairs: i32, tiles: i32) -> i32 {
+    let want = (2 * sms as i64 + pairs as i64 - 1) / pairs.max(1) as i64;
+    want.clamp(1, tiles.clamp(1, DECODE_MAX_SPLITS) as i64) as i32
+}
+
+/// The decode path's launch: SQ and BM (decode_rows) and the splits asked for (-1: auto_splits at
+/// launch, on the stream's GPU).
+#[derive(Debug, PartialEq)]
+pub struct Decode {
+    pub sq_pad: i32,
+    pub rows: i32,
+    pub splits: i32,
+}
 
 /// A validated launch: sizes and strides (elements) as the kernel indexes them.
 #[derive(Debug, PartialEq)]
@@ -68,9 +112,26 @@ pub struct Plan {
     /// None: the compiler's default.
     pub occupancy: Option<i32>,
     pub warps: Option<i32>,
+    /// The decode path (split key/value cache, GQA packing) instead of the forward kernel.
+    pub decode: Option<Decode>,
 }
 
 impl Plan {
+    /// The decode path's key tiles: (the first one the first query's window reaches, else 0; the
+    /// end, ceil(s_kv / bn)).
+    pub fn decode_tiles(&self) -> (i32, i32) {
+        let first = self.window.map_or(0, |w| (self.diag - w + 1).max(0) / self.bn);
+        (first.min((self.skv + self.bn - 1) / self.bn), (self.skv + self.bn - 1) / self.bn)
+    }
+
+    /// (splits, key tiles per split) of the decode path for `asked` splits (> 0), none empty.
+    pub fn decode_split(&self, asked: i32) -> (i32, i32) {
+        let (first, end) = self.decode_tiles();
+        let visible = (end - first).max(1);
+        let per = (visible + asked.clamp(1, visible) - 1) / asked.clamp(1, visible);
+        ((visible + per - 1) / per, per)
+    }
+
     /// The launch grid: one tile block per (query tile, batch · head).
     pub fn grid(&self) -> (u32, u32, u32) {
         let tiles = (self.sq + self.bm - 1) / self.bm;
@@ -95,7 +156,7 @@ fn strides(d: &TensorDesc, arg: &str) -> FfiResult<[i32; 3]> {
 #[allow(clippy::too_many_arguments)]
 pub fn plan(
     out: &TensorDesc, q: &TensorDesc, k: &TensorDesc, v: &TensorDesc, sinks: Option<&TensorDesc>, causal: i32,
-    scale: f32, window: i32, bm: i32, bn: i32, occupancy: i32, warps: i32,
+    scale: f32, window: i32, bm: i32, bn: i32, occupancy: i32, warps: i32, splits: i32,
 ) -> FfiResult<Plan> {
     let tensors = [(q, "q", 4), (k, "k", 4), (v, "v", 4), (out, "out", 4)];
     let dtype = ffi_util::check_tensors(KERNEL, &[DType::F16, DType::BF16], "f16 and bf16", &tensors)?;
@@ -155,6 +216,23 @@ pub fn plan(
     let occupancy = ffi_util::occupancy_hint(occupancy)?;
     let warps = ffi_util::warps_hint(warps)?.or((bm == 128).then_some(DEFAULT_WARPS_BM128));
     let (sq, skv) = (to_i32(sq, "s_q")?, to_i32(k.shape[2], "s_kv")?);
+    let rows = decode_rows(to_i32(h / hkv, "group")?, sq);
+    let decode = match (splits, rows) {
+        (0, _) | (-1, None) => None,
+        (-1 | 1..=DECODE_MAX_SPLITS, Some((sq_pad, rows))) => Some(Decode { sq_pad, rows, splits }),
+        (1..=DECODE_MAX_SPLITS, None) => {
+            return Err(invalid(format!(
+                "splits={splits}: the decode path takes s_q <= {DECODE_MAX_SQ} queries of a key/value head's \
+                 {} query heads in at most {DECODE_MAX_ROWS} rows, here s_q={sq}; use 0 or -1",
+                h / hkv
+            )))
+        }
+        _ => {
+            return Err(invalid(format!(
+                "splits={splits}: use 0 (the forward kernel), 1..={DECODE_MAX_SPLITS} or -1 (auto)"
+            )))
+        }
+    };
     let p = Plan {
         dtype,
         b: to_i32(b, "b")?,
@@ -173,6 +251,7 @@ pub fn plan(
         bn,
         occupancy,
         warps,
+        decode,
     };
     let blocks = (sq as i64 + bm as i64 - 1) / bm as i64 * p.b as i64 * p.h as i64;
     if blocks > i32::MAX as i64 {
@@ -197,6 +276,9 @@ fn launch_with<T: Element, S: Element>(
     p: &Plan, out: &TensorDesc, q: &TensorDesc, k: &TensorDesc, v: &TensorDesc, sinks: &TensorDesc,
     stream: &Arc<Stream>,
 ) -> FfiResult<()> {
+    if let Some(d) = &p.decode {
+        return launch_decode::<T, S>(p, d, out, q, k, v, sinks, stream);
+    }
     let ptrs = unsafe {
         [out, q, k, v].map(|t| ffi_util::device_ptr::<T>(t)) // dtypes checked by plan()
     };
@@ -243,9 +325,62 @@ fn launch_with<T: Element, S: Element>(
     }
 }
 
+/// The decode path: attention_decode over b · h_kv · splits tile blocks into a workspace on the
+/// caller's stream, then attention_decode_combine over b · h_kv into out; the workspace is freed
+/// in stream order after the combine (and on every other way out: StreamAlloc).
+#[allow(clippy::too_many_arguments)]
+fn launch_decode<T: Element, S: Element>(
+    p: &Plan, d: &Decode, out: &TensorDesc, q: &TensorDesc, k: &TensorDesc, v: &TensorDesc, sinks: &TensorDesc,
+    stream: &Arc<Stream>,
+) -> FfiResult<()> {
+    let pairs = p.b * p.hkv;
+    let (first, end) = p.decode_tiles();
+    let asked = if d.splits > 0 { d.splits } else { auto_splits(ffi_util::sm_count(stream)?, pairs, end - first) };
+    let (splits, per) = p.decode_split(asked);
+    let blocks = pairs as usize * splits as usize;
+    let f32s = std::mem::size_of::<f32>();
+    let (acc_bytes, row_bytes) = (blocks * (d.rows * p.d) as usize * f32s, blocks * d.rows as usize * f32s);
+    let ws = StreamAlloc::new(acc_bytes + 2 * row_bytes, stream, "decode workspace")?;
+    // SAFETY: three f32 arrays of the allocation just made (acc, then m, then l).
+    let [ws_acc, ws_m, ws_l] = unsafe {
+        [0, acc_bytes, acc_bytes + row_bytes]
+            .map(|at| cutile::cuda_async::device_buffer::DevicePointer::<f32>::from_cu_deviceptr(ws.ptr + at as u64))
+    };
+    let [o_ptr, q_ptr, k_ptr, v_ptr] = unsafe { [out, q, k, v].map(|t| ffi_util::device_ptr::<T>(t)) };
+    let sinks_ptr = unsafe { ffi_util::device_ptr::<S>(sinks) }; // S checked by plan()
+    let options = ffi_util::compile_options(None, None);
+    // generics T, BM, BN, D, SQ, WINDOW; then T, S, BM, D, SQ, SINKS.
+    let mut split = Launch::new::<T>(&[d.rows, p.bn, p.d, d.sq_pad], (blocks as u32, 1, 1), options.clone());
+    split.generics.push(p.window.is_some().to_string());
+    let mut combine = Launch::new::<T>(&[d.rows, p.d, d.sq_pad], (pairs as u32, 1, 1), options);
+    combine.generics.insert(1, S::DTYPE.as_str().to_string());
+    combine.generics.push(p.sinks.is_some().to_string());
+    let [_, [q_sb, q_sh, q_ss], [k_sb, k_sh, k_ss], [v_sb, v_sh, v_ss]] = p.strides;
+    let [o_sb, o_sh, o_ss] = p.strides[0];
+    // SAFETY: plan() checked shapes, strides and dtypes against the descriptors; the workspace
+    // holds b · h_kv · splits tiles of rows × (d + 2) f32, written by the first kernel before the
+    // second reads it (stream order), and freed after both.
+    unsafe {
+        split.enqueue(
+            device::attention_decode(
+                ws_acc, ws_m, ws_l, q_ptr, k_ptr, v_ptr, p.b, p.h, p.hkv, p.sq, p.skv, q_sb, q_sh, q_ss, k_sb, k_sh,
+                k_ss, v_sb, v_sh, v_ss, p.diag, p.window.unwrap_or(-1), p.qk_scale_log2, splits, first, per, end,
+            ),
+            stream,
+        )?;
+        combine.enqueue(
+            device::attention_decode_combine(
+                o_ptr, ws_acc, ws_m, ws_l, sinks_ptr, p.b, p.h, p.hkv, p.sq, o_sb, o_sh, o_ss, splits,
+            ),
+            stream,
+        )?;
+    }
+    ws.free()
+}
+
 // `cutile_attention`: the descriptors, then plan(), the caller's stream and launch() (ffi_util::export!).
 // `sinks` may be null.
-crate::export!(cutile_attention(out, q, k, v; optional sinks; causal: i32, scale: f32, window: i32, bm: i32, bn: i32, occupancy: i32, warps: i32));
+crate::export!(cutile_attention(out, q, k, v; optional sinks; causal: i32, scale: f32, window: i32, bm: i32, bn: i32, occupancy: i32, warps: i32, splits: i32));
 
 #[cfg(test)]
 mod tests {
@@ -272,7 +407,7 @@ mod tests {
     }
 
     fn plan_of(t: &[TensorDesc; 4], causal: i32) -> FfiResult<Plan> {
-        plan(&t[0], &t[1], &t[2], &t[3], None, causal, 0.125, -1, -1, -1, -1, -1)
+        plan(&t[0], &t[1], &t[2], &t[3], None, causal, 0.125, -1, -1, -1, -1, -1, 0)
     }
 
     #[test]
@@ -287,7 +422,7 @@ mod tests {
         assert_eq!((p.sinks, p.window), (None, None));
         // 8 worker warps by default for 128-row query tiles only; a given hint is kept.
         let [o, q, k, v] = &t;
-        let warps = |bm, w| plan(o, q, k, v, None, 1, 0.125, -1, bm, -1, -1, w).unwrap().warps;
+        let warps = |bm, w| plan(o, q, k, v, None, 1, 0.125, -1, bm, -1, -1, w, 0).unwrap().warps;
         assert_eq!((warps(-1, -1), warps(64, -1), warps(128, 4), warps(64, 8)), (Some(8), None, Some(4), Some(8)));
     }
 
@@ -320,11 +455,11 @@ mod tests {
         let t = [o, q, k, v];
         assert_fails(plan_of(&t, 2), rc::INVALID_ARGUMENT, "causal=2");
         for scale in [0.0, -1.0, f32::NAN, f32::INFINITY] {
-            assert_fails(plan(&o, &q, &k, &v, None, 0, scale, -1, -1, -1, -1, -1), rc::INVALID_ARGUMENT, "scale=");
+            assert_fails(plan(&o, &q, &k, &v, None, 0, scale, -1, -1, -1, -1, -1, 0), rc::INVALID_ARGUMENT, "scale=");
         }
-        assert_fails(plan(&o, &q, &k, &v, None, 0, 1.0, -1, 32, -1, -1, -1), rc::INVALID_ARGUMENT, "bm=32");
-        assert_fails(plan(&o, &q, &k, &v, None, 0, 1.0, -1, -1, 256, -1, -1), rc::INVALID_ARGUMENT, "bn=256");
-        assert_hints_checked(true, |occ, w| plan(&o, &q, &k, &v, None, 0, 1.0, -1, -1, -1, occ, w));
+        assert_fails(plan(&o, &q, &k, &v, None, 0, 1.0, -1, 32, -1, -1, -1, 0), rc::INVALID_ARGUMENT, "bm=32");
+        assert_fails(plan(&o, &q, &k, &v, None, 0, 1.0, -1, -1, 256, -1, -1, 0), rc::INVALID_ARGUMENT, "bn=256");
+        assert_hints_checked(true, |occ, w| plan(&o, &q, &k, &v, None, 0, 1.0, -1, -1, -1, occ, w, 0));
         let f32s = qkv(DType::F32, [1, 4, 2, 8, 8, 64]);
         assert_fails(plan_of(&f32s, 0), rc::UNSUPPORTED_DTYPE, "attention supports f16 and bf16");
     }
@@ -337,7 +472,7 @@ mod tests {
     #[test]
     fn plan_takes_sinks_and_a_window_under_the_causal_mask() {
         let [o, q, k, v] = qkv(DType::BF16, [2, 32, 8, 1000, 4097, 128]);
-        let p = |sinks, window| plan(&o, &q, &k, &v, sinks, 1, 0.125, window, -1, -1, -1, -1);
+        let p = |sinks, window| plan(&o, &q, &k, &v, sinks, 1, 0.125, window, -1, -1, -1, -1, 0);
         let (s, s_bf16) = (sinks_of(32), TensorDesc::from_parts(0x5000, DType::BF16, &[32], &[1]));
         assert_eq!(p(Some(&s), -1).map(|p| (p.sinks, p.window)).unwrap(), (Some(DType::F32), None));
         assert_eq!(p(Some(&s_bf16), -1).unwrap().sinks, Some(DType::BF16));
@@ -352,7 +487,7 @@ mod tests {
     #[test]
     fn plan_rejects_bad_sinks_and_windows() {
         let [o, q, k, v] = qkv(DType::F16, [1, 4, 2, 8, 8, 64]);
-        let p = |sinks, causal, window| plan(&o, &q, &k, &v, sinks, causal, 0.125, window, -1, -1, -1, -1);
+        let p = |sinks, causal, window| plan(&o, &q, &k, &v, sinks, causal, 0.125, window, -1, -1, -1, -1, 0);
         let sinks = [
             (TensorDesc::from_parts(0x5000, DType::BF16, &[4], &[1]), "`sinks` is bf16 [4]"),
             (sinks_of(2), "`sinks` is f32 [2] with strides [1]: pass a contiguous (4,) of q's dtype f16 or f32"),
@@ -538,6 +673,81 @@ mod tests {
             let generics = ["bf16", "bf16", bm, "64", "128", "false", "false"];
             let ir = DEVICE.lower("attention_fwd", &generics, &div_hints(&ptrs, &ints), options, what);
             assert!(ir.contains("mma") && ir.contains("assume div_by<16>"), "{what}:\n{ir}");
+        }
+    }
+
+    /// (out, q, k, v) of a decode step: b sequences of s_q queries over an s_kv cache.
+    fn decode_qkv(b: i64, h: i64, hkv: i64, sq: i64, skv: i64) -> [TensorDesc; 4] {
+        qkv(DType::BF16, [b, h, hkv, sq, skv, 128])
+    }
+
+    fn decode_plan(t: &[TensorDesc; 4], sinks: Option<&TensorDesc>, window: i32, splits: i32) -> FfiResult<Plan> {
+        plan(&t[0], &t[1], &t[2], &t[3], sinks, 1, 0.125, window, -1, -1, -1, -1, splits)
+    }
+
+    #[test]
+    fn the_decode_path_packs_a_groups_queries_and_is_chosen_by_splits() {
+        // GQA 4 (32 query heads, 8 key/value heads), one query: 4 rows, padded to the MMA's 16.
+        assert_eq!(decode_rows(4, 1), Some((1, 16)));
+        assert_eq!(decode_rows(8, 3), Some((4, 32))); // 3 queries in 4 slots per head
+        assert_eq!(decode_rows(32, 4), Some((4, 128))); // MQA of 32 heads, 4 queries
+        assert_eq!((decode_rows(32, 8), decode_rows(1, 17), decode_rows(1, 0)), (None, None, None));
+        let t = decode_qkv(4, 32, 8, 1, 8192);
+        let p = decode_plan(&t, None, -1, -1).unwrap();
+        assert_eq!(p.decode, Some(Decode { sq_pad: 1, rows: 16, splits: -1 }));
+        assert_eq!(decode_plan(&t, None, -1, 0).unwrap().decode, None); // the forward kernel
+        assert_eq!(decode_plan(&t, None, -1, 7).unwrap().decode.unwrap().splits, 7);
+        // Prefill: auto runs the forward kernel, an explicit split count is refused.
+        let prefill = decode_qkv(1, 32, 8, 1000, 1000);
+        assert_eq!(decode_plan(&prefill, None, -1, -1).unwrap().decode, None);
+        assert_fails(decode_plan(&prefill, None, -1, 4), rc::INVALID_ARGUMENT, "splits=4: the decode path takes s_q <= 16");
+        for bad in [-2, DECODE_MAX_SPLITS + 1] {
+            assert_fails(decode_plan(&t, None, -1, bad), rc::INVALID_ARGUMENT, &format!("splits={bad}: use 0"));
+        }
+    }
+
+    #[test]
+    fn splits_cover_the_visible_key_tiles_with_none_empty() {
+        // 8192 keys in 64-wide tiles: 128 tiles; with a 1000-key window the first query sees
+        // keys from 8192 - 1000 on: tiles 112.. (7192 / 64 = 112).
+        let t = decode_qkv(1, 32, 8, 1, 8192);
+        let p = decode_plan(&t, None, -1, -1).unwrap();
+        assert_eq!(p.decode_tiles(), (0, 128));
+        assert_eq!(p.decode_split(33), (32, 4)); // 4 tiles a split: 32 splits, the last full
+        assert_eq!(p.decode_split(1000), (128, 1));
+        assert_eq!(p.decode_split(3), (3, 43)); // 43 + 43 + 42
+        let w = decode_plan(&t, None, 1000, -1).unwrap();
+        assert_eq!(w.decode_tiles(), (112, 128));
+        assert_eq!(w.decode_split(4), (4, 4));
+        for (skv, asked) in [(1, 5), (65, 2), (4097, 7), (100, 100)] {
+            let p = decode_plan(&decode_qkv(1, 8, 8, 1, skv), None, -1, -1).unwrap();
+            let (first, end) = p.decode_tiles();
+            let (splits, per) = p.decode_split(asked);
+            assert!(splits * per >= end - first && (splits - 1) * per < (end - first).max(1), "skv={skv} asked={asked}");
+        }
+        // auto: two tile blocks per SM over the (batch, kv head) pairs, within [1, tiles]
+        assert_eq!((auto_splits(132, 8, 128), auto_splits(132, 512, 128), auto_splits(132, 8, 3)), (33, 1, 3));
+    }
+
+    #[test]
+    fn the_decode_kernels_lower_and_assemble_for_sm90() {
+        for dtype in ["f16", "bf16"] {
+            for (rows, bn, d, sq) in [("16", "64", "128", "1"), ("32", "64", "64", "4"), ("128", "128", "128", "16")] {
+                for window in ["false", "true"] {
+                    DEVICE.assert_lowers(
+                        "attention_decode",
+                        &[dtype, rows, bn, d, sq, window],
+                        &["mma", "exp2", "store_view_tko"],
+                    );
+                }
+                for (sinks_dtype, sinks) in [(dtype, "false"), ("f32", "true"), (dtype, "true")] {
+                    DEVICE.assert_lowers(
+                        "attention_decode_combine",
+                        &[dtype, sinks_dtype, rows, d, sq, sinks],
+                        &["exp2", "store_ptr_tko"],
+                    );
+                }
+            }
         }
     }
 }

@@ -258,4 +258,228 @@ pub mod attention_device {
         let o: Tile<T, { [BM, D] }> = convert_tile(acc * inv.broadcast(shape![BM, D]));
         o_part.store(o.reshape(shape![1, 1, BM, D]), [batch, head, mt, 0i32]);
     }
+
+    // -- Decode: few queries per sequence (s_q <= 16), the key/value cache split across tile blocks.
+
+    /// The query rows of a decode tile: row r is query head kv_head · group + r / SQ and query
+    /// r % SQ, the `group` query heads that read one key/value head packed together (GQA packing: K
+    /// and V are read once for all of them). Returns (head in the group, query index) of each row,
+    /// as [BM, 1] tiles, and which rows are real (head < group, query < s_q).
+    fn decode_rows<const BM: i32, const SQ: i32>(
+        group: i32, sq: i32,
+    ) -> (Tile<i32, { [BM, 1] }>, Tile<i32, { [BM, 1] }>, Tile<bool, { [BM, 1] }>) {
+        let r: Tile<i32, { [BM] }> = iota(shape![BM]);
+        let sq_tile: Tile<i32, { [BM] }> = broadcast_scalar(SQ, shape![BM]);
+        let g: Tile<i32, { [BM, 1] }> = (r / sq_tile).reshape(shape![BM, 1]);
+        let i: Tile<i32, { [BM, 1] }> = (r % sq_tile).reshape(shape![BM, 1]);
+        let g_end: Tile<i32, { [BM, 1] }> = broadcast_scalar(group, shape![BM, 1]);
+        let i_end: Tile<i32, { [BM, 1] }> = broadcast_scalar(sq, shape![BM, 1]);
+        (g, i, andi(lt_tile(g, g_end), lt_tile(i, i_end)))
+    }
+
+    /// The [BM, D] pointers of a decode tile's rows in a (b, h, s, d) tensor: row (g, i) at
+    /// `first` + g · sh + i · ss, then d.
+    fn decode_pointers<T: ElementType, const BM: i32, const D: i32>(
+        ptr: *mut T, first: i32, g: Tile<i32, { [BM, 1] }>, i: Tile<i32, { [BM, 1] }>, sh: i32, ss: i32,
+    ) -> PointerTile<*mut T, { [BM, D] }> {
+        let tile: Shape<{ [BM, D] }> = shape![BM, D];
+        let sh_t: Tile<i32, { [BM, 1] }> = broadcast_scalar(sh, shape![BM, 1]);
+        let ss_t: Tile<i32, { [BM, 1] }> = broadcast_scalar(ss, shape![BM, 1]);
+        let row_off: Tile<i32, { [BM, D] }> = (g * sh_t + i * ss_t).broadcast(tile);
+        let d_ids: Tile<i32, { [D] }> = iota(shape![D]);
+        let offsets: Tile<i32, { [BM, D] }> = row_off + d_ids.reshape(shape![1, D]).broadcast(tile);
+        let p0: PointerTile<*mut T, { [] }> = pointer_to_tile(ptr).offset(first);
+        let p1: PointerTile<*mut T, { [1, 1] }> = p0.reshape(shape![1, 1]);
+        let base: PointerTile<*mut T, { [BM, D] }> = p1.broadcast(tile);
+        base.offset_tile(offsets)
+    }
+
+    /// Decode, step 1 of 2: grid = b · h_kv · splits tile blocks. Block (batch, kv_head, split)
+    /// holds the `group` query heads of kv_head × s_q queries as one BM-row tile (decode_rows) and
+    /// walks key tiles [t0, t1) of the cache: `first_tile` (the window's first, else 0) plus
+    /// split · tiles_per_split, at most `tiles_end`. Every tile is masked (key < s_kv, key <= i +
+    /// diag, and with WINDOW key > i + diag - window: row i's own query). It writes its unnormalized
+    /// partial: acc (f32 [BM, D]), the running max m and sum l (f32 [BM], base 2) at block id in the
+    /// workspace (`ws_acc`, `ws_m`, `ws_l`), for attention_decode_combine. A split that sees no key
+    /// of a row leaves m at the lowest finite f32 and l = acc = 0: it weighs nothing there.
+    #[cutile::entry(unchecked_accesses = true)]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn attention_decode<
+        T: ElementType,
+        const BM: i32,
+        const BN: i32,
+        const D: i32,
+        const SQ: i32,
+        const WINDOW: bool,
+    >(
+        ws_acc: *mut f32, ws_m: *mut f32, ws_l: *mut f32, q_ptr: *mut T, k_ptr: *mut T, v_ptr: *mut T, b: i32, h: i32,
+        hkv: i32, sq: i32, skv: i32, q_sb: i32, q_sh: i32, q_ss: i32, k_sb: i32, k_sh: i32, k_ss: i32, v_sb: i32,
+        v_sh: i32, v_ss: i32, diag: i32, window: i32, qk_scale_log2: f32, splits: i32, first_tile: i32,
+        tiles_per_split: i32, tiles_end: i32,
+    ) {
+        let tok: Token = new_token_unordered();
+        let bid: i32 = get_tile_block_id().0;
+        let split: i32 = bid % splits;
+        let bkh: i32 = bid / splits;
+        let batch: i32 = bkh / hkv;
+        let kv_head: i32 = bkh % hkv;
+        let group: i32 = h / hkv;
+        let (g, i, real) = decode_rows::<BM, SQ>(group, sq);
+
+        let tile_q: Shape<{ [BM, D] }> = shape![BM, D];
+        let q_ptrs: PointerTile<*mut T, { [BM, D] }> =
+            decode_pointers::<T, BM, D>(q_ptr, batch * q_sb + kv_head * group * q_sh, g, i, q_sh, q_ss);
+        let q_mask: Tile<bool, { [BM, D] }> = real.broadcast(tile_q);
+        let (q_raw, _q_tok): (Tile<T, { [BM, D] }>, Token) = unsafe {
+            load_ptr_tko(q_ptrs, ordering::Weak, None::<scope::TileBlock>, Some(q_mask), None, None, Latency::<3>)
+        };
+        let zero_q: Tile<f32, { [BM, D] }> = constant(0.0f32, tile_q);
+        let q_zero: Tile<T, { [BM, D] }> = convert_tile(zero_q);
+        let q: Tile<T, { [BM, D] }> = select(q_mask, q_raw, q_zero);
+
+        let kv_shape: Shape<{ [-1, -1, -1, -1] }> = Shape::<{ [-1, -1, -1, -1] }> { dims: &[b, hkv, skv, D] };
+        let k_strides: Array<{ [-1, -1, -1, 1] }> = Array::<{ [-1, -1, -1, 1] }> { dims: &[k_sb, k_sh, k_ss] };
+        let v_strides: Array<{ [-1, -1, -1, 1] }> = Array::<{ [-1, -1, -1, 1] }> { dims: &[v_sb, v_sh, v_ss] };
+        let k_view: Tensor<T, { [-1, -1, -1, -1] }> =
+            unsafe { make_tensor_view(pointer_to_tile(k_ptr), kv_shape, k_strides, tok) };
+        let v_view: Tensor<T, { [-1, -1, -1, -1] }> =
+            unsafe { make_tensor_view(pointer_to_tile(v_ptr), kv_shape, v_strides, tok) };
+        let k_part: Partition<T, { [1, 1, D, BN] }> =
+            k_view.partition_permuted(shape![1, 1, D, BN], const_array![0, 1, 3, 2]);
+        let v_part: Partition<T, { [1, 1, BN, D] }> = v_view.partition(shape![1, 1, BN, D]);
+
+        let tile: Shape<{ [BM, BN] }> = shape![BM, BN];
+        let zero: Tile<f32, { [BM, BN] }> = constant(0.0f32, tile);
+        let neg_inf: Tile<f32, { [BM, BN] }> = constant(f32::NEG_INFINITY, tile);
+        let col_ids: Tile<i32, { [BN] }> = iota(shape![BN]);
+        let cols: Tile<i32, { [BM, BN] }> = col_ids.reshape(shape![1, BN]).broadcast(tile);
+        let rows: Tile<i32, { [BM, BN] }> = i.broadcast(tile);
+        let mut m_i: Tile<f32, { [BM, 1] }> = constant(-3.4028235e38f32, shape![BM, 1]);
+        let mut l_i: Tile<f32, { [BM, 1] }> = constant(0.0f32, shape![BM, 1]);
+        let mut acc: Tile<f32, { [BM, D] }> = constant(0.0f32, shape![BM, D]);
+        let t0: i32 = first_tile + split * tiles_per_split;
+        let t_stop: i32 = t0 + tiles_per_split;
+        let t1: i32 = if t_stop < tiles_end { t_stop } else { tiles_end };
+        for j in t0..t1 {
+            let k: Tile<T, { [D, BN] }> = k_part.load_pipelined::<2>([batch, kv_head, 0i32, j]).reshape(shape![D, BN]);
+            let qk: Tile<f32, { [BM, BN] }> = mma(q, k, zero);
+            // Column c is key j · BN + c, row r query i(r): key < skv and key <= i + diag (and,
+            // with a window, key > i + diag - window), in tile-local indices.
+            let key_end: Tile<i32, { [BM, BN] }> = broadcast_scalar(skv - j * BN, tile);
+            let diag_off: Tile<i32, { [BM, BN] }> = broadcast_scalar(diag - j * BN, tile);
+            let mut visible: Tile<bool, { [BM, BN] }> = andi(lt_tile(cols, key_end), le_tile(cols, rows + diag_off));
+            if WINDOW {
+                visible = andi(visible, in_window::<BM, BN>(rows, cols, diag - window + 1 - j * BN));
+            }
+            let v: Tile<T, { [BN, D] }> = v_part.load_pipelined::<4>([batch, kv_head, j, 0i32]).reshape(shape![BN, D]);
+            let (m_new, l_new, acc_new) =
+                online_step::<T, BM, BN, D>(select(visible, qk, neg_inf), v, qk_scale_log2, m_i, l_i, acc);
+            m_i = m_new;
+            l_i = l_new;
+            acc = acc_new;
+        }
+
+        let blocks: i32 = b * hkv * splits;
+        let acc_shape: Shape<{ [-1, -1, -1] }> = Shape::<{ [-1, -1, -1] }> { dims: &[blocks, BM, D] };
+        let acc_strides: Array<{ [-1, -1, 1] }> = Array::<{ [-1, -1, 1] }> { dims: &[BM * D, D] };
+        let acc_view: Tensor<f32, { [-1, -1, -1] }> =
+            unsafe { make_tensor_view(pointer_to_tile(ws_acc), acc_shape, acc_strides, tok) };
+        let mut acc_part: PartitionMut<f32, { [1, BM, D] }> = unsafe { acc_view.partition_full_mut(shape![1, BM, D]) };
+        acc_part.store(acc.reshape(shape![1, BM, D]), [bid, 0i32, 0i32]);
+        let row_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[blocks, BM] };
+        let row_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[BM] };
+        let m_view: Tensor<f32, { [-1, -1] }> =
+            unsafe { make_tensor_view(pointer_to_tile(ws_m), row_shape, row_strides, tok) };
+        let l_view: Tensor<f32, { [-1, -1] }> =
+            unsafe { make_tensor_view(pointer_to_tile(ws_l), row_shape, row_strides, tok) };
+        let mut m_part: PartitionMut<f32, { [1, BM] }> = unsafe { m_view.partition_full_mut(shape![1, BM]) };
+        let mut l_part: PartitionMut<f32, { [1, BM] }> = unsafe { l_view.partition_full_mut(shape![1, BM]) };
+        m_part.store(m_i.reshape(shape![1, BM]), [bid, 0i32]);
+        l_part.store(l_i.reshape(shape![1, BM]), [bid, 0i32]);
+    }
+
+    /// Decode, step 2 of 2: grid = b · h_kv tile blocks, each combining the `splits` partials of
+    /// its (batch, kv_head) rows: M = the largest m (and, with SINKS, the row's head's sink logit
+    /// · log2(e)), L = Σ l · exp2(m - M) (+ exp2(sink - M)), O = Σ acc · exp2(m - M) / max(L, 1)
+    /// (L >= 1 where a row saw a key or a sink, as in attention_fwd), stored in T to the real rows
+    /// of out (b, h, s_q, d).
+    #[cutile::entry(unchecked_accesses = true)]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn attention_decode_combine<
+        T: ElementType,
+        S: ElementType,
+        const BM: i32,
+        const D: i32,
+        const SQ: i32,
+        const SINKS: bool,
+    >(
+        o_ptr: *mut T, ws_acc: *mut f32, ws_m: *mut f32, ws_l: *mut f32, sinks_ptr: *mut S, b: i32, h: i32,
+        hkv: i32, sq: i32, o_sb: i32, o_sh: i32, o_ss: i32, splits: i32,
+    ) {
+        let tok: Token = new_token_unordered();
+        let bkh: i32 = get_tile_block_id().0;
+        let batch: i32 = bkh / hkv;
+        let kv_head: i32 = bkh % hkv;
+        let group: i32 = h / hkv;
+        let (g, i, real) = decode_rows::<BM, SQ>(group, sq);
+
+        let blocks: i32 = b * hkv * splits;
+        let acc_shape: Shape<{ [-1, -1, -1] }> = Shape::<{ [-1, -1, -1] }> { dims: &[blocks, BM, D] };
+        let acc_strides: Array<{ [-1, -1, 1] }> = Array::<{ [-1, -1, 1] }> { dims: &[BM * D, D] };
+        let acc_view: Tensor<f32, { [-1, -1, -1] }> =
+            unsafe { make_tensor_view(pointer_to_tile(ws_acc), acc_shape, acc_strides, tok) };
+        let acc_part: Partition<f32, { [1, BM, D] }> = acc_view.partition(shape![1, BM, D]);
+        let row_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[blocks, BM] };
+        let row_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[BM] };
+        let m_view: Tensor<f32, { [-1, -1] }> =
+            unsafe { make_tensor_view(pointer_to_tile(ws_m), row_shape, row_strides, tok) };
+        let l_view: Tensor<f32, { [-1, -1] }> =
+            unsafe { make_tensor_view(pointer_to_tile(ws_l), row_shape, row_strides, tok) };
+        let m_part: Partition<f32, { [1, BM] }> = m_view.partition(shape![1, BM]);
+        let l_part: Partition<f32, { [1, BM] }> = l_view.partition(shape![1, BM]);
+
+        let first: i32 = bkh * splits;
+        let mut big_m: Tile<f32, { [BM, 1] }> = constant(-3.4028235e38f32, shape![BM, 1]);
+        for s in 0i32..splits {
+            let m_s: Tile<f32, { [BM, 1] }> = m_part.load([first + s, 0i32]).reshape(shape![BM, 1]);
+            big_m = maxf(big_m, m_s, nan::Disabled, ftz::Disabled);
+        }
+        let mut big_l: Tile<f32, { [BM, 1] }> = constant(0.0f32, shape![BM, 1]);
+        if SINKS {
+            // The sink logit of row r's head, kv_head · group + g(r); rows past the group read none.
+            let heads: Tile<i32, { [BM, 1] }> = broadcast_scalar(kv_head * group, shape![BM, 1]) + g;
+            let p0: PointerTile<*mut S, { [] }> = pointer_to_tile(sinks_ptr);
+            let p1: PointerTile<*mut S, { [1, 1] }> = p0.reshape(shape![1, 1]);
+            let base: PointerTile<*mut S, { [BM, 1] }> = p1.broadcast(shape![BM, 1]);
+            let ptrs: PointerTile<*mut S, { [BM, 1] }> = base.offset_tile(heads);
+            let (raw, _tok): (Tile<S, { [BM, 1] }>, Token) = unsafe {
+                load_ptr_tko(ptrs, ordering::Weak, None::<scope::TileBlock>, Some(real), None, None, Latency::<3>)
+            };
+            let log2e: Tile<f32, { [BM, 1] }> = constant(1.4426950408889634f32, shape![BM, 1]);
+            let lowest: Tile<f32, { [BM, 1] }> = constant(-3.4028235e38f32, shape![BM, 1]);
+            let raw_f32: Tile<f32, { [BM, 1] }> = convert_tile(raw);
+            let sink: Tile<f32, { [BM, 1] }> = select(real, raw_f32 * log2e, lowest);
+            big_m = maxf(big_m, sink, nan::Disabled, ftz::Disabled);
+            big_l = exp2(sink - big_m, ftz::Enabled);
+        }
+        let mut o: Tile<f32, { [BM, D] }> = constant(0.0f32, shape![BM, D]);
+        for s in 0i32..splits {
+            let m_s: Tile<f32, { [BM, 1] }> = m_part.load([first + s, 0i32]).reshape(shape![BM, 1]);
+            let l_s: Tile<f32, { [BM, 1] }> = l_part.load([first + s, 0i32]).reshape(shape![BM, 1]);
+            let w: Tile<f32, { [BM, 1] }> = exp2(m_s - big_m, ftz::Enabled);
+            big_l = big_l + l_s * w;
+            let acc_s: Tile<f32, { [BM, D] }> = acc_part.load([first + s, 0i32, 0i32]).reshape(shape![BM, D]);
+            o = o + acc_s * w.broadcast(shape![BM, D]);
+        }
+        let one: Tile<f32, { [BM, 1] }> = constant(1.0f32, shape![BM, 1]);
+        let l_safe: Tile<f32, { [BM, 1] }> = maxf(big_l, one, nan::Disabled, ftz::Disabled);
+        let inv: Tile<f32, { [BM, 1] }> = divf(one, l_safe, rounding::NearestEven, ftz::Disabled);
+        let out: Tile<T, { [BM, D] }> = convert_tile(o * inv.broadcast(shape![BM, D]));
+        let o_ptrs: PointerTile<*mut T, { [BM, D] }> =
+            decode_pointers::<T, BM, D>(o_ptr, batch * o_sb + kv_head * group * o_sh, g, i, o_sh, o_ss);
+        let o_mask: Tile<bool, { [BM, D] }> = real.broadcast(shape![BM, D]);
+        let _o_tok: Token = unsafe {
+            store_ptr_tko(o_ptrs, out, ordering::Weak, None::<scope::TileBlock>, Some(o_mask), None, Latency::<3>)
+        };
+    }
 }

@@ -19,7 +19,10 @@ the work is O(s_q · window). None (or -1) is no window.
 
 `cutile_attention` (kernels/attention/ffi.rs) called through tilekit.runtime.port. `variant`: "auto" the
 autotuned candidate of `variants` for this GPU, dtype and shape class, "default" ffi.rs's defaults,
-a dict {"bm", "bn", "occupancy", "warps"}.
+a dict {"bm", "bn", "occupancy", "warps", "splits"} (splits: ffi.rs's decode path for up to 16
+queries per sequence, the key/value cache cut in splits across tile blocks and the query heads of
+one key/value head packed into one tile; 0 the forward kernel, -1 the decode path wherever it
+applies with a split count for the GPU).
 """
 
 from __future__ import annotations
@@ -36,11 +39,11 @@ int32_t cutile_attention(const TensorDesc* out, const TensorDesc* q, const Tenso
                          const TensorDesc* v, const TensorDesc* sinks, int32_t causal,
                          float scale, int32_t window,
                          int32_t bm, int32_t bn, int32_t occupancy, int32_t warps,
-                         int32_t device_id, uint64_t stream);
+                         int32_t splits, int32_t device_id, uint64_t stream);
 """
 
 DTYPES = ("bfloat16", "float16")
-DEFAULT_VARIANT = {"bm": -1, "bn": -1, "occupancy": -1, "warps": -1}
+DEFAULT_VARIANT = {"bm": -1, "bn": -1, "occupancy": -1, "warps": -1, "splits": -1}
 HEAD_DIMS = (64, 128)  # ffi.rs HEAD_DIMS: one tile spans the head dim
 INDEX_LIMIT = 2**31 - 1  # the kernel's views index with i32
 
@@ -125,9 +128,9 @@ def key_tiles(mt: int, bm: int, bn: int, skv: int, diag: int, window: int = -1) 
     return first, lo, max(full, lo), visited
 
 
-def export_args(bm: int, bn: int, occupancy: int, warps: int) -> tuple[int, int, int, int]:
-    """A variant's arguments of the export, (bm, bn, occupancy, warps). Pure."""
-    return int(bm), int(bn), int(occupancy), int(warps)
+def export_args(bm: int, bn: int, occupancy: int, warps: int, splits: int = -1) -> tuple[int, int, int, int, int]:
+    """A variant's arguments of the export, (bm, bn, occupancy, warps, splits). Pure."""
+    return int(bm), int(bn), int(occupancy), int(warps), int(splits)
 
 
 @port.entry(layouts={"q": "(b, h, s_q, d)", "k": "(b, h_kv, s_kv, d)", "v": "(b, h_kv, s_kv, d)"})
@@ -231,8 +234,21 @@ def tune_key(
     return key
 
 
-def _v(bm: int, bn: int, occupancy: int = -1, warps: int = -1) -> dict:
-    return {"bm": bm, "bn": bn, "occupancy": occupancy, "warps": warps}
+def _v(bm: int, bn: int, occupancy: int = -1, warps: int = -1, splits: int = 0) -> dict:
+    return {"bm": bm, "bn": bn, "occupancy": occupancy, "warps": warps, "splits": splits}
+
+
+DECODE_MAX_SQ, DECODE_MAX_ROWS = 16, 128  # ffi.rs: the decode path's queries and packed rows
+
+
+def decodes(h: int, hkv: int, sq: int) -> bool:
+    """Whether ffi.rs's decode path takes this shape (`decode_rows`): s_q <= 16 and the group's query
+    heads times s_q (rounded up to a power of two) in at most 128 rows. Pure.
+
+    >>> decodes(32, 8, 1), decodes(32, 8, 16), decodes(32, 1, 8), decodes(32, 8, 17)
+    (True, True, False, False)
+    """
+    return 1 <= sq <= DECODE_MAX_SQ and (h // hkv) * autotune.pow2(sq) <= DECODE_MAX_ROWS
 
 
 def variants(b: int, h: int, hkv: int, sq: int, skv: int, d: int) -> list[dict]:
@@ -246,9 +262,16 @@ def variants(b: int, h: int, hkv: int, sq: int, skv: int, d: int) -> list[dict]:
     [(128, 64, -1, 8), (128, 128, -1, 8), (64, 64, -1, -1), (64, 128, -1, -1), (128, 64, 2, 4), (64, 64, 2, -1)]
     >>> [(v["bm"], v["bn"]) for v in variants(1, 32, 8, 17, 4096, 128)]
     [(64, 64), (64, 128)]
+
+    Where the decode path applies (`decodes`: up to 16 queries; NOTES.md, "Decode"), its two key
+    tiles with the split count ffi.rs picks for the GPU come first, then the forward kernel's:
+
+    >>> [(v["bn"], v["splits"]) for v in variants(64, 32, 8, 1, 8192, 128)]
+    [(64, -1), (128, -1), (64, 0), (128, 0)]
     """
-    del b, h, hkv, skv, d
+    del b, skv, d
     if sq <= 64:
-        return [_v(64, 64), _v(64, 128)]
+        forward = [_v(64, 64), _v(64, 128)]
+        return ([_v(64, 64, splits=-1), _v(64, 128, splits=-1)] if decodes(h, hkv, sq) else []) + forward
     tiles128 = [_v(128, 64, warps=8), _v(128, 128, warps=8)]
     return [*tiles128, _v(64, 64), _v(64, 128), _v(128, 64, occupancy=2, warps=4), _v(64, 64, occupancy=2)]

@@ -178,6 +178,18 @@ SPEC = KernelSpec(
     + shapes(
         "b h hkv sq skv d causal window sinks",
         *((1, 4, 4, 17, 17, 64, 1, 5, 1), (2, 4, 1, 333, 1000, 64, 1, 129, 1), (1, 8, 1, 1, 1000, 128, 1, 128, 1)),
+    )
+    # The decode path (s_q <= 16: the split cache, the group's heads packed): GQA 4 over a cache
+    # past a tile (4097), a batch of 8; GQA 8 with 4 speculative queries; 16 queries of MHA; 3 ragged
+    # queries without a mask; MQA of 32 heads; a window and sinks (gpt-oss's sliding layer), and 4
+    # queries with a window across tile edges.
+    + shapes(
+        "b h hkv sq skv d causal",
+        *((8, 32, 8, 1, 4097, 128, 1), (2, 32, 4, 4, 1000, 64, 1), (1, 16, 16, 16, 300, 128, 1)),
+        *((3, 8, 2, 3, 129, 64, 0), (2, 32, 1, 1, 2000, 64, 1)),
+    )
+    + shapes(
+        "b h hkv sq skv d causal window sinks", (2, 64, 8, 1, 4097, 64, 1, 128, 1), (1, 32, 8, 4, 2000, 128, 1, 1000, 1)
     ),
     # Llama-3-8B (32 query heads, 8 key/value heads, d = 128) prefill at 2k/4k/8k, causal; a d = 64
     # model (16 heads, 1024 tokens, causal: the issue's row); a full-mask encoder (32 heads, d = 128).
@@ -191,7 +203,20 @@ SPEC = KernelSpec(
     # Mistral-7B (32 / 8 heads, d = 128, a 4096-key sliding window) at 8k tokens; gpt-oss-20b's
     # sliding layers (64 / 8 heads, d = 64, 128-key window, per-head sinks in bf16) at 4k.
     + shapes("dtype b h hkv sq skv d causal window", ("bfloat16", 2, 32, 8, 8192, 8192, 128, 1, 4096))
-    + shapes("dtype b h hkv sq skv d causal window sinks", ("bfloat16", 4, 64, 8, 4096, 4096, 64, 1, 128, 1)),
+    + shapes("dtype b h hkv sq skv d causal window sinks", ("bfloat16", 4, 64, 8, 4096, 4096, 64, 1, 128, 1))
+    # Decode, one query per sequence over the cache (issue 41): Llama-3-8B (GQA 4: 32 / 8 heads) at
+    # batch 1 over 8k, 32k and 128k tokens, batch 16 over 8k, 64 over 4k, 256 over 1k; GQA 8 (64 / 8
+    # heads) and MQA (32 / 1) over 8k; 4 speculative queries over 8k; gpt-oss-20b's sliding layer
+    # (64 / 8 heads, d = 64, 128-key window, sinks) at batch 16 over 8k.
+    + shapes(
+        "dtype b h hkv sq skv d causal",
+        *(("bfloat16", 1, 32, 8, 1, s, 128, 1) for s in (8192, 32768, 131072)),
+        *(("bfloat16", 16, 32, 8, 1, 8192, 128, 1), ("bfloat16", 64, 32, 8, 1, 4096, 128, 1)),
+        ("bfloat16", 256, 32, 8, 1, 1024, 128, 1),
+        *(("bfloat16", 8, 64, 8, 1, 8192, 128, 1), ("bfloat16", 8, 32, 1, 1, 8192, 128, 1)),
+        ("bfloat16", 8, 32, 8, 4, 8192, 128, 1),
+    )
+    + shapes("dtype b h hkv sq skv d causal window sinks", ("bfloat16", 16, 64, 8, 1, 8192, 64, 1, 128, 1)),
     # make sweep: Llama-3-8B's heads (GQA 32/8) and MHA, prefill lengths 128..8192 (S_q = S_kv) and
     # decode (S_q = 1) over the same caches, both head dims, causal and full
     sweep=sweep_grid(
@@ -216,8 +241,12 @@ SPEC = KernelSpec(
     variant_shapes=shapes(
         "b h hkv sq skv d causal dtype", (1, 4, 2, 200, 333, 128, 1, "bfloat16"), (1, 4, 2, 40, 77, 64, 0, "float16")
     )
-    # and the window's edge tiles (a 100-key window against both tile heights) with sinks
-    + shapes("b h hkv sq skv d causal window sinks dtype", (1, 4, 2, 300, 333, 128, 1, 100, 1, "bfloat16")),
+    # and the window's edge tiles (a 100-key window against both tile heights) with sinks; decode
+    # shapes, where the candidates are the decode path's and the forward kernel's
+    + shapes("b h hkv sq skv d causal window sinks dtype", (1, 4, 2, 300, 333, 128, 1, 100, 1, "bfloat16"))
+    + shapes(
+        "b h hkv sq skv d causal dtype", (2, 32, 8, 1, 1000, 128, 1, "bfloat16"), (1, 8, 2, 5, 333, 64, 1, "float16")
+    ),
     max_variants=6,
     size_check=op.check_sizes,
     autotune_edges=shapes(
@@ -267,6 +296,9 @@ SPEC = KernelSpec(
         "out_shape": FfiCase(lambda: {"out": f16(1, 4, 9, 64)}, message="`out` shape [1, 4, 9, 64] != `q` shape"),
         "aliased_out": FfiCase(lambda: (lambda q: {"q": q, "out": q})(f16(1, 4, 8, 64)), message="must not alias"),
         "tile_rows": FfiCase(variant={"bm": 32}, message="variant bm=32 bn=64: each must be 64 or 128"),
+        "splits": FfiCase(variant={"splits": -3}, message="splits=-3: use 0 (the forward kernel)"),
+        # the decode path with 3 splits over 8 keys of 4 query heads, 2 per key/value head: accepted
+        "decode_splits": FfiCase(variant={"splits": 3}, code=-4),
         # (b, s, h, d) storage as (b, h, s, d) views, and MQA: accepted, read in place
         "bshd_views": FfiCase(
             lambda: {

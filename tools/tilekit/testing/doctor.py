@@ -3,7 +3,7 @@ for everything missing or wrong. Standard library only, so it runs before ``make
 
 Build side: cargo, CUDA >= 13.2 headers (cuda.h, curand.h, crt/host_config.h), libclang.
 Run side: torch and its CUDA, cffi, the baselines TileGym and Liger-Kernel, a GPU and its
-driver, CUPTI, and the Tile IR toolchain:
+driver, CUPTI, NVML (make settle's clock filter), and the Tile IR toolchain:
 tileiras (>= 13.3 for sm_90), the ptxas of the same release beside it, and libnvvm of that release
 reachable through CUDA_HOME — the trap being CUDA_HOME at an older toolkit, where tileiras fails
 with "failed to compile Tile IR program".
@@ -172,7 +172,26 @@ def check_gpu() -> list[Check]:
             )
     except ImportError:
         pass
+    checks.append(check_nvml())
     return checks
+
+
+def check_nvml() -> Check:
+    """NVML (nvidia-ml-py's pynvml): `make settle` reads the SM clock through it to drop the
+    samples taken while the clock had fallen (without it no sample is dropped, and its records say
+    `clock_mhz: null`)."""
+    try:
+        import pynvml  # noqa: PLC0415
+
+        pynvml.nvmlInit()
+        clock = pynvml.nvmlDeviceGetClockInfo(pynvml.nvmlDeviceGetHandleByIndex(0), pynvml.NVML_CLOCK_SM)
+    except ImportError:
+        return Check(
+            "NVML (SM clock)", WARN, "pynvml not installed", ["pip install nvidia-ml-py (make settle's clock filter)"]
+        )
+    except Exception as e:  # noqa: BLE001 - any NVML failure: the filter is off, and the check says so
+        return Check("NVML (SM clock)", WARN, f"NVML failed: {e}", ["make settle keeps every sample unfiltered"])
+    return Check("NVML (SM clock)", OK, f"SM clock {clock} MHz now")
 
 
 def find_tileiras() -> tuple[Path | None, str]:

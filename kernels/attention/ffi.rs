@@ -216,14 +216,17 @@ pub fn plan(
     let occupancy = ffi_util::occupancy_hint(occupancy)?;
     let warps = ffi_util::warps_hint(warps)?.or((bm == 128).then_some(DEFAULT_WARPS_BM128));
     let (sq, skv) = (to_i32(sq, "s_q")?, to_i32(k.shape[2], "s_kv")?);
-    let rows = decode_rows(to_i32(h / hkv, "group")?, sq);
+    // The workspace is indexed with i32 (block · rows · d): one split per pair must fit.
+    let ws_fits = |&(_, rows): &(i32, i32)| b * hkv * rows as i64 * d as i64 <= i32::MAX as i64;
+    let rows = decode_rows(to_i32(h / hkv, "group")?, sq).filter(ws_fits);
     let decode = match (splits, rows) {
         (0, _) | (-1, None) => None,
         (-1 | 1..=DECODE_MAX_SPLITS, Some((sq_pad, rows))) => Some(Decode { sq_pad, rows, splits }),
         (1..=DECODE_MAX_SPLITS, None) => {
             return Err(invalid(format!(
                 "splits={splits}: the decode path takes s_q <= {DECODE_MAX_SQ} queries of a key/value head's \
-                 {} query heads in at most {DECODE_MAX_ROWS} rows, here s_q={sq}; use 0 or -1",
+                 {} query heads in at most {DECODE_MAX_ROWS} rows (and a workspace of b · h_kv · rows · d \
+                 < 2^31 f32), here s_q={sq}; use 0 or -1",
                 h / hkv
             )))
         }
@@ -336,6 +339,8 @@ fn launch_decode<T: Element, S: Element>(
     let pairs = p.b * p.hkv;
     let (first, end) = p.decode_tiles();
     let asked = if d.splits > 0 { d.splits } else { auto_splits(ffi_util::sm_count(stream)?, pairs, end - first) };
+    // The workspace is indexed with i32 (block · rows · d); plan() checked one split per pair fits.
+    let asked = asked.min((i32::MAX as i64 / (pairs as i64 * d.rows as i64 * p.d as i64)).max(1) as i32);
     let (splits, per) = p.decode_split(asked);
     let blocks = pairs as usize * splits as usize;
     let f32s = std::mem::size_of::<f32>();
@@ -363,8 +368,33 @@ fn launch_decode<T: Element, S: Element>(
     unsafe {
         split.enqueue(
             device::attention_decode(
-                ws_acc, ws_m, ws_l, q_ptr, k_ptr, v_ptr, p.b, p.h, p.hkv, p.sq, p.skv, q_sb, q_sh, q_ss, k_sb, k_sh,
-                k_ss, v_sb, v_sh, v_ss, p.diag, p.window.unwrap_or(-1), p.qk_scale_log2, splits, first, per, end,
+                ws_acc,
+                ws_m,
+                ws_l,
+                q_ptr,
+                k_ptr,
+                v_ptr,
+                p.b,
+                p.h,
+                p.hkv,
+                p.sq,
+                p.skv,
+                q_sb,
+                q_sh,
+                q_ss,
+                k_sb,
+                k_sh,
+                k_ss,
+                v_sb,
+                v_sh,
+                v_ss,
+                p.diag,
+                p.window.unwrap_or(-1),
+                p.qk_scale_log2,
+                splits,
+                first,
+                per,
+                end,
             ),
             stream,
         )?;
@@ -700,7 +730,11 @@ mod tests {
         // Prefill: auto runs the forward kernel, an explicit split count is refused.
         let prefill = decode_qkv(1, 32, 8, 1000, 1000);
         assert_eq!(decode_plan(&prefill, None, -1, -1).unwrap().decode, None);
-        assert_fails(decode_plan(&prefill, None, -1, 4), rc::INVALID_ARGUMENT, "splits=4: the decode path takes s_q <= 16");
+        assert_fails(
+            decode_plan(&prefill, None, -1, 4),
+            rc::INVALID_ARGUMENT,
+            "splits=4: the decode path takes s_q <= 16",
+        );
         for bad in [-2, DECODE_MAX_SPLITS + 1] {
             assert_fails(decode_plan(&t, None, -1, bad), rc::INVALID_ARGUMENT, &format!("splits={bad}: use 0"));
         }
@@ -723,7 +757,10 @@ mod tests {
             let p = decode_plan(&decode_qkv(1, 8, 8, 1, skv), None, -1, -1).unwrap();
             let (first, end) = p.decode_tiles();
             let (splits, per) = p.decode_split(asked);
-            assert!(splits * per >= end - first && (splits - 1) * per < (end - first).max(1), "skv={skv} asked={asked}");
+            assert!(
+                splits * per >= end - first && (splits - 1) * per < (end - first).max(1),
+                "skv={skv} asked={asked}"
+            );
         }
         // auto: two tile blocks per SM over the (batch, kv head) pairs, within [1, tiles]
         assert_eq!((auto_splits(132, 8, 128), auto_splits(132, 512, 128), auto_splits(132, 8, 3)), (33, 1, 3));

@@ -413,8 +413,8 @@ pub mod attention_device {
         const SQ: i32,
         const SINKS: bool,
     >(
-        o_ptr: *mut T, ws_acc: *mut f32, ws_m: *mut f32, ws_l: *mut f32, sinks_ptr: *mut S, b: i32, h: i32,
-        hkv: i32, sq: i32, o_sb: i32, o_sh: i32, o_ss: i32, splits: i32,
+        o_ptr: *mut T, ws_acc: *mut f32, ws_m: *mut f32, ws_l: *mut f32, sinks_ptr: *mut S, b: i32, h: i32, hkv: i32,
+        sq: i32, o_sb: i32, o_sh: i32, o_ss: i32, splits: i32,
     ) {
         let tok: Token = new_token_unordered();
         let bkh: i32 = get_tile_block_id().0;

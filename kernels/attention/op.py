@@ -209,15 +209,21 @@ def tune_key(
     sinks: bool = False,
 ) -> dict:
     """Problem class: head dim, mask, query and key lengths and the b · h tile-block rows rounded up to
-    powers of two (GQA's group changes only which K/V a block reads); a window's length class and
-    sinks only when present (the keys without them are unchanged).
+    powers of two (for the forward kernel GQA's group changes only which K/V a block reads); a
+    window's length class and sinks only when present (the keys without them are unchanged).
 
     >>> tune_key("bfloat16", 4, 32, 8, 4096, 4096, 128, causal=True)
     {'dtype': 'bfloat16', 'd': 128, 'causal': True, 'sq_class': 4096, 'skv_class': 4096, 'bh_class': 128}
     >>> tune_key("bfloat16", 4, 64, 8, 4096, 4096, 64, causal=True, window=128, sinks=True)["window_class"]
     128
+
+    Up to 16 queries (where the decode path may apply) the group of query heads per key/value
+    head joins the key: it decides whether the decode path applies (`decodes`) and how many tile
+    blocks its split count needs.
+
+    >>> tune_key("bfloat16", 8, 32, 8, 1, 8192, 128, causal=True)["group"]
+    4
     """
-    del hkv
     pow2 = autotune.pow2
     key = {
         "dtype": dtype,
@@ -231,6 +237,8 @@ def tune_key(
         key["window_class"] = pow2(window)
     if sinks:
         key["sinks"] = True
+    if sq <= DECODE_MAX_SQ:
+        key["group"] = h // hkv
     return key
 
 

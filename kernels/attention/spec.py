@@ -190,7 +190,10 @@ SPEC = KernelSpec(
     )
     + shapes(
         "b h hkv sq skv d causal window sinks", (2, 64, 8, 1, 4097, 64, 1, 128, 1), (1, 32, 8, 4, 2000, 128, 1, 1000, 1)
-    ),
+    )
+    # ... in a model's (b, s, h, d) layout (the packed rows' pointers), and 16 queries over 5 keys
+    # (causal: the first 11 see none, and get 0 from the combine)
+    + shapes("b h hkv sq skv d causal bshd", (2, 32, 8, 4, 1000, 128, 1, 1), (1, 4, 2, 16, 5, 64, 1, 0)),
     # Llama-3-8B (32 query heads, 8 key/value heads, d = 128) prefill at 2k/4k/8k, causal; a d = 64
     # model (16 heads, 1024 tokens, causal: the issue's row); a full-mask encoder (32 heads, d = 128).
     perf_configs=shapes(

@@ -19,11 +19,12 @@ def calls_for(backends, placements, log):
 
 
 def constant(ms=0.002):
-    """A sampler that runs the call and says it took `ms`."""
+    """A sampler that runs the call, says it took `ms` and reads the clock (as cold_sample does,
+    while the call runs)."""
 
-    def sample(fn):
+    def sample(fn, clock=None):
         fn()
-        return ms, ["k"]
+        return ms, ["k"], clock() if clock else None
 
     return sample
 
@@ -47,10 +48,10 @@ def test_samples_land_on_their_backend_and_placement():
     log = []
     calls = calls_for(["cutile-rs", "torch"], 2, log)
 
-    def sample(fn):
+    def sample(fn, clock=None):
         fn()
         backend, placement = log[-1]
-        return (1.0 if backend == "torch" else 2.0) + placement / 10, ["k"]
+        return (1.0 if backend == "torch" else 2.0) + placement / 10, ["k"], None
 
     measured = bench.time_interleaved(calls, laps=2, seed=0, sample=sample, warmup=1)
     assert measured.samples_ms == {"cutile-rs": [[2.0, 2.0], [2.1, 2.1]], "torch": [[1.0, 1.0], [1.1, 1.1]]}
@@ -61,13 +62,36 @@ def test_samples_land_on_their_backend_and_placement():
 def test_samples_taken_while_the_clock_had_dropped_are_discarded_and_counted():
     log = []
     calls = calls_for(["cutile-rs", "torch"], 2, log)
-    clocks = iter([1980.0] + [1980.0, 1700.0, 1980.0, 1980.0, 1781.0, 1782.0, 1980.0, 1000.0])
-
-    measured = bench.time_interleaved(calls, 2, 5, sample=constant(), clock=lambda: next(clocks), warmup=0)
+    # the warm-up's 4 samples set the reference (their highest, 1980), then the 12 timed ones: three
+    # laps, so no (backend, placement) loses all three of its samples to the three low clocks
+    timed = [1980.0] * 12
+    timed[1], timed[4], timed[5], timed[7] = 1700.0, 1781.0, 1782.0, 1000.0
+    clocks = iter([1900.0, 1980.0, 1950.0, 1700.0, *timed])
+    measured = bench.time_interleaved(calls, 3, 5, sample=constant(), clock=lambda: next(clocks), warmup=1)
     assert measured.clock_mhz == 1980.0
     # 1700, 1781 (< 0.9 * 1980 = 1782) and 1000 dropped; 1782 exactly kept
     assert sum(measured.dropped.values()) == 3
-    assert sum(len(s) for per in measured.samples_ms.values() for s in per) == 5
+    assert sum(len(s) for per in measured.samples_ms.values() for s in per) == 9
+
+
+def test_a_placement_keeps_its_sample_at_the_highest_clock_when_every_one_fell_below():
+    log = []
+    calls = calls_for(["cutile-rs"], 1, log)
+    clocks = iter([1980.0] + [1000.0, 1200.0, 1100.0])
+
+    def sample(fn, clock=None):
+        fn()
+        return 0.001 * len(log), ["k"], clock()
+
+    measured = bench.time_interleaved(calls, 3, 0, sample=sample, clock=lambda: next(clocks), warmup=1)
+    assert measured.samples_ms == {"cutile-rs": [[0.003]]}  # the second timed sample, at 1200 MHz
+    assert measured.dropped == {"cutile-rs": 2}
+
+
+def test_without_a_clock_nothing_is_dropped():
+    calls = calls_for(["cutile-rs", "torch"], 2, [])
+    measured = bench.time_interleaved(calls, 2, 1, sample=constant(), warmup=1)
+    assert measured.clock_mhz is None and measured.dropped == {"cutile-rs": 0, "torch": 0}
 
 
 def test_backends_must_share_their_placements():

@@ -83,7 +83,7 @@ def time_cupti(fn, *, nrep: int = 100, warmup: int = 5, flush: bool = True) -> T
     buf = _flush_buffer(torch.cuda.current_device()) if flush else None
     samples, first, stable = [], None, True
     for _ in range(nrep):
-        ms, names = cold_sample(fn, buf)
+        ms, names, _ = cold_sample(fn, buf)
         if first is None:
             first = names
         elif names != first:
@@ -92,10 +92,11 @@ def time_cupti(fn, *, nrep: int = 100, warmup: int = 5, flush: bool = True) -> T
     return Timing(samples_ms=samples, kernels=first or [], inventory_stable=stable, l2_flush=flush)
 
 
-def cold_sample(fn, buf=None) -> tuple[float, list[str]]:
+def cold_sample(fn, buf=None, clock=None) -> tuple[float, list[str], float | None]:
     """One sample of `fn()` as time_cupti takes it: the L2 flushed (`buf`, _flush_buffer's, zeroed;
     None: not flushed) and the device synchronized outside the profiler, then the sum of the
-    durations of every device activity the call launched (ms), and their names."""
+    durations of every device activity the call launched (ms), their names, and the SM clock
+    `clock()` read right after the call was enqueued, while the GPU runs it (None without one)."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
@@ -104,6 +105,7 @@ def cold_sample(fn, buf=None) -> tuple[float, list[str]]:
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         fn()
+        mhz = clock() if clock is not None else None
         torch.cuda.synchronize()
     acts = device_activities(prof)
     if not acts:
@@ -111,7 +113,7 @@ def cold_sample(fn, buf=None) -> tuple[float, list[str]]:
             "CUPTI saw no device activity for this call: is the op running on the GPU, "
             "and is the profiler (kineto) available? see `make doctor`"
         )
-    return sum(ms for _, ms in acts), [n for n, _ in acts]
+    return sum(ms for _, ms in acts), [n for n, _ in acts], mhz
 
 
 # -- configs of a few µs: placements, interleaving, clocks, a hot figure (issue 40) ------------
@@ -129,7 +131,8 @@ def sm_clock_reader():
             handle = pynvml.nvmlDeviceGetHandleByUUID(gpu)
         else:
             handle = pynvml.nvmlDeviceGetHandleByIndex(int(gpu or 0))
-        pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM)
+        if pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM) <= 0:
+            return None  # a GPU (vGPU, MIG) that does not report its clock: no filter
     except Exception:  # noqa: BLE001 - any NVML failure means: no clock filter, said in the record
         return None
     return lambda: float(pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM))
@@ -153,10 +156,13 @@ def time_interleaved(
 ) -> Interleaved:
     """Time every backend on every placement, interleaved: `calls[backend][p]` calls the backend
     on placement p's inputs; round r of settle.schedule (seeded) takes placement r % K and runs
-    every backend once in its own random order, `laps` rounds per placement. `sample(fn)` -> (ms,
-    names) takes one sample (default: cold_sample with the L2 flush); `clock()` reads the SM clock
-    (default: sm_clock_reader's); a sample whose clock, read right after it, is below
-    min_clock_fraction of the clock read after the warm-up is dropped and counted (NVBench's rule)."""
+    every backend once in its own random order, `laps` rounds per placement. `sample(fn, clock)` ->
+    (ms, names, SM clock or None) takes one sample (default: cold_sample, the L2 flushed, the clock
+    read while the call runs); `clock()` reads the SM clock (default: sm_clock_reader's, None
+    without NVML). The reference clock is the highest read during the warm-up (taken as samples,
+    so the GPU is busy when it is read); a sample whose clock is below min_clock_fraction of it is
+    dropped and counted (NVBench's rule), but never a placement's last: of a placement whose every
+    sample fell below, the one at the highest clock is kept (and the others counted)."""
     from tilekit.runtime import settle
 
     backends = list(calls)
@@ -167,30 +173,31 @@ def time_interleaved(
     if sample is None:
         import torch
 
-        buf = _flush_buffer(torch.cuda.current_device())
-        sample = functools.partial(cold_sample, buf=buf)
+        sample = functools.partial(cold_sample, buf=_flush_buffer(torch.cuda.current_device()))
         clock = clock if clock is not None else sm_clock_reader()
-    for b in backends:
-        for fn in calls[b]:
-            for _ in range(warmup):
-                fn()
-    reference = clock() if clock else None
+    warm = [sample(fn, clock=clock)[2] for b in backends for fn in calls[b] for _ in range(warmup)]
+    reference = max((c for c in warm if c), default=None)
     raw = {b: [[] for _ in range(k)] for b in backends}
     clocks = {b: [[] for _ in range(k)] for b in backends}
     kernels: dict = {}
     for p, order in settle.schedule(backends, k, k * laps, seed):
         for b in order:
-            ms, names = sample(calls[b][p])
+            ms, names, mhz = sample(calls[b][p], clock=clock)
             kernels.setdefault(b, names)
             raw[b][p].append(ms)
-            clocks[b][p].append(clock() if clock else None)
-    kept, dropped = {}, {}
+            clocks[b][p].append(mhz)
+    kept: dict = {b: [] for b in backends}
+    dropped = dict.fromkeys(backends, 0)
     for b in backends:
-        if reference is None:
-            kept[b], dropped[b] = raw[b], 0
-            continue
-        pairs = [settle.drop_throttled(raw[b][p], clocks[b][p], reference, min_clock_fraction) for p in range(k)]
-        kept[b], dropped[b] = [s for s, _ in pairs], sum(n for _, n in pairs)
+        for p in range(k):
+            samples = raw[b][p]
+            if reference is not None:
+                samples, _ = settle.drop_throttled(raw[b][p], clocks[b][p], reference, min_clock_fraction)
+                if not samples:  # never empty a placement: keep its sample at the highest clock
+                    best = max(range(len(raw[b][p])), key=lambda i: clocks[b][p][i] or 0.0)
+                    samples = [raw[b][p][best]]
+            kept[b].append(samples)
+            dropped[b] += len(raw[b][p]) - len(samples)
     return Interleaved(kept, dropped, reference, kernels, seed, laps)
 
 
@@ -198,21 +205,25 @@ def time_hot(calls: dict, launches: int, replays: int, seed: int) -> dict:
     """The hot figure: per backend, `launches` back-to-back calls rotating through its placements
     (`calls[backend][p]`) captured in one CUDA graph, replayed `replays` times in a seeded
     interleaved order (settle.schedule over one placement); each sample is a replay's time (CUDA
-    events) / launches, ms: launch overhead out, the L2 warm, as in a decode step. A backend that
-    cannot be captured gets its error's text instead of samples."""
+    events) / launches, ms: launch overhead out, the L2 warm, as in a decode step. Each timed replay
+    is queued behind an untimed one, so its start event fires when the GPU reaches it, not while
+    the host is still submitting the graph. A backend that cannot be captured gets its error's text
+    instead of samples (the root cause, not the capture's follow-on error), and the stream is
+    restored for the next one."""
     import torch
 
     from tilekit.runtime import settle
 
     graphs, out = {}, {}
     for b, fns in calls.items():
+        previous = torch.cuda.current_stream()
         try:
             stream = torch.cuda.Stream()
-            stream.wait_stream(torch.cuda.current_stream())
+            stream.wait_stream(previous)
             with torch.cuda.stream(stream):  # warm on a side stream, as torch.cuda.graphs asks
                 for fn in fns:
                     fn()
-            torch.cuda.current_stream().wait_stream(stream)
+            previous.wait_stream(stream)
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph):
                 for i in range(launches):
@@ -221,13 +232,19 @@ def time_hot(calls: dict, launches: int, replays: int, seed: int) -> dict:
             torch.cuda.synchronize()
             graphs[b], out[b] = graph, []
         except Exception as e:  # noqa: BLE001 - a backend that cannot be captured is reported, not fatal
-            torch.cuda.synchronize()
-            out[b] = f"{type(e).__name__}: {e}"[:300]
+            torch.cuda.set_stream(previous)  # a failed capture_end leaves the capture stream current
+            cause = e.__context__ or e
+            out[b] = f"{type(cause).__name__}: {cause}"[:300]
+            try:
+                torch.cuda.synchronize()
+            except Exception:  # noqa: BLE001 - an invalidated capture may leave an error to clear
+                pass
     if not graphs:
         return out
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     for _, order in settle.schedule(list(graphs), 1, replays, seed):
         for b in order:
+            graphs[b].replay()  # untimed: the timed replay below is queued behind it
             start.record()
             graphs[b].replay()
             end.record()

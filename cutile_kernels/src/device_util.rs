@@ -386,9 +386,12 @@ pub mod views {
     }
 }
 
-/// The order tile blocks visit output tiles in (matmul, bmm).
+/// The order tile blocks visit tiles in: output tiles in bands (matmul, bmm), row tiles of a
+/// persistent grid (softmax).
 #[cutile::module]
 pub mod tile_order {
+    use cutile::core::*;
+
     /// (bid_m, bid_n) of output tile `tile_id` of a tiles_m x tiles_n grid in GROUP-row band order
     /// ("grouped" or swizzled): consecutive ids walk down `group` tile rows before moving right, so
     /// the tile blocks resident at one time share A row-tiles and B column-tiles in L2. Every id
@@ -411,5 +414,16 @@ pub mod tile_order {
         let tiles_n: i32 = (n + BN - 1) / BN;
         let k_tiles: i32 = (k + BK - 1) / BK;
         (tiles_m, tiles_n, k_tiles)
+    }
+
+    /// (pid, programs, row_tiles) of a persistent grid over the ROWS-row tiles of an m-row tensor:
+    /// this tile block's first row tile (its id), the stride to its next one (the grid's tile block
+    /// count) and the row tile count, for `for rb in (pid..row_tiles).step_by(programs as usize)`
+    /// (softmax's `softmax_row_tail_persistent` and `softmax_row_tail_prefetch`).
+    pub fn persistent_row_tiles<const ROWS: i32>(m: i32) -> (i32, i32, i32) {
+        let pid: i32 = get_tile_block_id().0;
+        let programs: i32 = get_num_tile_blocks().0;
+        let row_tiles: i32 = (m + ROWS - 1) / ROWS;
+        (pid, programs, row_tiles)
     }
 }

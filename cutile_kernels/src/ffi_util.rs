@@ -397,6 +397,19 @@ pub fn check_last_dims_contiguous(tensors: &[(&TensorDesc, &str)]) -> FfiResult<
     tensors.iter().try_for_each(|&(d, arg)| check_last_dim_contiguous(d, arg))
 }
 
+/// The inner dims of a product A · B agree: dim `a_k` of `a` (its columns) equals dim `b_k` of `b`
+/// (its rows); else an invalid argument naming both shapes. matmul's (1, 0) and bmm's (2, 1).
+pub fn check_inner_dims(a: &TensorDesc, b: &TensorDesc, a_k: usize, b_k: usize) -> FfiResult<()> {
+    if a.shape[a_k] != b.shape[b_k] {
+        return Err(invalid(format!(
+            "inner dims differ: `a` is {:?} and `b` is {:?} (a's columns must equal b's rows)",
+            a.shape(),
+            b.shape()
+        )));
+    }
+    Ok(())
+}
+
 /// A variant knob: -1 (`rc::COMPILER_DEFAULT`) picks `default`, anything else is kept as given.
 pub fn or_default(v: i32, default: i32) -> i32 {
     if v == rc::COMPILER_DEFAULT {
@@ -974,6 +987,26 @@ pub fn assert_row_tile_checked<T: std::fmt::Debug>(max_elems: i32, plan: impl Fn
     for (block, rows) in [(24, 1), (-2, 1), (8, 1), (16, 3), (max_elems, 2)] {
         let needle = if rows == 2 { "block*rows" } else { "power of two" };
         assert_fails(plan(block, rows), rc::INVALID_ARGUMENT, needle);
+    }
+}
+
+/// Test helper: `plan(knobs)` of an MMA kernel (matmul, bmm), `knobs` its variant knobs in
+/// [`MmaVariant::parse`]'s order [bm, bn, bk, group, programs, occupancy, num_cta_in_cga], refuses
+/// with -6 a tile that is not a power of two in [16, 256] or too large, a group, programs, occupancy
+/// or cluster size out of range, each naming the knob.
+#[cfg(test)]
+pub fn assert_mma_variant_checked<T: std::fmt::Debug>(plan: impl Fn([i32; 7]) -> FfiResult<T>) {
+    let cases = [
+        ([96, 128, 64, 8, 0, -1, -1], "bm=96"),
+        ([128, 256, 8, 8, 0, -1, -1], "bk=8"),
+        ([512, 256, 64, 8, 0, -1, -1], "bm=512"),
+        ([128, 256, 64, 0, 0, -1, -1], "group=0"),
+        ([128, 256, 64, 8, -3, -1, -1], "programs=-3"),
+        ([128, 256, 64, 8, 0, 33, -1], "occupancy=33"),
+        ([128, 256, 64, 8, 0, 1, 3], "num_cta_in_cga=3"),
+    ];
+    for (knobs, needle) in cases {
+        assert_fails(plan(knobs), rc::INVALID_ARGUMENT, needle);
     }
 }
 

@@ -150,13 +150,7 @@ pub fn plan(
             b.shape()
         )));
     }
-    if a.shape[2] != b.shape[1] {
-        return Err(invalid(format!(
-            "inner dims differ: `a` is {:?} and `b` is {:?} (a's columns must equal b's rows)",
-            a.shape(),
-            b.shape()
-        )));
-    }
+    ffi_util::check_inner_dims(a, b, 2, 1)?;
     if c.shape() != [a.shape[0], a.shape[1], b.shape[2]] {
         return Err(invalid(format!(
             "`c` shape {:?} != (batch, m, n) = ({}, {}, {})",
@@ -322,17 +316,9 @@ mod tests {
     #[test]
     fn plan_rejects_bad_variants_naming_the_knob() {
         let (c, a, b) = mats(2, 64, 64, 64);
-        let cases = [
-            ((96, 128, 64, 8, 0, -1, -1), "bm=96"),
-            ((512, 256, 64, 8, 0, -1, -1), "bm=512"),
-            ((128, 256, 64, 0, 0, -1, -1), "group=0"),
-            ((128, 256, 64, 8, -3, -1, -1), "programs=-3"),
-            ((128, 256, 64, 8, 0, 33, -1), "occupancy=33"),
-            ((128, 256, 64, 8, 0, 1, 3), "num_cta_in_cga=3"),
-        ];
-        for ((bm, bn, bk, g, prog, occ, cga), needle) in cases {
-            assert_fails(plan(&c, &a, &b, bm, bn, bk, g, prog, occ, cga), rc::INVALID_ARGUMENT, needle);
-        }
+        ffi_util::assert_mma_variant_checked(|[bm, bn, bk, g, prog, occ, cga]| {
+            plan(&c, &a, &b, bm, bn, bk, g, prog, occ, cga)
+        });
     }
 
     #[test]

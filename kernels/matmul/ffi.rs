@@ -125,13 +125,7 @@ pub fn plan(
 ) -> FfiResult<Plan> {
     let tensors = [(a, "a", 2), (b, "b", 2), (c, "c", 2)];
     let dtype = ffi_util::check_tensors(KERNEL, &[DType::F16, DType::BF16], "f16 and bf16", &tensors)?;
-    if a.shape[1] != b.shape[0] {
-        return Err(invalid(format!(
-            "inner dims differ: `a` is {:?} and `b` is {:?} (a's columns must equal b's rows)",
-            a.shape(),
-            b.shape()
-        )));
-    }
+    ffi_util::check_inner_dims(a, b, 1, 0)?;
     if c.shape() != [a.shape[0], b.shape[1]] {
         return Err(invalid(format!("`c` shape {:?} != (m, n) = ({}, {})", c.shape(), a.shape[0], b.shape[1])));
     }
@@ -409,18 +403,9 @@ mod tests {
     #[test]
     fn plan_rejects_bad_variants_naming_the_knob() {
         let (c, a, b) = mats(DType::BF16, 64, 64, 64);
-        let cases = [
-            ((96, 128, 64, 8, 0, -1, -1), "bm=96"),
-            ((128, 256, 8, 8, 0, -1, -1), "bk=8"),
-            ((512, 256, 64, 8, 0, -1, -1), "bm=512"),
-            ((128, 256, 64, 0, 0, -1, -1), "group=0"),
-            ((128, 256, 64, 8, -3, -1, -1), "programs=-3"),
-            ((128, 256, 64, 8, 0, 33, -1), "occupancy=33"),
-            ((128, 256, 64, 8, 0, 1, 3), "num_cta_in_cga=3"),
-        ];
-        for ((bm, bn, bk, g, prog, occ, cga), needle) in cases {
-            assert_fails(plan(&c, &a, &b, bm, bn, bk, g, prog, occ, cga, -1), rc::INVALID_ARGUMENT, needle);
-        }
+        ffi_util::assert_mma_variant_checked(|[bm, bn, bk, g, prog, occ, cga]| {
+            plan(&c, &a, &b, bm, bn, bk, g, prog, occ, cga, -1)
+        });
     }
 
     #[test]

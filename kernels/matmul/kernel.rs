@@ -68,32 +68,26 @@ pub mod matmul_device {
         (a_view, b_view, c_view)
     }
 
-    /// The f32 sum of the products of K-tiles [k_first, k_end) of output tile (bid_m, bid_n).
-    fn mma_acc<T: ElementType, const BM: i32, const BN: i32, const BK: i32>(
+    /// The f32 sum of the products of K-tiles [k_first, k_end) of output tile (bid_m, bid_n). LAT is
+    /// the K-tiles' load latency hint: 0 for none (`load`), else Tile IR's latency hint
+    /// (`load_pipelined::<LAT>`). Split-K's partial tiles take 4: ~2.5 % faster at 64 x 4096 x 4096,
+    /// while the same hint slows the persistent grids by 1-11 % and the 16-row decode tile by 2.5 %
+    /// (NOTES.md, "Load latency hints"); the cutile compiler keeps only the branch LAT selects.
+    fn mma_acc<T: ElementType, const BM: i32, const BN: i32, const BK: i32, const LAT: i32>(
         a_part: &Partition<T, { [BM, BK] }>, b_part: &Partition<T, { [BK, BN] }>, bid_m: i32, bid_n: i32, k_first: i32,
         k_end: i32,
     ) -> Tile<f32, { [BM, BN] }> {
         let mut acc: Tile<f32, { [BM, BN] }> = constant(0.0f32, shape![BM, BN]);
         for kt in k_first..k_end {
-            let a: Tile<T, { [BM, BK] }> = a_part.load([bid_m, kt]);
-            let b: Tile<T, { [BK, BN] }> = b_part.load([kt, bid_n]);
-            acc = mma(a, b, acc);
-        }
-        acc
-    }
-
-    /// `mma_acc` with each K-tile's loads given Tile IR's latency hint of 4 (`load_pipelined`): split-K's
-    /// partial tiles are ~2.5 % faster with it at 64 x 4096 x 4096, while the same hint slows the
-    /// persistent grids by 1-11 % and the 16-row decode tile by 2.5 % (NOTES.md, "Load latency hints").
-    fn mma_acc_hinted<T: ElementType, const BM: i32, const BN: i32, const BK: i32>(
-        a_part: &Partition<T, { [BM, BK] }>, b_part: &Partition<T, { [BK, BN] }>, bid_m: i32, bid_n: i32, k_first: i32,
-        k_end: i32,
-    ) -> Tile<f32, { [BM, BN] }> {
-        let mut acc: Tile<f32, { [BM, BN] }> = constant(0.0f32, shape![BM, BN]);
-        for kt in k_first..k_end {
-            let a: Tile<T, { [BM, BK] }> = a_part.load_pipelined::<4>([bid_m, kt]);
-            let b: Tile<T, { [BK, BN] }> = b_part.load_pipelined::<4>([kt, bid_n]);
-            acc = mma(a, b, acc);
+            if LAT > 0i32 {
+                let a: Tile<T, { [BM, BK] }> = a_part.load_pipelined::<LAT>([bid_m, kt]);
+                let b: Tile<T, { [BK, BN] }> = b_part.load_pipelined::<LAT>([kt, bid_n]);
+                acc = mma(a, b, acc);
+            } else {
+                let a: Tile<T, { [BM, BK] }> = a_part.load([bid_m, kt]);
+                let b: Tile<T, { [BK, BN] }> = b_part.load([kt, bid_n]);
+                acc = mma(a, b, acc);
+            }
         }
         acc
     }
@@ -102,7 +96,7 @@ pub mod matmul_device {
     fn mma_tile<T: ElementType, const BM: i32, const BN: i32, const BK: i32>(
         a_part: &Partition<T, { [BM, BK] }>, b_part: &Partition<T, { [BK, BN] }>, bid_m: i32, bid_n: i32, k_tiles: i32,
     ) -> Tile<T, { [BM, BN] }> {
-        let acc: Tile<f32, { [BM, BN] }> = mma_acc::<T, BM, BN, BK>(a_part, b_part, bid_m, bid_n, 0i32, k_tiles);
+        let acc: Tile<f32, { [BM, BN] }> = mma_acc::<T, BM, BN, BK, 0>(a_part, b_part, bid_m, bid_n, 0i32, k_tiles);
         let c: Tile<T, { [BM, BN] }> = convert_tile(acc);
         c
     }
@@ -205,8 +199,7 @@ pub mod matmul_device {
         let split: i32 = get_tile_block_id().1;
         let k_first: i32 = split * k_per;
         let k_end: i32 = min(k_first + k_per, k_tiles);
-        let acc: Tile<f32, { [BM, BN] }> =
-            mma_acc_hinted::<T, BM, BN, BK>(&a_part, &b_part, bid_m, bid_n, k_first, k_end);
+        let acc: Tile<f32, { [BM, BN] }> = mma_acc::<T, BM, BN, BK, 4>(&a_part, &b_part, bid_m, bid_n, k_first, k_end);
         w_part.store(acc, [split * tiles_m + bid_m, bid_n]);
     }
 

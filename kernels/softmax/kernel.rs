@@ -61,6 +61,7 @@
 //! where their tiles (or masks) keep every access inside the tensors.
 #[cutile::module]
 pub mod softmax_device {
+    use crate::device_util::tile_order::persistent_row_tiles;
     use crate::device_util::views::{
         aligned_body, aligned_edge, aligned_rows, arrive, arrive_and_wait, body_tail_raw, load_masked, load_partials,
         next_body_tail_raw, publish_partial, publish_partial_after, row_offsets, store_masked, strided_view, tile_mask,
@@ -104,6 +105,24 @@ pub mod softmax_device {
         y
     }
 
+    /// x's ROWS x BLOCK tiles: the (m, n) view of x_ptr (rows `stride_x` elements apart)
+    /// partitioned with -inf padding, so lanes past (m, n) neither raise a row's max nor add to its
+    /// sum. The partition entries (`softmax_row`, `softmax_looped`, the two-kernel split) load x
+    /// through it. In cutile 0.5 the view is made here, not by `strided_view` (make_partition_view
+    /// cannot infer its result type for a view an inlined helper returned); the result's lifetime is
+    /// 'static, not a parameter (one would count as a generic), and callers annotate its type (the
+    /// JIT does not derive an inlined helper's Partition type).
+    unsafe fn x_tiles<T: ElementType, const ROWS: i32, const BLOCK: i32>(
+        x_ptr: *mut T, m: i32, n: i32, stride_x: i32, tok: Token,
+    ) -> Partition<'static, T, { [ROWS, BLOCK] }> {
+        let x_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[m, n] };
+        let x_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[stride_x] };
+        let x_view: Tensor<T, { [-1, -1] }> =
+            unsafe { make_tensor_view(pointer_to_tile(x_ptr), x_shape, x_strides, tok) };
+        let x_tok: Token = x_view.token();
+        unsafe { make_partition_view(&x_view, shape![ROWS, BLOCK], padding::NegInf, dim_map::Identity, x_tok) }
+    }
+
     /// n <= BLOCK: one load, one store per element.
     #[cutile::entry(unchecked_accesses = true)]
     unsafe fn softmax_row<T: ElementType, const ROWS: i32, const BLOCK: i32>(
@@ -112,18 +131,8 @@ pub mod softmax_device {
         let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
         let rb: i32 = get_tile_block_id().0;
         let tok: Token = new_token_unordered();
-        // x is viewed here, not through `strided_view`: make_partition_view cannot infer its
-        // result type for a view an inlined helper returned (cutile 0.5).
-        let x_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[m, n] };
-        let x_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[stride_x] };
-        let x_view: Tensor<T, { [-1, -1] }> =
-            unsafe { make_tensor_view(pointer_to_tile(x_ptr), x_shape, x_strides, tok) };
+        let x_part: Partition<T, { [ROWS, BLOCK] }> = unsafe { x_tiles::<T, ROWS, BLOCK>(x_ptr, m, n, stride_x, tok) };
         let y_view: Tensor<T, { [-1, -1] }> = unsafe { strided_view(y_ptr, m, n, stride_y, tok) };
-
-        // -inf padding: lanes past n neither raise the max nor add to the sum.
-        let x_tok: Token = x_view.token();
-        let x_part: Partition<T, { [ROWS, BLOCK] }> =
-            unsafe { make_partition_view(&x_view, tile, padding::NegInf, dim_map::Identity, x_tok) };
         let mut y_part: PartitionMut<T, { [ROWS, BLOCK] }> = unsafe { y_view.partition_full_mut(tile) };
 
         let x: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(x_part.load([rb, 0i32]));
@@ -140,18 +149,8 @@ pub mod softmax_device {
         let col_tiles: i32 = (n + BLOCK - 1) / BLOCK;
         let rb: i32 = get_tile_block_id().0;
         let tok: Token = new_token_unordered();
-        // x is viewed here, not through `strided_view`: make_partition_view cannot infer its
-        // result type for a view an inlined helper returned (cutile 0.5).
-        let x_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[m, n] };
-        let x_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[stride_x] };
-        let x_view: Tensor<T, { [-1, -1] }> =
-            unsafe { make_tensor_view(pointer_to_tile(x_ptr), x_shape, x_strides, tok) };
+        let x_part: Partition<T, { [ROWS, BLOCK] }> = unsafe { x_tiles::<T, ROWS, BLOCK>(x_ptr, m, n, stride_x, tok) };
         let y_view: Tensor<T, { [-1, -1] }> = unsafe { strided_view(y_ptr, m, n, stride_y, tok) };
-
-        // -inf padding: lanes past n neither raise the max nor add to the sum.
-        let x_tok: Token = x_view.token();
-        let x_part: Partition<T, { [ROWS, BLOCK] }> =
-            unsafe { make_partition_view(&x_view, tile, padding::NegInf, dim_map::Identity, x_tok) };
         let mut y_part: PartitionMut<T, { [ROWS, BLOCK] }> = unsafe { y_view.partition_full_mut(tile) };
         let log2e: Tile<f32, { [ROWS, BLOCK] }> = constant(1.4426950408889634f32, tile);
 
@@ -203,13 +202,7 @@ pub mod softmax_device {
         let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
         let (rb, c): (i32, i32) = (get_tile_block_id().0, get_tile_block_id().1);
         let tok: Token = new_token_unordered();
-        let x_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[m, n] };
-        let x_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[stride_x] };
-        let x_view: Tensor<T, { [-1, -1] }> =
-            unsafe { make_tensor_view(pointer_to_tile(x_ptr), x_shape, x_strides, tok) };
-        let x_tok: Token = x_view.token();
-        let x_part: Partition<T, { [ROWS, BLOCK] }> =
-            unsafe { make_partition_view(&x_view, tile, padding::NegInf, dim_map::Identity, x_tok) };
+        let x_part: Partition<T, { [ROWS, BLOCK] }> = unsafe { x_tiles::<T, ROWS, BLOCK>(x_ptr, m, n, stride_x, tok) };
         let x_base: PointerTile<*mut T, { [ROWS, BLOCK] }> =
             tile_pointers::<T, ROWS, BLOCK>(x_ptr, rb * ROWS * stride_x, stride_x);
         let log2e: Tile<f32, { [ROWS, BLOCK] }> = constant(1.4426950408889634f32, tile);
@@ -278,14 +271,8 @@ pub mod softmax_device {
         let mx: Tile<f32, { [ROWS, BLOCK] }> = row_max.reshape(shape![ROWS, 1]).broadcast(tile);
         let inv: Tile<f32, { [ROWS, BLOCK] }> = row_reciprocal::<ROWS, BLOCK>(sum);
 
-        let x_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[m, n] };
-        let x_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[stride_x] };
-        let x_view: Tensor<T, { [-1, -1] }> =
-            unsafe { make_tensor_view(pointer_to_tile(x_ptr), x_shape, x_strides, tok) };
+        let x_part: Partition<T, { [ROWS, BLOCK] }> = unsafe { x_tiles::<T, ROWS, BLOCK>(x_ptr, m, n, stride_x, tok) };
         let y_view: Tensor<T, { [-1, -1] }> = unsafe { strided_view(y_ptr, m, n, stride_y, tok) };
-        let x_tok: Token = x_view.token();
-        let x_part: Partition<T, { [ROWS, BLOCK] }> =
-            unsafe { make_partition_view(&x_view, tile, padding::NegInf, dim_map::Identity, x_tok) };
         let mut y_part: PartitionMut<T, { [ROWS, BLOCK] }> = unsafe { y_view.partition_full_mut(tile) };
         let x_base: PointerTile<*mut T, { [ROWS, BLOCK] }> =
             tile_pointers::<T, ROWS, BLOCK>(x_ptr, rb * ROWS * stride_x, stride_x);
@@ -720,9 +707,7 @@ pub mod softmax_device {
     unsafe fn softmax_row_tail_persistent<T: ElementType, const ROWS: i32, const BLOCK: i32, const TAIL: i32>(
         y_ptr: *mut T, x_ptr: *mut T, m: i32, n: i32, stride_x: i32, stride_y: i32,
     ) {
-        let pid: i32 = get_tile_block_id().0;
-        let programs: i32 = get_num_tile_blocks().0;
-        let row_tiles: i32 = (m + ROWS - 1) / ROWS;
+        let (pid, programs, row_tiles) = persistent_row_tiles::<ROWS>(m);
         for rb in (pid..row_tiles).step_by(programs as usize) {
             let row0: i32 = rb * ROWS;
             unsafe { tail_row_tile::<T, ROWS, BLOCK, TAIL, 1>(y_ptr, x_ptr, row0, m, n, stride_x, stride_y) };
@@ -739,9 +724,7 @@ pub mod softmax_device {
     unsafe fn softmax_row_tail_prefetch<T: ElementType, const ROWS: i32, const BLOCK: i32, const TAIL: i32>(
         y_ptr: *mut T, x_ptr: *mut T, m: i32, n: i32, stride_x: i32, stride_y: i32,
     ) {
-        let pid: i32 = get_tile_block_id().0;
-        let programs: i32 = get_num_tile_blocks().0;
-        let row_tiles: i32 = (m + ROWS - 1) / ROWS;
+        let (pid, programs, row_tiles) = persistent_row_tiles::<ROWS>(m);
         let first: i32 = pid * ROWS;
         let (xb0, xt0) = unsafe { body_tail_raw::<T, ROWS, BLOCK, TAIL>(x_ptr, first, first, m, n, stride_x) };
         let mut xb: Tile<T, { [ROWS, BLOCK] }> = xb0;
@@ -771,24 +754,38 @@ pub mod softmax_device {
         unsafe { tail_rows_store::<T, ROWS, BLOCK, TAIL>(y_ptr, xb, xt, mask_b, mask_t, row0, stride_y) };
     }
 
-    /// The softmax of a row tile held as a body and a tail tile (f32, lanes outside (m, n) -inf):
-    /// one max and one sum over both, stored through the masks.
-    unsafe fn tail_rows_store<T: ElementType, const ROWS: i32, const BLOCK: i32, const TAIL: i32>(
-        y_ptr: *mut T, xb: Tile<f32, { [ROWS, BLOCK] }>, xt: Tile<f32, { [ROWS, TAIL] }>,
-        mask_b: Tile<bool, { [ROWS, BLOCK] }>, mask_t: Tile<bool, { [ROWS, TAIL] }>, row0: i32, stride_y: i32,
-    ) {
+    /// [`softmax_rows`] for a row block held in two tiles, BLOCK and EDGE lanes wide (f32, lanes
+    /// outside the rows -inf): one max and one sum per row over both tiles, each tile's values
+    /// rounded to T. The body-and-tail entries' (`tail_rows_store`: the tail as the EDGE tile) and
+    /// `softmax_row_aligned`'s (its body and edge tiles) row softmax. The widths carry their callers'
+    /// names because a tuple an inlined helper returns keeps the helper's names in its tiles' shapes
+    /// (cutile 0.5): a caller must name them alike.
+    fn softmax_rows_in_two<T: ElementType, const ROWS: i32, const BLOCK: i32, const EDGE: i32>(
+        xb: Tile<f32, { [ROWS, BLOCK] }>, xe: Tile<f32, { [ROWS, EDGE] }>,
+    ) -> (Tile<T, { [ROWS, BLOCK] }>, Tile<T, { [ROWS, EDGE] }>) {
         let max_a: Tile<f32, { [ROWS] }> = reduce_max(xb, 1i32);
-        let max_b: Tile<f32, { [ROWS] }> = reduce_max(xt, 1i32);
+        let max_b: Tile<f32, { [ROWS] }> = reduce_max(xe, 1i32);
         let row_max: Tile<f32, { [ROWS] }> = maxf(max_a, max_b, nan::Disabled, ftz::Disabled);
         let ea: Tile<f32, { [ROWS, BLOCK] }> = exp_shifted::<ROWS, BLOCK>(xb, row_max);
-        let eb: Tile<f32, { [ROWS, TAIL] }> = exp_shifted::<ROWS, TAIL>(xt, row_max);
+        let eb: Tile<f32, { [ROWS, EDGE] }> = exp_shifted::<ROWS, EDGE>(xe, row_max);
         let sum_a: Tile<f32, { [ROWS] }> = reduce_sum(ea, 1i32);
         let sum_b: Tile<f32, { [ROWS] }> = reduce_sum(eb, 1i32);
         let sum: Tile<f32, { [ROWS] }> = sum_a + sum_b;
         let yb: Tile<T, { [ROWS, BLOCK] }> = convert_tile(ea * row_reciprocal::<ROWS, BLOCK>(sum));
-        let yt: Tile<T, { [ROWS, TAIL] }> = convert_tile(eb * row_reciprocal::<ROWS, TAIL>(sum));
+        let ye: Tile<T, { [ROWS, EDGE] }> = convert_tile(eb * row_reciprocal::<ROWS, EDGE>(sum));
+        (yb, ye)
+    }
+
+    /// The softmax of a row tile held as a body and a tail tile, the tail EDGE lanes wide (the
+    /// entries' TAIL; f32, lanes outside (m, n) -inf): one max and one sum over both
+    /// (`softmax_rows_in_two`), stored through the masks.
+    unsafe fn tail_rows_store<T: ElementType, const ROWS: i32, const BLOCK: i32, const EDGE: i32>(
+        y_ptr: *mut T, xb: Tile<f32, { [ROWS, BLOCK] }>, xt: Tile<f32, { [ROWS, EDGE] }>,
+        mask_b: Tile<bool, { [ROWS, BLOCK] }>, mask_t: Tile<bool, { [ROWS, EDGE] }>, row0: i32, stride_y: i32,
+    ) {
+        let (yb, yt) = softmax_rows_in_two::<T, ROWS, BLOCK, EDGE>(xb, xt);
         unsafe { store_y_tile::<T, ROWS, BLOCK>(y_ptr, yb, mask_b, row0, 0i32, stride_y) };
-        unsafe { store_y_tile::<T, ROWS, TAIL>(y_ptr, yt, mask_t, row0, BLOCK, stride_y) };
+        unsafe { store_y_tile::<T, ROWS, EDGE>(y_ptr, yt, mask_t, row0, BLOCK, stride_y) };
     }
 
     /// `softmax_row_masked` for rows that do not start on a 16-byte boundary or do not end on one
@@ -816,16 +813,7 @@ pub mod softmax_device {
         let xb: Tile<f32, { [ROWS, BLOCK] }> =
             unsafe { load_masked::<T, ROWS, BLOCK, 3>(x_ptr, xb_at, body, neg_inf_b) };
         let xe: Tile<f32, { [ROWS, EDGE] }> = unsafe { load_masked::<T, ROWS, EDGE, 3>(x_ptr, xe_at, edge, neg_inf_e) };
-        let max_a: Tile<f32, { [ROWS] }> = reduce_max(xb, 1i32);
-        let max_b: Tile<f32, { [ROWS] }> = reduce_max(xe, 1i32);
-        let row_max: Tile<f32, { [ROWS] }> = maxf(max_a, max_b, nan::Disabled, ftz::Disabled);
-        let ea: Tile<f32, { [ROWS, BLOCK] }> = exp_shifted::<ROWS, BLOCK>(xb, row_max);
-        let eb: Tile<f32, { [ROWS, EDGE] }> = exp_shifted::<ROWS, EDGE>(xe, row_max);
-        let sum_a: Tile<f32, { [ROWS] }> = reduce_sum(ea, 1i32);
-        let sum_b: Tile<f32, { [ROWS] }> = reduce_sum(eb, 1i32);
-        let sum: Tile<f32, { [ROWS] }> = sum_a + sum_b;
-        let yb: Tile<T, { [ROWS, BLOCK] }> = convert_tile(ea * row_reciprocal::<ROWS, BLOCK>(sum));
-        let ye: Tile<T, { [ROWS, EDGE] }> = convert_tile(eb * row_reciprocal::<ROWS, EDGE>(sum));
+        let (yb, ye) = softmax_rows_in_two::<T, ROWS, BLOCK, EDGE>(xb, xe);
         let (yb_at, _) = unsafe { aligned_body::<ROWS, BLOCK, VEC>(row0, m, stride_y, heads, body_len) };
         let ye_at: Tile<i32, { [ROWS, EDGE] }> = row_offsets::<ROWS, EDGE>(row0, stride_y, edge_cols);
         unsafe { store_masked::<T, ROWS, BLOCK>(y_ptr, yb_at, yb, body) };

@@ -128,6 +128,24 @@ def key_tiles(mt: int, bm: int, bn: int, skv: int, diag: int, window: int = -1) 
     return first, lo, max(full, lo), visited
 
 
+def decode_split(skv: int, bn: int, diag: int, window: int, asked: int) -> tuple[int, int, int, int]:
+    """ffi.rs's decode arithmetic (Plan::decode_tiles, decode_split): (first key tile, end, splits,
+    key tiles per split) for `asked` splits over the key tiles the queries can see, the first one
+    where query 0's window starts (window -1, or >= skv: none), none empty. Pure: tests.py's
+    emulation of the decode kernels walks exactly these tiles.
+
+    Batch 1 over 8192 keys in 64-wide tiles asking 33 splits, then with a 1000-key window:
+
+    >>> decode_split(8192, 64, 8191, -1, 33), decode_split(8192, 64, 8191, 1000, 4)
+    ((0, 128, 32, 4), (112, 128, 4, 4))
+    """
+    end = -(-skv // bn)
+    first = min(max(0, diag - window + 1) // bn, end) if 0 < window < skv else 0
+    visible = max(end - first, 1)
+    per = -(-visible // min(max(asked, 1), visible))
+    return first, end, -(-visible // per), per
+
+
 def export_args(bm: int, bn: int, occupancy: int, warps: int, splits: int = -1) -> tuple[int, int, int, int, int]:
     """A variant's arguments of the export, (bm, bn, occupancy, warps, splits). Pure."""
     return int(bm), int(bn), int(occupancy), int(warps), int(splits)

@@ -134,6 +134,81 @@ def test_the_kernels_tile_walk_emulated_on_the_cpu_matches_the_reference():
             assert torch.allclose(got, ref, rtol=1e-9, atol=1e-9), (case, bm, bn, (got - ref).abs().max())
 
 
+def _emulate_decode(inputs: dict, bn: int, asked: int) -> torch.Tensor:
+    """kernel.rs's decode path in float64 on the CPU: per (batch, key/value head) the group's query
+    heads × s_q queries as rows (row r: head g = r // SQ, query i = r % SQ, SQ = s_q rounded up to a
+    power of two), each split of op.decode_split walking its key tiles with every tile masked, its
+    partial (m, l, acc) from m = lowest f32, l = 0; then the combine: M = max(m, sink · log2 e),
+    L = Σ l 2^(m - M) + 2^(sink - M), o = Σ acc 2^(m - M) / max(L, 1), for the real rows."""
+    q, k, v, sinks, causal, scale, window = inputs.values()
+    (b, h, sq, d), (hkv, skv) = q.shape, k.shape[1:3]
+    group, sq_pad = h // hkv, 1 << max(0, (sq - 1).bit_length())
+    rows = max(16, 1 << max(0, (group * sq_pad - 1).bit_length()))
+    diag, c, lowest = (skv - sq if causal else skv), scale * math.log2(math.e), -3.4028234663852886e38
+    first, end, splits, per = op.decode_split(skv, bn, diag, window, asked)
+    g, i = torch.arange(rows) // sq_pad, torch.arange(rows) % sq_pad
+    real = (g < group) & (i < sq)
+    out = torch.zeros(b, h, sq, d, dtype=torch.float64)
+    for bi in range(b):
+        for kh in range(hkv):
+            qt = torch.zeros(rows, d, dtype=torch.float64)
+            qt[real] = q[bi, kh * group + g[real], i[real]].double()
+            parts = []
+            for split in range(splits):
+                m = torch.full((rows,), lowest, dtype=torch.float64)
+                total, acc = torch.zeros(rows, dtype=torch.float64), torch.zeros(rows, d, dtype=torch.float64)
+                for j in range(first + split * per, min(first + (split + 1) * per, end)):
+                    keys = torch.arange(j * bn, (j + 1) * bn)
+                    kt, vt = torch.zeros(bn, d, dtype=torch.float64), torch.zeros(bn, d, dtype=torch.float64)
+                    kt[: min(bn, skv - j * bn)] = k[bi, kh, j * bn : (j + 1) * bn].double()
+                    vt[: min(bn, skv - j * bn)] = v[bi, kh, j * bn : (j + 1) * bn].double()
+                    seen = (keys[None, :] < skv) & (keys[None, :] <= i[:, None] + diag)
+                    if window > 0:
+                        seen &= keys[None, :] > i[:, None] + diag - window
+                    s = (qt @ kt.T).masked_fill(~seen, -math.inf)
+                    m_new = torch.maximum(m, s.max(dim=1).values * c)
+                    p = torch.exp2(s * c - m_new[:, None])
+                    alpha = torch.exp2(m - m_new)
+                    total, acc, m = total * alpha + p.sum(dim=1), acc * alpha[:, None] + p @ vt, m_new
+                parts.append((m, total, acc))
+            big_m = torch.stack([m for m, _, _ in parts]).max(dim=0).values
+            big_l = torch.zeros(rows, dtype=torch.float64)
+            if sinks is not None:
+                sink = torch.where(
+                    real, sinks[kh * group + g.clamp(max=group - 1)].double() * math.log2(math.e), lowest
+                )
+                big_m = torch.maximum(big_m, sink)
+                big_l = torch.exp2(sink - big_m)
+            o = torch.zeros(rows, d, dtype=torch.float64)
+            for m, total, acc in parts:
+                w = torch.exp2(m - big_m)
+                big_l, o = big_l + total * w, o + acc * w[:, None]
+            o = o / big_l.clamp(min=1.0)[:, None]
+            out[bi, kh * group + g[real], i[real]] = o[real]
+    return out
+
+
+def test_the_decode_path_emulated_on_the_cpu_matches_the_reference():
+    """The decode kernels' packing, split walk, masks, window start and combine with sinks,
+    emulated in float64 (_emulate_decode), equal SPEC.reference to rounding: GQA and MQA groups,
+    1 to 16 queries (padded to a power of two), caches that end mid-tile, windows across tile
+    edges and sinks, queries that see no key, one split and more splits than tiles."""
+    cases = (
+        dict(b=2, h=8, hkv=2, sq=1, skv=300, causal=1),
+        dict(b=1, h=8, hkv=1, sq=3, skv=129, causal=0, sinks=1),
+        dict(b=1, h=4, hkv=2, sq=5, skv=260, causal=1, window=70, sinks=1),
+        dict(b=1, h=2, hkv=2, sq=16, skv=5, causal=1, sinks=1),
+        dict(b=1, h=6, hkv=2, sq=4, skv=200, causal=1, window=1),
+    )
+    for case in cases:
+        cfg = dict(d=64, dtype="float32", **case)
+        inputs = SPEC.make_inputs(cfg, device="cpu", seed=1)
+        ref = SPEC.reference(inputs)
+        for bn, asked in ((64, 1), (64, 3), (128, 100)):
+            got = _emulate_decode(inputs, bn, asked)
+            assert torch.allclose(got, ref, rtol=1e-9, atol=1e-9), (case, bn, asked, (got - ref).abs().max())
+
+
 BASELINE_CASES = BaselineCases(
     SPEC,
     # Ragged tiny causal GQA (diagonal and tail tiles), sq != skv both ways (a prefix of keys seen in

@@ -53,6 +53,17 @@ pub mod attention_device {
         (bh / h, bh % h, tiles_m - 1 - id % tiles_m)
     }
 
+    /// The (b, heads, s, D) view of a tensor at `ptr` with strides (sb, sh, ss) in elements and a
+    /// contiguous last dim: q, k, v and out of both paths.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn bhsd_view<T: ElementType, const D: i32>(
+        ptr: *mut T, b: i32, heads: i32, s: i32, sb: i32, sh: i32, ss: i32, tok: Token,
+    ) -> Tensor<T, { [-1, -1, -1, -1] }> {
+        let shape: Shape<{ [-1, -1, -1, -1] }> = Shape::<{ [-1, -1, -1, -1] }> { dims: &[b, heads, s, D] };
+        let strides: Array<{ [-1, -1, -1, 1] }> = Array::<{ [-1, -1, -1, 1] }> { dims: &[sb, sh, ss] };
+        make_tensor_view(pointer_to_tile(ptr), shape, strides, tok)
+    }
+
     /// (key tiles without a mask, key tiles visited) for query tile `mt`: every row of the tile
     /// sees all of the first, the rest cross the diagonal or the key tail.
     pub fn key_tiles<const BM: i32, const BN: i32>(mt: i32, skv: i32, diag: i32) -> (i32, i32) {
@@ -137,20 +148,14 @@ pub mod attention_device {
         k_ss: i32, v_sb: i32, v_sh: i32, v_ss: i32, diag: i32, window: i32, qk_scale_log2: f32,
     ) {
         let tok: Token = new_token_unordered();
-        let q_shape: Shape<{ [-1, -1, -1, -1] }> = Shape::<{ [-1, -1, -1, -1] }> { dims: &[b, h, sq, D] };
-        let kv_shape: Shape<{ [-1, -1, -1, -1] }> = Shape::<{ [-1, -1, -1, -1] }> { dims: &[b, hkv, skv, D] };
-        let o_strides: Array<{ [-1, -1, -1, 1] }> = Array::<{ [-1, -1, -1, 1] }> { dims: &[o_sb, o_sh, o_ss] };
-        let q_strides: Array<{ [-1, -1, -1, 1] }> = Array::<{ [-1, -1, -1, 1] }> { dims: &[q_sb, q_sh, q_ss] };
-        let k_strides: Array<{ [-1, -1, -1, 1] }> = Array::<{ [-1, -1, -1, 1] }> { dims: &[k_sb, k_sh, k_ss] };
-        let v_strides: Array<{ [-1, -1, -1, 1] }> = Array::<{ [-1, -1, -1, 1] }> { dims: &[v_sb, v_sh, v_ss] };
         let o_view: Tensor<T, { [-1, -1, -1, -1] }> =
-            unsafe { make_tensor_view(pointer_to_tile(o_ptr), q_shape, o_strides, tok) };
+            unsafe { bhsd_view::<T, D>(o_ptr, b, h, sq, o_sb, o_sh, o_ss, tok) };
         let q_view: Tensor<T, { [-1, -1, -1, -1] }> =
-            unsafe { make_tensor_view(pointer_to_tile(q_ptr), q_shape, q_strides, tok) };
+            unsafe { bhsd_view::<T, D>(q_ptr, b, h, sq, q_sb, q_sh, q_ss, tok) };
         let k_view: Tensor<T, { [-1, -1, -1, -1] }> =
-            unsafe { make_tensor_view(pointer_to_tile(k_ptr), kv_shape, k_strides, tok) };
+            unsafe { bhsd_view::<T, D>(k_ptr, b, hkv, skv, k_sb, k_sh, k_ss, tok) };
         let v_view: Tensor<T, { [-1, -1, -1, -1] }> =
-            unsafe { make_tensor_view(pointer_to_tile(v_ptr), kv_shape, v_strides, tok) };
+            unsafe { bhsd_view::<T, D>(v_ptr, b, hkv, skv, v_sb, v_sh, v_ss, tok) };
         let q_part: Partition<T, { [1, 1, BM, D] }> = q_view.partition(shape![1, 1, BM, D]);
         // K's [D, BN] tiles: tile axis 2 walks the view's axis 3 (d), tile axis 3 its axis 2 (keys).
         let k_part: Partition<T, { [1, 1, D, BN] }> =
@@ -337,13 +342,10 @@ pub mod attention_device {
         let q_zero: Tile<T, { [BM, D] }> = convert_tile(zero_q);
         let q: Tile<T, { [BM, D] }> = select(q_mask, q_raw, q_zero);
 
-        let kv_shape: Shape<{ [-1, -1, -1, -1] }> = Shape::<{ [-1, -1, -1, -1] }> { dims: &[b, hkv, skv, D] };
-        let k_strides: Array<{ [-1, -1, -1, 1] }> = Array::<{ [-1, -1, -1, 1] }> { dims: &[k_sb, k_sh, k_ss] };
-        let v_strides: Array<{ [-1, -1, -1, 1] }> = Array::<{ [-1, -1, -1, 1] }> { dims: &[v_sb, v_sh, v_ss] };
         let k_view: Tensor<T, { [-1, -1, -1, -1] }> =
-            unsafe { make_tensor_view(pointer_to_tile(k_ptr), kv_shape, k_strides, tok) };
+            unsafe { bhsd_view::<T, D>(k_ptr, b, hkv, skv, k_sb, k_sh, k_ss, tok) };
         let v_view: Tensor<T, { [-1, -1, -1, -1] }> =
-            unsafe { make_tensor_view(pointer_to_tile(v_ptr), kv_shape, v_strides, tok) };
+            unsafe { bhsd_view::<T, D>(v_ptr, b, hkv, skv, v_sb, v_sh, v_ss, tok) };
         let k_part: Partition<T, { [1, 1, D, BN] }> =
             k_view.partition_permuted(shape![1, 1, D, BN], const_array![0, 1, 3, 2]);
         let v_part: Partition<T, { [1, 1, BN, D] }> = v_view.partition(shape![1, 1, BN, D]);

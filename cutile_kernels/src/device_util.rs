@@ -291,6 +291,58 @@ pub mod views {
         select(mask, x, fill)
     }
 
+    /// x's row tile at row0 for the norms' aligned entries (layer_norm's `ln_aligned_tile`,
+    /// rms_norm's `rms_aligned_tile`), in f32 and zero outside the row: its 16-byte-aligned body
+    /// (`aligned_body`, loaded with latency hint LAT_B) and its edge tile (`aligned_edge`, hint 3),
+    /// returned with what `aligned_store` needs to store y at the same columns: `aligned_rows`'
+    /// heads and body lengths, the body's and the edge's masks, and the edge's columns.
+    // The generics carry the callers' names: cutile 0.5 infers a helper's tuple of tiles only where
+    // they match the caller's.
+    #[allow(clippy::type_complexity)]
+    pub unsafe fn aligned_load<
+        T: ElementType,
+        const ROWS: i32,
+        const BLOCK: i32,
+        const VEC: i32,
+        const EDGE: i32,
+        const LAT_B: i32,
+    >(
+        x_ptr: *mut T, row0: i32, m: i32, n: i32, stride_x: i32,
+    ) -> (
+        Tile<f32, { [ROWS, BLOCK] }>,
+        Tile<f32, { [ROWS, EDGE] }>,
+        Tile<i32, { [ROWS, 1] }>,
+        Tile<i32, { [ROWS, 1] }>,
+        Tile<bool, { [ROWS, BLOCK] }>,
+        Tile<bool, { [ROWS, EDGE] }>,
+        Tile<i32, { [ROWS, EDGE] }>,
+    ) {
+        let (heads, body_len) = unsafe { aligned_rows::<ROWS, VEC>(row0, n, stride_x) };
+        let (xb_at, body) = unsafe { aligned_body::<ROWS, BLOCK, VEC>(row0, m, stride_x, heads, body_len) };
+        let (edge_cols, edge) = aligned_edge::<ROWS, EDGE, VEC>(row0, m, n, heads, body_len);
+        let xe_at: Tile<i32, { [ROWS, EDGE] }> = row_offsets::<ROWS, EDGE>(row0, stride_x, edge_cols);
+        let zero_b: Tile<f32, { [ROWS, BLOCK] }> = constant(0.0f32, shape![ROWS, BLOCK]);
+        let zero_e: Tile<f32, { [ROWS, EDGE] }> = constant(0.0f32, shape![ROWS, EDGE]);
+        let xb: Tile<f32, { [ROWS, BLOCK] }> =
+            unsafe { load_masked::<T, ROWS, BLOCK, LAT_B>(x_ptr, xb_at, body, zero_b) };
+        let xe: Tile<f32, { [ROWS, EDGE] }> = unsafe { load_masked::<T, ROWS, EDGE, 3>(x_ptr, xe_at, edge, zero_e) };
+        (xb, xe, heads, body_len, body, edge, edge_cols)
+    }
+
+    /// Stores y's row tile at row0 for the norms' aligned entries: its body and edge tiles at the
+    /// columns and under the masks that `aligned_load` returned for x, in rows `stride_y` apart.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn aligned_store<T: ElementType, const ROWS: i32, const BLOCK: i32, const VEC: i32, const EDGE: i32>(
+        y_ptr: *mut T, yb: Tile<T, { [ROWS, BLOCK] }>, ye: Tile<T, { [ROWS, EDGE] }>, row0: i32, m: i32, stride_y: i32,
+        heads: Tile<i32, { [ROWS, 1] }>, body_len: Tile<i32, { [ROWS, 1] }>, body: Tile<bool, { [ROWS, BLOCK] }>,
+        edge: Tile<bool, { [ROWS, EDGE] }>, edge_cols: Tile<i32, { [ROWS, EDGE] }>,
+    ) {
+        let (yb_at, _) = unsafe { aligned_body::<ROWS, BLOCK, VEC>(row0, m, stride_y, heads, body_len) };
+        let ye_at: Tile<i32, { [ROWS, EDGE] }> = row_offsets::<ROWS, EDGE>(row0, stride_y, edge_cols);
+        unsafe { store_masked::<T, ROWS, BLOCK>(y_ptr, yb_at, yb, body) };
+        unsafe { store_masked::<T, ROWS, EDGE>(y_ptr, ye_at, ye, edge) };
+    }
+
     /// Stores `v` at `offsets` past `ptr`, lanes outside `mask` dropped.
     pub unsafe fn store_masked<T: ElementType, const ROWS: i32, const W: i32>(
         ptr: *mut T, offsets: Tile<i32, { [ROWS, W] }>, v: Tile<T, { [ROWS, W] }>, mask: Tile<bool, { [ROWS, W] }>,
@@ -419,7 +471,9 @@ pub mod tile_order {
     /// (pid, programs, row_tiles) of a persistent grid over the ROWS-row tiles of an m-row tensor:
     /// this tile block's first row tile (its id), the stride to its next one (the grid's tile block
     /// count) and the row tile count, for `for rb in (pid..row_tiles).step_by(programs as usize)`
-    /// (softmax's `softmax_row_tail_persistent` and `softmax_row_tail_prefetch`).
+    /// (softmax's `softmax_row_tail_persistent` and `softmax_row_tail_prefetch`; layer_norm's and
+    /// rms_norm's `_row_persistent`, `_row_tail`, `_row_tail_prefetch` and `_row_aligned_persistent`
+    /// entries).
     pub fn persistent_row_tiles<const ROWS: i32>(m: i32) -> (i32, i32, i32) {
         let pid: i32 = get_tile_block_id().0;
         let programs: i32 = get_num_tile_blocks().0;

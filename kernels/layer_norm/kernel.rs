@@ -47,10 +47,10 @@
 //! every tile index is inside its partition by construction.
 #[cutile::module]
 pub mod layer_norm_device {
+    use crate::device_util::tile_order::persistent_row_tiles;
     use crate::device_util::views::{
-        aligned_body, aligned_edge, aligned_row_vector, aligned_row_vector_edge, aligned_rows, body_tail_raw,
-        load_masked, load_whole, next_body_tail_raw, restage, row_offsets, store_masked, store_whole, strided_view,
-        tile_mask, tile_pointers, vector_view,
+        aligned_load, aligned_row_vector, aligned_row_vector_edge, aligned_store, body_tail_raw, load_whole,
+        next_body_tail_raw, restage, store_whole, strided_view, tile_mask, tile_pointers, vector_view,
     };
     use cutile::core::*;
 
@@ -65,6 +65,46 @@ pub mod layer_norm_device {
         let w_view: Tensor<T, { [-1] }> = vector_view(w_ptr, n, tok);
         let b_view: Tensor<T, { [-1] }> = vector_view(b_ptr, n, tok);
         (x_view, y_view, w_view, b_view)
+    }
+
+    /// The partitions of `layer_norm_row`, `layer_norm_row_persistent` and `layer_norm_looped`:
+    /// x in ROWS x BLOCK tiles, w and b in BLOCK-wide tiles (all three zero-padded) and y in ROWS x
+    /// BLOCK tiles to store, over the views `ln_views` makes.
+    #[allow(clippy::type_complexity, clippy::too_many_arguments)]
+    unsafe fn row_partitions<T: ElementType, const ROWS: i32, const BLOCK: i32>(
+        y_ptr: *mut T, x_ptr: *mut T, w_ptr: *mut T, b_ptr: *mut T, m: i32, n: i32, stride_x: i32, stride_y: i32,
+    ) -> (
+        Partition<'static, T, { [ROWS, BLOCK] }>,
+        Partition<'static, T, { [BLOCK] }>,
+        Partition<'static, T, { [BLOCK] }>,
+        PartitionMut<'static, T, { [ROWS, BLOCK] }>,
+    ) {
+        let tok: Token = new_token_unordered();
+        // The views as device_util's `strided_view` and `vector_view` make them, made here: cutile
+        // 0.5 does not partition a view that a helper returned.
+        let x_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[m, n] };
+        let x_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[stride_x] };
+        let x_view: Tensor<T, { [-1, -1] }> = make_tensor_view(pointer_to_tile(x_ptr), x_shape, x_strides, tok);
+        let y_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[m, n] };
+        let y_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[stride_y] };
+        let y_view: Tensor<T, { [-1, -1] }> = make_tensor_view(pointer_to_tile(y_ptr), y_shape, y_strides, tok);
+        let v_shape: Shape<{ [-1] }> = Shape::<{ [-1] }> { dims: &[n] };
+        let v_strides: Array<{ [1] }> = Array::<{ [1] }> { dims: &[] };
+        let w_view: Tensor<T, { [-1] }> = make_tensor_view(pointer_to_tile(w_ptr), v_shape, v_strides, tok);
+        let b_view: Tensor<T, { [-1] }> = make_tensor_view(pointer_to_tile(b_ptr), v_shape, v_strides, tok);
+        let x_tok: Token = x_view.token();
+        let x_part: Partition<'static, T, { [ROWS, BLOCK] }> =
+            make_partition_view(&x_view, shape![ROWS, BLOCK], padding::Zero, dim_map::Identity, x_tok);
+        let w_tok: Token = w_view.token();
+        let w_part: Partition<'static, T, { [BLOCK] }> =
+            make_partition_view(&w_view, shape![BLOCK], padding::Zero, dim_map::Identity, w_tok);
+        let b_tok: Token = b_view.token();
+        let b_part: Partition<'static, T, { [BLOCK] }> =
+            make_partition_view(&b_view, shape![BLOCK], padding::Zero, dim_map::Identity, b_tok);
+        let y_tok: Token = y_view.token();
+        let y_part: PartitionMut<'static, T, { [ROWS, BLOCK] }> =
+            make_partition_view_mut(&y_view, shape![ROWS, BLOCK], padding::None, y_tok);
+        (x_part, w_part, b_part, y_part)
     }
 
     /// A per-row value broadcast over the row block.
@@ -157,13 +197,9 @@ pub mod layer_norm_device {
         y_ptr: *mut T, x_ptr: *mut T, w_ptr: *mut T, b_ptr: *mut T, m: i32, n: i32, stride_x: i32, stride_y: i32,
         eps: f32,
     ) {
-        let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
         let rb: i32 = get_tile_block_id().0;
-        let (x_view, y_view, w_view, b_view) = ln_views(y_ptr, x_ptr, w_ptr, b_ptr, m, n, stride_x, stride_y);
-        let x_part: Partition<T, { [ROWS, BLOCK] }> = x_view.partition(tile);
-        let w_part: Partition<T, { [BLOCK] }> = w_view.partition(shape![BLOCK]);
-        let b_part: Partition<T, { [BLOCK] }> = b_view.partition(shape![BLOCK]);
-        let mut y_part: PartitionMut<T, { [ROWS, BLOCK] }> = unsafe { y_view.partition_full_mut(tile) };
+        let (x_part, w_part, b_part, mut y_part) =
+            unsafe { row_partitions::<T, ROWS, BLOCK>(y_ptr, x_ptr, w_ptr, b_ptr, m, n, stride_x, stride_y) };
 
         let x: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(x_part.load([rb, 0i32]));
         let keep: Tile<bool, { [ROWS, BLOCK] }> = cols_inside::<ROWS, BLOCK>(0i32, n);
@@ -187,15 +223,9 @@ pub mod layer_norm_device {
         y_ptr: *mut T, x_ptr: *mut T, w_ptr: *mut T, b_ptr: *mut T, m: i32, n: i32, stride_x: i32, stride_y: i32,
         eps: f32,
     ) {
-        let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
-        let pid: i32 = get_tile_block_id().0;
-        let programs: i32 = get_num_tile_blocks().0;
-        let row_tiles: i32 = (m + ROWS - 1) / ROWS;
-        let (x_view, y_view, w_view, b_view) = ln_views(y_ptr, x_ptr, w_ptr, b_ptr, m, n, stride_x, stride_y);
-        let x_part: Partition<T, { [ROWS, BLOCK] }> = x_view.partition(tile);
-        let w_part: Partition<T, { [BLOCK] }> = w_view.partition(shape![BLOCK]);
-        let b_part: Partition<T, { [BLOCK] }> = b_view.partition(shape![BLOCK]);
-        let mut y_part: PartitionMut<T, { [ROWS, BLOCK] }> = unsafe { y_view.partition_full_mut(tile) };
+        let (pid, programs, row_tiles) = persistent_row_tiles::<ROWS>(m);
+        let (x_part, w_part, b_part, mut y_part) =
+            unsafe { row_partitions::<T, ROWS, BLOCK>(y_ptr, x_ptr, w_ptr, b_ptr, m, n, stride_x, stride_y) };
 
         let w: Tile<f32, { [ROWS, BLOCK] }> = param_tile::<T, ROWS, BLOCK, HAS_W>(&w_part, 0i32, 1.0f32);
         let b: Tile<f32, { [ROWS, BLOCK] }> = param_tile::<T, ROWS, BLOCK, HAS_B>(&b_part, 0i32, 0.0f32);
@@ -255,9 +285,7 @@ pub mod layer_norm_device {
         let body: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
         let tail: Shape<{ [ROWS, TAIL] }> = shape![ROWS, TAIL];
         let tail_j: i32 = BLOCK / TAIL;
-        let pid: i32 = get_tile_block_id().0;
-        let programs: i32 = get_num_tile_blocks().0;
-        let row_tiles: i32 = (m + ROWS - 1) / ROWS;
+        let (pid, programs, row_tiles) = persistent_row_tiles::<ROWS>(m);
         let (x_view, y_view, w_view, b_view) = ln_views(y_ptr, x_ptr, w_ptr, b_ptr, m, n, stride_x, stride_y);
         let x_body: Partition<T, { [ROWS, BLOCK] }> = x_view.partition(body);
         let x_tail: Partition<T, { [ROWS, TAIL] }> = x_view.partition(tail);
@@ -297,14 +325,10 @@ pub mod layer_norm_device {
         y_ptr: *mut T, x_ptr: *mut T, w_ptr: *mut T, b_ptr: *mut T, m: i32, n: i32, stride_x: i32, stride_y: i32,
         eps: f32,
     ) {
-        let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
         let col_tiles: i32 = (n + BLOCK - 1) / BLOCK;
         let rb: i32 = get_tile_block_id().0;
-        let (x_view, y_view, w_view, b_view) = ln_views(y_ptr, x_ptr, w_ptr, b_ptr, m, n, stride_x, stride_y);
-        let x_part: Partition<T, { [ROWS, BLOCK] }> = x_view.partition(tile);
-        let w_part: Partition<T, { [BLOCK] }> = w_view.partition(shape![BLOCK]);
-        let b_part: Partition<T, { [BLOCK] }> = b_view.partition(shape![BLOCK]);
-        let mut y_part: PartitionMut<T, { [ROWS, BLOCK] }> = unsafe { y_view.partition_full_mut(tile) };
+        let (x_part, w_part, b_part, mut y_part) =
+            unsafe { row_partitions::<T, ROWS, BLOCK>(y_ptr, x_ptr, w_ptr, b_ptr, m, n, stride_x, stride_y) };
 
         // The shift: the mean of column tile 0, which n > BLOCK makes a full tile (no mask).
         let x0: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(x_part.load([rb, 0i32]));
@@ -468,11 +492,36 @@ pub mod layer_norm_device {
         let mask_t: Tile<bool, { [ROWS, TAIL] }> = tile_mask::<ROWS, TAIL>(row0, BLOCK, m, n);
         let xb: Tile<f32, { [ROWS, BLOCK] }> = x_tile_masked::<T, ROWS, BLOCK>(x_ptr, mask_b, row0, 0i32, stride_x);
         let xt: Tile<f32, { [ROWS, TAIL] }> = x_tile_masked::<T, ROWS, TAIL>(x_ptr, mask_t, row0, BLOCK, stride_x);
+        let (wb, wt, bb, bt) = unsafe { tail_params_masked::<T, ROWS, BLOCK, TAIL, HAS_W, HAS_B>(w_ptr, b_ptr, n) };
+        tail_rows_store::<T, ROWS, BLOCK, TAIL>(y_ptr, xb, xt, mask_b, mask_t, wb, wt, bb, bt, row0, n, stride_y, eps);
+    }
+
+    /// w (else 1) and b (else 0) at the body columns [0, BLOCK) and the tail columns [BLOCK, BLOCK +
+    /// TAIL) through masked pointer tiles (latency hint 3), for the pointer-tile tail entries
+    /// (`layer_norm_row_tail_masked`, `layer_norm_row_tail_prefetch`).
+    // The generics carry those entries' names: cutile 0.5 infers a helper's tuple of tiles only
+    // where they match the caller's.
+    #[allow(clippy::type_complexity)]
+    unsafe fn tail_params_masked<
+        T: ElementType,
+        const ROWS: i32,
+        const BLOCK: i32,
+        const TAIL: i32,
+        const HAS_W: bool,
+        const HAS_B: bool,
+    >(
+        w_ptr: *mut T, b_ptr: *mut T, n: i32,
+    ) -> (
+        Tile<f32, { [ROWS, BLOCK] }>,
+        Tile<f32, { [ROWS, TAIL] }>,
+        Tile<f32, { [ROWS, BLOCK] }>,
+        Tile<f32, { [ROWS, TAIL] }>,
+    ) {
         let wb: Tile<f32, { [ROWS, BLOCK] }> = param_tile_masked::<T, ROWS, BLOCK, HAS_W, 3>(w_ptr, 0i32, n, 1.0f32);
         let wt: Tile<f32, { [ROWS, TAIL] }> = param_tile_masked::<T, ROWS, TAIL, HAS_W, 3>(w_ptr, BLOCK, n, 1.0f32);
         let bb: Tile<f32, { [ROWS, BLOCK] }> = param_tile_masked::<T, ROWS, BLOCK, HAS_B, 3>(b_ptr, 0i32, n, 0.0f32);
         let bt: Tile<f32, { [ROWS, TAIL] }> = param_tile_masked::<T, ROWS, TAIL, HAS_B, 3>(b_ptr, BLOCK, n, 0.0f32);
-        tail_rows_store::<T, ROWS, BLOCK, TAIL>(y_ptr, xb, xt, mask_b, mask_t, wb, wt, bb, bt, row0, n, stride_y, eps);
+        (wb, wt, bb, bt)
     }
 
     /// The pointer-tile tail entries' row tile at row0, its body and tail in f32 (zero outside the
@@ -511,17 +560,12 @@ pub mod layer_norm_device {
         y_ptr: *mut T, x_ptr: *mut T, w_ptr: *mut T, b_ptr: *mut T, m: i32, n: i32, stride_x: i32, stride_y: i32,
         eps: f32,
     ) {
-        let pid: i32 = get_tile_block_id().0;
-        let programs: i32 = get_num_tile_blocks().0;
-        let row_tiles: i32 = (m + ROWS - 1) / ROWS;
+        let (pid, programs, row_tiles) = persistent_row_tiles::<ROWS>(m);
         let first: i32 = pid * ROWS;
         let (xb0, xt0) = body_tail_raw::<T, ROWS, BLOCK, TAIL>(x_ptr, first, first, m, n, stride_x);
         let mut xb: Tile<T, { [ROWS, BLOCK] }> = xb0;
         let mut xt: Tile<T, { [ROWS, TAIL] }> = xt0;
-        let wb: Tile<f32, { [ROWS, BLOCK] }> = param_tile_masked::<T, ROWS, BLOCK, HAS_W, 3>(w_ptr, 0i32, n, 1.0f32);
-        let wt: Tile<f32, { [ROWS, TAIL] }> = param_tile_masked::<T, ROWS, TAIL, HAS_W, 3>(w_ptr, BLOCK, n, 1.0f32);
-        let bb: Tile<f32, { [ROWS, BLOCK] }> = param_tile_masked::<T, ROWS, BLOCK, HAS_B, 3>(b_ptr, 0i32, n, 0.0f32);
-        let bt: Tile<f32, { [ROWS, TAIL] }> = param_tile_masked::<T, ROWS, TAIL, HAS_B, 3>(b_ptr, BLOCK, n, 0.0f32);
+        let (wb, wt, bb, bt) = unsafe { tail_params_masked::<T, ROWS, BLOCK, TAIL, HAS_W, HAS_B>(w_ptr, b_ptr, n) };
         for rb in (pid..row_tiles).step_by(programs as usize) {
             let row0: i32 = rb * ROWS;
             let (nb, nt) = next_body_tail_raw::<T, ROWS, BLOCK, TAIL>(x_ptr, row0, programs, m, n, stride_x);
@@ -629,9 +673,7 @@ pub mod layer_norm_device {
         y_ptr: *mut T, x_ptr: *mut T, w_ptr: *mut T, b_ptr: *mut T, ws_ptr: *mut T, m: i32, n: i32, stride_x: i32,
         stride_y: i32, eps: f32,
     ) {
-        let pid: i32 = get_tile_block_id().0;
-        let programs: i32 = get_num_tile_blocks().0;
-        let row_tiles: i32 = (m + ROWS - 1) / ROWS;
+        let (pid, programs, row_tiles) = persistent_row_tiles::<ROWS>(m);
         let first: i32 = pid * ROWS;
         // w's and b's body columns through this tile block's two slices of the workspace, into x's
         // layout (device_util's `restage`)
@@ -753,15 +795,9 @@ pub mod layer_norm_device {
         bb: Tile<f32, { [ROWS, BLOCK] }>, be: Tile<f32, { [ROWS, EDGE] }>, row0: i32, m: i32, n: i32, stride_x: i32,
         stride_y: i32, eps: f32,
     ) {
-        let (heads, body_len) = unsafe { aligned_rows::<ROWS, VEC>(row0, n, stride_x) };
-        let (xb_at, body) = unsafe { aligned_body::<ROWS, BLOCK, VEC>(row0, m, stride_x, heads, body_len) };
-        let (edge_cols, edge) = aligned_edge::<ROWS, EDGE, VEC>(row0, m, n, heads, body_len);
-        let xe_at: Tile<i32, { [ROWS, EDGE] }> = row_offsets::<ROWS, EDGE>(row0, stride_x, edge_cols);
-        let zero_b: Tile<f32, { [ROWS, BLOCK] }> = constant(0.0f32, shape![ROWS, BLOCK]);
-        let zero_e: Tile<f32, { [ROWS, EDGE] }> = constant(0.0f32, shape![ROWS, EDGE]);
         // latency hint 3, not rms_norm's 1: here the persistent loop was no faster with 1 (its NOTES.md)
-        let xb: Tile<f32, { [ROWS, BLOCK] }> = unsafe { load_masked::<T, ROWS, BLOCK, 3>(x_ptr, xb_at, body, zero_b) };
-        let xe: Tile<f32, { [ROWS, EDGE] }> = unsafe { load_masked::<T, ROWS, EDGE, 3>(x_ptr, xe_at, edge, zero_e) };
+        let (xb, xe, heads, body_len, body, edge, edge_cols) =
+            unsafe { aligned_load::<T, ROWS, BLOCK, VEC, EDGE, 3>(x_ptr, row0, m, n, stride_x) };
         // Two-pass statistics over both tiles (centered_and_inv_std's, split in two).
         let sum_b: Tile<f32, { [ROWS] }> = reduce_sum(xb, 1i32);
         let sum_e: Tile<f32, { [ROWS] }> = reduce_sum(xe, 1i32);
@@ -773,9 +809,10 @@ pub mod layer_norm_device {
         let var: Tile<f32, { [ROWS] }> = per_elem::<ROWS>(sq_b + sq_e, n);
         let yb: Tile<T, { [ROWS, BLOCK] }> = convert_tile(db * inv_std::<ROWS, BLOCK>(var, eps) * wb + bb);
         let ye: Tile<T, { [ROWS, EDGE] }> = convert_tile(de * inv_std::<ROWS, EDGE>(var, eps) * we + be);
-        let (yb_at, _) = unsafe { aligned_body::<ROWS, BLOCK, VEC>(row0, m, stride_y, heads, body_len) };
-        let ye_at: Tile<i32, { [ROWS, EDGE] }> = row_offsets::<ROWS, EDGE>(row0, stride_y, edge_cols);
-        unsafe { store_masked::<T, ROWS, BLOCK>(y_ptr, yb_at, yb, body) };
-        unsafe { store_masked::<T, ROWS, EDGE>(y_ptr, ye_at, ye, edge) };
+        unsafe {
+            aligned_store::<T, ROWS, BLOCK, VEC, EDGE>(
+                y_ptr, yb, ye, row0, m, stride_y, heads, body_len, body, edge, edge_cols,
+            )
+        };
     }
 }

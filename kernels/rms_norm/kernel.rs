@@ -43,10 +43,10 @@
 //! (m, n) (`Plan::exact`).
 #[cutile::module]
 pub mod rms_norm_device {
+    use crate::device_util::tile_order::persistent_row_tiles;
     use crate::device_util::views::{
-        aligned_body, aligned_edge, aligned_row_vector, aligned_row_vector_edge, aligned_rows, body_tail_raw,
-        load_masked, load_whole, next_body_tail_raw, restage, row_offsets, store_masked, store_whole, strided_view,
-        tile_mask, tile_pointers, tile_raw, vector_view,
+        aligned_load, aligned_row_vector, aligned_row_vector_edge, aligned_store, body_tail_raw, load_whole,
+        next_body_tail_raw, restage, store_whole, strided_view, tile_mask, tile_pointers, tile_raw, vector_view,
     };
     use cutile::core::*;
 
@@ -123,9 +123,7 @@ pub mod rms_norm_device {
         y_ptr: *mut T, x_ptr: *mut T, w_ptr: *mut T, m: i32, n: i32, stride_x: i32, stride_y: i32, eps: f32,
     ) {
         let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
-        let pid: i32 = get_tile_block_id().0;
-        let programs: i32 = get_num_tile_blocks().0;
-        let row_tiles: i32 = (m + ROWS - 1) / ROWS;
+        let (pid, programs, row_tiles) = persistent_row_tiles::<ROWS>(m);
         let (x_view, y_view, w_view) = rms_views(y_ptr, x_ptr, w_ptr, m, n, stride_x, stride_y);
         let x_part: Partition<T, { [ROWS, BLOCK] }> = x_view.partition(tile);
         let w_part: Partition<T, { [BLOCK] }> = w_view.partition(shape![BLOCK]);
@@ -157,9 +155,7 @@ pub mod rms_norm_device {
         let body: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
         let tail: Shape<{ [ROWS, TAIL] }> = shape![ROWS, TAIL];
         let tail_j: i32 = BLOCK / TAIL;
-        let pid: i32 = get_tile_block_id().0;
-        let programs: i32 = get_num_tile_blocks().0;
-        let row_tiles: i32 = (m + ROWS - 1) / ROWS;
+        let (pid, programs, row_tiles) = persistent_row_tiles::<ROWS>(m);
         let (x_view, y_view, w_view) = rms_views(y_ptr, x_ptr, w_ptr, m, n, stride_x, stride_y);
         let x_body: Partition<T, { [ROWS, BLOCK] }> = x_view.partition(body);
         let x_tail: Partition<T, { [ROWS, TAIL] }> = x_view.partition(tail);
@@ -340,9 +336,7 @@ pub mod rms_norm_device {
     unsafe fn rms_norm_row_tail_prefetch<T: ElementType, const ROWS: i32, const BLOCK: i32, const TAIL: i32>(
         y_ptr: *mut T, x_ptr: *mut T, w_ptr: *mut T, m: i32, n: i32, stride_x: i32, stride_y: i32, eps: f32,
     ) {
-        let pid: i32 = get_tile_block_id().0;
-        let programs: i32 = get_num_tile_blocks().0;
-        let row_tiles: i32 = (m + ROWS - 1) / ROWS;
+        let (pid, programs, row_tiles) = persistent_row_tiles::<ROWS>(m);
         let first: i32 = pid * ROWS;
         let (xb0, xt0) = body_tail_raw::<T, ROWS, BLOCK, TAIL>(x_ptr, first, first, m, n, stride_x);
         let mut xb: Tile<T, { [ROWS, BLOCK] }> = xb0;
@@ -427,9 +421,7 @@ pub mod rms_norm_device {
         y_ptr: *mut T, x_ptr: *mut T, w_ptr: *mut T, ws_ptr: *mut T, m: i32, n: i32, stride_x: i32, stride_y: i32,
         eps: f32,
     ) {
-        let pid: i32 = get_tile_block_id().0;
-        let programs: i32 = get_num_tile_blocks().0;
-        let row_tiles: i32 = (m + ROWS - 1) / ROWS;
+        let (pid, programs, row_tiles) = persistent_row_tiles::<ROWS>(m);
         let (w_gathered, we) = unsafe { aligned_weight::<T, ROWS, BLOCK, VEC, EDGE>(w_ptr, pid * ROWS, n, stride_x) };
         // w's body columns through this tile block's slice of the workspace, into x's layout
         let wb: Tile<T, { [ROWS, BLOCK] }> =
@@ -461,14 +453,8 @@ pub mod rms_norm_device {
         y_ptr: *mut T, x_ptr: *mut T, wb: Tile<T, { [ROWS, BLOCK] }>, we: Tile<T, { [ROWS, EDGE] }>, row0: i32, m: i32,
         n: i32, stride_x: i32, stride_y: i32, eps: f32,
     ) {
-        let (heads, body_len) = unsafe { aligned_rows::<ROWS, VEC>(row0, n, stride_x) };
-        let (xb_at, body) = unsafe { aligned_body::<ROWS, BLOCK, VEC>(row0, m, stride_x, heads, body_len) };
-        let (edge_cols, edge) = aligned_edge::<ROWS, EDGE, VEC>(row0, m, n, heads, body_len);
-        let xe_at: Tile<i32, { [ROWS, EDGE] }> = row_offsets::<ROWS, EDGE>(row0, stride_x, edge_cols);
-        let zero_b: Tile<f32, { [ROWS, BLOCK] }> = constant(0.0f32, shape![ROWS, BLOCK]);
-        let zero_e: Tile<f32, { [ROWS, EDGE] }> = constant(0.0f32, shape![ROWS, EDGE]);
-        let xb: Tile<f32, { [ROWS, BLOCK] }> = unsafe { load_masked::<T, ROWS, BLOCK, 1>(x_ptr, xb_at, body, zero_b) };
-        let xe: Tile<f32, { [ROWS, EDGE] }> = unsafe { load_masked::<T, ROWS, EDGE, 3>(x_ptr, xe_at, edge, zero_e) };
+        let (xb, xe, heads, body_len, body, edge, edge_cols) =
+            unsafe { aligned_load::<T, ROWS, BLOCK, VEC, EDGE, 1>(x_ptr, row0, m, n, stride_x) };
         let sum_b: Tile<f32, { [ROWS] }> = reduce_sum(xb * xb, 1i32);
         let sum_e: Tile<f32, { [ROWS] }> = reduce_sum(xe * xe, 1i32);
         let sum_sq: Tile<f32, { [ROWS] }> = sum_b + sum_e;
@@ -476,9 +462,10 @@ pub mod rms_norm_device {
         let we_f: Tile<f32, { [ROWS, EDGE] }> = convert_tile(we);
         let yb: Tile<T, { [ROWS, BLOCK] }> = convert_tile(xb * inv_rms_of::<ROWS, BLOCK>(sum_sq, n, eps) * wb_f);
         let ye: Tile<T, { [ROWS, EDGE] }> = convert_tile(xe * inv_rms_of::<ROWS, EDGE>(sum_sq, n, eps) * we_f);
-        let (yb_at, _) = unsafe { aligned_body::<ROWS, BLOCK, VEC>(row0, m, stride_y, heads, body_len) };
-        let ye_at: Tile<i32, { [ROWS, EDGE] }> = row_offsets::<ROWS, EDGE>(row0, stride_y, edge_cols);
-        unsafe { store_masked::<T, ROWS, BLOCK>(y_ptr, yb_at, yb, body) };
-        unsafe { store_masked::<T, ROWS, EDGE>(y_ptr, ye_at, ye, edge) };
+        unsafe {
+            aligned_store::<T, ROWS, BLOCK, VEC, EDGE>(
+                y_ptr, yb, ye, row0, m, stride_y, heads, body_len, body, edge, edge_cols,
+            )
+        };
     }
 }

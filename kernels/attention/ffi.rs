@@ -360,8 +360,7 @@ fn launch_decode<T: Element, S: Element>(
     let mut combine = Launch::new::<T>(&[d.rows, p.d, d.sq_pad], (pairs as u32, 1, 1), options);
     combine.generics.insert(1, S::DTYPE.as_str().to_string());
     combine.generics.push(p.sinks.is_some().to_string());
-    let [_, [q_sb, q_sh, q_ss], [k_sb, k_sh, k_ss], [v_sb, v_sh, v_ss]] = p.strides;
-    let [o_sb, o_sh, o_ss] = p.strides[0];
+    let [[o_sb, o_sh, o_ss], [q_sb, q_sh, q_ss], [k_sb, k_sh, k_ss], [v_sb, v_sh, v_ss]] = p.strides;
     // SAFETY: plan() checked shapes, strides and dtypes against the descriptors; the workspace
     // holds b · h_kv · splits tiles of rows × (d + 2) f32, written by the first kernel before the
     // second reads it (stream order), and freed after both.

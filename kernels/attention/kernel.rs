@@ -106,6 +106,24 @@ pub mod attention_device {
         ge_tile(cols, rows + start_tile)
     }
 
+    /// The keys a masked tile's rows see, in tile-local indices: column c is key `k0` + c and row r's
+    /// query sits at `rows`[r] + `row0` (the forward: query tile rows; decode: each row's own query),
+    /// so key < skv and key <= query + diag, and with WINDOW key > query + diag - window.
+    #[allow(clippy::too_many_arguments)]
+    fn visible_keys<const BM: i32, const BN: i32, const WINDOW: bool>(
+        rows: Tile<i32, { [BM, BN] }>, cols: Tile<i32, { [BM, BN] }>, row0: i32, k0: i32, skv: i32, diag: i32,
+        window: i32,
+    ) -> Tile<bool, { [BM, BN] }> {
+        let tile: Shape<{ [BM, BN] }> = shape![BM, BN];
+        let key_end: Tile<i32, { [BM, BN] }> = broadcast_scalar(skv - k0, tile);
+        let diag_off: Tile<i32, { [BM, BN] }> = broadcast_scalar(row0 + diag - k0, tile);
+        let mut visible: Tile<bool, { [BM, BN] }> = andi(lt_tile(cols, key_end), le_tile(cols, rows + diag_off));
+        if WINDOW {
+            visible = andi(visible, in_window::<BM, BN>(rows, cols, row0 + diag - window + 1 - k0));
+        }
+        visible
+    }
+
     /// The online-softmax update with one key/value tile: `qk` the raw scores Q Kᵀ (-inf where
     /// hidden), `c` = scale · log2(e). Returns the new (m, l, acc).
     fn online_step<T: ElementType, const BM: i32, const BN: i32, const D: i32>(
@@ -203,12 +221,8 @@ pub mod attention_device {
                 let k: Tile<T, { [D, BN] }> =
                     k_part.load_pipelined::<2>([batch, kv_head, 0i32, j]).reshape(shape![D, BN]);
                 let qk: Tile<f32, { [BM, BN] }> = mma(q, k, zero);
-                // As in the diagonal tiles below.
-                let key_end: Tile<i32, { [BM, BN] }> = broadcast_scalar(skv - j * BN, tile);
-                let diag_off: Tile<i32, { [BM, BN] }> = broadcast_scalar(mt * BM + diag - j * BN, tile);
-                let causal: Tile<bool, { [BM, BN] }> = andi(lt_tile(cols, key_end), le_tile(cols, rows + diag_off));
-                let start: i32 = mt * BM + diag - window + 1 - j * BN;
-                let visible: Tile<bool, { [BM, BN] }> = andi(causal, in_window::<BM, BN>(rows, cols, start));
+                let visible: Tile<bool, { [BM, BN] }> =
+                    visible_keys::<BM, BN, true>(rows, cols, mt * BM, j * BN, skv, diag, window);
                 let v: Tile<T, { [BN, D] }> =
                     v_part.load_pipelined::<4>([batch, kv_head, j, 0i32]).reshape(shape![BN, D]);
                 let (m_new, l_new, acc_new) =
@@ -238,16 +252,9 @@ pub mod attention_device {
         for j in hi..visited {
             let k: Tile<T, { [D, BN] }> = k_part.load_pipelined::<2>([batch, kv_head, 0i32, j]).reshape(shape![D, BN]);
             let qk: Tile<f32, { [BM, BN] }> = mma(q, k, zero);
-            // Column c of this tile is key j * BN + c, row r is query mt * BM + r: key < skv and
-            // key <= query + diag (and, with a window, key > query + diag - window), in tile-local
-            // indices.
-            let key_end: Tile<i32, { [BM, BN] }> = broadcast_scalar(skv - j * BN, tile);
-            let diag_off: Tile<i32, { [BM, BN] }> = broadcast_scalar(mt * BM + diag - j * BN, tile);
-            let mut visible: Tile<bool, { [BM, BN] }> = andi(lt_tile(cols, key_end), le_tile(cols, rows + diag_off));
-            if WINDOW {
-                let start: i32 = mt * BM + diag - window + 1 - j * BN;
-                visible = andi(visible, in_window::<BM, BN>(rows, cols, start));
-            }
+            // Row r is query mt * BM + r.
+            let visible: Tile<bool, { [BM, BN] }> =
+                visible_keys::<BM, BN, WINDOW>(rows, cols, mt * BM, j * BN, skv, diag, window);
             let v: Tile<T, { [BN, D] }> = v_part.load_pipelined::<4>([batch, kv_head, j, 0i32]).reshape(shape![BN, D]);
             let (m_new, l_new, acc_new) =
                 online_step::<T, BM, BN, D>(select(visible, qk, neg_inf), v, qk_scale_log2, m_i, l_i, acc);
@@ -365,14 +372,9 @@ pub mod attention_device {
         for j in t0..t1 {
             let k: Tile<T, { [D, BN] }> = k_part.load_pipelined::<2>([batch, kv_head, 0i32, j]).reshape(shape![D, BN]);
             let qk: Tile<f32, { [BM, BN] }> = mma(q, k, zero);
-            // Column c is key j · BN + c, row r query i(r): key < skv and key <= i + diag (and,
-            // with a window, key > i + diag - window), in tile-local indices.
-            let key_end: Tile<i32, { [BM, BN] }> = broadcast_scalar(skv - j * BN, tile);
-            let diag_off: Tile<i32, { [BM, BN] }> = broadcast_scalar(diag - j * BN, tile);
-            let mut visible: Tile<bool, { [BM, BN] }> = andi(lt_tile(cols, key_end), le_tile(cols, rows + diag_off));
-            if WINDOW {
-                visible = andi(visible, in_window::<BM, BN>(rows, cols, diag - window + 1 - j * BN));
-            }
+            // Row r is query i(r) (`rows`).
+            let visible: Tile<bool, { [BM, BN] }> =
+                visible_keys::<BM, BN, WINDOW>(rows, cols, 0i32, j * BN, skv, diag, window);
             let v: Tile<T, { [BN, D] }> = v_part.load_pipelined::<4>([batch, kv_head, j, 0i32]).reshape(shape![BN, D]);
             let (m_new, l_new, acc_new) =
                 online_step::<T, BM, BN, D>(select(visible, qk, neg_inf), v, qk_scale_log2, m_i, l_i, acc);

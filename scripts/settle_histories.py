@@ -154,6 +154,10 @@ def main() -> int:
                 row["separate"] = port_ms / best_ms
             table.setdefault(key, {})[h] = row
         raw[h] = {"settled": settled, "separate": separate}
+        if args.out:  # after each history: a run stopped at its deadline keeps the histories it finished
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(json.dumps({"table": table, "raw": raw}, indent=1, sort_keys=True) + "\n")
+        print(f"history {h}: done", file=sys.stderr, flush=True)
     failed = False
     for key, rows in table.items():
         print(f"\n{key}")
@@ -170,9 +174,6 @@ def main() -> int:
                 print(
                     f"  spread {m}: {spread:.4f}{'' if m == 'separate' else ' (<= 0.04: ' + ('ok' if ok else 'NOT MET') + ')'}"
                 )
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps({"table": table, "raw": raw}, indent=1, sort_keys=True) + "\n")
     return 1 if failed else 0
 
 

@@ -72,6 +72,8 @@ def _sdpa(backend: str, q, k, v, sinks=None, causal=0, scale=None, window=-1):
 
     _refuse(f"SDPA ({backend})", sinks, window, "sinks" + (" window" if q.is_cuda else ""))
     mask, is_causal = None, bool(causal)
+    if is_causal and q.shape[2] == 1 and (window or -1) <= 0:
+        is_causal = False  # one query aligned to the end sees every key: no mask, which every backend serves
     if is_causal and (q.shape[2] != k.shape[2] or (window or -1) > 0):
         keys, queries = torch.arange(k.shape[2], device=q.device), torch.arange(q.shape[2], device=q.device)
         diag = queries[:, None] + (k.shape[2] - q.shape[2])

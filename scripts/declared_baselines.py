@@ -1,7 +1,7 @@
 """The baselines each kernel declares, for the Makefile's default BASELINES: the string keys of the
 `BACKENDS` dict in kernels/<k>/baselines.py, the keywords of its `**providers.backends(...)` and,
-for a family member, cutile, triton and torch where it unpacks its family's `**<family>_entries(...)`
-(tilekit.runtime.gated_baselines.fused_entries: our three entries), read with `ast` (the file is not
+for a family member, cutile, triton and torch where it unpacks its family's entries (a call whose name
+ends in `entries`: `**gated_baselines.fused_entries(...)`, `**gemm.entries(...)`), read with `ast` (the file is not
 imported: no torch, a few milliseconds per make call).
 
     python3 scripts/declared_baselines.py rms_norm matmul
@@ -39,7 +39,7 @@ def declared(path: Path) -> list[str]:
         for key, value in zip(node.value.keys, node.value.values):
             if isinstance(key, ast.Constant) and isinstance(key.value, str):
                 names.append(key.value)
-            elif key is None and isinstance(value, ast.Call) and _called(value).endswith("_entries"):
+            elif key is None and isinstance(value, ast.Call) and _called(value).split(".")[-1].endswith("entries"):
                 names += list(OURS)  # **gated_baselines.fused_entries(...): a family's own three
             elif key is None and isinstance(value, ast.Call):  # **providers.backends(name=..., ...)
                 names += [kw.arg for kw in value.keywords if kw.arg]

@@ -28,29 +28,6 @@ triton_config = functools.partial(gemm.triton_config, KERNEL)
 cutile_config = functools.partial(gemm.cutile_config, KERNEL)
 
 
-def _check_inputs(a: torch.Tensor, b: torch.Tensor) -> None:
-    gemm.check_inputs(KERNEL, 3, a, b)
-
-
-def torch_bmm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """cuBLAS through torch.bmm, on the operands as given."""
-    return torch.bmm(a, b)
-
-
-def triton_bmm(a: torch.Tensor, b: torch.Tensor, *, variant: str = "auto") -> torch.Tensor:
-    """C[i] = A[i] @ B[i] with our Triton kernels; `variant` as in the module docstring."""
-    bs.require(triton, unavailable_reason, "triton")
-    _check_inputs(a, b)
-    return gemm.triton_bmm(KERNEL, a, b, variant)
-
-
-def cutile_bmm(a: torch.Tensor, b: torch.Tensor, *, variant: str = "auto") -> torch.Tensor:
-    """C[i] = A[i] @ B[i] with our cuTile Python kernels; `variant` as in the module docstring."""
-    bs.require(ct, unavailable_reason, "cutile")
-    _check_inputs(a, b)
-    return gemm.cutile_bmm(KERNEL, a, b, variant)
-
-
 def tilegym_bmm(ops, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """TileGym's cuTile bmm (its default static-persistent kernel, which takes transposed operands):
     a column-major batch goes in as its row-major transpose(1, 2) with transpose_*=True (no copy); a
@@ -67,11 +44,13 @@ def tilegym_bmm(ops, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 BACKENDS = {
-    "cutile": cutile_bmm,
-    "triton": triton_bmm,
-    "torch": torch_bmm,
+    **gemm.entries(KERNEL, 3, lambda backend: unavailable_reason(backend)),  # ours and cuBLAS
     **providers.backends(tilegym=tilegym_bmm),  # Liger-Kernel has no bmm
 }
+
+
+cutile_bmm, triton_bmm, torch_bmm = (BACKENDS[b] for b in ("cutile", "triton", "torch"))
+_check_inputs = functools.partial(gemm.check_inputs, KERNEL, 3)  # a, b -> None, or the error
 
 
 def unavailable_reason(backend: str) -> str | None:

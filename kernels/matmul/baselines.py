@@ -29,29 +29,6 @@ triton_config = functools.partial(gemm.triton_config, KERNEL, 1)
 cutile_config = functools.partial(gemm.cutile_config, KERNEL, 1)
 
 
-def _check_inputs(a: torch.Tensor, b: torch.Tensor) -> None:
-    gemm.check_inputs(KERNEL, 2, a, b)
-
-
-def torch_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """cuBLAS through torch.matmul."""
-    return torch.matmul(a, b)
-
-
-def triton_matmul(a: torch.Tensor, b: torch.Tensor, *, variant: str = "auto") -> torch.Tensor:
-    """C = A @ B with our Triton kernels; `variant` as in the module docstring."""
-    bs.require(triton, unavailable_reason, "triton")
-    _check_inputs(a, b)
-    return gemm.triton_bmm(KERNEL, a[None], b[None], variant)[0]
-
-
-def cutile_matmul(a: torch.Tensor, b: torch.Tensor, *, variant: str = "auto") -> torch.Tensor:
-    """C = A @ B with our cuTile Python kernels; `variant` as in the module docstring."""
-    bs.require(ct, unavailable_reason, "cutile")
-    _check_inputs(a, b)
-    return gemm.cutile_bmm(KERNEL, a[None], b[None], variant)[0]
-
-
 def tilegym_matmul(ops, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """TileGym's cuTile matmul. A column-major operand goes in as its row-major .t() with
     trans_*=True (no copy); static_persistent=True is the documented default of tilegym.ops.matmul
@@ -68,11 +45,13 @@ def tilegym_matmul(ops, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 BACKENDS = {
-    "cutile": cutile_matmul,
-    "triton": triton_matmul,
-    "torch": torch_matmul,
+    **gemm.entries(KERNEL, 2, lambda backend: unavailable_reason(backend)),  # ours and cuBLAS
     **providers.backends(tilegym=tilegym_matmul),  # Liger-Kernel has no matmul
 }
+
+
+cutile_matmul, triton_matmul, torch_matmul = (BACKENDS[b] for b in ("cutile", "triton", "torch"))
+_check_inputs = functools.partial(gemm.check_inputs, KERNEL, 2)  # a, b -> None, or the error
 
 
 def unavailable_reason(backend: str) -> str | None:

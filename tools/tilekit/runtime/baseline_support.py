@@ -70,6 +70,26 @@ def require(package, reason, backend: str) -> None:
         raise RuntimeError(reason(backend))
 
 
+def require_reason(reason, backend: str) -> None:
+    """Raise RuntimeError with a member's reason when `backend` cannot run here: a family's entries
+    read their member's own import state through its unavailable_reason (which tests may replace)."""
+    why = reason(backend)
+    if why is not None:
+        raise RuntimeError(why)
+
+
+OURS = {"cutile": "our cuTile Python kernels", "triton": "our Triton kernels"}
+
+
+def named_entries(kernel: str, entries: dict, docs: dict) -> dict:
+    """A family's entries named as a member's own functions (`<backend>_<kernel>`), each with its
+    docstring `docs[backend]`: what tracebacks, the scaffold and the docs show."""
+    for backend, entry in entries.items():
+        entry.__name__ = entry.__qualname__ = f"{backend}_{kernel}"
+        entry.__doc__ = docs[backend]
+    return entries
+
+
 # -- checks -------------------------------------------------------------------------------------
 
 

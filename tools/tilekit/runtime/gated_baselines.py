@@ -202,12 +202,12 @@ def fused_entries(kernel: str, act: str, variants: tuple, reason) -> dict:
     the up half: two kernels). `reason(backend)` is the member's unavailable_reason."""
 
     def cutile_entry(x, *, variant: str = "auto", occupancy: int = gated.CUTILE_OCCUPANCY, **knobs):
-        _require(reason, "cutile")
+        bs.require_reason(reason, "cutile")
         h = check_fused(kernel, x, DTYPES)
         return cutile_fused(kernel, variants, act, x, h, variant=variant, occupancy=occupancy, knobs=knobs)
 
     def triton_entry(x, *, variant: str = "auto", **knobs):
-        _require(reason, "triton")
+        bs.require_reason(reason, "triton")
         h = check_fused(kernel, x, DTYPES)
         return triton_fused(kernel, variants, act, x, h, variant=variant, knobs=knobs)
 
@@ -223,12 +223,12 @@ def split_entries(kernel: str, act: str, variants: tuple, reason) -> dict:
     as `fused_entries`, on two (m, H) tensors in rows of their own."""
 
     def cutile_entry(a, b, *, variant: str = "auto", occupancy: int = gated.CUTILE_OCCUPANCY, **knobs):
-        _require(reason, "cutile")
+        bs.require_reason(reason, "cutile")
         check_split(kernel, a, b, DTYPES)
         return cutile_split(kernel, variants, act, a, b, variant=variant, occupancy=occupancy, knobs=knobs)
 
     def triton_entry(a, b, *, variant: str = "auto", **knobs):
-        _require(reason, "triton")
+        bs.require_reason(reason, "triton")
         check_split(kernel, a, b, DTYPES)
         return triton_split(kernel, variants, act, a, b, variant=variant, knobs=knobs)
 
@@ -239,20 +239,7 @@ def split_entries(kernel: str, act: str, variants: tuple, reason) -> dict:
     return _own(kernel, act, cutile_entry, triton_entry, torch_entry)
 
 
-def _require(reason, backend: str) -> None:
-    """Raise RuntimeError with the member's reason when `backend` cannot run here (it reads the
-    member's own import state, which its tests may replace)."""
-    why = reason(backend)
-    if why is not None:
-        raise RuntimeError(why)
-
-
 def _own(kernel: str, act: str, *entries) -> dict:
-    return {b: _named(e, b, kernel, act) for b, e in zip(("cutile", "triton", "torch"), entries)}
-
-
-def _named(entry, backend: str, kernel: str, act: str):
-    entry.__name__ = entry.__qualname__ = f"{backend}_{kernel}"
-    how = {"cutile": "our cuTile Python kernels", "triton": "our Triton kernels", "torch": "PyTorch eager"}[backend]
-    entry.__doc__ = f"{kernel} ({act}) with {how}."
-    return entry
+    how = {**bs.OURS, "torch": "PyTorch eager"}
+    docs = {b: f"{kernel} ({act}) with {how[b]}." for b in how}
+    return bs.named_entries(kernel, dict(zip(("cutile", "triton", "torch"), entries)), docs)

@@ -10,8 +10,9 @@ of GROUP_M tile rows that share A and B tiles in L2, products batch-major), "per
 tiles, one program per SM walking the tiles of every product) and "auto": each backend's own
 autotune over its candidates (TRITON_AUTOTUNE, CUTILE_AUTOTUNE), or 128x256x64 off the GPU.
 
-A kernel's baselines.py keeps its entries (they check the kernel's own `triton` / `ct` imports and
-shapes) and calls `triton_bmm` / `cutile_bmm` here on 3-D views (matmul: a[None], b[None]).
+A member's baselines.py takes its entries from `entries` (they check the member's own `triton` /
+`ct` imports through its unavailable_reason, and its shapes), which call `triton_bmm` /
+`cutile_bmm` here on 3-D views (matmul: a[None], b[None]).
 """
 
 import torch
@@ -329,3 +330,33 @@ def cutile_bmm(kernel: str, a: torch.Tensor, b: torch.Tensor, variant: str) -> t
             grid, args = (cfg["grid"], 1, 1), (*stored, c, cfg["bm"], cfg["bn"], cfg["bk"], GROUP_M, *flags)
         ct.launch(stream, grid, fn, args)
     return c
+
+
+def entries(kernel: str, dims: int, reason) -> dict:
+    """{"cutile", "triton", "torch"} -> cutile_<kernel>, triton_<kernel>, torch_<kernel>, the first
+    three BACKENDS of a member of `dims` dims (matmul 2, bmm 3), (a, b) -> a @ b: our cuTile Python
+    and Triton kernels (`variant` as in VARIANTS) and cuBLAS through torch.matmul, on the operands
+    as given (torch.bmm for bmm: a shared B as its stride-0 view, which ATen hands to cuBLAS's
+    strided-batched GEMM). `reason(backend)` is the member's unavailable_reason."""
+    batch = (lambda t: t) if dims == 3 else (lambda t: t[None])
+    unbatch = (lambda c: c) if dims == 3 else (lambda c: c[0])
+
+    def cutile_entry(a: torch.Tensor, b: torch.Tensor, *, variant: str = "auto") -> torch.Tensor:
+        bs.require_reason(reason, "cutile")
+        check_inputs(kernel, dims, a, b)
+        return unbatch(cutile_bmm(kernel, batch(a), batch(b), variant))
+
+    def triton_entry(a: torch.Tensor, b: torch.Tensor, *, variant: str = "auto") -> torch.Tensor:
+        bs.require_reason(reason, "triton")
+        check_inputs(kernel, dims, a, b)
+        return unbatch(triton_bmm(kernel, batch(a), batch(b), variant))
+
+    product = torch.bmm if dims == 3 else torch.matmul  # bmm: torch.matmul would copy a shared B
+
+    def torch_entry(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return product(a, b)
+
+    what = "C = A @ B" if dims == 2 else "C[i] = A[i] @ B[i]"
+    docs = {b: f"{what} with {how}; `variant` as in VARIANTS." for b, how in bs.OURS.items()}
+    docs["torch"] = f"{what} with cuBLAS through torch.{product.__name__}, on the operands as given."
+    return bs.named_entries(kernel, {"cutile": cutile_entry, "triton": triton_entry, "torch": torch_entry}, docs)

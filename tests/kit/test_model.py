@@ -165,3 +165,24 @@ def test_done_needs_the_ports_checked_and_timed_everywhere_and_graphs_that_match
     assert "no correctness record of the ports" in model_report.render(unchecked)[0]
     drifting = [correct("ports", 1e-3), timing("ports", 0.5) | {"graph_vs_eager": 0.2}, timing("compile", 1.0)]
     assert "ports's CUDA graph gives 2.00e-01 rel L2 from its eager step" in model_report.render(drifting)[0]
+
+
+def test_the_goals_judge_the_ports_compiled_where_the_step_has_them_and_a_rounding_of_graph_drift_passes():
+    # like for like: the ports' stack under torch.compile against torch.compile; the eager ports stay
+    # in the tables but do not make the verdict
+    records = [
+        correct("ports", 8e-3),
+        correct("ports-compile", 8e-3),
+        timing("ports", 1.30, attention=0.2, matmul=0.7, rms_norm=0.1, other=0.3),
+        timing("ports-compile", 0.95, attention=0.2, matmul=0.7, rms_norm=0.05) | {"graph_vs_eager": 0.0},
+        timing("compile", 1.00, attention=0.2, matmul=0.7, rms_norm=0.1) | {"graph_vs_eager": 1.5e-3},
+        timing("ports", 20.0, "prefill", 4, matmul=20.0),
+        timing("compile", 19.0, "prefill", 4, matmul=19.0),
+    ]
+    text, chart = model_report.render(records)
+    assert "- llama3-8b decode b=1: ports in torch.compile 0.950 ms, torch.compile 1.000 ms, ratio 0.950: met" in text
+    # a step the compiled ports were not timed at is judged on the eager ports
+    assert "- llama3-8b prefill: ports 20.000 ms, torch.compile 19.000 ms, ratio 1.053: not met" in text
+    assert chart == {"llama3-8b decode b=1": 0.95, "llama3-8b prefill": 20.0 / 19.0}
+    assert "CUDA graph gives" not in text  # 1.5e-3 is within one bf16 rounding (2^-8)
+    assert "| config    | phase  | batch | ports    | ports in torch.compile |" in text  # both checked

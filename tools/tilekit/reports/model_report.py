@@ -15,17 +15,26 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
 from tilekit.reports.markdown import cell, markdown_table
 from tilekit.reports.records import write_atomic
 
-GRAPH_TOLERANCE = 1e-3  # a decode step's graph replay against the same step run eagerly (rel L2)
+# A decode step's graph replay against the same step run eagerly (rel L2 of bf16 logits): one bf16
+# rounding (2^-8). The same kernels replayed give 0 (the ports do); cuBLAS may pick another algorithm
+# under capture, which moves the logits by a rounding (torch's step: 1.5e-3 on the H200).
+GRAPH_TOLERANCE = 2.0**-8
 GOAL_REFERENCE = "compile"  # the goals compare the ports with torch.compile (default mode)
-IMPL_ORDER = ("ports", "torch", "compile", "compile-max", "liger")
+# The ports' side of a goal: the ports' stack under torch.compile where the step has it (like for like:
+# inductor fuses the glue, RoPE and the residual adds, around the ports as it does around torch's ops),
+# else the ports in eager PyTorch.
+GOAL_PORTS = ("ports-compile", "ports")
+IMPL_ORDER = ("ports", "ports-compile", "torch", "compile", "compile-max", "liger")
 IMPL_TITLES = {
     "ports": "ports",
+    "ports-compile": "ports in torch.compile",
     "torch": "PyTorch eager",
     "compile": "torch.compile",
     "compile-max": "torch.compile max-autotune-no-cudagraphs",
@@ -66,12 +75,14 @@ def latest(records: list[dict], kind: str) -> dict:
     return {(label(r), r["phase"], r["batch"], r["impl"]): r for r in records if r["kind"] == kind}
 
 
-# Kernel name patterns -> the operation a kernel belongs to, for the breakdown (first match wins).
+# Kernel name patterns (regular expressions searched in the lower-case name) -> the operation a kernel
+# belongs to, for the breakdown (first match wins).
 CATEGORIES = (
     ("attention", ("attention", "flash", "fmha", "sdpa", "softmax", "bmm")),
     # inductor names its fused kernels by their ops (triton_red_fused_..._rsqrt_..., triton_tem_fused_mm)
     ("rms_norm", ("rms_norm", "rmsnorm", "rms", "rsqrt")),
-    ("silu_and_mul", ("silu", "swiglu", "act_and_mul", "sigmoid")),
+    # the gated family's entries (cutile_kernels/src/gated.rs) are fused_* / split_*, not inductor's *_fused_*
+    ("silu_and_mul", ("silu", "swiglu", "act_and_mul", "sigmoid", r"^(fused|split)_\w*entry$")),
     ("matmul", ("matmul", "gemm", "nvjet", "xmma", "cutlass", "sm90", "mma", "splitk", "_mm_", "addmm", "tem_fused")),
 )
 
@@ -83,9 +94,11 @@ def category(kernel_name: str) -> str:
     ['rms_norm', 'matmul', 'attention', 'other']
     >>> [category(n) for n in ("triton_red_fused__to_copy_add_mean_mul_pow_rsqrt_0", "triton_poi_fused_mul_sigmoid_1")]
     ['rms_norm', 'silu_and_mul']
+    >>> [category(n) for n in ("fused_exact_entry", "split_masked_tail_entry", "triton_poi_fused_add_0")]
+    ['silu_and_mul', 'silu_and_mul', 'other']
     """
     low = kernel_name.lower()
-    return next((cat for cat, keys in CATEGORIES if any(k in low for k in keys)), "other")
+    return next((cat for cat, keys in CATEGORIES if any(re.search(k, low) for k in keys)), "other")
 
 
 def by_operation(kernels: dict) -> dict:
@@ -144,7 +157,7 @@ def render(records: list[dict], log_name: str = "model.jsonl") -> tuple[str, dic
     chart = {}
     goal_lines = []
     for (config, phase, batch, impl), r in sorted(timing.items()):
-        if impl != "ports":
+        if impl != next(i for i in GOAL_PORTS if (config, phase, batch, i) in timing or i == "ports"):
             continue
         ref = timing.get((config, phase, batch, GOAL_REFERENCE))
         label = f"{config} {phase}" + (f" b={batch}" if phase == "decode" else "")
@@ -155,12 +168,12 @@ def render(records: list[dict], log_name: str = "model.jsonl") -> tuple[str, dic
         chart[label] = ratio
         met = ratio <= 1.0
         text = (
-            f"- {label}: ports {r['median_ms']:.3f} ms, torch.compile {ref['median_ms']:.3f} ms, ratio {ratio:.3f}: "
+            f"- {label}: {IMPL_TITLES[impl]} {r['median_ms']:.3f} ms, torch.compile {ref['median_ms']:.3f} ms, ratio {ratio:.3f}: "
             + ("met" if met else f"not met; {gap_text(r, ref)}")
         )
         goal_lines.append(text)
         if not met:
-            problems.append(f"{label}: ports {ratio:.3f}x torch.compile")
+            problems.append(f"{label}: {IMPL_TITLES[impl]} {ratio:.3f}x torch.compile")
     verdict = "DONE" if not problems else "INVESTIGATE"
     lines += [f"VERDICT: {verdict}", "", "# Model check: decoder stacks on ports against PyTorch", ""]
     if problems:

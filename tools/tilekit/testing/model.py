@@ -66,7 +66,7 @@ DECODE_CONTEXT = 1024  # tokens already in the cache when a decode step is timed
 CHECK_CONTEXT = 256  # the context of the decode correctness check
 KEEP = 16  # logits of the last positions (the LM head over every prefill position is 4 GB)
 TOLERANCE = 3e-2  # relative L2 of bf16 logits against the float32 stack (the report states it)
-IMPLS = ("ports", "torch", "compile", "compile-max", "liger")
+IMPLS = ("ports", "ports-compile", "torch", "compile", "compile-max", "liger")
 
 
 # -- weights and the stack --------------------------------------------------------------------------
@@ -305,6 +305,8 @@ def implementations(names) -> dict:
     for name in names:
         if name == "ports":
             out[name] = (PortOps(), None)
+        elif name == "ports-compile":  # the ports' stack under torch.compile: inductor fuses the glue around them
+            out[name] = (PortOps(), "default")
         elif name == "torch":
             out[name] = (Ops(), None)
         elif name == "compile":
@@ -367,8 +369,9 @@ def check_correctness(cfg: Config, impls: dict, emit) -> None:
     for phase, batch, tokens, context in cases:
         ids = torch.randint(0, cfg.vocab, (batch, context + tokens), generator=g, device="cuda")
         refs = {}
-        # the compiled implementations run `torch`'s ops: checked as `torch`, not compiled again
-        eager = [(n, (ops, mode)) for n, (ops, mode) in impls.items() if mode is None]
+        # torch.compile of `torch`'s ops is checked as `torch`, not compiled again; the ports' stack is
+        # checked compiled too (inductor's glue around the ports is code of its own)
+        eager = [(n, (ops, mode)) for n, (ops, mode) in impls.items() if mode is None or isinstance(ops, PortOps)]
         for name, (ops, mode) in [("float32", (Ops(), None)), *eager]:
             weights, dtype = (w32, torch.float32) if name == "float32" else (w16, torch.bfloat16)
             cache = new_cache(cfg, batch, context + tokens, dtype)

@@ -4,6 +4,7 @@ ratio (`make settle`'s method: one process, 8 placements, interleaved, cold and 
 (`make perf`'s: each backend in its own process, CUPTI median of 100 after the L2 flush).
 
     python scripts/settle_histories.py --out results/h200/logs/settle_histories.json [--only rms_norm]
+    python scripts/settle_histories.py --table results/h200/logs/settle_histories_rms_norm.json  # no GPU
 
 Prints a table per config: the five histories' ratios by method and their spread (max - min);
 the issue asks <= 0.04 for the settled cold and hot figures. Needs a GPU; every child process has a
@@ -110,54 +111,29 @@ def run_child(*argv: str) -> dict:
     return json.loads(line[len("RESULT ") :])
 
 
-def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", type=Path, help="write every ratio and the raw results here (JSON)")
-    p.add_argument("--only", nargs="*", default=[], help="only these kernels")
-    p.add_argument("--histories", nargs="*", default=list(HISTORIES), choices=HISTORIES)
-    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    p.add_argument("--history", help=argparse.SUPPRESS)
-    p.add_argument("--method", help=argparse.SUPPRESS)
-    p.add_argument("--backend", help=argparse.SUPPRESS)
-    args = p.parse_args()
-    if args.child:
-        child(args)
-        return 0
-    sys.path[:0] = [str(ROOT), str(ROOT / "tools")]
+def rows_of(settled: dict, separate: dict | None = None) -> dict:
+    """{config: row} of one history from its raw results: the best baseline (lowest cold figure), the
+    settled cold and hot ratios with their labels, and today's ratio from the separate processes."""
     from tilekit.runtime import settle
 
-    only = [a for k in args.only for a in ("--only", k)]
-    table: dict = {}
-    raw: dict = {}
-    for h in args.histories:
-        settled = run_child("--history", h, "--method", "settled", *only)
-        rows = {}
-        for key, by_backend in settled.items():
-            port = by_backend["cutile-rs"]
-            figures = {
-                b: settle.figure(s["samples_ms"])["median_ms"] for b, s in by_backend.items() if b != "cutile-rs"
-            }
-            best = min(figures, key=figures.get)
-            cold = settle.settle(port["samples_ms"], by_backend[best]["samples_ms"], seed=port["seed"])
-            rows[key] = {"best": best, "cold": cold["ratio"], "cold_label": cold["label"]}
-            if port["hot_ms"] and by_backend[best]["hot_ms"]:
-                hot = settle.settle([port["hot_ms"]], [by_backend[best]["hot_ms"]], seed=port["seed"])
-                rows[key].update(hot=hot["ratio"], hot_label=hot["label"])
-        # today's method: each backend in a process of its own, after the same history
-        separate = {
-            b: run_child("--history", h, "--method", "separate", "--backend", b, *only)
-            for b in {"cutile-rs", *(row["best"] for row in rows.values())}
-        }
-        for key, row in rows.items():
-            port_ms, best_ms = separate["cutile-rs"].get(key), separate[row["best"]].get(key)
-            if port_ms and best_ms:
-                row["separate"] = port_ms / best_ms
-            table.setdefault(key, {})[h] = row
-        raw[h] = {"settled": settled, "separate": separate}
-        if args.out:  # after each history: a run stopped at its deadline keeps the histories it finished
-            args.out.parent.mkdir(parents=True, exist_ok=True)
-            args.out.write_text(json.dumps({"table": table, "raw": raw}, indent=1, sort_keys=True) + "\n")
-        print(f"history {h}: done", file=sys.stderr, flush=True)
+    rows = {}
+    for key, by_backend in settled.items():
+        port = by_backend["cutile-rs"]
+        figures = {b: settle.figure(s["samples_ms"])["figure_ms"] for b, s in by_backend.items() if b != "cutile-rs"}
+        best = min(figures, key=figures.get)
+        cold = settle.settle(port["samples_ms"], by_backend[best]["samples_ms"], seed=port["seed"])
+        rows[key] = {"best": best, "cold": cold["ratio"], "cold_label": cold["label"]}
+        if port["hot_ms"] and by_backend[best]["hot_ms"]:
+            hot = settle.settle([port["hot_ms"]], [by_backend[best]["hot_ms"]], seed=port["seed"])
+            rows[key].update(hot=hot["ratio"], hot_label=hot["label"])
+        port_ms, best_ms = ((separate or {}).get(b, {}).get(key) for b in ("cutile-rs", best))
+        if port_ms and best_ms:
+            rows[key]["separate"] = port_ms / best_ms
+    return rows
+
+
+def print_table(table: dict) -> bool:
+    """Print each config's histories and spreads; True when a settled spread is over 0.04."""
     failed = False
     for key, rows in table.items():
         print(f"\n{key}")
@@ -174,7 +150,52 @@ def main() -> int:
                 print(
                     f"  spread {m}: {spread:.4f}{'' if m == 'separate' else ' (<= 0.04: ' + ('ok' if ok else 'NOT MET') + ')'}"
                 )
-    return 1 if failed else 0
+    return failed
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", type=Path, help="write every ratio and the raw results here (JSON)")
+    p.add_argument("--only", nargs="*", default=[], help="only these kernels")
+    p.add_argument("--histories", nargs="*", default=list(HISTORIES), choices=HISTORIES)
+    p.add_argument(
+        "--table", type=Path, help="no GPU: print the table of a JSON written by --out, with today's statistics"
+    )
+    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--history", help=argparse.SUPPRESS)
+    p.add_argument("--method", help=argparse.SUPPRESS)
+    p.add_argument("--backend", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.child:
+        child(args)
+        return 0
+    sys.path[:0] = [str(ROOT), str(ROOT / "tools")]
+    if args.table:
+        raw = json.loads(args.table.read_text())["raw"]
+        table: dict = {}
+        for h, runs in raw.items():
+            for key, row in rows_of(runs["settled"], runs["separate"]).items():
+                table.setdefault(key, {})[h] = row
+        return 1 if print_table(table) else 0
+
+    only = [a for k in args.only for a in ("--only", k)]
+    table = {}
+    raw: dict = {}
+    for h in args.histories:
+        settled = run_child("--history", h, "--method", "settled", *only)
+        bests = {row["best"] for row in rows_of(settled).values()}
+        # today's method: each backend in a process of its own, after the same history
+        separate = {
+            b: run_child("--history", h, "--method", "separate", "--backend", b, *only) for b in {"cutile-rs", *bests}
+        }
+        for key, row in rows_of(settled, separate).items():
+            table.setdefault(key, {})[h] = row
+        raw[h] = {"settled": settled, "separate": separate}
+        if args.out:  # after each history: a run stopped at its deadline keeps the histories it finished
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(json.dumps({"table": table, "raw": raw}, indent=1, sort_keys=True) + "\n")
+        print(f"history {h}: done", file=sys.stderr, flush=True)
+    return 1 if print_table(table) else 0
 
 
 if __name__ == "__main__":

@@ -67,7 +67,7 @@ def settle_record(backend: str, m: int, session: str, cold: list, hot: list | No
         backend=backend,
         config=config(m),
         timer="cupti",
-        median_ms=settle.figure(cold)["median_ms"],
+        median_ms=settle.figure(cold)["figure_ms"],
         mean_ms=statistics.fmean(kept),
         std_ms=statistics.pstdev(kept),
         min_ms=min(kept),
@@ -144,7 +144,7 @@ def arm(records: list[dict], backend: str, m: int) -> dict:
 
 
 def cold_ms(records, backend, m) -> float:
-    return settle.figure(arm(records, backend, m)["samples_ms"])["median_ms"]
+    return settle.figure(arm(records, backend, m)["samples_ms"])["figure_ms"]
 
 
 def hot_ms(records, backend, m) -> float:
@@ -442,7 +442,7 @@ def test_settle_objects_are_checked_key_by_key(change, reason):
 def test_a_settle_record_must_agree_with_its_own_median_and_count():
     rec = sessions()[0]
     compare_mod.settle_data(_parsed(rec))  # as printed: valid
-    with pytest.raises(ValueError, match=r"median_ms is 0\.002300, but the median over placements"):
+    with pytest.raises(ValueError, match=r"median_ms is 0\.002300, but the geometric mean over placements"):
         compare_mod.settle_data(_parsed({**rec, "median_ms": 0.0023, "max_ms": 1.0}))
     with pytest.raises(ValueError, match="nrep is 79, but samples_ms holds 80 kept samples"):
         compare_mod.settle_data(_parsed({**rec, "nrep": 79}))

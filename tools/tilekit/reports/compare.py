@@ -349,7 +349,7 @@ def _times(value, what: str) -> list:
 
 def settle_data(record: Record) -> dict:
     """The record's `settle` object, checked against the record (docs/reports.md, "Record
-    blocks"); a ValueError says what is wrong. Its median_ms must be settle.figure of samples_ms
+    blocks"); a ValueError says what is wrong. Its median_ms must be settle.figure of samples_ms (figure_ms)
     (up to the block's 6 decimals) and its nrep the number of kept cold samples."""
     text = record.fields.get("settle")
     if text is None:
@@ -382,10 +382,10 @@ def settle_data(record: Record) -> dict:
         _count(data, "hot_launches", 1)
     if "hot_error" in data and not isinstance(data["hot_error"], str):
         raise ValueError("hot_error is not a string")
-    cold_ms = settle.figure(cold)["median_ms"]
+    cold_ms = settle.figure(cold)["figure_ms"]
     if not math.isclose(record.median_ms, cold_ms, rel_tol=1e-6, abs_tol=6e-7):
         raise ValueError(
-            f"median_ms is {record.median_ms:.6f}, but the median over placements of samples_ms's "
+            f"median_ms is {record.median_ms:.6f}, but the geometric mean over placements of samples_ms's "
             f"placement medians is {cold_ms:.6f}"
         )
     if record.nrep != sum(len(p) for p in cold):
@@ -427,7 +427,7 @@ def _hot_ms(data: dict) -> list | None:
 
 
 def _figure_ms(data: dict, figure: str) -> float:
-    return statistics.median(data["hot_ms"]) if figure == "hot" else settle.figure(data["samples_ms"])["median_ms"]
+    return statistics.median(data["hot_ms"]) if figure == "hot" else settle.figure(data["samples_ms"])["figure_ms"]
 
 
 def settle_rows(

@@ -209,8 +209,8 @@ SETTLED_TEXT = (
     "Label: SAME when the interval lies within 1 ± {band:g}, FASTER when it lies below 1, SLOWER when above, "
     "else UNSETTLED (time more, or accept a tie). Cold: the L2 flushed before each call (the contract); hot: "
     "back-to-back launches replayed from a CUDA graph, per launch. The times, the verdict cells and the geomean "
-    "use the {figure} figure (`report --figure cold|hot`). Spread: (max - min) / median of the per-placement "
-    "medians."
+    "use the {figure} figure (`report --figure cold|hot`); a cold time is the geometric mean over placements of "
+    "each placement's median. Spread: (max - min) of the per-placement medians / that mean."
 )
 
 

@@ -367,7 +367,7 @@ def perf_record(
     """A record v1 (see tilekit.reports.records) with throughput, % of peak inputs and the fingerprint.
     ``gpu_index`` (default: current_gpu()) says which GPU of the host timed it; ``env`` names its model.
     ``median_ms`` replaces the samples' median as the record's figure (a settled config's: the
-    median over placements of each placement's median, tilekit.runtime.settle.figure)."""
+    geometric mean over placements of each placement's median, tilekit.runtime.settle.figure)."""
     env = env if env is not None else environment()
     gpu_index = gpu_index if gpu_index is not None else current_gpu()
     st = timing.stats()

@@ -3,8 +3,9 @@
 A small config is timed over K placements (independent allocations of each backend's inputs) in
 rounds: round r uses placement r % K and runs every backend once, in a seeded random order, so the
 port and its baselines are interleaved (`schedule`). Samples taken while the SM clock had dropped
-are discarded (`drop_throttled`). A backend's figure is the median over placements of each
-placement's median (`figure`); the ratio port/baseline gets a paired bootstrap interval
+are discarded (`drop_throttled`). A backend's figure is the geometric mean over placements of each
+placement's median (`figure`); the ratio port/baseline, the geometric mean of the per-placement
+ratios since both arms ran on the same placements, gets a paired bootstrap interval
 (`ratio_interval`) and a label (`label`): SAME, FASTER, SLOWER or UNSETTLED. `settle` is the one call
 a report makes per small config. Times are in ms, clocks in MHz. Pure: no torch, no GPU.
 """
@@ -94,16 +95,26 @@ def placement_medians(samples: Sequence[Sequence[float]]) -> list[float]:
 
 
 def figure(samples: Sequence[Sequence[float]]) -> dict:
-    """A backend's time from its samples per placement: the median over placements of the
-    per-placement medians, and their spread ((max - min) / median), which says how much the
-    placement moved the time.
+    """A backend's time from its samples per placement: the geometric mean over placements of the
+    per-placement medians (figure_ms), and their spread ((max - min) / figure_ms), which says how
+    much the placement moved the time.
 
-    >>> figure([[1.0, 3.0], [2.0], [4.0, 4.0, 5.0]])
-    {'median_ms': 2.0, 'spread': 1.0, 'placement_medians_ms': [2.0, 2.0, 4.0]}
+    Why a mean over placements and a median within one: an outlier sample is noise (a median drops
+    it), but a placement's offset is systematic, and on the H200 it is bimodal (rms_norm bf16
+    256×4096: 8 placements at 2.24-2.35 µs or 2.5-2.75 µs). The median of 8 such values jumps
+    between the two modes with the allocation history; their mean does not. In five histories the
+    median over placements moved port/TileGym by 0.049, the geometric mean by 0.028
+    (results/h200/logs/settle_histories_rms_norm.json). Geometric, so that the ratio of two
+    figures is the geometric mean of the per-placement ratios (a placement's offset common to both
+    arms cancels).
+
+    >>> f = figure([[1.0, 3.0], [2.0], [4.0, 4.0, 5.0]])
+    >>> round(f["figure_ms"], 6), round(f["spread"], 6), f["placement_medians_ms"]
+    (2.519842, 0.793701, [2.0, 2.0, 4.0])
     """
     meds = placement_medians(samples)
-    mid = statistics.median(meds)
-    return {"median_ms": mid, "spread": (max(meds) - min(meds)) / mid, "placement_medians_ms": meds}
+    mid = float(np.exp(np.mean(np.log(meds))))
+    return {"figure_ms": mid, "spread": (max(meds) - min(meds)) / mid, "placement_medians_ms": meds}
 
 
 def _padded(samples: Sequence[Sequence[float]]) -> tuple[np.ndarray, np.ndarray]:
@@ -115,16 +126,16 @@ def _padded(samples: Sequence[Sequence[float]]) -> tuple[np.ndarray, np.ndarray]
     return grid, counts
 
 
-def _boot_medians(grid: np.ndarray, counts: np.ndarray, idx: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Per draw, the median over its drawn placements of each one's median after resampling that
-    placement's repetitions with replacement (each slot its own resample, even for a placement
-    drawn twice). idx is (draws × placements) of placement indices."""
+def _boot_figures(grid: np.ndarray, counts: np.ndarray, idx: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Per draw, the geometric mean over its drawn placements of each one's median after resampling
+    that placement's repetitions with replacement (each slot its own resample, even for a placement
+    drawn twice): `figure` of a draw. idx is (draws × placements) of placement indices."""
     slot = np.empty(idx.shape)
     for p, n in enumerate(counts):
         where = idx == p
         picks = rng.integers(0, n, size=(int(where.sum()), n))
         slot[where] = np.median(grid[p][picks], axis=1)
-    return np.median(slot, axis=1)
+    return np.exp(np.mean(np.log(slot), axis=1))
 
 
 Samples = Sequence[Sequence[float]]  # one list of samples (ms) per placement
@@ -133,7 +144,7 @@ Samples = Sequence[Sequence[float]]  # one list of samples (ms) per placement
 def ratio_interval(
     port: Samples, base: Samples, *, n_boot: int = 2000, seed: int = 0, confidence: float = 0.95
 ) -> tuple[float, float, float]:
-    """(ratio, lo, hi): ratio = figure(port).median_ms / figure(base).median_ms, with a percentile
+    """(ratio, lo, hi): ratio = figure(port).figure_ms / figure(base).figure_ms, with a percentile
     bootstrap interval over placements × repetitions. Both arms were timed on the same placements,
     so each draw resamples placement indices with replacement, the same indices for both arms
     (paired: an offset a placement gives both arms cancels), then resamples each arm's repetitions
@@ -145,10 +156,10 @@ def ratio_interval(
         raise ValueError(f"n_boot={n_boot}: need at least one bootstrap draw")
     if not 0 < confidence < 1:
         raise ValueError(f"confidence={confidence}: must be in (0, 1)")
-    ratio = figure(port)["median_ms"] / figure(base)["median_ms"]  # also checks both arms
+    ratio = figure(port)["figure_ms"] / figure(base)["figure_ms"]  # also checks both arms
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, len(port), size=(n_boot, len(port)))
-    ratios = _boot_medians(*_padded(port), idx, rng) / _boot_medians(*_padded(base), idx, rng)
+    ratios = _boot_figures(*_padded(port), idx, rng) / _boot_figures(*_padded(base), idx, rng)
     lo, hi = np.percentile(ratios, [50 * (1 - confidence), 50 * (1 + confidence)])
     return ratio, float(lo), float(hi)
 

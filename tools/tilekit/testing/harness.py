@@ -254,7 +254,7 @@ def settled_records(
             config=cfg,
             timing=timing,
             test=test,
-            median_ms=settle.figure(per_placement)["median_ms"],
+            median_ms=settle.figure(per_placement)["figure_ms"],
             **rate,
         )
         hot_ms = hot.get(backend)

@@ -25,12 +25,14 @@
 //! `warps` (worker warps per CTA: 4 or 8) compile hints for tileiras; -1 picks the default (the
 //! compiler's, for the hints). `splits` chooses the decode path (issue 41) where s_q <= 16: 0 never
 //! (the forward kernel), n >= 1 the key/value cache cut in (at most) n splits, -1 the decode path
-//! with a split count that fills the GPU (`auto_splits`) wherever it applies (`decode_rows`), else
-//! the forward kernel. The decode path packs the `group` query heads of one key/value head (GQA)
+//! with a split count that fills the GPU (`auto_splits`: about 2 tile blocks per SM) wherever it
+//! applies (`decode_rows`), else the forward kernel; -n (2 <= n <= 16) the same with about n tile
+//! blocks per SM. The decode path packs the `group` query heads of one key/value head (GQA)
 //! and their s_q queries into one tile of rows, so K and V are read once for all of them, walks
 //! its split of the key tiles, and writes partials (acc, max, sum) to a stream-ordered workspace
-//! that a second kernel combines (with the sinks) into out; `bn` is its key tile too, `bm` and the
-//! hints apply to the forward kernel only. Every descriptor is validated before anything touches
+//! that a second kernel combines (with the sinks) into out; `bn` is its key tile too. `bm` applies
+//! to the forward kernel only; the hints to the forward kernel and, as given (without BM = 128's
+//! default of 8 warps), to the decode path's first kernel (its combine compiles with the defaults). Every descriptor is validated before anything touches
 //! the GPU: bad input returns -2/-5/-6 with a message, never a launch.
 use super::kernel::attention_device as device;
 use crate::ffi_util::{self, invalid, or_default, to_i32, DType, Element, FfiResult, Launch, StreamAlloc, TensorDesc};
@@ -57,6 +59,9 @@ pub const DECODE_MAX_ROWS: i32 = 128;
 const DECODE_MIN_ROWS: i32 = 16;
 /// The most splits of one (batch, key/value head)'s cache.
 pub const DECODE_MAX_SPLITS: i32 = 256;
+/// Tile blocks per SM that splits = -1 asks for; splits = -n asks for n, up to DECODE_MAX_PER_SM.
+pub const DECODE_BLOCKS_PER_SM: i32 = 2;
+pub const DECODE_MAX_PER_SM: i32 = 16;
 
 /// The rows of a decode tile for `group` query heads per key/value head and `sq` queries:
 /// (SQ, BM) = (s_q rounded up to a power of two, group · SQ rounded up to a power of two, >= 16),
@@ -71,20 +76,22 @@ pub fn decode_rows(group: i32, sq: i32) -> Option<(i32, i32)> {
     (rows <= DECODE_MAX_ROWS as u64).then_some((sq_pad, rows as i32))
 }
 
-/// The split count that fills the GPU: about two tile blocks per SM over the b · h_kv (batch, key/
-/// value head) pairs, at least 1 and at most one per visible key tile (and DECODE_MAX_SPLITS).
-pub fn auto_splits(sms: u32, pairs: i32, tiles: i32) -> i32 {
-    let want = (2 * sms as i64 + pairs as i64 - 1) / pairs.max(1) as i64;
+/// The split count that fills the GPU: about `per_sm` tile blocks per SM over the b · h_kv (batch,
+/// key/value head) pairs, at least 1 and at most one per visible key tile (and DECODE_MAX_SPLITS).
+pub fn auto_splits(sms: u32, pairs: i32, tiles: i32, per_sm: i32) -> i32 {
+    let want = (per_sm as i64 * sms as i64 + pairs as i64 - 1) / pairs.max(1) as i64;
     want.clamp(1, tiles.clamp(1, DECODE_MAX_SPLITS) as i64) as i32
 }
 
-/// The decode path's launch: SQ and BM (decode_rows) and the splits asked for (-1: auto_splits at
-/// launch, on the stream's GPU).
+/// The decode path's launch: SQ and BM (decode_rows), the splits asked for (-n: auto_splits of n
+/// blocks per SM at launch, on the stream's GPU; -1: DECODE_BLOCKS_PER_SM) and the warps hint as
+/// given (occupancy is the plan's).
 #[derive(Debug, PartialEq)]
 pub struct Decode {
     pub sq_pad: i32,
     pub rows: i32,
     pub splits: i32,
+    pub warps: Option<i32>,
 }
 
 /// A validated launch: sizes and strides (elements) as the kernel indexes them.
@@ -214,14 +221,19 @@ pub fn plan(
         return Err(invalid(format!("variant bm={bm} bn={bn}: each must be 64 or 128, or -1 for the default")));
     }
     let occupancy = ffi_util::occupancy_hint(occupancy)?;
-    let warps = ffi_util::warps_hint(warps)?.or((bm == 128).then_some(DEFAULT_WARPS_BM128));
+    let asked_warps = ffi_util::warps_hint(warps)?;
+    let warps = asked_warps.or((bm == 128).then_some(DEFAULT_WARPS_BM128));
     let (sq, skv) = (to_i32(sq, "s_q")?, to_i32(k.shape[2], "s_kv")?);
     // The workspace is indexed with i32 (block · rows · d): one split per pair must fit.
     let ws_fits = |&(_, rows): &(i32, i32)| b * hkv * rows as i64 * d as i64 <= i32::MAX as i64;
     let rows = decode_rows(to_i32(h / hkv, "group")?, sq).filter(ws_fits);
+    let auto = (-DECODE_MAX_PER_SM..=-1).contains(&splits);
     let decode = match (splits, rows) {
-        (0, _) | (-1, None) => None,
-        (-1 | 1..=DECODE_MAX_SPLITS, Some((sq_pad, rows))) => Some(Decode { sq_pad, rows, splits }),
+        (0, _) => None,
+        (_, None) if auto => None,
+        (_, Some((sq_pad, rows))) if auto || (1..=DECODE_MAX_SPLITS).contains(&splits) => {
+            Some(Decode { sq_pad, rows, splits, warps: asked_warps })
+        }
         (1..=DECODE_MAX_SPLITS, None) => {
             return Err(invalid(format!(
                 "splits={splits}: the decode path takes s_q <= {DECODE_MAX_SQ} queries of a key/value head's \
@@ -232,7 +244,8 @@ pub fn plan(
         }
         _ => {
             return Err(invalid(format!(
-                "splits={splits}: use 0 (the forward kernel), 1..={DECODE_MAX_SPLITS} or -1 (auto)"
+                "splits={splits}: use 0 (the forward kernel), 1..={DECODE_MAX_SPLITS}, or -1 (auto) to \
+                 -{DECODE_MAX_PER_SM} (auto with that many tile blocks per SM)"
             )))
         }
     };
@@ -338,7 +351,11 @@ fn launch_decode<T: Element, S: Element>(
 ) -> FfiResult<()> {
     let pairs = p.b * p.hkv;
     let (first, end) = p.decode_tiles();
-    let asked = if d.splits > 0 { d.splits } else { auto_splits(ffi_util::sm_count(stream)?, pairs, end - first) };
+    let asked = match d.splits {
+        n if n > 0 => n,
+        -1 => auto_splits(ffi_util::sm_count(stream)?, pairs, end - first, DECODE_BLOCKS_PER_SM),
+        n => auto_splits(ffi_util::sm_count(stream)?, pairs, end - first, -n),
+    };
     // The workspace is indexed with i32 (block · rows · d); plan() checked one split per pair fits.
     let asked = asked.min((i32::MAX as i64 / (pairs as i64 * d.rows as i64 * p.d as i64)).max(1) as i32);
     let (splits, per) = p.decode_split(asked);
@@ -353,9 +370,9 @@ fn launch_decode<T: Element, S: Element>(
     };
     let [o_ptr, q_ptr, k_ptr, v_ptr] = unsafe { [out, q, k, v].map(|t| ffi_util::device_ptr::<T>(t)) };
     let sinks_ptr = unsafe { ffi_util::device_ptr::<S>(sinks) }; // S checked by plan()
-    let options = ffi_util::compile_options(None, None);
+    let (hinted, options) = (ffi_util::compile_options(p.occupancy, d.warps), ffi_util::compile_options(None, None));
     // generics T, BM, BN, D, SQ, WINDOW; then T, S, BM, D, SQ, SINKS.
-    let mut split = Launch::new::<T>(&[d.rows, p.bn, p.d, d.sq_pad], (blocks as u32, 1, 1), options.clone());
+    let mut split = Launch::new::<T>(&[d.rows, p.bn, p.d, d.sq_pad], (blocks as u32, 1, 1), hinted);
     split.generics.push(p.window.is_some().to_string());
     let mut combine = Launch::new::<T>(&[d.rows, p.d, d.sq_pad], (pairs as u32, 1, 1), options);
     combine.generics.insert(1, S::DTYPE.as_str().to_string());
@@ -723,7 +740,8 @@ mod tests {
         assert_eq!((decode_rows(32, 8), decode_rows(1, 17), decode_rows(1, 0)), (None, None, None));
         let t = decode_qkv(4, 32, 8, 1, 8192);
         let p = decode_plan(&t, None, -1, -1).unwrap();
-        assert_eq!(p.decode, Some(Decode { sq_pad: 1, rows: 16, splits: -1 }));
+        assert_eq!(p.decode, Some(Decode { sq_pad: 1, rows: 16, splits: -1, warps: None }));
+        assert_eq!(decode_plan(&t, None, -1, -8).unwrap().decode.unwrap().splits, -8); // 8 blocks per SM
         assert_eq!(decode_plan(&t, None, -1, 0).unwrap().decode, None); // the forward kernel
         assert_eq!(decode_plan(&t, None, -1, 7).unwrap().decode.unwrap().splits, 7);
         // Prefill: auto runs the forward kernel, an explicit split count is refused.
@@ -734,7 +752,7 @@ mod tests {
             rc::INVALID_ARGUMENT,
             "splits=4: the decode path takes s_q <= 16",
         );
-        for bad in [-2, DECODE_MAX_SPLITS + 1] {
+        for bad in [-DECODE_MAX_PER_SM - 1, DECODE_MAX_SPLITS + 1] {
             assert_fails(decode_plan(&t, None, -1, bad), rc::INVALID_ARGUMENT, &format!("splits={bad}: use 0"));
         }
     }
@@ -761,8 +779,9 @@ mod tests {
                 "skv={skv} asked={asked}"
             );
         }
-        // auto: two tile blocks per SM over the (batch, kv head) pairs, within [1, tiles]
-        assert_eq!((auto_splits(132, 8, 128), auto_splits(132, 512, 128), auto_splits(132, 8, 3)), (33, 1, 3));
+        // auto: two tile blocks per SM over the (batch, kv head) pairs, within [1, tiles]; or n per SM
+        assert_eq!((auto_splits(132, 8, 128, 2), auto_splits(132, 512, 128, 2), auto_splits(132, 8, 3, 2)), (33, 1, 3));
+        assert_eq!((auto_splits(132, 8, 128, 8), auto_splits(132, 1, 8192, 16)), (128, DECODE_MAX_SPLITS));
     }
 
     #[test]
@@ -784,6 +803,15 @@ mod tests {
                     );
                 }
             }
+        }
+        // The decode kernel with the hints a variant may give it (occupancy 4 and 8 beside the
+        // splits of 4 and 8 blocks per SM), no divisibility hints.
+        for (options, what) in [
+            (ffi_util::compile_options(Some(4), None), "-occupancy4"),
+            (ffi_util::compile_options(Some(8), Some(4)), "-occupancy8-warps4"),
+        ] {
+            let ir = DEVICE.lower("attention_decode", &["bf16", "16", "64", "128", "1", "false"], &[], options, what);
+            assert!(ir.contains("mma") && ir.contains("exp2"), "{what}:\n{ir}");
         }
     }
 }

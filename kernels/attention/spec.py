@@ -299,7 +299,7 @@ SPEC = KernelSpec(
         "out_shape": FfiCase(lambda: {"out": f16(1, 4, 9, 64)}, message="`out` shape [1, 4, 9, 64] != `q` shape"),
         "aliased_out": FfiCase(lambda: (lambda q: {"q": q, "out": q})(f16(1, 4, 8, 64)), message="must not alias"),
         "tile_rows": FfiCase(variant={"bm": 32}, message="variant bm=32 bn=64: each must be 64 or 128"),
-        "splits": FfiCase(variant={"splits": -3}, message="splits=-3: use 0 (the forward kernel)"),
+        "splits": FfiCase(variant={"splits": -17}, message="splits=-17: use 0 (the forward kernel)"),
         # the decode path with 3 splits over 8 keys of 4 query heads, 2 per key/value head: accepted
         "decode_splits": FfiCase(variant={"splits": 3}, code=-4),
         # (b, s, h, d) storage as (b, h, s, d) views, and MQA: accepted, read in place

@@ -133,6 +133,13 @@ def rendered(d) -> list[str]:
     return (d / "reports" / "performance.md").read_text().split("\n")
 
 
+def render(tmp_path, settled: list, *extra) -> list[str]:
+    """performance.md's lines after `report --only performance *extra` over a folder with `settled`."""
+    d = make_dir(tmp_path, settled)
+    assert run(d, *extra) == 0
+    return rendered(d)
+
+
 def cells(lines: list[str], first: str) -> list[str]:
     """The cells of the table row whose first cell is ``first``."""
     row = next(line for line in lines if line.startswith(f"| {first} "))
@@ -157,9 +164,7 @@ def hot_ms(records, backend, m) -> float:
 
 def test_settled_rows_take_the_session_times_and_their_label_as_verdict(tmp_path):
     recs = sessions()
-    d = make_dir(tmp_path, recs)
-    assert run(d) == 0
-    lines = rendered(d)
+    lines = render(tmp_path, recs)
     verdicts = {m: cells(lines, f"m={m}, n=4096")[6] for m in (1, 2, 4, 16, LARGE)}
     assert verdicts == {1: "FASTER", 2: "DONE", 4: "SAME", 16: "UNSETTLED", LARGE: "DONE"}
     row = cells(lines, "m=1, n=4096")
@@ -186,9 +191,7 @@ def test_the_geomean_uses_the_settled_times_and_the_verdict_rules_are_unchanged(
 
 
 def test_the_settled_line_follows_the_interval_and_counts_the_labels(tmp_path):
-    d = make_dir(tmp_path, sessions())
-    assert run(d) == 0
-    lines = rendered(d)
+    lines = render(tmp_path, sessions())
     at = next(i for i, line in enumerate(lines) if line.startswith("geomean_ratio_ci95="))
     assert lines[at + 1] == "Settled configs: 3 of 5 (cold figure): 1 FASTER, 1 SAME, 0 SLOWER, 1 UNSETTLED"
     assert lines[at + 2].startswith("Reference: torch (")
@@ -196,9 +199,7 @@ def test_the_settled_line_follows_the_interval_and_counts_the_labels(tmp_path):
 
 def test_the_settled_section_has_one_row_per_settled_config_with_both_figures(tmp_path):
     recs = sessions()
-    d = make_dir(tmp_path, recs)
-    assert run(d) == 0
-    lines = rendered(d)
+    lines = render(tmp_path, recs)
     head = lines.index("## Configs settled in one process")
     assert "`make KERNEL=rms_norm settle`" in lines[head + 2] and "1 ± 0.02" in lines[head + 2]
     assert cells(lines[head:], "config") == [
@@ -246,9 +247,7 @@ def test_dropped_samples_are_shown_per_arm(tmp_path):
 
 
 def test_the_under_ten_microseconds_list_names_only_the_small_configs_not_settled(tmp_path):
-    d = make_dir(tmp_path, sessions())
-    assert run(d) == 0
-    lines = rendered(d)
+    lines = render(tmp_path, sessions())
     head = lines.index("## Configs under 10 µs (a ratio near 1 is not settled by this table)")
     listed = [line for line in lines[head:] if line.startswith('- {"dtype"')]
     assert listed == [
@@ -261,9 +260,7 @@ def test_the_under_ten_microseconds_list_names_only_the_small_configs_not_settle
 def test_a_config_whose_port_and_reference_are_of_different_sessions_is_not_settled(tmp_path):
     recs = sessions()
     next(r for r in recs if r["backend"] == "torch" and r["config"]["m"] == 4)["settle"]["session"] = "another"
-    d = make_dir(tmp_path, recs)
-    assert run(d) == 0
-    lines = rendered(d)
+    lines = render(tmp_path, recs)
     assert cells(lines, "m=4, n=4096")[1:4] == ["0.002600", "0.002500", f"{0.0025 / 0.0026:.4f}"]
     assert cells(lines, "m=4, n=4096")[6] == "DONE"
     assert (
@@ -275,9 +272,7 @@ def test_a_config_whose_port_and_reference_are_of_different_sessions_is_not_sett
 
 def test_a_forced_reference_is_settled_against_when_it_is_in_the_session(tmp_path):
     recs = sessions()
-    d = make_dir(tmp_path, recs)
-    assert run(d, "--reference", "triton") == 0
-    lines = rendered(d)
+    lines = render(tmp_path, recs, "--reference", "triton")
     section = lines[lines.index("## Configs settled in one process") :]
     assert cells(section, "config")[2] == "triton µs"
     row = cells(section, "dtype=bfloat16, m=1, n=4096")
@@ -289,9 +284,7 @@ def test_settle_records_of_other_configs_or_backends_are_named_and_left_out(tmp_
     recs = sessions()
     liger = {**recs[0], "backend": "liger"}
     wide = {**recs[1], "config": {"dtype": "bfloat16", "m": 1, "n": 8192}}
-    d = make_dir(tmp_path, recs + [liger, wide])
-    assert run(d) == 0
-    lines = rendered(d)
+    lines = render(tmp_path, recs + [liger, wide])
     assert "- the settle log times liger, which has no baseline log: left out of the rows" in lines
     assert (
         '- settle records of configs no baseline log has are left out: {"dtype": "bfloat16", "m": 1, "n": 8192}'
@@ -306,9 +299,7 @@ def test_settle_records_of_other_configs_or_backends_are_named_and_left_out(tmp_
 
 def test_figure_hot_judges_settled_configs_on_the_graph_replay_and_falls_back_where_an_arm_has_none(tmp_path):
     recs = sessions()
-    d = make_dir(tmp_path, recs)
-    assert run(d, "--figure", "hot") == 0
-    lines = rendered(d)
+    lines = render(tmp_path, recs, "--figure", "hot")
     row = cells(lines, "m=1, n=4096")
     assert row[1:3] == [f"{hot_ms(recs, 'torch', 1):.6f}", f"{hot_ms(recs, 'cutile-rs', 1):.6f}"]
     assert row[8] == f"{hot_ms(recs, 'cutile-rs', 1) / hot_ms(recs, 'triton', 1):.4f}"

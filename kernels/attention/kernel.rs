@@ -403,10 +403,10 @@ pub mod attention_device {
     }
 
     /// Decode, step 2 of 2: grid = b · h_kv tile blocks, each combining the `splits` partials of
-    /// its (batch, kv_head) rows: M = the largest m (and, with SINKS, the row's head's sink logit
-    /// · log2(e)), L = Σ l · exp2(m - M) (+ exp2(sink - M)), O = Σ acc · exp2(m - M) / max(L, 1)
-    /// (L >= 1 where a row saw a key or a sink, as in attention_fwd), stored in T to the real rows
-    /// of out (b, h, s_q, d).
+    /// its (batch, kv_head) rows in one online pass: M = the largest m (and, with SINKS, the row's
+    /// head's sink logit · log2(e)), L = Σ l · exp2(m - M) (+ exp2(sink - M)), O = Σ acc · exp2(m -
+    /// M) / max(L, 1) (L >= 1 where a row saw a key or a sink, as in attention_fwd), stored in T to
+    /// the real rows of out (b, h, s_q, d).
     #[cutile::entry(unchecked_accesses = true)]
     #[allow(clippy::too_many_arguments)]
     unsafe fn attention_decode_combine<
@@ -444,10 +444,6 @@ pub mod attention_device {
 
         let first: i32 = bkh * splits;
         let mut big_m: Tile<f32, { [BM, 1] }> = constant(-3.4028235e38f32, shape![BM, 1]);
-        for s in 0i32..splits {
-            let m_s: Tile<f32, { [BM, 1] }> = m_part.load([first + s, 0i32]).reshape(shape![BM, 1]);
-            big_m = maxf(big_m, m_s, nan::Disabled, ftz::Disabled);
-        }
         let mut big_l: Tile<f32, { [BM, 1] }> = constant(0.0f32, shape![BM, 1]);
         if SINKS {
             // The sink logit of row r's head, kv_head · group + g(r); rows past the group read none.
@@ -462,18 +458,26 @@ pub mod attention_device {
             let log2e: Tile<f32, { [BM, 1] }> = constant(1.4426950408889634f32, shape![BM, 1]);
             let lowest: Tile<f32, { [BM, 1] }> = constant(-3.4028235e38f32, shape![BM, 1]);
             let raw_f32: Tile<f32, { [BM, 1] }> = convert_tile(raw);
-            let sink: Tile<f32, { [BM, 1] }> = select(real, raw_f32 * log2e, lowest);
-            big_m = maxf(big_m, sink, nan::Disabled, ftz::Disabled);
-            big_l = exp2(sink - big_m, ftz::Enabled);
+            // The sink is the running max's start and counts 2^(sink - sink) = 1 in the sum.
+            big_m = select(real, raw_f32 * log2e, lowest);
+            big_l = constant(1.0f32, shape![BM, 1]);
         }
+        // One pass over the splits, the online softmax's rescale: M' = max(M, m_s), L and O scaled
+        // by 2^(M - M') and the split's l_s and acc_s added at 2^(m_s - M'). Each split's loads do
+        // not depend on the last one's, so they can be in flight together (the workspace was just
+        // written: mostly L2 hits); two passes (M first, then L and O) made 2 · splits rounds.
         let mut o: Tile<f32, { [BM, D] }> = constant(0.0f32, shape![BM, D]);
         for s in 0i32..splits {
-            let m_s: Tile<f32, { [BM, 1] }> = m_part.load([first + s, 0i32]).reshape(shape![BM, 1]);
-            let l_s: Tile<f32, { [BM, 1] }> = l_part.load([first + s, 0i32]).reshape(shape![BM, 1]);
-            let w: Tile<f32, { [BM, 1] }> = exp2(m_s - big_m, ftz::Enabled);
-            big_l = big_l + l_s * w;
-            let acc_s: Tile<f32, { [BM, D] }> = acc_part.load([first + s, 0i32, 0i32]).reshape(shape![BM, D]);
-            o = o + acc_s * w.broadcast(shape![BM, D]);
+            let m_s: Tile<f32, { [BM, 1] }> = m_part.load_pipelined::<2>([first + s, 0i32]).reshape(shape![BM, 1]);
+            let l_s: Tile<f32, { [BM, 1] }> = l_part.load_pipelined::<2>([first + s, 0i32]).reshape(shape![BM, 1]);
+            let acc_s: Tile<f32, { [BM, D] }> =
+                acc_part.load_pipelined::<4>([first + s, 0i32, 0i32]).reshape(shape![BM, D]);
+            let m_new: Tile<f32, { [BM, 1] }> = maxf(big_m, m_s, nan::Disabled, ftz::Disabled);
+            let alpha: Tile<f32, { [BM, 1] }> = exp2(big_m - m_new, ftz::Enabled);
+            let w: Tile<f32, { [BM, 1] }> = exp2(m_s - m_new, ftz::Enabled);
+            big_l = big_l * alpha + l_s * w;
+            o = o * alpha.broadcast(shape![BM, D]) + acc_s * w.broadcast(shape![BM, D]);
+            big_m = m_new;
         }
         let one: Tile<f32, { [BM, 1] }> = constant(1.0f32, shape![BM, 1]);
         let l_safe: Tile<f32, { [BM, 1] }> = maxf(big_l, one, nan::Disabled, ftz::Disabled);

@@ -138,8 +138,9 @@ def _emulate_decode(inputs: dict, bn: int, asked: int) -> torch.Tensor:
     """kernel.rs's decode path in float64 on the CPU: per (batch, key/value head) the group's query
     heads × s_q queries as rows (row r: head g = r // SQ, query i = r % SQ, SQ = s_q rounded up to a
     power of two), each split of op.decode_split walking its key tiles with every tile masked, its
-    partial (m, l, acc) from m = lowest f32, l = 0; then the combine: M = max(m, sink · log2 e),
-    L = Σ l 2^(m - M) + 2^(sink - M), o = Σ acc 2^(m - M) / max(L, 1), for the real rows."""
+    partial (m, l, acc) from m = lowest f32, l = 0; then the combine in one online pass from the
+    sink: M = max(m, sink · log2 e), L = Σ l 2^(m - M) + 2^(sink - M), o = Σ acc 2^(m - M) /
+    max(L, 1), for the real rows."""
     q, k, v, sinks, causal, scale, window = inputs.values()
     (b, h, sq, d), (hkv, skv) = q.shape, k.shape[1:3]
     group, sq_pad = h // hkv, 1 << max(0, (sq - 1).bit_length())
@@ -171,18 +172,17 @@ def _emulate_decode(inputs: dict, bn: int, asked: int) -> torch.Tensor:
                     alpha = torch.exp2(m - m_new)
                     total, acc, m = total * alpha + p.sum(dim=1), acc * alpha[:, None] + p @ vt, m_new
                 parts.append((m, total, acc))
-            big_m = torch.stack([m for m, _, _ in parts]).max(dim=0).values
+            # the combine's one online pass, from the sink (counting 2^0 = 1) or from lowest and 0
+            big_m = torch.full((rows,), lowest, dtype=torch.float64)
             big_l = torch.zeros(rows, dtype=torch.float64)
             if sinks is not None:
-                sink = torch.where(
-                    real, sinks[kh * group + g.clamp(max=group - 1)].double() * math.log2(math.e), lowest
-                )
-                big_m = torch.maximum(big_m, sink)
-                big_l = torch.exp2(sink - big_m)
+                sink = sinks[kh * group + g.clamp(max=group - 1)].double() * math.log2(math.e)
+                big_m, big_l = torch.where(real, sink, lowest), torch.ones(rows, dtype=torch.float64)
             o = torch.zeros(rows, d, dtype=torch.float64)
             for m, total, acc in parts:
-                w = torch.exp2(m - big_m)
-                big_l, o = big_l + total * w, o + acc * w[:, None]
+                m_new = torch.maximum(big_m, m)
+                alpha, w = torch.exp2(big_m - m_new), torch.exp2(m - m_new)
+                big_l, o, big_m = big_l * alpha + total * w, o * alpha[:, None] + acc * w[:, None], m_new
             o = o / big_l.clamp(min=1.0)[:, None]
             out[bi, kh * group + g[real], i[real]] = o[real]
     return out

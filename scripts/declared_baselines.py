@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-OURS = ("cutile", "triton", "torch")  # the keys of a family's *_entries(...), in order
+OURS = ("cutile", "triton", "torch")  # the keys of a family's *entries(...), in order
 
 
 def _called(call: ast.Call) -> str:
@@ -39,7 +39,7 @@ def declared(path: Path) -> list[str]:
         for key, value in zip(node.value.keys, node.value.values):
             if isinstance(key, ast.Constant) and isinstance(key.value, str):
                 names.append(key.value)
-            elif key is None and isinstance(value, ast.Call) and _called(value).split(".")[-1].endswith("entries"):
+            elif key is None and isinstance(value, ast.Call) and _called(value).endswith("entries"):
                 names += list(OURS)  # **gated_baselines.fused_entries(...): a family's own three
             elif key is None and isinstance(value, ast.Call):  # **providers.backends(name=..., ...)
                 names += [kw.arg for kw in value.keywords if kw.arg]

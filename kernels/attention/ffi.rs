@@ -32,8 +32,9 @@
 //! its split of the key tiles, and writes partials (acc, max, sum) to a stream-ordered workspace
 //! that a second kernel combines (with the sinks) into out; `bn` is its key tile too. `bm` applies
 //! to the forward kernel only; the hints to the forward kernel and, as given (without BM = 128's
-//! default of 8 warps), to the decode path's first kernel (its combine compiles with the defaults). Every descriptor is validated before anything touches
-//! the GPU: bad input returns -2/-5/-6 with a message, never a launch.
+//! default of 8 warps), to the decode path's first kernel (its combine compiles with the
+//! defaults). Every descriptor is validated before anything touches the GPU: bad input returns
+//! -2/-5/-6 with a message, never a launch.
 use super::kernel::attention_device as device;
 use crate::ffi_util::{self, invalid, or_default, to_i32, DType, Element, FfiResult, Launch, StreamAlloc, TensorDesc};
 use cutile::cuda_core::Stream;
@@ -742,6 +743,10 @@ mod tests {
         let p = decode_plan(&t, None, -1, -1).unwrap();
         assert_eq!(p.decode, Some(Decode { sq_pad: 1, rows: 16, splits: -1, warps: None }));
         assert_eq!(decode_plan(&t, None, -1, -8).unwrap().decode.unwrap().splits, -8); // 8 blocks per SM
+                                                                                       // The decode kernel takes the warps hint as given: not BM = 128's default of 8 for the forward.
+        let warps = |bm, w| plan(&t[0], &t[1], &t[2], &t[3], None, 1, 0.125, -1, bm, -1, -1, w, -1).unwrap();
+        assert_eq!((warps(128, -1).warps, warps(128, -1).decode.unwrap().warps), (Some(8), None));
+        assert_eq!(warps(64, 4).decode.unwrap().warps, Some(4));
         assert_eq!(decode_plan(&t, None, -1, 0).unwrap().decode, None); // the forward kernel
         assert_eq!(decode_plan(&t, None, -1, 7).unwrap().decode.unwrap().splits, 7);
         // Prefill: auto runs the forward kernel, an explicit split count is refused.
@@ -806,12 +811,17 @@ mod tests {
         }
         // The decode kernel with the hints a variant may give it (occupancy 4 and 8 beside the
         // splits of 4 and 8 blocks per SM), no divisibility hints.
-        for (options, what) in [
-            (ffi_util::compile_options(Some(4), None), "-occupancy4"),
-            (ffi_util::compile_options(Some(8), Some(4)), "-occupancy8-warps4"),
+        for (options, what, hints) in [
+            (ffi_util::compile_options(Some(4), None), "-occupancy4", &["occupancy = 4"][..]),
+            (
+                ffi_util::compile_options(Some(8), Some(4)),
+                "-occupancy8-warps4",
+                &["occupancy = 8", "num_worker_warps_per_cta = 4"],
+            ),
         ] {
             let ir = DEVICE.lower("attention_decode", &["bf16", "16", "64", "128", "1", "false"], &[], options, what);
             assert!(ir.contains("mma") && ir.contains("exp2"), "{what}:\n{ir}");
+            assert!(hints.iter().all(|h| ir.contains(h)), "{what}: a hint missing from the IR:\n{ir}");
         }
     }
 }

@@ -186,3 +186,19 @@ def test_the_goals_judge_the_ports_compiled_where_the_step_has_them_and_a_roundi
     assert chart == {"llama3-8b decode b=1": 0.95, "llama3-8b prefill": 20.0 / 19.0}
     assert "CUDA graph gives" not in text  # 1.5e-3 is within one bf16 rounding (2^-8)
     assert "| config    | phase  | batch | ports    | ports in torch.compile |" in text  # both checked
+    assert (
+        "| config    | batch | ports   | ports in torch.compile | torch.compile | goal: ports / torch.compile |" in text
+    )
+
+
+def test_a_goal_judged_on_the_compiled_ports_needs_their_logits_checked():
+    records = [
+        correct("ports", 8e-3),
+        timing("ports-compile", 0.95, attention=0.95),
+        timing("compile", 1.00, attention=1.0),
+    ]
+    text, _ = model_report.render(records)
+    assert text.startswith("VERDICT: INVESTIGATE")
+    assert "llama3-8b: no correctness record of ports in torch.compile" in text
+    assert "--impls ports-compile" in text
+    assert model_report.render(records + [correct("ports-compile", 8e-3)])[0].startswith("VERDICT: DONE")

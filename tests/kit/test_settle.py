@@ -121,7 +121,7 @@ def test_figure_is_the_geometric_mean_of_placement_medians_and_their_relative_sp
 
 
 def test_a_bimodal_placement_effect_moves_the_figure_less_than_a_median_over_placements():
-    # the H200's rms_norm placements fall in two groups; which group gets the 4th and 5th of 8 values
+    # placements whose medians sit in two groups (synthetic): which group gets the 4th and 5th of 8 values
     # decides a median over placements, while the mean moves by the share of one placement
     fast, slow = [0.00230] * 4, [0.00265] * 4
     one, other = fast + slow, fast[:3] + slow + [0.00265]

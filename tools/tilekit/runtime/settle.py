@@ -99,14 +99,10 @@ def figure(samples: Sequence[Sequence[float]]) -> dict:
     per-placement medians (figure_ms), and their spread ((max - min) / figure_ms), which says how
     much the placement moved the time.
 
-    Why a mean over placements and a median within one: an outlier sample is noise (a median drops
-    it), but a placement's offset is systematic, and on the H200 it is bimodal (rms_norm bf16
-    256×4096: 8 placements at 2.24-2.35 µs or 2.5-2.75 µs). The median of 8 such values jumps
-    between the two modes with the allocation history; their mean does not. In five histories the
-    median over placements moved port/TileGym by 0.049, the geometric mean by 0.028
-    (results/h200/logs/settle_histories_rms_norm.json). Geometric, so that the ratio of two
-    figures is the geometric mean of the per-placement ratios (a placement's offset common to both
-    arms cancels).
+    A median within a placement (an outlier sample is noise), a mean over placements (a placement's
+    offset is systematic: on the H200 a median of 8 placements moved with the allocation history
+    more than their mean; docs/reports.md, "The settle key"); geometric, so that the ratio of two
+    figures is the geometric mean of the paired per-placement ratios.
 
     >>> f = figure([[1.0, 3.0], [2.0], [4.0, 4.0, 5.0]])
     >>> round(f["figure_ms"], 6), round(f["spread"], 6), f["placement_medians_ms"]

@@ -371,8 +371,8 @@ def check_correctness(cfg: Config, impls: dict, emit) -> None:
         refs = {}
         # torch.compile of `torch`'s ops is checked as `torch`, not compiled again; the ports' stack is
         # checked compiled too (inductor's glue around the ports is code of its own)
-        eager = [(n, (ops, mode)) for n, (ops, mode) in impls.items() if mode is None or isinstance(ops, PortOps)]
-        for name, (ops, mode) in [("float32", (Ops(), None)), *eager]:
+        checked = [(n, (ops, mode)) for n, (ops, mode) in impls.items() if mode is None or isinstance(ops, PortOps)]
+        for name, (ops, mode) in [("float32", (Ops(), None)), *checked]:
             weights, dtype = (w32, torch.float32) if name == "float32" else (w16, torch.bfloat16)
             cache = new_cache(cfg, batch, context + tokens, dtype)
             if context:  # the past, through the same implementation

@@ -87,6 +87,9 @@ stage_file = $(subst {backend},$(3),$(subst {kernel},$(2),$(1)))
 PORT_RAWS := $(foreach k,$(SELECTED),$(call stage_file,$(PERF_LOG),$(k),cutile_rs))
 BASELINE_RAWS := $(foreach k,$(SELECTED),$(foreach b,$(call baselines_of,$(k)),$(call stage_file,$(BASELINE_LOG),$(k),$(b))))
 PERF_MDS := $(foreach k,$(SELECTED),$(OUT_ROOT)/$(k)/reports/performance.md)
+# A stage stopped by a signal keeps its raw logs (make would delete a target whose recipe was killed);
+# scripts/timed_stage.sh dates them 1970 so that the next make re-times them.
+.PRECIOUS: $(PORT_RAWS) $(BASELINE_RAWS)
 # scripts/timed_stage.sh's SPECs: kernel,backend id,raw log,prerequisites...
 port_specs = $(foreach k,$(SELECTED),$(subst $(space),$(comma),$(strip $(k) cutile_rs \
     $(call stage_file,$(PERF_LOG),$(k),cutile_rs) $(call port_deps,$(k)))))

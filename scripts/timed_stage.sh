@@ -16,7 +16,10 @@
 # before .txt for further sessions). A session that did not end normally (a collection, usage or
 # internal error; killed) leaves its stage logs in place and names them in SESSION_LOG.failed, so
 # that make can render what they hold, then mark them out of date and fail (the Makefile's
-# stage_status).
+# stage_status). When this script itself is stopped (SIGTERM, SIGINT, SIGHUP: a deadline such as
+# `timeout`, Ctrl-C), it stops its session, names the session's logs in SESSION_LOG.failed and
+# dates them 1970 at once, so the next make re-times them; the Makefile marks the raw logs
+# .PRECIOUS, so make keeps them instead of deleting what the session had written.
 # Exit status: 0 when every session ran (its cases may have failed or skipped: the reports say so).
 set -uo pipefail
 usage="usage: scripts/timed_stage.sh baseline|perf SESSION_LOG TEMPLATE [--force] -- KERNEL,BACKEND_ID,RAW_LOG[,DEP...]..."
@@ -57,7 +60,19 @@ for kernel in "${kernels[@]}"; do
 done
 
 rm -f "$session.failed"
-n=0 status=0
+n=0 status=0 child= logs=() log=
+interrupted() {  # $1: the signal's name and number
+    [ -z "$child" ] || kill -TERM -- "-$child" 2>/dev/null  # the session's process group: pytest and tee too
+    [ -z "$child" ] || wait "$child" 2>/dev/null
+    { echo "# $log: stopped by SIG$1 (the raw logs keep what was timed; dated 1970: the next make re-times them)"
+      printf '%s\n' "${logs[@]}"; } >>"$session.failed"
+    for f in "${logs[@]}"; do [ ! -f "$f" ] || touch -d @0 "$f"; done
+    echo "$stage: stopped by SIG$1 during $log; its raw logs are kept and will be re-timed by the next make" >&2
+    exit $((128 + $2))
+}
+trap 'interrupted TERM 15' TERM
+trap 'interrupted INT 2' INT
+trap 'interrupted HUP 1' HUP
 for set_ in "${sets[@]}"; do
     n=$((n + 1))
     log=$session
@@ -77,9 +92,13 @@ for set_ in "${sets[@]}"; do
         # liger would also select liger_cutile's cases)
         select="test_perf and ([${set_//,/- or [}-)"
     fi
-    scripts/pytest_stage.sh "$log" -- "${files[@]}" -k "$select" --print-record -v -rs --timeout=600 \
-        --continue-on-collection-errors --stage-log "$template" --stage-backends "$set_"
-    rc=$?
+    # in the background so that a signal reaches the trap at once (bash runs a trap only after its
+    # foreground child ends), in a process group of its own that the trap can stop whole
+    setsid scripts/pytest_stage.sh "$log" -- "${files[@]}" -k "$select" --print-record -v -rs --timeout=600 \
+        --continue-on-collection-errors --stage-log "$template" --stage-backends "$set_" &
+    child=$!
+    wait "$child"
+    rc=$? child=
     if [ "$rc" -ne 0 ]; then
         echo "$stage: the pytest session ended with exit $rc (see $log); its stage logs will be re-timed by the next make" >&2
         { echo "# $log: pytest exit $rc"; printf '%s\n' "${logs[@]}"; } >>"$session.failed"

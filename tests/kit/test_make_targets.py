@@ -11,9 +11,11 @@ import importlib.util
 import os
 import re
 import shutil
+import signal
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -257,10 +259,14 @@ def test_a_changed_environment_retimes_every_stage(first_perf):
 # scripts/timed_stage.sh alone, with a stand-in for scripts/pytest_stage.sh that records its call
 
 FAKE_STAGE = """#!/usr/bin/env bash
-# stands in for scripts/pytest_stage.sh: records its arguments, writes the stage logs it names
+# stands in for scripts/pytest_stage.sh: records its arguments, writes its session log and, with
+# FAKE_WRITE, one stage log (and its pid beside CALLS) before sleeping FAKE_SLEEP seconds
 log=$1; shift; shift
 printf '%s\\n' "$*" >> "$CALLS"
 mkdir -p "$(dirname "$log")"; echo session > "$log"
+if [ -n "${FAKE_WRITE:-}" ]; then
+    echo $$ > "$CALLS.pid"; mkdir -p "$(dirname "$FAKE_WRITE")"; echo partial > "$FAKE_WRITE"; sleep "${FAKE_SLEEP:-0}"
+fi
 exit ${FAKE_RC:-0}
 """
 
@@ -349,6 +355,49 @@ def test_a_session_that_fails_is_listed_for_make_and_the_script_still_exits_0(st
         "k/cutile_rs.txt",
     ]
     assert "did not end normally" in done.stderr
+
+
+def test_a_stopped_stage_stops_its_session_and_keeps_its_logs_dated_for_a_retime(stage_dir):
+    env = child_env(CALLS=str(stage_dir / "calls.txt"), FAKE_WRITE="k/cutile_rs.txt", FAKE_SLEEP="60")
+    argv = [
+        "bash",
+        "scripts/timed_stage.sh",
+        "perf",
+        "logs/s.txt",
+        "{kernel}/{backend}.txt",
+        "--",
+        "k,cutile_rs,k/cutile_rs.txt",
+    ]
+    proc = subprocess.Popen(argv, cwd=stage_dir, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        pid_file = stage_dir / "calls.txt.pid"
+        deadline = time.monotonic() + 30
+        while not (pid_file.is_file() and pid_file.read_text().strip()) and time.monotonic() < deadline:
+            assert proc.poll() is None, proc.stderr.read()
+            time.sleep(0.05)
+        assert pid_file.is_file(), "the session never started"
+        proc.send_signal(signal.SIGTERM)  # the script alone, as make's deadline would reach it
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 128 + 15, err
+    log = stage_dir / "k" / "cutile_rs.txt"
+    assert log.read_text() == "partial\n" and log.stat().st_mtime == 0  # kept, older than anything
+    assert (stage_dir / "logs" / "s.txt.failed").read_text().splitlines() == [
+        "# logs/s.txt: stopped by SIGTERM (the raw logs keep what was timed; dated 1970: the next make re-times them)",
+        "k/cutile_rs.txt",
+    ]
+    with pytest.raises(ProcessLookupError):  # the session was stopped and reaped, not left running
+        os.kill(int((stage_dir / "calls.txt.pid").read_text()), 0)
+
+
+def test_make_keeps_the_raw_logs_of_a_stopped_stage(tmp_path):
+    done = make("KERNEL=softmax", f"OUT_ROOT={tmp_path / 'o'}", "-p", "perf", dry=True)  # -p: make's database
+    precious = [line for line in done.stdout.splitlines() if line.startswith(".PRECIOUS:")][-1]  # the rule
+    assert "softmax/reports/logs/perf_cutile_rs.full.txt" in precious
+    assert "softmax/reports/logs/baseline_perf_torch.full.txt" in precious
 
 
 def test_an_unknown_stage_is_a_usage_error(stage_dir):

@@ -6,6 +6,10 @@ ratio (`make settle`'s method: one process, 8 placements, interleaved, cold and 
     python scripts/settle_histories.py --out results/h200/logs/settle_histories.json [--only rms_norm]
     python scripts/settle_histories.py --table results/h200/logs/settle_histories_rms_norm.json  # no GPU
 
+With --out, the JSON is written after each history, and a later call with the same --out (and
+--only) goes on where it stopped: the histories it holds are kept, not timed again (--fresh times
+them all), so the run can span several calls of a few minutes each.
+
 Prints a table per config: the five histories' ratios by method and their spread (max - min);
 the issue asks <= 0.04 for the settled cold and hot figures. Needs a GPU; every child process has a
 deadline. The histories (run before anything is timed, in each process):
@@ -161,6 +165,7 @@ def main() -> int:
     p.add_argument(
         "--table", type=Path, help="no GPU: print the table of a JSON written by --out, with today's statistics"
     )
+    p.add_argument("--fresh", action="store_true", help="with --out: time every history, even those the file holds")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--history", help=argparse.SUPPRESS)
     p.add_argument("--method", help=argparse.SUPPRESS)
@@ -181,7 +186,16 @@ def main() -> int:
     only = [a for k in args.only for a in ("--only", k)]
     table = {}
     raw: dict = {}
-    for h in args.histories:
+    if args.out and args.out.is_file() and not args.fresh:
+        saved = json.loads(args.out.read_text())
+        if saved.get("only", args.only) != args.only:  # (a file from before 2026-12-05 has no "only")
+            raise SystemExit(
+                f"settle_histories: {args.out} holds a run with --only {saved.get('only', [])}, not "
+                f"{args.only}: give the same --only, another --out, or --fresh"
+            )
+        raw, table = saved["raw"], saved["table"]
+        print(f"settle_histories: {args.out} holds {sorted(raw)}; timing the others", file=sys.stderr)
+    for h in (h for h in args.histories if h not in raw):
         settled = run_child("--history", h, "--method", "settled", *only)
         bests = {row["best"] for row in rows_of(settled).values()}
         # today's method: each backend in a process of its own, after the same history
@@ -193,7 +207,8 @@ def main() -> int:
         raw[h] = {"settled": settled, "separate": separate}
         if args.out:  # after each history: a run stopped at its deadline keeps the histories it finished
             args.out.parent.mkdir(parents=True, exist_ok=True)
-            args.out.write_text(json.dumps({"table": table, "raw": raw}, indent=1, sort_keys=True) + "\n")
+            saved = {"table": table, "raw": raw, "only": args.only}
+            args.out.write_text(json.dumps(saved, indent=1, sort_keys=True) + "\n")
         print(f"history {h}: done", file=sys.stderr, flush=True)
     return 1 if print_table(table) else 0
 

@@ -2,6 +2,7 @@
 the paired bootstrap that labels a small config's port/baseline ratio. CPU only; synthetic samples
 are drawn from seeded generators around known true times."""
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -14,6 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tilekit.runtime import settle
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def timed(ms: float, offsets, reps: int, noise: float, rng: np.random.Generator) -> list[list[float]]:
@@ -315,7 +318,7 @@ def test_settle_imports_no_gpu_library():
 
 
 def test_settle_histories_tabulates_a_saved_run_without_a_gpu(tmp_path):
-    script = Path(__file__).resolve().parents[2] / "scripts" / "settle_histories.py"
+    script = ROOT / "scripts" / "settle_histories.py"
 
     def arm(ms, hot):
         return {"samples_ms": [[ms, ms * 1.01], [ms * 1.1]], "hot_ms": [hot], "seed": 3}
@@ -336,3 +339,30 @@ def test_settle_histories_tabulates_a_saved_run_without_a_gpu(tmp_path):
     assert done.returncode == 1, done.stderr  # the cold ratios 0.96 and 1.0176 are 0.0576 apart
     assert "spread cold: 0.0576 (<= 0.04: NOT MET)" in done.stdout and "spread hot: 0.0000 (<= 0.04: ok)" in done.stdout
     assert "  fresh      torch     0.9600  0.9583    0.9600" in done.stdout
+
+
+def test_settle_histories_goes_on_where_a_stopped_run_left_off(tmp_path, monkeypatch):
+    spec = importlib.util.spec_from_file_location("settle_histories", ROOT / "scripts" / "settle_histories.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    key, ran = 'rms_norm {"m": 256}', []
+
+    def child(*argv):  # stands in for a GPU child process: one history's results
+        ran.append(argv[1] + ("" if "settled" in argv else " separate"))
+        if "settled" in argv:
+            arm = {"samples_ms": [[0.0024], [0.0025]], "hot_ms": [0.0023], "seed": 1}
+            return {key: {"cutile-rs": arm, "torch": {**arm, "samples_ms": [[0.0025], [0.0026]]}}}
+        return {key: 0.0024}
+
+    monkeypatch.setattr(script, "run_child", child)
+    out = tmp_path / "run.json"
+    argv = ["settle_histories.py", "--out", str(out), "--only", "rms_norm", "--histories", "fresh", "churn"]
+    monkeypatch.setattr(sys, "argv", argv)
+    assert script.main() == 0 and ran == ["fresh", "fresh separate", "fresh separate", "churn"] + ["churn separate"] * 2
+    ran.clear()
+    monkeypatch.setattr(sys, "argv", [*argv, "fragment"])
+    assert script.main() == 0 and ran == ["fragment"] + ["fragment separate"] * 2  # the two saved are kept
+    assert sorted(json.loads(out.read_text())["raw"]) == ["churn", "fragment", "fresh"]
+    monkeypatch.setattr(sys, "argv", [a for a in argv if a != "rms_norm"] + ["--only", "matmul"])
+    with pytest.raises(SystemExit, match="holds a run with --only"):
+        script.main()

@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from tilekit.runtime import autotune, checks, mma, port
+from tilekit.runtime import autotune, checks, mma, ops, port
 
 CDEF = """
 int32_t cutile_bmm(const TensorDesc* c, const TensorDesc* a, const TensorDesc* b,
@@ -127,3 +127,7 @@ def variants(batch: int, m: int, n: int, k: int) -> list[dict]:
     listed = STORE_BOUND if k <= 128 else FLOP_BOUND
     rows, cols = max(128, autotune.pow2(m)), max(128, autotune.pow2(n))
     return [v for v in listed if v["bm"] <= rows and v["bn"] <= cols]
+
+
+# The gradients (issue 43): bmm on transposed views of the saved operands (tilekit.runtime.mma.backward).
+ops.register_backward("bmm", mma.backward(bmm.op))

@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from tilekit.runtime import checks, mma, port
+from tilekit.runtime import checks, mma, ops, port
 
 # op.py's contract names (tilekit.runtime.kernel) that the GEMM family shares: dtypes, the problem class
 # (tune_key(dtype, m, n, k, *, a_t, b_t)); matmul adds the split-K knob to its knobs and candidates
@@ -86,3 +86,7 @@ def matmul(a: Tensor, b: Tensor, *, variant: str | dict = "auto", out: Tensor | 
         return c.zero_()  # an empty sum
     port.run(__name__, variant, (m, n, k), c, a, b, key=lambda: tune_key(str(a.dtype)[6:], m, n, k, a_t=a_t, b_t=b_t))
     return c
+
+
+# The gradients (issue 43): matmul on transposed views of the saved operands (tilekit.runtime.mma.backward).
+ops.register_backward("matmul", mma.backward(matmul.op))

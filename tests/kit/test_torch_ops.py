@@ -10,6 +10,7 @@ import re
 import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from tilekit.runtime import kernel, ops
 
@@ -152,3 +153,63 @@ def test_under_compile_an_entrys_out_is_checked_as_in_eager():
             out = torch.empty(shape, dtype=dtype, device="cuda")
             with pytest.raises(Exception, match=r"rms_norm: out must be \(8, 256\) torch.bfloat16"):
                 torch.compile(into, backend="eager")(x, w, out)
+
+
+# ---------------------------------------------------------------------------------------------
+# Gradients (issue 43). The autograd engine needs a real device, so on the CPU the gradient
+# functions run alone on fake CUDA tensors; the GPU suites' test_op_backward_cutile_rs runs
+# loss.backward() through the entries against the float64 reference's gradients.
+
+
+class OpCalls(TorchDispatchMode):
+    """Records each tilekit op called under it: (op name, its tensor arguments' shapes and strides)."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.namespace == "tilekit":
+            tensors = [(tuple(t.shape), t.stride()) for t in args if isinstance(t, torch.Tensor)]
+            self.calls.append((func.__name__.split(".")[0], tensors))
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize(
+    "name,a_shape,b_shape",
+    [("matmul", (64, 32), (32, 48)), ("bmm", (3, 64, 32), (3, 32, 48))],
+)
+def test_the_gemm_gradients_are_the_port_itself_on_transposed_views(name, a_shape, b_shape):
+    kernel.load(name)
+    assert ops.has_backward(name)
+    with FakeTensorMode():
+        a, b = (torch.empty(s, dtype=torch.bfloat16, device="cuda") for s in (a_shape, b_shape))
+        b = b.transpose(-2, -1).contiguous().transpose(-2, -1)  # column-major, as x @ W.t() passes W
+        grad = torch.empty((*a_shape[:-1], b_shape[-1]), dtype=torch.bfloat16, device="cuda")
+        with OpCalls() as seen:
+            da, db = ops.backward_of(name)((a, b), grad, (True, True))
+        assert (da.shape, db.shape) == (a.shape, b.shape)
+        # dA = dC @ Bᵀ (Bᵀ of a column-major B is row-major: no copy), dB = Aᵀ @ dC (Aᵀ column-major)
+        bt, at = b.transpose(-2, -1), a.transpose(-2, -1)
+        assert seen.calls == [
+            (name, [(tuple(grad.shape), grad.stride()), (tuple(bt.shape), bt.stride())]),
+            (name, [(tuple(at.shape), at.stride()), (tuple(grad.shape), grad.stride())]),
+        ]
+        with OpCalls() as seen:  # only the gradients asked for
+            assert ops.backward_of(name)((a, b), grad, (False, True))[0] is None and len(seen.calls) == 1
+
+
+def test_an_input_that_requires_grad_runs_the_entry_through_its_op_and_without_none_stays_direct():
+    spec = kernel.load("rms_norm")
+    with FakeTensorMode():
+        x = torch.empty(4, 64, dtype=torch.bfloat16, device="cuda")
+        w = torch.empty(64, dtype=torch.bfloat16, device="cuda")
+        with OpCalls() as seen:
+            assert spec.entry(x, w).grad_fn is None  # no grad: the entry's direct call, no op
+            y = spec.entry(x, w.requires_grad_())
+        assert [c[0] for c in seen.calls] == ["rms_norm"] and y.requires_grad
+        with torch.no_grad(), OpCalls() as seen:
+            spec.entry(x, w)
+        assert seen.calls == []
+    # rms_norm has no gradient yet: its op says so at backward (torch's message), never a silent None
+    assert not ops.has_backward("rms_norm")

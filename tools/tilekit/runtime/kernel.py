@@ -184,6 +184,13 @@ class KernelSpec:
         correctness shapes (the small ones) in each dtype."""
         return [dict(s, dtype=d) for s in self.correctness_shapes[:2] for d in self.dtypes]
 
+    def backward_shapes(self) -> list[dict]:
+        """The configs of the gradient's GPU test: torch_op_shapes, and in the first dtype every other
+        correctness shape whose sizes are all at most 1024 (the odd sizes, strides and layouts: each
+        is a shape class the op autotunes on first use, so the big ones are left to the forward)."""
+        small = [s for s in self.correctness_shapes[2:] if max(v for k, v in s.items() if k in self.dims) <= 1024]
+        return self.torch_op_shapes() + [dict(s, dtype=self.dtypes[0]) for s in small]
+
     def config_error(self, cfg: dict) -> str | None:
         """What a config given by hand (a script's --shapes) lacks of the dims and dtype, or None."""
         missing = [d for d in (*self.dims, "dtype") if d not in cfg]

@@ -162,6 +162,24 @@ def variants(m: int, n: int, k: int) -> list[dict]:
 # -- the declarations (spec.py): a config's dims are [batch,] m, n, k; a batch's `shared` B is read once
 
 
+def backward(product):
+    """The gradient of the GEMM family's op `product` (matmul's or bmm's, torch.ops.tilekit.*), for
+    tilekit.runtime.ops.register_backward: dA = dC @ Bᵀ and dB = Aᵀ @ dC through the same port on
+    transposed views of the saved operands, no copies (the port reads row- and column-major
+    matrices; dC is made contiguous only when it is neither). For `x @ W.t()` that is dX = dY @ W
+    and, through the .t() view, dW = dYᵀ @ X. A bmm's B shared by the batch (a stride-0 view) gets
+    each product's dB[i], which autograd sums through the expand."""
+
+    def grads(inputs, grad, needs):
+        a, b = inputs[:2]
+        g = grad if grad.is_contiguous() else grad.contiguous()
+        da = product(g, b.transpose(-2, -1)) if needs[0] else None
+        db = product(a.transpose(-2, -1), g) if needs[1] else None
+        return da, db
+
+    return grads
+
+
 def reference(inputs: dict):
     """float64 products of the inputs as given (on their device: the GPU for big shapes)."""
     return inputs["a"].double() @ inputs["b"].double()

@@ -13,6 +13,9 @@ is opaque to dynamo), and its calls show in profiles under the kernel's name.
 - Its implementation is the entry, checks included. Its fake implementation is the entry too, on
   fake tensors: the same checks (a bad input fails at trace time with op.py's message) and the
   same output allocation (shape, dtype, strides); tilekit.runtime.port launches nothing for fake tensors.
+- Its gradient, where the kernel has one (`register_backward`, issue 43), computed with ports; an
+  op without one raises at `.backward()` ("no autograd formula was registered") instead of giving
+  no gradient. The Python entry calls the op whenever an input requires grad (tilekit.runtime.port).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ SCHEMA_TYPES = {
 }
 
 _CALLS: dict[str, Callable] = {}  # kernel -> the entry's checked call (the op's implementation)
+_BACKWARDS: dict[str, Callable] = {}  # kernel -> its gradient (register_backward)
 
 
 def schema(fn: Callable) -> str:
@@ -83,3 +87,40 @@ def define(fn: Callable, call: Callable):
 def defined() -> list[str]:
     """The kernels defined as ops in this process."""
     return sorted(_CALLS)
+
+
+def register_backward(name: str, backward: Callable) -> None:
+    """Give torch.ops.tilekit.<name> (defined already) its gradient, torch.library.register_autograd:
+    `backward(inputs, grad, needs)` gets the op's arguments as they were given (a tuple in schema
+    order), the output's gradient and, per argument, whether its gradient is needed; it returns one
+    gradient per argument (None for a non-tensor or one not needed). Registered once per process
+    (a later call, an op.py imported again, replaces the function)."""
+    import torch
+
+    if name not in _CALLS:
+        raise ValueError(f"register_backward: torch.ops.{NAMESPACE}.{name} is not defined; import its op.py first")
+    if name not in _BACKWARDS:
+
+        def setup_context(ctx, inputs, output):
+            tensors = [i for i, t in enumerate(inputs) if isinstance(t, torch.Tensor)]
+            ctx.tensor_at, ctx.others = tensors, [None if i in tensors else t for i, t in enumerate(inputs)]
+            ctx.save_for_backward(*(inputs[i] for i in tensors))
+
+        def grads(ctx, grad):
+            inputs = list(ctx.others)
+            for i, t in zip(ctx.tensor_at, ctx.saved_tensors):
+                inputs[i] = t
+            return tuple(_BACKWARDS[name](tuple(inputs), grad, ctx.needs_input_grad))
+
+        torch.library.register_autograd(f"{NAMESPACE}::{name}", grads, setup_context=setup_context)
+    _BACKWARDS[name] = backward
+
+
+def has_backward(name: str) -> bool:
+    """Whether torch.ops.tilekit.<name> has a gradient (register_backward)."""
+    return name in _BACKWARDS
+
+
+def backward_of(name: str) -> Callable:
+    """The gradient function register_backward gave torch.ops.tilekit.<name> (KeyError if none)."""
+    return _BACKWARDS[name]

@@ -226,8 +226,9 @@ def entry(*, layouts: dict[str, str], in_place: tuple[str, ...] = ()):
       parameter defaults to None): tilekit.runtime.checks.rank;
     - `out` is checked by the aliasing rule, in place only of the inputs in `in_place`:
       tilekit.runtime.checks.out_aliasing;
-    - the entry becomes the op torch.ops.tilekit.<name> (tilekit.runtime.ops.define), and under torch.compile
-      a call of the entry is a call of the op (autotuned; into `out` by a copy where one is given).
+    - the entry becomes the op torch.ops.tilekit.<name> (tilekit.runtime.ops.define), and under torch.compile,
+      or where an input requires grad (autograd records the op), a call of the entry is a call of
+      the op (autotuned; into `out` by a copy where one is given).
 
     These run before the entry's own checks. The decorated entry carries `.layouts`, `.in_place`
     and `.op` (the declaration that KernelSpec reads)."""
@@ -261,9 +262,15 @@ def entry(*, layouts: dict[str, str], in_place: tuple[str, ...] = ()):
 
         op = ops.define(fn, checked)
 
+        def needs_grad(args, kwargs) -> bool:
+            given = [*args, *(v for k, v in kwargs.items() if k in names)]
+            return torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in given)
+
         @functools.wraps(fn)
         def call(*args, **kwargs):
-            if torch.compiler.is_compiling():  # the op, which dynamo does not trace into
+            # the op, which dynamo does not trace into; and with autograd, whose graph records the op
+            # (its gradient: tilekit.runtime.ops.register_backward; without one, backward raises)
+            if torch.compiler.is_compiling() or needs_grad(args, kwargs):
                 given = dict(zip(names, args)) | kwargs
                 out = given.get("out")
                 y = op(*(given.get(n, d) for n, d in zip(names, defaults)))

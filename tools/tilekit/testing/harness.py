@@ -86,6 +86,31 @@ def check(spec, backend_id: str, cfg: dict, inputs: dict, y) -> None:
     check_close(y, spec.reference(inputs), spec.tolerance[cfg["dtype"]], f"{backend_id} {cfg}")
 
 
+def check_backward(spec, cfg: dict, inputs: dict, seed: int = 0) -> None:
+    """The entry's gradients (autograd through its op) against the float64 reference's: the floating
+    tensor inputs as leaves, a random output gradient (N(0, 1), seeded) backward through both, each
+    gradient checked with the spec's tolerance for cfg's dtype (check_close)."""
+    import torch
+
+    leaves = {k: v.detach().requires_grad_() for k, v in inputs.items() if _differentiable(v)}
+    y = spec.entry(*(leaves.get(k, v) for k, v in inputs.items()))
+    gen = torch.Generator(device=y.device).manual_seed(seed)
+    grad = torch.randn(y.shape, generator=gen, device=y.device, dtype=torch.float32).to(y.dtype)
+    y.backward(grad)
+    ref_leaves = {k: v.detach().double().requires_grad_() for k, v in leaves.items()}
+    ref = spec.reference({k: ref_leaves.get(k, v) for k, v in inputs.items()})
+    ref.backward(grad.double())
+    for k, leaf in leaves.items():
+        assert leaf.grad is not None, f"cutile_rs {cfg}: no gradient reached {k}"
+        check_close(leaf.grad, ref_leaves[k].grad, spec.tolerance[cfg["dtype"]], f"cutile_rs {cfg} d{k}")
+
+
+def _differentiable(v) -> bool:
+    import torch
+
+    return isinstance(v, torch.Tensor) and v.is_floating_point()
+
+
 def check_variant(spec, cfg: dict, inputs: dict, variant) -> None:
     """The port with `variant` into a fresh output (spec.make_out: inside rows of the config's row
     stride where it has one), checked against the reference."""

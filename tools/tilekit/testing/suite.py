@@ -10,6 +10,9 @@
     test_op_torch_op_cutile_rs[<shape>-<dtype>]   torch.ops.tilekit.<name> under torch.library.opcheck
     test_op_compiled_cutile_rs[<shape>-<dtype>]   the entry under torch.compile(fullgraph=True): no break
     test_op_cuda_graph_cutile_rs[<shape>-<dtype>] captured after a warm-up, replayed on new inputs
+    test_op_backward_cutile_rs[<shape>-<dtype>]   the gradients through the entry (autograd, the op's
+                                                  register_backward) against the float64 reference's
+                                                  (only kernels with a backward)
     test_perf[<backend>-<config>-<dtype>]         CUPTI time and record (tilekit.testing.pytest_plugin prints it)
     test_settle[<config>-<dtype>]                 a config of a few µs: the port and its baselines in one
                                                   process, over placements, interleaved, cold and hot
@@ -32,7 +35,7 @@ from pathlib import Path
 
 import pytest
 
-from tilekit.runtime import autotune, kernel, port
+from tilekit.runtime import autotune, kernel, ops, port
 from tilekit.testing import harness, sweep
 
 
@@ -72,6 +75,10 @@ def cases(spec, swept: tuple[str, str] | None = None) -> dict[str, list]:
             test: [pytest.param(c, id=f"{spec.shape_id(c)}-{c['dtype']}") for c in spec.torch_op_shapes()]
             for test in ("test_op_torch_op_cutile_rs", "test_op_compiled_cutile_rs", "test_op_cuda_graph_cutile_rs")
         },
+        "test_op_backward_cutile_rs": [
+            pytest.param(c, id=f"{spec.shape_id(c)}-{c['dtype']}")
+            for c in (spec.backward_shapes() if ops.has_backward(spec.name) else [])
+        ],
         "test_op_in_place_cutile_rs": [
             pytest.param(name, c, id=f"{name}-{spec.shape_id(c)}-{c['dtype']}")
             for name in spec.in_place
@@ -186,6 +193,13 @@ def generate(name: str) -> dict:
         with pytest.raises(port.CaptureNotWarm, match="warm"), torch.cuda.graph(torch.cuda.CUDAGraph()):
             spec.entry(*inputs.values(), variant=cold)
 
+    @pytest.mark.parametrize("cfg", params["test_op_backward_cutile_rs"])
+    def test_op_backward_cutile_rs(cuda, cfg):
+        """loss.backward() through the entry (as training calls it): each floating input's gradient
+        against the float64 reference's autograd gradient of the same inputs and output gradient,
+        with the kernel's tolerance."""
+        harness.check_backward(spec, cfg, spec.make_inputs(cfg))
+
     @pytest.mark.parametrize("name,cfg", params["test_op_in_place_cutile_rs"])
     def test_op_in_place_cutile_rs(cuda, tmp_path, monkeypatch, name, cfg):
         """out=<input> on a shape class this process has never tuned (an empty autotune cache): the first
@@ -243,6 +257,8 @@ def generate(name: str) -> dict:
         test_op_compiled_cutile_rs=test_op_compiled_cutile_rs,
         test_op_cuda_graph_cutile_rs=test_op_cuda_graph_cutile_rs,
     )
+    if params["test_op_backward_cutile_rs"]:
+        tests["test_op_backward_cutile_rs"] = test_op_backward_cutile_rs
     tests["test_perf"] = test_perf
     tests["test_settle"] = test_settle
     if swept:

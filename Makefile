@@ -88,7 +88,8 @@ PORT_RAWS := $(foreach k,$(SELECTED),$(call stage_file,$(PERF_LOG),$(k),cutile_r
 BASELINE_RAWS := $(foreach k,$(SELECTED),$(foreach b,$(call baselines_of,$(k)),$(call stage_file,$(BASELINE_LOG),$(k),$(b))))
 PERF_MDS := $(foreach k,$(SELECTED),$(OUT_ROOT)/$(k)/reports/performance.md)
 # A stage stopped by a signal keeps its raw logs (make would delete a target whose recipe was killed);
-# scripts/timed_stage.sh dates them 1970 so that the next make re-times them.
+# scripts/timed_stage.sh dates them 1970 so that the next make re-times them, or, killed outright,
+# leaves <stage>.session.txt.running, which makes the next make run the stage (the rules below).
 .PRECIOUS: $(PORT_RAWS) $(BASELINE_RAWS)
 # scripts/timed_stage.sh's SPECs: kernel,backend id,raw log,prerequisites...
 port_specs = $(foreach k,$(SELECTED),$(subst $(space),$(comma),$(strip $(k) cutile_rs \
@@ -167,10 +168,10 @@ $(FINGERPRINT): FORCE | $(ENV_READY)
 	+$(Q)mkdir -p $(OUT_ROOT) && $(PY) -m tilekit fingerprint $@
 
 # Raw logs of the timed stages, each one rule for every selected kernel (see timed_stage).
-$(BASELINE_RAWS) &: $(foreach k,$(SELECTED),$(call baseline_deps,$(k))) $(if $(FORCE_FLAG),FORCE) | $(ENV_READY)
+$(BASELINE_RAWS) &: $(foreach k,$(SELECTED),$(call baseline_deps,$(k))) $(if $(FORCE_FLAG)$(wildcard $(SESSION_DIR)/baseline.session.txt.running),FORCE) | $(ENV_READY)
 	$(Q)$(call timed_stage,baseline,$(BASELINE_LOG),$(baseline_specs))
 
-$(PORT_RAWS) &: $(LIB) $(foreach k,$(SELECTED),$(call port_deps,$(k))) $(if $(FORCE_FLAG),FORCE) | build-for-perf $(ENV_READY)
+$(PORT_RAWS) &: $(LIB) $(foreach k,$(SELECTED),$(call port_deps,$(k))) $(if $(FORCE_FLAG)$(wildcard $(SESSION_DIR)/perf.session.txt.running),FORCE) | build-for-perf $(ENV_READY)
 	$(Q)$(call timed_stage,perf,$(PERF_LOG),$(port_specs))
 
 # A kernel's performance report (and its sanitized perf_*.txt / baseline_perf_*.txt): from its raw

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -41,6 +42,7 @@ CONFIGS = [
 ]
 HISTORIES = ("fresh", "others", "churn", "fragment", "big-first")
 CHILD_TIMEOUT_S = 900
+ENV_KEY = "__env__"  # a settled child's result: the environment it ran in, beside the configs
 
 
 def history(name: str, configs) -> list:
@@ -103,6 +105,9 @@ def child(args) -> None:
             else:
                 call = lambda: spec.run_baseline(args.backend, inputs)  # noqa: E731
             out[key] = statistics.median(bench.time_cupti(call, nrep=100).samples_ms)
+    if args.method == "settled":  # where it ran: a resumed run must not mix GPUs or versions
+        env = bench.environment()
+        out[ENV_KEY] = {k: env.get(k) for k in ("gpu", "driver", "torch", "cutile_crate", "tileiras")}
     print("RESULT " + json.dumps(out))
 
 
@@ -134,6 +139,15 @@ def rows_of(settled: dict, separate: dict | None = None) -> dict:
         if port_ms and best_ms:
             rows[key]["separate"] = port_ms / best_ms
     return rows
+
+
+def table_of(raw: dict) -> dict:
+    """{config: {history: row}} from the raw results, with this commit's statistics (rows_of)."""
+    table: dict = {}
+    for h, runs in raw.items():
+        for key, row in rows_of(runs["settled"], runs["separate"]).items():
+            table.setdefault(key, {})[h] = row
+    return table
 
 
 def print_table(table: dict) -> bool:
@@ -176,15 +190,9 @@ def main() -> int:
         return 0
     sys.path[:0] = [str(ROOT), str(ROOT / "tools")]
     if args.table:
-        raw = json.loads(args.table.read_text())["raw"]
-        table: dict = {}
-        for h, runs in raw.items():
-            for key, row in rows_of(runs["settled"], runs["separate"]).items():
-                table.setdefault(key, {})[h] = row
-        return 1 if print_table(table) else 0
+        return 1 if print_table(table_of(json.loads(args.table.read_text())["raw"])) else 0
 
     only = [a for k in args.only for a in ("--only", k)]
-    table = {}
     raw: dict = {}
     if args.out and args.out.is_file() and not args.fresh:
         saved = json.loads(args.out.read_text())
@@ -193,24 +201,31 @@ def main() -> int:
                 f"settle_histories: {args.out} holds a run with --only {saved.get('only', [])}, not "
                 f"{args.only}: give the same --only, another --out, or --fresh"
             )
-        raw, table = saved["raw"], saved["table"]
+        raw = saved["raw"]
         print(f"settle_histories: {args.out} holds {sorted(raw)}; timing the others", file=sys.stderr)
     for h in (h for h in args.histories if h not in raw):
         settled = run_child("--history", h, "--method", "settled", *only)
+        env = settled.pop(ENV_KEY, None)
+        other = next((k for k, run in raw.items() if run.get("env") not in (None, env)), None)
+        if other:
+            raise SystemExit(
+                f"settle_histories: history {other} in {args.out} ran on {raw[other]['env']}, this call on "
+                f"{env}: one table, one environment; give another --out, or --fresh"
+            )
         bests = {row["best"] for row in rows_of(settled).values()}
         # today's method: each backend in a process of its own, after the same history
         separate = {
             b: run_child("--history", h, "--method", "separate", "--backend", b, *only) for b in {"cutile-rs", *bests}
         }
-        for key, row in rows_of(settled, separate).items():
-            table.setdefault(key, {})[h] = row
-        raw[h] = {"settled": settled, "separate": separate}
+        raw[h] = {"settled": settled, "separate": separate, "env": env}
         if args.out:  # after each history: a run stopped at its deadline keeps the histories it finished
             args.out.parent.mkdir(parents=True, exist_ok=True)
-            saved = {"table": table, "raw": raw, "only": args.only}
-            args.out.write_text(json.dumps(saved, indent=1, sort_keys=True) + "\n")
+            saved = {"table": table_of(raw), "raw": raw, "only": args.only}
+            tmp = args.out.with_name(args.out.name + ".tmp")
+            tmp.write_text(json.dumps(saved, indent=1, sort_keys=True) + "\n")
+            os.replace(tmp, args.out)  # whole or not at all, even when the deadline falls here
         print(f"history {h}: done", file=sys.stderr, flush=True)
-    return 1 if print_table(table) else 0
+    return 1 if print_table(table_of(raw)) else 0
 
 
 if __name__ == "__main__":

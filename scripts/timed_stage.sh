@@ -19,7 +19,10 @@
 # stage_status). When this script itself is stopped (SIGTERM, SIGINT, SIGHUP: a deadline such as
 # `timeout`, Ctrl-C), it stops its session, names the session's logs in SESSION_LOG.failed and
 # dates them 1970 at once, so the next make re-times them; the Makefile marks the raw logs
-# .PRECIOUS, so make keeps them instead of deleting what the session had written.
+# .PRECIOUS, so make keeps them instead of deleting what the session had written. Killed outright
+# (SIGKILL: no trap runs), it leaves SESSION_LOG.running, the logs of the session it was in: a
+# watchdog stops that session, and the next make (the Makefile re-runs the stage while the file
+# exists) dates them 1970 and times them again.
 # Exit status: 0 when every session ran (its cases may have failed or skipped: the reports say so).
 set -uo pipefail
 usage="usage: scripts/timed_stage.sh baseline|perf SESSION_LOG TEMPLATE [--force] -- KERNEL,BACKEND_ID,RAW_LOG[,DEP...]..."
@@ -29,6 +32,12 @@ force=0
 [ "${1:-}" = --force ] && { force=1; shift; }
 [ "${1:-}" = -- ] && shift
 case $stage in baseline|perf) ;; *) echo "$usage" >&2; exit 2 ;; esac
+
+if [ -f "$session.running" ]; then  # left by a run killed outright: its logs may look complete and current
+    while read -r f; do [ ! -f "$f" ] || touch -d @0 "$f"; done <"$session.running"
+    echo "$stage: $session.running: a run killed during its session left these raw logs; timing them again" >&2
+    rm -f "$session.running"
+fi
 
 declare -A stale_backends  # kernel -> its stale backend ids, comma-separated, in SPEC order
 declare -A stale_logs      # kernel -> its stale raw logs, space-separated
@@ -62,11 +71,16 @@ done
 rm -f "$session.failed"
 n=0 status=0 child= logs=() log=
 interrupted() {  # $1: the signal's name and number
-    [ -z "$child" ] || kill -TERM -- "-$child" 2>/dev/null  # the session's process group: pytest and tee too
-    [ -z "$child" ] || wait "$child" 2>/dev/null
+    if [ -n "$child" ]; then  # the session's process group (pytest and tee too), and its leader
+        kill -TERM -- "-$child" "$child" 2>/dev/null
+        wait "$child" 2>/dev/null
+        # until the group's last writer is gone (10 s at most), so that no write follows the dating
+        for _ in $(seq 100); do kill -0 -- "-$child" 2>/dev/null || break; sleep 0.1; done
+    fi
     { echo "# $log: stopped by SIG$1 (the raw logs keep what was timed; dated 1970: the next make re-times them)"
       printf '%s\n' "${logs[@]}"; } >>"$session.failed"
     for f in "${logs[@]}"; do [ ! -f "$f" ] || touch -d @0 "$f"; done
+    rm -f "$session.running"
     echo "$stage: stopped by SIG$1 during $log; its raw logs are kept and will be re-timed by the next make" >&2
     exit $((128 + $2))
 }
@@ -92,18 +106,23 @@ for set_ in "${sets[@]}"; do
         # liger would also select liger_cutile's cases)
         select="test_perf and ([${set_//,/- or [}-)"
     fi
+    mkdir -p "$(dirname "$session")" && printf '%s\n' "${logs[@]}" >"$session.running"
     # in the background so that a signal reaches the trap at once (bash runs a trap only after its
-    # foreground child ends), in a process group of its own that the trap can stop whole
-    setsid scripts/pytest_stage.sh "$log" -- "${files[@]}" -k "$select" --print-record -v -rs --timeout=600 \
+    # foreground child ends), in a process group of its own that the trap can stop whole, with a
+    # watchdog in it that stops the group if this script dies without its trap (SIGKILL)
+    setsid scripts/with_watchdog.sh "$$" \
+        scripts/pytest_stage.sh "$log" -- "${files[@]}" -k "$select" --print-record -v -rs --timeout=600 \
         --continue-on-collection-errors --stage-log "$template" --stage-backends "$set_" &
     child=$!
     wait "$child"
     rc=$? child=
+    rm -f "$session.running"
     if [ "$rc" -ne 0 ]; then
         echo "$stage: the pytest session ended with exit $rc (see $log); its stage logs will be re-timed by the next make" >&2
         { echo "# $log: pytest exit $rc"; printf '%s\n' "${logs[@]}"; } >>"$session.failed"
         status=$rc
     fi
+    logs=()  # timed: a signal from here on re-dates nothing of this session
 done
 [ "$status" -eq 0 ] || echo "$stage: $session.failed lists the raw logs of sessions that did not end normally" >&2
 exit 0

@@ -265,7 +265,7 @@ log=$1; shift; shift
 printf '%s\\n' "$*" >> "$CALLS"
 mkdir -p "$(dirname "$log")"; echo session > "$log"
 if [ -n "${FAKE_WRITE:-}" ]; then
-    echo $$ > "$CALLS.pid"; mkdir -p "$(dirname "$FAKE_WRITE")"; echo partial > "$FAKE_WRITE"; sleep "${FAKE_SLEEP:-0}"
+    mkdir -p "$(dirname "$FAKE_WRITE")"; echo partial > "$FAKE_WRITE"; echo $$ > "$CALLS.pid"; sleep "${FAKE_SLEEP:-0}"
 fi
 exit ${FAKE_RC:-0}
 """
@@ -274,7 +274,8 @@ exit ${FAKE_RC:-0}
 @pytest.fixture
 def stage_dir(tmp_path):
     (tmp_path / "scripts").mkdir()
-    shutil.copy(ROOT / "scripts" / "timed_stage.sh", tmp_path / "scripts" / "timed_stage.sh")
+    for script in ("timed_stage.sh", "with_watchdog.sh"):
+        shutil.copy(ROOT / "scripts" / script, tmp_path / "scripts" / script)
     fake = tmp_path / "scripts" / "pytest_stage.sh"
     fake.write_text(FAKE_STAGE)
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
@@ -357,7 +358,10 @@ def test_a_session_that_fails_is_listed_for_make_and_the_script_still_exits_0(st
     assert "did not end normally" in done.stderr
 
 
-def test_a_stopped_stage_stops_its_session_and_keeps_its_logs_dated_for_a_retime(stage_dir):
+def stop_mid_session(stage_dir, sig):
+    """timed_stage.sh with one stage log whose session writes it, then sleeps; `sig` sent to the script
+    alone (as make's deadline or the OOM killer would reach it) once the log is written. Returns
+    (exit status, stderr, the session's pid)."""
     env = child_env(CALLS=str(stage_dir / "calls.txt"), FAKE_WRITE="k/cutile_rs.txt", FAKE_SLEEP="60")
     argv = [
         "bash",
@@ -369,28 +373,65 @@ def test_a_stopped_stage_stops_its_session_and_keeps_its_logs_dated_for_a_retime
         "k,cutile_rs,k/cutile_rs.txt",
     ]
     proc = subprocess.Popen(argv, cwd=stage_dir, env=env, stderr=subprocess.PIPE, text=True)
+    pid_file = stage_dir / "calls.txt.pid"
     try:
-        pid_file = stage_dir / "calls.txt.pid"
         deadline = time.monotonic() + 30
         while not (pid_file.is_file() and pid_file.read_text().strip()) and time.monotonic() < deadline:
             assert proc.poll() is None, proc.stderr.read()
             time.sleep(0.05)
         assert pid_file.is_file(), "the session never started"
-        proc.send_signal(signal.SIGTERM)  # the script alone, as make's deadline would reach it
+        proc.send_signal(sig)
         _, err = proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.returncode == 128 + 15, err
+    return proc.returncode, err, int(pid_file.read_text())
+
+
+def gone(pid: int, seconds: float) -> bool:
+    """Whether process `pid` is gone (or a zombie) within `seconds`."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        stat_file = Path(f"/proc/{pid}/stat")
+        if stat_file.exists() and stat_file.read_text().split(")")[-1].split()[0] == "Z":
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_a_stopped_stage_stops_its_session_and_keeps_its_logs_dated_for_a_retime(stage_dir):
+    rc, err, session = stop_mid_session(stage_dir, signal.SIGTERM)
+    assert rc == 128 + 15, err
     log = stage_dir / "k" / "cutile_rs.txt"
     assert log.read_text() == "partial\n" and log.stat().st_mtime == 0  # kept, older than anything
     assert (stage_dir / "logs" / "s.txt.failed").read_text().splitlines() == [
         "# logs/s.txt: stopped by SIGTERM (the raw logs keep what was timed; dated 1970: the next make re-times them)",
         "k/cutile_rs.txt",
     ]
-    with pytest.raises(ProcessLookupError):  # the session was stopped and reaped, not left running
-        os.kill(int((stage_dir / "calls.txt.pid").read_text()), 0)
+    assert not (stage_dir / "logs" / "s.txt.running").exists()
+    assert gone(session, 5), "the session outlived the stage"
+
+
+def test_a_stage_killed_outright_has_its_session_stopped_and_its_logs_retimed_next(stage_dir):
+    rc, err, session = stop_mid_session(stage_dir, signal.SIGKILL)
+    assert rc == -9
+    assert gone(session, 15), "the watchdog did not stop the session"  # it polls once a second
+    running = stage_dir / "logs" / "s.txt.running"
+    assert running.read_text().splitlines() == ["k/cutile_rs.txt"]
+    log = stage_dir / "k" / "cutile_rs.txt"
+    assert log.read_text() == "partial\n"  # kept, and current by its date: only .running says otherwise
+    (stage_dir / "calls.txt").unlink()
+    dep = stage_dir / "dep.txt"
+    dep.write_text("x")
+    os.utime(dep, (100, 100))  # older than the log as written, newer than 1970
+    done = run_stage(stage_dir, "perf", f"k,cutile_rs,k/cutile_rs.txt,{dep}")
+    assert "a run killed during its session left these raw logs; timing them again" in done.stderr
+    assert len(calls(stage_dir)) == 1 and not running.exists()
 
 
 def test_make_keeps_the_raw_logs_of_a_stopped_stage(tmp_path):

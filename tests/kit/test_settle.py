@@ -351,9 +351,11 @@ def test_settle_histories_goes_on_where_a_stopped_run_left_off(tmp_path, monkeyp
         ran.append(argv[1] + ("" if "settled" in argv else " separate"))
         if "settled" in argv:
             arm = {"samples_ms": [[0.0024], [0.0025]], "hot_ms": [0.0023], "seed": 1}
-            return {key: {"cutile-rs": arm, "torch": {**arm, "samples_ms": [[0.0025], [0.0026]]}}}
+            result = {key: {"cutile-rs": arm, "torch": {**arm, "samples_ms": [[0.0025], [0.0026]]}}}
+            return result | {script.ENV_KEY: {"gpu": gpu}}
         return {key: 0.0024}
 
+    gpu = "NVIDIA H200"
     monkeypatch.setattr(script, "run_child", child)
     out = tmp_path / "run.json"
     argv = ["settle_histories.py", "--out", str(out), "--only", "rms_norm", "--histories", "fresh", "churn"]
@@ -362,7 +364,16 @@ def test_settle_histories_goes_on_where_a_stopped_run_left_off(tmp_path, monkeyp
     ran.clear()
     monkeypatch.setattr(sys, "argv", [*argv, "fragment"])
     assert script.main() == 0 and ran == ["fragment"] + ["fragment separate"] * 2  # the two saved are kept
-    assert sorted(json.loads(out.read_text())["raw"]) == ["churn", "fragment", "fresh"]
+    saved = json.loads(out.read_text())
+    assert sorted(saved["raw"]) == ["churn", "fragment", "fresh"] and sorted(saved["table"][key]) == sorted(
+        saved["raw"]
+    )
+    assert saved["raw"]["fresh"]["env"] == {"gpu": "NVIDIA H200"} and not out.with_name("run.json.tmp").exists()
+    gpu = "NVIDIA H100 80GB HBM3"  # a later call on another GPU: refused, the file left as it was
+    monkeypatch.setattr(sys, "argv", [*argv, "others"])
+    with pytest.raises(SystemExit, match="one table, one environment"):
+        script.main()
+    assert json.loads(out.read_text()) == saved
     monkeypatch.setattr(sys, "argv", [a for a in argv if a != "rms_norm"] + ["--only", "matmul"])
     with pytest.raises(SystemExit, match="holds a run with --only"):
         script.main()

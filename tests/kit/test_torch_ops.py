@@ -189,11 +189,19 @@ def test_the_gemm_gradients_are_the_port_itself_on_transposed_views(name, a_shap
         with OpCalls() as seen:
             da, db = ops.backward_of(name)((a, b), grad, (True, True))
         assert (da.shape, db.shape) == (a.shape, b.shape)
-        # dA = dC @ Bᵀ (Bᵀ of a column-major B is row-major: no copy), dB = Aᵀ @ dC (Aᵀ column-major)
-        bt, at = b.transpose(-2, -1), a.transpose(-2, -1)
+        # each gradient in its operand's layout (autograd keeps it as it is): dA = dC @ Bᵀ row-major
+        # like A; B is column-major (as x @ W.t() passes W), so dB = (dCᵀ @ A)ᵀ, column-major like B
+        assert (da.stride(-1), db.stride(-2)) == (1, 1)
+        bt, gt = b.transpose(-2, -1), grad.transpose(-2, -1)
         assert seen.calls == [
             (name, [(tuple(grad.shape), grad.stride()), (tuple(bt.shape), bt.stride())]),
-            (name, [(tuple(at.shape), at.stride()), (tuple(grad.shape), grad.stride())]),
+            (name, [(tuple(gt.shape), gt.stride()), (tuple(a.shape), a.stride())]),
+        ]
+        with OpCalls() as seen:  # a column-major A: dA = (B @ dCᵀ)ᵀ
+            at = a.transpose(-2, -1).contiguous().transpose(-2, -1)
+            da, _ = ops.backward_of(name)((at, b), grad, (True, False))
+        assert da.stride(-2) == 1 and seen.calls == [
+            (name, [(tuple(b.shape), b.stride()), (tuple(gt.shape), gt.stride())])
         ]
         with OpCalls() as seen:  # only the gradients asked for
             assert ops.backward_of(name)((a, b), grad, (False, True))[0] is None and len(seen.calls) == 1

@@ -165,19 +165,29 @@ def variants(m: int, n: int, k: int) -> list[dict]:
 def backward(product):
     """The gradient of the GEMM family's op `product` (matmul's or bmm's, torch.ops.tilekit.*), for
     tilekit.runtime.ops.register_backward: dA = dC @ Bᵀ and dB = Aᵀ @ dC through the same port on
-    transposed views of the saved operands, no copies (the port reads row- and column-major
-    matrices; dC is made contiguous only when it is neither). For `x @ W.t()` that is dX = dY @ W
-    and, through the .t() view, dW = dYᵀ @ X. A bmm's B shared by the batch (a stride-0 view) gets
-    each product's dB[i], which autograd sums through the expand."""
+    transposed views of the saved operands, each gradient made in its operand's layout so autograd
+    keeps it as it is: a column-major operand's as the transpose of Bᵀ-side product (dAᵀ = B @ dCᵀ,
+    dBᵀ = dCᵀ @ A), written row-major. For `x @ W.t()` that is dX = dY @ W and dW = dYᵀ @ X, row-major
+    like W. dC is copied only when it is neither row- nor column-major. A bmm's B shared by the batch
+    (a stride-0 view) gets each product's dB[i], which autograd sums through the expand."""
 
     def grads(inputs, grad, needs):
         a, b = inputs[:2]
-        g = grad if grad.is_contiguous() else grad.contiguous()
-        da = product(g, b.transpose(-2, -1)) if needs[0] else None
-        db = product(a.transpose(-2, -1), g) if needs[1] else None
+        g = grad if 1 in (grad.stride(-1), grad.stride(-2)) else grad.contiguous()
+        t = lambda x: x.transpose(-2, -1)  # noqa: E731
+        da = db = None
+        if needs[0]:
+            da = t(product(b, t(g))) if _column_major(a) else product(g, t(b))
+        if needs[1]:
+            db = t(product(t(g), a)) if _column_major(b) else product(t(a), g)
         return da, db
 
     return grads
+
+
+def _column_major(t) -> bool:
+    """layout's reading of an operand the port accepted (its last dim not contiguous, the one before it is)."""
+    return t.shape[-1] > 1 and t.stride(-1) != 1
 
 
 def reference(inputs: dict):

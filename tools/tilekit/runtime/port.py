@@ -273,6 +273,8 @@ def entry(*, layouts: dict[str, str], in_place: tuple[str, ...] = ()):
             if torch.compiler.is_compiling() or needs_grad(args, kwargs):
                 given = dict(zip(names, args)) | kwargs
                 out = given.get("out")
+                if out is not None and not torch.compiler.is_compiling():  # eager, with autograd: the same rule
+                    checks.out_aliasing(kernel, out, in_place, **{n: v for n, v in given.items() if n in names})
                 y = op(*(given.get(n, d) for n, d in zip(names, defaults)))
                 if out is None:
                     return y

@@ -166,9 +166,9 @@ def backward(product):
     """The gradient of the GEMM family's op `product` (matmul's or bmm's, torch.ops.tilekit.*), for
     tilekit.runtime.ops.register_backward: dA = dC @ Bᵀ and dB = Aᵀ @ dC through the same port on
     transposed views of the saved operands, each gradient made in its operand's layout so autograd
-    keeps it as it is: a column-major operand's as the transpose of Bᵀ-side product (dAᵀ = B @ dCᵀ,
-    dBᵀ = dCᵀ @ A), written row-major. For `x @ W.t()` that is dX = dY @ W and dW = dYᵀ @ X, row-major
-    like W. dC is copied only when it is neither row- nor column-major. A bmm's B shared by the batch
+    keeps it as it is: a column-major operand's gradient is the transpose of the product of the
+    transposes (dAᵀ = B @ dCᵀ, dBᵀ = dCᵀ @ A), written row-major and returned as its transpose. For
+    `x @ W.t()` that is dX = dY @ W and dW = dYᵀ @ X, row-major like W. dC is copied only when it is neither row- nor column-major. A bmm's B shared by the batch
     (a stride-0 view) gets each product's dB[i], which autograd sums through the expand."""
 
     def grads(inputs, grad, needs):

@@ -202,3 +202,18 @@ def test_a_goal_judged_on_the_compiled_ports_needs_their_logits_checked():
     assert "llama3-8b: no correctness record of ports in torch.compile" in text
     assert "--impls ports-compile" in text
     assert model_report.render(records + [correct("ports-compile", 8e-3)])[0].startswith("VERDICT: DONE")
+
+
+def test_the_implementations_are_the_ports_eager_and_compiled_and_torchs():
+    impls = model.implementations(["ports", "ports-compile", "torch", "compile", "compile-max"])
+    kinds = {name: (type(ops).__name__, mode) for name, (ops, mode) in impls.items()}
+    assert kinds == {
+        "ports": ("PortOps", None),
+        "ports-compile": ("PortOps", "default"),
+        "torch": ("Ops", None),
+        "compile": ("Ops", "default"),
+        "compile-max": ("Ops", "max-autotune-no-cudagraphs"),
+    }
+    assert list(model.IMPLS[:2]) == ["ports", "ports-compile"]
+    with pytest.raises(ValueError, match="unknown implementation 'ports_compile'"):
+        model.implementations(["ports_compile"])

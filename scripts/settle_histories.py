@@ -93,8 +93,7 @@ def child(args) -> None:
         spec = kernel.load(k)
         key = f"{k} {json.dumps(cfg, sort_keys=True)}"
         if args.method == "settled":
-            names, _ = harness.settle_backends(spec)
-            records = harness.settled_records(spec, cfg, test=key, names=names)
+            records = harness.settled_records(spec, cfg, test=key)  # the backends settle_backends names
             out[key] = {r["backend"]: r["settle"] for r in records}
         else:  # today's: one backend in this process, time_cupti's median of 100
             inputs = spec.make_inputs(cfg)
@@ -106,8 +105,7 @@ def child(args) -> None:
                 call = lambda: spec.run_baseline(args.backend, inputs)  # noqa: E731
             out[key] = statistics.median(bench.time_cupti(call, nrep=100).samples_ms)
     if args.method == "settled":  # where it ran: a resumed run must not mix GPUs or versions
-        env = bench.environment()
-        out[ENV_KEY] = {k: env.get(k) for k in ("gpu", "driver", "torch", "cutile_crate", "tileiras")}
+        out[ENV_KEY] = bench.environment()
     print("RESULT " + json.dumps(out))
 
 

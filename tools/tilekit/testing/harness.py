@@ -133,17 +133,27 @@ def nrep() -> int:
     return int(os.environ.get("TILEKIT_NREP", "100"))
 
 
+def rate(spec, cfg: dict) -> dict:
+    """The keyword a config's record is rated by: its flops where the kernel declares them, else its bytes."""
+    return {"flops": spec.flops(cfg)} if spec.flops else {"bytes_moved": spec.bytes_moved(cfg)}
+
+
+def record_env(backend: str) -> dict | None:
+    """A record's env: bench.environment() with a provider's package version, None (the default) for ours."""
+    extra = providers.record_env(backend)
+    return {**bench.environment(), **extra} if extra else None
+
+
 def run_perf(request, *, kernel: str, backend_id: str, cfg: dict, call, bytes_moved=None, flops=None) -> dict:
     """Time `call` with CUPTI and attach the record to the test (the plugin prints it). A
     provider's record carries its package's version in its env; the port's, the variant it ran
     (`variant`: autotune's pick, or the one asked for)."""
     autotune.last_pick(kernel, forget=True)
     timing = bench.time_cupti(call, nrep=nrep())
-    extra = providers.record_env(RECORD_NAME[backend_id])
     record = bench.perf_record(
         kernel=kernel,
         backend=RECORD_NAME[backend_id],
-        env={**bench.environment(), **extra} if extra else None,
+        env=record_env(RECORD_NAME[backend_id]),
         config=cfg,
         timing=timing,
         test=request.node.nodeid,
@@ -265,22 +275,20 @@ def settled_records(
     autotune.last_pick(spec.name, forget=True)
     measured = bench.time_interleaved(calls, SETTLE_LAPS, seed)
     hot = bench.time_hot(calls, HOT_LAUNCHES_PER_PLACEMENT * len(sets), HOT_REPLAYS, seed + 1)
-    rate = {"flops": spec.flops(cfg)} if spec.flops else {"bytes_moved": spec.bytes_moved(cfg)}
     session = f"{spec.name}:{canonical_config(cfg)}:{seed}"
     picked = autotune.last_pick(spec.name)
     records = []
     for backend, per_placement in measured.samples_ms.items():
         timing = bench.Timing([ms for s in per_placement for ms in s], measured.kernels[backend])
-        extra = providers.record_env(backend)
         record = bench.perf_record(
             kernel=spec.name,
             backend=backend,
-            env={**bench.environment(), **extra} if extra else None,
+            env=record_env(backend),
             config=cfg,
             timing=timing,
             test=test,
             median_ms=settle.figure(per_placement)["figure_ms"],
-            **rate,
+            **rate(spec, cfg),
         )
         hot_ms = hot.get(backend)
         is_port = backend == RECORD_NAME["cutile_rs"]

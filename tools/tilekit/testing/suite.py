@@ -225,9 +225,13 @@ def generate(name: str) -> dict:
         fn = harness.implementation(spec, backend_id)
         inputs = spec.make_inputs(cfg)
         harness.check(spec, backend_id, cfg, inputs, fn(inputs))  # a fast wrong answer is not a result
-        rate = {"flops": spec.flops(cfg)} if spec.flops else {"bytes_moved": spec.bytes_moved(cfg)}
         return harness.run_perf(
-            request, kernel=spec.name, backend_id=backend_id, cfg=cfg, call=lambda: fn(inputs), **rate
+            request,
+            kernel=spec.name,
+            backend_id=backend_id,
+            cfg=cfg,
+            call=lambda: fn(inputs),
+            **harness.rate(spec, cfg),
         )
 
     @pytest.mark.parametrize("backend_id,cfg", params["test_perf"])

@@ -1032,6 +1032,13 @@ pub fn test_desc(dtype: DType, shape: &[i64], strides: &[i64]) -> TensorDesc {
     TensorDesc::from_parts(0x1000, dtype, shape, strides)
 }
 
+/// Test helper: a contiguous (m, n) matrix and an (n,) vector of one dtype, as test_desc makes
+/// them: a row kernel's x and its weight.
+#[cfg(test)]
+pub fn test_rows(dtype: DType, m: i64, n: i64) -> (TensorDesc, TensorDesc) {
+    (test_desc(dtype, &[m, n], &[n, 1]), test_desc(dtype, &[n], &[1]))
+}
+
 /// A kernel's device module, as its Rust tests compile it.
 #[cfg(test)]
 pub struct DeviceModule {
@@ -1099,6 +1106,19 @@ impl DeviceModule {
         let expected =
             ptrs.iter().filter(|&&(_, p)| p % 16 == 0).count() + ints.iter().filter(|&&(_, v)| v % 16 == 0).count();
         assert_eq!(found, expected, "{entry}{what_suffix}: hints missing from the IR:\n{ir}");
+    }
+
+    /// Test helper: a row entry as the launcher compiles it for m contiguous rows of n elements:
+    /// the pointers `ptrs` 16-byte aligned and m, n and both row strides (n) as integer arguments,
+    /// each carrying its divisibility ([`Self::assert_div_hints_lower`]); `note` follows "for m x n"
+    /// in a failure.
+    #[allow(clippy::too_many_arguments)] // the specialization's parts one for one
+    pub fn assert_row_spec_lowers(
+        &self, entry: &str, generics: &[&str], ptrs: &[&str], m: i32, n: i32, options: CompileOptions, note: &str,
+    ) {
+        let ptrs: Vec<(&str, u64)> = ptrs.iter().map(|&p| (p, ALIGNED_PTR)).collect();
+        let ints = [("m", m), ("n", n), ("stride_x", n), ("stride_y", n)];
+        self.assert_div_hints_lower(entry, generics, &ptrs, &ints, options, &format!(" for {m}x{n}{note}"));
     }
 
     /// Test helper: an aligned-row entry (`aligned_rows_vec`) of `dtype` and a `rows` x `block` tile,

@@ -309,36 +309,14 @@ fn launch_with<T: Element, S: Element>(
     // SAFETY: plan() checked shapes, strides and dtypes against the descriptors; the memory is
     // PyTorch's, alive until the caller's stream has run the kernel (stream-ordered allocator).
     unsafe {
-        launch.enqueue(
-            device::attention_fwd(
-                o_ptr,
-                q_ptr,
-                k_ptr,
-                v_ptr,
-                sinks_ptr,
-                p.b,
-                p.h,
-                p.hkv,
-                p.sq,
-                p.skv,
-                o_sb,
-                o_sh,
-                o_ss,
-                q_sb,
-                q_sh,
-                q_ss,
-                k_sb,
-                k_sh,
-                k_ss,
-                v_sb,
-                v_sh,
-                v_ss,
-                p.diag,
-                p.window.unwrap_or(-1),
-                p.qk_scale_log2,
-            ),
-            stream,
-        )
+        #[rustfmt::skip] // the entry's arguments a tensor or a role a line (one per line would run 25 lines)
+        let op = device::attention_fwd(
+            o_ptr, q_ptr, k_ptr, v_ptr, sinks_ptr,
+            p.b, p.h, p.hkv, p.sq, p.skv,
+            o_sb, o_sh, o_ss, q_sb, q_sh, q_ss, k_sb, k_sh, k_ss, v_sb, v_sh, v_ss,
+            p.diag, p.window.unwrap_or(-1), p.qk_scale_log2,
+        );
+        launch.enqueue(op, stream)
     }
 }
 
@@ -383,38 +361,15 @@ fn launch_decode<T: Element, S: Element>(
     // holds b · h_kv · splits tiles of rows × (d + 2) f32, written by the first kernel before the
     // second reads it (stream order), and freed after both.
     unsafe {
-        split.enqueue(
-            device::attention_decode(
-                ws_acc,
-                ws_m,
-                ws_l,
-                q_ptr,
-                k_ptr,
-                v_ptr,
-                p.b,
-                p.h,
-                p.hkv,
-                p.sq,
-                p.skv,
-                q_sb,
-                q_sh,
-                q_ss,
-                k_sb,
-                k_sh,
-                k_ss,
-                v_sb,
-                v_sh,
-                v_ss,
-                p.diag,
-                p.window.unwrap_or(-1),
-                p.qk_scale_log2,
-                splits,
-                first,
-                per,
-                end,
-            ),
-            stream,
-        )?;
+        #[rustfmt::skip] // as attention_fwd's launch
+        let op = device::attention_decode(
+            ws_acc, ws_m, ws_l, q_ptr, k_ptr, v_ptr,
+            p.b, p.h, p.hkv, p.sq, p.skv,
+            q_sb, q_sh, q_ss, k_sb, k_sh, k_ss, v_sb, v_sh, v_ss,
+            p.diag, p.window.unwrap_or(-1), p.qk_scale_log2,
+            splits, first, per, end,
+        );
+        split.enqueue(op, stream)?;
         combine.enqueue(
             device::attention_decode_combine(
                 o_ptr, ws_acc, ws_m, ws_l, sinks_ptr, p.b, p.h, p.hkv, p.sq, o_sb, o_sh, o_ss, splits,

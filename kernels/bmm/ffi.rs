@@ -181,19 +181,15 @@ fn launch<T: Element>(p: &Plan, c: &TensorDesc, a: &TensorDesc, b: &TensorDesc, 
         unsafe { (ffi_util::device_ptr::<T>(c), ffi_util::device_ptr::<T>(a), ffi_util::device_ptr::<T>(b)) };
     // A_T, B_T, then the partitions' dim maps A_MAP, B_MAP: [0, 1, 2] row-major, [0, 2, 1] column-major.
     let (at, bt) = (p.a.t as i32, p.b.t as i32);
-    let launch = p.variant.launch::<T>(&[at, bt, 0, 1 + at, 2 - at, 0, 1 + bt, 2 - bt], p.tiles());
+    let mut launch = p.variant.launch::<T>(&[at, bt, 0, 1 + at, 2 - at, 0, 1 + bt, 2 - bt], p.tiles());
+    launch.generics.push(p.variant.programs.is_some().to_string()); // PERSISTENT
     let (batch, m, n, k, ab, bb) = (p.batch, p.m, p.n, p.k, p.a.batches, p.b.batches);
     let (sa, sb, sc, lda, ldb, ldc) = (p.a.batch_stride, p.b.batch_stride, p.sc, p.a.ld, p.b.ld, p.ldc);
     // SAFETY: plan() checked shapes, strides and dtypes against the descriptors; the memory is
     // PyTorch's, alive until the caller's stream has run the kernel (stream-ordered allocator).
     unsafe {
-        if p.variant.programs.is_some() {
-            let op = device::bmm_persistent(c_ptr, a_ptr, b_ptr, batch, m, n, k, ab, bb, sa, sb, sc, lda, ldb, ldc);
-            launch.enqueue(op, stream)
-        } else {
-            let op = device::bmm_tiles(c_ptr, a_ptr, b_ptr, batch, m, n, k, ab, bb, sa, sb, sc, lda, ldb, ldc);
-            launch.enqueue(op, stream)
-        }
+        let op = device::bmm_tiles(c_ptr, a_ptr, b_ptr, batch, m, n, k, ab, bb, sa, sb, sc, lda, ldb, ldc);
+        launch.enqueue(op, stream)
     }
 }
 
@@ -204,7 +200,7 @@ crate::export!(cutile_bmm(
 
 #[cfg(test)]
 mod tests {
-    //! CPU tests: validation, the tile order, and both entries lowered to Tile IR for sm_90 for
+    //! CPU tests: validation, the tile order, and both forms of the entry lowered to Tile IR for sm_90 for
     //! every dtype and layout, then assembled by tileiras when the toolchain is there.
     use super::*;
     use crate::ffi_util::{assert_fails, rc, DeviceModule};
@@ -362,17 +358,17 @@ mod tests {
     }
 
     #[test]
-    fn both_entries_lower_to_tile_ir_for_sm90() {
+    fn both_forms_lower_to_tile_ir_for_sm90() {
         for dtype in ["f16", "bf16"] {
-            for entry in ["bmm_tiles", "bmm_persistent"] {
+            for persistent in ["false", "true"] {
                 // Row-major A and B; column-major B (Q @ K^T); both column-major.
                 for (tile, layout) in [
                     (["128", "128", "64"], ["0", "0", "0", "1", "2", "0", "1", "2"]),
                     (["64", "64", "32"], ["0", "1", "0", "1", "2", "0", "2", "1"]),
                     (["128", "256", "64"], ["1", "1", "0", "2", "1", "0", "2", "1"]),
                 ] {
-                    let generics = [&[dtype][..], &tile[..], &["8"][..], &layout[..]].concat();
-                    DEVICE.assert_lowers(entry, &generics, &["mma", "store_view_tko"]);
+                    let generics = [&[dtype][..], &tile[..], &["8"][..], &layout[..], &[persistent]].concat();
+                    DEVICE.assert_lowers("bmm_tiles", &generics, &["mma", "store_view_tko"]);
                 }
             }
         }
@@ -413,8 +409,8 @@ mod tests {
             perf_ints(16, 1024, 4096, 4096, false, true),
             perf_ints(128, 2048, 2048, 128, true, false),
         );
-        let (tiles, persistent) = ("bmm_tiles", "bmm_persistent");
-        // (entry, [bm, bn, bk], occupancy, num_cta_in_cga, layout, ints, name)
+        let (tiles, persistent) = ("false", "true"); // bmm_tiles' PERSISTENT
+                                                     // (PERSISTENT, [bm, bn, bk], occupancy, num_cta_in_cga, layout, ints, name)
         let cases = [
             (tiles, ["128", "128", "64"], 2, 1, row, cube, "16x2048^3"),
             (tiles, ["128", "128", "64"], 1, 1, row, cube, "16x2048^3"),
@@ -431,11 +427,11 @@ mod tests {
             (persistent, ["128", "128", "64"], 1, 1, bt, qkt, "QKt"),
             (persistent, ["128", "128", "128"], 1, 1, bt, qkt, "QKt"),
         ];
-        for (entry, tile, occupancy, cga, layout, ints, name) in cases {
-            let generics = [&["bf16"][..], &tile[..], &["8"][..], &layout[..]].concat();
+        for (persistent, tile, occupancy, cga, layout, ints, name) in cases {
+            let generics = [&["bf16"][..], &tile[..], &["8"][..], &layout[..], &[persistent]].concat();
             let options = ffi_util::compile_options(Some(occupancy), None).num_cta_in_cga(cga);
-            let what = format!(" {name} occupancy {occupancy} cga {cga}");
-            DEVICE.assert_div_hints_lower(entry, &generics, &ptrs, &ints, options, &what);
+            let what = format!(" {name} occupancy {occupancy} cga {cga} persistent {persistent}");
+            DEVICE.assert_div_hints_lower("bmm_tiles", &generics, &ptrs, &ints, options, &what);
         }
     }
 }

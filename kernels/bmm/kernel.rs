@@ -15,8 +15,8 @@
 //! (matmul's kernel.rs says how). Tile ids run over the batch first: id / (tiles_m * tiles_n) is
 //! the product, and within one the tiles go in GROUP-row bands as in matmul, so the tile blocks
 //! resident at one time share A row-tiles and B column-tiles of one product in L2.
-//!   * `bmm_tiles`      — one output tile per tile block, grid = batch * tiles_m * tiles_n.
-//!   * `bmm_persistent` — a fixed grid (about one tile block per SM) strides over all the tiles.
+//!   * `bmm_tiles` — one output tile per tile block, grid = batch * tiles_m * tiles_n; or, with the
+//!     const generic PERSISTENT, a fixed grid (about one tile block per SM) strides over all the tiles.
 //!
 //! `unchecked_accesses`: tile_id < batch * tiles_m * tiles_n (the grid, or the persistent loop
 //! bound), so `tile_coords` gives batch < batch, bid_m < tiles_m and bid_n < tiles_n; an operand's
@@ -92,7 +92,7 @@ pub mod bmm_device {
     }
 
     /// Output tile `tile_id` (products first, then band order) of C computed and stored, from A[b]
-    /// and B[b] or the batch of one: what both entries do per tile.
+    /// and B[b] or the batch of one: what `bmm_tiles` does per tile.
     // The tile's operands and counts one for one: a struct would only repack them.
     #[allow(clippy::too_many_arguments)]
     fn store_tile<T: ElementType, const BM: i32, const BN: i32, const BK: i32>(
@@ -107,8 +107,10 @@ pub mod bmm_device {
         c_part.store(c, [b, bid_m, bid_n]);
     }
 
-    /// One BM x BN tile of one C[b] per tile block; grid = batch * ceil(m / BM) * ceil(n / BN);
-    /// the operands as `bmm_views` reads them.
+    /// The output tiles of every C[b], products first: with PERSISTENT false one tile per tile
+    /// block, grid = batch * ceil(m / BM) * ceil(n / BN); with PERSISTENT true a launch grid
+    /// (host-chosen, <= the tile count) strides over them. The operands as `bmm_views` reads them;
+    /// the compiler keeps only the form PERSISTENT selects.
     #[cutile::entry(unchecked_accesses = true)]
     unsafe fn bmm_tiles<
         T: ElementType,
@@ -120,6 +122,7 @@ pub mod bmm_device {
         const B_T: i32,
         const A_MAP: [i32; 3],
         const B_MAP: [i32; 3],
+        const PERSISTENT: bool,
     >(
         c_ptr: *mut T, a_ptr: *mut T, b_ptr: *mut T, batch: i32, m: i32, n: i32, k: i32, a_batches: i32,
         b_batches: i32, sa: i32, sb: i32, sc: i32, lda: i32, ldb: i32, ldc: i32,
@@ -131,63 +134,17 @@ pub mod bmm_device {
         let b_part: Partition<T, { [1, BK, BN] }> = b_view.partition_permuted(shape![1, BK, BN], const_array!(B_MAP));
         let mut c_part: PartitionMut<T, { [1, BM, BN] }> = unsafe { c_view.partition_full_mut(shape![1, BM, BN]) };
 
-        let (tiles_m, tiles_n, k_tiles) = tile_counts::<BM, BN, BK>(m, n, k);
-        let tile_id: i32 = get_tile_block_id().0;
-        store_tile::<T, BM, BN, BK>(
-            &a_part,
-            &b_part,
-            &mut c_part,
-            tile_id,
-            tiles_m,
-            tiles_n,
-            GROUP,
-            k_tiles,
-            a_batches,
-            b_batches,
-        );
-    }
-
-    /// Static persistent: the launch grid (host-chosen, <= the tile count) strides over the tiles
-    /// of every product. Arguments as `bmm_tiles`.
-    #[cutile::entry(unchecked_accesses = true)]
-    unsafe fn bmm_persistent<
-        T: ElementType,
-        const BM: i32,
-        const BN: i32,
-        const BK: i32,
-        const GROUP: i32,
-        const A_T: i32,
-        const B_T: i32,
-        const A_MAP: [i32; 3],
-        const B_MAP: [i32; 3],
-    >(
-        c_ptr: *mut T, a_ptr: *mut T, b_ptr: *mut T, batch: i32, m: i32, n: i32, k: i32, a_batches: i32,
-        b_batches: i32, sa: i32, sb: i32, sc: i32, lda: i32, ldb: i32, ldc: i32,
-    ) {
-        let (a_view, b_view, c_view) = bmm_views::<T, A_T, B_T>(
-            c_ptr, a_ptr, b_ptr, batch, m, n, k, a_batches, b_batches, sa, sb, sc, lda, ldb, ldc,
-        );
-        let a_part: Partition<T, { [1, BM, BK] }> = a_view.partition_permuted(shape![1, BM, BK], const_array!(A_MAP));
-        let b_part: Partition<T, { [1, BK, BN] }> = b_view.partition_permuted(shape![1, BK, BN], const_array!(B_MAP));
-        let mut c_part: PartitionMut<T, { [1, BM, BN] }> = unsafe { c_view.partition_full_mut(shape![1, BM, BN]) };
-
-        let (tiles_m, tiles_n, k_tiles) = tile_counts::<BM, BN, BK>(m, n, k);
-        let num_tiles: i32 = batch * tiles_m * tiles_n;
+        let (tm, tn, kt) = tile_counts::<BM, BN, BK>(m, n, k); // tiles_m, tiles_n, k_tiles
+        let (ab, bb) = (a_batches, b_batches);
         let first: i32 = get_tile_block_id().0;
-        let programs: i32 = get_num_tile_blocks().0;
-        for tile_id in (first..num_tiles).step_by(programs as usize) {
-            store_tile::<T, BM, BN, BK>(
-                &a_part,
-                &b_part,
-                &mut c_part,
-                tile_id,
-                tiles_m,
-                tiles_n,
-                GROUP,
-                k_tiles,
-                a_batches,
-                b_batches,
-            );
+        if PERSISTENT {
+            let num_tiles: i32 = batch * tm * tn;
+            let programs: i32 = get_num_tile_blocks().0;
+            for tile_id in (first..num_tiles).step_by(programs as usize) {
+                store_tile::<T, BM, BN, BK>(&a_part, &b_part, &mut c_part, tile_id, tm, tn, GROUP, kt, ab, bb);
+            }
+        } else {
+            store_tile::<T, BM, BN, BK>(&a_part, &b_part, &mut c_part, first, tm, tn, GROUP, kt, ab, bb);
         }
     }
 }

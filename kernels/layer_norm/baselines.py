@@ -12,9 +12,9 @@ one (`_check_inputs`).
 
 import torch
 
-from kernels.rms_norm.baselines import DTYPES
 from tilekit.runtime import baseline_support as bs
 from tilekit.runtime import norm, norm_baselines
+from tilekit.runtime.norm_baselines import DTYPES
 from tilekit.runtime import providers
 
 triton, _, _TRITON_ERROR = bs.import_triton()
@@ -22,8 +22,8 @@ ct, _CUTILE_ERROR = bs.import_cutile()
 
 KERNEL = "layer_norm"
 VARIANTS = bs.ROW_VARIANTS  # ("auto", "row", "multirow", "looped")
-# DTYPES and auto are rms_norm's (tilekit.runtime.norm): the same row reduction shape and bytes, until an
-# H200 sweep says otherwise.
+# DTYPES and auto are the norm family's, rms_norm's too (tilekit.runtime.norm): the same row reduction
+# shape and bytes, until an H200 sweep says otherwise.
 triton_config, cutile_config = bs.row_configs(KERNEL, norm.AUTO)
 
 

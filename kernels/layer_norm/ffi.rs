@@ -156,10 +156,12 @@ mod tests {
     //! CPU tests: validation, and every entry lowered to Tile IR for sm_90 (stage 1 of the JIT,
     //! which needs no GPU) for every dtype and affine form — a DSL mistake fails here, not on the GPU.
     use super::*;
-    use crate::ffi_util::{assert_fails, rc, test_desc as desc2, DType, DeviceModule, ALIGNED_PTR};
+    use crate::ffi_util::{assert_fails, rc, test_desc as desc2, test_rows, DType, DeviceModule, ALIGNED_PTR};
     use cutile::tile_kernel::CompileOptions;
 
     const DEVICE: DeviceModule = DeviceModule { ast: device::__module_ast_self, name: "layer_norm_device" };
+    /// The row entries' pointer arguments.
+    const PTRS: [&str; 4] = ["y_ptr", "x_ptr", "w_ptr", "b_ptr"];
     const ENTRIES: [&str; 9] = [
         "layer_norm_row",
         "layer_norm_row_exact",
@@ -188,8 +190,7 @@ mod tests {
     #[test]
     fn plan_takes_row_strides_optional_params_and_defaults() {
         let x = desc2(DType::F16, &[257, 4097], &[5000, 1]);
-        let y = desc2(DType::F16, &[257, 4097], &[4097, 1]);
-        let w = desc2(DType::F16, &[4097], &[1]);
+        let (y, w) = test_rows(DType::F16, 257, 4097);
         let p = plan(&y, &x, Some(&w), None, 1e-5, -1, -1, -1, -1, -1, -1, 0).unwrap();
         assert_eq!(
             (p.dtype, p.eps, p.programs, p.masked, p.has_w, p.has_b),
@@ -203,8 +204,7 @@ mod tests {
 
     #[test]
     fn plan_rejects_bad_input_with_invalid_argument() {
-        let x = desc2(DType::F32, &[4, 8], &[8, 1]);
-        let w = desc2(DType::F32, &[8], &[1]);
+        let (x, w) = test_rows(DType::F32, 4, 8);
         let short = desc2(DType::F32, &[7], &[1]);
         let strided = desc2(DType::F32, &[8], &[2]);
         let cases = [
@@ -246,8 +246,7 @@ mod tests {
 
     #[test]
     fn plan_caps_the_persistent_grid_and_runs_masked_entries_only_for_partial_tiles() {
-        let x = desc2(DType::F16, &[100, 1000], &[1000, 1]);
-        let w = desc2(DType::F16, &[1000], &[1]);
+        let (x, w) = test_rows(DType::F16, 100, 1000);
         let p = |block, programs| plan(&x, &x, Some(&w), Some(&w), 1e-5, block, 8, 4, programs, -1, -1, 0);
         assert_eq!(p(1024, 528).unwrap().programs, Some(13)); // ceil(100 / 8)
         assert_eq!(p(1024, 0).unwrap().programs, None);
@@ -280,17 +279,13 @@ mod tests {
             ("layer_norm_row_tail_masked", "2", "4096/1024", 16384, 5120),
             ("layer_norm_row_tail_masked", "1", "8192/4096", 16384, 11008),
         ] {
-            let ptrs = [("y_ptr", ALIGNED_PTR), ("x_ptr", ALIGNED_PTR), ("w_ptr", ALIGNED_PTR), ("b_ptr", ALIGNED_PTR)];
-            let ints = [("m", m), ("n", n), ("stride_x", n), ("stride_y", n)];
-            let options = CompileOptions::default().occupancy(4);
-            let what = format!(" for {m}x{n}");
             let generics = ffi_util::row_generics("bf16", rows, block, &["true", "true"]);
-            DEVICE.assert_div_hints_lower(entry, &generics, &ptrs, &ints, options, &what);
+            DEVICE.assert_row_spec_lowers(entry, &generics, &PTRS, m, n, CompileOptions::default().occupancy(4), "");
         }
         // the decode batch (bf16 256 x 4096, one-row tiles at occupancy 2), masked and exact (rms_norm's
         // NOTES.md, "Decode rows without masks")
         for entry in ["layer_norm_row_masked", "layer_norm_row_exact"] {
-            let ptrs = [("y_ptr", ALIGNED_PTR), ("x_ptr", ALIGNED_PTR), ("w_ptr", ALIGNED_PTR), ("b_ptr", ALIGNED_PTR)];
+            let ptrs: Vec<(&str, u64)> = PTRS.iter().map(|&p| (p, ALIGNED_PTR)).collect();
             let sizes = [("m", 256), ("n", 4096), ("stride_x", 4096), ("stride_y", 4096)];
             let ints: Vec<(&str, i32)> =
                 sizes.into_iter().filter(|(arg, _)| entry.ends_with("masked") || arg.starts_with("stride")).collect();
@@ -300,19 +295,15 @@ mod tests {
         }
         // the prefetching tail over 8 warps at occupancy 2 (5120 in 2-row tiles; 8192 as 4096 + 4096)
         for (rows, block, m, n) in [("2", "4096/1024", 16384, 5120), ("1", "4096/4096", 32768, 8192)] {
-            let ptrs = [("y_ptr", ALIGNED_PTR), ("x_ptr", ALIGNED_PTR), ("w_ptr", ALIGNED_PTR), ("b_ptr", ALIGNED_PTR)];
-            let ints = [("m", m), ("n", n), ("stride_x", n), ("stride_y", n)];
-            let options = ffi_util::compile_options(Some(2), Some(8));
+            let (options, entry) = (ffi_util::compile_options(Some(2), Some(8)), "layer_norm_row_tail_prefetch");
             let generics = ffi_util::row_generics("bf16", rows, block, &["true", "true"]);
-            let what = format!(" for {m}x{n}, 8 warps");
-            DEVICE.assert_div_hints_lower("layer_norm_row_tail_prefetch", &generics, &ptrs, &ints, options, &what);
+            DEVICE.assert_row_spec_lowers(entry, &generics, &PTRS, m, n, options, ", 8 warps");
         }
     }
 
     #[test]
     fn aligned_entry_for_rows_off_16_byte_boundaries_with_or_without_weight_and_bias() {
-        let x = desc2(DType::BF16, &[5, 4097], &[4097, 1]);
-        let w = desc2(DType::BF16, &[4097], &[1]);
+        let (x, w) = test_rows(DType::BF16, 5, 4097);
         let p = plan(&x, &x, Some(&w), None, 1e-5, 8192, 1, 4, -2, -1, -1, 0).unwrap();
         assert_eq!((p.aligned, p.has_w, p.has_b), (Some(8), true, false));
         // A persistent grid: the aligned entry's, a multiple of VEC tile blocks (rms_norm's aligned_grid).
@@ -363,8 +354,7 @@ mod tests {
     /// rms_norm's rule: the unmasked entry where a pointer variant's whole-row tile divides (m, n).
     #[test]
     fn exact_entry_where_the_pointer_tile_divides() {
-        let x = desc2(DType::BF16, &[256, 4096], &[4096, 1]);
-        let w = desc2(DType::BF16, &[4096], &[1]);
+        let (x, w) = test_rows(DType::BF16, 256, 4096);
         assert!(plan(&x, &x, Some(&w), Some(&w), 1e-5, 4096, 1, 2, -2, -1, -1, 0).unwrap().exact);
         // padded columns: the masked entry
         assert!(!plan(&x, &x, None, None, 1e-5, 8192, 1, 2, -2, -1, -1, 0).unwrap().exact);
@@ -374,8 +364,7 @@ mod tests {
 
     #[test]
     fn form_1_selects_the_prefetching_tail() {
-        let x = desc2(DType::BF16, &[100, 11008], &[11008, 1]);
-        let w = desc2(DType::BF16, &[11008], &[1]);
+        let (x, w) = test_rows(DType::BF16, 100, 11008);
         assert!(plan(&x, &x, Some(&w), None, 1e-5, 8192, 1, 2, 264, 4096, 8, 1).unwrap().prefetch);
         assert!(!plan(&x, &x, Some(&w), None, 1e-5, 8192, 1, 2, 264, 4096, 8, -1).unwrap().prefetch);
         let r = plan(&x, &x, Some(&w), None, 1e-5, 8192, 1, 2, 0, 4096, 8, 1);

@@ -184,20 +184,15 @@ fn launch<T: Element>(p: &Plan, c: &TensorDesc, a: &TensorDesc, b: &TensorDesc, 
         unsafe { (ffi_util::device_ptr::<T>(c), ffi_util::device_ptr::<T>(a), ffi_util::device_ptr::<T>(b)) };
     // A_T, B_T, then the partitions' dim maps A_MAP, B_MAP: [0, 1] row-major, [1, 0] column-major.
     let (at, bt) = (p.a_t as i32, p.b_t as i32);
-    let launch = p.variant.launch::<T>(&[at, bt, at, 1 - at, bt, 1 - bt], p.tiles());
+    let mut launch = p.variant.launch::<T>(&[at, bt, at, 1 - at, bt, 1 - bt], p.tiles());
     let (m, n, k, lda, ldb, ldc) = (p.m, p.n, p.k, p.lda, p.ldb, p.ldc);
     if p.splits > 1 {
         return launch_split::<T>(p, launch, c_ptr, a_ptr, b_ptr, stream);
     }
-    // SAFETY: plan() checked shapes, strides and dtypes against the descriptors; the memory is
-    // PyTorch's, alive until the caller's stream has run the kernel (stream-ordered allocator).
-    unsafe {
-        if p.variant.programs.is_some() {
-            launch.enqueue(device::matmul_persistent(c_ptr, a_ptr, b_ptr, m, n, k, lda, ldb, ldc), stream)
-        } else {
-            launch.enqueue(device::matmul_tiles(c_ptr, a_ptr, b_ptr, m, n, k, lda, ldb, ldc), stream)
-        }
-    }
+    launch.generics.push(p.variant.programs.is_some().to_string()); // PERSISTENT
+                                                                    // SAFETY: plan() checked shapes, strides and dtypes against the descriptors; the memory is
+                                                                    // PyTorch's, alive until the caller's stream has run the kernel (stream-ordered allocator).
+    unsafe { launch.enqueue(device::matmul_tiles(c_ptr, a_ptr, b_ptr, m, n, k, lda, ldb, ldc), stream) }
 }
 
 /// Split-K: matmul_split_partials over grid (tiles, splits) writes the f32 partial tiles to a
@@ -234,7 +229,7 @@ crate::export!(cutile_matmul(
 
 #[cfg(test)]
 mod tests {
-    //! CPU tests: validation, the grid, and both entries lowered to Tile IR for sm_90 (stage 1 of
+    //! CPU tests: validation, the grid, and every entry lowered to Tile IR for sm_90 (stage 1 of
     //! the JIT, which needs no GPU) for every dtype, then assembled by tileiras when the toolchain
     //! is there — a DSL mistake fails here, not on the GPU.
     use super::*;
@@ -443,9 +438,9 @@ mod tests {
     }
 
     #[test]
-    fn both_entries_lower_to_tile_ir_for_sm90() {
+    fn every_entry_lowers_to_tile_ir_for_sm90() {
         for dtype in ["f16", "bf16"] {
-            for entry in ["matmul_tiles", "matmul_persistent"] {
+            for persistent in ["false", "true"] {
                 // Row-major A and B; then column-major B (x @ W.t()) and both column-major.
                 for (bm, bn, bk, maps) in [
                     ("128", "256", "64", ["0", "0", "0", "1", "0", "1"]),
@@ -453,8 +448,8 @@ mod tests {
                     ("128", "128", "64", ["0", "1", "0", "1", "1", "0"]),
                     ("16", "64", "128", ["1", "1", "1", "0", "1", "0"]),
                 ] {
-                    let generics = [&[dtype, bm, bn, bk, "8"][..], &maps[..]].concat();
-                    DEVICE.assert_lowers(entry, &generics, &["mma", "store_view_tko"]);
+                    let generics = [&[dtype, bm, bn, bk, "8"][..], &maps[..], &[persistent]].concat();
+                    DEVICE.assert_lowers("matmul_tiles", &generics, &["mma", "store_view_tko"]);
                 }
             }
             let generics = [dtype, "32", "64", "128", "8", "0", "1", "0", "1", "1", "0"];

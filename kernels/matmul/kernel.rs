@@ -1,7 +1,7 @@
 //! Matmul device code: C = A · B with A (m, k), B (k, n), C (m, n), all of element type T (f16 or
 //! bf16), products accumulated in f32 on the tensor cores (`mma`) and rounded to T once at the end.
 //!
-//! Both entries take raw device pointers (PyTorch owns the memory) and build strided views over
+//! The entries take raw device pointers (PyTorch owns the memory) and build strided views over
 //! them. C is contiguous in its last dim; its row stride may be larger (a column slice). A and B
 //! are each stored row-major the same way, or column-major (the `.t()` view of a row-major matrix:
 //! an `nn.Linear` weight W (n, k) passed as `W.t()`): the const generics A_MAP / B_MAP are the
@@ -17,9 +17,9 @@
 //! Output tiles are visited in GROUP-row bands ("grouped" or swizzled order): consecutive tile
 //! ids walk down GROUP tile rows of C before moving right, so the tile blocks resident at one time
 //! share A row-tiles and B column-tiles in L2 instead of streaming all of B per tile row.
-//!   * `matmul_tiles`      — one output tile per tile block, grid = tiles_m * tiles_n.
-//!   * `matmul_persistent` — a fixed grid (about one tile block per SM) strides over the tiles,
-//!     so the epilogue of one tile can overlap the loads of the next.
+//!   * `matmul_tiles`      — one output tile per tile block, grid = tiles_m * tiles_n; or, with
+//!     the const generic PERSISTENT, a fixed grid (about one tile block per SM) strides over the
+//!     tiles, so the epilogue of one tile can overlap the loads of the next.
 //!   * `matmul_split_partials` + `matmul_split_reduce` — split-K for products with too few output
 //!     tiles to fill the GPU (decode: m <= 64 tokens times a weight): each output tile's K-tiles
 //!     are cut over `splits` tile blocks that write f32 partial tiles to a workspace, and a second
@@ -101,7 +101,7 @@ pub mod matmul_device {
         c
     }
 
-    /// Output tile `tile_id` (in band order) of C computed and stored: what both entries do per tile.
+    /// Output tile `tile_id` (in band order) of C computed and stored: what `matmul_tiles` does per tile.
     // The tile's operands and counts one for one: a struct would only repack them.
     #[allow(clippy::too_many_arguments)]
     fn store_tile<T: ElementType, const BM: i32, const BN: i32, const BK: i32>(
@@ -113,7 +113,9 @@ pub mod matmul_device {
         c_part.store(c, [bid_m, bid_n]);
     }
 
-    /// One BM x BN tile of C per tile block; grid = ceil(m / BM) * ceil(n / BN).
+    /// The output tiles of C, in band order: with PERSISTENT false one tile per tile block, grid =
+    /// ceil(m / BM) * ceil(n / BN); with PERSISTENT true a launch grid (host-chosen, <= the tile
+    /// count) strides over them. The compiler keeps only the form PERSISTENT selects.
     #[cutile::entry(unchecked_accesses = true)]
     unsafe fn matmul_tiles<
         T: ElementType,
@@ -125,6 +127,7 @@ pub mod matmul_device {
         const B_T: i32,
         const A_MAP: [i32; 2],
         const B_MAP: [i32; 2],
+        const PERSISTENT: bool,
     >(
         c_ptr: *mut T, a_ptr: *mut T, b_ptr: *mut T, m: i32, n: i32, k: i32, lda: i32, ldb: i32, ldc: i32,
     ) {
@@ -134,36 +137,15 @@ pub mod matmul_device {
         let mut c_part: PartitionMut<T, { [BM, BN] }> = unsafe { c_view.partition_full_mut(shape![BM, BN]) };
 
         let (tiles_m, tiles_n, k_tiles) = tile_counts::<BM, BN, BK>(m, n, k);
-        let tile_id: i32 = get_tile_block_id().0;
-        store_tile::<T, BM, BN, BK>(&a_part, &b_part, &mut c_part, tile_id, tiles_m, tiles_n, GROUP, k_tiles);
-    }
-
-    /// Static persistent: the launch grid (host-chosen, <= the tile count) strides over the tiles.
-    #[cutile::entry(unchecked_accesses = true)]
-    unsafe fn matmul_persistent<
-        T: ElementType,
-        const BM: i32,
-        const BN: i32,
-        const BK: i32,
-        const GROUP: i32,
-        const A_T: i32,
-        const B_T: i32,
-        const A_MAP: [i32; 2],
-        const B_MAP: [i32; 2],
-    >(
-        c_ptr: *mut T, a_ptr: *mut T, b_ptr: *mut T, m: i32, n: i32, k: i32, lda: i32, ldb: i32, ldc: i32,
-    ) {
-        let (a_view, b_view, c_view) = matmul_views::<T, A_T, B_T>(c_ptr, a_ptr, b_ptr, m, n, k, lda, ldb, ldc);
-        let a_part: Partition<T, { [BM, BK] }> = a_view.partition_permuted(shape![BM, BK], const_array!(A_MAP));
-        let b_part: Partition<T, { [BK, BN] }> = b_view.partition_permuted(shape![BK, BN], const_array!(B_MAP));
-        let mut c_part: PartitionMut<T, { [BM, BN] }> = unsafe { c_view.partition_full_mut(shape![BM, BN]) };
-
-        let (tiles_m, tiles_n, k_tiles) = tile_counts::<BM, BN, BK>(m, n, k);
-        let num_tiles: i32 = tiles_m * tiles_n;
         let first: i32 = get_tile_block_id().0;
-        let programs: i32 = get_num_tile_blocks().0;
-        for tile_id in (first..num_tiles).step_by(programs as usize) {
-            store_tile::<T, BM, BN, BK>(&a_part, &b_part, &mut c_part, tile_id, tiles_m, tiles_n, GROUP, k_tiles);
+        if PERSISTENT {
+            let num_tiles: i32 = tiles_m * tiles_n;
+            let programs: i32 = get_num_tile_blocks().0;
+            for tile_id in (first..num_tiles).step_by(programs as usize) {
+                store_tile::<T, BM, BN, BK>(&a_part, &b_part, &mut c_part, tile_id, tiles_m, tiles_n, GROUP, k_tiles);
+            }
+        } else {
+            store_tile::<T, BM, BN, BK>(&a_part, &b_part, &mut c_part, first, tiles_m, tiles_n, GROUP, k_tiles);
         }
     }
 

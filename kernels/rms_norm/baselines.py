@@ -12,13 +12,13 @@ import torch
 
 from tilekit.runtime import baseline_support as bs
 from tilekit.runtime import norm, norm_baselines
+from tilekit.runtime.norm_baselines import DTYPES
 from tilekit.runtime import providers
 
 triton, _, _TRITON_ERROR = bs.import_triton()
 ct, _CUTILE_ERROR = bs.import_cutile()
 
 KERNEL = "rms_norm"
-DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 VARIANTS = bs.ROW_VARIANTS  # ("auto", "row", "multirow", "looped")
 triton_config, cutile_config = bs.row_configs(KERNEL, norm.AUTO)  # auto: tilekit.runtime.norm (layer_norm's too)
 

@@ -275,7 +275,7 @@ mod tests {
     //! CPU tests: validation, and both entries lowered to Tile IR for sm_90 (stage 1 of
     //! the JIT, which needs no GPU) for every dtype — a DSL mistake fails here, not on the GPU.
     use super::*;
-    use crate::ffi_util::{assert_fails, test_desc as desc2, DeviceModule, ALIGNED_PTR};
+    use crate::ffi_util::{assert_fails, test_desc as desc2, test_rows, DeviceModule, ALIGNED_PTR};
     use cutile::tile_kernel::CompileOptions;
 
     const DEVICE: DeviceModule = DeviceModule { ast: device::__module_ast_self, name: "rms_norm_device" };
@@ -283,8 +283,7 @@ mod tests {
     #[test]
     fn plan_takes_row_strides_and_defaults() {
         let x = desc2(DType::F16, &[257, 4097], &[5000, 1]);
-        let y = desc2(DType::F16, &[257, 4097], &[4097, 1]);
-        let w = desc2(DType::F16, &[4097], &[1]);
+        let (y, w) = test_rows(DType::F16, 257, 4097);
         let Plan { dtype, row, eps, programs, tail, masked, aligned, prefetch, exact } =
             plan(&y, &x, &w, 1e-6, -1, -1, -1, -1, -1, -1, 0).unwrap();
         assert_eq!((dtype, eps, programs, tail, masked, prefetch), (DType::F16, 1e-6, None, None, true, false));
@@ -302,8 +301,7 @@ mod tests {
 
     #[test]
     fn plan_rejects_bad_input_with_invalid_argument() {
-        let x = desc2(DType::F32, &[4, 8], &[8, 1]);
-        let w = desc2(DType::F32, &[8], &[1]);
+        let (x, w) = test_rows(DType::F32, 4, 8);
         let cases = [
             (desc2(DType::F32, &[4, 9], &[9, 1]), w, 16, "shape"),
             (x, desc2(DType::F32, &[7], &[1]), 16, "weight"),
@@ -319,8 +317,7 @@ mod tests {
 
     #[test]
     fn plan_rejects_integer_dtype_as_unsupported() {
-        let x = desc2(DType::I32, &[4, 8], &[8, 1]);
-        let w = desc2(DType::I32, &[8], &[1]);
+        let (x, w) = test_rows(DType::I32, 4, 8);
         assert_fails(
             plan(&x, &x, &w, 1e-6, -1, -1, -1, -1, -1, -1, 0),
             rc::UNSUPPORTED_DTYPE,
@@ -330,8 +327,7 @@ mod tests {
 
     #[test]
     fn plan_checks_the_occupancy_and_warps_hints() {
-        let x = desc2(DType::F32, &[4, 8], &[8, 1]);
-        let w = desc2(DType::F32, &[8], &[1]);
+        let (x, w) = test_rows(DType::F32, 4, 8);
         ffi_util::assert_hints_checked(true, |occupancy, warps| {
             plan(&x, &x, &w, 1e-6, -1, -1, occupancy, -1, -1, warps, 0)
         });
@@ -341,8 +337,7 @@ mod tests {
 
     #[test]
     fn plan_caps_the_persistent_grid_at_the_row_tiles_and_needs_whole_rows() {
-        let x = desc2(DType::F16, &[100, 1000], &[1000, 1]);
-        let w = desc2(DType::F16, &[1000], &[1]);
+        let (x, w) = test_rows(DType::F16, 100, 1000);
         assert_eq!(plan(&x, &x, &w, 1e-6, 1024, 8, 4, 528, -1, -1, 0).unwrap().programs, Some(13)); // ceil(100 / 8)
         assert_eq!(plan(&x, &x, &w, 1e-6, 1024, 8, 4, 0, -1, -1, 0).unwrap().programs, None);
         assert_fails(
@@ -354,14 +349,12 @@ mod tests {
 
     #[test]
     fn pointer_entries_on_request_where_their_offsets_fit() {
-        let x = desc2(DType::BF16, &[256, 4096], &[4096, 1]);
-        let w = desc2(DType::BF16, &[4096], &[1]);
+        let (x, w) = test_rows(DType::BF16, 256, 4096);
         let p = plan(&x, &x, &w, 1e-6, 4096, 1, 4, POINTER_ENTRIES, -1, -1, 0).unwrap();
         assert_eq!((p.masked, p.exact, p.programs, p.row.rows), (true, true, None, 1)); // the tile divides: unmasked
         assert!(!plan(&x, &x, &w, 1e-6, 4096, 1, 4, 0, -1, -1, 0).unwrap().masked); // the tile divides
         assert!(!pointer_fits(131072, 16384, 1, 16384, 16384, 16384)); // 2^31 elements: partition entries
-        let big = desc2(DType::BF16, &[131072, 16384], &[16384, 1]);
-        let wb = desc2(DType::BF16, &[16384], &[1]);
+        let (big, wb) = test_rows(DType::BF16, 131072, 16384);
         assert!(!plan(&big, &big, &wb, 1e-6, 16384, 1, 4, POINTER_ENTRIES, -1, -1, 0).unwrap().masked);
         assert_fails(plan(&x, &x, &w, 1e-6, 4096, 1, 4, -3, -1, -1, 0), rc::INVALID_ARGUMENT, "or -2 for that");
     }
@@ -372,8 +365,7 @@ mod tests {
     #[test]
     fn exact_entry_only_where_the_pointer_tile_divides() {
         let exact = |m: i64, n: i64, block: i32, rows: i32, programs: i32, tail: i32| {
-            let x = desc2(DType::BF16, &[m, n], &[n, 1]);
-            let w = desc2(DType::BF16, &[n], &[1]);
+            let (x, w) = test_rows(DType::BF16, m, n);
             plan(&x, &x, &w, 1e-6, block, rows, 2, programs, tail, -1, 0).unwrap().exact
         };
         assert!(exact(256, 4096, 4096, 1, POINTER_ENTRIES, -1));
@@ -393,8 +385,7 @@ mod tests {
 
     #[test]
     fn tail_tiles_cover_the_row_past_a_full_body() {
-        let x = desc2(DType::BF16, &[100, 11008], &[11008, 1]);
-        let w = desc2(DType::BF16, &[11008], &[1]);
+        let (x, w) = test_rows(DType::BF16, 100, 11008);
         let p = plan(&x, &x, &w, 1e-6, 8192, 1, 2, 264, 4096, -1, 0).unwrap();
         assert_eq!((p.tail, p.programs, p.masked), (Some(4096), Some(100), false));
         let p = plan(&x, &x, &w, 1e-6, 8192, 2, 4, 0, 4096, -1, 0).unwrap();
@@ -430,8 +421,7 @@ mod tests {
         assert!(masked_fits(37, 4096, 2, 4096, 4096, 4096)); // partial row tile
         assert!(!masked_fits(4096, 4096, 2, 4096, 4096, 4096)); // whole tiles: partition entries
         assert!(!masked_fits(131072, 16385, 1, 32768, 16385, 16385)); // x spans 2^31 elements
-        let x = desc2(DType::F16, &[100, 1000], &[1000, 1]);
-        let w = desc2(DType::F16, &[1000], &[1]);
+        let (x, w) = test_rows(DType::F16, 100, 1000);
         assert!(plan(&x, &x, &w, 1e-6, 1024, 8, 4, -1, -1, -1, 0).unwrap().masked);
         // the persistent kernel, not the masked entries
         assert!(!plan(&x, &x, &w, 1e-6, 1024, 8, 4, 528, -1, -1, 0).unwrap().masked);
@@ -439,8 +429,7 @@ mod tests {
 
     #[test]
     fn aligned_entry_for_rows_off_16_byte_boundaries_one_tile_block_per_row_tile() {
-        let x = desc2(DType::F16, &[257, 4097], &[4097, 1]);
-        let w = desc2(DType::F16, &[4097], &[1]);
+        let (x, w) = test_rows(DType::F16, 257, 4097);
         let p = plan(&x, &x, &w, 1e-6, 8192, 1, 5, POINTER_ENTRIES, -1, -1, 0).unwrap();
         let generics: Vec<String> = ffi_util::aligned_generics(p.aligned).collect();
         assert_eq!((p.aligned, generics), (Some(8), vec!["8".into(), "16".into()]));
@@ -448,8 +437,7 @@ mod tests {
         assert_eq!(plan(&x, &x, &w, 1e-6, 4096, 1, 4, -1, -1, -1, 0).unwrap().aligned, Some(8)); // 4097 in 4096 lanes
         assert_eq!(plan(&x, &x, &w, 1e-6, 4096, 1, 4, 100, -1, -1, 0).unwrap().programs, Some(96)); // multiple of 8
         assert_eq!(plan(&x, &x, &w, 1e-6, 4096, 1, 4, -1, 16, -1, 0).unwrap().aligned, None); // tail
-        let whole = desc2(DType::F16, &[257, 4096], &[4096, 1]);
-        let w4096 = desc2(DType::F16, &[4096], &[1]);
+        let (whole, w4096) = test_rows(DType::F16, 257, 4096);
         assert_eq!(plan(&whole, &whole, &w4096, 1e-6, 4096, 1, 4, POINTER_ENTRIES, -1, -1, 0).unwrap().aligned, None);
     }
 
@@ -457,8 +445,7 @@ mod tests {
     /// tile block of the grid the plan launches (`ws_ptr`'s slice pid * ROWS * BLOCK).
     #[test]
     fn aligned_persistent_workspace_is_a_slice_per_tile_block() {
-        let x = desc2(DType::F16, &[16384, 4097], &[4097, 1]);
-        let w = desc2(DType::F16, &[4097], &[1]);
+        let (x, w) = test_rows(DType::F16, 16384, 4097);
         let p = plan(&x, &x, &w, 1e-6, 4096, 1, 5, 660, -1, -1, 0).unwrap();
         assert_eq!((p.aligned, p.programs), (Some(8), Some(656)));
         assert_eq!(ffi_util::restage_bytes::<cutile::half::f16>(p.programs.unwrap(), &p.row), 656 * 4096 * 2);
@@ -506,8 +493,7 @@ mod tests {
                 }
             }
         }
-        let x = desc2(DType::BF16, &[257, 4097], &[4097, 1]);
-        let w = desc2(DType::BF16, &[4097], &[1]);
+        let (x, w) = test_rows(DType::BF16, 257, 4097);
         let p = plan(&x, &x, &w, 1e-6, 4096, 1, 4, 132, -1, -1, 0).unwrap();
         assert_eq!((p.aligned, p.programs, p.masked), (Some(8), Some(128), false));
         assert_eq!(plan(&x, &x, &w, 1e-6, 4096, 1, 4, 1000, -1, -1, 0).unwrap().programs, Some(257));
@@ -567,12 +553,17 @@ mod tests {
             // the decode batch's pick, masked (NOTES.md, "Decode rows without masks")
             ("rms_norm_row_masked", "1", "4096", 256, 4096, 2),
         ] {
-            let ptrs = [("y_ptr", ALIGNED_PTR), ("x_ptr", ALIGNED_PTR), ("w_ptr", ALIGNED_PTR)];
-            let ints = [("m", m), ("n", n), ("stride_x", n), ("stride_y", n)];
-            let options = CompileOptions::default().occupancy(occupancy);
-            let what = format!(" for {m}x{n} at occupancy {occupancy}");
-            let generics = ffi_util::row_generics("f16", rows, block, &[]);
-            DEVICE.assert_div_hints_lower(entry, &generics, &ptrs, &ints, options, &what);
+            let (generics, options) = (ffi_util::row_generics("f16", rows, block, &[]), CompileOptions::default());
+            let note = format!(" at occupancy {occupancy}");
+            DEVICE.assert_row_spec_lowers(
+                entry,
+                &generics,
+                &["y_ptr", "x_ptr", "w_ptr"],
+                m,
+                n,
+                options.occupancy(occupancy),
+                &note,
+            );
         }
     }
 
@@ -636,19 +627,16 @@ mod tests {
             ("bf16", "1", "16384/4096", 18944, 1),
             ("f32", "1", "8192/4096", 11008, 2),
         ] {
-            let ptrs = [("y_ptr", ALIGNED_PTR), ("x_ptr", ALIGNED_PTR), ("w_ptr", ALIGNED_PTR)];
-            let ints = [("m", 16384), ("n", n), ("stride_x", n), ("stride_y", n)];
-            let options = ffi_util::compile_options(Some(occupancy), Some(8));
-            let what = format!(" for 16384x{n} at occupancy {occupancy}, 8 warps");
-            let generics = ffi_util::row_generics(dtype, rows, block, &[]);
-            DEVICE.assert_div_hints_lower("rms_norm_row_tail_prefetch", &generics, &ptrs, &ints, options, &what);
+            let (generics, options) =
+                (ffi_util::row_generics(dtype, rows, block, &[]), ffi_util::compile_options(Some(occupancy), Some(8)));
+            let (entry, note) = ("rms_norm_row_tail_prefetch", format!(" at occupancy {occupancy}, 8 warps"));
+            DEVICE.assert_row_spec_lowers(entry, &generics, &["y_ptr", "x_ptr", "w_ptr"], 16384, n, options, &note);
         }
     }
 
     #[test]
     fn form_1_selects_the_prefetching_tail_where_its_offsets_fit() {
-        let x = desc2(DType::BF16, &[100, 11008], &[11008, 1]);
-        let w = desc2(DType::BF16, &[11008], &[1]);
+        let (x, w) = test_rows(DType::BF16, 100, 11008);
         let p = plan(&x, &x, &w, 1e-6, 8192, 1, 2, 264, 4096, 8, 1).unwrap();
         assert_eq!((p.tail, p.programs, p.masked, p.prefetch), (Some(4096), Some(100), false, true));
         assert!(!plan(&x, &x, &w, 1e-6, 8192, 1, 2, 264, 4096, 8, 0).unwrap().prefetch);

@@ -562,12 +562,16 @@ mod tests {
             ("softmax_row_tail_persistent", "bf16", "1", "8192/4096", 16384, 11008),
             ("softmax_row_tail_prefetch", "bf16", "1", "8192/4096", 16384, 11008),
         ] {
-            let ptrs = [("y_ptr", ALIGNED_PTR), ("x_ptr", ALIGNED_PTR)];
-            let ints = [("m", m), ("n", n), ("stride_x", n), ("stride_y", n)];
-            let options = CompileOptions::default().occupancy(4);
-            let what = format!(" for {m}x{n}");
             let generics = ffi_util::row_generics(dtype, rows, block, &[]);
-            DEVICE.assert_div_hints_lower(entry, &generics, &ptrs, &ints, options, &what);
+            DEVICE.assert_row_spec_lowers(
+                entry,
+                &generics,
+                &["y_ptr", "x_ptr"],
+                m,
+                n,
+                CompileOptions::default().occupancy(4),
+                "",
+            );
         }
     }
 
@@ -933,12 +937,12 @@ mod tests {
     #[test]
     fn tail_prefetch_lowers_and_assembles_for_sm90() {
         for (occupancy, warps) in [(2, Some(8)), (3, Some(8)), (2, None), (3, None), (4, Some(8))] {
-            let ptrs = [("y_ptr", ALIGNED_PTR), ("x_ptr", ALIGNED_PTR)];
-            let ints = [("m", 16384), ("n", 11008), ("stride_x", 11008), ("stride_y", 11008)];
-            let options = ffi_util::compile_options(Some(occupancy), warps);
-            let what = format!(" for 16384x11008 at occupancy {occupancy}, warps {warps:?}");
-            let generics = ffi_util::row_generics("bf16", "1", "8192/4096", &[]);
-            DEVICE.assert_div_hints_lower("softmax_row_tail_prefetch", &generics, &ptrs, &ints, options, &what);
+            let (options, entry) = (ffi_util::compile_options(Some(occupancy), warps), "softmax_row_tail_prefetch");
+            let (generics, note) = (
+                ffi_util::row_generics("bf16", "1", "8192/4096", &[]),
+                format!(" at occupancy {occupancy}, warps {warps:?}"),
+            );
+            DEVICE.assert_row_spec_lowers(entry, &generics, &["y_ptr", "x_ptr"], 16384, 11008, options, &note);
         }
     }
 

@@ -8,7 +8,13 @@ layer_norm's statistics as its port computes them: two passes over a row held wh
 multirow), shifted sums over a looped row. Entries: `launch(backend, ...)`.
 """
 
+import torch
+
 from tilekit.runtime import baseline_support as bs
+from tilekit.runtime import norm
+
+# The inputs' dtypes (tilekit.runtime.norm.DTYPES) as torch dtypes, for the baselines' checks.
+DTYPES = tuple(getattr(torch, d) for d in norm.DTYPES)
 
 triton, tl, _ = bs.import_triton()
 ct, _ = bs.import_cutile()

@@ -6,6 +6,8 @@
 Calls `cutile_rms_norm` (kernels/rms_norm/ffi.rs) through tilekit.runtime.port, into an output allocated
 with torch.empty (or `out`). `variant="auto"` (the default) uses the autotuned (block, rows,
 occupancy) for this GPU, dtype and shape class (over `variants`); a dict picks one explicitly.
+Its gradient (autograd through torch.ops.tilekit.rms_norm) is the port kernels/rms_norm_backward,
+whose op.py gives it (`forward_gradients`; tilekit.runtime.ops finds it).
 """
 
 from __future__ import annotations

@@ -219,5 +219,24 @@ def test_an_input_that_requires_grad_runs_the_entry_through_its_op_and_without_n
         with torch.no_grad(), OpCalls() as seen:
             spec.entry(x, w)
         assert seen.calls == []
-    # rms_norm has no gradient yet: its op says so at backward (torch's message), never a silent None
-    assert not ops.has_backward("rms_norm")
+    # softmax has no gradient yet: its op says so at backward (torch's message), never a silent None
+    kernel.load("softmax")
+    assert not ops.has_backward("softmax")
+
+
+def test_rms_norm_gradients_are_two_views_of_the_backward_ports_one_output():
+    kernel.load("rms_norm")
+    assert ops.has_backward("rms_norm")
+    with FakeTensorMode():
+        x, grad = (torch.empty(2, 3, 64, dtype=torch.bfloat16, device="cuda") for _ in range(2))
+        w = torch.empty(64, dtype=torch.bfloat16, device="cuda")
+        with OpCalls() as seen:
+            dx, dw, d_eps = ops.backward_of("rms_norm")((x, w, 1e-6), grad, (True, True, False))
+        assert (dx.shape, dw.shape, d_eps) == (x.shape, w.shape, None)
+        assert dx._base is not None and dx._base is dw._base  # rows [0, 6) and row 6 of one (7, 64) output
+        assert seen.calls == [
+            ("rms_norm_backward", [((2, 3, 64), grad.stride()), ((2, 3, 64), x.stride()), ((64,), (1,))])
+        ]
+        with OpCalls() as seen:  # only the gradients asked for
+            assert ops.backward_of("rms_norm")((x, w, 1e-6), grad, (False, False, False)) == (None, None, None)
+        assert seen.calls == []

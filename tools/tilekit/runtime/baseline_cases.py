@@ -44,7 +44,9 @@ class BaselineCases:
     plans: list  # (config function, args[, kwargs], expected plan: ==, or Has(...))
     plan_errors: list  # (config function, args, kwargs, message regex): ValueError
     triton_compile: list  # (kernel, pointer dtype, constexprs[, compile options]): compiled for sm_90
-    cutile_kernels: list  # (kernel or (factory, args), dtype, args: "A1"/"A2" = array, else a constant, cubin?)
+    # (kernel or (factory, args), dtype, args: "A1"/"A2" = array of dtype ("A2:float32" of its own), else a
+    # constant, cubin?)
+    cutile_kernels: list
     triton_types: dict = field(default_factory=dict)  # Triton scalar params that are not i32 -> their type
     make_inputs: Callable | None = None  # cfg -> inputs, when the cases need more than SPEC's (seeded, CPU)
     zero_counts: Callable = lambda y, inputs: {}  # extra counts an interpreted output must have at 0

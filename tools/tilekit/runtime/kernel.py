@@ -66,6 +66,23 @@ def generator(device, seed: int | None = None):
     return g
 
 
+def stacked(y):
+    """A baseline's output as the port's: a library that makes its outputs apart (rms_norm_backward's
+    torch and library baselines return (dx, dw)) is checked as the rows of one tensor, each output
+    flattened to rows of the first one's width, as the port writes them into its one `out`; a tensor
+    is returned as it is. Only the check stacks: the timed call returns what the library makes.
+
+    >>> import torch
+    >>> stacked((torch.zeros(2, 3), torch.ones(3))).tolist()
+    [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0], [1.0, 1.0, 1.0]]
+    """
+    if not isinstance(y, (tuple, list)):
+        return y
+    import torch
+
+    return torch.cat([t.reshape(-1, y[0].shape[-1]) for t in y])
+
+
 def call(*args, **kwargs) -> tuple[tuple, dict]:
     """The arguments of one call of the entry, for BadInput."""
     return args, kwargs

@@ -16,10 +16,14 @@ is opaque to dynamo), and its calls show in profiles under the kernel's name.
 - Its gradient, where the kernel has one (`register_backward`, issue 43), computed with ports; an
   op without one raises at `.backward()` ("no autograd formula was registered") instead of giving
   no gradient. The Python entry calls the op whenever an input requires grad (tilekit.runtime.port).
+  A kernel whose backward is a kernel of its own, kernels/<name>_backward, gets the gradient that
+  kernel's op.py gives as `forward_gradients`, registered when <name>'s op is defined.
 """
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import inspect
 from collections.abc import Callable
 
@@ -81,6 +85,9 @@ def define(fn: Callable, call: Callable):
         op = torch.library.custom_op(f"{NAMESPACE}::{name}", run, mutates_args=(), schema=schema(fn))
         op.register_fake(run)
     _CALLS[name] = call
+    backward_kernel = f"{fn.__module__.rpartition('.op')[0]}_backward.op"  # kernels.<name>_backward.op
+    if fn.__module__.endswith(".op") and importlib.util.find_spec(backward_kernel.rpartition(".")[0]) is not None:
+        register_backward(name, importlib.import_module(backward_kernel).forward_gradients)
     return getattr(getattr(torch.ops, NAMESPACE), name)
 
 

@@ -79,6 +79,18 @@ class _Submodules:
         return module
 
 
+def submodule(ops, path: str):
+    """The module `path` (dotted) below a provider's ops, even where its package binds that name to
+    something else (tilegym.ops.cutile binds `rms_norm` to its forward function, shadowing the
+    submodule that holds its backward): imported by name from a real module, else (Liger's lazy
+    submodules, a test's stand-in) read attribute by attribute."""
+    import types
+
+    if isinstance(ops, types.ModuleType):
+        return importlib.import_module(f"{ops.__name__}.{path}")
+    return functools.reduce(getattr, path.split("."), ops)
+
+
 @functools.cache
 def _load(name: str):
     """(ops, None), or (None, why the provider cannot run here); imported once per process."""

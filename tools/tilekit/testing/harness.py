@@ -11,7 +11,7 @@ import statistics
 import zlib
 
 from tilekit.reports.records import PROPERTY, canonical_config
-from tilekit.runtime import autotune, bench, providers, settle
+from tilekit.runtime import autotune, bench, kernel, providers, settle
 from tilekit.runtime.baseline_support import NotServed
 
 # pytest id of a backend -> its name in records (DESIGN.md "Backend names"); a provider's id is its
@@ -82,8 +82,9 @@ def implementation(spec, backend_id: str, variant="auto"):
 
 
 def check(spec, backend_id: str, cfg: dict, inputs: dict, y) -> None:
-    """check_close against the spec's float64 reference with the spec's tolerance for cfg's dtype."""
-    check_close(y, spec.reference(inputs), spec.tolerance[cfg["dtype"]], f"{backend_id} {cfg}")
+    """check_close against the spec's float64 reference with the spec's tolerance for cfg's dtype (a
+    baseline's outputs made apart, stacked: tilekit.runtime.kernel.stacked)."""
+    check_close(kernel.stacked(y), spec.reference(inputs), spec.tolerance[cfg["dtype"]], f"{backend_id} {cfg}")
 
 
 def check_backward(spec, cfg: dict, inputs: dict, seed: int = 0) -> None:

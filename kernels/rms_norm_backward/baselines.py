@@ -14,6 +14,8 @@ input tensor (`saved_rstd`: at the first, untimed call) and reused, so no baseli
 forward in it.
 """
 
+from torch.utils.weak import WeakIdKeyDictionary
+
 import torch
 
 from tilekit.runtime import baseline_support as bs
@@ -155,22 +157,22 @@ def cutile_rms_norm_backward(dy: torch.Tensor, x: torch.Tensor, w: torch.Tensor,
 
 # -- the libraries, from the rstd their forward saved -----------------------------------------------
 
-# What the forwards saved for the backward, by (library, x's identity, eps): made once per input and
-# reused, as a training step holds it when its backward runs (the tensors a library's backward
-# receives besides the caller's: tests/kit/test_providers.py allows these).
-SAVED: dict = {}
+# What the forwards saved for the backward of each input x (the tensor itself, held weakly: an entry
+# goes with its x, and a new tensor at a freed one's address, of another config or dtype, is never
+# taken for it): made once per x and reused, as a training step holds it when its backward runs (the
+# tensors a library's backward receives besides the caller's: tests/kit/test_providers.py allows these).
+SAVED: WeakIdKeyDictionary = WeakIdKeyDictionary()
+_SAVED_FOR: WeakIdKeyDictionary = WeakIdKeyDictionary()  # x -> (its version, eps) when saved
 
 
 def saved_rstd(x: torch.Tensor, eps: float) -> torch.Tensor:
     """The f32 rstd = rsqrt(mean(x^2, -1) + eps) per row of x, as PyTorch's, TileGym's and Liger's
-    forwards (Llama casting) save it (shape (m,)); made once per x (its address, shape, strides and
-    version) and kept for the last 8."""
-    key = (x.data_ptr(), tuple(x.shape), x.stride(), x._version, float(eps))
-    if key not in SAVED:
-        while len(SAVED) >= 8:
-            SAVED.pop(next(iter(SAVED)))
-        SAVED[key] = torch.rsqrt(x.float().pow(2).mean(-1) + eps)
-    return SAVED[key]
+    forwards (Llama casting) save it (shape (m,)); made once per x (and again if x was written to
+    since, or for another eps)."""
+    if _SAVED_FOR.get(x) != (x._version, float(eps)):
+        SAVED[x] = torch.rsqrt(x.float().pow(2).mean(-1) + eps)
+        _SAVED_FOR[x] = (x._version, float(eps))
+    return SAVED[x]
 
 
 def torch_rms_norm_backward(dy: torch.Tensor, x: torch.Tensor, w: torch.Tensor, eps: float):

@@ -8,6 +8,7 @@ from kernels.rms_norm.spec import reference as forward_reference
 from kernels.rms_norm_backward.spec import EPS, SPEC
 from tilekit.runtime.baseline_cases import H200_SMS as SMS
 from tilekit.runtime.baseline_cases import BaselineCases, Has
+from tilekit.runtime.kernel import stacked
 
 
 def test_reference_is_autograd_of_the_forward_stacked():
@@ -17,6 +18,25 @@ def test_reference_is_autograd_of_the_forward_stacked():
     expected = torch.cat((x.grad, w.grad[None]))
     torch.testing.assert_close(SPEC.reference(inputs), expected, rtol=1e-12, atol=1e-12)
     assert tuple(SPEC.out_shape({"m": 7, "n": 33})) == (8, 33)
+
+
+def test_the_libraries_start_from_each_inputs_own_saved_rstd():
+    """The baselines' saved rstd is keyed by the input tensor itself: two inputs of one shape each get
+    their own (on the H200 a new input at a freed one's address took its rstd), and an entry goes
+    with its input."""
+    import gc
+
+    from kernels.rms_norm_backward import baselines as B
+
+    for seed in (0, 1):
+        inputs = SPEC.make_inputs({"dtype": "float32", "m": 64, "n": 256}, device="cpu", seed=seed)
+        got = stacked(B.torch_rms_norm_backward(*inputs.values()), (65, 256))
+        torch.testing.assert_close(got.double(), SPEC.reference(inputs), rtol=1e-4, atol=1e-4)
+        assert B.saved_rstd(inputs["x"], EPS) is B.SAVED[inputs["x"]]
+    kept = len(B.SAVED)
+    del inputs, got
+    gc.collect()
+    assert len(B.SAVED) == kept - 1
 
 
 def _arrays(dtype: str, block: int, rows: int) -> list:

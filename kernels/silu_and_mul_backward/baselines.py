@@ -10,6 +10,8 @@ write one (m, 2H) dx as the port does; TileGym's cuTile backward returns (dgate,
 side by side: tilekit.runtime.kernel.stacked).
 """
 
+from torch.utils.weak import WeakIdKeyDictionary
+
 import torch
 
 from tilekit.runtime import baseline_support as bs
@@ -122,20 +124,20 @@ def cutile_silu_and_mul_backward(dy: torch.Tensor, x: torch.Tensor, *, variant="
 
 # -- PyTorch and the libraries ----------------------------------------------------------------------
 
-# What the forwards saved for the backward, by x's identity: silu(gate) for torch's (its mul saves
-# it), made once per input and reused, as a training step holds it when its backward runs.
-SAVED: dict = {}
+# What the forward saved for the backward of each input x: silu(gate) for torch's (its mul saves it),
+# keyed by the tensor itself, held weakly (rms_norm_backward's baselines.py says why), made once per x
+# and reused, as a training step holds it when its backward runs.
+SAVED: WeakIdKeyDictionary = WeakIdKeyDictionary()
+_SAVED_AT: WeakIdKeyDictionary = WeakIdKeyDictionary()  # x -> its version when saved
 
 
 def saved_silu(x: torch.Tensor) -> torch.Tensor:
     """F.silu(gate) of x = [gate | up], as autograd of F.silu(gate) * up saves it for the product's
-    backward; made once per x (its address, shape, strides and version), kept for the last 8."""
-    key = (x.data_ptr(), tuple(x.shape), x.stride(), x._version)
-    if key not in SAVED:
-        while len(SAVED) >= 8:
-            SAVED.pop(next(iter(SAVED)))
-        SAVED[key] = torch.nn.functional.silu(x[:, : x.shape[1] // 2])
-    return SAVED[key]
+    backward; made once per x (and again if x was written to since)."""
+    if _SAVED_AT.get(x) != x._version:
+        SAVED[x] = torch.nn.functional.silu(x[:, : x.shape[1] // 2])
+        _SAVED_AT[x] = x._version
+    return SAVED[x]
 
 
 def torch_silu_and_mul_backward(dy: torch.Tensor, x: torch.Tensor) -> torch.Tensor:

@@ -174,6 +174,8 @@ class KernelSpec:
     size_check: Callable | None = None  # (**dims): op.py's ValueError for sizes no variant can serve
     every_variant_default: bool = False  # test_op_every_variant_cutile_rs also runs variant="default"
     sweep: dict = field(default_factory=dict)  # SWEEP size -> configs of `make sweep` (sweep_grid; else perf_configs)
+    # dtype -> the gradients' tolerance (test_op_backward_cutile_rs) where it is not `tolerance`'s
+    backward_tolerance: dict = field(default_factory=dict)
 
     # -- what is derived, never restated ----------------------------------------------------------
 

@@ -9,5 +9,6 @@
 pub mod device_util;
 pub mod ffi_util;
 pub mod gated;
+pub mod gated_backward;
 
 include!(concat!(env!("OUT_DIR"), "/kernels.rs"));

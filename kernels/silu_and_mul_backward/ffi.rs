@@ -7,17 +7,16 @@
 //! x is (m, 2H) (gate | up), dy (m, H) and out (m, 2H), one dtype (f32, f16 or bf16), contiguous last
 //! dims, any row strides >= the row length; out receives dx = (dgate | dup). `block` is the tile
 //! width and `rows` the rows per tile block (powers of two), `occupancy` the CTAs per SM tileiras
-//! should plan registers for (1..=32); -1 picks the default. Every descriptor is validated before
-//! anything touches the GPU: bad input returns -2/-5/-6 with a message, never a launch.
-use super::kernel::silu_and_mul_backward_device as device;
+//! should plan registers for (1..=32); -1 picks the default (gated_backward.rs's `row_plan`). Every
+//! descriptor is validated before anything touches the GPU: bad input returns -2/-5/-6 with a
+//! message, never a launch.
 use crate::ffi_util::{self, invalid, to_i32, DType, Element, FfiResult, RowPlan, TensorDesc};
+use crate::gated_backward::{self, gated_backward_device as device};
 use cutile::cuda_async::device_buffer::DevicePointer;
 use cutile::cuda_core::Stream;
 use std::sync::Arc;
 
 const KERNEL: &str = "silu_and_mul_backward";
-/// Largest tile (ROWS * BLOCK elements) a variant may ask for: three f32 tiles in, two out.
-const MAX_TILE_ELEMS: i32 = 8192;
 
 /// A validated launch: `row.n` is H, `row.stride_x` x's row stride, `row.stride_y` dy's.
 #[derive(Debug, PartialEq)]
@@ -26,13 +25,6 @@ pub struct Plan {
     pub row: RowPlan,
     /// out's row stride.
     pub stride_out: i32,
-}
-
-impl Plan {
-    /// Tile blocks: row tiles x column tiles, in i64 (the grid is checked against u32).
-    fn tiles(&self) -> i64 {
-        self.row.row_tiles() as i64 * ((self.row.n as i64 + self.row.block as i64 - 1) / self.row.block as i64)
-    }
 }
 
 pub fn plan(
@@ -49,38 +41,28 @@ pub fn plan(
     }
     ffi_util::check_same_shape(x, "x", out, "out")?;
     ffi_util::check_last_dims_contiguous(&[(dy, "dy"), (x, "x"), (out, "out")])?;
-    let default_block = ffi_util::whole_row_block(h, 2048).unwrap_or(2048);
-    let (block, rows) =
-        ffi_util::row_tile(block, rows, default_block, |b| ffi_util::default_rows(4096, b, m), 64, MAX_TILE_ELEMS)?;
-    let occupancy = ffi_util::occupancy_hint(occupancy)?;
     let stride_x = ffi_util::row_stride(x, 2 * h, "x", format_args!("2H={}", 2 * h))?;
     let stride_out = ffi_util::row_stride(out, 2 * h, "out", format_args!("2H={}", 2 * h))?;
     let stride_y = ffi_util::row_stride(dy, h, "dy", format_args!("H={h}"))?;
-    let row = RowPlan { block, rows, occupancy, warps: None, m, n: h, stride_x, stride_y };
-    let p = Plan { dtype, row, stride_out };
-    if p.tiles() > i32::MAX as i64 {
-        return Err(invalid(format!(
-            "{} tile blocks of {rows} x {block}: past the grid; use a larger tile",
-            p.tiles()
-        )));
-    }
-    Ok(p)
+    let row = gated_backward::row_plan(m, h, stride_x, stride_y, block, rows, occupancy)?;
+    Ok(Plan { dtype, row, stride_out })
 }
 
 fn launch<T: Element>(
     p: &Plan, out: &TensorDesc, dy: &TensorDesc, x: &TensorDesc, stream: &Arc<Stream>,
 ) -> FfiResult<()> {
-    let RowPlan { m, n: h, stride_x, stride_y, .. } = p.row;
-    let half = h as u64 * std::mem::size_of::<T>() as u64; // the up half starts H elements into each row
-                                                           // SAFETY: plan() checked the descriptors (dtypes, shapes, strides: x and out are (m, 2H), so their
-                                                           // up halves start H elements into their rows); the memory is PyTorch's, alive until the caller's
-                                                           // stream has run the kernel (stream-ordered allocator).
+    let RowPlan { m, n: h, stride_x: sx, stride_y, .. } = p.row;
+    // the up halves start H elements into each row of x and of out
+    let half = h as u64 * std::mem::size_of::<T>() as u64;
+    // SAFETY: plan() checked the descriptors (dtypes, shapes, strides: x and out are (m, 2H), so their
+    // up halves start H elements into their rows); the memory is PyTorch's, alive until the caller's
+    // stream has run the kernel (stream-ordered allocator).
     unsafe {
         let [dg_ptr, dy_ptr, g_ptr] = [out, dy, x].map(|t| ffi_util::device_ptr::<T>(t));
         let [du_ptr, u_ptr] = [out, x].map(|t| DevicePointer::<T>::from_cu_deviceptr(t.data + half));
-        let op =
-            device::silu_and_mul_backward(dg_ptr, du_ptr, dy_ptr, g_ptr, u_ptr, m, h, p.stride_out, stride_y, stride_x);
-        p.row.launch::<T>(p.tiles() as u32).enqueue(op, stream)
+        let so = p.stride_out;
+        let op = device::silu_mul_backward(dg_ptr, du_ptr, dy_ptr, g_ptr, u_ptr, m, h, so, so, stride_y, sx, sx);
+        p.row.launch::<T>(gated_backward::tile_blocks(&p.row) as u32).enqueue(op, stream)
     }
 }
 
@@ -89,12 +71,10 @@ crate::export!(cutile_silu_and_mul_backward(out, dy, x; block: i32, rows: i32, o
 
 #[cfg(test)]
 mod tests {
-    //! CPU tests: validation, and the entry lowered to Tile IR for sm_90 (then assembled by tileiras
-    //! when it is there) for every dtype.
+    //! CPU tests: validation, and the family's entry lowered to Tile IR for sm_90 (then assembled by
+    //! tileiras when it is there) for every dtype (swiglu_backward runs it too).
     use super::*;
-    use crate::ffi_util::{assert_fails, rc, test_desc as desc2, DeviceModule};
-
-    const DEVICE: DeviceModule = DeviceModule { ast: device::__module_ast_self, name: "silu_and_mul_backward_device" };
+    use crate::ffi_util::{assert_fails, rc, test_desc as desc2};
 
     #[test]
     fn plan_takes_the_halves_strides_and_defaults() {
@@ -106,7 +86,7 @@ mod tests {
             (p.row.n, p.row.block, p.row.rows, p.row.stride_x, p.row.stride_y, p.stride_out),
             (4097, 2048, 2, 8200, 4097, 8194)
         );
-        assert_eq!(p.tiles(), 129 * 3);
+        assert_eq!(gated_backward::tile_blocks(&p.row), 129 * 3);
         let x = desc2(DType::F32, &[3, 200], &[200, 1]);
         let (dy, out) = (desc2(DType::F32, &[3, 100], &[100, 1]), x);
         assert_eq!(
@@ -129,10 +109,6 @@ mod tests {
 
     #[test]
     fn the_entry_lowers_to_tile_ir_for_sm90() {
-        for dtype in ["f32", "f16", "bf16"] {
-            for (rows, block) in [("1", "2048"), ("2", "1024"), ("4", "16"), ("1", "8192")] {
-                DEVICE.assert_lowers("silu_and_mul_backward", &[dtype, rows, block], &["exp2"]);
-            }
-        }
+        gated_backward::assert_entry_lowers();
     }
 }

@@ -14,40 +14,19 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from tilekit.runtime import autotune, checks, port
+from tilekit.runtime import checks, port
+
+# op.py's contract names (tilekit.runtime.kernel): the gated family's gradient's (swiglu_backward's too)
+from tilekit.runtime.gated import BACKWARD_DEFAULT_VARIANT as DEFAULT_VARIANT  # noqa: F401
+from tilekit.runtime.gated import DTYPES, tune_key  # noqa: F401
+from tilekit.runtime.gated import backward_export_args as export_args  # noqa: F401
+from tilekit.runtime.gated import backward_variants as variants  # noqa: F401
 
 CDEF = """
 int32_t cutile_silu_and_mul_backward(const TensorDesc* out, const TensorDesc* dy, const TensorDesc* x,
                                      int32_t block, int32_t rows, int32_t occupancy,
                                      int32_t device_id, uint64_t stream);
 """
-
-DTYPES = ("float16", "bfloat16", "float32")
-DEFAULT_VARIANT = {"block": -1, "rows": -1, "occupancy": -1}  # ffi.rs picks
-
-
-def export_args(block: int, rows: int, occupancy: int) -> tuple[int, int, int]:
-    return int(block), int(rows), int(occupancy)
-
-
-def tune_key(dtype: str, m: int, h: int) -> dict:
-    """The problem class: exact H, m rounded up to a power of two (autotune.row_tune_key's)."""
-    return autotune.row_tune_key(dtype, m, h)
-
-
-def variants(m: int, h: int) -> list[dict]:
-    """Tiles of 2 K-8 K elements of (m, H) (at most 2048 wide, the rows filling the rest) at occupancy
-    2 and 4: a streaming kernel, five tensors' tiles in registers at once.
-
-    >>> [(v["block"], v["rows"], v["occupancy"]) for v in variants(16384, 14336)][:3]
-    [(2048, 1, 2), (2048, 1, 4), (2048, 2, 2)]
-    >>> sorted({v["block"] for v in variants(8, 100)}), max(v["rows"] for v in variants(8, 100))
-    ([128], 8)
-    """
-    block = min(2048, autotune.pow2(max(h, 16)))
-    max_rows = min(64, autotune.pow2(m))
-    rows = sorted({autotune.tile_rows(block, elems, max_rows) for elems in (2048, 4096, 8192)})
-    return [{"block": block, "rows": r, "occupancy": o} for r in rows for o in (2, 4)]
 
 
 @port.entry(layouts={"dy": "(..., H)", "x": "(..., 2H)"})

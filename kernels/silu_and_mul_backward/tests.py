@@ -7,6 +7,7 @@ import torch
 from kernels.silu_and_mul_backward.spec import SPEC
 from tilekit.runtime import gated
 from tilekit.runtime.baseline_cases import BaselineCases
+from tilekit.runtime.kernel import shapes
 
 
 def test_reference_is_autograd_of_the_forward():
@@ -19,11 +20,11 @@ def test_reference_is_autograd_of_the_forward():
 
 BASELINE_CASES = BaselineCases(
     SPEC,
+    # irregular H, padded rows, several column tiles, every dtype
     interpreted=[
-        ({"m": 5, "h": 100, "dtype": "float32"}, "auto", {}),
-        ({"m": 9, "h": 1000, "row_stride": 2040, "dtype": "float16"}, "auto", {}),
-        ({"m": 3, "h": 4097, "dtype": "bfloat16"}, "auto", {}),
-    ],
+        (c, "auto", {}) for c in shapes("dtype m h row_stride", ("float32", 5, 100), ("float16", 9, 1000, 2040))
+    ]
+    + [({"m": 3, "h": 4097, "dtype": "bfloat16"}, "auto", {})],
     torch_case=({"m": 5, "h": 1000, "row_stride": 2040, "dtype": "float32"}, 1e-5),
     bad_inputs=[
         ((torch.randn(2, 4), torch.randn(2, 7)), ValueError, "x must be"),
@@ -36,11 +37,11 @@ BASELINE_CASES = BaselineCases(
     ],
     plan_errors=[("config", (10, 100, "row"), {}, "variant must be one of")],
     triton_compile=[
-        ("_triton_backward_kernel", "bf16", {"ROWS": 2, "BLOCK": 2048}),
-        ("_triton_backward_kernel", "fp32", {"ROWS": 4, "BLOCK": 128}),
+        ("gated_backward_baselines.triton_kernel", "bf16", {"ROWS": 2, "BLOCK": 2048}),
+        ("gated_backward_baselines.triton_kernel", "fp32", {"ROWS": 4, "BLOCK": 128}),
     ],
     cutile_kernels=[
-        ("_cutile_backward_kernel", "bfloat16", ["A2", "A2", "A2", "A2", "A2", 2, 2048], True),
-        ("_cutile_backward_kernel", "float32", ["A2", "A2", "A2", "A2", "A2", 4, 128], False),
+        ("gated_backward_baselines.cutile_kernel", "bfloat16", ["A2"] * 5 + [2, 2048], True),
+        ("gated_backward_baselines.cutile_kernel", "float32", ["A2"] * 5 + [4, 128], False),
     ],
 )

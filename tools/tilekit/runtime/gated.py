@@ -300,3 +300,28 @@ def fused_spec(op, act: str, **fields) -> KernelSpec:
         },
     )
     return row_kernel(op, "h", **{**shared, **fields})
+
+
+# -- the gradient (kernels/silu_and_mul_backward, kernels/swiglu_backward: cutile_kernels/src/gated_backward.rs)
+
+BACKWARD_DEFAULT_VARIANT = {"block": -1, "rows": -1, "occupancy": -1}  # gated_backward.rs's row_plan picks
+
+
+def backward_export_args(block: int, rows: int, occupancy: int) -> tuple[int, int, int]:
+    """A gradient variant's arguments of its export: (block, rows, occupancy)."""
+    return int(block), int(rows), int(occupancy)
+
+
+def backward_variants(m: int, h: int) -> list[dict]:
+    """The gradient's candidates: tiles of 2 K-8 K elements of (m, H) (at most 2048 wide, the rows
+    filling the rest) at occupancy 2 and 4 (a streaming pass, five tensors' tiles in registers at once).
+
+    >>> [(v["block"], v["rows"], v["occupancy"]) for v in backward_variants(16384, 14336)][:3]
+    [(2048, 1, 2), (2048, 1, 4), (2048, 2, 2)]
+    >>> sorted({v["block"] for v in backward_variants(8, 100)}), max(v["rows"] for v in backward_variants(8, 100))
+    ([128], 8)
+    """
+    block = min(2048, autotune.pow2(max(h, 16)))
+    max_rows = min(64, autotune.pow2(m))
+    rows = sorted({autotune.tile_rows(block, elems, max_rows) for elems in (2048, 4096, 8192)})
+    return [{"block": block, "rows": r, "occupancy": o} for r in rows for o in (2, 4)]

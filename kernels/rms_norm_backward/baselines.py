@@ -192,8 +192,9 @@ def _liger(ops, dy, x, w, eps):
     0.8.5: the power of two >= n; 4 warps, 8 from 2048 lanes, 16 from 8192): (dx, dw)."""
     block = bs.next_pow2(x.shape[-1])
     warps = 16 if block >= 8192 else 8 if block >= 2048 else 4
+    rstd = saved_rstd(x, eps)  # of the caller's x, before a copy
     dy, x = (t if t.is_contiguous() else t.contiguous() for t in (dy, x))  # it views them as rows (padded: a copy)
-    return ops.rms_norm.rms_norm_backward(dy, x, w, saved_rstd(x, eps), 0.0, 0, block, warps, False, False)
+    return ops.rms_norm.rms_norm_backward(dy, x, w, rstd, 0.0, 0, block, warps, False, False)
 
 
 def _tilegym(ops, dy, x, w, eps):

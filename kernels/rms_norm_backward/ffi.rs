@@ -65,8 +65,10 @@ pub fn plan(
     }
     ffi_util::check_last_dims_contiguous(&[(dy, "dy"), (x, "x"), (out, "out"), (w, "weight")])?;
     let stride_out = ffi_util::row_stride(out, n, "out", format_args!("n={n}"))?;
-    if !eps.is_finite() || eps < 0.0 {
-        return Err(invalid(format!("eps={eps} must be finite and >= 0")));
+    // eps > 0, not >= 0 as the forward: a row tile past m is zero-padded, and its rsqrt(0 + 0) = inf
+    // would make x̂ = 0 * inf = NaN in every column of dw
+    if !eps.is_finite() || eps <= 0.0 {
+        return Err(invalid(format!("eps={eps}: the backward needs a finite eps > 0")));
     }
     let whole = ffi_util::whole_row_block(n, MAX_BLOCK)
         .ok_or_else(|| invalid(format!("n={n}: the backward holds whole rows of at most {MAX_BLOCK} elements")))?;
@@ -186,6 +188,7 @@ mod tests {
         let (x, w) = test_rows(DType::F32, 4, 100);
         let out = desc2(DType::F32, &[5, 100], &[100, 1]);
         assert_fails(plan_of(&out, &x, &w, 64, 1, -1), rc::INVALID_ARGUMENT, "needs n=100 <= block");
+        assert_fails(plan(&out, &x, &x, &w, 0.0, -1, -1, -1, -1, -1), rc::INVALID_ARGUMENT, "finite eps > 0");
     }
 
     #[test]

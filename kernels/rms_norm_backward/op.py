@@ -104,6 +104,6 @@ def forward_gradients(inputs: tuple, grad: Tensor, needs: tuple) -> tuple:
     x, weight, eps = inputs
     if not (needs[0] or needs[1]):
         return None, None, None
-    dy = grad if grad.stride(-1) == 1 else grad.contiguous()
+    dy = grad.contiguous()  # autograd's is; an expanded one (row stride 0) the port would refuse
     g = rms_norm_backward.op(dy, x, weight, eps)
     return g[:-1].view(x.shape) if needs[0] else None, g[-1] if needs[1] else None, None

@@ -22,7 +22,7 @@ def test_reference_is_autograd_of_the_forward_stacked():
 
 def test_the_libraries_start_from_each_inputs_own_saved_rstd():
     """The baselines' saved rstd is keyed by the input tensor itself: two inputs of one shape each get
-    their own (on the H200 a new input at a freed one's address took its rstd), and an entry goes
+    their own (on the H100 a new input at a freed one's address took its rstd), and an entry goes
     with its input."""
     import gc
 

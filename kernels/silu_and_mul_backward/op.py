@@ -56,5 +56,5 @@ def forward_gradients(inputs: tuple, grad: Tensor, needs: tuple) -> tuple:
     (x,) = inputs
     if not needs[0]:
         return (None,)
-    dy = grad if grad.stride(-1) == 1 else grad.contiguous()
+    dy = grad.contiguous()  # autograd's is; an expanded one (row stride 0) the port would refuse
     return (silu_and_mul_backward.op(dy, x),)

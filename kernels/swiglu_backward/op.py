@@ -61,7 +61,7 @@ def forward_gradients(inputs: tuple, grad: Tensor, needs: tuple) -> tuple:
     a, b = inputs
     if not (needs[0] or needs[1]):
         return None, None
-    dy = grad if grad.stride(-1) == 1 else grad.contiguous()
+    dy = grad.contiguous()  # autograd's is; an expanded one (row stride 0) the port would refuse
     g = swiglu_backward.op(dy, a, b)
     m = g.shape[0] // 2
     return g[:m].view(a.shape) if needs[0] else None, g[m:].view(b.shape) if needs[1] else None

@@ -240,3 +240,8 @@ def test_rms_norm_gradients_are_two_views_of_the_backward_ports_one_output():
         with OpCalls() as seen:  # only the gradients asked for
             assert ops.backward_of("rms_norm")((x, w, 1e-6), grad, (False, False, False)) == (None, None, None)
         assert seen.calls == []
+        with OpCalls() as seen:  # a broadcast gradient (row stride 0, as from y.mean(0)) goes as a copy
+            ops.backward_of("rms_norm")(
+                (x, w, 1e-6), torch.empty(64, dtype=x.dtype, device="cuda").expand(2, 3, 64), (True, True, False)
+            )
+        assert seen.calls[0][1][0] == ((2, 3, 64), (192, 64, 1))

@@ -14,8 +14,6 @@ input tensor (`saved_rstd`: at the first, untimed call) and reused, so no baseli
 forward in it.
 """
 
-from torch.utils.weak import WeakIdKeyDictionary
-
 import torch
 
 from tilekit.runtime import baseline_support as bs
@@ -157,22 +155,13 @@ def cutile_rms_norm_backward(dy: torch.Tensor, x: torch.Tensor, w: torch.Tensor,
 
 # -- the libraries, from the rstd their forward saved -----------------------------------------------
 
-# What the forwards saved for the backward of each input x (the tensor itself, held weakly: an entry
-# goes with its x, and a new tensor at a freed one's address, of another config or dtype, is never
-# taken for it): made once per x and reused, as a training step holds it when its backward runs (the
-# tensors a library's backward receives besides the caller's: tests/kit/test_providers.py allows these).
-SAVED: WeakIdKeyDictionary = WeakIdKeyDictionary()
-_SAVED_FOR: WeakIdKeyDictionary = WeakIdKeyDictionary()  # x -> (its version, eps) when saved
+SAVED = bs.ForwardSaved()  # the rstd the libraries' forwards saved, per input x
 
 
 def saved_rstd(x: torch.Tensor, eps: float) -> torch.Tensor:
     """The f32 rstd = rsqrt(mean(x^2, -1) + eps) per row of x, as PyTorch's, TileGym's and Liger's
-    forwards (Llama casting) save it (shape (m,)); made once per x (and again if x was written to
-    since, or for another eps)."""
-    if _SAVED_FOR.get(x) != (x._version, float(eps)):
-        SAVED[x] = torch.rsqrt(x.float().pow(2).mean(-1) + eps)
-        _SAVED_FOR[x] = (x._version, float(eps))
-    return SAVED[x]
+    forwards (Llama casting) save it (shape (m,)); made once per x and eps (bs.ForwardSaved)."""
+    return SAVED.get(x, lambda: torch.rsqrt(x.float().pow(2).mean(-1) + eps), float(eps))
 
 
 def torch_rms_norm_backward(dy: torch.Tensor, x: torch.Tensor, w: torch.Tensor, eps: float):

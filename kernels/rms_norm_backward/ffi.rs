@@ -100,10 +100,9 @@ fn launch<T: Element>(
     p: &Plan, out: &TensorDesc, dy: &TensorDesc, x: &TensorDesc, w: &TensorDesc, stream: &Arc<Stream>,
 ) -> FfiResult<()> {
     let RowPlan { m, n, stride_x, stride_y, .. } = p.row;
-    let by_sms = || -> FfiResult<i32> { Ok(ffi_util::sm_count(stream)? as i32 * DEFAULT_BLOCKS_PER_SM) };
     let grid = match p.programs {
         Some(g) => g,
-        None => by_sms()?.min(p.row.row_tiles()),
+        None => (ffi_util::sm_count(stream)? as i32 * DEFAULT_BLOCKS_PER_SM).min(p.row.row_tiles()),
     };
     let f32s = std::mem::size_of::<f32>();
     let ws = StreamAlloc::new(grid as usize * n as usize * f32s, stream, "dw workspace")?;

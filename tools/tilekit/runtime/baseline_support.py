@@ -63,6 +63,36 @@ def unavailable_reason(kernel: str, backend: str, backends: dict, triton_error, 
     return tileiras_missing() if cutile_error is None else cutile_reason(cutile_error)
 
 
+class ForwardSaved:
+    """What a library's forward saved for its backward, per input tensor (a backward baseline's rstd,
+    silu(gate)), as a training step holds it when its backward runs: made once per input by `get`,
+    and again when the input was written to since or is asked for with another `key`. Keyed by the
+    tensor itself and held weakly (torch.utils.weak.WeakIdKeyDictionary): an entry goes with its
+    input, and a new tensor at a freed one's address, of another config or dtype, never takes it (keyed
+    by address, on the H100 it did). `values()` are the tensors kept: tests/kit/test_providers.py
+    allows them as a library backward's arguments besides the caller's."""
+
+    def __init__(self) -> None:
+        from torch.utils.weak import WeakIdKeyDictionary
+
+        self._kept, self._stamp = WeakIdKeyDictionary(), WeakIdKeyDictionary()
+
+    def get(self, source, make, key=()):
+        stamp = (source._version, key)
+        if self._stamp.get(source) != stamp:
+            self._kept[source], self._stamp[source] = make(), stamp
+        return self._kept[source]
+
+    def __getitem__(self, source):
+        return self._kept[source]
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+    def values(self) -> list:
+        return list(self._kept.values())
+
+
 def require(package, reason, backend: str) -> None:
     """Raise RuntimeError(reason(backend)) when the backend's package (the module's `triton` or
     `ct`, None when it did not import) is missing."""

@@ -12,7 +12,6 @@ kernels serve both, each writing dg and du into the member's one output as its p
 import sys
 
 import torch
-from torch.utils.weak import WeakIdKeyDictionary
 
 from tilekit.runtime import baseline_support as bs
 
@@ -86,21 +85,12 @@ def launch(backend: str, dy, g, u, dg, du) -> None:
         )
 
 
-# What the forward saved for the backward of each gate tensor: silu(g), for torch's kernels (its mul
-# saves it), keyed by the input tensor itself and held weakly (a new input at a freed one's address,
-# of another config or dtype, never takes its entry: on the H100 it did, keyed by address), made once
-# per input and reused, as a training step holds it when its backward runs.
-SAVED: WeakIdKeyDictionary = WeakIdKeyDictionary()
-_SAVED_AT: WeakIdKeyDictionary = WeakIdKeyDictionary()  # input -> its version when saved
+SAVED = bs.ForwardSaved()  # silu(g) as torch's forward saves it (its mul does), per member input
 
 
 def saved_silu(source: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
-    """F.silu(g), made once per `source` (the member's input that holds g: x or a; again if it was
-    written to since)."""
-    if _SAVED_AT.get(source) != source._version:
-        SAVED[source] = torch.nn.functional.silu(g)
-        _SAVED_AT[source] = source._version
-    return SAVED[source]
+    """F.silu(g), made once per `source`, the member's input that holds g (x or a; bs.ForwardSaved)."""
+    return SAVED.get(source, lambda: torch.nn.functional.silu(g))
 
 
 def torch_kernels(dy, g, u, dg, du, source) -> None:

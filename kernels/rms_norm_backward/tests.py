@@ -32,16 +32,17 @@ def test_the_libraries_start_from_each_inputs_own_saved_rstd():
         inputs = SPEC.make_inputs({"dtype": "float32", "m": 64, "n": 256}, device="cpu", seed=seed)
         got = stacked(B.torch_rms_norm_backward(*inputs.values()), (65, 256))
         torch.testing.assert_close(got.double(), SPEC.reference(inputs), rtol=1e-4, atol=1e-4)
-        assert B.saved_rstd(inputs["x"], EPS) is B.SAVED[inputs["x"]]
+        assert B.saved_rstd(inputs["x"], EPS) is B.SAVED[inputs["x"]][1]
     kept = len(B.SAVED)
     del inputs, got
     gc.collect()
     assert len(B.SAVED) == kept - 1
 
 
-def _arrays(dtype: str, block: int, rows: int) -> list:
-    """_cutile_backward_kernel's arguments: DY, X, W, DX, PART (f32), then eps, ROWS, BLOCK."""
-    return ["A2", "A2", "A1", "A2", "A2:float32", EPS, rows, block]
+def _arrays(block: int, rows: int, centered: bool = False) -> list:
+    """The norms' cuTile kernel's arguments: DY, X, W, DX, PART (f32), then eps, ROWS, BLOCK, CENTERED
+    (layer_norm_backward's tests pass centered)."""
+    return ["A2", "A2", "A1", "A2", "A2:float32", EPS, rows, block, centered]
 
 
 BASELINE_CASES = BaselineCases(
@@ -68,12 +69,12 @@ BASELINE_CASES = BaselineCases(
         ("config", (10, 100, SMS, "row"), {}, "variant must be one of"),
     ],
     triton_compile=[
-        ("_triton_backward_kernel", "bf16", {"ROWS": 1, "BLOCK": 4096}, {"num_warps": 8}),
-        ("_triton_backward_kernel", "fp32", {"ROWS": 4, "BLOCK": 1024}),
+        ("nb.triton_kernel", "bf16", {"ROWS": 1, "BLOCK": 4096, "CENTERED": False}, {"num_warps": 8}),
+        ("nb.triton_kernel", "fp32", {"ROWS": 4, "BLOCK": 1024, "CENTERED": False}),
     ],
     triton_types={"eps": "fp32"},
     cutile_kernels=[
-        ("_cutile_backward_kernel", "bfloat16", _arrays("bfloat16", 4096, 1), True),
-        ("_cutile_backward_kernel", "float32", _arrays("float32", 1024, 4), False),
+        ("nb.cutile_kernel", "bfloat16", _arrays(4096, 1), True),
+        ("nb.cutile_kernel", "float32", _arrays(1024, 4), False),
     ],
 )

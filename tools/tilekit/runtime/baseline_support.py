@@ -90,7 +90,9 @@ class ForwardSaved:
         return len(self._kept)
 
     def values(self) -> list:
-        return list(self._kept.values())
+        """The tensors kept (a tuple kept, e.g. LayerNorm's (mean, rstd), gives its tensors)."""
+        kept = (v if isinstance(v, tuple) else (v,) for v in self._kept.values())
+        return [t for group in kept for t in group if t is not None]
 
 
 def require(package, reason, backend: str) -> None:

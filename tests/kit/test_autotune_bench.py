@@ -209,6 +209,22 @@ def test_harness_implementation_runs_a_baseline_through_the_spec_and_checks_it()
     assert torch.isfinite(spec.reference(inputs)).all()
 
 
+def test_check_close_measures_subnormal_results_against_the_dtypes_normal_floor():
+    """A tensor wholly below f16's smallest normal is rounded to 2^-24 steps: its relative L2 error is
+    taken against the normal floor (rms_norm's n = 1 gradient, ~1e-6, 1.3e-7 off on the H100); the
+    same error on normal values, or in f32, still fails."""
+    import torch
+
+    from tilekit.testing import harness
+
+    ref = torch.full((1, 1), 1.4e-6, dtype=torch.float64)
+    harness.check_close((ref + 1.3e-7).half(), ref, (4e-3, 1e-2), "f16 subnormal")
+    with pytest.raises(AssertionError, match="rel_l2="):
+        harness.check_close((ref + 1.3e-7).float(), ref, (4e-3, 1e-2), "f32")
+    with pytest.raises(AssertionError, match="rel_l2="):
+        harness.check_close((ref * 1e3 + 1.3e-4).half(), ref * 1e3, (4e-3, 1e-2), "f16 normal")
+
+
 def test_case_ids_start_with_the_backend():
     from tilekit.testing import harness
 

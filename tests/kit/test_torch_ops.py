@@ -219,9 +219,39 @@ def test_an_input_that_requires_grad_runs_the_entry_through_its_op_and_without_n
         with torch.no_grad(), OpCalls() as seen:
             spec.entry(x, w)
         assert seen.calls == []
-    # softmax has no gradient yet: its op says so at backward (torch's message), never a silent None
+    # gelu_and_mul has no gradient yet: its op says so at backward (torch's message), never a silent None
+    kernel.load("gelu_and_mul")
+    assert not ops.has_backward("gelu_and_mul")
+
+
+def test_layer_norm_gradients_are_three_views_and_an_absent_weight_is_ones():
+    kernel.load("layer_norm")
+    assert ops.has_backward("layer_norm")
+    with FakeTensorMode():
+        x, grad = (torch.empty(2, 3, 64, dtype=torch.bfloat16, device="cuda") for _ in range(2))
+        w, b = (torch.empty(64, dtype=torch.bfloat16, device="cuda") for _ in range(2))
+        with OpCalls() as seen:
+            dx, dw, db, d_eps = ops.backward_of("layer_norm")((x, w, b, 1e-5), grad, (True, True, True, False))
+        assert (dx.shape, dw.shape, db.shape, d_eps) == (x.shape, w.shape, b.shape, None)
+        assert dx._base is not None and dx._base is dw._base is db._base  # rows [0, 6), 6 and 7 of (8, 64)
+        assert [c[0] for c in seen.calls] == ["layer_norm_backward"]
+        with OpCalls() as seen:  # no weight, no bias: ones go to the port, only dx comes back
+            grads = ops.backward_of("layer_norm")((x, None, None, 1e-5), grad, (True, False, False, False))
+        assert grads[1:] == (None, None, None) and seen.calls[0][1][2] == ((64,), (1,))
+
+
+def test_softmax_gradient_is_made_from_the_forwards_output():
+    """softmax's gradient asks for the op's output (register_backward saves it then) and sends it, not
+    the input, to softmax_backward."""
     kernel.load("softmax")
-    assert not ops.has_backward("softmax")
+    assert ops.has_backward("softmax")
+    with FakeTensorMode():
+        x, grad = (torch.empty(4, 100, dtype=torch.float16, device="cuda") for _ in range(2))
+        y = torch.empty(4, 100, dtype=torch.float16, device="cuda")
+        with OpCalls() as seen:
+            (dx,) = ops.backward_of("softmax")((x,), grad, (True,), output=y)
+        assert dx.shape == x.shape and [c[0] for c in seen.calls] == ["softmax_backward"]
+        assert ops.backward_of("softmax")((x,), grad, (False,), output=y) == (None,)
 
 
 def test_rms_norm_gradients_are_two_views_of_the_backward_ports_one_output():

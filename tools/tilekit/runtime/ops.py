@@ -99,8 +99,10 @@ def defined() -> list[str]:
 def register_backward(name: str, backward: Callable) -> None:
     """Give torch.ops.tilekit.<name> (defined already) its gradient, torch.library.register_autograd:
     `backward(inputs, grad, needs)` gets the op's arguments as they were given (a tuple in schema
-    order), the output's gradient and, per argument, whether its gradient is needed; it returns one
-    gradient per argument (None for a non-tensor or one not needed). Registered once per process
+    order), the output's gradient and, per argument, whether its gradient is needed, and the op's
+    output as `output=` when it has a parameter of that name (softmax's gradient is made from y: the
+    output is then saved for backward too); it returns one gradient per argument (None for a
+    non-tensor or one not needed). Registered once per process
     (a later call, an op.py imported again, replaces the function)."""
     import torch
 
@@ -111,13 +113,15 @@ def register_backward(name: str, backward: Callable) -> None:
         def setup_context(ctx, inputs, output):
             tensors = [i for i, t in enumerate(inputs) if isinstance(t, torch.Tensor)]
             ctx.tensor_at, ctx.others = tensors, [None if i in tensors else t for i, t in enumerate(inputs)]
-            ctx.save_for_backward(*(inputs[i] for i in tensors))
+            ctx.with_output = "output" in inspect.signature(_BACKWARDS[name]).parameters
+            ctx.save_for_backward(*(inputs[i] for i in tensors), *((output,) if ctx.with_output else ()))
 
         def grads(ctx, grad):
-            inputs = list(ctx.others)
-            for i, t in zip(ctx.tensor_at, ctx.saved_tensors):
+            inputs, saved = list(ctx.others), list(ctx.saved_tensors)
+            output = {"output": saved.pop()} if ctx.with_output else {}
+            for i, t in zip(ctx.tensor_at, saved):
                 inputs[i] = t
-            return tuple(_BACKWARDS[name](tuple(inputs), grad, ctx.needs_input_grad))
+            return tuple(_BACKWARDS[name](tuple(inputs), grad, ctx.needs_input_grad, **output))
 
         torch.library.register_autograd(f"{NAMESPACE}::{name}", grads, setup_context=setup_context)
     _BACKWARDS[name] = backward

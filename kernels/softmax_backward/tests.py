@@ -1,0 +1,53 @@
+"""softmax_backward's tests beyond the generated suite: the reference against autograd of softmax's
+float64 reference, and BASELINE_CASES, what tests/kit/test_baselines.py checks of baselines.py on the
+CPU (tilekit.runtime.baseline_cases)."""
+
+import torch
+
+from kernels.softmax_backward.spec import SPEC
+from tilekit.runtime.baseline_cases import BaselineCases
+from tilekit.runtime.kernel import shapes
+
+
+def test_reference_is_autograd_of_softmax():
+    g = torch.Generator().manual_seed(2)
+    x = (2 * torch.randn(5, 33, generator=g, dtype=torch.float64)).requires_grad_()
+    dy = torch.randn(5, 33, generator=g, dtype=torch.float64)
+    y = torch.softmax(x, -1)
+    y.backward(dy)
+    torch.testing.assert_close(SPEC.reference({"dy": dy, "y": y.detach()}), x.grad, rtol=1e-12, atol=1e-15)
+
+
+def test_the_looped_form_serves_wide_rows_and_whole_rows_the_rest():
+    from kernels.softmax_backward import baselines as B
+
+    assert [B.config(8, n)["looped"] for n in (100, 8192, 8193, 128256)] == [False, False, True, True]
+
+
+BASELINE_CASES = BaselineCases(
+    SPEC,
+    # whole rows (several a tile, irregular n, padded rows) and the looped form (uneven last tile)
+    interpreted=[
+        (c, "auto", {}) for c in shapes("dtype m n row_stride", ("float32", 5, 100), ("float16", 9, 1000, 1040))
+    ]
+    + [({"m": 3, "n": 9000, "dtype": "bfloat16"}, "auto", {})],
+    torch_case=({"m": 5, "n": 1000, "row_stride": 1040, "dtype": "float32"}, 1e-6),
+    bad_inputs=[
+        ((torch.randn(2, 4), torch.randn(2, 5)), ValueError, "dy must match y"),
+        ((torch.randn(2, 3, 4), torch.randn(2, 3, 4)), ValueError, "must be 2-D"),
+    ],
+    plans=[
+        ("config", (32768, 4096), {"block": 4096, "rows": 1, "looped": False, "grid": 32768}),
+        ("config", (3, 100), {"block": 128, "rows": 4, "looped": False, "grid": 1}),
+        ("config", (4096, 128256), {"block": 4096, "rows": 1, "looped": True, "grid": 4096}),
+    ],
+    plan_errors=[("config", (10, 100, "row"), {}, "variant must be one of")],
+    triton_compile=[
+        ("_triton_backward_kernel", "bf16", {"ROWS": 1, "BLOCK": 4096, "LOOPED": True}, {"num_warps": 8}),
+        ("_triton_backward_kernel", "fp32", {"ROWS": 4, "BLOCK": 1024, "LOOPED": False}),
+    ],
+    cutile_kernels=[
+        ("_cutile_backward_kernel", "bfloat16", ["A2"] * 3 + [1, 4096, True], True),
+        ("_cutile_backward_kernel", "float32", ["A2"] * 3 + [4, 1024, False], False),
+    ],
+)

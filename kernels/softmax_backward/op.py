@@ -19,38 +19,40 @@ from tilekit.runtime.autotune import row_tune_key as tune_key  # noqa: F401 (op.
 
 CDEF = """
 int32_t cutile_softmax_backward(const TensorDesc* out, const TensorDesc* dy, const TensorDesc* y,
-                                int32_t block, int32_t rows, int32_t occupancy,
+                                int32_t block, int32_t rows, int32_t occupancy, int32_t warps,
                                 int32_t device_id, uint64_t stream);
 """
 
 DTYPES = ("float16", "bfloat16", "float32")
-DEFAULT_VARIANT = {"block": -1, "rows": -1, "occupancy": -1}  # ffi.rs picks
+DEFAULT_VARIANT = {"block": -1, "rows": -1, "occupancy": -1, "warps": -1}  # ffi.rs (and the compiler) pick
 MAX_TILE_ELEMS = 16384  # ffi.rs: two f32 tiles in registers
+HINTS = ((4, 8), (8, 4), (8, 8))  # (occupancy, warps) of every candidate tile
 
 
-def export_args(block: int, rows: int, occupancy: int) -> tuple[int, int, int]:
-    """A variant's arguments of the export: (block, rows, occupancy)."""
-    return int(block), int(rows), int(occupancy)
+def export_args(block: int, rows: int, occupancy: int, warps: int = -1) -> tuple[int, int, int, int]:
+    """A variant's arguments of the export: (block, rows, occupancy, warps)."""
+    return int(block), int(rows), int(occupancy), int(warps)
 
 
 def variants(m: int, n: int) -> list[dict]:
-    """Whole rows (block the power of two >= n, up to 16384) in tiles of 2 K-8 K elements, and for
-    rows past 4096 column tiles of 2048 and 4096 read twice (ffi.rs's default past 8192):
+    """Whole rows (block the power of two >= n, up to 16384) in tiles of 4 K and 8 K elements, and
+    for rows past 4096 column tiles of 4096 read twice; each at HINTS, (occupancy, warps) pairs (the
+    forward's lesson: the compiler's own occupancy was 3-10x slower, kernels/softmax/NOTES.md):
 
-    >>> [(v["block"], v["rows"]) for v in variants(16384, 4096)]
-    [(4096, 1), (4096, 2)]
-    >>> [(v["block"], v["rows"]) for v in variants(4096, 128256)], len(variants(64, 100))
-    ([(4096, 1), (2048, 1)], 3)
+    >>> [(v["block"], v["rows"], v["occupancy"], v["warps"]) for v in variants(16384, 4096)][:4]
+    [(4096, 1, 4, 8), (4096, 1, 8, 4), (4096, 1, 8, 8), (4096, 2, 4, 8)]
+    >>> [(v["block"], v["rows"]) for v in variants(4096, 128256)][::3], len(variants(64, 100))
+    ([(4096, 1)], 6)
     """
     whole = autotune.pow2(max(n, 16))
     max_rows = min(64, autotune.pow2(m))
-    picks = []
+    tiles = []
     if whole <= MAX_TILE_ELEMS:
-        picks += sorted({(whole, autotune.tile_rows(whole, elems, max_rows)) for elems in (2048, 4096, 8192)})
+        tiles += sorted({(whole, autotune.tile_rows(whole, elems, max_rows)) for elems in (4096, 8192)})
     if n > 4096:
-        picks += [(4096, 1), (2048, 1)]
-    seen = list(dict.fromkeys(p for p in picks if p[0] * p[1] <= MAX_TILE_ELEMS))
-    return [{"block": b, "rows": r, "occupancy": -1} for b, r in seen]
+        tiles.append((4096, 1))
+    tiles = list(dict.fromkeys(t for t in tiles if t[0] * t[1] <= MAX_TILE_ELEMS))
+    return [{"block": b, "rows": r, "occupancy": o, "warps": w} for b, r in tiles for o, w in HINTS]
 
 
 @port.entry(layouts={"dy": "(..., n)", "y": "(..., n)"})

@@ -121,7 +121,10 @@ def register_backward(name: str, backward: Callable) -> None:
             output = {"output": saved.pop()} if ctx.with_output else {}
             for i, t in zip(ctx.tensor_at, saved):
                 inputs[i] = t
-            return tuple(_BACKWARDS[name](tuple(inputs), grad, ctx.needs_input_grad, **output))
+            # one flag per argument: the dispatcher drops trailing arguments equal to their defaults
+            # (layer_norm(x) without weight, bias or eps), and torch gives flags for the rest only
+            needs = (*ctx.needs_input_grad, *(False,) * (len(inputs) - len(ctx.needs_input_grad)))
+            return tuple(_BACKWARDS[name](tuple(inputs), grad, needs, **output))
 
         torch.library.register_autograd(f"{NAMESPACE}::{name}", grads, setup_context=setup_context)
     _BACKWARDS[name] = backward

@@ -141,7 +141,7 @@ endif
 endif
 
 .DEFAULT_GOAL := help
-.PHONY: help setup doctor build symbols test baseline perf report validate all lint check bundle clean FORCE sweep sweep-merge model model-report rust-test new settle
+.PHONY: help setup doctor build symbols test baseline perf report validate all lint check bundle clean FORCE sweep sweep-merge model model-report rust-test new settle tilegym-tests
 
 help: ## list the targets
 	@echo "usage: make [KERNEL=name|all] [OUT_ROOT=dir] [BASELINES='$(KNOWN_BASELINES)'] [FORCE=1] [STRICT=1] [GPUS=N] [V=1] <target>"
@@ -290,6 +290,12 @@ model: build | $(ENV_READY) ## the model check on a GPU: logits and prefill / CU
 
 model-report: | $(ENV_READY) ## no GPU: re-render OUT_ROOT/model/performance.md from its model.jsonl
 	$(Q)$(PY) -m tilekit model report --out $(OUT_ROOT)/model
+
+# TileGym's own op tests (tests/ops/test_<op>.py of the user's checkout, never copied) with the port
+# as TileGym's cuTile backend of the op: tilekit.testing.tilegym_tests; reports/tilegym_tests.md.
+tilegym-tests: build | $(ENV_READY) ## on a GPU: TileGym's tests of the op with the port as its cuTile backend: TILEGYM_PATH=<checkout>
+	$(Q)$(if $(TILEGYM_PATH),,echo "make tilegym-tests: name a TileGym checkout: make KERNEL=$(KERNEL) tilegym-tests TILEGYM_PATH=<path> (git clone https://github.com/NVIDIA/TileGym)" >&2; exit 2)
+	$(Q)$(PY) -m tilekit tilegym-tests --kernel $(KERNEL) --tilegym "$(TILEGYM_PATH)" --out $(KDIR)
 
 new: | $(ENV_READY) ## write kernels/$(KERNEL)/ from its closest relative: make new KERNEL=<name> FROM=<kernel>
 	$(Q)$(if $(FROM),,echo "make new: name the kernel to start from: make new KERNEL=<name> FROM=<kernel> (one of: $(KERNELS))" >&2; exit 2)

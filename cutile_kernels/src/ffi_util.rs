@@ -499,6 +499,17 @@ impl RowPlan {
     }
 }
 
+/// A validated launch of a row kernel whose one output has a row stride of its own (the backward
+/// kernels': silu_and_mul_backward, softmax_backward). Each says what `row.stride_x` and
+/// `row.stride_y` hold for it.
+#[derive(Debug, PartialEq)]
+pub struct OutPlan {
+    pub dtype: DType,
+    pub row: RowPlan,
+    /// out's row stride.
+    pub stride_out: i32,
+}
+
 /// Whether a masked pointer-tile entry (`device_util::views::tile_pointers` + `tile_mask`) may run
 /// over `m` rows of `width` elements in `rows` x `block` tiles, for each tensor it addresses with
 /// its row stride in `strides`: every i32 element offset it forms fits, up to the last lane of the

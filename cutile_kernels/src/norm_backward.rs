@@ -280,6 +280,29 @@ pub fn launch<T: Element>(
     ws.free()
 }
 
+/// A norm backward's C export (the member's ffi.rs header gives its contract): its KERNEL name, its
+/// plan() (this module's, for `norm`) and this module's launch(), through ffi_util::export!.
+#[macro_export]
+macro_rules! norm_backward_export {
+    ($export:ident, $kernel:literal, $norm:expr) => {
+        use $crate::ffi_util::{FfiResult, TensorDesc};
+        use $crate::norm_backward::{launch, Plan};
+
+        const KERNEL: &str = $kernel;
+
+        /// The export's arguments one for one (its C signature is fixed), validated by norm_backward::plan.
+        #[allow(clippy::too_many_arguments)]
+        pub fn plan(
+            out: &TensorDesc, dy: &TensorDesc, x: &TensorDesc, w: &TensorDesc, eps: f32, block: i32, rows: i32,
+            occupancy: i32, programs: i32, warps: i32,
+        ) -> FfiResult<Plan> {
+            $crate::norm_backward::plan(KERNEL, $norm, out, dy, x, w, eps, block, rows, occupancy, programs, warps)
+        }
+
+        $crate::export!($export(out, dy, x, weight; eps: f32, block: i32, rows: i32, occupancy: i32, programs: i32, warps: i32));
+    };
+}
+
 #[cfg(test)]
 mod tests {
     //! CPU tests: validation, and both entries lowered to Tile IR for sm_90 (then assembled by

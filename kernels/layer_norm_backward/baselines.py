@@ -3,8 +3,8 @@
     dx = r * (g - x̂ * mean(g * x̂, -1) - mean(g, -1)),  dw = sum over rows of dy * x̂,  db = that of dy,
     g = w * dy,  x̂ = (x - mean(x, -1)) * r,  r = rsqrt(var(x, -1) + eps)          (f32 inside)
 
-Entries (dy, x, w, eps): ``triton_layer_norm_backward`` and ``cutile_layer_norm_backward`` (ours: the
-port's algorithm, a persistent grid whose programs each hold whole rows, store dx and a row each of
+Entries (dy, x, w, eps): ``triton`` and ``cutile`` (ours, the norms' nb.entries: the port's
+algorithm, a persistent grid whose programs each hold whole rows, store dx and a row each of
 f32 partial sums of dw and db; torch sums those) write the port's one (m + 2, n) output. The others
 return (dx, dw, db) apart, as their libraries make them (the kit checks them stacked:
 tilekit.runtime.kernel.stacked), and start from the per-row mean and rstd their forward saved for the
@@ -36,22 +36,6 @@ def _check_inputs(dy, x, w) -> None:
     nb.check_inputs(KERNEL, dy, x, w)
 
 
-def triton_layer_norm_backward(dy: torch.Tensor, x: torch.Tensor, w: torch.Tensor, eps: float, *, variant="auto"):
-    """LayerNorm's gradients with our Triton kernel, into one (m + 2, n) output as the port's."""
-    bs.require(triton, unavailable_reason, "triton")
-    bs.check_variant(KERNEL, variant, VARIANTS)
-    return nb.launch("triton", KERNEL, dy, x, w, eps, centered=True)
-
-
-def cutile_layer_norm_backward(dy: torch.Tensor, x: torch.Tensor, w: torch.Tensor, eps: float, *, variant="auto"):
-    """LayerNorm's gradients with our cuTile Python kernel, into one (m + 2, n) output as the port's.
-    eps is a compile-time constant of the kernel (one compile per distinct eps)."""
-    bs.require(ct, unavailable_reason, "cutile")
-    bs.check_variant(KERNEL, variant, VARIANTS)
-    bs.require_cuda(KERNEL, "x", x)
-    return nb.launch("cutile", KERNEL, dy, x, w, eps, centered=True)
-
-
 def torch_layer_norm_backward(dy: torch.Tensor, x: torch.Tensor, w: torch.Tensor, eps: float):
     """PyTorch's LayerNorm backward, what autograd of F.layer_norm runs (aten.native_layer_norm_backward;
     its CPU kernel off a GPU), from the forward's mean and rstd: (dx, dw, db). The bias only gives db's
@@ -71,13 +55,8 @@ def _liger(ops, dy, x, w, eps):
 
 
 BACKENDS = {
-    "cutile": cutile_layer_norm_backward,
-    "triton": triton_layer_norm_backward,
-    "torch": torch_layer_norm_backward,
+    **nb.entries(__name__, True, torch_layer_norm_backward),
     **providers.backends(tilegym=TILEGYM_REASON, liger=_liger, liger_cutile=_liger),
 }
-
-
-def unavailable_reason(backend: str) -> str | None:
-    """Why `backend` cannot run here, or None when it can (tilekit.runtime.baseline_support)."""
-    return bs.unavailable_reason(KERNEL, backend, BACKENDS, _TRITON_ERROR, _CUTILE_ERROR)
+cutile_layer_norm_backward, triton_layer_norm_backward = BACKENDS["cutile"], BACKENDS["triton"]  # the contract's names
+unavailable_reason = bs.reason_for(__name__)

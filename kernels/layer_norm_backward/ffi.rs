@@ -17,19 +17,5 @@
 //! workspace is freed in stream order after them. -1 for the others picks the default. The device
 //! code and the launcher are the norms' (cutile_kernels/src/norm_backward.rs, `Norm::Layer`). Every
 //! descriptor is validated before anything touches the GPU.
-use crate::ffi_util::{FfiResult, TensorDesc};
-use crate::norm_backward::{self, launch, Norm, Plan};
-
-const KERNEL: &str = "layer_norm_backward";
-
-// The export's arguments one for one (its C signature is fixed): a struct would only repack them.
-#[allow(clippy::too_many_arguments)]
-pub fn plan(
-    out: &TensorDesc, dy: &TensorDesc, x: &TensorDesc, w: &TensorDesc, eps: f32, block: i32, rows: i32, occupancy: i32,
-    programs: i32, warps: i32,
-) -> FfiResult<Plan> {
-    norm_backward::plan(KERNEL, Norm::Layer, out, dy, x, w, eps, block, rows, occupancy, programs, warps)
-}
-
-// `cutile_layer_norm_backward`: the descriptors, then plan(), the caller's stream and launch() (ffi_util::export!).
-crate::export!(cutile_layer_norm_backward(out, dy, x, weight; eps: f32, block: i32, rows: i32, occupancy: i32, programs: i32, warps: i32));
+// `cutile_layer_norm_backward`: KERNEL, plan() and the export, from the norms' (norm_backward::norm_backward_export!).
+crate::norm_backward_export!(cutile_layer_norm_backward, "layer_norm_backward", crate::norm_backward::Norm::Layer);

@@ -3,7 +3,7 @@
     dx = r * (w * dy - x̂ * mean(w * dy * x̂, -1)),  dw = sum over rows of dy * x̂,  x̂ = x * r,
     r = rsqrt(mean(x^2, -1) + eps)                                         (f32 inside)
 
-Entries (dy, x, w, eps): ``triton_rms_norm_backward`` and ``cutile_rms_norm_backward`` (ours: the port's
+Entries (dy, x, w, eps): ``triton`` and ``cutile`` (ours, the norms' nb.entries: the port's
 algorithm, a persistent grid whose programs each hold whole rows, store dx and one row of f32 partial
 sums of dw; torch sums those) write the port's one (m + 1, n) output. The others return (dx, dw)
 apart, as their libraries make them (the kit checks them stacked: tilekit.runtime.kernel.stacked), and
@@ -31,22 +31,6 @@ VARIANTS = ("auto",)
 
 def _check_inputs(dy, x, w) -> None:
     nb.check_inputs(KERNEL, dy, x, w)
-
-
-def triton_rms_norm_backward(dy: torch.Tensor, x: torch.Tensor, w: torch.Tensor, eps: float, *, variant="auto"):
-    """RMSNorm's gradients with our Triton kernel, into one (m + 1, n) output as the port's."""
-    bs.require(triton, unavailable_reason, "triton")
-    bs.check_variant(KERNEL, variant, VARIANTS)
-    return nb.launch("triton", KERNEL, dy, x, w, eps, centered=False)
-
-
-def cutile_rms_norm_backward(dy: torch.Tensor, x: torch.Tensor, w: torch.Tensor, eps: float, *, variant="auto"):
-    """RMSNorm's gradients with our cuTile Python kernel, into one (m + 1, n) output as the port's. eps
-    is a compile-time constant of the kernel (one compile per distinct eps)."""
-    bs.require(ct, unavailable_reason, "cutile")
-    bs.check_variant(KERNEL, variant, VARIANTS)
-    bs.require_cuda(KERNEL, "x", x)
-    return nb.launch("cutile", KERNEL, dy, x, w, eps, centered=False)
 
 
 # -- the libraries, from the rstd their forward saved -----------------------------------------------
@@ -93,13 +77,8 @@ def _tilegym(ops, dy, x, w, eps):
 
 
 BACKENDS = {
-    "cutile": cutile_rms_norm_backward,
-    "triton": triton_rms_norm_backward,
-    "torch": torch_rms_norm_backward,
+    **nb.entries(__name__, False, torch_rms_norm_backward),
     **providers.backends(tilegym=_tilegym, liger=_liger, liger_cutile=_liger),
 }
-
-
-def unavailable_reason(backend: str) -> str | None:
-    """Why `backend` cannot run here, or None when it can (tilekit.runtime.baseline_support)."""
-    return bs.unavailable_reason(KERNEL, backend, BACKENDS, _TRITON_ERROR, _CUTILE_ERROR)
+cutile_rms_norm_backward, triton_rms_norm_backward = BACKENDS["cutile"], BACKENDS["triton"]  # the contract's names
+unavailable_reason = bs.reason_for(__name__)

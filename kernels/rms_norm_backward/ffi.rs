@@ -16,19 +16,5 @@
 //! are the norms' (cutile_kernels/src/norm_backward.rs, `Norm::Rms`; layer_norm_backward is
 //! `Norm::Layer`). -1 for the others picks the
 //! default. Every descriptor is validated before anything touches the GPU.
-use crate::ffi_util::{FfiResult, TensorDesc};
-use crate::norm_backward::{self, launch, Norm, Plan};
-
-const KERNEL: &str = "rms_norm_backward";
-
-// The export's arguments one for one (its C signature is fixed): a struct would only repack them.
-#[allow(clippy::too_many_arguments)]
-pub fn plan(
-    out: &TensorDesc, dy: &TensorDesc, x: &TensorDesc, w: &TensorDesc, eps: f32, block: i32, rows: i32, occupancy: i32,
-    programs: i32, warps: i32,
-) -> FfiResult<Plan> {
-    norm_backward::plan(KERNEL, Norm::Rms, out, dy, x, w, eps, block, rows, occupancy, programs, warps)
-}
-
-// `cutile_rms_norm_backward`: the descriptors, then plan(), the caller's stream and launch() (ffi_util::export!).
-crate::export!(cutile_rms_norm_backward(out, dy, x, weight; eps: f32, block: i32, rows: i32, occupancy: i32, programs: i32, warps: i32));
+// `cutile_rms_norm_backward`: KERNEL, plan() and the export, from the norms' (norm_backward::norm_backward_export!).
+crate::norm_backward_export!(cutile_rms_norm_backward, "rms_norm_backward", crate::norm_backward::Norm::Rms);

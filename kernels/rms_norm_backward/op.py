@@ -9,20 +9,15 @@ dw = the sum over rows of dy * x̂; f32 inside, r recomputed from x. One output 
 [0, m) dx, row m dw), as every export of the kit writes one `out`: `cutile_rms_norm_backward`
 (kernels/rms_norm_backward/ffi.rs) through tilekit.runtime.port. `variant="auto"` autotunes (block,
 rows, occupancy, programs, warps) over `variants` per dtype and shape class (the norms' gradient
-candidates: tilekit.runtime.norm).
+candidates: tilekit.runtime.norm_backward).
 """
 
 from __future__ import annotations
 
-import torch
 from torch import Tensor
 
-from tilekit.runtime import norm, port
-from tilekit.runtime.autotune import row_tune_key as tune_key  # noqa: F401 (op.py's contract name)
-from tilekit.runtime.norm import BACKWARD_DEFAULT_VARIANT as DEFAULT_VARIANT  # noqa: F401 (the contract's)
-from tilekit.runtime.norm import DTYPES  # noqa: F401 (the contract's)
-from tilekit.runtime.norm import backward_export_args as export_args  # noqa: F401 (the contract's)
-from tilekit.runtime.norm import backward_variants as variants  # noqa: F401 (the contract's)
+from tilekit.runtime import norm_backward
+from tilekit.runtime.norm_backward import DEFAULT_VARIANT, DTYPES, export_args, tune_key, variants  # noqa: F401
 
 CDEF = """
 int32_t cutile_rms_norm_backward(const TensorDesc* out, const TensorDesc* dy, const TensorDesc* x,
@@ -31,24 +26,9 @@ int32_t cutile_rms_norm_backward(const TensorDesc* out, const TensorDesc* dy, co
                                  int32_t device_id, uint64_t stream);
 """
 
-
-def check_size(n: int) -> None:
-    """ValueError for rows the kernel cannot hold whole (ffi.rs refuses them alike)."""
-    norm.check_backward_size("rms_norm_backward", n)
-
-
-@port.entry(layouts={"dy": "(..., n)", "x": "(..., n)", "weight": "(n,)"})
-def rms_norm_backward(
-    dy: Tensor, x: Tensor, weight: Tensor, eps: float = 1e-6, *, variant: str | dict = "auto", out: Tensor | None = None
-) -> Tensor:
-    """dx and dw of rms_norm(x, weight, eps) for the output gradient dy, as one (m + 1, n) tensor (the
-    module docstring); ValueError/TypeError on bad input, ffi.KernelError on a failed call."""
-    dy2, x2 = norm.backward_rows("rms_norm_backward", dy, x, weight, out, sums=1)
-    (m, n), g = x2.shape, out
-    if g is None:
-        g = torch.empty((m + 1, n), dtype=x.dtype, device=x.device)
-    port.run(__name__, variant, (m, n), g, dy2, x2, weight, float(eps))
-    return g
+rms_norm_backward = norm_backward.entry(
+    __name__, "rms_norm_backward", sums=1, eps=1e-6
+)  # (dy, x, weight, eps, *, variant, out)
 
 
 def forward_gradients(inputs: tuple, grad: Tensor, needs: tuple) -> tuple:

@@ -10,14 +10,14 @@ from __future__ import annotations
 import torch
 
 from kernels.rms_norm_backward import op
-from tilekit.runtime import norm
+from tilekit.runtime import norm_backward
 
 EPS = 1e-6
 
 
 def make_inputs(cfg: dict, device="cuda", seed: int | None = None) -> dict:
-    """Fresh random inputs: dy, x ~ N(0, 1), w ~ 1 + N(0, 0.1) (tilekit.runtime.norm.backward_inputs)."""
-    return norm.backward_inputs(cfg, device, seed, EPS, x_mean=0.0)
+    """Fresh random inputs: dy, x ~ N(0, 1), w ~ 1 + N(0, 0.1) (tilekit.runtime.norm_backward.inputs)."""
+    return norm_backward.inputs(cfg, device, seed, EPS, x_mean=0.0)
 
 
 def reference(inputs: dict) -> torch.Tensor:
@@ -29,4 +29,4 @@ def reference(inputs: dict) -> torch.Tensor:
     return torch.cat((dx, (dy * x_hat).sum(0, keepdim=True)))
 
 
-SPEC = norm.backward_spec(op, 1, make_inputs=make_inputs, reference=reference)
+SPEC = norm_backward.spec(op, 1, make_inputs=make_inputs, reference=reference)

@@ -6,8 +6,7 @@ import torch
 
 from kernels.rms_norm.spec import reference as forward_reference
 from kernels.rms_norm_backward.spec import EPS, SPEC
-from tilekit.runtime.baseline_cases import H200_SMS as SMS
-from tilekit.runtime.baseline_cases import BaselineCases, Has
+from tilekit.runtime import norm_backward_baselines as nb
 from tilekit.runtime.kernel import stacked
 
 
@@ -39,42 +38,4 @@ def test_the_libraries_start_from_each_inputs_own_saved_rstd():
     assert len(B.SAVED) == kept - 1
 
 
-def _arrays(block: int, rows: int, centered: bool = False) -> list:
-    """The norms' cuTile kernel's arguments: DY, X, W, DX, PART (f32), then eps, ROWS, BLOCK, CENTERED
-    (layer_norm_backward's tests pass centered)."""
-    return ["A2", "A2", "A1", "A2", "A2:float32", EPS, rows, block, centered]
-
-
-BASELINE_CASES = BaselineCases(
-    SPEC,
-    interpreted=[
-        ({"m": 5, "n": 100, "dtype": "float32"}, "auto", {}),
-        ({"m": 9, "n": 1000, "row_stride": 1040, "dtype": "float16"}, "auto", {}),
-        ({"m": 3, "n": 16, "dtype": "bfloat16"}, "auto", {}),
-    ],
-    torch_case=({"m": 5, "n": 1000, "dtype": "float32"}, 1e-5),
-    bad_inputs=[
-        ((torch.randn(2, 4), torch.randn(2, 3, 4), torch.randn(4)), ValueError, "must be 2-D"),
-        ((torch.randn(2, 5), torch.randn(2, 4), torch.randn(4)), ValueError, "dy must match x"),
-        ((torch.randn(2, 4), torch.randn(2, 4), torch.randn(5)), ValueError, r"w be \(4,\)"),
-        ((torch.randn(4, 2).t(), torch.randn(2, 4), torch.randn(4)), ValueError, "last dim must be contiguous"),
-    ],
-    plans=[
-        ("config", (16384, 4096, SMS), {"block": 4096, "rows": 1, "grid": 2 * SMS, "num_warps": 8}),
-        ("config", (100, 1000, SMS), Has(block=1024, rows=4, grid=25, num_warps=4)),
-        ("config", (8, 16384, SMS), Has(block=16384, rows=1, grid=8, num_warps=16)),
-    ],
-    plan_errors=[
-        ("config", (10, 16385, SMS), {}, "at most 16384"),
-        ("config", (10, 100, SMS, "row"), {}, "variant must be one of"),
-    ],
-    triton_compile=[
-        ("nb.triton_kernel", "bf16", {"ROWS": 1, "BLOCK": 4096, "CENTERED": False}, {"num_warps": 8}),
-        ("nb.triton_kernel", "fp32", {"ROWS": 4, "BLOCK": 1024, "CENTERED": False}),
-    ],
-    triton_types={"eps": "fp32"},
-    cutile_kernels=[
-        ("nb.cutile_kernel", "bfloat16", _arrays(4096, 1), True),
-        ("nb.cutile_kernel", "float32", _arrays(1024, 4), False),
-    ],
-)
+BASELINE_CASES = nb.baseline_cases(SPEC, EPS, centered=False)

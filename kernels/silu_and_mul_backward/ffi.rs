@@ -10,7 +10,7 @@
 //! should plan registers for (1..=32); -1 picks the default (gated_backward.rs's `row_plan`). Every
 //! descriptor is validated before anything touches the GPU: bad input returns -2/-5/-6 with a
 //! message, never a launch.
-use crate::ffi_util::{self, invalid, to_i32, DType, Element, FfiResult, RowPlan, TensorDesc};
+use crate::ffi_util::{self, invalid, to_i32, Element, FfiResult, RowPlan, TensorDesc};
 use crate::gated_backward::{self, gated_backward_device as device};
 use cutile::cuda_async::device_buffer::DevicePointer;
 use cutile::cuda_core::Stream;
@@ -18,14 +18,8 @@ use std::sync::Arc;
 
 const KERNEL: &str = "silu_and_mul_backward";
 
-/// A validated launch: `row.n` is H, `row.stride_x` x's row stride, `row.stride_y` dy's.
-#[derive(Debug, PartialEq)]
-pub struct Plan {
-    pub dtype: DType,
-    pub row: RowPlan,
-    /// out's row stride.
-    pub stride_out: i32,
-}
+/// A validated launch (ffi_util::OutPlan): `row.n` is H, `row.stride_x` x's row stride, `row.stride_y` dy's.
+pub type Plan = ffi_util::OutPlan;
 
 pub fn plan(
     out: &TensorDesc, dy: &TensorDesc, x: &TensorDesc, block: i32, rows: i32, occupancy: i32,
@@ -74,7 +68,7 @@ mod tests {
     //! CPU tests: validation, and the family's entry lowered to Tile IR for sm_90 (then assembled by
     //! tileiras when it is there) for every dtype (swiglu_backward runs it too).
     use super::*;
-    use crate::ffi_util::{assert_fails, rc, test_desc as desc2};
+    use crate::ffi_util::{assert_fails, rc, test_desc as desc2, DType};
 
     #[test]
     fn plan_takes_the_halves_strides_and_defaults() {

@@ -13,7 +13,7 @@
 //! column tiles, rows for ~4 K elements a tile). Every descriptor is validated before anything touches
 //! the GPU: bad input returns -2/-5/-6 with a message, never a launch.
 use super::kernel::softmax_backward_device as device;
-use crate::ffi_util::{self, to_i32, DType, Element, FfiResult, RowPlan, TensorDesc};
+use crate::ffi_util::{self, to_i32, Element, FfiResult, RowPlan, TensorDesc};
 use cutile::cuda_core::Stream;
 use std::sync::Arc;
 
@@ -25,14 +25,8 @@ pub const LOOPED_BLOCK: i32 = 4096;
 /// Largest tile (ROWS * BLOCK elements) a variant may ask for: two f32 tiles in registers.
 const MAX_TILE_ELEMS: i32 = 16384;
 
-/// A validated launch: `row.stride_x` is y's row stride, `row.stride_y` dy's.
-#[derive(Debug, PartialEq)]
-pub struct Plan {
-    pub dtype: DType,
-    pub row: RowPlan,
-    /// out's row stride.
-    pub stride_out: i32,
-}
+/// A validated launch (ffi_util::OutPlan): `row.stride_x` is y's row stride, `row.stride_y` dy's.
+pub type Plan = ffi_util::OutPlan;
 
 pub fn plan(
     out: &TensorDesc, dy: &TensorDesc, y: &TensorDesc, block: i32, rows: i32, occupancy: i32, warps: i32,
@@ -57,17 +51,13 @@ fn launch<T: Element>(
     p: &Plan, out: &TensorDesc, dy: &TensorDesc, y: &TensorDesc, stream: &Arc<Stream>,
 ) -> FfiResult<()> {
     let RowPlan { m, n, stride_x: sy, stride_y: sdy, block, .. } = p.row;
-    let launch = p.row.launch::<T>(p.row.row_tiles() as u32);
     // SAFETY: plan() checked the descriptors (dtypes, one (m, n) shape, strides); the memory is
     // PyTorch's, alive until the caller's stream has run the kernel (stream-ordered allocator).
     unsafe {
         let [dx_ptr, dy_ptr, y_ptr] = [out, dy, y].map(|t| ffi_util::device_ptr::<T>(t));
-        let so = p.stride_out;
-        if block >= n {
-            launch.enqueue(device::softmax_backward_rows(dx_ptr, dy_ptr, y_ptr, m, n, so, sdy, sy), stream)
-        } else {
-            launch.enqueue(device::softmax_backward_looped(dx_ptr, dy_ptr, y_ptr, m, n, so, sdy, sy), stream)
-        }
+        let mut launch = p.row.launch::<T>(p.row.row_tiles() as u32);
+        launch.generics.push((block < n).to_string()); // LOOPED
+        launch.enqueue(device::softmax_backward_rows(dx_ptr, dy_ptr, y_ptr, m, n, p.stride_out, sdy, sy), stream)
     }
 }
 
@@ -76,17 +66,14 @@ crate::export!(cutile_softmax_backward(out, dy, y; block: i32, rows: i32, occupa
 
 #[cfg(test)]
 mod tests {
-    //! CPU tests: validation, and both entries lowered to Tile IR for sm_90 (then assembled by
+    //! CPU tests: validation, and both forms of the entry lowered to Tile IR for sm_90 (then assembled by
     //! tileiras when it is there) for every dtype.
     use super::*;
-    use crate::ffi_util::{assert_fails, rc, test_desc as desc2, DeviceModule};
-
-    const DEVICE: DeviceModule = DeviceModule { ast: device::__module_ast_self, name: "softmax_backward_device" };
+    use crate::ffi_util::{assert_fails, rc, test_desc as desc2, DType, DeviceModule};
 
     #[test]
     fn plan_takes_whole_rows_then_column_tiles() {
-        let y = desc2(DType::BF16, &[257, 4097], &[4104, 1]);
-        let dy = desc2(DType::BF16, &[257, 4097], &[4097, 1]);
+        let (y, dy) = (desc2(DType::BF16, &[257, 4097], &[4104, 1]), desc2(DType::BF16, &[257, 4097], &[4097, 1]));
         let p = plan(&dy, &dy, &y, -1, -1, -1, -1).unwrap();
         assert_eq!((p.row.block, p.row.rows, p.row.stride_x, p.row.stride_y), (8192, 1, 4104, 4097));
         let wide = desc2(DType::F32, &[3, 128256], &[128256, 1]);
@@ -110,13 +97,12 @@ mod tests {
     }
 
     #[test]
-    fn both_entries_lower_to_tile_ir_for_sm90() {
+    fn both_forms_lower_to_tile_ir_for_sm90() {
+        let device = DeviceModule { ast: device::__module_ast_self, name: "softmax_backward_device" };
         for dtype in ["f32", "f16", "bf16"] {
-            for (rows, block) in [("1", "8192"), ("2", "1024"), ("4", "16"), ("1", "16384")] {
-                DEVICE.assert_lowers("softmax_backward_rows", &[dtype, rows, block], &["reduce"]);
-            }
-            for (rows, block) in [("1", "4096"), ("2", "2048")] {
-                DEVICE.assert_lowers("softmax_backward_looped", &[dtype, rows, block], &["reduce"]);
+            let forms = [("1", "8192", "false"), ("2", "1024", "false"), ("4", "16", "false"), ("1", "16384", "false")];
+            for (rows, block, looped) in forms.into_iter().chain([("1", "4096", "true"), ("2", "2048", "true")]) {
+                device.assert_lowers("softmax_backward_rows", &[dtype, rows, block, looped], &["reduce"]);
             }
         }
     }

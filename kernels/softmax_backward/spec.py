@@ -66,11 +66,10 @@ SPEC = row_kernel(
     reference=reference,
     bytes_moved=bytes_moved,
     variant_shapes=shapes("m n dtype", (37, 1000, "float16"), (64, 8195, "bfloat16"), (5, 40000, "float32")),
-    bad_inputs={
-        "dy_shape": BadInput(lambda: call(torch.randn(4, 7), torch.randn(4, 8)), ValueError, "dy must have y's shape"),
-    },
+    bad_inputs={"dy_shape": BadInput(lambda: call(torch.randn(4, 7), torch.randn(4, 8)), ValueError, "y's shape")},
     ffi_cases={
         "out_shape": FfiCase(lambda: {"out": torch.empty(4, 7)}, message="shape"),
         "block_not_pow2": FfiCase(variant={"block": 24}, message="block must be a power of two"),
+        "bad_warps": FfiCase(variant={"warps": 6}, message="warps"),
     },
 )

@@ -32,6 +32,10 @@ COMMANDS = {
         "tilekit.testing.model",
         "the model check: run a decoder stack on ports against PyTorch (GPU), or report from its log",
     ),
+    "tilegym-tests": (
+        "tilekit.testing.tilegym_tests",
+        "TileGym's own op tests with the port as its cuTile backend (make KERNEL=<k> tilegym-tests TILEGYM_PATH=...)",
+    ),
     "fingerprint": (
         "tilekit.testing.fingerprint",
         "write the timing environment (GPU, driver, versions) to FILE when it changed",

@@ -31,6 +31,7 @@ Compiled cubins are cached under ``$CUDA_TILE_CACHE_DIR`` (default ~/.cache/cuti
 
 from __future__ import annotations
 
+import sys
 import functools
 
 from tilekit.runtime import providers
@@ -93,6 +94,20 @@ class ForwardSaved:
         """The tensors kept (a tuple kept, e.g. LayerNorm's (mean, rstd), gives its tensors)."""
         kept = (v if isinstance(v, tuple) else (v,) for v in self._kept.values())
         return [t for group in kept for t in group if t is not None]
+
+
+def reason_for(module: str):
+    """A family member's `unavailable_reason(backend)`: unavailable_reason of the member module's
+    KERNEL, BACKENDS and import errors (_TRITON_ERROR, _CUTILE_ERROR), read at each call (tests
+    replace them)."""
+
+    def member_reason(backend: str) -> str | None:
+        """Why `backend` cannot run here, or None when it can (tilekit.runtime.baseline_support)."""
+        m = sys.modules[module]
+        return unavailable_reason(m.KERNEL, backend, m.BACKENDS, m._TRITON_ERROR, m._CUTILE_ERROR)
+
+    member_reason.__name__ = member_reason.__qualname__ = "unavailable_reason"
+    return member_reason
 
 
 def require(package, reason, backend: str) -> None:

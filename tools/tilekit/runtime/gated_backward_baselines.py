@@ -9,8 +9,6 @@ kernels serve both, each writing dg and du into the member's one output as its p
 `launch(backend, dy, g, u, dg, du)`; `torch_kernels(dy, g, u, dg, du, x)`.
 """
 
-import sys
-
 import torch
 
 from tilekit.runtime import baseline_support as bs
@@ -116,13 +114,4 @@ def entries(ours: dict) -> dict:
     return ours
 
 
-def reason_for(module: str):
-    """A member's `unavailable_reason(backend)`: bs.unavailable_reason of the member module's KERNEL,
-    BACKENDS and import errors, read at each call (tests replace them)."""
-
-    def unavailable_reason(backend: str) -> str | None:
-        """Why `backend` cannot run here, or None when it can (tilekit.runtime.baseline_support)."""
-        m = sys.modules[module]
-        return bs.unavailable_reason(m.KERNEL, backend, m.BACKENDS, m._TRITON_ERROR, m._CUTILE_ERROR)
-
-    return unavailable_reason
+reason_for = bs.reason_for  # a member's unavailable_reason (tilekit.runtime.baseline_support)

@@ -13,6 +13,8 @@ centered)`; `saved_stats(x, eps, centered)`, the per-row statistics the librarie
 made once per input outside the timed calls.
 """
 
+import sys
+
 import torch
 
 from tilekit.runtime import baseline_support as bs
@@ -173,3 +175,80 @@ def saved_stats(x: torch.Tensor, eps: float, centered: bool) -> tuple:
         return mean, torch.rsqrt(var + eps)
 
     return SAVED.get(x, make, (float(eps), bool(centered)))
+
+
+# -- a member's own entries and its CPU cases ---------------------------------------------------------
+
+
+def entries(module: str, centered: bool, torch_entry) -> dict:
+    """A member's own three entries {"cutile", "triton", "torch"} (its BACKENDS unpacks them first:
+    scripts/declared_baselines.py reads a call named *entries as those three): our kernels on
+    (dy, x, w, eps, *, variant="auto"), each reading the member module's KERNEL, import state and
+    unavailable_reason at the call, and its `torch_entry`."""
+
+    def member():
+        return sys.modules[module]
+
+    def triton_entry(dy, x, w, eps, *, variant="auto"):
+        m = member()
+        bs.require(m.triton, m.unavailable_reason, "triton")
+        bs.check_variant(m.KERNEL, variant, ("auto",))
+        return launch("triton", m.KERNEL, dy, x, w, eps, centered)
+
+    def cutile_entry(dy, x, w, eps, *, variant="auto"):
+        m = member()
+        bs.require(m.ct, m.unavailable_reason, "cutile")
+        bs.check_variant(m.KERNEL, variant, ("auto",))
+        bs.require_cuda(m.KERNEL, "x", x)
+        return launch("cutile", m.KERNEL, dy, x, w, eps, centered)
+
+    kernel = module.rsplit(".", 2)[-2]  # kernels.<kernel>.baselines
+    for lang, fn in (("triton", triton_entry), ("cutile", cutile_entry)):
+        fn.__name__ = fn.__qualname__ = f"{lang}_{kernel}"
+        fn.__doc__ = f"{kernel} with our {lang} kernel, into the port's one output (eps: a compile-time constant of the cuTile one)."
+    return {"cutile": cutile_entry, "triton": triton_entry, "torch": torch_entry}
+
+
+def baseline_cases(spec, eps: float, centered: bool):
+    """A member's BASELINE_CASES (tilekit.runtime.baseline_cases), what tests/kit/test_baselines.py checks
+    of its baselines.py on the CPU: our Triton kernel interpreted on irregular rows, padded rows and every
+    dtype; torch's entry; bad inputs; the launch plans; our kernels compiled for sm_90."""
+    from tilekit.runtime.baseline_cases import H200_SMS as SMS
+    from tilekit.runtime.baseline_cases import BaselineCases, Has
+
+    def arrays(block: int, rows: int) -> list:  # our cuTile kernel's: DY, X, W, DX, PART, EPS, ROWS, BLOCK, CENTERED
+        return ["A2", "A2", "A1", "A2", "A2:float32", eps, rows, block, centered]
+
+    return BaselineCases(
+        spec,
+        interpreted=[
+            ({"m": 5, "n": 100, "dtype": "float32"}, "auto", {}),
+            ({"m": 9, "n": 1000, "row_stride": 1040, "dtype": "float16"}, "auto", {}),
+            ({"m": 3, "n": 16, "dtype": "bfloat16"}, "auto", {}),
+        ],
+        torch_case=({"m": 5, "n": 1000, "dtype": "float32"}, 1e-5),
+        bad_inputs=[
+            ((torch.randn(2, 4), torch.randn(2, 3, 4), torch.randn(4)), ValueError, "must be 2-D"),
+            ((torch.randn(2, 5), torch.randn(2, 4), torch.randn(4)), ValueError, "dy must match x"),
+            ((torch.randn(2, 4), torch.randn(2, 4), torch.randn(5)), ValueError, r"w be \(4,\)"),
+            ((torch.randn(4, 2).t(), torch.randn(2, 4), torch.randn(4)), ValueError, "last dim must be contiguous"),
+        ],
+        plans=[
+            ("config", (16384, 4096, SMS), {"block": 4096, "rows": 1, "grid": 2 * SMS, "num_warps": 8}),
+            ("config", (100, 1000, SMS), Has(block=1024, rows=4, grid=25, num_warps=4)),
+            ("config", (8, 16384, SMS), Has(block=16384, rows=1, grid=8, num_warps=16)),
+        ],
+        plan_errors=[
+            ("config", (10, 16385, SMS), {}, "at most 16384"),
+            ("config", (10, 100, SMS, "row"), {}, "variant must be one of"),
+        ],
+        triton_compile=[
+            ("nb.triton_kernel", "bf16", {"ROWS": 1, "BLOCK": 4096, "CENTERED": centered}, {"num_warps": 8}),
+            ("nb.triton_kernel", "fp32", {"ROWS": 4, "BLOCK": 1024, "CENTERED": centered}),
+        ],
+        triton_types={"eps": "fp32"},
+        cutile_kernels=[
+            ("nb.cutile_kernel", "bfloat16", arrays(4096, 1), True),
+            ("nb.cutile_kernel", "float32", arrays(1024, 4), False),
+        ],
+    )

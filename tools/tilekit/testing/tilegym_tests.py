@@ -1,0 +1,243 @@
+"""`make KERNEL=<k> tilegym-tests TILEGYM_PATH=<checkout>`: TileGym's own op tests with the port in
+place of TileGym's cuTile backend (issue 43).
+
+    python -m tilekit tilegym-tests --kernel rms_norm --tilegym ~/TileGym --out out/rms_norm
+
+Runs `tests/ops/test_<op>.py` of the user's TileGym checkout (never copied: pytest runs in it, with
+the installed `tilegym` package) in a child process with a deadline, with this module as a pytest
+plugin (`-p tilekit.testing.tilegym_tests`) which, before collection:
+  * replaces TileGym's cuTile implementation of the op in its dispatch table
+    (`tilegym.backend.dispatcher._REGISTRY[<op>]["cutile"]`, looked up at every call) with an
+    adapter from TileGym's signature to the port's entry (`SUBSTITUTES`): every call of the cuTile
+    backend, forward and `.backward()` (the entry goes through its torch op, whose gradient is the
+    port's backward kernel), runs the port; an argument the port cannot honour (a bias, an offset, a
+    weight shift) raises NotImplementedError naming it, never a silent other result;
+  * keeps the cuTile backend's correctness tests only (`test_op*` cases whose backend parameter is
+    "cutile"; the others are deselected, as TileGym's `-k "test_op and cutile"` selects them).
+Then writes `<out>/reports/tilegym_tests.md` (first line the verdict: ALL_PASS, FAIL or BLOCKED; one
+row per test case, passes, fails and skips with the reason) from the JUnit XML, and keeps the raw
+log and the XML under `<out>/reports/logs/`. Exit status 0 on ALL_PASS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+KERNEL_ENV = "TILEKIT_TILEGYM_KERNEL"  # which kernel the plugin substitutes (set by main for the child)
+ROOT = Path(__file__).resolve().parents[3]
+DEADLINE_S = 3600
+LOG = "reports/logs/tilegym_tests.txt"
+JUNIT = "reports/logs/tilegym_tests.junit.xml"
+REPORT = "reports/tilegym_tests.md"
+
+
+# -- the adapters: TileGym 1.5.1's cuTile signatures -> the ports' entries ---------------------------
+
+
+def _refuse(op: str, **given) -> None:
+    """NotImplementedError for arguments the port does not implement (an honest failure, not a skip)."""
+    bad = {k: v for k, v in given.items() if v}
+    if bad:
+        raise NotImplementedError(f"tilekit's {op} port does not take {bad} (TileGym's cuTile {op} does)")
+
+
+def _entry(kernel: str):
+    import importlib
+
+    return getattr(importlib.import_module(f"kernels.{kernel}.op"), kernel)
+
+
+def rms_norm(input, normalized_shape, weight, eps, bias=None, mode=None, offset=0.0, **kwargs):
+    """TileGym's rms_norm(input, normalized_shape, weight, eps, bias, mode, offset): the port over the
+    last dim (`mode` picks among TileGym's own kernels: irrelevant to the port)."""
+    _refuse("rms_norm", bias=bias is not None, offset=offset != 0.0)
+    if tuple(normalized_shape) != tuple(input.shape[-1:]):
+        raise NotImplementedError(
+            f"tilekit's rms_norm normalizes the last dim only; normalized_shape={normalized_shape}"
+        )
+    return _entry("rms_norm")(input, weight, eps)
+
+
+def silu_and_mul(input, out=None):
+    """TileGym's silu_and_mul(input, out): x = [gate | up] -> silu(gate) * up."""
+    return _entry("silu_and_mul")(input, out=out)
+
+
+def get_swiglu():
+    """TileGym's get_swiglu() -> swiglu(a, b) = silu(a) * b."""
+    return _entry("swiglu")
+
+
+def softmax(x, use_tma=False, **kwargs):
+    """TileGym's softmax(x, use_tma, use_chunked, use_multi_wave) over the last dim (the flags pick
+    among TileGym's own kernels)."""
+    return _entry("softmax")(x)
+
+
+def layer_norm(x, start_dim, end_dim, weight, bias, eps, weight_shift=0.0, **kwargs):
+    """TileGym's layer_norm(x, start_dim, end_dim, weight, bias, eps, weight_shift): the port over the
+    trailing dims start_dim..end_dim taken as one (weight and bias of those dims, flattened)."""
+    _refuse("layer_norm", weight_shift=weight_shift != 0.0)
+    last = x.dim() - 1
+    start, end = start_dim % x.dim(), end_dim % x.dim()
+    if end != last:
+        raise NotImplementedError(f"tilekit's layer_norm normalizes trailing dims; end_dim={end_dim} of {x.dim()}")
+    flat = lambda t: None if t is None else t.reshape(-1)  # noqa: E731
+    y = _entry("layer_norm")(x.flatten(start, last), flat(weight), flat(bias), eps)
+    return y.view(x.shape)
+
+
+def matmul(a, b, trans_a=False, trans_b=False, **kwargs):
+    """TileGym's matmul(a, b, trans_a, trans_b, ...): the port on the transposed views (no copies)."""
+    return _entry("matmul")(a.t() if trans_a else a, b.t() if trans_b else b)
+
+
+def bmm(a, b, transpose_a=False, transpose_b=False, **kwargs):
+    """TileGym's bmm(a, b, transpose_a, transpose_b, ...): the port on the transposed views."""
+    return _entry("bmm")(a.transpose(1, 2) if transpose_a else a, b.transpose(1, 2) if transpose_b else b)
+
+
+# kernel -> (TileGym's test file under tests/ops/, {its dispatch key: the adapter})
+SUBSTITUTES = {
+    "rms_norm": ("test_rms_norm.py", {"rms_norm": rms_norm}),
+    "silu_and_mul": ("test_silu_and_mul.py", {"silu_and_mul": silu_and_mul}),
+    "swiglu": ("test_swiglu.py", {"get_swiglu": get_swiglu}),
+    "softmax": ("test_softmax.py", {"softmax": softmax}),
+    "layer_norm": ("test_layer_norm.py", {"layer_norm": layer_norm}),
+    "matmul": ("test_matmul.py", {"matmul": matmul}),
+    "bmm": ("test_bmm.py", {"bmm": bmm}),
+}
+
+
+# -- the pytest plugin (in the child, inside the TileGym checkout) -----------------------------------
+
+
+def install(kernel: str) -> dict:
+    """Put the adapters of `kernel` in TileGym's dispatch table as its cuTile backend; returns
+    {dispatch key: TileGym's own implementation} (what was replaced). After `import tilegym`, whose
+    import registers TileGym's own implementations (which would overwrite ours)."""
+    if str(ROOT) not in sys.path:
+        sys.path.append(str(ROOT))  # the kit's `kernels` package, after the checkout's own `tests`
+    import tilegym  # noqa: F401 (registers TileGym's implementations first)
+    from tilegym.backend import dispatcher
+
+    replaced = {}
+    for key, adapter in SUBSTITUTES[kernel][1].items():
+        table = dispatcher._REGISTRY.setdefault(key, {})
+        replaced[key] = table.get("cutile")
+        table["cutile"] = adapter
+    return replaced
+
+
+def is_cutile_op_test(item) -> bool:
+    """A TileGym correctness test of the cuTile backend: a test_op* function whose backend (or
+    framework) parameter is "cutile"."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    backend = params.get("backend", params.get("framework"))
+    return item.originalname.startswith("test_op") and backend == "cutile"
+
+
+def pytest_configure(config):
+    kernel = os.environ.get(KERNEL_ENV)
+    if kernel:
+        replaced = install(kernel)
+        config._tilekit_substituted = {k: getattr(v, "__qualname__", repr(v)) for k, v in replaced.items()}
+
+
+def pytest_report_header(config):
+    kernel = os.environ.get(KERNEL_ENV)
+    if kernel:
+        swapped = ", ".join(f"{k} (was {v})" for k, v in getattr(config, "_tilekit_substituted", {}).items())
+        return [f"tilekit: TileGym's cuTile backend of {swapped} runs the port kernels/{kernel}"]
+    return []
+
+
+def pytest_collection_modifyitems(config, items):
+    if not os.environ.get(KERNEL_ENV):
+        return
+    keep = [i for i in items if is_cutile_op_test(i)]
+    dropped = [i for i in items if not is_cutile_op_test(i)]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+    items[:] = keep
+
+
+# -- the command ------------------------------------------------------------------------------------
+
+
+def test_file(kernel: str, tilegym: Path) -> Path:
+    """TileGym's test file of `kernel` in the checkout, or ValueError with the fix."""
+    if kernel not in SUBSTITUTES:
+        raise ValueError(
+            f"tilegym-tests: kernels/{kernel} has no TileGym counterpart here; one of: {', '.join(SUBSTITUTES)}"
+        )
+    path = tilegym / "tests" / "ops" / SUBSTITUTES[kernel][0]
+    if not path.is_file():
+        raise ValueError(
+            f"tilegym-tests: {path} not found: TILEGYM_PATH must be a TileGym checkout "
+            "(git clone https://github.com/NVIDIA/TileGym) whose tests/ops holds the op's test"
+        )
+    return path
+
+
+def render(kernel: str, junit_text: str, log_text: str) -> str:
+    """reports/tilegym_tests.md: the verdict, the counts and one row per case (the kit's correctness
+    classification of pytest's JUnit XML, tilekit.reports.correctness)."""
+    from tilekit.reports import correctness
+
+    result = correctness.classify(correctness.parse_junit(junit_text, JUNIT), log_text)
+    body = correctness.render_correctness(kernel, result, log_text).split("\n", 4)[4]
+    return "\n".join(
+        [
+            f"VERDICT: {result.verdict}",
+            "",
+            f"# {kernel}: TileGym's own tests with the port as its cuTile backend",
+            "",
+            f"TileGym's `tests/ops/{SUBSTITUTES[kernel][0]}`, its cuTile correctness cases (`test_op*`), each call "
+            f"of the cuTile {kernel} running the port (tilekit.testing.tilegym_tests).",
+            "",
+            body.replace(correctness.CORRECTNESS_LOG, LOG).replace(correctness.JUNIT, JUNIT),
+        ]
+    )
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m tilekit tilegym-tests", description=__doc__.split("\n\n")[0])
+    p.add_argument("--kernel", required=True)
+    p.add_argument("--tilegym", required=True, type=Path, help="a TileGym checkout (TILEGYM_PATH)")
+    p.add_argument("--out", required=True, type=Path, help="the kernel's output folder (OUT_ROOT/<kernel>)")
+    p.add_argument("--timeout", type=int, default=DEADLINE_S, help="the child's deadline, seconds")
+    args = p.parse_args(argv)
+    tilegym = args.tilegym.expanduser().resolve()
+    try:
+        test = test_file(args.kernel, tilegym)
+    except ValueError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    out = args.out.resolve()
+    (out / "reports" / "logs").mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, **{KERNEL_ENV: args.kernel})
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "tools"), env.get("PYTHONPATH")]))
+    cmd = [sys.executable, "-m", "pytest", str(test.relative_to(tilegym)), "-p", __name__, "-v", "-rs"]
+    cmd += [f"--junitxml={out / JUNIT}", "-o", "junit_family=xunit1"]
+    try:
+        run = subprocess.run(cmd, cwd=tilegym, env=env, capture_output=True, text=True, timeout=args.timeout)
+        log = f"$ {' '.join(cmd)}\n{run.stdout}{run.stderr}"
+    except subprocess.TimeoutExpired as exc:
+        told = "".join(
+            t.decode(errors="replace") if isinstance(t, bytes) else t or "" for t in (exc.stdout, exc.stderr)
+        )
+        log = f"$ {' '.join(cmd)}\n{told}\ntilegym-tests: stopped at its {args.timeout} s deadline\n"
+    (out / LOG).write_text(log)
+    junit = out / JUNIT
+    if not junit.is_file():
+        print(f"tilegym-tests: pytest wrote no {junit}; its output: {out / LOG}", file=sys.stderr)
+        return 1
+    report = render(args.kernel, junit.read_text(), log)
+    (out / REPORT).write_text(report)
+    print(f"tilegym-tests: {report.splitlines()[0]}: {out / REPORT}")
+    return 0 if report.startswith("VERDICT: ALL_PASS") else 1

@@ -59,7 +59,9 @@ def cutile_swiglu_backward(dy: torch.Tensor, a: torch.Tensor, b: torch.Tensor, *
 
 def torch_swiglu_backward(dy: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """The kernels autograd of F.silu(a) * b runs, into the two row blocks of one (2m, H) output."""
-    return _into_rows(lambda dy, a, b, da, db: gated_backward_baselines.torch_kernels(dy, a, b, da, db, a), dy, a, b)
+    return _into_rows(
+        lambda dy, a, b, da, db: gated_backward_baselines.torch_kernels(dy, a, b, da, db, a, act="silu"), dy, a, b
+    )
 
 
 def _tilegym(ops, dy, a, b):

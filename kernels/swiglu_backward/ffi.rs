@@ -10,6 +10,7 @@
 //! blocks of out as its tensors. `block`, `rows` and `occupancy` as silu_and_mul_backward's; -1
 //! picks the default. Every descriptor is validated before anything touches the GPU.
 use crate::ffi_util::{self, invalid, DType, Element, FfiResult, RowPlan, TensorDesc};
+use crate::gated::Act;
 use crate::gated_backward::{self, gated_backward_device as device};
 use cutile::cuda_async::device_buffer::DevicePointer;
 use cutile::cuda_core::Stream;
@@ -52,16 +53,17 @@ fn launch<T: Element>(
     p: &Plan, out: &TensorDesc, dy: &TensorDesc, a: &TensorDesc, b: &TensorDesc, stream: &Arc<Stream>,
 ) -> FfiResult<()> {
     let RowPlan { m, n: h, stride_x: sa, stride_y: sdy, .. } = p.row;
-    let db_at = m as u64 * p.stride_out as u64 * std::mem::size_of::<T>() as u64; // row m of out
-                                                                                  // SAFETY: plan() checked the descriptors (dtypes, shapes, strides; out holds 2m rows of H,
-                                                                                  // stride_out apart, so db's block starts m * stride_out elements in); the memory is PyTorch's,
-                                                                                  // alive until the caller's stream has run the kernel (stream-ordered allocator).
+    // db's rows start at row m of out
+    let db_at = m as u64 * p.stride_out as u64 * std::mem::size_of::<T>() as u64;
+    // SAFETY: plan() checked the descriptors (dtypes, shapes, strides; out holds 2m rows of H,
+    // stride_out apart, so db's block starts m * stride_out elements in); the memory is PyTorch's,
+    // alive until the caller's stream has run the kernel (stream-ordered allocator).
     unsafe {
         let [da_ptr, dy_ptr, a_ptr, b_ptr] = [out, dy, a, b].map(|t| ffi_util::device_ptr::<T>(t));
         let db_ptr = DevicePointer::<T>::from_cu_deviceptr(out.data + db_at);
         let so = p.stride_out;
-        let op = device::silu_mul_backward(da_ptr, db_ptr, dy_ptr, a_ptr, b_ptr, m, h, so, so, sdy, sa, p.stride_b);
-        p.row.launch::<T>(gated_backward::tile_blocks(&p.row) as u32).enqueue(op, stream)
+        let op = device::act_mul_backward(da_ptr, db_ptr, dy_ptr, a_ptr, b_ptr, m, h, so, so, sdy, sa, p.stride_b);
+        gated_backward::launch_of::<T>(&p.row, Act::Silu).enqueue(op, stream)
     }
 }
 

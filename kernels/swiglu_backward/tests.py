@@ -34,6 +34,6 @@ BASELINE_CASES = BaselineCases(
     ],
     plans=[("config", (16384, 14336), {"block": 2048, "rows": 2, "grid": (8192, 7)})],
     plan_errors=[("config", (10, 100, "row"), {}, "variant must be one of")],
-    triton_compile=[("gated_backward_baselines.triton_kernel", "bf16", {"ROWS": 2, "BLOCK": 2048})],
-    cutile_kernels=[("gated_backward_baselines.cutile_kernel", "bfloat16", ["A2"] * 5 + [2, 2048], True)],
+    triton_compile=[("gated_backward_baselines.triton_kernel", "bf16", {"ROWS": 2, "BLOCK": 2048, "ACT": 0})],
+    cutile_kernels=[("gated_backward_baselines.cutile_kernel", "bfloat16", ["A2"] * 5 + [2, 2048, 0], True)],
 )

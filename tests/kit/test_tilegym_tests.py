@@ -84,3 +84,28 @@ def test_adapters_refuse_what_the_port_does_not_implement():
     with pytest.raises(NotImplementedError, match="weight_shift"):
         tt.layer_norm(object(), 0, -1, None, None, 1e-5, weight_shift=1.0)
     assert set(tt.SUBSTITUTES) <= {p.name for p in (Path(tt.ROOT) / "kernels").iterdir()}
+
+
+def test_layer_norm_serves_tilegyms_trailing_dims_end_exclusive(monkeypatch):
+    """TileGym's layer_norm normalizes dims [start_dim, end_dim): (m, n) with (1, 2) is the port over
+    n; (m, n, k) with (1, 2) normalizes n alone, which the port (trailing dims) refuses by name."""
+    import torch
+
+    seen = []
+    monkeypatch.setattr(tt, "_entry", lambda kernel: lambda x, w, b, eps: seen.append((x.shape, w.shape)) or x)
+    x, w = torch.zeros(3, 8), torch.zeros(8)
+    assert tt.layer_norm(x, 1, 2, w, None, 1e-5).shape == (3, 8) and seen == [((3, 8), (8,))]
+    x3, w2 = torch.zeros(3, 4, 5), torch.zeros(4, 5)
+    tt.layer_norm(x3, 1, 3, w2, None, 1e-5)  # dims 1 and 2 as one row of 20
+    assert seen[-1] == ((3, 20), (20,))
+    with pytest.raises(NotImplementedError, match=r"dims \[1, 2\)"):
+        tt.layer_norm(x3, 1, 2, torch.zeros(4), None, 1e-5)
+
+
+def test_a_run_without_a_result_is_blocked_not_judged_by_an_old_xml(tmp_path, monkeypatch):
+    site, checkout = _standin(tmp_path)
+    assert _run(monkeypatch, site, checkout, tmp_path / "out") == 0  # leaves an ALL_PASS XML
+    (checkout / "tests" / "ops" / "test_rms_norm.py").write_text("import pytest\n")  # nothing to collect
+    assert _run(monkeypatch, site, checkout, tmp_path / "out") == 1
+    report = (tmp_path / "out" / tt.REPORT).read_text()
+    assert report.startswith("VERDICT: BLOCKED\n") and "pytest exited 5" in report

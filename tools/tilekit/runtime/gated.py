@@ -325,3 +325,152 @@ def backward_variants(m: int, h: int) -> list[dict]:
     max_rows = min(64, autotune.pow2(m))
     rows = sorted({autotune.tile_rows(block, elems, max_rows) for elems in (2048, 4096, 8192)})
     return [{"block": block, "rows": r, "occupancy": o} for r in rows for o in (2, 4)]
+
+
+def fused_backward_entry(op: str, kernel: str, act: str):
+    """A fused member's gradient entry `<kernel>(dy, x, *, variant="auto", out=None)`: dx = [dgate |
+    dup] (..., 2H) of act(gate) * up for x = [gate | up] (..., 2H) and the output gradient dy
+    (..., H), checked, then the export through tilekit.runtime.port (`op`: the member's op.py)."""
+    import torch
+
+    def entry(dy: Tensor, x: Tensor, *, variant: str | dict = "auto", out: Tensor | None = None) -> Tensor:
+        if x.shape[-1] % 2 or tuple(dy.shape) != (*x.shape[:-1], x.shape[-1] // 2):
+            raise ValueError(
+                f"{kernel}: x must be (..., 2H) and dy (..., H), got x {tuple(x.shape)} and dy {tuple(dy.shape)}"
+            )
+        checks.dtypes(kernel, DTYPES, dy=dy, x=x)
+        checks.contiguous_last_dim(kernel, dy=dy, x=x)
+        checks.out_matches(kernel, out, x.shape, x)
+        checks.cuda(kernel, dy=dy, x=x)
+        h = dy.shape[-1]
+        x2, dy2 = x.reshape(-1, 2 * h), dy.reshape(-1, h)
+        dx = out if out is not None else torch.empty(x.shape, dtype=x.dtype, device=x.device)
+        dx2 = dx if dx.dim() == 2 else dx.view(-1, 2 * h)
+        port.run(op, variant, (x2.shape[0], h), dx2, dy2, x2)
+        return dx
+
+    what = f"dx = (dgate | dup) of {act}(gate) * up, x = [gate | up], for the output gradient dy"
+    return port.entry(layouts={"dy": "(..., H)", "x": "(..., 2H)"})(_named(entry, op, kernel, what))
+
+
+def fused_backward_gradients(entry):
+    """A fused member's forward's autograd formula (its op.py's `forward_gradients`): dx from the
+    gradient port `entry`. tilekit.runtime.ops registers it as the gradient of the forward's op."""
+
+    def forward_gradients(inputs: tuple, grad: Tensor, needs: tuple) -> tuple:
+        (x,) = inputs
+        if not needs[0]:
+            return (None,)
+        dy = grad.contiguous()  # autograd's is; an expanded one (row stride 0) the port would refuse
+        return (entry.op(dy, x),)
+
+    return forward_gradients
+
+
+def backward_reference(dy, gate, up, act: str = "silu"):
+    """float64 (dgate | dup) of act(gate) * up for the output gradient dy (closed form)."""
+    import torch
+
+    dy, gate, up = dy.double(), gate.double(), up.double()
+    if act == "silu":
+        s = torch.sigmoid(gate)
+        slope = s * (1 + gate * (1 - s))
+    else:  # the tanh GELU: gelu(g) = g * sigmoid(z), z = k (g + 0.044715 g^3)
+        k = 2 * (2 / torch.pi) ** 0.5
+        s = torch.sigmoid(k * (gate + 0.044715 * gate**3))
+        slope = s + gate * s * (1 - s) * k * (1 + 3 * 0.044715 * gate**2)
+    return torch.cat((dy * up * slope, dy * gate * s), -1)
+
+
+def fused_backward_spec(op, act: str, **fields) -> KernelSpec:
+    """A fused member's gradient declaration (tilekit.runtime.kernel.row_kernel over (m, H), configs
+    naming H `h`): inputs dy ~ N(0, 1) (m, H) and x ~ N(0, 2^2) (m, 2H, in rows of row_stride where the
+    shape has one) with the saturating gates at the start of row 0, the float64 closed form
+    (`backward_reference`), the fewest bytes (dy and x read once, dx written once), odd and padded
+    shapes and bad inputs; `fields` add or replace (perf_configs: the member's models)."""
+    import torch
+
+    def make_inputs(cfg: dict, device="cuda", seed: int | None = None) -> dict:
+        g, dt, m, h = generator(device, seed), torch_dtype(cfg["dtype"]), cfg["m"], cfg["h"]
+        dy = torch.randn(m, h, generator=g, device=device).to(dt)
+        x = (2 * torch.randn(m, cfg.get("row_stride", 2 * h), generator=g, device=device)).to(dt)[:, : 2 * h]
+        plant_saturating_gates(x[:, :h])
+        return {"dy": dy, "x": x}
+
+    def reference(inputs: dict):
+        h = inputs["dy"].shape[-1]
+        return backward_reference(inputs["dy"], inputs["x"][:, :h], inputs["x"][:, h:], act)
+
+    def bytes_moved(cfg: dict) -> int:
+        return 5 * cfg["m"] * cfg["h"] * torch.finfo(torch_dtype(cfg["dtype"])).bits // 8
+
+    declared = dict(
+        out_shape=lambda cfg: (cfg["m"], 2 * cfg["h"]),
+        correctness_shapes=shapes("m h row_stride", (1, 1), (3, 1000), (257, 4097), (4096, 4096, 8320), (1000, 14336)),
+        make_inputs=make_inputs,
+        reference=reference,
+        bytes_moved=bytes_moved,
+        variant_shapes=shapes("m h dtype", (37, 1000, "float16"), (64, 11008, "bfloat16"), (37, 4097, "float32")),
+        bad_inputs={
+            "odd_x": BadInput(lambda: call(torch.randn(4, 4), torch.randn(4, 7)), ValueError, "x must be (..., 2H)"),
+            "dy_width": BadInput(lambda: call(torch.randn(4, 5), torch.randn(4, 8)), ValueError, "dy (..., H)"),
+        },
+        ffi_cases={
+            "odd_x": FfiCase(
+                lambda: {"x": torch.randn(4, 15), "out": torch.empty(4, 15)}, message="it must be (m, 2H)"
+            ),
+            "out_shape": FfiCase(lambda: {"out": torch.empty(4, 8)}, message="shape"),
+            "block_not_pow2": FfiCase(variant={"block": 24}, message="block must be a power of two"),
+        },
+    )
+    return row_kernel(op, "h", **{**declared, **fields})
+
+
+def assert_backward_reference_is_autograd(spec, act: str) -> None:
+    """A fused member's reference against autograd of the forward's float64 reference (its tests.py
+    calls it on the CPU)."""
+    import torch
+
+    inputs = spec.make_inputs({"dtype": "float32", "m": 5, "h": 6, "row_stride": 16}, device="cpu", seed=2)
+    x = inputs["x"].double().requires_grad_()
+    reference(x[:, :6], x[:, 6:], act).backward(inputs["dy"].double())
+    torch.testing.assert_close(spec.reference(inputs), x.grad, rtol=1e-10, atol=1e-12)
+    assert tuple(spec.out_shape({"m": 5, "h": 6})) == (5, 12)
+
+
+def fused_backward_cases(spec, act: str):
+    """A fused member's BASELINE_CASES (tilekit.runtime.baseline_cases): our Triton kernel interpreted
+    on irregular H, padded rows, several column tiles and every dtype; torch's entry; bad inputs; the
+    plans; our kernels compiled for sm_90 with the member's ACT."""
+    import torch
+
+    from tilekit.runtime.baseline_cases import BaselineCases
+
+    code = {"silu": 0, "gelu_tanh": 1}[act]
+    kernels = "gated_backward_baselines.triton_kernel", "gated_backward_baselines.cutile_kernel"
+    return BaselineCases(
+        spec,
+        interpreted=[
+            (c, "auto", {}) for c in shapes("dtype m h row_stride", ("float32", 5, 100), ("float16", 9, 1000, 2040))
+        ]
+        + [({"m": 3, "h": 4097, "dtype": "bfloat16"}, "auto", {})],
+        torch_case=({"m": 5, "h": 1000, "row_stride": 2040, "dtype": "float32"}, 1e-5),
+        bad_inputs=[
+            ((torch.randn(2, 4), torch.randn(2, 7)), ValueError, "x must be"),
+            ((torch.randn(2, 3), torch.randn(2, 8)), ValueError, "dy"),
+            ((torch.randn(2, 4), torch.randn(2, 3, 8)), ValueError, "must be 2-D"),
+        ],
+        plans=[
+            ("config", (16384, 14336), {"block": 2048, "rows": 2, "grid": (8192, 7)}),
+            ("config", (3, 100), {"block": 128, "rows": 4, "grid": (1, 1)}),
+        ],
+        plan_errors=[("config", (10, 100, "row"), {}, "variant must be one of")],
+        triton_compile=[
+            (kernels[0], "bf16", {"ROWS": 2, "BLOCK": 2048, "ACT": code}),
+            (kernels[0], "fp32", {"ROWS": 4, "BLOCK": 128, "ACT": code}),
+        ],
+        cutile_kernels=[
+            (kernels[1], "bfloat16", ["A2"] * 5 + [2, 2048, code], True),
+            (kernels[1], "float32", ["A2"] * 5 + [4, 128, code], False),
+        ],
+    )

@@ -15,8 +15,10 @@ plugin (`-p tilekit.testing.tilegym_tests`) which, before collection:
   * keeps the cuTile backend's correctness tests only (`test_op*` cases whose backend parameter is
     "cutile"; the others are deselected, as TileGym's `-k "test_op and cutile"` selects them).
 Then writes `<out>/reports/tilegym_tests.md` (first line the verdict: ALL_PASS, FAIL or BLOCKED; one
-row per test case, passes, fails and skips with the reason) from the JUnit XML, and keeps the raw
-log and the XML under `<out>/reports/logs/`. Exit status 0 on ALL_PASS.
+row per test case, passes, fails and skips with the reason) from the JUnit XML of this run, and keeps
+the raw log and the XML under `<out>/reports/logs/`; BLOCKED with the reason when pytest did not run
+to a result (its deadline, an internal or usage error, nothing collected, no XML). Exit status 0 on
+ALL_PASS.
 """
 
 from __future__ import annotations
@@ -79,15 +81,18 @@ def softmax(x, use_tma=False, **kwargs):
 
 
 def layer_norm(x, start_dim, end_dim, weight, bias, eps, weight_shift=0.0, **kwargs):
-    """TileGym's layer_norm(x, start_dim, end_dim, weight, bias, eps, weight_shift): the port over the
-    trailing dims start_dim..end_dim taken as one (weight and bias of those dims, flattened)."""
+    """TileGym's layer_norm(x, start_dim, end_dim, weight, bias, eps, weight_shift): normalization over
+    dims [start_dim, end_dim) (end exclusive, as TileGym's), which the port serves when they are the
+    trailing dims (taken as one: weight and bias of those dims, flattened)."""
     _refuse("layer_norm", weight_shift=weight_shift != 0.0)
-    last = x.dim() - 1
-    start, end = start_dim % x.dim(), end_dim % x.dim()
-    if end != last:
-        raise NotImplementedError(f"tilekit's layer_norm normalizes trailing dims; end_dim={end_dim} of {x.dim()}")
+    start = start_dim + x.dim() if start_dim < 0 else start_dim
+    end = end_dim + x.dim() if end_dim < 0 else end_dim
+    if end != x.dim() or not 0 <= start < end:
+        raise NotImplementedError(
+            f"tilekit's layer_norm normalizes trailing dims; dims [{start_dim}, {end_dim}) of {tuple(x.shape)} are not"
+        )
     flat = lambda t: None if t is None else t.reshape(-1)  # noqa: E731
-    y = _entry("layer_norm")(x.flatten(start, last), flat(weight), flat(bias), eps)
+    y = _entry("layer_norm")(x.flatten(start, x.dim() - 1), flat(weight), flat(bias), eps)
     return y.view(x.shape)
 
 
@@ -220,24 +225,31 @@ def main(argv=None) -> int:
         return 2
     out = args.out.resolve()
     (out / "reports" / "logs").mkdir(parents=True, exist_ok=True)
+    junit = out / JUNIT
+    junit.unlink(missing_ok=True)  # a run that writes none must not be judged by the last one's
     env = dict(os.environ, **{KERNEL_ENV: args.kernel})
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "tools"), env.get("PYTHONPATH")]))
     cmd = [sys.executable, "-m", "pytest", str(test.relative_to(tilegym)), "-p", __name__, "-v", "-rs"]
-    cmd += [f"--junitxml={out / JUNIT}", "-o", "junit_family=xunit1"]
+    cmd += [f"--junitxml={junit}", "-o", "junit_family=xunit1"]
+    blocked = ""
     try:
         run = subprocess.run(cmd, cwd=tilegym, env=env, capture_output=True, text=True, timeout=args.timeout)
         log = f"$ {' '.join(cmd)}\n{run.stdout}{run.stderr}"
+        if run.returncode not in (0, 1):  # 2 interrupted, 3 internal error, 4 usage error, 5 nothing collected
+            blocked = f"pytest exited {run.returncode} (not a test result): its output is in {LOG}"
     except subprocess.TimeoutExpired as exc:
         told = "".join(
             t.decode(errors="replace") if isinstance(t, bytes) else t or "" for t in (exc.stdout, exc.stderr)
         )
         log = f"$ {' '.join(cmd)}\n{told}\ntilegym-tests: stopped at its {args.timeout} s deadline\n"
+        blocked = f"stopped at its {args.timeout} s deadline (--timeout): the cases after it did not run"
     (out / LOG).write_text(log)
-    junit = out / JUNIT
-    if not junit.is_file():
-        print(f"tilegym-tests: pytest wrote no {junit}; its output: {out / LOG}", file=sys.stderr)
-        return 1
-    report = render(args.kernel, junit.read_text(), log)
+    if not blocked and not junit.is_file():
+        blocked = f"pytest wrote no {JUNIT}: its output is in {LOG}"
+    if blocked:
+        report = f"VERDICT: BLOCKED\n\n# {args.kernel}: TileGym's own tests with the port as its cuTile backend\n\n{blocked}\n"
+    else:
+        report = render(args.kernel, junit.read_text(), log)
     (out / REPORT).write_text(report)
     print(f"tilegym-tests: {report.splitlines()[0]}: {out / REPORT}")
     return 0 if report.startswith("VERDICT: ALL_PASS") else 1

@@ -1,0 +1,13 @@
+"""gelu_and_mul_backward's tests beyond the generated suite: the reference against autograd of gelu_and_mul's
+float64 reference, and BASELINE_CASES, what tests/kit/test_baselines.py checks of baselines.py on the
+CPU (tilekit.runtime.baseline_cases): the gated family's fused gradient's (tilekit.runtime.gated)."""
+
+from kernels.gelu_and_mul_backward.spec import SPEC
+from tilekit.runtime import gated
+
+
+def test_reference_is_autograd_of_the_forward():
+    gated.assert_backward_reference_is_autograd(SPEC, "gelu_tanh")
+
+
+BASELINE_CASES = gated.fused_backward_cases(SPEC, "gelu_tanh")

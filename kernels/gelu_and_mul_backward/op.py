@@ -13,21 +13,14 @@ shape class (the gated family's gradient's: tilekit.runtime.gated).
 from __future__ import annotations
 
 from tilekit.runtime import gated
-
-# op.py's contract names (tilekit.runtime.kernel): the gated family's gradient's (swiglu_backward's too)
-from tilekit.runtime.gated import BACKWARD_DEFAULT_VARIANT as DEFAULT_VARIANT  # noqa: F401
-from tilekit.runtime.gated import DTYPES, tune_key  # noqa: F401
-from tilekit.runtime.gated import backward_export_args as export_args  # noqa: F401
-from tilekit.runtime.gated import backward_variants as variants  # noqa: F401
+from tilekit.runtime.gated_backward import DEFAULT_VARIANT, DTYPES, export_args, tune_key, variants  # noqa: F401
 
 CDEF = """
-int32_t cutile_gelu_and_mul_backward(const TensorDesc* out, const TensorDesc* dy, const TensorDesc* x,
-                                     int32_t block, int32_t rows, int32_t occupancy,
-                                     int32_t device_id, uint64_t stream);
+int32_t cutile_gelu_and_mul_backward(const TensorDesc* out, const TensorDesc* dy, const TensorDesc* x, int32_t block,
+    int32_t rows, int32_t occupancy, int32_t device_id, uint64_t stream);
 """
 
-gelu_and_mul_backward = gated.fused_backward_entry(
-    __name__, "gelu_and_mul_backward", "gelu_tanh"
-)  # (dy, x, *, variant, out)
-# gelu_and_mul's autograd formula; tilekit.runtime.ops registers it as the gradient of torch.ops.tilekit.gelu_and_mul
+# the entry gelu_and_mul_backward(dy, x, *, variant="auto", out=None), and gelu_and_mul's autograd formula, which
+# tilekit.runtime.ops registers as the gradient of torch.ops.tilekit.gelu_and_mul
+gelu_and_mul_backward = gated.fused_backward_entry(__name__, "gelu_and_mul_backward", "gelu_tanh")
 forward_gradients = gated.fused_backward_gradients(gelu_and_mul_backward)

@@ -19,11 +19,7 @@ from torch import Tensor
 
 from tilekit.runtime import checks, port
 
-# op.py's contract names (tilekit.runtime.kernel): the gated family's gradient's (silu_and_mul_backward's too)
-from tilekit.runtime.gated import BACKWARD_DEFAULT_VARIANT as DEFAULT_VARIANT  # noqa: F401
-from tilekit.runtime.gated import DTYPES, tune_key  # noqa: F401
-from tilekit.runtime.gated import backward_export_args as export_args  # noqa: F401
-from tilekit.runtime.gated import backward_variants as variants  # noqa: F401
+from tilekit.runtime.gated_backward import DEFAULT_VARIANT, DTYPES, export_args, tune_key, variants  # noqa: F401
 
 CDEF = """
 int32_t cutile_swiglu_backward(const TensorDesc* out, const TensorDesc* dy, const TensorDesc* a,

@@ -61,15 +61,21 @@ def split_entry(op: str, kernel: str, act: str):
             raise ValueError(
                 f"{kernel}: a and b must have one shape (..., H), got {tuple(a.shape)} and {tuple(b.shape)}"
             )
-        checks.dtypes(kernel, DTYPES, a=a, b=b)
-        checks.contiguous_last_dim(kernel, a=a, b=b)
-        checks.out_matches(kernel, out, a.shape, a)
-        checks.cuda(kernel, a=a, b=b)
+        _check_pair(kernel, out, a.shape, a, a=a, b=b)
         b2 = b if b.dim() == 2 else b.reshape(-1, b.shape[-1])  # port.rows flattens a (and out) alike
         return port.rows(op, a, out, a.shape[-1], b2, variant=variant)
 
     layouts = {"a": "(..., H)", "b": "(..., H)"}
     return port.entry(layouts=layouts, in_place=("a", "b"))(_named(entry, op, kernel, f"{act}(a) * b"))
+
+
+def _check_pair(kernel: str, out, out_shape, like, **tensors) -> None:
+    """An entry's tensors: the family's dtypes, contiguous last dims, `out` None or `out_shape` of
+    like's dtype and device (the aliasing rule: port.entry), all on CUDA."""
+    checks.dtypes(kernel, DTYPES, **tensors)
+    checks.contiguous_last_dim(kernel, **tensors)
+    checks.out_matches(kernel, out, out_shape, like)
+    checks.cuda(kernel, **tensors)
 
 
 def _named(entry, op: str, kernel: str, what: str):
@@ -338,10 +344,7 @@ def fused_backward_entry(op: str, kernel: str, act: str):
             raise ValueError(
                 f"{kernel}: x must be (..., 2H) and dy (..., H), got x {tuple(x.shape)} and dy {tuple(dy.shape)}"
             )
-        checks.dtypes(kernel, DTYPES, dy=dy, x=x)
-        checks.contiguous_last_dim(kernel, dy=dy, x=x)
-        checks.out_matches(kernel, out, x.shape, x)
-        checks.cuda(kernel, dy=dy, x=x)
+        _check_pair(kernel, out, x.shape, x, dy=dy, x=x)
         h = dy.shape[-1]
         x2, dy2 = x.reshape(-1, 2 * h), dy.reshape(-1, h)
         dx = out if out is not None else torch.empty(x.shape, dtype=x.dtype, device=x.device)

@@ -143,7 +143,7 @@ def is_cutile_op_test(item) -> bool:
     framework) parameter is "cutile"."""
     params = getattr(getattr(item, "callspec", None), "params", {})
     backend = params.get("backend", params.get("framework"))
-    return item.originalname.startswith("test_op") and backend == "cutile"
+    return getattr(item, "originalname", item.name).startswith("test_op") and backend == "cutile"
 
 
 def pytest_configure(config):

@@ -500,7 +500,7 @@ impl RowPlan {
 }
 
 /// A validated launch of a row kernel whose one output has a row stride of its own (the backward
-/// kernels': silu_and_mul_backward, softmax_backward). Each says what `row.stride_x` and
+/// kernels': silu_and_mul_backward, gelu_and_mul_backward, softmax_backward). Each says what `row.stride_x` and
 /// `row.stride_y` hold for it.
 #[derive(Debug, PartialEq)]
 pub struct OutPlan {

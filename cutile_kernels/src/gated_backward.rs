@@ -89,7 +89,9 @@ pub fn assert_entry_lowers() {
     for dtype in ["f32", "f16", "bf16"] {
         for (rows, block) in [("1", "2048"), ("2", "1024"), ("4", "16"), ("1", "8192")] {
             for act in ["0", "1"] {
-                device.assert_lowers("act_mul_backward", &[dtype, rows, block, act], &["exp2"]);
+                // the tanh GELU's kc (2 sqrt(2/pi) * 0.044715) is in the IR exactly when ACT selects it
+                let ir = device.assert_lowers("act_mul_backward", &[dtype, rows, block, act], &["exp2"]);
+                assert_eq!(ir.contains("0.0713548"), act == "1", "act_mul_backward<{dtype},{rows},{block},{act}>");
             }
         }
     }
@@ -129,7 +131,7 @@ pub fn tile_blocks(row: &RowPlan) -> i64 {
     row.row_tiles() as i64 * ((row.n as i64 + row.block as i64 - 1) / row.block as i64)
 }
 
-/// The launch of the entry for `act` over `tiles` tile blocks (generics T, ROWS, BLOCK, ACT).
+/// The launch of the entry for `act` over every tile of `row` (generics T, ROWS, BLOCK, then ACT).
 pub fn launch_of<T: Element>(row: &RowPlan, act: Act) -> ffi_util::Launch {
     let mut launch = row.launch::<T>(tile_blocks(row) as u32);
     launch.generics.push((act as i32).to_string()); // ACT

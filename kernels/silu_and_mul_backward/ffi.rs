@@ -54,6 +54,16 @@ mod tests {
     }
 
     #[test]
+    fn the_launch_names_the_activation_last() {
+        let x = desc2(DType::F32, &[3, 200], &[200, 1]);
+        let dy = desc2(DType::F32, &[3, 100], &[100, 1]);
+        let p = plan(&x, &dy, &x, -1, -1, -1).unwrap();
+        for (act, code) in [(crate::gated::Act::Silu, "0"), (crate::gated::Act::GeluTanh, "1")] {
+            assert_eq!(gated_backward::launch_of::<f32>(&p.row, act).generics, ["f32", "4", "128", code]);
+        }
+    }
+
+    #[test]
     fn the_entry_lowers_to_tile_ir_for_sm90() {
         gated_backward::assert_entry_lowers();
     }

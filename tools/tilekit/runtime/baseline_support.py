@@ -31,8 +31,8 @@ Compiled cubins are cached under ``$CUDA_TILE_CACHE_DIR`` (default ~/.cache/cuti
 
 from __future__ import annotations
 
-import sys
 import functools
+import sys
 
 from tilekit.runtime import providers
 from tilekit.runtime.packages import cutile_reason, import_cutile, import_triton, tileiras_missing  # noqa: F401 (re-exported for baselines.py)

@@ -374,6 +374,8 @@ def backward_reference(dy, gate, up, act: str = "silu"):
     """float64 (dgate | dup) of act(gate) * up for the output gradient dy (closed form)."""
     import torch
 
+    if act not in ACTS:
+        raise ValueError(f"unknown activation {act!r}; known: {sorted(ACTS)}")
     dy, gate, up = dy.double(), gate.double(), up.double()
     if act == "silu":
         s = torch.sigmoid(gate)
@@ -449,7 +451,7 @@ def fused_backward_cases(spec, act: str):
 
     from tilekit.runtime.baseline_cases import BaselineCases
 
-    code = {"silu": 0, "gelu_tanh": 1}[act]
+    code = ACTS[act]
     kernels = "gated_backward_baselines.triton_kernel", "gated_backward_baselines.cutile_kernel"
     return BaselineCases(
         spec,

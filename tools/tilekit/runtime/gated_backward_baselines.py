@@ -107,6 +107,8 @@ SAVED = bs.ForwardSaved()  # act(g) as torch's forward saves it (its mul does), 
 def saved_act(source: torch.Tensor, g: torch.Tensor, act: str = "silu") -> torch.Tensor:
     """act(g) (F.silu, or F.gelu's tanh form), made once per `source`, the member's input that holds
     g (x or a; bs.ForwardSaved)."""
+    if act not in ACTS:
+        raise ValueError(f"unknown activation {act!r}; known: {sorted(ACTS)}")
     f = torch.nn.functional
     return SAVED.get(source, lambda: f.silu(g) if act == "silu" else f.gelu(g, approximate="tanh"), act)
 
@@ -115,6 +117,8 @@ def torch_kernels(dy, g, u, dg, du, source, act: str = "silu") -> None:
     """The kernels autograd of act(g) * u runs, each into its view: mul's backward (dy * u, and
     dy * act(g) from the saved act(g), into du), then aten.silu_backward or aten.gelu_backward (tanh)
     into dg."""
+    if act not in ACTS:
+        raise ValueError(f"unknown activation {act!r}; known: {sorted(ACTS)}")
     if act == "silu":
         torch.ops.aten.silu_backward.grad_input(dy * u, g, grad_input=dg)
     else:

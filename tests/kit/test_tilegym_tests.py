@@ -74,7 +74,7 @@ def test_a_failing_case_is_reported_with_its_message(tmp_path, monkeypatch):
 def test_bad_arguments_name_the_fix(tmp_path, capsys):
     assert tt.main(["--kernel", "rms_norm", "--tilegym", str(tmp_path), "--out", str(tmp_path / "o")]) == 2
     assert "TILEGYM_PATH must be a TileGym checkout" in capsys.readouterr().err
-    assert tt.main(["--kernel", "attention", "--tilegym", str(tmp_path), "--out", str(tmp_path / "o")]) == 2
+    assert tt.main(["--kernel", "softmax_backward", "--tilegym", str(tmp_path), "--out", str(tmp_path / "o")]) == 2
     assert "no TileGym counterpart" in capsys.readouterr().err
 
 
@@ -83,6 +83,10 @@ def test_adapters_refuse_what_the_port_does_not_implement():
         tt.rms_norm(object(), (4,), None, 1e-6, offset=1.0)
     with pytest.raises(NotImplementedError, match="weight_shift"):
         tt.layer_norm(object(), 0, -1, None, None, 1e-5, weight_shift=1.0)
+    import torch
+
+    with pytest.raises(NotImplementedError, match="s_q=3 != s_kv=5"):
+        tt.fmha(torch.zeros(1, 2, 3, 64), torch.zeros(1, 2, 5, 64), torch.zeros(1, 2, 5, 64), is_causal=True)
     assert set(tt.SUBSTITUTES) <= {p.name for p in (Path(tt.ROOT) / "kernels").iterdir()}
 
 

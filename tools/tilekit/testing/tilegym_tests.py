@@ -106,6 +106,17 @@ def bmm(a, b, transpose_a=False, transpose_b=False, **kwargs):
     return _entry("bmm")(a.transpose(1, 2) if transpose_a else a, b.transpose(1, 2) if transpose_b else b)
 
 
+def fmha(q, k, v, scaling=None, is_causal=True, **kwargs):
+    """TileGym's fmha(q, k, v, scaling, is_causal, has_backward, kernel_configs): the port on
+    (B, H, S, D) q, k, v. A causal mask with s_q != s_kv is refused: the port aligns it to the keys'
+    end (decode, chunked prefill), PyTorch's is_causal to their start."""
+    if is_causal and q.shape[-2] != k.shape[-2]:
+        raise NotImplementedError(
+            f"tilekit's causal attention aligns the mask to the keys' end; s_q={q.shape[-2]} != s_kv={k.shape[-2]}"
+        )
+    return _entry("attention")(q, k, v, causal=bool(is_causal), scale=scaling)
+
+
 # kernel -> (TileGym's test file under tests/ops/, {its dispatch key: the adapter})
 SUBSTITUTES = {
     "rms_norm": ("test_rms_norm.py", {"rms_norm": rms_norm}),
@@ -115,6 +126,7 @@ SUBSTITUTES = {
     "layer_norm": ("test_layer_norm.py", {"layer_norm": layer_norm}),
     "matmul": ("test_matmul.py", {"matmul": matmul}),
     "bmm": ("test_bmm.py", {"bmm": bmm}),
+    "attention": ("test_attention.py", {"fmha": fmha}),
 }
 
 

@@ -75,4 +75,4 @@ BACKENDS = {
     **gated_backward_baselines.entries(ours),
     **providers.backends(tilegym=_tilegym, liger=LIGER, liger_cutile=LIGER),
 }
-unavailable_reason = gated_backward_baselines.reason_for(__name__)
+unavailable_reason = bs.reason_for(__name__)

@@ -195,12 +195,18 @@ def _first_line(message: str, limit: int = 160) -> str:
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
-def render_correctness(kernel: str, result: CorrectnessResult, raw_log: str | None) -> str:
+def render_correctness(
+    kernel: str, result: CorrectnessResult, raw_log: str | None, *, title: str = "", intro: str = "",
+    logs: tuple[str, str] = (CORRECTNESS_LOG, JUNIT),
+) -> str:  # fmt: skip
+    """The report's text; `title` (default: the port's correctness), an `intro` paragraph and the
+    (pytest log, JUnit XML) paths it names serve another suite's report (make tilegym-tests)."""
     lines = [
         f"VERDICT: {result.verdict}",
         "",
-        f"# {kernel}: {PORT_BACKEND} correctness",
+        f"# {kernel}: {title or PORT_BACKEND + ' correctness'}",
         "",
+        *([intro, ""] if intro else []),
         f"Summary: {result.passed} passed, {result.failed} failed, {result.skipped} skipped",
         "",
     ]
@@ -224,7 +230,7 @@ def render_correctness(kernel: str, result: CorrectnessResult, raw_log: str | No
     if result.verdict == "BLOCKED":
         lines.append(f"block_class: {result.block_class}")
     missing = "" if raw_log is not None else " (missing: make KERNEL=" + kernel + " test writes it)"
-    lines += [f"pytest_log: {CORRECTNESS_LOG}{missing}", f"junit_xml: {JUNIT}"]
+    lines += [f"pytest_log: {logs[0]}{missing}", f"junit_xml: {logs[1]}"]
     return "\n".join(line.rstrip() for line in lines) + "\n"
 
 

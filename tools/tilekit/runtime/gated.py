@@ -370,8 +370,8 @@ def fused_backward_gradients(entry):
     return forward_gradients
 
 
-def backward_reference(dy, gate, up, act: str = "silu"):
-    """float64 (dgate | dup) of act(gate) * up for the output gradient dy (closed form)."""
+def backward_reference(dy, gate, up, act: str = "silu") -> tuple:
+    """float64 (dgate, dup) of act(gate) * up for the output gradient dy (closed form)."""
     import torch
 
     if act not in ACTS:
@@ -384,7 +384,7 @@ def backward_reference(dy, gate, up, act: str = "silu"):
         k = 2 * (2 / torch.pi) ** 0.5
         s = torch.sigmoid(k * (gate + 0.044715 * gate**3))
         slope = s + gate * s * (1 - s) * k * (1 + 3 * 0.044715 * gate**2)
-    return torch.cat((dy * up * slope, dy * gate * s), -1)
+    return dy * up * slope, dy * gate * s
 
 
 def fused_backward_spec(op, act: str, **fields) -> KernelSpec:
@@ -404,7 +404,7 @@ def fused_backward_spec(op, act: str, **fields) -> KernelSpec:
 
     def reference(inputs: dict):
         h = inputs["dy"].shape[-1]
-        return backward_reference(inputs["dy"], inputs["x"][:, :h], inputs["x"][:, h:], act)
+        return torch.cat(backward_reference(inputs["dy"], inputs["x"][:, :h], inputs["x"][:, h:], act), -1)
 
     def bytes_moved(cfg: dict) -> int:
         return 5 * cfg["m"] * cfg["h"] * torch.finfo(torch_dtype(cfg["dtype"])).bits // 8

@@ -142,9 +142,6 @@ def entries(ours: dict) -> dict:
     return ours
 
 
-reason_for = bs.reason_for  # a member's unavailable_reason (tilekit.runtime.baseline_support)
-
-
 def check_fused(kernel: str, dy, x) -> None:
     """ValueError unless x is (m, 2H) and dy (m, H) of its dtype (a fused member's inputs)."""
     bs.check_matrix(kernel, "x", x, DTYPES, "(m, 2H)")

@@ -42,6 +42,7 @@ SCHEMA_TYPES = {
 
 _CALLS: dict[str, Callable] = {}  # kernel -> the entry's checked call (the op's implementation)
 _BACKWARDS: dict[str, Callable] = {}  # kernel -> its gradient (register_backward)
+_WITH_OUTPUT: set[str] = set()  # the kernels whose gradient takes the op's output (an `output` parameter)
 
 
 def schema(fn: Callable) -> str:
@@ -113,7 +114,7 @@ def register_backward(name: str, backward: Callable) -> None:
         def setup_context(ctx, inputs, output):
             tensors = [i for i, t in enumerate(inputs) if isinstance(t, torch.Tensor)]
             ctx.tensor_at, ctx.others = tensors, [None if i in tensors else t for i, t in enumerate(inputs)]
-            ctx.with_output = "output" in inspect.signature(_BACKWARDS[name]).parameters
+            ctx.with_output = name in _WITH_OUTPUT
             ctx.save_for_backward(*(inputs[i] for i in tensors), *((output,) if ctx.with_output else ()))
 
         def grads(ctx, grad):
@@ -128,6 +129,10 @@ def register_backward(name: str, backward: Callable) -> None:
 
         torch.library.register_autograd(f"{NAMESPACE}::{name}", grads, setup_context=setup_context)
     _BACKWARDS[name] = backward
+    if "output" in inspect.signature(backward).parameters:  # read here, not at every call of the op
+        _WITH_OUTPUT.add(name)
+    else:
+        _WITH_OUTPUT.discard(name)
 
 
 def has_backward(name: str) -> bool:

@@ -207,19 +207,12 @@ def render(kernel: str, junit_text: str, log_text: str) -> str:
     from tilekit.reports import correctness
 
     result = correctness.classify(correctness.parse_junit(junit_text, JUNIT), log_text)
-    body = correctness.render_correctness(kernel, result, log_text).split("\n", 4)[4]
-    return "\n".join(
-        [
-            f"VERDICT: {result.verdict}",
-            "",
-            f"# {kernel}: TileGym's own tests with the port as its cuTile backend",
-            "",
-            f"TileGym's `tests/ops/{SUBSTITUTES[kernel][0]}`, its cuTile correctness cases (`test_op*`), each call "
-            f"of the cuTile {kernel} running the port (tilekit.testing.tilegym_tests).",
-            "",
-            body.replace(correctness.CORRECTNESS_LOG, LOG).replace(correctness.JUNIT, JUNIT),
-        ]
+    intro = (
+        f"TileGym's `tests/ops/{SUBSTITUTES[kernel][0]}`, its cuTile correctness cases (`test_op*`), each call "
+        f"of the cuTile {kernel} running the port (tilekit.testing.tilegym_tests)."
     )
+    title = "TileGym's own tests with the port as its cuTile backend"
+    return correctness.render_correctness(kernel, result, log_text, title=title, intro=intro, logs=(LOG, JUNIT))
 
 
 def main(argv=None) -> int:

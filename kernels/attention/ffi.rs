@@ -21,6 +21,12 @@
 //! of s_kv keys or more hides nothing and runs the kernel without one. Each is a const generic of
 //! the kernel (SINKS, WINDOW): without them the kernel is the same program as before they existed.
 //!
+//! For training, `cutile_attention_lse(out, lse, q, k, v, sinks, ...)`, the same arguments with
+//! `lse` after out: a contiguous f32 (b, h, s_q) that receives each query row's log-sum-exp of its
+//! scaled scores in base 2 (m + log2(l), +inf for a row that sees no key and no sink), what
+//! `cutile_attention_backward` recomputes the probabilities from (the kernel's LSE). It always runs
+//! the forward kernel (the decode path keeps no row statistics; `splits` must be 0 or auto).
+//!
 //! The variant: `bm` / `bn` the query / key tile rows (64 or 128), `occupancy` (1..=32) and
 //! `warps` (worker warps per CTA: 4 or 8) compile hints for tileiras; -1 picks the default (the
 //! compiler's, for the hints). `splits` chooses the decode path (issue 41) where s_q <= 16: 0 never
@@ -113,6 +119,8 @@ pub struct Plan {
     pub sinks: Option<DType>,
     /// The window in keys (the kernel's WINDOW), None: none (or one that hides no key).
     pub window: Option<i32>,
+    /// Whether the rows' log-sum-exp is written (`lse` given: the kernel's LSE).
+    pub lse: bool,
     /// scale · log2(e): the kernel exponentiates in base 2.
     pub qk_scale_log2: f32,
     pub bm: i32,
@@ -163,8 +171,9 @@ fn strides(d: &TensorDesc, arg: &str) -> FfiResult<[i32; 3]> {
 // The export's arguments one for one (its C signature is fixed): a struct would only repack them.
 #[allow(clippy::too_many_arguments)]
 pub fn plan(
-    out: &TensorDesc, q: &TensorDesc, k: &TensorDesc, v: &TensorDesc, sinks: Option<&TensorDesc>, causal: i32,
-    scale: f32, window: i32, bm: i32, bn: i32, occupancy: i32, warps: i32, splits: i32,
+    out: &TensorDesc, q: &TensorDesc, k: &TensorDesc, v: &TensorDesc, sinks: Option<&TensorDesc>,
+    lse: Option<&TensorDesc>, causal: i32, scale: f32, window: i32, bm: i32, bn: i32, occupancy: i32, warps: i32,
+    splits: i32,
 ) -> FfiResult<Plan> {
     let tensors = [(q, "q", 4), (k, "k", 4), (v, "v", 4), (out, "out", 4)];
     let dtype = ffi_util::check_tensors(KERNEL, &[DType::F16, DType::BF16], "f16 and bf16", &tensors)?;
@@ -212,6 +221,9 @@ pub fn plan(
             )));
         }
     }
+    if let Some(l) = lse {
+        check_lse(l, [b, h, sq])?;
+    }
     if window != -1 && (window <= 0 || causal != 1) {
         return Err(invalid(format!(
             "window={window} with causal={causal}: a window is > 0 keys under the causal mask (causal=1), or -1 for none"
@@ -231,6 +243,7 @@ pub fn plan(
     let auto = (-DECODE_MAX_PER_SM..=-1).contains(&splits);
     let decode = match (splits, rows) {
         (0, _) => None,
+        _ if lse.is_some() && (splits == 0 || (-DECODE_MAX_PER_SM..=DECODE_MAX_SPLITS).contains(&splits)) => None,
         (_, None) if auto => None,
         (_, Some((sq_pad, rows))) if auto || (1..=DECODE_MAX_SPLITS).contains(&splits) => {
             Some(Decode { sq_pad, rows, splits, warps: asked_warps })
@@ -263,6 +276,7 @@ pub fn plan(
         sinks: sinks.map(|s| s.dtype()).transpose()?,
         // Query i' = i + s_kv - s_q <= s_kv - 1 sees key j >= 0 > i' - window when window >= s_kv.
         window: (window != -1 && window < skv).then_some(window),
+        lse: lse.is_some(),
         qk_scale_log2: scale * std::f32::consts::LOG2_E,
         bm,
         bn,
@@ -277,20 +291,37 @@ pub fn plan(
     Ok(p)
 }
 
+/// `lse` is a contiguous f32 (b, h, s_q) (the rows' log-sum-exp, written by the LSE kernel).
+pub fn check_lse(lse: &TensorDesc, [b, h, sq]: [i64; 3]) -> FfiResult<()> {
+    ffi_util::check_tensor(lse, "lse", 3)?;
+    if lse.dtype()? != DType::F32 || lse.shape() != [b, h, sq] || lse.strides() != [h * sq, sq, 1] {
+        return Err(invalid(format!(
+            "`lse` is {} {:?} with strides {:?}: pass a contiguous f32 ({b}, {h}, {sq}), one per query row",
+            lse.dtype()?.name(),
+            lse.shape(),
+            lse.strides()
+        )));
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
 fn launch<T: Element>(
     p: &Plan, out: &TensorDesc, q: &TensorDesc, k: &TensorDesc, v: &TensorDesc, sinks: Option<&TensorDesc>,
-    stream: &Arc<Stream>,
+    lse: Option<&TensorDesc>, stream: &Arc<Stream>,
 ) -> FfiResult<()> {
     // The sinks' element type S: f32 or T; absent sinks pass q's pointer as T, which the kernel
-    // compiled without SINKS never reads.
+    // compiled without SINKS never reads (nor one without LSE the lse pointer, then out's).
+    let lse = lse.unwrap_or(out);
     match (sinks, p.sinks) {
-        (Some(s), Some(DType::F32)) => launch_with::<T, f32>(p, out, q, k, v, s, stream),
-        (s, _) => launch_with::<T, T>(p, out, q, k, v, s.unwrap_or(q), stream),
+        (Some(s), Some(DType::F32)) => launch_with::<T, f32>(p, out, q, k, v, s, lse, stream),
+        (s, _) => launch_with::<T, T>(p, out, q, k, v, s.unwrap_or(q), lse, stream),
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn launch_with<T: Element, S: Element>(
-    p: &Plan, out: &TensorDesc, q: &TensorDesc, k: &TensorDesc, v: &TensorDesc, sinks: &TensorDesc,
+    p: &Plan, out: &TensorDesc, q: &TensorDesc, k: &TensorDesc, v: &TensorDesc, sinks: &TensorDesc, lse: &TensorDesc,
     stream: &Arc<Stream>,
 ) -> FfiResult<()> {
     if let Some(d) = &p.decode {
@@ -301,17 +332,18 @@ fn launch_with<T: Element, S: Element>(
     };
     let [o_ptr, q_ptr, k_ptr, v_ptr] = ptrs;
     let sinks_ptr = unsafe { ffi_util::device_ptr::<S>(sinks) }; // S checked by plan()
+    let lse_ptr = unsafe { ffi_util::device_ptr::<f32>(lse) }; // f32 checked by plan() (read only with LSE)
     let mut launch = Launch::new::<T>(&[p.bm, p.bn, p.d], p.grid(), ffi_util::compile_options(p.occupancy, p.warps));
-    // generics T, S, BM, BN, D, SINKS, WINDOW.
+    // generics T, S, BM, BN, D, SINKS, WINDOW, LSE.
     launch.generics.insert(1, S::DTYPE.as_str().to_string());
-    launch.generics.extend([p.sinks.is_some().to_string(), p.window.is_some().to_string()]);
+    launch.generics.extend([p.sinks.is_some(), p.window.is_some(), p.lse].map(|b| b.to_string()));
     let [[o_sb, o_sh, o_ss], [q_sb, q_sh, q_ss], [k_sb, k_sh, k_ss], [v_sb, v_sh, v_ss]] = p.strides;
     // SAFETY: plan() checked shapes, strides and dtypes against the descriptors; the memory is
     // PyTorch's, alive until the caller's stream has run the kernel (stream-ordered allocator).
     unsafe {
         #[rustfmt::skip] // the entry's arguments a tensor or a role a line (one per line would run 25 lines)
         let op = device::attention_fwd(
-            o_ptr, q_ptr, k_ptr, v_ptr, sinks_ptr,
+            o_ptr, q_ptr, k_ptr, v_ptr, sinks_ptr, lse_ptr,
             p.b, p.h, p.hkv, p.sq, p.skv,
             o_sb, o_sh, o_ss, q_sb, q_sh, q_ss, k_sb, k_sh, k_ss, v_sb, v_sh, v_ss,
             p.diag, p.window.unwrap_or(-1), p.qk_scale_log2,
@@ -380,9 +412,51 @@ fn launch_decode<T: Element, S: Element>(
     ws.free()
 }
 
-// `cutile_attention`: the descriptors, then plan(), the caller's stream and launch() (ffi_util::export!).
-// `sinks` may be null.
-crate::export!(cutile_attention(out, q, k, v; optional sinks; causal: i32, scale: f32, window: i32, bm: i32, bn: i32, occupancy: i32, warps: i32, splits: i32));
+/// `cutile_attention`: the descriptors, then plan() without lse, the caller's stream and launch()
+/// (ffi_util::export!). `sinks` may be null.
+mod export_forward {
+    use super::*;
+
+    #[allow(clippy::too_many_arguments)]
+    fn plan(
+        out: &TensorDesc, q: &TensorDesc, k: &TensorDesc, v: &TensorDesc, sinks: Option<&TensorDesc>, causal: i32,
+        scale: f32, window: i32, bm: i32, bn: i32, occupancy: i32, warps: i32, splits: i32,
+    ) -> FfiResult<Plan> {
+        super::plan(out, q, k, v, sinks, None, causal, scale, window, bm, bn, occupancy, warps, splits)
+    }
+
+    fn launch<T: Element>(
+        p: &Plan, out: &TensorDesc, q: &TensorDesc, k: &TensorDesc, v: &TensorDesc, sinks: Option<&TensorDesc>,
+        stream: &Arc<Stream>,
+    ) -> FfiResult<()> {
+        super::launch::<T>(p, out, q, k, v, sinks, None, stream)
+    }
+
+    crate::export!(cutile_attention(out, q, k, v; optional sinks; causal: i32, scale: f32, window: i32, bm: i32, bn: i32, occupancy: i32, warps: i32, splits: i32));
+}
+
+/// `cutile_attention_lse`: the same with `lse` after out (the training forward).
+mod export_lse {
+    use super::*;
+
+    #[allow(clippy::too_many_arguments)]
+    fn plan(
+        out: &TensorDesc, lse: &TensorDesc, q: &TensorDesc, k: &TensorDesc, v: &TensorDesc, sinks: Option<&TensorDesc>,
+        causal: i32, scale: f32, window: i32, bm: i32, bn: i32, occupancy: i32, warps: i32, splits: i32,
+    ) -> FfiResult<Plan> {
+        super::plan(out, q, k, v, sinks, Some(lse), causal, scale, window, bm, bn, occupancy, warps, splits)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn launch<T: Element>(
+        p: &Plan, out: &TensorDesc, lse: &TensorDesc, q: &TensorDesc, k: &TensorDesc, v: &TensorDesc,
+        sinks: Option<&TensorDesc>, stream: &Arc<Stream>,
+    ) -> FfiResult<()> {
+        super::launch::<T>(p, out, q, k, v, sinks, Some(lse), stream)
+    }
+
+    crate::export!(cutile_attention_lse(out, lse, q, k, v; optional sinks; causal: i32, scale: f32, window: i32, bm: i32, bn: i32, occupancy: i32, warps: i32, splits: i32));
+}
 
 #[cfg(test)]
 mod tests {
@@ -409,7 +483,7 @@ mod tests {
     }
 
     fn plan_of(t: &[TensorDesc; 4], causal: i32) -> FfiResult<Plan> {
-        plan(&t[0], &t[1], &t[2], &t[3], None, causal, 0.125, -1, -1, -1, -1, -1, 0)
+        plan(&t[0], &t[1], &t[2], &t[3], None, None, causal, 0.125, -1, -1, -1, -1, -1, 0)
     }
 
     #[test]
@@ -424,7 +498,7 @@ mod tests {
         assert_eq!((p.sinks, p.window), (None, None));
         // 8 worker warps by default for 128-row query tiles only; a given hint is kept.
         let [o, q, k, v] = &t;
-        let warps = |bm, w| plan(o, q, k, v, None, 1, 0.125, -1, bm, -1, -1, w, 0).unwrap().warps;
+        let warps = |bm, w| plan(o, q, k, v, None, None, 1, 0.125, -1, bm, -1, -1, w, 0).unwrap().warps;
         assert_eq!((warps(-1, -1), warps(64, -1), warps(128, 4), warps(64, 8)), (Some(8), None, Some(4), Some(8)));
     }
 
@@ -457,11 +531,15 @@ mod tests {
         let t = [o, q, k, v];
         assert_fails(plan_of(&t, 2), rc::INVALID_ARGUMENT, "causal=2");
         for scale in [0.0, -1.0, f32::NAN, f32::INFINITY] {
-            assert_fails(plan(&o, &q, &k, &v, None, 0, scale, -1, -1, -1, -1, -1, 0), rc::INVALID_ARGUMENT, "scale=");
+            assert_fails(
+                plan(&o, &q, &k, &v, None, None, 0, scale, -1, -1, -1, -1, -1, 0),
+                rc::INVALID_ARGUMENT,
+                "scale=",
+            );
         }
-        assert_fails(plan(&o, &q, &k, &v, None, 0, 1.0, -1, 32, -1, -1, -1, 0), rc::INVALID_ARGUMENT, "bm=32");
-        assert_fails(plan(&o, &q, &k, &v, None, 0, 1.0, -1, -1, 256, -1, -1, 0), rc::INVALID_ARGUMENT, "bn=256");
-        assert_hints_checked(true, |occ, w| plan(&o, &q, &k, &v, None, 0, 1.0, -1, -1, -1, occ, w, 0));
+        assert_fails(plan(&o, &q, &k, &v, None, None, 0, 1.0, -1, 32, -1, -1, -1, 0), rc::INVALID_ARGUMENT, "bm=32");
+        assert_fails(plan(&o, &q, &k, &v, None, None, 0, 1.0, -1, -1, 256, -1, -1, 0), rc::INVALID_ARGUMENT, "bn=256");
+        assert_hints_checked(true, |occ, w| plan(&o, &q, &k, &v, None, None, 0, 1.0, -1, -1, -1, occ, w, 0));
         let f32s = qkv(DType::F32, [1, 4, 2, 8, 8, 64]);
         assert_fails(plan_of(&f32s, 0), rc::UNSUPPORTED_DTYPE, "attention supports f16 and bf16");
     }
@@ -474,7 +552,7 @@ mod tests {
     #[test]
     fn plan_takes_sinks_and_a_window_under_the_causal_mask() {
         let [o, q, k, v] = qkv(DType::BF16, [2, 32, 8, 1000, 4097, 128]);
-        let p = |sinks, window| plan(&o, &q, &k, &v, sinks, 1, 0.125, window, -1, -1, -1, -1, 0);
+        let p = |sinks, window| plan(&o, &q, &k, &v, sinks, None, 1, 0.125, window, -1, -1, -1, -1, 0);
         let (s, s_bf16) = (sinks_of(32), TensorDesc::from_parts(0x5000, DType::BF16, &[32], &[1]));
         assert_eq!(p(Some(&s), -1).map(|p| (p.sinks, p.window)).unwrap(), (Some(DType::F32), None));
         assert_eq!(p(Some(&s_bf16), -1).unwrap().sinks, Some(DType::BF16));
@@ -489,7 +567,7 @@ mod tests {
     #[test]
     fn plan_rejects_bad_sinks_and_windows() {
         let [o, q, k, v] = qkv(DType::F16, [1, 4, 2, 8, 8, 64]);
-        let p = |sinks, causal, window| plan(&o, &q, &k, &v, sinks, causal, 0.125, window, -1, -1, -1, -1, 0);
+        let p = |sinks, causal, window| plan(&o, &q, &k, &v, sinks, None, causal, 0.125, window, -1, -1, -1, -1, 0);
         let sinks = [
             (TensorDesc::from_parts(0x5000, DType::BF16, &[4], &[1]), "`sinks` is bf16 [4]"),
             (sinks_of(2), "`sinks` is f32 [2] with strides [1]: pass a contiguous (4,) of q's dtype f16 or f32"),
@@ -609,7 +687,7 @@ mod tests {
             for (bm, bn, d) in [("128", "64", "128"), ("64", "64", "64"), ("128", "128", "64"), ("64", "128", "128")] {
                 DEVICE.assert_lowers(
                     "attention_fwd",
-                    &[dtype, dtype, bm, bn, d, "false", "false"],
+                    &[dtype, dtype, bm, bn, d, "false", "false", "false"],
                     &["mma", "exp2", "store_view_tko"],
                 );
             }
@@ -619,16 +697,20 @@ mod tests {
     #[test]
     fn the_sinks_and_window_specializations_lower_to_tile_ir_for_sm90() {
         // Each of SINKS (of q's dtype and f32) and WINDOW alone and together, at both head dims
-        // and tile shapes.
-        for (dtype, s, bm, bn, d, sinks, window) in [
-            ("bf16", "bf16", "128", "64", "128", "true", "false"),
-            ("bf16", "bf16", "128", "64", "128", "false", "true"),
-            ("bf16", "f32", "128", "64", "64", "true", "true"),
-            ("f16", "f16", "64", "128", "128", "true", "true"),
-            ("f16", "f16", "64", "64", "64", "false", "true"),
+        // and tile shapes; LSE (the training forward) with and without them, which adds log2.
+        for (dtype, s, bm, bn, d, sinks, window, lse) in [
+            ("bf16", "bf16", "128", "64", "128", "true", "false", "false"),
+            ("bf16", "bf16", "128", "64", "128", "false", "true", "false"),
+            ("bf16", "f32", "128", "64", "64", "true", "true", "false"),
+            ("f16", "f16", "64", "128", "128", "true", "true", "false"),
+            ("f16", "f16", "64", "64", "64", "false", "true", "false"),
+            ("bf16", "bf16", "128", "64", "128", "false", "false", "true"),
+            ("f16", "f32", "64", "64", "64", "true", "true", "true"),
         ] {
-            let generics = [dtype, s, bm, bn, d, sinks, window];
-            DEVICE.assert_lowers("attention_fwd", &generics, &["mma", "exp2", "store_view_tko"]);
+            let generics = [dtype, s, bm, bn, d, sinks, window, lse];
+            let ops: &[&str] =
+                if lse == "true" { &["mma", "exp2", "log2"] } else { &["mma", "exp2", "store_view_tko"] };
+            DEVICE.assert_lowers("attention_fwd", &generics, ops);
         }
     }
 
@@ -672,7 +754,7 @@ mod tests {
             ("128", ffi_util::compile_options(Some(2), None), "-occupancy2"),
             ("64", ffi_util::compile_options(None, None), "-hinted"),
         ] {
-            let generics = ["bf16", "bf16", bm, "64", "128", "false", "false"];
+            let generics = ["bf16", "bf16", bm, "64", "128", "false", "false", "false"];
             let ir = DEVICE.lower("attention_fwd", &generics, &div_hints(&ptrs, &ints), options, what);
             assert!(ir.contains("mma") && ir.contains("assume div_by<16>"), "{what}:\n{ir}");
         }
@@ -684,7 +766,7 @@ mod tests {
     }
 
     fn decode_plan(t: &[TensorDesc; 4], sinks: Option<&TensorDesc>, window: i32, splits: i32) -> FfiResult<Plan> {
-        plan(&t[0], &t[1], &t[2], &t[3], sinks, 1, 0.125, window, -1, -1, -1, -1, splits)
+        plan(&t[0], &t[1], &t[2], &t[3], sinks, None, 1, 0.125, window, -1, -1, -1, -1, splits)
     }
 
     #[test]
@@ -699,7 +781,7 @@ mod tests {
         assert_eq!(p.decode, Some(Decode { sq_pad: 1, rows: 16, splits: -1, warps: None }));
         assert_eq!(decode_plan(&t, None, -1, -8).unwrap().decode.unwrap().splits, -8); // 8 blocks per SM
                                                                                        // The decode kernel takes the warps hint as given: not BM = 128's default of 8 for the forward.
-        let warps = |bm, w| plan(&t[0], &t[1], &t[2], &t[3], None, 1, 0.125, -1, bm, -1, -1, w, -1).unwrap();
+        let warps = |bm, w| plan(&t[0], &t[1], &t[2], &t[3], None, None, 1, 0.125, -1, bm, -1, -1, w, -1).unwrap();
         assert_eq!((warps(128, -1).warps, warps(128, -1).decode.unwrap().warps), (Some(8), None));
         assert_eq!(warps(64, 4).decode.unwrap().warps, Some(4));
         assert_eq!(decode_plan(&t, None, -1, 0).unwrap().decode, None); // the forward kernel

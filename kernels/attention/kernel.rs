@@ -33,6 +33,10 @@
 //! first row's window are not visited, the ones across the window's start are masked like the
 //! diagonal ones (`window_tiles`), so the work is O(s_q · window).
 //!
+//! LSE (the training forward, `cutile_attention_lse`): each row's log-sum-exp m + log2(l) in the
+//! base-2 units of the scaled scores (sinks included; +inf where l = 0) is stored to a (b, h, s_q)
+//! f32 view for the backward (kernels/attention_backward), which recomputes P = exp2(s · c - lse).
+//!
 //! Ragged edges need no other masks: the partitions pad with zeros, so Q rows past s_q compute
 //! rows that the store drops (stores outside the view are not written), and K/V rows past s_kv are
 //! zeros whose scores the tail mask hides (P = 0 there, meeting V's zero rows).
@@ -56,11 +60,19 @@ pub mod attention_device {
     /// The (b, heads, s, D) view of a tensor at `ptr` with strides (sb, sh, ss) in elements and a
     /// contiguous last dim: q, k, v and out of both paths.
     #[allow(clippy::too_many_arguments)]
-    unsafe fn bhsd_view<T: ElementType, const D: i32>(
+    pub unsafe fn bhsd_view<T: ElementType, const D: i32>(
         ptr: *mut T, b: i32, heads: i32, s: i32, sb: i32, sh: i32, ss: i32, tok: Token,
     ) -> Tensor<T, { [-1, -1, -1, -1] }> {
         let shape: Shape<{ [-1, -1, -1, -1] }> = Shape::<{ [-1, -1, -1, -1] }> { dims: &[b, heads, s, D] };
         let strides: Array<{ [-1, -1, -1, 1] }> = Array::<{ [-1, -1, -1, 1] }> { dims: &[sb, sh, ss] };
+        make_tensor_view(pointer_to_tile(ptr), shape, strides, tok)
+    }
+
+    /// The (b, h, s_q) f32 log-sum-exp of the forward's rows at `ptr`, contiguous: written by
+    /// attention_fwd with LSE, read by the backward (kernels/attention_backward).
+    pub unsafe fn lse_view(ptr: *mut f32, b: i32, h: i32, sq: i32, tok: Token) -> Tensor<f32, { [-1, -1, -1] }> {
+        let shape: Shape<{ [-1, -1, -1] }> = Shape::<{ [-1, -1, -1] }> { dims: &[b, h, sq] };
+        let strides: Array<{ [-1, -1, 1] }> = Array::<{ [-1, -1, 1] }> { dims: &[h * sq, sq] };
         make_tensor_view(pointer_to_tile(ptr), shape, strides, tok)
     }
 
@@ -99,7 +111,7 @@ pub mod attention_device {
     /// The scores of a masked key tile inside the window (key > query + diag - window), in
     /// tile-local indices: column c is key j · BN + c, row r query mt · BM + r, and `start` =
     /// mt · BM + diag - window + 1 - j · BN the first column row 0 sees.
-    fn in_window<const BM: i32, const BN: i32>(
+    pub fn in_window<const BM: i32, const BN: i32>(
         rows: Tile<i32, { [BM, BN] }>, cols: Tile<i32, { [BM, BN] }>, start: i32,
     ) -> Tile<bool, { [BM, BN] }> {
         let start_tile: Tile<i32, { [BM, BN] }> = broadcast_scalar(start, shape![BM, BN]);
@@ -110,7 +122,7 @@ pub mod attention_device {
     /// query sits at `rows`[r] + `row0` (the forward: query tile rows; decode: each row's own query),
     /// so key < skv and key <= query + diag, and with WINDOW key > query + diag - window.
     #[allow(clippy::too_many_arguments)]
-    fn visible_keys<const BM: i32, const BN: i32, const WINDOW: bool>(
+    pub fn visible_keys<const BM: i32, const BN: i32, const WINDOW: bool>(
         rows: Tile<i32, { [BM, BN] }>, cols: Tile<i32, { [BM, BN] }>, row0: i32, k0: i32, skv: i32, diag: i32,
         window: i32,
     ) -> Tile<bool, { [BM, BN] }> {
@@ -160,10 +172,11 @@ pub mod attention_device {
         const D: i32,
         const SINKS: bool,
         const WINDOW: bool,
+        const LSE: bool,
     >(
-        o_ptr: *mut T, q_ptr: *mut T, k_ptr: *mut T, v_ptr: *mut T, sinks_ptr: *mut S, b: i32, h: i32, hkv: i32,
-        sq: i32, skv: i32, o_sb: i32, o_sh: i32, o_ss: i32, q_sb: i32, q_sh: i32, q_ss: i32, k_sb: i32, k_sh: i32,
-        k_ss: i32, v_sb: i32, v_sh: i32, v_ss: i32, diag: i32, window: i32, qk_scale_log2: f32,
+        o_ptr: *mut T, q_ptr: *mut T, k_ptr: *mut T, v_ptr: *mut T, sinks_ptr: *mut S, lse_ptr: *mut f32, b: i32,
+        h: i32, hkv: i32, sq: i32, skv: i32, o_sb: i32, o_sh: i32, o_ss: i32, q_sb: i32, q_sh: i32, q_ss: i32,
+        k_sb: i32, k_sh: i32, k_ss: i32, v_sb: i32, v_sh: i32, v_ss: i32, diag: i32, window: i32, qk_scale_log2: f32,
     ) {
         let tok: Token = new_token_unordered();
         let o_view: Tensor<T, { [-1, -1, -1, -1] }> =
@@ -269,6 +282,18 @@ pub mod attention_device {
         let inv: Tile<f32, { [BM, 1] }> = divf(one, l_safe, rounding::NearestEven, ftz::Disabled);
         let o: Tile<T, { [BM, D] }> = convert_tile(acc * inv.broadcast(shape![BM, D]));
         o_part.store(o.reshape(shape![1, 1, BM, D]), [batch, head, mt, 0i32]);
+        if LSE {
+            // The row's log-sum-exp in the base-2 units of the scaled scores, m + log2(l), for the
+            // backward (P = exp2(s · c - lse)); +inf for a row that saw no key and no sink (l = 0),
+            // whose P is then 0 at every key. l >= 1 wherever l > 0, so log2(l_safe) is log2(l).
+            let lse_view: Tensor<f32, { [-1, -1, -1] }> = unsafe { lse_view(lse_ptr, b, h, sq, tok) };
+            let mut lse_part: PartitionMut<f32, { [1, 1, BM] }> =
+                unsafe { lse_view.partition_full_mut(shape![1, 1, BM]) };
+            let zero_l: Tile<f32, { [BM, 1] }> = constant(0.0f32, shape![BM, 1]);
+            let inf: Tile<f32, { [BM, 1] }> = constant(f32::INFINITY, shape![BM, 1]);
+            let lse: Tile<f32, { [BM, 1] }> = select(gt_tile(l_i, zero_l), m_i + log2(l_safe), inf);
+            lse_part.store(lse.reshape(shape![1, 1, BM]), [batch, head, mt]);
+        }
     }
 
     // -- Decode: few queries per sequence (s_q <= 16), the key/value cache split across tile blocks.

@@ -40,6 +40,11 @@ int32_t cutile_attention(const TensorDesc* out, const TensorDesc* q, const Tenso
                          float scale, int32_t window,
                          int32_t bm, int32_t bn, int32_t occupancy, int32_t warps,
                          int32_t splits, int32_t device_id, uint64_t stream);
+int32_t cutile_attention_lse(const TensorDesc* out, const TensorDesc* lse, const TensorDesc* q,
+                             const TensorDesc* k, const TensorDesc* v, const TensorDesc* sinks,
+                             int32_t causal, float scale, int32_t window,
+                             int32_t bm, int32_t bn, int32_t occupancy, int32_t warps,
+                             int32_t splits, int32_t device_id, uint64_t stream);
 """
 
 DTYPES = ("bfloat16", "float16")
@@ -48,7 +53,7 @@ HEAD_DIMS = (64, 128)  # ffi.rs HEAD_DIMS: one tile spans the head dim
 INDEX_LIMIT = 2**31 - 1  # the kernel's views index with i32
 
 
-def check_sizes(b: int, h: int, hkv: int, sq: int, skv: int, d: int) -> None:
+def check_sizes(b: int, h: int, hkv: int, sq: int, skv: int, d: int, kernel: str = "attention") -> None:
     """ValueError for the sizes ffi.rs refuses (-6) whatever the variant: a head dim other than 64 or
     128, key/value heads that do not divide the query heads, a tensor past i32 indexing. Pure.
 
@@ -64,15 +69,15 @@ def check_sizes(b: int, h: int, hkv: int, sq: int, skv: int, d: int) -> None:
     ValueError: attention: q (64, 32, 8192, 128) has 2147483648 elements; the kernel indexes with i32 (at most 2147483647): split the batch
     """
     if d not in HEAD_DIMS:
-        raise ValueError(f"attention: head dim d={d}: the kernel supports d = 64 and 128")
+        raise ValueError(f"{kernel}: head dim d={d}: the kernel supports d = 64 and 128")
     if hkv < 1 or h % hkv:
         raise ValueError(
-            f"attention: q has {h} heads and k/v {hkv}: the key/value heads must divide the query heads (GQA)"
+            f"{kernel}: q has {h} heads and k/v {hkv}: the key/value heads must divide the query heads (GQA)"
         )
     for name, shape in (("q", (b, h, sq, d)), ("k", (b, hkv, skv, d))):
         if math.prod(shape) > INDEX_LIMIT:
             raise ValueError(
-                f"attention: {name} {shape} has {math.prod(shape)} elements; the kernel indexes with i32 "
+                f"{kernel}: {name} {shape} has {math.prod(shape)} elements; the kernel indexes with i32 "
                 f"(at most {INDEX_LIMIT}): split the batch"
             )
 
@@ -165,49 +170,88 @@ def attention(
     out: Tensor | None = None,
 ) -> Tensor:
     """softmax(q kᵀ · scale + mask) v; ValueError/TypeError on bad input, ffi.KernelError on a failed call."""
-    checks.dtypes("attention", DTYPES, q=q, k=k, v=v)
+    args = _checked(q, k, v, sinks, causal, scale, window, out)
+    o = out if out is not None else torch.empty_like(q)
+    if k.shape[2] == 0:
+        return o.zero_()  # no key: every query sees none (a sink only adds to the denominator)
+    _run(variant, o, None, *args)
+    return o
+
+
+def attention_lse(q, k, v, sinks=None, causal=False, scale=None, window=None, *, variant="auto") -> tuple:
+    """The training forward: (o, lse), o as `attention` makes it (its checks, a fresh output in q's
+    layout) and lse the f32 (b, h, s_q) log-sum-exp of each query row's scaled scores in base 2
+    (m + log2(l), sinks included; +inf for a row that sees no key and no sink), what
+    kernels/attention_backward recomputes the probabilities from. Always the forward kernel (the
+    decode path keeps no row statistics); autotuned apart from `attention`'s calls."""
+    args = _checked(q, k, v, sinks, causal, scale, window, None)
+    o = torch.empty_like(q)
+    b, h, sq = q.shape[:3]
+    lse = torch.empty((b, h, sq), dtype=torch.float32, device=q.device)
+    if k.shape[2] == 0:  # no key: o = 0; lse = log2 of the sink's weight alone, or +inf
+        sink = args[3]
+        lse.copy_((sink.float() * LOG2E)[None, :, None].expand(b, h, sq) if sink is not None else math.inf)
+        return o.zero_(), lse
+    _run(variant, o, lse, *args)
+    return o, lse
+
+
+LOG2E = 1.4426950408889634  # the kernels exponentiate in base 2
+
+
+def _checked(q, k, v, sinks, causal, scale, window, out, kernel: str = "attention") -> tuple:
+    """attention's checks, messages naming `kernel`: (q, k, v, sinks (contiguous), causal (0/1),
+    scale, window (-1: none))."""
+    checks.dtypes(kernel, DTYPES, q=q, k=k, v=v)
     b, h, sq, d = q.shape
     if k.shape != v.shape or k.shape[0] != b or k.shape[3] != d:
         raise ValueError(
-            f"attention: k and v must both be (b, h_kv, s_kv, d) with q's b={b} and d={d}, got "
+            f"{kernel}: k and v must both be (b, h_kv, s_kv, d) with q's b={b} and d={d}, got "
             f"{tuple(k.shape)} and {tuple(v.shape)}"
         )
     hkv, skv = k.shape[1], k.shape[2]
-    check_sizes(b, h, hkv, sq, skv, d)
-    checks.contiguous_last_dim("attention", q=q, k=k, v=v)
-    checks.out_matches("attention", out, tuple(q.shape), q)
+    check_sizes(b, h, hkv, sq, skv, d, kernel)
+    checks.contiguous_last_dim(kernel, q=q, k=k, v=v)
+    checks.out_matches(kernel, out, tuple(q.shape), q)
     if out is not None:
-        checks.contiguous_last_dim("attention", out=out)
+        checks.contiguous_last_dim(kernel, out=out)
     scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
     if not (math.isfinite(scale) and scale > 0):
-        raise ValueError(f"attention: scale={scale} must be finite and > 0")
+        raise ValueError(f"{kernel}: scale={scale} must be finite and > 0")
     window = check_window(window, causal)
     if sinks is not None:
         if not isinstance(sinks, torch.Tensor):
             raise TypeError(
-                f"attention: sinks must be a ({h},) tensor of per-head logits or None, got {type(sinks).__name__}"
+                f"{kernel}: sinks must be a ({h},) tensor of per-head logits or None, got {type(sinks).__name__}"
                 " (causal, scale and window go by keyword)"
             )
         if tuple(sinks.shape) != (h,) or sinks.dtype not in (q.dtype, torch.float32):
             raise ValueError(
-                f"attention: sinks must be ({h},) of q's dtype {q.dtype} or torch.float32, one logit per query "
+                f"{kernel}: sinks must be ({h},) of q's dtype {q.dtype} or torch.float32, one logit per query "
                 f"head, got {tuple(sinks.shape)} {sinks.dtype}"
             )
-        checks.cuda("attention", q=q, sinks=sinks)
+        checks.cuda(kernel, q=q, sinks=sinks)
         sinks = sinks.contiguous()
-    checks.cuda("attention", q=q, k=k, v=v)
-    o = out if out is not None else torch.empty_like(q)
-    if skv == 0:
-        return o.zero_()  # no key: every query sees none (a sink only adds to the denominator)
+    checks.cuda(kernel, q=q, k=k, v=v)
+    return q, k, v, sinks, int(bool(causal)), scale, window
+
+
+def _run(variant, o, lse, q, k, v, sinks, causal, scale, window) -> None:
+    """The export on checked arguments, autotuned per tune_key (with `lse`: apart, the key says so)."""
+    b, h, sq, d = q.shape
+    hkv, skv = k.shape[1], k.shape[2]
 
     def key():
-        return tune_key(
+        tk = tune_key(
             str(q.dtype)[6:], b, h, hkv, sq, skv, d, causal=bool(causal), window=window, sinks=sinks is not None
         )
+        return tk if lse is None else {**tk, "lse": True}
 
-    args = (o, q, k, v, sinks, int(bool(causal)), scale, window)
-    port.run(__name__, variant, (b, h, hkv, sq, skv, d), *args, key=key)
-    return o
+    sizes, args = (b, h, hkv, sq, skv, d), (q, k, v, sinks, causal, scale, window)
+    if lse is None:
+        port.run(__name__, variant, sizes, o, *args, key=key)
+    else:
+        port.run(__name__, variant, sizes, o, lse, *args, key=key, export="cutile_attention_lse")
 
 
 # -- autotune: the port's variants (ffi.rs: query and key tile rows, occupancy hint) ---------------

@@ -116,6 +116,7 @@ def test_doctests_of_op_and_spec_pass(name):
 @pytest.mark.parametrize("name", NAMES)
 def test_inputs_output_and_reference_agree_with_the_declaration(name):
     """On the CPU for the small shapes: fresh random inputs of the config's dtype (never mostly
+    zeros; a backward's inputs its forward made, KernelSpec.saved_inputs, of their declared dtype
     zeros), a NaN-poisoned output of out_shape, a float64 reference of that shape."""
     spec = kernel.load(name)
     small = [
@@ -127,8 +128,10 @@ def test_inputs_output_and_reference_agree_with_the_declaration(name):
     for shape in small:
         cfg = dict(shape, dtype=shape.get("dtype", spec.dtypes[0]))
         inputs = spec.make_inputs(cfg, device="cpu", seed=0)
-        tensors = [t for t in inputs.values() if isinstance(t, torch.Tensor)]
-        assert all(t.dtype == kernel.torch_dtype(cfg["dtype"]) for t in tensors), cfg
+        dtypes = {n: t.dtype for n, t in inputs.items() if isinstance(t, torch.Tensor)}
+        want = {n: kernel.torch_dtype(spec.saved_inputs.get(n) or cfg["dtype"]) for n in dtypes}
+        assert dtypes == want, cfg
+        tensors = [t for n, t in inputs.items() if isinstance(t, torch.Tensor) and n not in spec.saved_inputs]
         assert sum(int((t == 0).sum()) for t in tensors) <= sum(t.numel() for t in tensors) // 100 + 1, cfg
         out = spec.make_out(cfg, inputs)
         assert tuple(out.shape) == tuple(spec.out_shape(cfg)) and bool(out.isnan().all()), cfg

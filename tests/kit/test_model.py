@@ -217,3 +217,49 @@ def test_the_implementations_are_the_ports_eager_and_compiled_and_torchs():
     assert list(model.IMPLS[:2]) == ["ports", "ports-compile"]
     with pytest.raises(ValueError, match="unknown implementation 'ports_compile'"):
         model.implementations(["ports_compile"])
+
+
+@pytest.mark.parametrize("cfg", [TINY, WINDOWED], ids=lambda c: c.name)
+def test_a_training_step_gives_every_weight_its_gradient_and_its_loss_is_cross_entropy(cfg):
+    """train_fn on the CPU stack: a gradient for every weight (the embedding's only at the tokens
+    seen), equal to autograd of the loss written out by hand (forward over a zero cache, keep = s)."""
+    w = model.leaves(model.make_weights(cfg, device="cpu", dtype=torch.float32))
+    g = torch.Generator().manual_seed(5)
+    ids, targets = (torch.randint(0, cfg.vocab, (2, 7), generator=g) for _ in range(2))
+    loss, grads = model.train_fn(cfg, model.Ops(), None, w, ids, targets)()
+    assert [tuple(gr.shape) for gr in grads] == [tuple(t.shape) for t in w.values()]
+    cache = model.new_cache(cfg, 2, 7, torch.float32, "cpu")
+    logits = model.forward(cfg, model.Ops(), w, ids, cache, 0, keep=7)
+    by_hand = torch.nn.functional.cross_entropy(logits.reshape(-1, cfg.vocab), targets.reshape(-1))
+    assert torch.allclose(loss, by_hand, atol=1e-6)
+    expected = torch.autograd.grad(by_hand, list(w.values()))
+    for name, got, want in zip(w, grads, expected):
+        assert torch.allclose(got, want, atol=1e-6), name
+    unseen = sorted(set(range(cfg.vocab)) - set(ids.flatten().tolist()))
+    assert bool((grads[0][unseen] == 0).all()) and bool(grads[0][ids[0, 0]].abs().sum() > 0)
+
+
+def test_a_training_step_is_reported_not_judged_and_a_bad_gradient_is_named():
+    records = [
+        correct("ports", 8e-3),
+        timing("ports", 1.00, attention=1.0),
+        timing("compile", 1.10, attention=1.1),
+        record(
+            "correctness",
+            "ports",
+            "train",
+            1,
+            rel_l2=9e-2,
+            tolerance=5e-2,
+            ok=False,
+            gradients={"0.qkv": 9e-2, "embed": 1e-2},
+        ),  # fmt: skip
+        timing("ports", 30.0, "train", 1, matmul=30.0),
+        timing("compile", 20.0, "train", 1, matmul=20.0),
+    ]
+    text, chart = model_report.render(records)
+    assert text.splitlines()[0] == "VERDICT: INVESTIGATE"
+    assert "llama3-8b train batch 1: ports gradient of 0.qkv rel L2 9.00e-02 > 5e-02" in text
+    assert "train" not in "".join(chart) and "1.5x torch.compile" not in text  # slower, but not a goal
+    assert "## Training step: forward, cross-entropy, backward (reported, not a goal) (1 x 1 tokens)" in text
+    assert "for a training step its worst parameter gradient (tolerance 5e-02)" in text

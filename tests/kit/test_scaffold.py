@@ -89,7 +89,11 @@ def test_the_scaffolds_cpu_checks_pass(repo):
         ("probe-2", "softmax", "is not a lowercase identifier"),
         ("loop", "softmax", "is a Rust keyword"),
         ("lambda", "softmax", "is a Python keyword"),
-        ("probe2", "nosuch", "FROM=nosuch: no kernels/nosuch/kernel.rs; FROM is one of attention, bmm"),
+        (
+            "probe2",
+            "nosuch",
+            "FROM=nosuch: no kernels/nosuch/kernel.rs; FROM is one of attention, attention_backward, bmm",
+        ),
     ],
 )
 def test_a_bad_name_or_relative_is_refused_with_the_fix(name, source, message, capsys):
@@ -101,7 +105,7 @@ def test_make_new_without_from_names_the_choices():
     done = subprocess.run(
         ["make", "--no-print-directory", "new", "KERNEL=probe"], cwd=ROOT, capture_output=True, text=True, timeout=60
     )
-    assert done.returncode == 2 and "FROM=<kernel> (one of: attention bmm" in done.stderr
+    assert done.returncode == 2 and "FROM=<kernel> (one of: attention attention_backward bmm" in done.stderr
 
 
 def test_every_kernel_scaffolds_into_a_folder_that_imports_and_declares_itself(repo):

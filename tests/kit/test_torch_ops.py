@@ -219,9 +219,10 @@ def test_an_input_that_requires_grad_runs_the_entry_through_its_op_and_without_n
         with torch.no_grad(), OpCalls() as seen:
             spec.entry(x, w)
         assert seen.calls == []
-    # attention has no gradient yet: its op says so at backward (torch's message), never a silent None
+    # attention's gradient comes with a training call: its entry with grad runs attention_train
     kernel.load("attention")
-    assert not ops.has_backward("attention")
+    assert ops.has_backward("attention") and ops.training_call("attention") is not None
+    assert ops.training_call("rms_norm") is None
 
 
 def test_layer_norm_gradients_are_three_views_and_an_absent_weight_is_ones():

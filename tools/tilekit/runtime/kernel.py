@@ -179,6 +179,9 @@ class KernelSpec:
     # cfg -> why test_op_backward_cutile_rs cannot judge the gradient there (a pytest skip with it,
     # shown in correctness.md), or None: for a config where the gradient is ill-conditioned itself
     backward_skip: Callable = lambda cfg: None  # noqa: E731
+    # inputs a forward made from the others (a backward's: attention_backward's o and lse) -> their
+    # dtype, or None for the config's: not random, so they may hold zeros (a query that sees no key)
+    saved_inputs: dict = field(default_factory=dict)
 
     # -- what is derived, never restated ----------------------------------------------------------
 

@@ -17,7 +17,9 @@ is opaque to dynamo), and its calls show in profiles under the kernel's name.
   op without one raises at `.backward()` ("no autograd formula was registered") instead of giving
   no gradient. The Python entry calls the op whenever an input requires grad (tilekit.runtime.port).
   A kernel whose backward is a kernel of its own, kernels/<name>_backward, gets the gradient that
-  kernel's op.py gives as `forward_gradients`, registered when <name>'s op is defined.
+  kernel's op.py gives as `forward_gradients`, registered when <name>'s op is defined; where that
+  op.py also has a `training_call`, the entry calls it with grad instead of the op (`training_call`:
+  attention's, whose forward also returns the log-sum-exp its gradient reads).
 """
 
 from __future__ import annotations
@@ -43,6 +45,9 @@ SCHEMA_TYPES = {
 _CALLS: dict[str, Callable] = {}  # kernel -> the entry's checked call (the op's implementation)
 _BACKWARDS: dict[str, Callable] = {}  # kernel -> its gradient (register_backward)
 _WITH_OUTPUT: set[str] = set()  # the kernels whose gradient takes the op's output (an `output` parameter)
+_TRAINING: dict[
+    str, Callable
+] = {}  # kernel -> the call its entry makes with grad (kernels/<k>_backward's training_call)
 
 
 def schema(fn: Callable) -> str:
@@ -88,7 +93,10 @@ def define(fn: Callable, call: Callable):
     _CALLS[name] = call
     backward_kernel = f"{fn.__module__.rpartition('.op')[0]}_backward.op"  # kernels.<name>_backward.op
     if fn.__module__.endswith(".op") and importlib.util.find_spec(backward_kernel.rpartition(".")[0]) is not None:
-        register_backward(name, importlib.import_module(backward_kernel).forward_gradients)
+        backward = importlib.import_module(backward_kernel)
+        register_backward(name, backward.forward_gradients)
+        if hasattr(backward, "training_call"):
+            _TRAINING[name] = backward.training_call
     return getattr(getattr(torch.ops, NAMESPACE), name)
 
 
@@ -133,6 +141,13 @@ def register_backward(name: str, backward: Callable) -> None:
         _WITH_OUTPUT.add(name)
     else:
         _WITH_OUTPUT.discard(name)
+
+
+def training_call(name: str) -> Callable | None:
+    """What the entry of <name> calls when an input requires grad, in place of its op: kernels/<name>_backward's
+    `training_call` where it has one (attention's, an op whose forward also returns what its gradient
+    needs: the log-sum-exp), else None (the op, with its registered gradient)."""
+    return _TRAINING.get(name)
 
 
 def has_backward(name: str) -> bool:

@@ -61,8 +61,9 @@ def sm_count(device_id: int) -> int:
     return torch.cuda.get_device_properties(device_id).multi_processor_count
 
 
-def launch(op: ModuleType | str, out, *args, **variant) -> None:
-    """One call of the export with one variant; raises ffi.KernelError on a non-zero code."""
+def launch(op: ModuleType | str, out, *args, export: str | None = None, **variant) -> None:
+    """One call of the export (`cutile_<name>`, or `export`, another the CDEF declares) with one
+    variant; raises ffi.KernelError on a non-zero code."""
     import torch
 
     op = module(op)
@@ -70,7 +71,8 @@ def launch(op: ModuleType | str, out, *args, **variant) -> None:
     sms = sm_count(device_id) if "sms" in inspect.signature(op.export_args).parameters else 0
     lib = ffi.library()
     descs = [lib.pack(a) if isinstance(a, torch.Tensor) else a for a in (out, *args)]  # alive until the call returns
-    lib.call(name(op), f"cutile_{name(op)}", *descs, *export_args(op, variant, sms), device_id, stream)
+    symbol = export or f"cutile_{name(op)}"
+    lib.call(name(op), symbol, *descs, *export_args(op, variant, sms), device_id, stream)
 
 
 def with_alignment(key: dict, tensors) -> dict:
@@ -166,8 +168,16 @@ def is_fake(t) -> bool:
     return fake(t)
 
 
-def run(op: ModuleType | str, variant, sizes: tuple, out, *args, key: Callable[[], dict] | None = None) -> None:
-    """Launch the export on (out, *args) for the problem `sizes` (op.variants(*sizes) and
+def run(
+    op: ModuleType | str,
+    variant,
+    sizes: tuple,
+    out,
+    *args,
+    key: Callable[[], dict] | None = None,
+    export: str | None = None,
+) -> None:
+    """Launch the export (`export`, else cutile_<name>) on (out, *args) for the problem `sizes` (op.variants(*sizes) and
     op.tune_key(dtype, *sizes), or the entry's own `key()`, told apart by `with_alignment`) with what
     `variant` names (autotune.pick; tuning on `tuning_tensors`); nothing for an empty out, or for
     fake tensors (torch.compile's tracing: the entry ran its checks and allocated its output).
@@ -197,9 +207,9 @@ def run(op: ModuleType | str, variant, sizes: tuple, out, *args, key: Callable[[
         default=op.DEFAULT_VARIANT,
         key=with_alignment(key() if key else op.tune_key(str(out.dtype).removeprefix("torch."), *sizes), (out, *args)),
         candidates=op.variants(*sizes),
-        make_call=lambda v: lambda: launch(op, *tensors(), **v),
+        make_call=lambda v: lambda: launch(op, *tensors(), export=export, **v),
     )
-    launch(op, out, *args, **variant)
+    launch(op, out, *args, export=export, **variant)
     _WARM.add(signature)
 
 
@@ -275,7 +285,9 @@ def entry(*, layouts: dict[str, str], in_place: tuple[str, ...] = ()):
                 out = given.get("out")
                 if out is not None and not torch.compiler.is_compiling():  # eager, with autograd: the same rule
                     checks.out_aliasing(kernel, out, in_place, **{n: v for n, v in given.items() if n in names})
-                y = op(*(given.get(n, d) for n, d in zip(names, defaults)))
+                # with grad, a kernel's training call where it has one (attention's keeps its forward's lse)
+                call_op = (needs_grad(args, kwargs) and ops.training_call(kernel)) or op
+                y = call_op(*(given.get(n, d) for n, d in zip(names, defaults)))
                 if out is None:
                     return y
                 checks.out_matches(kernel, out, tuple(y.shape), y)  # as eager refuses it: no broadcast, no cast

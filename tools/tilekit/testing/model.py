@@ -7,7 +7,9 @@ stack on PyTorch's ops, torch.compile and Liger-Kernel, in one process and one h
 
 The stack (`forward`) is a Llama decoder: embedding, `layers` x (RMSNorm, fused QKV projection,
 RoPE, attention over a KV cache, output projection, residual; RMSNorm, fused gate-up projection,
-SiLU-and-mul, down projection, residual), final RMSNorm, LM head on the last positions. Five
+SiLU-and-mul, down projection, residual), final RMSNorm, LM head on the last positions; a
+training step (phase `train`) runs it over every position of TRAIN tokens with a cross-entropy loss
+and its gradients with respect to every weight. Five
 operations vary with the implementation (`Ops`): rms_norm, linear (x @ W.t()), silu_and_mul,
 attention ((b, s, h, d) tensors, causal from the last key, a sliding window, sinks) and the
 projection layout; RoPE, the cache writes and the residual adds are PyTorch's in every one.
@@ -66,6 +68,10 @@ DECODE_CONTEXT = 1024  # tokens already in the cache when a decode step is timed
 CHECK_CONTEXT = 256  # the context of the decode correctness check
 KEEP = 16  # logits of the last positions (the LM head over every prefill position is 4 GB)
 TOLERANCE = 3e-2  # relative L2 of bf16 logits against the float32 stack (the report states it)
+TRAIN = (1, 2048)  # (batch, tokens) of the training step checked and timed
+# relative L2 of each parameter's bf16 gradient against the float32 stack's (the report states it):
+# a gradient sums bf16 roundings over every position and layer above it, a few times the logits'
+TRAIN_TOLERANCE = 5e-2
 IMPLS = ("ports", "ports-compile", "torch", "compile", "compile-max", "liger")
 
 
@@ -356,6 +362,111 @@ def case(cfg: Config, impl: str, phase: str, batch: int, tokens: int, context: i
     return {"config": cfg.name, "impl": impl, "phase": phase, "batch": batch, "tokens": tokens, "context": context}
 
 
+def train_loss(cfg: Config, ops: Ops, w: dict, ids, targets):
+    """The training step's loss: cross-entropy (float32, the mean over every position) of the stack's
+    logits at every position of ids (b, s) against targets (b, s), over a fresh cache of s positions
+    (the keys and values of this pass only). The loss is PyTorch's in every implementation."""
+    import torch
+    import torch.nn.functional as F
+
+    b, s = ids.shape
+    dtype = next(iter(w.values())).dtype
+    cache = [tuple(torch.zeros(b, s, cfg.kv_heads, cfg.head_dim, dtype=dtype, device=ids.device) for _ in range(2))
+             for _ in range(cfg.layers)]  # fmt: skip
+    logits = forward(cfg, ops, w, ids, cache, 0, keep=s)
+    return F.cross_entropy(logits.float().reshape(-1, cfg.vocab), targets.reshape(-1))
+
+
+def train_fn(cfg, ops, mode, w, ids, targets):
+    """One training step's gradients, () -> (loss, gradients of w's tensors in w's order): the loss
+    (train_loss, compiled with `mode` when given: torch.compile of the forward and the loss, whose
+    backward AOTAutograd compiles too) and torch.autograd.grad of it; w's tensors require grad."""
+    import functools
+
+    import torch
+
+    loss_of = functools.partial(train_loss, cfg, ops, w)
+    if mode is not None:
+        torch._dynamo.reset()
+        loss_of = torch.compile(loss_of, mode=mode, fullgraph=True, dynamic=False)
+    params = list(w.values())
+
+    def step():
+        loss = loss_of(ids, targets)
+        return loss, torch.autograd.grad(loss, params)
+
+    return step
+
+
+def leaves(w: dict) -> dict:
+    """w's tensors as new leaves that require grad (the parameters of a training step)."""
+    return {k: v.detach().clone().requires_grad_() for k, v in w.items()}
+
+
+def check_training(cfg: Config, impls: dict, emit) -> None:
+    """A training step (TRAIN tokens) of each implementation (bf16 weights) against the float32
+    PyTorch stack's, same weights, tokens and targets: each parameter's gradient's relative L2, the
+    worst of them judged against TRAIN_TOLERANCE (every one is in the record), and the loss."""
+    import torch
+
+    w16 = make_weights(cfg)
+    g = torch.Generator(device="cuda").manual_seed(3)
+    batch, tokens = TRAIN
+    ids, targets = (torch.randint(0, cfg.vocab, (batch, tokens), generator=g, device="cuda") for _ in range(2))
+    ref_loss, ref_grads = train_fn(cfg, Ops(), None, leaves({k: v.float() for k, v in w16.items()}), ids, targets)()
+    ref = dict(zip(w16, ref_grads))
+    del ref_grads
+    checked = [(n, (ops, mode)) for n, (ops, mode) in impls.items() if mode is None or isinstance(ops, PortOps)]
+    for name, (ops, mode) in checked:
+        loss, grads = train_fn(cfg, ops, mode, leaves(w16), ids, targets)()
+        errors = {k: relative_l2(gr, ref[k]) for k, gr in zip(w16, grads)}
+        worst = max(errors.values())
+        emit(
+            case(cfg, name, "train", batch, tokens, 0)
+            | {
+                "kind": "correctness",
+                "layers": cfg.layers,
+                "rel_l2": worst,
+                "tolerance": TRAIN_TOLERANCE,
+                "ok": worst <= TRAIN_TOLERANCE,
+                "gradients": errors,
+                "loss": float(loss),
+                "loss_float32": float(ref_loss),
+            }
+        )
+        del loss, grads
+        torch.cuda.empty_cache()
+
+
+def time_training(cfg: Config, impls: dict, nrep: int, emit) -> None:
+    """CUPTI times of a training step (TRAIN tokens: forward, loss, backward) per implementation, with
+    the per-kernel breakdown."""
+    import torch
+
+    w = make_weights(cfg)
+    g = torch.Generator(device="cuda").manual_seed(4)
+    batch, tokens = TRAIN
+    ids, targets = (torch.randint(0, cfg.vocab, (batch, tokens), generator=g, device="cuda") for _ in range(2))
+    for name, (ops, mode) in impls.items():
+        started = time.monotonic()
+        fn = train_fn(cfg, ops, mode, leaves(w), ids, targets)
+        timing = profile(fn, nrep)
+        emit(
+            case(cfg, name, "train", batch, tokens, 0)
+            | {
+                "kind": "timing",
+                "graph": False,
+                "graph_vs_eager": None,
+                "layers": cfg.layers,
+                "nrep": nrep,
+                **timing,
+                "setup_s": round(time.monotonic() - started, 1),
+            }
+        )
+        del fn
+        torch.cuda.empty_cache()
+
+
 def check_correctness(cfg: Config, impls: dict, emit) -> None:
     """Logits of each implementation (bf16) against the float32 PyTorch stack, same weights and
     tokens: the prefill's last KEEP positions, and a decode step after CHECK_CONTEXT tokens at each
@@ -440,7 +551,11 @@ def run(argv: list[str]) -> int:
     p.add_argument("--out", required=True, type=Path, help="the folder of model.jsonl (appended) and the report")
     p.add_argument("--config", action="append", choices=sorted(CONFIGS), help="default: every one")
     p.add_argument("--impls", default=",".join(IMPLS), help=f"comma-separated of {', '.join(IMPLS)}")
-    p.add_argument("--phases", default="correctness,prefill,decode")
+    p.add_argument(
+        "--phases",
+        default="correctness,prefill,decode,train",
+        help="of correctness, prefill, decode, train (a training step: with correctness, its gradients are checked)",
+    )
     p.add_argument("--batches", default=",".join(map(str, DECODE_BATCHES)))
     p.add_argument("--layers", type=int, help="layers of the stack (default: each config's, 2)")
     p.add_argument("--nrep", type=int, default=20)
@@ -471,7 +586,11 @@ def run(argv: list[str]) -> int:
             cfg = Config(**(asdict(cfg) | {"layers": args.layers}))
         if "correctness" in phases:
             check_correctness(cfg, impls, emit)
+            if "train" in phases:
+                check_training(cfg, impls, emit)
         time_steps(cfg, impls, phases, [int(b) for b in args.batches.split(",")], args.nrep, emit)
+        if "train" in phases:
+            time_training(cfg, impls, args.nrep, emit)
     print(f"model: appended to {log}")
     return 0
 

@@ -58,10 +58,14 @@ def variants(b: int, h: int, hkv: int, sq: int, skv: int, d: int) -> list[dict]:
     walking tiles of 64 or 32 rows, or 64-row tiles walking 64 (NOTES.md, "The variant space"):
 
     >>> [(v["block"], v["step"], v["warps"]) for v in variants(1, 32, 8, 4096, 4096, 128)]
-    [(128, 64, 8), (128, 32, 8), (64, 64, -1), (64, 64, 8), (64, 128, -1)]
+    [(128, 64, 8), (128, 32, 8), (64, 64, -1), (64, 32, -1), (64, 128, -1)]
+
+    Not 64-row tiles at 8 warps: on the H100 (2026-12-05) that build gave a wrong dQ on one of the
+    variant shapes (rel L2 7.5e-2 at 200 queries over 333 keys, causal, d = 128) where the same
+    tiles at the default warps and every other candidate were right; unexplained, so not offered.
     """
     del b, h, hkv, sq, skv, d
-    return [_v(128, 64, warps=8), _v(128, 32, warps=8), _v(64, 64), _v(64, 64, warps=8), _v(64, 128)]
+    return [_v(128, 64, warps=8), _v(128, 32, warps=8), _v(64, 64), _v(64, 32), _v(64, 128)]
 
 
 def tune_key(dtype: str, b: int, h: int, hkv: int, sq: int, skv: int, d: int, *, causal=False, window=-1) -> dict:

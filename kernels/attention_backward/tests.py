@@ -184,3 +184,17 @@ BASELINE_CASES = BaselineCases(
         for dt, bm, bn, d, cubin in (("bfloat16", 64, 128, 128, True), ("float16", 64, 64, 64, False))
     ],
 )
+
+
+def test_reference_part_is_the_whole_references_rows(monkeypatch):
+    """Where a config is `big`, the check compares the rows of two (batch, key/value head) groups:
+    exactly those rows of the whole reference."""
+    from kernels.attention_backward import spec
+
+    cfg = dict(b=2, h=4, hkv=2, sq=9, skv=11, d=64, causal=1, dtype="float16")
+    inputs = spec.make_inputs(cfg, device="cpu", seed=0)
+    assert spec.reference_part(inputs) is None
+    monkeypatch.setattr(spec, "BIG", 0)
+    rows, part = spec.reference_part(inputs)
+    assert len(rows) == 2 * (2 * 9 + 2 * 11)
+    torch.testing.assert_close(part, spec.reference(inputs)[rows], rtol=0, atol=0)

@@ -179,6 +179,10 @@ class KernelSpec:
     # cfg -> why test_op_backward_cutile_rs cannot judge the gradient there (a pytest skip with it,
     # shown in correctness.md), or None: for a config where the gradient is ill-conditioned itself
     backward_skip: Callable = lambda cfg: None  # noqa: E731
+    # inputs -> None, or (rows, the float64 reference of those rows of the output, as stacked) where
+    # the whole reference would cost minutes (attention_backward's perf configs): harness.check
+    # compares those rows only
+    reference_part: Callable | None = None
     # inputs a forward made from the others (a backward's: attention_backward's o and lse) -> their
     # dtype, or None for the config's: not random, so they may hold zeros (a query that sees no key)
     saved_inputs: dict = field(default_factory=dict)

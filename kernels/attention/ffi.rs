@@ -459,7 +459,7 @@ mod export_lse {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     //! CPU tests: validation, the block and key-tile maps, and the entry lowered to Tile IR for
     //! sm_90 for every dtype, head dim and tile (then assembled by tileiras when it is there).
     use super::*;
@@ -467,8 +467,8 @@ mod tests {
 
     const DEVICE: DeviceModule = DeviceModule { ast: device::__module_ast_self, name: "attention_device" };
 
-    /// A contiguous (b, h, s, d) descriptor at `data`.
-    fn bhsd(dtype: DType, data: u64, [b, h, s, d]: [i64; 4]) -> TensorDesc {
+    /// A contiguous (b, h, s, d) descriptor at `data` (attention_backward's tests too).
+    pub(crate) fn bhsd(dtype: DType, data: u64, [b, h, s, d]: [i64; 4]) -> TensorDesc {
         TensorDesc::from_parts(data, dtype, &[b, h, s, d], &[h * s * d, s * d, d, 1])
     }
 

@@ -193,6 +193,11 @@ def triton_attention_backward(dout, q, k, v, o, lse, causal=0, scale=None, windo
 if ct is not None:
     K = ct.Constant[int]
 
+    def _ct_rows(t, b, h, i, rows, d, latency=None):
+        """Tile i of `rows` rows of head h of batch b of a (b, h, s, d) array, zero-padded, as (rows, d)."""
+        tile = ct.load(t, index=(b, h, i, 0), shape=(1, 1, rows, d), padding_mode=ct.PaddingMode.ZERO, latency=latency)
+        return tile.reshape((rows, d))
+
     @ct.kernel
     def _cutile_dq_kernel(
         Q, K_, V, Out, dO, LSE, Delta, dQ, diag: int, c: float, scale: float, GROUP: K, BM: K, BN: K, D: K
@@ -203,9 +208,7 @@ if ct is not None:
         b, h = ct.bid(1) // heads, ct.bid(1) % heads
         kvh = h // GROUP
         zero = ct.PaddingMode.ZERO
-        q = ct.load(Q, index=(b, h, mt, 0), shape=(1, 1, BM, D), padding_mode=zero).reshape((BM, D))
-        do = ct.load(dO, index=(b, h, mt, 0), shape=(1, 1, BM, D), padding_mode=zero).reshape((BM, D))
-        o = ct.load(Out, index=(b, h, mt, 0), shape=(1, 1, BM, D), padding_mode=zero).reshape((BM, D))
+        q, do, o = _ct_rows(Q, b, h, mt, BM, D), _ct_rows(dO, b, h, mt, BM, D), _ct_rows(Out, b, h, mt, BM, D)
         delta = ct.sum(do.astype(ct.float32) * o.astype(ct.float32), axis=-1, keepdims=True)
         ct.store(Delta, index=(b, h, mt), tile=delta.reshape((1, 1, BM)))
         lse = ct.load(LSE, index=(b, h, mt), shape=(1, 1, BM), padding_mode=zero).reshape((BM, 1))
@@ -213,8 +216,7 @@ if ct is not None:
         acc = ct.full((BM, D), 0.0, dtype=ct.float32)
         visited = ct.cdiv(max(min((mt + 1) * BM + diag, skv), 0), BN)
         for j in range(visited):
-            k = ct.load(K_, index=(b, kvh, j, 0), shape=(1, 1, BN, D), padding_mode=zero, latency=2).reshape((BN, D))
-            v = ct.load(V, index=(b, kvh, j, 0), shape=(1, 1, BN, D), padding_mode=zero, latency=2).reshape((BN, D))
+            k, v = _ct_rows(K_, b, kvh, j, BN, D, 2), _ct_rows(V, b, kvh, j, BN, D, 2)
             s = ct.mma(q, k.permute((1, 0)), ct.full((BM, BN), 0.0, dtype=ct.float32))
             keys = (j * BN + ct.arange(BN, dtype=ct.int32))[None, :]
             p = ct.where((keys < skv) & (keys <= rows + diag), ct.exp2(s * c - lse, flush_to_zero=True), 0.0)
@@ -231,8 +233,7 @@ if ct is not None:
         nt = ct.bid(0)
         b, kvh = ct.bid(1) // kv_heads, ct.bid(1) % kv_heads
         zero = ct.PaddingMode.ZERO
-        k = ct.load(K_, index=(b, kvh, nt, 0), shape=(1, 1, BN, D), padding_mode=zero).reshape((BN, D))
-        v = ct.load(V, index=(b, kvh, nt, 0), shape=(1, 1, BN, D), padding_mode=zero).reshape((BN, D))
+        k, v = _ct_rows(K_, b, kvh, nt, BN, D), _ct_rows(V, b, kvh, nt, BN, D)
         keys = (nt * BN + ct.arange(BN, dtype=ct.int32))[:, None]
         dk = ct.full((BN, D), 0.0, dtype=ct.float32)
         dv = ct.full((BN, D), 0.0, dtype=ct.float32)
@@ -240,10 +241,7 @@ if ct is not None:
         for g in range(GROUP):
             h = kvh * GROUP + g
             for mt in range(first, ct.cdiv(sq, BM)):
-                q = ct.load(Q, index=(b, h, mt, 0), shape=(1, 1, BM, D), padding_mode=zero, latency=2).reshape((BM, D))
-                do = ct.load(dO, index=(b, h, mt, 0), shape=(1, 1, BM, D), padding_mode=zero, latency=2).reshape(
-                    (BM, D)
-                )
+                q, do = _ct_rows(Q, b, h, mt, BM, D, 2), _ct_rows(dO, b, h, mt, BM, D, 2)
                 lse = ct.load(LSE, index=(b, h, mt), shape=(1, 1, BM), padding_mode=zero).reshape((1, BM))
                 delta = ct.load(Delta, index=(b, h, mt), shape=(1, 1, BM), padding_mode=zero).reshape((1, BM))
                 st = ct.mma(k, q.permute((1, 0)), ct.full((BN, BM), 0.0, dtype=ct.float32))

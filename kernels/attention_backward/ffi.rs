@@ -195,13 +195,10 @@ mod tests {
     //! CPU tests: validation, the packed output, and both entries lowered to Tile IR for sm_90 (then
     //! assembled by tileiras when it is there).
     use super::*;
+    use crate::attention::ffi::tests::bhsd;
     use crate::ffi_util::{assert_fails, assert_hints_checked, rc, DeviceModule};
 
     const DEVICE: DeviceModule = DeviceModule { ast: device::__module_ast_self, name: "attention_backward_device" };
-
-    fn bhsd(dtype: DType, data: u64, [b, h, s, d]: [i64; 4]) -> TensorDesc {
-        TensorDesc::from_parts(data, dtype, &[b, h, s, d], &[h * s * d, s * d, d, 1])
-    }
 
     /// (out, dout, q, k, v, o, lse) contiguous for (b, h, hkv, sq, skv, d).
     fn args(dtype: DType, [b, h, hkv, sq, skv, d]: [i64; 6]) -> [TensorDesc; 7] {

@@ -23,39 +23,21 @@ SWEEP = forward.SWEEP_SKV  # the sweep's training lengths
 
 def saved(q, k, v, sinks, causal, scale, window) -> tuple:
     """The forward's (o, lse) as the training forward saves them, in float64 from the inputs as given
-    (o rounded to q's dtype and laid out as q; lse f32, base 2, +inf for a row that sees no key and
-    no sink), a few query rows at a time per (batch, key/value head) like attention's reference.
+    (attention's score_chunks; o rounded to q's dtype and laid out as q; lse f32, base 2, +inf for a
+    row that sees no key and no sink).
 
     >>> q = torch.zeros(1, 1, 2, 64); k = torch.zeros(1, 1, 3, 64)
     >>> o, lse = saved(q, k, k, None, 1, 0.125, -1)
     >>> [round(x, 4) for x in lse.flatten().tolist()]  # rows see 2 and 3 keys of equal score
     [1.0, 1.585]
     """
-    b, h, sq, d = q.shape
-    hkv, skv = k.shape[1], k.shape[2]
-    group = h // hkv
     o = torch.empty_like(q)
-    lse = torch.empty(b, h, sq, dtype=torch.float32, device=q.device)
-    rows = max(1, (1 << 26) // max(1, group * skv))
-    keys = torch.arange(skv, device=q.device)
-    for bi in range(b):
-        for g in range(hkv):
-            kk, vv, heads = k[bi, g].double(), v[bi, g].double(), slice(g * group, (g + 1) * group)
-            for r0 in range(0, sq, rows):
-                s = q[bi, heads, r0 : r0 + rows].double() @ kk.T * scale
-                if causal:
-                    queries = torch.arange(r0, r0 + s.shape[1], device=q.device)
-                    hidden = keys[None, :] > queries[:, None] + (skv - sq)
-                    if window > 0:
-                        hidden |= keys[None, :] <= queries[:, None] + (skv - sq) - window
-                    s = s.masked_fill(hidden, -math.inf)
-                if sinks is not None:
-                    sink = sinks[heads].double()[:, None, None].expand(-1, s.shape[1], 1)
-                    s = torch.cat((s, sink), dim=-1)
-                m = torch.logsumexp(s, -1, keepdim=True)  # -inf where a row sees nothing
-                p = torch.exp(s - m).nan_to_num(0.0)
-                o[bi, heads, r0 : r0 + rows] = (p[..., :skv] @ vv).to(q.dtype)
-                lse[bi, heads, r0 : r0 + rows] = (m[..., 0] / LN2).nan_to_num(math.inf, math.inf, math.inf).float()
+    lse = torch.empty(q.shape[:3], dtype=torch.float32, device=q.device)
+    for bi, heads, r0, s, vv in forward.score_chunks(q, k, v, sinks, causal, scale, window):
+        rows = slice(r0, r0 + s.shape[1])
+        m = torch.logsumexp(s, -1, keepdim=True)  # -inf where a row sees nothing
+        o[bi, heads, rows] = (torch.exp(s - m).nan_to_num(0.0)[..., : vv.shape[0]] @ vv).to(q.dtype)
+        lse[bi, heads, rows] = (m[..., 0] / LN2).nan_to_num(math.inf, math.inf, math.inf).float()
     return o, lse
 
 

@@ -263,3 +263,14 @@ def test_a_training_step_is_reported_not_judged_and_a_bad_gradient_is_named():
     assert "train" not in "".join(chart) and "1.5x torch.compile" not in text  # slower, but not a goal
     assert "## Training step: forward, cross-entropy, backward (reported, not a goal) (1 x 1 tokens)" in text
     assert "for a training step its worst parameter gradient (tolerance 5e-02)" in text
+
+
+def test_a_log_of_training_steps_alone_judges_no_goal_and_says_so():
+    records = [
+        correct("ports", 8e-3, "train"),
+        timing("ports", 30.0, "train", 1, matmul=30.0),
+        timing("compile", 20.0, "train", 1, matmul=20.0),
+    ]
+    text, _ = model_report.render(records)
+    assert text.splitlines()[0] == "VERDICT: INVESTIGATE"
+    assert "no prefill or decode timing: no goal was judged" in text and "| goal:" not in text

@@ -196,6 +196,11 @@ def render(records: list[dict], log_name: str = "model.jsonl") -> tuple[str, dic
         goal_lines.append(text)
         if not met:
             problems.append(f"{label}: {IMPL_TITLES[impl]} {ratio:.3f}x torch.compile")
+    if not goal_lines and not any(p.endswith("no timing of the ports") for p in problems):
+        problems.append(
+            f"no {' or '.join(GOAL_PHASES)} timing: no goal was judged (`python -m tilekit model run --phases "
+            f"{','.join(GOAL_PHASES)}`)"
+        )
     verdict = "DONE" if not problems else "INVESTIGATE"
     lines += [f"VERDICT: {verdict}", "", "# Model check: decoder stacks on ports against PyTorch", ""]
     if problems:
@@ -268,7 +273,13 @@ def render(records: list[dict], log_name: str = "model.jsonl") -> tuple[str, dic
             f"## {title} ({shape}): ms per call",
             "",
             markdown_table(
-                rows, ["config", "batch", *(IMPL_TITLES.get(i, i) for i in impls), "goal: ports / torch.compile"]
+                rows,
+                [
+                    "config",
+                    "batch",
+                    *(IMPL_TITLES.get(i, i) for i in impls),
+                    ("goal: " if phase in GOAL_PHASES else "") + "ports / torch.compile",
+                ],
             ),
             "",
         ]

@@ -45,9 +45,8 @@ SCHEMA_TYPES = {
 _CALLS: dict[str, Callable] = {}  # kernel -> the entry's checked call (the op's implementation)
 _BACKWARDS: dict[str, Callable] = {}  # kernel -> its gradient (register_backward)
 _WITH_OUTPUT: set[str] = set()  # the kernels whose gradient takes the op's output (an `output` parameter)
-_TRAINING: dict[
-    str, Callable
-] = {}  # kernel -> the call its entry makes with grad (kernels/<k>_backward's training_call)
+# kernel -> the call its entry makes with grad (kernels/<k>_backward's training_call)
+_TRAINING: dict[str, Callable] = {}
 
 
 def schema(fn: Callable) -> str:

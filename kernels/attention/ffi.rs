@@ -156,7 +156,7 @@ impl Plan {
 }
 
 /// (sb, sh, ss) of a 4-D descriptor; the view it spans must be indexable with i32.
-fn strides(d: &TensorDesc, arg: &str) -> FfiResult<[i32; 3]> {
+pub fn strides(d: &TensorDesc, arg: &str) -> FfiResult<[i32; 3]> {
     let extent: i64 = 1 + d.shape().iter().zip(d.strides()).map(|(n, s)| (n - 1) * s).sum::<i64>();
     if extent > i32::MAX as i64 {
         return Err(invalid(format!(
@@ -294,7 +294,9 @@ pub fn plan(
 /// `lse` is a contiguous f32 (b, h, s_q) (the rows' log-sum-exp, written by the LSE kernel).
 pub fn check_lse(lse: &TensorDesc, [b, h, sq]: [i64; 3]) -> FfiResult<()> {
     ffi_util::check_tensor(lse, "lse", 3)?;
-    if lse.dtype()? != DType::F32 || lse.shape() != [b, h, sq] || lse.strides() != [h * sq, sq, 1] {
+    // contiguous: the strides of (b, h, s_q), where a dim of one element may have any (as torch's)
+    let contiguous = lse.strides().iter().zip([h * sq, sq, 1]).zip(lse.shape()).all(|((&s, e), &n)| s == e || n == 1);
+    if lse.dtype()? != DType::F32 || lse.shape() != [b, h, sq] || !contiguous {
         return Err(invalid(format!(
             "`lse` is {} {:?} with strides {:?}: pass a contiguous f32 ({b}, {h}, {sq}), one per query row",
             lse.dtype()?.name(),

@@ -50,6 +50,7 @@ int32_t cutile_attention_lse(const TensorDesc* out, const TensorDesc* lse, const
 DTYPES = ("bfloat16", "float16")
 DEFAULT_VARIANT = {"bm": -1, "bn": -1, "occupancy": -1, "warps": -1, "splits": -1}
 HEAD_DIMS = (64, 128)  # ffi.rs HEAD_DIMS: one tile spans the head dim
+LOG2E = 1.4426950408889634  # the kernels exponentiate in base 2 (defined before the entry: the backward reads it)
 INDEX_LIMIT = 2**31 - 1  # the kernel's views index with i32
 
 
@@ -188,15 +189,15 @@ def attention_lse(q, k, v, sinks=None, causal=False, scale=None, window=None, *,
     o = torch.empty_like(q)
     b, h, sq = q.shape[:3]
     lse = torch.empty((b, h, sq), dtype=torch.float32, device=q.device)
-    if k.shape[2] == 0:  # no key: o = 0; lse = log2 of the sink's weight alone, or +inf
+    if k.shape[2] == 0:  # no key: o = 0; lse = the sink's logit alone (base 2), or +inf (no sink, or -inf)
         sink = args[3]
-        lse.copy_((sink.float() * LOG2E)[None, :, None].expand(b, h, sq) if sink is not None else math.inf)
+        lse.fill_(math.inf)
+        if sink is not None:
+            logit = sink.float() * LOG2E
+            lse.copy_(torch.where(logit == -math.inf, math.inf, logit)[None, :, None].expand(b, h, sq))
         return o.zero_(), lse
     _run(variant, o, lse, *args)
     return o, lse
-
-
-LOG2E = 1.4426950408889634  # the kernels exponentiate in base 2
 
 
 def _checked(q, k, v, sinks, causal, scale, window, out, kernel: str = "attention") -> tuple:

@@ -37,11 +37,11 @@ int32_t cutile_attention_backward(const TensorDesc* out, const TensorDesc* dout,
                                   int32_t device_id, uint64_t stream);
 """
 
-# kernels/attention/op.py imports this module while it defines its op (tilekit.runtime.ops), so
-# nothing of `forward` is read at import, only at a call.
-DTYPES = ("bfloat16", "float16")
+# kernels/attention/op.py imports this module while it defines its op (tilekit.runtime.ops): of
+# `forward`, only what it defines before its entry is read at import (DTYPES, LOG2E), the rest at a call.
+DTYPES = forward.DTYPES
 DEFAULT_VARIANT = {"block": -1, "step": -1, "occupancy": -1, "warps": -1}
-LOG2E = 1.4426950408889634  # the kernels exponentiate in base 2
+LOG2E = forward.LOG2E
 
 
 def export_args(block: int, step: int, occupancy: int = -1, warps: int = -1) -> tuple[int, int, int, int]:
@@ -60,9 +60,7 @@ def variants(b: int, h: int, hkv: int, sq: int, skv: int, d: int) -> list[dict]:
     >>> [(v["block"], v["step"], v["warps"]) for v in variants(1, 32, 8, 4096, 4096, 128)]
     [(128, 64, 8), (128, 32, 8), (64, 64, -1), (64, 32, -1), (64, 128, -1)]
 
-    Not 64-row tiles at 8 warps: on the H100 (2026-12-05) that build gave a wrong dQ on one of the
-    variant shapes (rel L2 7.5e-2 at 200 queries over 333 keys, causal, d = 128) where the same
-    tiles at the default warps and every other candidate were right; unexplained, so not offered.
+    Not 64-row tiles at 8 warps, which ffi.rs refuses (a wrong dQ on the H100: NOTES.md, "Measured").
     """
     del b, h, hkv, sq, skv, d
     return [_v(128, 64, warps=8), _v(128, 32, warps=8), _v(64, 64), _v(64, 32), _v(64, 128)]

@@ -60,9 +60,9 @@ def test_sink_gradient_is_autograd_of_attention(cfg):
     "sq,skv,causal,window", [(300, 300, 1, -1), (100, 333, 1, 40), (333, 100, 1, 1), (77, 200, 0, -1)]
 )
 def test_query_tiles_cover_exactly_the_visible_pairs(bm, bn, sq, skv, causal, window):
-    """Every (query, key) pair a query tile of a key tile's range holds is visible exactly when the
-    tile is masked or the pair is visible; every visible pair lies in the range; unmasked tiles hold
-    visible pairs only (padding past s_q, s_kv aside)."""
+    """Every query that sees a key of the key tile lies in the walked range [lo, hi), whose first and
+    last tiles see some of its keys; the unmasked tiles [full_lo, full_hi) see all of them (padding
+    past s_q and s_kv aside)."""
     diag = skv - sq if causal else skv
     i = torch.arange(sq)[:, None]
     j = torch.arange(skv)[None, :]
@@ -79,6 +79,8 @@ def test_query_tiles_cover_exactly_the_visible_pairs(bm, bn, sq, skv, causal, wi
         assert not (rows & ~covered).any(), (nt, lo, hi)
         for mt in range(full_lo, full_hi):
             assert visible[mt * bm : (mt + 1) * bm, keys].all(), (nt, mt)
+        if lo < hi:  # tight: the first and the last tile walked see some key of the tile
+            assert rows[lo * bm : (lo + 1) * bm].any() and rows[(hi - 1) * bm : hi * bm].any(), (nt, lo, hi)
 
 
 def test_rows_of_the_output_split_into_the_three_gradients():

@@ -115,9 +115,9 @@ def test_doctests_of_op_and_spec_pass(name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_inputs_output_and_reference_agree_with_the_declaration(name):
-    """On the CPU for the small shapes: fresh random inputs of the config's dtype (never mostly
-    zeros; a backward's inputs its forward made, KernelSpec.saved_inputs, of their declared dtype
-    zeros), a NaN-poisoned output of out_shape, a float64 reference of that shape."""
+    """On the CPU for the small shapes: fresh random inputs of the config's dtype, never mostly zeros
+    (a backward's inputs its forward made, KernelSpec.saved_inputs: of their declared dtype, zeros
+    allowed), a NaN-poisoned output of out_shape, a float64 reference of that shape."""
     spec = kernel.load(name)
     small = [
         s

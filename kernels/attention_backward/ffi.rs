@@ -4,8 +4,8 @@
 //!                                     const TensorDesc* q, const TensorDesc* k, const TensorDesc* v,
 //!                                     const TensorDesc* o, const TensorDesc* lse, int32_t causal,
 //!                                     float scale, int32_t window, int32_t block, int32_t step,
-//!                                     int32_t occupancy, int32_t warps, int32_t device_id,
-//!                                     uint64_t stream);
+//!                                     int32_t kv_step, int32_t occupancy, int32_t warps,
+//!                                     int32_t device_id, uint64_t stream);
 //!
 //! q, o (the forward's output) and dout (its gradient) are (b, h, s_q, d), k and v (b, h_kv, s_kv,
 //! d), one dtype (f16 or bf16), d 64 or 128, any strides with a contiguous last dim; lse the
@@ -19,9 +19,10 @@
 //! tile blocks, which also writes Δ = rowsum(dO ⊙ O) to a stream-ordered f32 workspace, then
 //! attention_bwd_dkdv over ceil(s_kv / block) · b · h_kv, which reads it; the workspace is freed
 //! after both. The variant: `block` the rows of each kernel's own tile (dQ's query tile, dK/dV's
-//! key tile), `step` the rows of the tiles each walks (key tiles, query tiles), each 32, 64 or 128;
-//! `occupancy` and `warps` compile hints for both; -1 picks the default (block 128, step 64, 8
-//! warps at block 128). Every descriptor is validated before anything touches the GPU: bad input
+//! key tile), `step` the rows of the key tiles dQ walks and `kv_step` of the query tiles dK/dV walks
+//! (-1: `step`), each 32, 64 or 128; `occupancy` and `warps` compile hints for both; -1 picks the
+//! default (block 128, step 64, 8 warps at block 128). The two kernels' best steps differ (H100,
+//! Llama-3-8B: dQ at 64, dK/dV at 32; NOTES.md). Block 64 at 8 warps is refused (NOTES.md). Every descriptor is validated before anything touches the GPU: bad input
 //! returns -2/-5/-6 with a message, never a launch.
 use super::kernel::attention_backward_device as device;
 use crate::attention::ffi as forward;
@@ -48,6 +49,8 @@ pub struct Plan {
     pub scale: f32,
     pub block: i32,
     pub step: i32,
+    /// The rows of the query tiles the dK/dV kernel walks.
+    pub kv_step: i32,
     pub occupancy: Option<i32>,
     pub warps: Option<i32>,
 }
@@ -71,7 +74,8 @@ impl Plan {
 #[allow(clippy::too_many_arguments)]
 pub fn plan(
     out: &TensorDesc, dout: &TensorDesc, q: &TensorDesc, k: &TensorDesc, v: &TensorDesc, o: &TensorDesc,
-    lse: &TensorDesc, causal: i32, scale: f32, window: i32, block: i32, step: i32, occupancy: i32, warps: i32,
+    lse: &TensorDesc, causal: i32, scale: f32, window: i32, block: i32, step: i32, kv_step: i32, occupancy: i32,
+    warps: i32,
 ) -> FfiResult<Plan> {
     let tensors = [(dout, "dout", 4), (q, "q", 4), (k, "k", 4), (v, "v", 4), (o, "o", 4), (out, "out", 2)];
     ffi_util::check_tensors(KERNEL, &[DType::F16, DType::BF16], "f16 and bf16", &tensors)?;
@@ -93,9 +97,10 @@ pub fn plan(
         return Err(invalid("`o` and `dout` must be the forward's output and its gradient, not q, k or v"));
     }
     let (block, step) = (or_default(block, DEFAULT_BLOCK), or_default(step, DEFAULT_STEP));
-    if !TILES.contains(&block) || !TILES.contains(&step) {
+    let kv_step = or_default(kv_step, step);
+    if !TILES.contains(&block) || !TILES.contains(&step) || !TILES.contains(&kv_step) {
         return Err(invalid(format!(
-            "variant block={block} step={step}: each must be 32, 64 or 128, or -1 for the default"
+            "variant block={block} step={step} kv_step={kv_step}: each must be 32, 64 or 128, or -1 for the default"
         )));
     }
     if block == 64 && warps == 8 {
@@ -129,7 +134,7 @@ pub fn plan(
     let occupancy = ffi_util::occupancy_hint(occupancy)?;
     let warps = ffi_util::warps_hint(warps)?.or((block == 128).then_some(DEFAULT_WARPS_BLOCK128));
     let out_stride = out.strides()[0] as i32;
-    Ok(Plan { dtype: fwd.dtype, fwd, out_stride, do_strides, scale, block, step, occupancy, warps })
+    Ok(Plan { dtype: fwd.dtype, fwd, out_stride, do_strides, scale, block, step, kv_step, occupancy, warps })
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -160,10 +165,10 @@ fn launch<T: Element>(
     let lse_ptr = unsafe { ffi_util::device_ptr::<f32>(lse) };
     let (grid_dq, grid_dkdv) = p.grids();
     let options = || ffi_util::compile_options(p.occupancy, p.warps);
-    // generics T, BM, BN, D, WINDOW (dQ: BM = block, BN = step); T, BN, BM, D, WINDOW (dK/dV: BN = block, BM = step).
+    // generics T, BM, BN, D, WINDOW (dQ: BM = block, BN = step); T, BN, BM, D, WINDOW (dK/dV: BN = block, BM = kv_step).
     let mut dq_launch = Launch::new::<T>(&[p.block, p.step, f.d], grid_dq, options());
     dq_launch.generics.push(f.window.is_some().to_string());
-    let mut dkdv_launch = Launch::new::<T>(&[p.block, p.step, f.d], grid_dkdv, options());
+    let mut dkdv_launch = Launch::new::<T>(&[p.block, p.kv_step, f.d], grid_dkdv, options());
     dkdv_launch.generics.push(f.window.is_some().to_string());
     // out's parts are (b, heads, s, d) in rows p.out_stride apart.
     let packed = |heads: i32, s: i32| [heads * s * p.out_stride, s * p.out_stride, p.out_stride];
@@ -197,7 +202,7 @@ fn launch<T: Element>(
 }
 
 // `cutile_attention_backward`: the descriptors, then plan(), the caller's stream and launch() (ffi_util::export!).
-crate::export!(cutile_attention_backward(out, dout, q, k, v, o, lse; causal: i32, scale: f32, window: i32, block: i32, step: i32, occupancy: i32, warps: i32));
+crate::export!(cutile_attention_backward(out, dout, q, k, v, o, lse; causal: i32, scale: f32, window: i32, block: i32, step: i32, kv_step: i32, occupancy: i32, warps: i32));
 
 #[cfg(test)]
 mod tests {
@@ -224,21 +229,24 @@ mod tests {
     }
 
     fn plan_of(t: &[TensorDesc; 7], causal: i32, window: i32, block: i32, step: i32) -> FfiResult<Plan> {
-        plan(&t[0], &t[1], &t[2], &t[3], &t[4], &t[5], &t[6], causal, 0.125, window, block, step, -1, -1)
+        plan(&t[0], &t[1], &t[2], &t[3], &t[4], &t[5], &t[6], causal, 0.125, window, block, step, -1, -1, -1)
     }
 
     #[test]
     fn plan_packs_the_three_gradients_and_keeps_the_forward_mask() {
         let t = args(DType::BF16, [2, 32, 8, 1000, 4097, 128]);
         let p = plan_of(&t, 1, -1, -1, -1).unwrap();
-        assert_eq!((p.block, p.step, p.warps), (128, 64, Some(8)));
+        assert_eq!((p.block, p.step, p.kv_step, p.warps), (128, 64, 64, Some(8)));
         assert_eq!((p.parts(), p.out_stride), ((2 * 32 * 1000, 2 * 8 * 4097), 128));
         assert_eq!((p.fwd.diag, p.fwd.window, p.fwd.lse), (3097, None, true));
         assert_eq!(p.grids(), ((8 * 64, 1, 1), (33 * 16, 1, 1)));
         let w = plan_of(&t, 1, 512, 64, 32).unwrap();
-        assert_eq!((w.fwd.window, w.block, w.step, w.warps), (Some(512), 64, 32, None));
+        assert_eq!((w.fwd.window, w.block, w.step, w.kv_step, w.warps), (Some(512), 64, 32, 32, None));
+        let [o_, d_, q_, k_, v_, oo, l_] = &t;
+        let split = plan(o_, d_, q_, k_, v_, oo, l_, 1, 0.125, -1, 128, 64, 32, -1, 8).unwrap();
+        assert_eq!((split.step, split.kv_step), (64, 32));
         assert_hints_checked(true, |occ, wp| {
-            plan(&t[0], &t[1], &t[2], &t[3], &t[4], &t[5], &t[6], 1, 0.5, -1, -1, -1, occ, wp)
+            plan(&t[0], &t[1], &t[2], &t[3], &t[4], &t[5], &t[6], 1, 0.5, -1, -1, -1, -1, occ, wp)
         });
     }
 
@@ -258,20 +266,22 @@ mod tests {
             ([&q, &dout, &q, &k, &v, &o, &lse], "`out` must have 2 dims"),
         ];
         for ([a, b, c, d, e, f, g], needle) in cases {
-            assert_fails(plan(a, b, c, d, e, f, g, 1, 0.125, -1, -1, -1, -1, -1), rc::INVALID_ARGUMENT, needle);
+            assert_fails(plan(a, b, c, d, e, f, g, 1, 0.125, -1, -1, -1, -1, -1, -1), rc::INVALID_ARGUMENT, needle);
         }
         let t = [out, dout, q, k, v, o, lse];
         assert_fails(plan_of(&t, 1, -1, 256, -1), rc::INVALID_ARGUMENT, "block=256");
         assert_fails(plan_of(&t, 1, -1, -1, 16), rc::INVALID_ARGUMENT, "step=16");
         assert_fails(plan_of(&t, 0, 4, -1, -1), rc::INVALID_ARGUMENT, "window=4 with causal=0");
         let [out, dout, q, k, v, o, lse] = &t;
-        let refused = plan(out, dout, q, k, v, o, lse, 1, 0.125, -1, 64, 64, -1, 8);
+        let refused = plan(out, dout, q, k, v, o, lse, 1, 0.125, -1, 64, 64, -1, -1, 8);
+        let kv_step = plan(out, dout, q, k, v, o, lse, 1, 0.125, -1, -1, -1, 16, -1, -1);
+        assert_fails(kv_step, rc::INVALID_ARGUMENT, "kv_step=16");
         assert_fails(refused, rc::INVALID_ARGUMENT, "variant block=64 warps=8: refused");
-        let same_as_q = plan(out, dout, q, k, v, q, lse, 1, 0.125, -1, -1, -1, -1, -1);
+        let same_as_q = plan(out, dout, q, k, v, q, lse, 1, 0.125, -1, -1, -1, -1, -1, -1);
         assert_fails(same_as_q, rc::INVALID_ARGUMENT, "`o` and `dout` must be the forward's output");
         let aliased = TensorDesc::from_parts(0x6000, DType::F16, &[4 * 8 + 2 * 2 * 8, 64], &[64, 1]);
         assert_fails(
-            plan(&aliased, &t[1], &t[2], &t[3], &t[4], &t[5], &t[6], 1, 0.125, -1, -1, -1, -1, -1),
+            plan(&aliased, &t[1], &t[2], &t[3], &t[4], &t[5], &t[6], 1, 0.125, -1, -1, -1, -1, -1, -1),
             rc::INVALID_ARGUMENT,
             "must not alias",
         );

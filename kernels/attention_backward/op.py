@@ -33,37 +33,42 @@ CDEF = """
 int32_t cutile_attention_backward(const TensorDesc* out, const TensorDesc* dout, const TensorDesc* q,
                                   const TensorDesc* k, const TensorDesc* v, const TensorDesc* o,
                                   const TensorDesc* lse, int32_t causal, float scale, int32_t window,
-                                  int32_t block, int32_t step, int32_t occupancy, int32_t warps,
-                                  int32_t device_id, uint64_t stream);
+                                  int32_t block, int32_t step, int32_t kv_step, int32_t occupancy,
+                                  int32_t warps, int32_t device_id, uint64_t stream);
 """
 
 # kernels/attention/op.py imports this module while it defines its op (tilekit.runtime.ops): of
 # `forward`, only what it defines before its entry is read at import (DTYPES, LOG2E), the rest at a call.
 DTYPES = forward.DTYPES
-DEFAULT_VARIANT = {"block": -1, "step": -1, "occupancy": -1, "warps": -1}
+DEFAULT_VARIANT = {"block": -1, "step": -1, "kv_step": -1, "occupancy": -1, "warps": -1}
 LOG2E = forward.LOG2E
 
 
-def export_args(block: int, step: int, occupancy: int = -1, warps: int = -1) -> tuple[int, int, int, int]:
-    """A variant's arguments of the export, (block, step, occupancy, warps). Pure."""
-    return int(block), int(step), int(occupancy), int(warps)
+def export_args(
+    block: int, step: int, kv_step: int = -1, occupancy: int = -1, warps: int = -1
+) -> tuple[int, int, int, int, int]:
+    """A variant's arguments of the export, (block, step, kv_step, occupancy, warps). Pure."""
+    return int(block), int(step), int(kv_step), int(occupancy), int(warps)
 
 
-def _v(block: int, step: int, occupancy: int = -1, warps: int = -1) -> dict:
-    return {"block": block, "step": step, "occupancy": occupancy, "warps": warps}
+def _v(block: int, step: int, occupancy: int = -1, warps: int = -1, kv_step: int = -1) -> dict:
+    return {"block": block, "step": step, "kv_step": kv_step, "occupancy": occupancy, "warps": warps}
 
 
 def variants(b: int, h: int, hkv: int, sq: int, skv: int, d: int) -> list[dict]:
-    """Candidates (each a JIT of two kernels): each kernel's own tile of 128 rows with 8 worker warps
-    walking tiles of 64 or 32 rows, or 64-row tiles walking 64 (NOTES.md, "The variant space"):
+    """Candidates (each a JIT of two kernels): each kernel's own tile of 128 rows with 8 worker warps,
+    dQ walking key tiles of 64 and dK/dV query tiles of 32 (each kernel's fastest on the H100,
+    NOTES.md "Where the time goes"; first), or both 64 or both 32; or 64-row own tiles walking 64,
+    32 or 128 at the default warps (kv_step -1: dK/dV walks `step` too):
 
-    >>> [(v["block"], v["step"], v["warps"]) for v in variants(1, 32, 8, 4096, 4096, 128)]
-    [(128, 64, 8), (128, 32, 8), (64, 64, -1), (64, 32, -1), (64, 128, -1)]
+    >>> [(v["block"], v["step"], v["kv_step"], v["warps"]) for v in variants(1, 32, 8, 4096, 4096, 128)]
+    [(128, 64, 32, 8), (128, 64, -1, 8), (128, 32, -1, 8), (64, 64, -1, -1), (64, 32, -1, -1), (64, 128, -1, -1)]
 
     Not 64-row tiles at 8 warps, which ffi.rs refuses (a wrong dQ on the H100: NOTES.md, "Measured").
     """
     del b, h, hkv, sq, skv, d
-    return [_v(128, 64, warps=8), _v(128, 32, warps=8), _v(64, 64), _v(64, 32), _v(64, 128)]
+    tiles128 = [_v(128, 64, warps=8, kv_step=32), _v(128, 64, warps=8), _v(128, 32, warps=8)]
+    return [*tiles128, _v(64, 64), _v(64, 32), _v(64, 128)]
 
 
 def tune_key(dtype: str, b: int, h: int, hkv: int, sq: int, skv: int, d: int, *, causal=False, window=-1) -> dict:

@@ -254,7 +254,11 @@ SPEC = KernelSpec(
         "o_shape": FfiCase(lambda: {"o": f16(1, 4, 9, 64)}, message="`o` is f16 [1, 4, 9, 64]"),
         "lse_dtype": FfiCase(lambda: {"lse": torch.zeros(1, 4, 8, dtype=torch.float16)}, message="`lse` is f16"),
         "out_rows": FfiCase(lambda: {"out": f16(40, 64)}, message="`out` is f16 [40, 64]"),
-        "tile_rows": FfiCase(variant={"block": 256}, message="variant block=256 step=64"),
+        "tile_rows": FfiCase(variant={"block": 256}, message="variant block=256 step=64 kv_step=64"),
+        "kv_step": FfiCase(variant={"kv_step": 16}, message="kv_step=16: each must be 32, 64 or 128"),
+        "block64_warps8": FfiCase(variant={"block": 64, "warps": 8}, message="variant block=64 warps=8: refused"),
+        # the two kernels' own steps: accepted
+        "split_steps": FfiCase(variant={"block": 128, "step": 64, "kv_step": 32}, code=-4),
         "window_without_causal": FfiCase(lambda: {"causal": 0, "window": 4}, message="window=4 with causal=0"),
         "gqa_group": FfiCase(
             lambda: {"k": f16(1, 3, 8, 64), "v": f16(1, 3, 8, 64)}, message="the key/value heads must divide"

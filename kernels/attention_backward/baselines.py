@@ -54,11 +54,12 @@ def tile_plan(variant: str = "auto") -> dict:
 
 
 def _rows(q, k):
-    """The port's (rows, d) output and its dQ, dK, dV parts (contiguous views)."""
+    """The port's (rows, d) output and its dQ, dK, dV parts as (b, heads, s, d) views (op.split's;
+    this module does not import op.py, whose import defines the torch ops)."""
     (b, h, sq, d), (hkv, skv) = q.shape, k.shape[1:3]
-    g = torch.empty((b * h * sq + 2 * b * hkv * skv, d), dtype=q.dtype, device=q.device)
     nq, nk = b * h * sq, b * hkv * skv
-    return g, g[:nq], g[nq : nq + nk], g[nq + nk :]
+    g = torch.empty((nq + 2 * nk, d), dtype=q.dtype, device=q.device)
+    return g, g[:nq].view(q.shape), g[nq : nq + nk].view(k.shape), g[nq + nk :].view(k.shape)
 
 
 # -- Triton -------------------------------------------------------------------------------------
@@ -269,17 +270,17 @@ def cutile_attention_backward(dout, q, k, v, o, lse, causal=0, scale=None, windo
     plan = tile_plan(variant)
     delta = torch.empty(q.shape[:3], dtype=torch.float32, device=q.device)
     c, scale, diag = fb._scale(q, scale) * LOG2E, fb._scale(q, scale), fb._diag(q, k, causal)
-    views = (dq.view(q.shape), dk.view(k.shape), dv.view(k.shape))
+    lse = lse.contiguous()
     common = (diag, c, scale, h // hkv)
     stream = torch.cuda.current_stream(q.device)
     with torch.cuda.device(q.device):
         ct.launch(
             stream, (bs.cdiv(sq, plan["block"]), b * h, 1), _cutile_dq_kernel,
-            (q, k, v, o, dout, lse.contiguous(), delta, views[0], *common, plan["block"], plan["step"], d),
+            (q, k, v, o, dout, lse, delta, dq, *common, plan["block"], plan["step"], d),
         )  # fmt: skip
         ct.launch(
             stream, (bs.cdiv(skv, plan["block"]), b * hkv, 1), _cutile_dkdv_kernel,
-            (q, k, v, dout, lse.contiguous(), delta, views[1], views[2], *common, plan["step"], plan["block"], d),
+            (q, k, v, dout, lse, delta, dk, dv, *common, plan["step"], plan["block"], d),
         )  # fmt: skip
     return g
 

@@ -163,7 +163,7 @@ def attention_backward(
     b, h, sq, d = q.shape
     hkv, skv = k.shape[1], k.shape[2]
     checks.cuda("attention_backward", q=q, o=o, dout=dout, lse=lse)
-    rows = b * h * sq + 2 * b * hkv * skv
+    rows = out_rows(b, h, hkv, sq, skv)
     checks.out_matches("attention_backward", out, (rows, d), q)
     g = out if out is not None else torch.empty((rows, d), dtype=q.dtype, device=q.device)
     if skv == 0 or sq == 0:
@@ -176,6 +176,15 @@ def attention_backward(
     args = (dout, q, k, v, o, lse, causal, scale, window)
     port.run(__name__, variant, (b, h, hkv, sq, skv, d), g, *args, key=key)
     return g
+
+
+def out_rows(b: int, h: int, hkv: int, sq: int, skv: int) -> int:
+    """Rows of the one output: dQ's b·h·s_q, then dK's and dV's b·h_kv·s_kv each.
+
+    >>> out_rows(1, 4, 2, 8, 8)
+    64
+    """
+    return b * h * sq + 2 * b * hkv * skv
 
 
 def split(g: Tensor, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor, Tensor]:

@@ -227,7 +227,7 @@ SPEC = KernelSpec(
     reference=reference,
     bytes_moved=bytes_moved,
     flops=flops,
-    out_shape=lambda cfg: (cfg["b"] * cfg["h"] * cfg["sq"] + 2 * cfg["b"] * cfg["hkv"] * cfg["skv"], cfg["d"]),
+    out_shape=lambda cfg: (op.out_rows(*(cfg[k] for k in ("b", "h", "hkv", "sq", "skv"))), cfg["d"]),
     variant_shapes=shapes(
         "b h hkv sq skv d causal dtype", (1, 4, 2, 200, 333, 128, 1, "bfloat16"), (1, 4, 2, 40, 77, 64, 0, "float16")
     )

@@ -280,13 +280,14 @@ def entry(*, layouts: dict[str, str], in_place: tuple[str, ...] = ()):
         def call(*args, **kwargs):
             # the op, which dynamo does not trace into; and with autograd, whose graph records the op
             # (its gradient: tilekit.runtime.ops.register_backward; without one, backward raises)
-            if torch.compiler.is_compiling() or needs_grad(args, kwargs):
+            grad = needs_grad(args, kwargs)
+            if torch.compiler.is_compiling() or grad:
                 given = dict(zip(names, args)) | kwargs
                 out = given.get("out")
                 if out is not None and not torch.compiler.is_compiling():  # eager, with autograd: the same rule
                     checks.out_aliasing(kernel, out, in_place, **{n: v for n, v in given.items() if n in names})
                 # with grad, a kernel's training call where it has one (attention's keeps its forward's lse)
-                call_op = (needs_grad(args, kwargs) and ops.training_call(kernel)) or op
+                call_op = (grad and ops.training_call(kernel)) or op
                 y = call_op(*(given.get(n, d) for n, d in zip(names, defaults)))
                 if out is None:
                     return y

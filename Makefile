@@ -7,7 +7,7 @@
 # `make help` lists every target. Variables can be set on the command line:
 #   KERNEL=rms_norm (or all)  OUT_ROOT=out  BASELINES="cutile triton torch"  FORCE=1  STRICT=1  V=1
 #   BASELINES unset: each kernel's own, every backend its kernels/<k>/baselines.py declares (ours,
-#           torch_flash for attention, the providers tilegym, liger, liger_cutile where they have
+#           torch_flash for attention, torch_compile for fused_add_rms_norm, the providers tilegym, liger, liger_cutile where they have
 #           the op: tools/tilekit/runtime/providers.py, docs/kernels.md). Set: those, for every kernel.
 #   GPUS=N: test/baseline/perf spread their cases over N GPUs, one pinned pytest-xdist worker
 #           each (default: every visible GPU; 1 = one process, as on a one-GPU host; docs/multi-gpu.md).
@@ -68,7 +68,7 @@ SELECTED := $(if $(filter all,$(KERNEL)),$(KERNELS),$(KERNEL))
 empty :=
 space := $(empty) $(empty)
 comma := ,
-KNOWN_BASELINES := cutile triton torch torch_flash tilegym liger liger_cutile
+KNOWN_BASELINES := cutile triton torch torch_flash torch_compile tilegym liger liger_cutile
 # Each kernel's baselines (`baselines_of`): BASELINES where it is set (command line or environment,
 # even empty: refused below), else what the kernel's baselines.py declares (scripts/
 # declared_baselines.py, read without importing it), in KNOWN_BASELINES' order. Read only for the

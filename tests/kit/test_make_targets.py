@@ -146,6 +146,7 @@ def test_every_known_baseline_maps_to_its_test_id_and_back_to_its_raw_log(tmp_pa
         "triton",
         "torch",
         "torch_flash",
+        "torch_compile",
         "tilegym",
         "liger",
         "liger_cutile",

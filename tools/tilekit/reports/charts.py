@@ -31,6 +31,7 @@ BACKEND_COLORS = {
     "tilegym": "#937860",
     "torch": "#55a868",
     "torch_flash": "#a6d854",
+    "torch_compile": "#8da0cb",
     "triton": "#dd8452",
 }
 OTHER_COLORS = ("#8c8c8c", "#ccb974")

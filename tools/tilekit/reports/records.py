@@ -26,8 +26,17 @@ END = "==== End Performance Test Results ===="
 PROPERTY = "tilekit_perf_record"  # user_properties name a timed test attaches its record under
 PORT_BACKEND = "cutile-rs"
 # torch_flash: a second torch baseline where PyTorch has two fused implementations of the op
-# (attention: SDPA on cuDNN is `torch`, on FlashAttention-2 `torch_flash`; docs/kernels.md)
-BASELINE_BACKENDS = ("cutile", "triton", "torch", "torch_flash", *providers.NAMES)  # the Makefile's KNOWN_BASELINES
+# (attention: SDPA on cuDNN is `torch`, on FlashAttention-2 `torch_flash`; docs/kernels.md);
+# torch_compile: the eager formula under torch.compile, where the eager op is a composition of
+# several kernels (fused_add_rms_norm: the add, then rms_norm)
+BASELINE_BACKENDS = (
+    "cutile",
+    "triton",
+    "torch",
+    "torch_flash",
+    "torch_compile",
+    *providers.NAMES,
+)  # the Makefile's KNOWN_BASELINES
 
 TIME_KEYS = ("median_ms", "mean_ms", "std_ms", "min_ms", "max_ms")
 REQUIRED_KEYS = ("test", "kernel", "backend", "config", "timer") + TIME_KEYS + ("nrep",)

@@ -53,7 +53,7 @@ def unavailable_reason(kernel: str, backend: str, backends: dict, triton_error, 
         raise ValueError(f"unknown {kernel} baseline {backend!r}; known: {sorted(backends)}")
     if isinstance(backends[backend], providers.Entry):
         return backends[backend].reason()
-    if backend in ("torch", "torch_flash"):
+    if backend in ("torch", "torch_flash", "torch_compile"):
         return None
     if backend == "triton":
         if triton_error is None:
@@ -138,6 +138,17 @@ def named_entries(kernel: str, entries: dict, docs: dict) -> dict:
 
 
 # -- checks -------------------------------------------------------------------------------------
+
+
+def raise_recompile_limit(limit: int) -> None:
+    """Let torch.compile keep `limit` compiled versions of a function (one per shape, dtype and stride
+    class) before it falls back to eager: the default (8) is fewer than a kernel's configs, and past it
+    a `torch_compile` baseline would time eager PyTorch under that name."""
+    import torch._dynamo
+
+    for name in ("recompile_limit", "cache_size_limit"):  # the name changed across torch versions
+        if hasattr(torch._dynamo.config, name):
+            setattr(torch._dynamo.config, name, max(limit, getattr(torch._dynamo.config, name)))
 
 
 def check_variant(kernel: str, variant: str, variants: tuple) -> None:

@@ -68,21 +68,27 @@ def generator(device, seed: int | None = None):
 
 def stacked(y, shape: tuple | None = None):
     """A baseline's output as the port's one `out` (of `shape`): a library that makes its outputs apart
-    is checked with them joined as the port writes them, side by side where their widths add up to
-    shape's and their rows are its rows (silu_and_mul_backward's (dgate, dup) as [dgate | dup]), else
-    as rows, each flattened to rows of the first one's width (rms_norm_backward's (dx, dw)); a tensor
-    is returned as it is. Only the check joins them: the timed call returns what the library makes.
+    is checked with them joined as the port writes them: stacked along a new first dim where each has
+    shape's other dims and there are shape[0] of them (fused_add_rms_norm's (y, s) as out[0], out[1]),
+    side by side where their widths add up to shape's and their rows are its rows
+    (silu_and_mul_backward's (dgate, dup) as [dgate | dup]), else as rows, each flattened to rows of
+    the first one's width (rms_norm_backward's (dx, dw)); a tensor is returned as it is. Only the
+    check joins them: the timed call returns what the library makes.
 
     >>> import torch
     >>> stacked((torch.zeros(2, 3), torch.ones(3))).tolist()
     [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0], [1.0, 1.0, 1.0]]
     >>> stacked((torch.zeros(2, 1), torch.ones(2, 2)), (2, 3)).tolist()
     [[0.0, 1.0, 1.0], [0.0, 1.0, 1.0]]
+    >>> stacked((torch.zeros(1, 2), torch.ones(1, 2)), (2, 1, 2)).tolist()
+    [[[0.0, 0.0]], [[1.0, 1.0]]]
     """
     if not isinstance(y, (tuple, list)):
         return y
     import torch
 
+    if shape is not None and len(y) == shape[0] and all(tuple(t.shape) == tuple(shape[1:]) for t in y):
+        return torch.stack(list(y))
     if shape is not None and all(tuple(t.shape[:-1]) == tuple(shape[:-1]) for t in y):
         if sum(t.shape[-1] for t in y) == shape[-1]:
             return torch.cat(list(y), -1)

@@ -47,6 +47,8 @@ _BACKWARDS: dict[str, Callable] = {}  # kernel -> its gradient (register_backwar
 _WITH_OUTPUT: set[str] = set()  # the kernels whose gradient takes the op's output (an `output` parameter)
 # kernel -> the call its entry makes with grad (kernels/<k>_backward's training_call)
 _TRAINING: dict[str, Callable] = {}
+# name -> (implementation, fake) of the in-place ops (define_in_place)
+_IN_PLACE: dict[str, tuple[Callable, Callable]] = {}
 
 
 def schema(fn: Callable) -> str:
@@ -96,6 +98,24 @@ def define(fn: Callable, call: Callable):
         register_backward(name, backward.forward_gradients)
         if hasattr(backward, "training_call"):
             _TRAINING[name] = backward.training_call
+    return getattr(getattr(torch.ops, NAMESPACE), name)
+
+
+def define_in_place(name: str, call: Callable, fake: Callable, schema: str, mutates: tuple[str, ...]):
+    """Define torch.ops.tilekit.<name>, an op that writes its inputs `mutates` in place and returns
+    nothing (a kernel's in-place form beside its functional entry: fused_add_rms_norm_), running
+    `call(*args)`, with `fake(*args)` (the checks, on fake tensors) for tracing; `schema` marks the
+    written arguments (`Tensor(a!) x`). torch.compile functionalizes it; it has no gradient (an
+    in-place form is for inference). Once per process (a later definition replaces the calls).
+    Returns the op."""
+    import torch
+
+    if name not in _IN_PLACE:
+        op = torch.library.custom_op(
+            f"{NAMESPACE}::{name}", lambda *a: _IN_PLACE[name][0](*a), mutates_args=mutates, schema=schema
+        )
+        op.register_fake(lambda *a: _IN_PLACE[name][1](*a))
+    _IN_PLACE[name] = (call, fake)
     return getattr(getattr(torch.ops, NAMESPACE), name)
 
 

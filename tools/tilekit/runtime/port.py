@@ -124,19 +124,21 @@ def scratch_like(t):
     return buffer.as_strided(t.shape, t.stride(), lead).copy_(t)
 
 
-def tuning_tensors(out, args: tuple) -> tuple:
+def tuning_tensors(out, args: tuple, mutated: tuple = ()) -> tuple:
     """What autotune's candidates run on: (out, *args) themselves, unless out shares memory with an
-    argument (an in-place call, the only overlap tilekit.runtime.checks lets through): then a scratch copy of
-    out (scratch_like) in out's place and in that argument's, so no candidate changes what a later
-    one reads and the caller's tensors are written once, by the pick. Made at the first candidate's
-    call: a cached pick allocates nothing."""
+    argument (an in-place call, the only overlap tilekit.runtime.checks lets through) or an argument
+    is one the export writes too (`mutated`, by identity: fused_add_rms_norm_'s residual): then a
+    scratch copy of out (scratch_like) in out's place and in that argument's, and of each mutated
+    one in its place, so no candidate changes what a later one reads and the caller's tensors are
+    written once, by the pick. Made at the first candidate's call: a cached pick allocates nothing."""
     import torch
 
     aliased = [isinstance(a, torch.Tensor) and checks.overlap(out, a) != "none" for a in args]
-    if not any(aliased):
+    written = [any(a is t for t in mutated) for a in args]
+    if not any(aliased) and not any(written):
         return (out, *args)
-    scratch = scratch_like(out)
-    return (scratch, *(scratch if same else a for a, same in zip(args, aliased)))
+    scratch = scratch_like(out) if any(aliased) else out
+    return (scratch, *(scratch if same else scratch_like(a) if w else a for a, same, w in zip(args, aliased, written)))
 
 
 class CaptureNotWarm(RuntimeError):
@@ -176,11 +178,13 @@ def run(
     *args,
     key: Callable[[], dict] | None = None,
     export: str | None = None,
+    mutated: tuple = (),
 ) -> None:
     """Launch the export (`export`, else cutile_<name>) on (out, *args) for the problem `sizes` (op.variants(*sizes) and
     op.tune_key(dtype, *sizes), or the entry's own `key()`, told apart by `with_alignment`) with what
     `variant` names (autotune.pick; tuning on `tuning_tensors`); nothing for an empty out, or for
     fake tensors (torch.compile's tracing: the entry ran its checks and allocated its output).
+    `mutated`: the arguments the export writes besides out (tuning_tensors copies them for autotune).
     Inside CUDA-graph capture, CaptureNotWarm unless the same call (call_signature) ran before."""
     import torch
 
@@ -198,7 +202,7 @@ def run(
 
     def tensors():
         if not scratch:
-            scratch.append(tuning_tensors(out, args))
+            scratch.append(tuning_tensors(out, args, mutated))
         return scratch[0]
 
     variant = autotune.pick(

@@ -91,6 +91,17 @@ def submodule(ops, path: str):
     return functools.reduce(getattr, path.split("."), ops)
 
 
+def package_module(ops, path: str):
+    """The module `path` (dotted) of a provider's package, beside its ops (TileGym's Liger suite,
+    `suites.liger`, whose cuTile ops are not under tilegym.ops): imported from the package's root
+    where `ops` is a real module, else (a test's stand-in) read attribute by attribute."""
+    import types
+
+    if isinstance(ops, types.ModuleType):
+        return importlib.import_module(f"{ops.__name__.partition('.')[0]}.{path}")
+    return functools.reduce(getattr, path.split("."), ops)
+
+
 @functools.cache
 def _load(name: str):
     """(ops, None), or (None, why the provider cannot run here); imported once per process."""

@@ -22,6 +22,7 @@ RECORD_NAME = {
     "triton": "triton",
     "torch": "torch",
     "torch_flash": "torch_flash",
+    "torch_compile": "torch_compile",
     **{name: name for name in providers.NAMES},
 }
 BACKEND_IDS = tuple(RECORD_NAME)

@@ -1,0 +1,182 @@
+"""fused_add_rms_norm, the cuTile Rust port of the residual add + RMSNorm between decoder blocks:
+
+    from kernels.fused_add_rms_norm.op import fused_add_rms_norm, fused_add_rms_norm_
+    y, s = fused_add_rms_norm(x, residual, weight, eps=1e-6)   # s = x + residual, y = rms_norm(s) * weight
+    fused_add_rms_norm_(x, residual, weight, eps=1e-6)         # in place: residual <- s, x <- y
+
+x and residual (..., n) CUDA f16/bf16/f32 of one shape, weight (n,), n <= 16384 (the row is held
+whole). s is x + residual rounded to the dtype, as stored, and y is the RMSNorm of that stored s
+(what rms_norm(s, weight) gives). Both calls run `cutile_fused_add_rms_norm` (kernels/fused_add_rms_norm/ffi.rs),
+one pass over the rows reading x, residual and weight and writing y and s:
+
+- `fused_add_rms_norm` is functional (Liger's form, the kit's one output): a (2, ..., n) tensor
+  holding y then s, so `y, s = ...` unpacks it into two views. It is the op
+  torch.ops.tilekit.fused_add_rms_norm, with its gradient (kernels/fused_add_rms_norm_backward:
+  dx = dresidual, one pass; dw).
+- `fused_add_rms_norm_` is the in-place form a serving engine calls between layers (vLLM's and
+  FlashInfer's): s into residual, y into x; nothing allocated. Inference only (it refuses inputs that
+  require grad: use the functional form to train). It is the op torch.ops.tilekit.fused_add_rms_norm_
+  (mutating x and residual), so a compiled model keeps it whole.
+
+`variant="auto"` autotunes (block, rows, occupancy, warps) over `variants` per dtype and shape class
+(both forms share the picks of a shape class).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from tilekit.runtime import autotune, checks, ops, port
+from tilekit.runtime.autotune import row_tune_key as tune_key  # noqa: F401 (op.py's contract name)
+
+CDEF = """
+int32_t cutile_fused_add_rms_norm(const TensorDesc* out, const TensorDesc* x, const TensorDesc* residual,
+                                  const TensorDesc* weight, float eps, int32_t block, int32_t rows,
+                                  int32_t occupancy, int32_t warps, int32_t device_id, uint64_t stream);
+"""
+
+KERNEL = "fused_add_rms_norm"
+DTYPES = ("float16", "bfloat16", "float32")
+DEFAULT_VARIANT = {"block": -1, "rows": -1, "occupancy": -1, "warps": -1}  # ffi.rs picks
+MAX_BLOCK = 16384  # ffi.rs: the row is held whole
+
+
+def export_args(block: int, rows: int, occupancy: int = -1, warps: int = -1) -> tuple[int, int, int, int]:
+    """A variant's arguments of the export, (block, rows, occupancy, warps). Pure."""
+    return int(block), int(rows), int(occupancy), int(warps)
+
+
+def variants(m: int, n: int) -> list[dict]:
+    """Whole-row tiles (block the power of two >= n) of 4 K, 8 K and 16 K elements per tile block at
+    occupancy 4 and 2 (rms_norm's space, NOTES.md), and for decode batches (m <= 512) one-row tiles at
+    occupancy 2 and two-row ones at 4, whose first loads issue at once:
+
+    >>> [(v["rows"], v["occupancy"]) for v in variants(16384, 4096)]
+    [(1, 4), (2, 4), (2, 2), (4, 2)]
+    >>> [(v["rows"], v["occupancy"]) for v in variants(256, 4096)], variants(8, 32768)
+    ([(1, 4), (2, 4), (2, 2), (4, 2), (1, 2)], [{'block': -1, 'rows': -1, 'occupancy': -1, 'warps': -1}])
+    >>> [(v["rows"], v["occupancy"]) for v in variants(19, 8195)]  # no 2 x 16384 tile: past the register budget
+    [(1, 4), (1, 2)]
+    """
+    block = max(16, autotune.pow2(n))
+    if block > MAX_BLOCK:
+        return [dict(DEFAULT_VARIANT)]  # the entry refuses it first (check_size)
+    max_rows = min(64, autotune.pow2(m))
+    shapes = [
+        (autotune.tile_rows(block, elems, max_rows), o) for elems, o in ((4096, 4), (8192, 4), (8192, 2), (16384, 2))
+    ]
+    shapes += [(1, 2), (min(2, max_rows), 4)] if m <= 512 else []
+    return autotune.unique(
+        {"block": block, "rows": r, "occupancy": o, "warps": -1} for r, o in shapes if r * block <= MAX_BLOCK
+    )
+
+
+I32_MAX = 2**31 - 1
+
+
+def check_size(m: int, n: int) -> None:
+    """ValueError for rows the kernel cannot hold whole, and for more rows than its i32 offsets reach
+    (up to the last lane of a padded 64-row tile of contiguous rows; ffi.rs refuses them alike)."""
+    if n > MAX_BLOCK:
+        raise ValueError(f"{KERNEL}: rows of at most {MAX_BLOCK} elements (the row is held whole), got n = {n}")
+    if (-(-m // 64) * 64 - 1) * n + autotune.pow2(n) > I32_MAX:
+        raise ValueError(
+            f"{KERNEL}: {m} rows of {n} reach past 2^31 elements (the kernel's offsets are i32); "
+            f"split the rows into calls of at most {(I32_MAX - autotune.pow2(n)) // n // 64 * 64} rows"
+        )
+
+
+def _check(x: Tensor, residual: Tensor, weight: Tensor) -> None:
+    if residual.shape != x.shape:
+        raise ValueError(f"{KERNEL}: residual must have x's shape {tuple(x.shape)}, got {tuple(residual.shape)}")
+    if weight.shape[0] != x.shape[-1]:
+        raise ValueError(
+            f"{KERNEL}: weight must be ({x.shape[-1]},) for x of shape {tuple(x.shape)}, got {tuple(weight.shape)}"
+        )
+    check_size(x.numel() // max(1, x.shape[-1]), x.shape[-1])
+    checks.dtypes(KERNEL, DTYPES, x=x, residual=residual, weight=weight)
+    checks.contiguous_last_dim(KERNEL, x=x, residual=residual)
+
+
+def _rows(t: Tensor, what: str) -> Tensor:
+    """t as (m, n) rows, a view (written through): ValueError where its strides allow none."""
+    try:
+        return t.view(-1, t.shape[-1])
+    except RuntimeError:
+        raise ValueError(
+            f"{KERNEL}: {what} of shape {tuple(t.shape)} and strides {t.stride()} cannot be viewed as rows; "
+            f"pass {what}.contiguous()"
+        ) from None
+
+
+@port.entry(layouts={"x": "(..., n)", "residual": "(..., n)", "weight": "(n,)"})
+def fused_add_rms_norm(
+    x: Tensor,
+    residual: Tensor,
+    weight: Tensor,
+    eps: float = 1e-6,
+    *,
+    variant: str | dict = "auto",
+    out: Tensor | None = None,
+) -> Tensor:
+    """(2, ..., n): y = rms_norm(x + residual) * weight, then s = x + residual; ValueError/TypeError on
+    bad input, ffi.KernelError on a failed call."""
+    _check(x, residual, weight)
+    checks.out_matches(KERNEL, out, (2, *x.shape), x)
+    checks.cuda(KERNEL, x=x, residual=residual, weight=weight)
+    n = x.shape[-1]
+    y = out if out is not None else torch.empty((2, *x.shape), dtype=x.dtype, device=x.device)
+    planes = y if y.dim() == 3 else _planes(y, n)
+    x2, r2 = x.reshape(-1, n), residual.reshape(-1, n)
+    port.run(__name__, variant, (x2.shape[0], n), planes, x2, r2, weight, float(eps))
+    return y
+
+
+def _planes(y: Tensor, n: int) -> Tensor:
+    try:
+        return y.view(2, -1, n)
+    except RuntimeError:
+        raise ValueError(
+            f"{KERNEL}: out of shape {tuple(y.shape)} and strides {y.stride()} cannot be viewed as (2, rows, {n}); "
+            "pass a contiguous out"
+        ) from None
+
+
+def _in_place(x: Tensor, residual: Tensor, weight: Tensor, eps: float = 1e-6) -> None:
+    """The in-place op's implementation (fused_add_rms_norm_ without the grad check)."""
+    _check(x, residual, weight)
+    pairs = (("x", x, "residual", residual), ("x", x, "weight", weight), ("residual", residual, "weight", weight))
+    for a, ta, b, tb in pairs:
+        if checks.overlap(ta, tb) != "none":
+            raise ValueError(f"{KERNEL}_: {a} and {b} share memory; in place, x and residual are both written")
+    x2, r2 = _rows(x, "x"), _rows(residual, "residual")
+    if port.is_fake(x):
+        return
+    checks.cuda(KERNEL, x=x, residual=residual, weight=weight)
+    port.run(__name__, "auto", (x2.shape[0], x.shape[-1]), x2, x2, r2, weight, float(eps), mutated=(r2,))
+
+
+ops.define_in_place(
+    f"{KERNEL}_",
+    _in_place,
+    lambda x, residual, weight, eps=1e-6: _check(x, residual, weight),
+    "(Tensor(a!) x, Tensor(b!) residual, Tensor weight, float eps=1e-06) -> ()",
+    ("x", "residual"),
+)
+
+
+def fused_add_rms_norm_(x: Tensor, residual: Tensor, weight: Tensor, eps: float = 1e-6) -> tuple[Tensor, Tensor]:
+    """In place: residual <- x + residual, x <- rms_norm(x + residual) * weight; returns (x, residual).
+    The op torch.ops.tilekit.fused_add_rms_norm_ (which torch.compile keeps whole); for inference:
+    ValueError where an input requires grad (the functional fused_add_rms_norm has the gradient)."""
+    if torch.is_grad_enabled() and any(t.requires_grad for t in (x, residual, weight)):
+        raise ValueError(
+            f"{KERNEL}_: in place, for inference; an input requires grad: use {KERNEL}(x, residual, weight), "
+            "which returns (y, x + residual) with their gradient"
+        )
+    if torch.compiler.is_compiling():
+        torch.ops.tilekit.fused_add_rms_norm_(x, residual, weight, eps)
+    else:
+        _in_place(x, residual, weight, eps)
+    return x, residual

@@ -11,6 +11,7 @@
 //!     out[1] (the functional form: op.py's entry and torch.ops.tilekit.fused_add_rms_norm);
 //!   * out (m, n): y into out, s into residual itself (the in-place form of vLLM and FlashInfer;
 //!     out may be x itself: every tile block reads its rows whole before it writes them).
+//!
 //! `block` is the tile width, a power of two >= n (the row is held whole: n <= MAX_BLOCK), `rows`
 //! the rows per tile block, `occupancy` and `warps` the compiler hints (1..=32; 4 or 8); -1 picks
 //! the default (rows: ~8K elements per tile). One tile block per row tile, through masked pointer

@@ -175,8 +175,4 @@ BACKENDS = {
     "torch_compile": torch_compile_fused_add_rms_norm,
     **providers.backends(tilegym=_tilegym, liger=_liger, liger_cutile=_liger),
 }
-
-
-def unavailable_reason(backend: str) -> str | None:
-    """Why `backend` cannot run here, or None when it can (tilekit.runtime.baseline_support)."""
-    return bs.unavailable_reason(KERNEL, backend, BACKENDS, _TRITON_ERROR, _CUTILE_ERROR)
+unavailable_reason = bs.reason_for(__name__)

@@ -99,14 +99,15 @@ def _check(x: Tensor, residual: Tensor, weight: Tensor) -> None:
     checks.contiguous_last_dim(KERNEL, x=x, residual=residual)
 
 
-def _rows(t: Tensor, what: str) -> Tensor:
-    """t as (m, n) rows, a view (written through): ValueError where its strides allow none."""
+def _view(t: Tensor, what: str, shape: tuple, desc: str) -> Tensor:
+    """t viewed as `shape` (written through, never a copy): ValueError naming `desc` where t's strides
+    allow no such view."""
     try:
-        return t.view(-1, t.shape[-1])
+        return t.view(shape)
     except RuntimeError:
         raise ValueError(
-            f"{KERNEL}: {what} of shape {tuple(t.shape)} and strides {t.stride()} cannot be viewed as rows; "
-            f"pass {what}.contiguous()"
+            f"{KERNEL}: {what} of shape {tuple(t.shape)} and strides {t.stride()} cannot be viewed as {desc}; "
+            f"pass a contiguous {what}"
         ) from None
 
 
@@ -127,20 +128,10 @@ def fused_add_rms_norm(
     checks.cuda(KERNEL, x=x, residual=residual, weight=weight)
     n = x.shape[-1]
     y = out if out is not None else torch.empty((2, *x.shape), dtype=x.dtype, device=x.device)
-    planes = y if y.dim() == 3 else _planes(y, n)
+    planes = _view(y, "out", (2, -1, n), f"(2, rows, {n})")
     x2, r2 = x.reshape(-1, n), residual.reshape(-1, n)
     port.run(__name__, variant, (x2.shape[0], n), planes, x2, r2, weight, float(eps))
     return y
-
-
-def _planes(y: Tensor, n: int) -> Tensor:
-    try:
-        return y.view(2, -1, n)
-    except RuntimeError:
-        raise ValueError(
-            f"{KERNEL}: out of shape {tuple(y.shape)} and strides {y.stride()} cannot be viewed as (2, rows, {n}); "
-            "pass a contiguous out"
-        ) from None
 
 
 def _in_place(x: Tensor, residual: Tensor, weight: Tensor, eps: float = 1e-6) -> None:
@@ -150,11 +141,12 @@ def _in_place(x: Tensor, residual: Tensor, weight: Tensor, eps: float = 1e-6) ->
     for a, ta, b, tb in pairs:
         if checks.overlap(ta, tb) != "none":
             raise ValueError(f"{KERNEL}_: {a} and {b} share memory; in place, x and residual are both written")
-    x2, r2 = _rows(x, "x"), _rows(residual, "residual")
+    n = x.shape[-1]
+    x2, r2 = _view(x, "x", (-1, n), "rows"), _view(residual, "residual", (-1, n), "rows")
     if port.is_fake(x):
         return
     checks.cuda(KERNEL, x=x, residual=residual, weight=weight)
-    port.run(__name__, "auto", (x2.shape[0], x.shape[-1]), x2, x2, r2, weight, float(eps), mutated=(r2,))
+    port.run(__name__, "auto", (x2.shape[0], n), x2, x2, r2, weight, float(eps), mutated=(r2,))
 
 
 ops.define_in_place(

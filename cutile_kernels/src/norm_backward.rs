@@ -7,6 +7,10 @@
 //! dw = sum over rows of dy * x̂                   db = sum over rows of dy  [LayerNorm only]
 //! ```
 //!
+//! With the const generic ADD, dx also adds a gradient that reached x by another path, `dr`
+//! (fused_add_rms_norm's: s = x + residual feeds both the norm and the residual stream, so
+//! dx = dresidual = the norm's gradient of s + the residual stream's gradient of s), in the same pass.
+//!
 //! Element type T is f32, f16 or bf16 (dy, x, w and the output); everything inside is f32, x̄ and r
 //! recomputed from x (as FlashAttention recomputes scores: one f32 per row is cheaper to recompute
 //! than to store and read back).
@@ -46,13 +50,19 @@ pub mod norm_backward_device {
         per_row::<ROWS, BLOCK>(divf(reduce_sum(v, 1i32), n_f, rounding::NearestEven, ftz::Disabled))
     }
 
-    /// dx of the row tiles pid, pid + grid, ... into `dx_ptr` (m rows of n, `stride_dx` apart); the
-    /// sum of dy * x̂ over them into row pid of `part_ptr` (rows of n f32, contiguous) and, CENTERED,
-    /// the sum of dy into row grid + pid.
+    /// dx of the row tiles pid, pid + grid, ... into `dx_ptr` (m rows of n, `stride_dx` apart), plus,
+    /// ADD, `dr_ptr`'s rows (`stride_dr` apart; unread otherwise); the sum of dy * x̂ over them into
+    /// row pid of `part_ptr` (rows of n f32, contiguous) and, CENTERED, the sum of dy into row grid + pid.
     #[cutile::entry(unchecked_accesses = true)]
-    unsafe fn norm_backward_rows<T: ElementType, const ROWS: i32, const BLOCK: i32, const CENTERED: bool>(
-        dx_ptr: *mut T, part_ptr: *mut f32, dy_ptr: *mut T, x_ptr: *mut T, w_ptr: *mut T, m: i32, n: i32,
-        stride_dy: i32, stride_x: i32, stride_dx: i32, eps: f32,
+    unsafe fn norm_backward_rows<
+        T: ElementType,
+        const ROWS: i32,
+        const BLOCK: i32,
+        const CENTERED: bool,
+        const ADD: bool,
+    >(
+        dx_ptr: *mut T, part_ptr: *mut f32, dy_ptr: *mut T, dr_ptr: *mut T, x_ptr: *mut T, w_ptr: *mut T, m: i32,
+        n: i32, stride_dy: i32, stride_dr: i32, stride_x: i32, stride_dx: i32, eps: f32,
     ) {
         let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
         let (pid, programs, row_tiles) = persistent_row_tiles::<ROWS>(m);
@@ -60,11 +70,13 @@ pub mod norm_backward_device {
         let dy_view: Tensor<T, { [-1, -1] }> = strided_view(dy_ptr, m, n, stride_dy, tok);
         let x_view: Tensor<T, { [-1, -1] }> = strided_view(x_ptr, m, n, stride_x, tok);
         let dx_view: Tensor<T, { [-1, -1] }> = strided_view(dx_ptr, m, n, stride_dx, tok);
+        let dr_view: Tensor<T, { [-1, -1] }> = strided_view(dr_ptr, m, n, stride_dr, tok);
         let part_rows: i32 = if CENTERED { 2i32 * programs } else { programs };
         let part_view: Tensor<f32, { [-1, -1] }> = strided_view(part_ptr, part_rows, n, n, tok);
         let w_view: Tensor<T, { [-1] }> = vector_view(w_ptr, n, tok);
         let dy_part: Partition<T, { [ROWS, BLOCK] }> = dy_view.partition(tile);
         let x_part: Partition<T, { [ROWS, BLOCK] }> = x_view.partition(tile);
+        let dr_part: Partition<T, { [ROWS, BLOCK] }> = dr_view.partition(tile);
         let mut dx_part: PartitionMut<T, { [ROWS, BLOCK] }> = unsafe { dx_view.partition_full_mut(tile) };
         let mut sum_part: PartitionMut<f32, { [1, BLOCK] }> = unsafe { part_view.partition_full_mut(shape![1, BLOCK]) };
         let w_part: Partition<T, { [BLOCK] }> = w_view.partition(shape![BLOCK]);
@@ -96,7 +108,12 @@ pub mod norm_backward_device {
                 db = db + dy;
             }
             let c: Tile<f32, { [ROWS, BLOCK] }> = row_mean::<ROWS, BLOCK>(g * x_hat, n_f);
-            let dx: Tile<T, { [ROWS, BLOCK] }> = convert_tile((g_c - x_hat * c) * r);
+            let mut dx_f: Tile<f32, { [ROWS, BLOCK] }> = (g_c - x_hat * c) * r;
+            if ADD {
+                let dr: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(dr_part.load([rb, 0i32]));
+                dx_f = dx_f + dr;
+            }
+            let dx: Tile<T, { [ROWS, BLOCK] }> = convert_tile(dx_f);
             dx_part.store(dx, [rb, 0i32]);
             dw = dw + dy * x_hat;
         }
@@ -184,6 +201,9 @@ pub struct Plan {
     pub eps: f32,
     /// Some(grid): that many tile blocks (capped at the row tiles); None: from the SM count.
     pub programs: Option<i32>,
+    /// Some(row stride): dx adds the rows of a second gradient input, `dresidual` (the kernel's ADD;
+    /// fused_add_rms_norm_backward); None: the norm's gradient alone.
+    pub stride_dr: Option<i32>,
 }
 
 /// Validate a norm backward's descriptors and variant (the export's arguments one for one; its C
@@ -239,13 +259,37 @@ pub fn plan(
     // No i32 bound on the sizes: the partitions address dy, x and dx by tile index (their offsets
     // are the TMA's, as the forwards' partition entries past 2^31 elements), the sums' rows start at
     // offsets made here in u64, and the workspace is <= 2 x grid <= 4 x SMs rows.
-    Ok(Plan { norm, dtype, row, stride_out, eps, programs })
+    Ok(Plan { norm, dtype, row, stride_out, eps, programs, stride_dr: None })
+}
+
+/// [`plan`] for RMSNorm's gradient with a second gradient of x added to dx (fused_add_rms_norm_backward:
+/// `dr` is the residual stream's gradient of s = x + residual, shaped and typed like dy).
+#[allow(clippy::too_many_arguments)]
+pub fn plan_added(
+    kernel: &str, out: &TensorDesc, dy: &TensorDesc, dr: &TensorDesc, x: &TensorDesc, w: &TensorDesc, eps: f32,
+    block: i32, rows: i32, occupancy: i32, programs: i32, warps: i32,
+) -> FfiResult<Plan> {
+    let mut p = plan(kernel, Norm::Rms, out, dy, x, w, eps, block, rows, occupancy, programs, warps)?;
+    ffi_util::check_tensor(dr, "dresidual", 2)?;
+    ffi_util::check_same_dtype(dy, "dy", dr, "dresidual")?;
+    ffi_util::check_same_shape(dy, "dy", dr, "dresidual")?;
+    ffi_util::check_last_dim_contiguous(dr, "dresidual")?;
+    p.stride_dr = Some(ffi_util::row_stride(dr, p.row.n, "dresidual", format_args!("n={}", p.row.n))?);
+    Ok(p)
 }
 
 /// Launch a planned norm backward on `stream`: the rows kernel, then one sum pass per output row
 /// after dx (dw; db), the f32 workspace between them freed in stream order after both.
 pub fn launch<T: Element>(
     p: &Plan, out: &TensorDesc, dy: &TensorDesc, x: &TensorDesc, w: &TensorDesc, stream: &Arc<Stream>,
+) -> FfiResult<()> {
+    launch_added::<T>(p, out, dy, None, x, w, stream)
+}
+
+/// [`launch`] with the second gradient `dr` added to dx where the plan has one (plan_added).
+pub fn launch_added<T: Element>(
+    p: &Plan, out: &TensorDesc, dy: &TensorDesc, dr: Option<&TensorDesc>, x: &TensorDesc, w: &TensorDesc,
+    stream: &Arc<Stream>,
 ) -> FfiResult<()> {
     let RowPlan { m, n, stride_x, stride_y, .. } = p.row;
     let grid = match p.programs {
@@ -257,17 +301,23 @@ pub fn launch<T: Element>(
     let ws = StreamAlloc::new((sums * grid) as usize * n as usize * f32s as usize, stream, "dw workspace")?;
     let row_bytes = p.stride_out as u64 * std::mem::size_of::<T>() as u64;
     // SAFETY: plan() checked the descriptors (dtypes, shapes, strides; out holds m + sums rows of n,
-    // stride_out apart, so sum row s starts (m + s) * stride_out elements in); the workspace holds
+    // stride_out apart, so sum row s starts (m + s) * stride_out elements in; plan_added dr like dy,
+    // and without it the kernel does not read dr_ptr, dy's pointer standing in); the workspace holds
     // sums x grid rows of n f32, written by the first kernel before the second reads them (stream
     // order), freed after both.
     unsafe {
         let [dx_ptr, dy_ptr, x_ptr, w_ptr] = [out, dy, x, w].map(|t| ffi_util::device_ptr::<T>(t));
+        let (added, dr_ptr, sr) = match (dr, p.stride_dr) {
+            (Some(dr), Some(sr)) => (true, ffi_util::device_ptr::<T>(dr), sr),
+            _ => (false, dy_ptr, stride_y),
+        };
         let part = DevicePointer::<f32>::from_cu_deviceptr(ws.ptr);
         let (sy, sx, so, eps) = (stride_y, stride_x, p.stride_out, p.eps);
         let mut launch = p.row.launch::<T>(grid as u32);
         launch.generics.push((p.norm == Norm::Layer).to_string()); // CENTERED
-        launch
-            .enqueue(device::norm_backward_rows(dx_ptr, part, dy_ptr, x_ptr, w_ptr, m, n, sy, sx, so, eps), stream)?;
+        launch.generics.push(added.to_string()); // ADD
+        let rows = device::norm_backward_rows(dx_ptr, part, dy_ptr, dr_ptr, x_ptr, w_ptr, m, n, sy, sr, sx, so, eps);
+        launch.enqueue(rows, stream)?;
         let columns = (n + REDUCE_BLOCK - 1) / REDUCE_BLOCK;
         for s in 0..sums as u64 {
             let out_row = DevicePointer::<T>::from_cu_deviceptr(out.data + (m as u64 + s) * row_bytes);
@@ -359,8 +409,8 @@ mod tests {
     fn both_entries_lower_to_tile_ir_for_sm90() {
         for dtype in ["f32", "f16", "bf16"] {
             for (rows, block) in [("1", "4096"), ("2", "1024"), ("1", "8192"), ("1", "16384"), ("4", "16")] {
-                for centered in ["false", "true"] {
-                    let generics = [dtype, rows, block, centered];
+                for (centered, added) in [("false", "false"), ("true", "false"), ("false", "true")] {
+                    let generics = [dtype, rows, block, centered, added];
                     DEVICE.assert_lowers("norm_backward_rows", &generics, &["rsqrt", "reduce"]);
                 }
             }

@@ -58,45 +58,72 @@ def variants(m: int, n: int) -> list[dict]:
     ]
 
 
-def entry(op: str, kernel: str, sums: int, eps: float):
+def entry(op: str, kernel: str, sums: int, eps: float, added: bool = False):
     """A member's entry `<kernel>(dy, x, weight, eps=<eps>, *, variant="auto", out=None)` returning
     one (m + sums, n) tensor, dx's rows then the weight gradients' (its op.py docstring says which), checked (dy of
     x's shape, weight (n,), rows of at most MAX_BLOCK, the dtypes, contiguous last dims, `out` None or
     (m + sums, n) of x's dtype, all on CUDA; ValueError/TypeError), then the export through
-    tilekit.runtime.port (`op`: the member's op.py module name)."""
+    tilekit.runtime.port (`op`: the member's op.py module name). `added`: the entry is
+    `<kernel>(dy, dresidual, s, weight, eps, ...)` instead, dresidual (of dy's shape) added to dx
+    (fused_add_rms_norm_backward: x is the sum s its forward normalized)."""
     import torch
     from torch import Tensor
 
     from tilekit.runtime import checks, port
 
-    def run(
-        dy: Tensor,
-        x: Tensor,
-        weight: Tensor,
-        eps: float = eps,
-        *,
-        variant: str | dict = "auto",
-        out: Tensor | None = None,
-    ) -> Tensor:
-        n = x.shape[-1]
+    def body(dy: Tensor, dr: Tensor | None, x: Tensor, weight: Tensor, eps: float, variant, out) -> Tensor:
+        n, xname = x.shape[-1], "s" if added else "x"
         if dy.shape != x.shape:
-            raise ValueError(f"{kernel}: dy must have x's shape {tuple(x.shape)}, got {tuple(dy.shape)}")
+            raise ValueError(f"{kernel}: dy must have {xname}'s shape {tuple(x.shape)}, got {tuple(dy.shape)}")
+        if dr is not None and dr.shape != x.shape:
+            raise ValueError(f"{kernel}: dresidual must have {xname}'s shape {tuple(x.shape)}, got {tuple(dr.shape)}")
         if weight.shape[0] != n:
             raise ValueError(
-                f"{kernel}: weight must be ({n},) for x of shape {tuple(x.shape)}, got {tuple(weight.shape)}"
+                f"{kernel}: weight must be ({n},) for {xname} of shape {tuple(x.shape)}, got {tuple(weight.shape)}"
             )
         check_size(kernel, n)
-        checks.dtypes(kernel, DTYPES, dy=dy, x=x, weight=weight)
-        checks.contiguous_last_dim(kernel, dy=dy, x=x)
-        dy2, x2 = dy.reshape(-1, n), x.reshape(-1, n)
-        m = x2.shape[0]
+        grads = {"dy": dy} | ({"dresidual": dr} if dr is not None else {})
+        checks.dtypes(kernel, DTYPES, **grads, **{xname: x}, weight=weight)
+        checks.contiguous_last_dim(kernel, **grads, **{xname: x})
+        rows = [t.reshape(-1, n) for t in (dy, *([dr] if dr is not None else []), x)]
+        m = rows[-1].shape[0]
         checks.out_matches(kernel, out, (m + sums, n), x)
-        checks.cuda(kernel, dy=dy, x=x, weight=weight)
+        checks.cuda(kernel, **grads, **{xname: x}, weight=weight)
         g = out if out is not None else torch.empty((m + sums, n), dtype=x.dtype, device=x.device)
         if m == 0:  # no rows: the weight gradients are sums over none (the launcher refuses empty tensors)
             return g.zero_()
-        port.run(op, variant, (m, n), g, dy2, x2, weight, float(eps))
+        port.run(op, variant, (m, n), g, *rows, weight, float(eps))
         return g
+
+    if added:
+
+        def run(
+            dy: Tensor,
+            dresidual: Tensor,
+            s: Tensor,
+            weight: Tensor,
+            eps: float = eps,
+            *,
+            variant: str | dict = "auto",
+            out: Tensor | None = None,
+        ) -> Tensor:
+            return body(dy, dresidual, s, weight, eps, variant, out)
+
+        layouts = {"dy": "(..., n)", "dresidual": "(..., n)", "s": "(..., n)", "weight": "(n,)"}
+    else:
+
+        def run(
+            dy: Tensor,
+            x: Tensor,
+            weight: Tensor,
+            eps: float = eps,
+            *,
+            variant: str | dict = "auto",
+            out: Tensor | None = None,
+        ) -> Tensor:
+            return body(dy, None, x, weight, eps, variant, out)
+
+        layouts = {"dy": "(..., n)", "x": "(..., n)", "weight": "(n,)"}
 
     run.__name__ = run.__qualname__ = kernel
     run.__module__ = op
@@ -104,7 +131,7 @@ def entry(op: str, kernel: str, sums: int, eps: float):
         f"dx and the weight gradients for the output gradient dy as one (m + {sums}, n) tensor (the module "
         "docstring); ValueError/TypeError on bad input, ffi.KernelError on a failed call."
     )
-    return port.entry(layouts={"dy": "(..., n)", "x": "(..., n)", "weight": "(n,)"})(run)
+    return port.entry(layouts=layouts)(run)
 
 
 def inputs(cfg: dict, device, seed, eps: float, x_mean: float = 0.0) -> dict:

@@ -117,7 +117,7 @@ def test_doctests_of_op_and_spec_pass(name):
 def test_inputs_output_and_reference_agree_with_the_declaration(name):
     """On the CPU for the small shapes: fresh random inputs of the config's dtype, never mostly zeros
     (a backward's inputs its forward made, KernelSpec.saved_inputs: of their declared dtype, zeros
-    allowed), a NaN-poisoned output of out_shape, a float64 reference of that shape."""
+    allowed; KernelSpec.input_dtypes: inputs of another dtype, rope's position ids), a NaN-poisoned output of out_shape, a float64 reference of that shape."""
     spec = kernel.load(name)
     small = [
         s
@@ -129,7 +129,8 @@ def test_inputs_output_and_reference_agree_with_the_declaration(name):
         cfg = dict(shape, dtype=shape.get("dtype", spec.dtypes[0]))
         inputs = spec.make_inputs(cfg, device="cpu", seed=0)
         dtypes = {n: t.dtype for n, t in inputs.items() if isinstance(t, torch.Tensor)}
-        want = {n: kernel.torch_dtype(spec.saved_inputs.get(n) or cfg["dtype"]) for n in dtypes}
+        declared = {**spec.input_dtypes(cfg), **spec.saved_inputs}
+        want = {n: kernel.torch_dtype(declared.get(n) or cfg["dtype"]) for n in dtypes}
         assert dtypes == want, cfg
         tensors = [t for n, t in inputs.items() if isinstance(t, torch.Tensor) and n not in spec.saved_inputs]
         assert sum(int((t == 0).sum()) for t in tensors) <= sum(t.numel() for t in tensors) // 100 + 1, cfg

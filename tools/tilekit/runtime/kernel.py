@@ -70,8 +70,9 @@ def stacked(y, shape: tuple | None = None):
     """A baseline's output as the port's one `out` (of `shape`): a library that makes its outputs apart
     is checked with them joined as the port writes them: stacked along a new first dim where each has
     shape's other dims and there are shape[0] of them (fused_add_rms_norm's (y, s) as out[0], out[1]),
-    side by side where their widths add up to shape's and their rows are its rows
-    (silu_and_mul_backward's (dgate, dup) as [dgate | dup]), else as rows, each flattened to rows of
+    side by side along the one dim where their sizes add up to shape's and agree with it on every
+    other (silu_and_mul_backward's (dgate, dup) as [dgate | dup]; rope's q and k heads), else as
+    rows, each flattened to rows of
     the first one's width (rms_norm_backward's (dx, dw)); a tensor is returned as it is. Only the
     check joins them: the timed call returns what the library makes.
 
@@ -82,6 +83,8 @@ def stacked(y, shape: tuple | None = None):
     [[0.0, 1.0, 1.0], [0.0, 1.0, 1.0]]
     >>> stacked((torch.zeros(1, 2), torch.ones(1, 2)), (2, 1, 2)).tolist()
     [[[0.0, 0.0]], [[1.0, 1.0]]]
+    >>> stacked((torch.zeros(1, 2, 3, 1), torch.ones(1, 1, 3, 1)), (1, 3, 3, 1))[0, :, 0, 0].tolist()
+    [0.0, 0.0, 1.0]
     """
     if not isinstance(y, (tuple, list)):
         return y
@@ -89,9 +92,11 @@ def stacked(y, shape: tuple | None = None):
 
     if shape is not None and len(y) == shape[0] and all(tuple(t.shape) == tuple(shape[1:]) for t in y):
         return torch.stack(list(y))
-    if shape is not None and all(tuple(t.shape[:-1]) == tuple(shape[:-1]) for t in y):
-        if sum(t.shape[-1] for t in y) == shape[-1]:
-            return torch.cat(list(y), -1)
+    for dim in reversed(range(len(shape or ()))):
+        others = [i for i in range(len(shape)) if i != dim]
+        if all(t.dim() == len(shape) and all(t.shape[i] == shape[i] for i in others) for t in y):
+            if sum(t.shape[dim] for t in y) == shape[dim]:
+                return torch.cat(list(y), dim)
     return torch.cat([t.reshape(-1, y[0].shape[-1]) for t in y])
 
 
@@ -192,6 +197,9 @@ class KernelSpec:
     # inputs a forward made from the others (a backward's: attention_backward's o and lse) -> their
     # dtype, or None for the config's: not random, so they may hold zeros (a query that sees no key)
     saved_inputs: dict = field(default_factory=dict)
+    # cfg -> {input: dtype} for inputs whose dtype is not the config's (rope's int64 position ids and
+    # its float32 tables)
+    input_dtypes: Callable = lambda cfg: {}  # noqa: E731
 
     # -- what is derived, never restated ----------------------------------------------------------
 

@@ -87,18 +87,34 @@ def implementation(spec, backend_id: str, variant="auto"):
     return run
 
 
-def check(spec, backend_id: str, cfg: dict, inputs: dict, y) -> None:
+def check(spec, backend_id: str, cfg: dict, inputs: dict, y, expected=None) -> None:
     """check_close against the spec's float64 reference with the spec's tolerance for cfg's dtype (a
     baseline's outputs made apart, stacked: tilekit.runtime.kernel.stacked); against the rows of it
-    the spec's reference_part gives, where it gives some (a reference of minutes)."""
-    part = spec.reference_part(inputs) if spec.reference_part else None
-    if part is not None:
-        rows, ref = part
+    the spec's reference_part gives, where it gives some (a reference of minutes). `expected`: what
+    `expectation` gave for these inputs before the call (else it is made from them now)."""
+    rows, ref = expectation(spec, inputs) if expected is None else expected
+    if rows is not None:
         y = kernel.stacked(y, tuple(spec.out_shape(cfg)))
         check_close(y[rows], ref, spec.tolerance[cfg["dtype"]], f"{backend_id} {cfg} (rows of the reference_part)")
         return
-    ref = spec.reference(inputs)
     check_close(kernel.stacked(y, tuple(ref.shape)), ref, spec.tolerance[cfg["dtype"]], f"{backend_id} {cfg}")
+
+
+def expectation(spec, inputs: dict) -> tuple:
+    """(rows, the float64 reference of those rows) where the spec's reference_part gives some, else
+    (None, the whole reference): what `check` compares an output with."""
+    part = spec.reference_part(inputs) if spec.reference_part else None
+    return part if part is not None else (None, spec.reference(inputs))
+
+
+def checked_call(spec, backend_id: str, cfg: dict, inputs: dict, call):
+    """call(inputs), checked against the reference of the inputs as they were before it (a library's
+    kernel may write its result into its inputs: Liger's rope rotates q and k in place); returns
+    the output."""
+    expected = expectation(spec, inputs)
+    y = call(inputs)
+    check(spec, backend_id, cfg, inputs, y, expected)
+    return y
 
 
 def check_backward(spec, cfg: dict, inputs: dict, seed: int = 0) -> None:
@@ -254,7 +270,7 @@ def run_settle(request, spec, cfg: dict) -> list[dict]:
         pytest.skip(f"not a config of a few µs: its floor at the GPU's peak is {floor * 1e3:.1f} µs")
     port = implementation(spec, "cutile_rs")
     probe_inputs = spec.make_inputs(cfg)
-    check(spec, "cutile_rs", cfg, probe_inputs, port(probe_inputs))
+    checked_call(spec, "cutile_rs", cfg, probe_inputs, port)
     probe = statistics.median(bench.time_cupti(functools.partial(port, probe_inputs), nrep=20).samples_ms)
     if probe >= settle.SMALL_MS:
         pytest.skip(f"not a config of a few µs: the port takes {probe * 1e3:.1f} µs >= {settle.SMALL_MS * 1e3:g} µs")
@@ -281,7 +297,7 @@ def settled_records(
     for name in names:
         run = functools.partial(spec.run_baseline, name)
         try:
-            check(spec, name, cfg, sets[0], run(sets[0]))  # a fast wrong answer is not a result
+            checked_call(spec, name, cfg, sets[0], run)  # a fast wrong answer is not a result
         except NotServed as refused:
             skipped[name] = str(refused)
             continue

@@ -107,11 +107,9 @@ def generate(name: str) -> dict:
         fn = harness.implementation(spec, backend_id, variant="default")
         inputs = spec.make_inputs(cfg)
         out = spec.make_out(cfg, inputs)
-        y = fn(inputs, out)
-        torch.cuda.synchronize()
+        y = harness.checked_call(spec, backend_id, cfg, inputs, lambda inp: fn(inp, out))
         if backend_id == "cutile_rs":
             assert y is out, "the port must write the caller's out tensor"
-        harness.check(spec, backend_id, cfg, inputs, y)
 
     @pytest.mark.parametrize("cfg", params["test_op_every_variant_cutile_rs"])
     def test_op_every_variant_cutile_rs(cuda, cfg):
@@ -227,7 +225,7 @@ def generate(name: str) -> dict:
     def timed(request, backend_id, cfg) -> dict:
         fn = harness.implementation(spec, backend_id)
         inputs = spec.make_inputs(cfg)
-        harness.check(spec, backend_id, cfg, inputs, fn(inputs))  # a fast wrong answer is not a result
+        harness.checked_call(spec, backend_id, cfg, inputs, fn)  # a fast wrong answer is not a result
         return harness.run_perf(
             request,
             kernel=spec.name,

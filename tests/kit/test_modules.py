@@ -76,7 +76,7 @@ def fake_model(family: str):
 def test_patch_swaps_norms_mlps_linears_and_attention(family):
     model, _ = fake_model(family)
     swapped = modules.patch(model)
-    assert swapped == {"rms_norm": 5, "mlp": 2, "linear": 9, "attention": 2}
+    assert swapped == {"rms_norm": 5, "mlp": 2, "linear": 9, "attention": 2, "rope": 1}
     assert model.config._attn_implementation == modules.ATTENTION
     kinds = collections.Counter(type(m).__name__ for m in model.modules())
     assert (kinds["RMSNorm"], kinds["GatedMLP"], kinds["Linear"]) == (5, 2, 9 + 2 * 2)  # a GatedMLP holds two
@@ -101,6 +101,7 @@ def test_a_patched_model_runs_prefill_and_decode_on_ports(family, ports_called):
         "silu_and_mul": 2 * layers,
         "attention": 2 * layers,
         f"window={window}": 2 * layers,
+        "rope": 2 * layers,
     }
 
 

@@ -90,6 +90,7 @@ def latest(records: list[dict], kind: str) -> dict:
 # Kernel name patterns (regular expressions searched in the lower-case name) -> the operation a kernel
 # belongs to, for the breakdown (first match wins).
 CATEGORIES = (
+    ("rope", (r"rope", "rotary")),  # the ports' rope_tokens, Liger's _triton_rope; inductor's fused RoPE is "other"
     ("attention", ("attention", "flash", "fmha", "sdpa", "softmax", "bmm")),
     # inductor names its fused kernels by their ops (triton_red_fused_..._rsqrt_..., triton_tem_fused_mm)
     ("rms_norm", ("rms_norm", "rmsnorm", "rms", "rsqrt")),
@@ -100,7 +101,8 @@ CATEGORIES = (
 
 
 def category(kernel_name: str) -> str:
-    """The operation a kernel of the stack belongs to, by its name; "other" (RoPE, copies, adds).
+    """The operation a kernel of the stack belongs to, by its name; "other" (copies, adds, and RoPE
+    where it is not a kernel of its own name).
 
     >>> [category(n) for n in ("rms_norm_row_exact", "nvjet_tst_128x256", "attention_fwd", "elementwise_kernel")]
     ['rms_norm', 'matmul', 'attention', 'other']
@@ -108,6 +110,8 @@ def category(kernel_name: str) -> str:
     ['rms_norm', 'silu_and_mul']
     >>> [category(n) for n in ("fused_exact_entry", "split_masked_tail_entry", "triton_poi_fused_add_0")]
     ['silu_and_mul', 'silu_and_mul', 'other']
+    >>> [category(n) for n in ("rope_tokens", "_triton_rope", "fused_add_rms_norm_rows")]
+    ['rope', 'rope', 'rms_norm']
     """
     low = kernel_name.lower()
     return next((cat for cat, keys in CATEGORIES if any(re.search(k, low) for k in keys)), "other")

@@ -4,7 +4,7 @@ torch op, the patched model also compiles with torch.compile(fullgraph=True)):
 
     from tilekit.runtime.modules import patch
     model = AutoModelForCausalLM.from_pretrained(name, dtype=torch.bfloat16).cuda()
-    patch(model)                        # RMSNorm, MLP, Linear, attention -> ports
+    patch(model)                        # RMSNorm, MLP, Linear, attention, RoPE -> ports
 
 - RMSNorm, LayerNorm: kernels/rms_norm, kernels/layer_norm over the last dim.
 - Linear: kernels/matmul on x @ weight.t(), the weight in nn.Linear's (out, in) layout (read in
@@ -13,6 +13,8 @@ torch op, the patched model also compiles with torch.compile(fullgraph=True)):
   concatenated), kernels/silu_and_mul, one matmul down.
 - Attention: kernels/attention over q, k, v in a model's (b, s, h, d) layout, GQA, causal, a
   sliding window, per-head sinks; `attention_bshd` is the function.
+- `apply_rotary_pos_emb`: transformers' function of that name on kernels/rope (q and k in one launch),
+  which `patch` puts in the model family's module in its place, as Liger-Kernel does.
 - `patch(model)`: Llama, Qwen2 and Mistral (the classes in SUPPORTED) get these modules, and
   attention through transformers' AttentionInterface under the name "tilekit", which calls the
   port where a call is what the kernel computes (causal, no mask beyond that, a head dim of 64 or
@@ -257,17 +259,60 @@ def _is_gated_mlp(m: nn.Module) -> bool:
     return silu and all(isinstance(getattr(m, n, None), nn.Linear) for n in ("gate_proj", "up_proj", "down_proj"))
 
 
-def patch(model: nn.Module, *, rms_norm=True, mlp=True, linear=True, attention=True) -> dict[str, int]:
+def apply_rotary_pos_emb(q, k, cos, sin, *args, **kwargs):
+    """transformers' apply_rotary_pos_emb on kernels/rope: q (b, h, s, d) and k (b, h_kv, s, d)
+    rotated by cos and sin (b or 1, s, d), as (q, k) views of the port's one output. Where the port
+    does not compute what transformers' function does (partial rotary dims, an unsqueeze_dim other
+    than 1, tensors off the GPU) transformers' own function runs, with the same arguments (its
+    signature: (q, k, cos, sin, unsqueeze_dim=1), before version 5 with position_ids before it)."""
+    unsqueeze_dim = kwargs.get("unsqueeze_dim", args[-1] if args else 1)
+    full = cos.dim() == 3 and cos.shape[-1] == q.shape[-1]
+    if not (q.is_cuda and q.dim() == 4 and full and unsqueeze_dim == 1):
+        return _transformers_rope()(q, k, cos, sin, *args, **kwargs)
+    qk = _entry("rope")(q, k, cos, sin, None, True)
+    return qk.split((q.shape[1], k.shape[1]), dim=1)
+
+
+_ORIGINAL_ROPE: list = []  # transformers' own apply_rotary_pos_emb, kept by patch_rope before it replaces it
+
+
+def _transformers_rope():
+    if _ORIGINAL_ROPE:
+        return _ORIGINAL_ROPE[0]
+    from transformers.models.llama.modeling_llama import apply_rotary_pos_emb as original
+
+    return original
+
+
+def patch_rope(model: nn.Module) -> int:
+    """Put apply_rotary_pos_emb in place of transformers' function in the model's modeling module
+    (every model of that family in the process then rotates on the port, as Liger's patch does);
+    1 when swapped, 0 where the module has no such function."""
+    import sys
+
+    module = sys.modules[type(model).__module__]
+    current = getattr(module, "apply_rotary_pos_emb", None)
+    if current is None:
+        return 0
+    if current is not apply_rotary_pos_emb:
+        if not _ORIGINAL_ROPE:
+            _ORIGINAL_ROPE.append(current)
+        module.apply_rotary_pos_emb = apply_rotary_pos_emb
+    return 1
+
+
+def patch(model: nn.Module, *, rms_norm=True, mlp=True, linear=True, attention=True, rope=True) -> dict[str, int]:
     """Swap a Hugging Face Llama, Qwen2 or Mistral model's modules for ports, in place: each
-    RMSNorm, each SiLU-gated MLP, every other nn.Linear (projections, lm_head) and, through
-    transformers' AttentionInterface, attention. Returns how many of each were swapped. ValueError
-    for a model of another family (SUPPORTED), naming it."""
+    RMSNorm, each SiLU-gated MLP, every other nn.Linear (projections, lm_head), through
+    transformers' AttentionInterface attention, and its family's apply_rotary_pos_emb (patch_rope).
+    Returns how many of each were swapped. ValueError for a model of another family (SUPPORTED),
+    naming it."""
     if type(model).__name__ not in SUPPORTED:
         raise ValueError(
             f"tilekit.runtime.modules.patch: {type(model).__name__} is not one of {', '.join(SUPPORTED)}; its "
             "modules may compute otherwise (Gemma's RMSNorm scales by 1 + weight): swap them by hand"
         )
-    swapped = {"rms_norm": 0, "mlp": 0, "linear": 0, "attention": 0}
+    swapped = {"rms_norm": 0, "mlp": 0, "linear": 0, "attention": 0, "rope": 0}
     for parent in list(model.modules()):
         for name, child in list(parent.named_children()):
             if rms_norm and _is_rms_norm(child):
@@ -290,4 +335,6 @@ def patch(model: nn.Module, *, rms_norm=True, mlp=True, linear=True, attention=T
         register_attention()
         model.set_attn_implementation(ATTENTION)
         swapped["attention"] = sum(1 for m in model.modules() if type(m).__name__.endswith("Attention"))
+    if rope:
+        swapped["rope"] = patch_rope(model)
     return swapped

@@ -6,14 +6,15 @@ stack on PyTorch's ops, torch.compile and Liger-Kernel, in one process and one h
     python -m tilekit model tune [--config llama3-8b] [--prefill 4x2048] [--batches 1,8]   (tune ahead)
 
 The stack (`forward`) is a Llama decoder: embedding, `layers` x (RMSNorm, fused QKV projection,
-RoPE, attention over a KV cache, output projection, residual; RMSNorm, fused gate-up projection,
-SiLU-and-mul, down projection, residual), final RMSNorm, LM head on the last positions; a
-training step (phase `train`) runs it over every position of TRAIN tokens with a cross-entropy loss
-and its gradients with respect to every weight. Five
-operations vary with the implementation (`Ops`): rms_norm, linear (x @ W.t()), silu_and_mul,
-attention ((b, s, h, d) tensors, causal from the last key, a sliding window, sinks) and the
-projection layout; RoPE, the cache writes and the residual adds are PyTorch's in every one.
-The weights are random (seeded) and shared by every implementation.
+RoPE, attention over a KV cache, output projection, residual add + RMSNorm, fused gate-up
+projection, SiLU-and-mul, down projection, residual add + the next RMSNorm), LM head on the last
+positions; a training step (phase `train`) runs it over every position of TRAIN tokens with a
+cross-entropy loss and its gradients with respect to every weight. Seven operations vary with the
+implementation (`Ops`): rms_norm, add_rms_norm (the residual add and the norm after it), rope (q and
+k from the cos/sin tables of the positions, made once per forward as Hugging Face's rotary module
+makes them), linear (x @ W.t()), silu_and_mul, attention ((b, s, h, d) tensors, causal from the last
+key, a sliding window, sinks) and the projection layout; the tables, the cache writes and the loss
+are PyTorch's in every one. The weights are random (seeded) and shared by every implementation.
 
 `run` writes one JSON record a line to <out>/model.jsonl (kept: the raw log) and `report` renders
 <out>/performance.md from it (tilekit.reports.model_report). Each record is one measurement: correctness
@@ -122,6 +123,17 @@ class Ops:
 
         return F.rms_norm(x, (x.shape[-1],), w, eps)
 
+    def add_rms_norm(self, x, delta, w, eps):
+        """(rms_norm(x + delta) * w, x + delta): a block's residual add and the norm after it."""
+        x = x + delta
+        return self.rms_norm(x, w, eps), x
+
+    def rope(self, q, k, cos, sin):
+        """q (b, s, h, d) and k (b, s, h_kv, d) rotated by the (s, d) tables: Hugging Face's
+        apply_rotary_pos_emb (the tables cast to q's dtype, as its rotary module casts them)."""
+        cos, sin = (t[None, :, None, :].to(q.dtype) for t in (cos, sin))
+        return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+
     def linear(self, x, w):
         import torch.nn.functional as F
 
@@ -168,7 +180,8 @@ def reference_attention(q, k, v, sinks=None, window=None):
 
 
 class PortOps(Ops):
-    """The ports: kernels/rms_norm, matmul (x @ W.t(), W read in place), silu_and_mul, attention."""
+    """The ports: kernels/rms_norm, fused_add_rms_norm, rope (q and k in one launch, the float32
+    tables as they are), matmul (x @ W.t(), W read in place), silu_and_mul, attention."""
 
     name = "ports"
 
@@ -179,6 +192,14 @@ class PortOps(Ops):
 
     def rms_norm(self, x, w, eps):
         return self._entry("rms_norm")(x, w, eps)
+
+    def add_rms_norm(self, x, delta, w, eps):
+        y, s = self._entry("fused_add_rms_norm")(delta, x, w, eps)
+        return y, s
+
+    def rope(self, q, k, cos, sin):
+        qk = self._entry("rope")(q, k, cos, sin)
+        return qk.split((q.shape[2], k.shape[2]), dim=2)
 
     def linear(self, x, w):
         y = self._entry("matmul")(x.reshape(-1, x.shape[-1]), w.t())
@@ -194,16 +215,23 @@ class PortOps(Ops):
 
 
 class LigerOps(Ops):
-    """PyTorch's ops with Liger-Kernel's Triton RMSNorm and SiLU-and-mul (LigerRMSNormFunction,
-    LigerSiLUMulFunction on the two halves), as apply_liger_kernel_to_llama patches a model."""
+    """PyTorch's ops with Liger-Kernel's Triton RMSNorm, RoPE and SiLU-and-mul (LigerRMSNormFunction,
+    LigerRopeFunction on (b, h, s, d) views, LigerSiLUMulFunction on the two halves), as
+    apply_liger_kernel_to_llama patches a model (which leaves the residual add and norm apart)."""
 
     name = "liger"
 
     def __init__(self):
         from liger_kernel.ops.rms_norm import LigerRMSNormFunction
+        from liger_kernel.ops.rope import LigerRopeFunction
         from liger_kernel.ops.swiglu import LigerSiLUMulFunction
 
-        self._norm, self._silu_mul = LigerRMSNormFunction, LigerSiLUMulFunction
+        self._norm, self._rope, self._silu_mul = LigerRMSNormFunction, LigerRopeFunction, LigerSiLUMulFunction
+
+    def rope(self, q, k, cos, sin):
+        cos, sin = (t[None].to(q.dtype) for t in (cos, sin))
+        q_rot, k_rot = self._rope.apply(q.transpose(1, 2), k.transpose(1, 2), cos, sin)
+        return q_rot.transpose(1, 2), k_rot.transpose(1, 2)
 
     def rms_norm(self, x, w, eps):
         return self._norm.apply(x, w, eps)
@@ -213,16 +241,23 @@ class LigerOps(Ops):
         return self._silu_mul.apply(x[..., :half], x[..., half:])
 
 
-def rope(x, positions, theta: float):
-    """Rotary embedding (rotate-half form) of x (b, s, h, d) at `positions` (s,), in x's dtype."""
+def rotate_half(x):
+    """(x1, x2) -> (-x2, x1) over the halves of the last dim."""
     import torch
 
     d = x.shape[-1]
-    inv = 1.0 / theta ** (torch.arange(0, d, 2, device=x.device, dtype=torch.float32) / d)
+    return torch.cat((-x[..., d // 2 :], x[..., : d // 2]), dim=-1)
+
+
+def rope_tables(positions, d: int, theta: float):
+    """float32 (s, d) cos and sin of `positions` (s,) (the frequencies twice: Hugging Face's layout),
+    made once per forward for every layer."""
+    import torch
+
+    inv = 1.0 / theta ** (torch.arange(0, d, 2, device=positions.device, dtype=torch.float32) / d)
     angles = positions.float()[:, None] * inv[None, :]
-    cos, sin = (f(torch.cat((angles, angles), -1))[None, :, None, :].to(x.dtype) for f in (torch.cos, torch.sin))
-    half = torch.cat((-x[..., d // 2 :], x[..., : d // 2]), dim=-1)
-    return x * cos + half * sin
+    angles = torch.cat((angles, angles), -1)
+    return angles.cos(), angles.sin()
 
 
 def new_cache(cfg: Config, batch: int, length: int, dtype=None, device="cuda") -> list:
@@ -244,26 +279,24 @@ def forward(cfg: Config, ops: Ops, w: dict, ids, cache: list, start: int, keep: 
 
     b, s = ids.shape
     h, hkv, d = cfg.heads, cfg.kv_heads, cfg.head_dim
-    positions = torch.arange(start, start + s, device=ids.device)
+    cos, sin = rope_tables(torch.arange(start, start + s, device=ids.device), d, cfg.rope_theta)
     x = w["embed"][ids]
+    h_in = ops.rms_norm(x, w["0.attn_norm"], cfg.eps)
     for i in range(cfg.layers):
-        qkv = ops.linear(ops.rms_norm(x, w[f"{i}.attn_norm"], cfg.eps), w[f"{i}.qkv"])
+        qkv = ops.linear(h_in, w[f"{i}.qkv"])
         q, k, v = qkv.split((h * d, hkv * d, hkv * d), dim=-1)
-        q, k = (
-            rope(q.view(b, s, h, d), positions, cfg.rope_theta),
-            rope(k.view(b, s, hkv, d), positions, cfg.rope_theta),
-        )
+        q, k = ops.rope(q.view(b, s, h, d), k.view(b, s, hkv, d), cos, sin)
         k_cache, v_cache = cache[i]
         k_cache[:, start : start + s] = k
         v_cache[:, start : start + s] = v.view(b, s, hkv, d)
         o = ops.attention(q, k_cache[:, : start + s], v_cache[:, : start + s], w.get(f"{i}.sinks"), cfg.layer_window(i))
-        x = x + ops.linear(o.reshape(b, s, h * d), w[f"{i}.o"])
-        mlp = ops.linear(
-            ops.silu_and_mul(ops.linear(ops.rms_norm(x, w[f"{i}.mlp_norm"], cfg.eps), w[f"{i}.gate_up"])),
-            w[f"{i}.down"],
-        )
-        x = x + mlp
-    return ops.linear(ops.rms_norm(x[:, -keep:], w["norm"], cfg.eps), w["lm_head"])
+        h_mlp, x = ops.add_rms_norm(x, ops.linear(o.reshape(b, s, h * d), w[f"{i}.o"]), w[f"{i}.mlp_norm"], cfg.eps)
+        mlp = ops.linear(ops.silu_and_mul(ops.linear(h_mlp, w[f"{i}.gate_up"])), w[f"{i}.down"])
+        if i + 1 < cfg.layers:
+            h_in, x = ops.add_rms_norm(x, mlp, w[f"{i + 1}.attn_norm"], cfg.eps)
+    # the last residual add and the final norm over the kept positions only
+    h_out, _ = ops.add_rms_norm(x[:, -keep:], mlp[:, -keep:], w["norm"], cfg.eps)
+    return ops.linear(h_out, w["lm_head"])
 
 
 # -- measurements -----------------------------------------------------------------------------------

@@ -27,6 +27,8 @@ const KERNEL: &str = "rope";
 pub const MAX_HEAD_DIM: i32 = 512;
 /// The most heads of q (and of k) one tile block holds.
 pub const MAX_HEADS: i32 = 256;
+/// The largest [heads, d/2] tile (powers of two): past it the tiles' registers spill.
+pub const MAX_TILE: i32 = 16384;
 
 /// A validated launch. Strides are in elements, (b, s, h) for q, k and out, (batch, row) for the
 /// tables, (b, s) for the position ids.
@@ -169,6 +171,13 @@ pub fn plan_signed(
     if hq > MAX_HEADS as i64 || hk > MAX_HEADS as i64 {
         return Err(invalid(format!("hq={hq}, hk={hk}: {kernel} holds at most {MAX_HEADS} heads of q and of k")));
     }
+    let tile = (hq.max(hk) as u64).next_power_of_two() * ((d / 2).max(1) as u64).next_power_of_two();
+    if tile > MAX_TILE as u64 {
+        return Err(invalid(format!(
+            "hq={hq}, hk={hk}, d={d}: a tile of {tile} elements past {MAX_TILE} (a tile block holds a token's heads \
+             whole); split the heads into calls"
+        )));
+    }
     if out.shape() != [b, s, hq + hk, d] {
         return Err(invalid(format!(
             "`out` is {:?}: it must be [{b}, {s}, {}, {d}] ({qn}'s heads, then {kn}'s)",
@@ -221,6 +230,17 @@ pub fn plan_signed(
     let cs = [batch_stride(bc, cos.strides[0], "cos")?, to_i32(cos.strides[1], "cos stride 1")?];
     if cos.strides() != sin.strides() {
         return Err(invalid(format!("`cos` strides {:?} != `sin` strides {:?}", cos.strides(), sin.strides())));
+    }
+    // the kernel's row offset b * scb + p * scp is i32: the whole table must lie within 2^31 elements
+    let table_end = (bc - 1) * cs[0] as i64 + (rows - 1) * cs[1] as i64 + w;
+    if table_end > i32::MAX as i64 {
+        return Err(invalid(format!("`cos` spans {table_end} elements: past 2^31 (the kernel's offsets)")));
+    }
+    if let (Some(p), Some((_, [spb, sps]))) = (positions, pos) {
+        let ids_end = (p.shape[0] - 1) * spb as i64 + (s - 1) * sps as i64 + 2;
+        if ids_end > i32::MAX as i64 {
+            return Err(invalid(format!("`positions` span {ids_end} words: past 2^31 (the kernel's offsets)")));
+        }
     }
     let (occupancy, warps) = (ffi_util::occupancy_hint(occupancy)?, ffi_util::warps_hint(warps)?);
     Ok(Plan {
@@ -434,6 +454,19 @@ mod tests {
         for (result, needle) in cases {
             assert_fails(result, rc::INVALID_ARGUMENT, needle);
         }
+        let wide = |h: i64| bshd(1, 1, h, 512);
+        assert_fails(
+            run(
+                &wide(256),
+                &wide(128),
+                &wide(128),
+                &table(1, 4, 512, DType::BF16),
+                &table(1, 4, 512, DType::BF16),
+                None,
+            ),
+            rc::INVALID_ARGUMENT,
+            "split the heads",
+        );
         let far = test_desc(DType::BF16, &[2, 5, 4, 8], &[i32::MAX as i64 - 10, 32, 8, 1]);
         assert_fails(run(&out, &far, &k, &cs, &cs, None), rc::INVALID_ARGUMENT, "past 2^31");
         assert_hints_checked(true, |occupancy, warps| plan(&out, &q, &k, &cs, &cs, None, 0, occupancy, warps));

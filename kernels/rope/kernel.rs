@@ -15,8 +15,10 @@
 //! `rope_tokens`: one tile block per token (b, s), the token's q heads as one [HQ, HALF] tile per
 //! half and its k heads as one [HK, HALF] tile per half, read and written through pointer tiles with
 //! a mask of the (heads, d/2) lanes inside, so any head count, d and strides of (b, s, h) work without
-//! padding ((b, h, s, d) is a (b, s, h, d) view with other strides). Every tile block reads the lanes
-//! it writes before writing them and owns its token, so the output may be q and k themselves (in place).
+//! padding ((b, h, s, d) is a (b, s, h, d) view with other strides). Every tile block reads its token's
+//! heads before writing them and owns its token, so the output may lie over q and k where they are
+//! adjacent head ranges of one buffer, k's heads hq after q's (a fused QKV projection's); op.py's
+//! aliasing rule does not offer that form yet.
 //! The module name is unique across kernels: the JIT keys its kernel cache by module and entry.
 #[cutile::module]
 pub mod rope_device {

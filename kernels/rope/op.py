@@ -41,7 +41,7 @@ int32_t cutile_rope(const TensorDesc* out, const TensorDesc* q, const TensorDesc
 KERNEL = "rope"
 DTYPES = ("bfloat16", "float16", "float32")
 DEFAULT_VARIANT = {"occupancy": -1, "warps": -1}  # the compiler's defaults
-MAX_HEAD_DIM, MAX_HEADS = 512, 256  # ffi.rs
+MAX_HEAD_DIM, MAX_HEADS, MAX_TILE = 512, 256, 16384  # ffi.rs
 I32_MAX = 2**31 - 1
 
 
@@ -74,8 +74,13 @@ def check_size(b: int, s: int, hq: int, hk: int, d: int, kernel: str = KERNEL) -
     many heads, or an output past i32 offsets. Pure."""
     if d % 2 or d > MAX_HEAD_DIM:
         raise ValueError(f"{kernel}: the head dim d = {d} must be even and at most {MAX_HEAD_DIM}")
-    if max(hq, hk) > MAX_HEADS:
-        raise ValueError(f"{kernel}: at most {MAX_HEADS} heads of q and of k, got hq = {hq}, hk = {hk}")
+    if min(hq, hk) < 1 or max(hq, hk) > MAX_HEADS:
+        raise ValueError(f"{kernel}: 1 to {MAX_HEADS} heads of q and of k, got hq = {hq}, hk = {hk}")
+    if autotune.pow2(max(hq, hk)) * autotune.pow2(max(1, d // 2)) > MAX_TILE:
+        raise ValueError(
+            f"{kernel}: {max(hq, hk)} heads of d = {d} make a tile past {MAX_TILE} elements (a tile block "
+            "holds a token's heads whole); split the heads into calls"
+        )
     if b * s * (hq + hk) * d > I32_MAX:
         raise ValueError(
             f"{kernel}: {b} x {s} tokens of {hq + hk} heads of {d} pass 2^31 elements (the kernel's offsets "
@@ -91,6 +96,8 @@ def _check_tables(kernel: str, cos: Tensor, sin: Tensor, b: int, d: int) -> int:
             f"{kernel}: cos and sin must share a shape and dtype, got {tuple(cos.shape)} {cos.dtype} and "
             f"{tuple(sin.shape)} {sin.dtype}"
         )
+    if cos.stride() != sin.stride():
+        raise ValueError(f"{kernel}: cos and sin must share strides, got {cos.stride()} and {sin.stride()}")
     if cos.dim() not in (2, 3) or (cos.dim() == 3 and cos.shape[0] not in (1, b)) or cos.shape[-1] not in (d, d // 2):
         raise ValueError(
             f"{kernel}: cos must be (rows, w) or (1 or b={b}, rows, w) with w = d = {d} or d/2 = {d // 2}, "

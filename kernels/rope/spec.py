@@ -174,6 +174,7 @@ SPEC = KernelSpec(
     ),
     tolerance={"float16": (2e-3, 1e-2), "bfloat16": (1.6e-2, 6e-2), "float32": (1e-5, 1e-5)},
     make_inputs=make_inputs,
+    constant_inputs=("cos", "sin"),  # a model's rotary tables: no gradient (rope_backward's op refuses one)
     input_dtypes=lambda cfg: (
         {"position_ids": "int64"} | ({"cos": "float32", "sin": "float32"} if cfg.get("f32_table") else {})
     ),

@@ -58,6 +58,8 @@ def forward_gradients(inputs: tuple, grad: Tensor, needs: tuple) -> tuple:
         )
     if not (needs[0] or needs[1]):
         return None, None, None, None, None, None
+    if grad.stride(-1) != 1:  # an expanded gradient (of a sum): the port needs the last dim contiguous
+        grad = grad.contiguous()
     head = 1 if heads_first else 2
     hq = q.shape[head]
     g = rope_backward.op(

@@ -192,7 +192,9 @@ def test_a_patched_model_gives_the_originals_logits_on_the_gpu(gpu, family):
             ("prefill", lambda m: m(ids[:, :32]).logits),
             ("decode", lambda m: m(ids[:, 32:], past_key_values=m(ids[:, :32], use_cache=True).past_key_values).logits),
         ):
-            want, got, bf16 = call(reference).float(), call(ported).float(), call(plain).float()
+            got = call(ported).float()
+            with modules.transformers_rope():  # the unpatched models rotate as transformers does
+                want, bf16 = call(reference).float(), call(plain).float()
             err, base = relative_l2(got, want), relative_l2(bf16, want)
             assert err <= max(3e-2, 2 * base), f"{family} {name}: ports {err:.2e}, transformers bf16 {base:.2e}"
 
@@ -262,3 +264,22 @@ def test_the_modules_compile_in_one_graph():
             type(module).__name__,
             explained.break_reasons,
         )
+
+
+def test_apply_rotary_pos_emb_falls_back_to_transformers_where_the_port_does_not_serve():
+    """CPU tensors, or an unsqueeze_dim other than 1 (by name or by position): transformers' own
+    function, with the arguments as given."""
+    from transformers.models.llama import modeling_llama
+
+    original = modules._transformers_rope()
+    g = torch.Generator().manual_seed(0)
+    q, k = torch.randn(2, 4, 5, 8, generator=g), torch.randn(2, 2, 5, 8, generator=g)
+    cos, sin = torch.randn(2, 5, 8, generator=g), torch.randn(2, 5, 8, generator=g)
+    for args, kwargs in (((), {}), ((1,), {}), ((), {"unsqueeze_dim": 1})):
+        got = modules.apply_rotary_pos_emb(q, k, cos, sin, *args, **kwargs)
+        want = original(q, k, cos, sin, *args, **kwargs)
+        assert all(torch.equal(a, b) for a, b in zip(got, want))
+    qt, kt = q.transpose(1, 2), k.transpose(1, 2)  # (b, s, h, d): unsqueeze_dim 2
+    got = modules.apply_rotary_pos_emb(qt, kt, cos, sin, unsqueeze_dim=2)
+    assert all(torch.equal(a, b) for a, b in zip(got, original(qt, kt, cos, sin, unsqueeze_dim=2)))
+    assert modeling_llama.apply_rotary_pos_emb in (original, modules.apply_rotary_pos_emb)

@@ -197,6 +197,9 @@ class KernelSpec:
     # inputs a forward made from the others (a backward's: attention_backward's o and lse) -> their
     # dtype, or None for the config's: not random, so they may hold zeros (a query that sees no key)
     saved_inputs: dict = field(default_factory=dict)
+    # floating inputs with no gradient (rope's cos/sin tables: a model's constants): the gradient test
+    # leaves them out of its leaves
+    constant_inputs: tuple = ()
     # cfg -> {input: dtype} for inputs whose dtype is not the config's (rope's int64 position ids and
     # its float32 tables)
     input_dtypes: Callable = lambda cfg: {}  # noqa: E731

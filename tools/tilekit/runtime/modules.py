@@ -23,6 +23,10 @@ torch op, the patched model also compiles with torch.compile(fullgraph=True)):
 
 from __future__ import annotations
 
+import contextlib
+import inspect
+import sys
+
 import torch
 from torch import nn
 
@@ -261,19 +265,31 @@ def _is_gated_mlp(m: nn.Module) -> bool:
 
 def apply_rotary_pos_emb(q, k, cos, sin, *args, **kwargs):
     """transformers' apply_rotary_pos_emb on kernels/rope: q (b, h, s, d) and k (b, h_kv, s, d)
-    rotated by cos and sin (b or 1, s, d), as (q, k) views of the port's one output. Where the port
+    rotated by cos and sin (1 or b, s, d), as (q, k) views of the port's one output. Where the port
     does not compute what transformers' function does (partial rotary dims, an unsqueeze_dim other
-    than 1, tensors off the GPU) transformers' own function runs, with the same arguments (its
-    signature: (q, k, cos, sin, unsqueeze_dim=1), before version 5 with position_ids before it)."""
-    unsqueeze_dim = kwargs.get("unsqueeze_dim", args[-1] if args else 1)
-    full = cos.dim() == 3 and cos.shape[-1] == q.shape[-1]
-    if not (q.is_cuda and q.dim() == 4 and full and unsqueeze_dim == 1):
-        return _transformers_rope()(q, k, cos, sin, *args, **kwargs)
+    than 1, tables of another batch, another dtype, tensors off the GPU) transformers' own function
+    runs, with the same arguments (bound to its signature: `unsqueeze_dim` found by name)."""
+    original = _transformers_rope()
+    bound = inspect.signature(original).bind(q, k, cos, sin, *args, **kwargs)
+    bound.apply_defaults()
+    served = (
+        q.is_cuda
+        and q.dim() == 4
+        and cos.dim() == 3
+        and cos.shape[-1] == q.shape[-1]
+        and cos.shape[0] in (1, q.shape[0])
+        and q.dtype in (torch.float16, torch.bfloat16, torch.float32)
+        and cos.dtype in (q.dtype, torch.float32)
+        and bound.arguments.get("unsqueeze_dim", 1) == 1
+    )
+    if not served:
+        return original(*bound.args, **bound.kwargs)
     qk = _entry("rope")(q, k, cos, sin, None, True)
     return qk.split((q.shape[1], k.shape[1]), dim=1)
 
 
 _ORIGINAL_ROPE: list = []  # transformers' own apply_rotary_pos_emb, kept by patch_rope before it replaces it
+_PATCHED_ROPE: list = []  # the modeling modules patch_rope swapped
 
 
 def _transformers_rope():
@@ -286,10 +302,9 @@ def _transformers_rope():
 
 def patch_rope(model: nn.Module) -> int:
     """Put apply_rotary_pos_emb in place of transformers' function in the model's modeling module
-    (every model of that family in the process then rotates on the port, as Liger's patch does);
-    1 when swapped, 0 where the module has no such function."""
-    import sys
-
+    (every model of that family in the process then rotates on the port, as Liger's patch does;
+    `transformers_rope()` undoes it for a while); 1 when swapped, 0 where the module has no such
+    function."""
     module = sys.modules[type(model).__module__]
     current = getattr(module, "apply_rotary_pos_emb", None)
     if current is None:
@@ -298,7 +313,21 @@ def patch_rope(model: nn.Module) -> int:
         if not _ORIGINAL_ROPE:
             _ORIGINAL_ROPE.append(current)
         module.apply_rotary_pos_emb = apply_rotary_pos_emb
+        _PATCHED_ROPE.append(module)
     return 1
+
+
+@contextlib.contextmanager
+def transformers_rope():
+    """Within: every modeling module patch_rope swapped runs transformers' own function again (an
+    unpatched model of a patched family computes as transformers does: a test's reference)."""
+    for module in _PATCHED_ROPE:
+        module.apply_rotary_pos_emb = _transformers_rope()
+    try:
+        yield
+    finally:
+        for module in _PATCHED_ROPE:
+            module.apply_rotary_pos_emb = apply_rotary_pos_emb
 
 
 def patch(model: nn.Module, *, rms_norm=True, mlp=True, linear=True, attention=True, rope=True) -> dict[str, int]:

@@ -119,12 +119,16 @@ def checked_call(spec, backend_id: str, cfg: dict, inputs: dict, call):
 
 def check_backward(spec, cfg: dict, inputs: dict, seed: int = 0) -> None:
     """The entry's gradients (autograd through its op) against the float64 reference's: the floating
-    tensor inputs as leaves, a random output gradient (N(0, 1), seeded) backward through both, each
+    tensor inputs as leaves (but the spec's constant_inputs), a random output gradient (N(0, 1), seeded) backward through both, each
     gradient checked with the spec's tolerance for cfg's dtype (its backward_tolerance where it
     declares one; check_close)."""
     import torch
 
-    leaves = {k: v.detach().requires_grad_() for k, v in inputs.items() if _differentiable(v)}
+    leaves = {
+        k: v.detach().requires_grad_()
+        for k, v in inputs.items()
+        if _differentiable(v) and k not in spec.constant_inputs
+    }
     y = spec.entry(*(leaves.get(k, v) for k, v in inputs.items()))
     gen = torch.Generator(device=y.device).manual_seed(seed)
     grad = torch.randn(y.shape, generator=gen, device=y.device, dtype=torch.float32).to(y.dtype)

@@ -27,8 +27,9 @@ const KERNEL: &str = "rope";
 pub const MAX_HEAD_DIM: i32 = 512;
 /// The most heads of q (and of k) one tile block holds.
 pub const MAX_HEADS: i32 = 256;
-/// The largest [heads, d/2] tile (powers of two): past it the tiles' registers spill.
-pub const MAX_TILE: i32 = 16384;
+/// The largest [heads, d/2] tile (powers of two): 8192 elements compile without spilling (128 heads
+/// of d = 128: 244 registers; 64 of d = 256: 96), 16384 spill (64 heads of d = 512: 3.7 KB of stack).
+pub const MAX_TILE: i32 = 8192;
 
 /// A validated launch. Strides are in elements, (b, s, h) for q, k and out, (batch, row) for the
 /// tables, (b, s) for the position ids.
@@ -484,5 +485,8 @@ mod tests {
             }
         }
         DEVICE.assert_lowers("rope_tokens", &["bf16", "bf16", "16", "1", "32", "true", "true"], &["store_ptr_tko"]);
+        // the largest tiles the plan admits (MAX_TILE), f32 tables
+        DEVICE.assert_lowers("rope_tokens", &["bf16", "f32", "128", "8", "64", "true", "true"], &["store_ptr_tko"]);
+        DEVICE.assert_lowers("rope_tokens", &["bf16", "f32", "32", "32", "256", "true", "true"], &["store_ptr_tko"]);
     }
 }

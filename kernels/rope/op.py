@@ -41,7 +41,7 @@ int32_t cutile_rope(const TensorDesc* out, const TensorDesc* q, const TensorDesc
 KERNEL = "rope"
 DTYPES = ("bfloat16", "float16", "float32")
 DEFAULT_VARIANT = {"occupancy": -1, "warps": -1}  # the compiler's defaults
-MAX_HEAD_DIM, MAX_HEADS, MAX_TILE = 512, 256, 16384  # ffi.rs
+MAX_HEAD_DIM, MAX_HEADS, MAX_TILE = 512, 256, 8192  # ffi.rs
 I32_MAX = 2**31 - 1
 
 

@@ -232,26 +232,27 @@ def _formula(q, k, c, s_, head_dim: int):
     return q * c + _rotate_half(q) * s_, k * c + _rotate_half(k) * s_
 
 
-def _library(apply, q, k, cos, sin, ids, heads_first, **kw):
-    """A library's rope on (b, h, s, d) views (its interface) with per-token tables in their dtype,
-    full width; its (q, k) back in the caller's layout."""
+def library(apply, q, k, cos, sin, ids, heads_first):
+    """A library's rope (or its gradient: rope_backward's baselines) on (b, h, s, d) views (its
+    interface) with per-token tables in their dtype, full width: apply(q, k, cos, sin) -> (q, k), back
+    in the caller's layout."""
     c, s_ = per_token(cos, sin, ids, q.shape[-1], cos.dtype)
     if heads_first:
-        return apply(q, k, c, s_, **kw)
-    q_rot, k_rot = apply(q.transpose(1, 2), k.transpose(1, 2), c, s_, **kw)
+        return apply(q, k, c, s_)
+    q_rot, k_rot = apply(q.transpose(1, 2), k.transpose(1, 2), c, s_)
     return q_rot.transpose(1, 2), k_rot.transpose(1, 2)
 
 
 def _liger(ops, q, k, cos, sin, position_ids=None, heads_first=False):
     """Liger's LigerRopeFunction (Triton or cuTile: `ops`)."""
     function = providers.submodule(ops, "rope").LigerRopeFunction
-    return _library(lambda *a: function.apply(*a), q, k, cos, sin, position_ids, heads_first)
+    return library(lambda *a: function.apply(*a), q, k, cos, sin, position_ids, heads_first)
 
 
 def _tilegym(ops, q, k, cos, sin, position_ids=None, heads_first=False):
     """TileGym 1.5.1's cuTile rope from its Liger suite (the backend the provider selected)."""
     rope = providers.package_module(ops, "suites.liger").rope
-    return _library(rope, q, k, cos, sin, position_ids, heads_first)
+    return library(rope, q, k, cos, sin, position_ids, heads_first)
 
 
 BACKENDS = {

@@ -84,32 +84,26 @@ def torch_compile_rope_backward(dq, dk, cos, sin, position_ids=None, heads_first
     return _compiled(dq, dk, c, s_, 1 if heads_first else 2)
 
 
-def _heads_first(dq, dk, heads_first):
-    return (dq, dk) if heads_first else (dq.transpose(1, 2), dk.transpose(1, 2))
-
-
-def _in_layout(out, heads_first):
-    return out if heads_first else (out[0].transpose(1, 2), out[1].transpose(1, 2))
-
-
 def _liger(ops, dq, dk, cos, sin, position_ids=None, heads_first=False):
     """Liger's Triton `rope_backward(dq, dk, cos, sin)` on (b, h, s, d) views with the per-token tables."""
-    c, s_ = rope.per_token(cos, sin, position_ids, dq.shape[-1], cos.dtype)
-    dq_h, dk_h = _heads_first(dq, dk, heads_first)
-    return _in_layout(providers.submodule(ops, "rope").rope_backward(dq_h, dk_h, c, s_), heads_first)
+    backward = providers.submodule(ops, "rope").rope_backward
+    return rope.library(backward, dq, dk, cos, sin, position_ids, heads_first)
 
 
 def _liger_cutile(ops, dq, dk, cos, sin, position_ids=None, heads_first=False):
     """Liger's cuTile `rope_backward` on (b, h, s, d) views with the per-token tables and the state its
     forward saves (the tables' batch, whether its aligned kernel applies, the tiles, the sizes),
     derived from the shapes as its forward derives them."""
-    c, s_ = rope.per_token(cos, sin, position_ids, dq.shape[-1], cos.dtype)
-    dq_h, dk_h = _heads_first(dq, dk, heads_first)
-    b, hq, s, d = dq_h.shape
-    hk = dk_h.shape[1]
-    tiles = [bs.next_pow2(v) for v in (hq, hk, d // 2)]
-    state = (c.shape[0], tiles == [hq, hk, d // 2], *tiles, dq.dtype, b, s, hq, hk, d)
-    return _in_layout(providers.submodule(ops, "rope").rope_backward(dq_h, dk_h, c, s_, *state), heads_first)
+    module = providers.submodule(ops, "rope")
+
+    def backward(dq_h, dk_h, c, s_):
+        b, hq, s, d = dq_h.shape
+        hk = dk_h.shape[1]
+        tiles = [bs.next_pow2(v) for v in (hq, hk, d // 2)]
+        state = (c.shape[0], tiles == [hq, hk, d // 2], *tiles, dq.dtype, b, s, hq, hk, d)
+        return module.rope_backward(dq_h, dk_h, c, s_, *state)
+
+    return rope.library(backward, dq, dk, cos, sin, position_ids, heads_first)
 
 
 class _Recorded:
@@ -121,20 +115,20 @@ class _Recorded:
 
 def _tilegym(ops, dq, dk, cos, sin, position_ids=None, heads_first=False):
     """TileGym's cuTile rope (its Liger suite) backward: autograd of its forward, recorded once per
-    input on leaves laid out as dq and dk, with the gradients given."""
-    c, s_ = rope.per_token(cos, sin, position_ids, dq.shape[-1], cos.dtype)
-    dq_h, dk_h = _heads_first(dq, dk, heads_first)
+    input (keyed by dq) on leaves laid out as dq and dk, with the gradients given."""
 
-    def make():
-        leaves = tuple(torch.empty_like(t).requires_grad_() for t in (dq_h, dk_h))
+    def backward(dq_h, dk_h, c, s_):
+        def make():
+            leaves = tuple(torch.empty_like(t).requires_grad_() for t in (dq_h, dk_h))
+            with torch.enable_grad():
+                outputs = providers.package_module(ops, "suites.liger").rope(*leaves, c, s_)
+            return _Recorded(outputs, leaves)
+
+        recorded = SAVED.get(dq, make, key=("tilegym", dk.data_ptr(), c.data_ptr()))
         with torch.enable_grad():
-            outputs = providers.package_module(ops, "suites.liger").rope(*leaves, c, s_)
-        return _Recorded(outputs, leaves)
+            return torch.autograd.grad(recorded.outputs, recorded.leaves, (dq_h, dk_h), retain_graph=True)
 
-    recorded = SAVED.get(dq, make, key=("tilegym", dk.data_ptr(), c.data_ptr()))
-    with torch.enable_grad():
-        grads = torch.autograd.grad(recorded.outputs, recorded.leaves, (dq_h, dk_h), retain_graph=True)
-    return _in_layout(grads, heads_first)
+    return rope.library(backward, dq, dk, cos, sin, position_ids, heads_first)
 
 
 BACKENDS = {

@@ -72,9 +72,8 @@ def stacked(y, shape: tuple | None = None):
     shape's other dims and there are shape[0] of them (fused_add_rms_norm's (y, s) as out[0], out[1]),
     side by side along the one dim where their sizes add up to shape's and agree with it on every
     other (silu_and_mul_backward's (dgate, dup) as [dgate | dup]; rope's q and k heads), else as
-    rows, each flattened to rows of
-    the first one's width (rms_norm_backward's (dx, dw)); a tensor is returned as it is. Only the
-    check joins them: the timed call returns what the library makes.
+    rows, each flattened to rows of the first one's width (rms_norm_backward's (dx, dw)); a tensor is
+    returned as it is. Only the check joins them: the timed call returns what the library makes.
 
     >>> import torch
     >>> stacked((torch.zeros(2, 3), torch.ones(3))).tolist()

@@ -24,6 +24,7 @@ torch op, the patched model also compiles with torch.compile(fullgraph=True)):
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import sys
 
@@ -270,7 +271,7 @@ def apply_rotary_pos_emb(q, k, cos, sin, *args, **kwargs):
     than 1, tables of another batch, another dtype, tensors off the GPU) transformers' own function
     runs, with the same arguments (bound to its signature: `unsqueeze_dim` found by name)."""
     original = _transformers_rope()
-    bound = inspect.signature(original).bind(q, k, cos, sin, *args, **kwargs)
+    bound = _signature(original).bind(q, k, cos, sin, *args, **kwargs)
     bound.apply_defaults()
     served = (
         q.is_cuda
@@ -290,6 +291,12 @@ def apply_rotary_pos_emb(q, k, cos, sin, *args, **kwargs):
 
 _ORIGINAL_ROPE: list = []  # transformers' own apply_rotary_pos_emb, kept by patch_rope before it replaces it
 _PATCHED_ROPE: list = []  # the modeling modules patch_rope swapped
+
+
+@functools.cache
+def _signature(fn) -> inspect.Signature:
+    """fn's signature, read once (apply_rotary_pos_emb binds its arguments to it at every call)."""
+    return inspect.signature(fn)
 
 
 def _transformers_rope():

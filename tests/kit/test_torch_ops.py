@@ -45,7 +45,8 @@ def test_the_fake_op_gives_the_outputs_shape_dtype_and_device(name):
             inputs = spec.make_inputs(cfg, device="meta")
             with FakeTensorMode():
                 y = op(*map(fake_cuda, inputs.values()))
-            assert (tuple(y.shape), str(y.dtype)[6:], y.device.type) == (tuple(spec.out_shape(cfg)), dtype, "cuda")
+            expected = (tuple(spec.out_shape(cfg)), spec.out_dtype or dtype, "cuda")
+            assert (tuple(y.shape), str(y.dtype)[6:], y.device.type) == expected
 
 
 def refused_at_trace_time(spec):

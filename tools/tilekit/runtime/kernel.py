@@ -202,6 +202,8 @@ class KernelSpec:
     # cfg -> {input: dtype} for inputs whose dtype is not the config's (rope's int64 position ids and
     # its float32 tables)
     input_dtypes: Callable = lambda cfg: {}  # noqa: E731
+    # the output's dtype where it is not the first input's (cross_entropy's per-row f32 losses)
+    out_dtype: str | None = None
 
     # -- what is derived, never restated ----------------------------------------------------------
 
@@ -285,7 +287,8 @@ class KernelSpec:
         like = next(v for v in inputs.values() if isinstance(v, torch.Tensor))
         shape = tuple(self.out_shape(cfg))
         padded = (*shape[:-1], cfg.get(self.out_row_stride, shape[-1])) if self.out_row_stride else shape
-        out = torch.full(padded, float("nan"), dtype=like.dtype, device=like.device)
+        dtype = torch_dtype(self.out_dtype) if self.out_dtype else like.dtype
+        out = torch.full(padded, float("nan"), dtype=dtype, device=like.device)
         return out[..., : shape[-1]] if padded != shape else out
 
     def shared_ffi_cases(self) -> dict[str, FfiCase]:
@@ -300,11 +303,19 @@ class KernelSpec:
         have = self.ffi_example["dtype"]
         other = next(d for d in ("float16", "bfloat16", "float32") if d != have)
         r = ffi.RUST_DTYPE_NAMES
-        cases = {
-            "out_dtype": FfiCase(
+        out_dtype = FfiCase(
+            lambda: {"out": self.make_out(self.ffi_example, inputs).to(torch_dtype(other))},
+            message=f"`{name}` is {r[have]} but `{out_name}` is {r[other]}: all tensors must share one dtype",
+        )
+        if self.out_dtype:  # an output of its own dtype: out in another is refused as an unsupported dtype
+            other = next(d for d in ("float16", "bfloat16", "float32") if d != self.out_dtype)
+            out_dtype = FfiCase(
                 lambda: {"out": self.make_out(self.ffi_example, inputs).to(torch_dtype(other))},
-                message=f"`{name}` is {r[have]} but `{out_name}` is {r[other]}: all tensors must share one dtype",
-            ),
+                code=-2,
+                message=f"{out_name} is {r[other]}; {self.name} supports {r[self.out_dtype]}",
+            )
+        cases = {
+            "out_dtype": out_dtype,
             # every other element of a buffer twice as wide: strided in its last dim and in no dim 1
             f"{name}_last_dim_stride": FfiCase(
                 lambda: {name: torch.stack((x, x), -1).flatten(-2)[..., ::2]},
@@ -405,17 +416,18 @@ class KernelSpec:
         return cases
 
     def aliasable(self, cfg: dict, same_shape: bool = False) -> list[str]:
-        """The tensor inputs of cfg that out could share memory with (the first input's dtype, which is
-        out's; two elements or more), with `same_shape` only those of out's shape."""
+        """The tensor inputs of cfg that out could share memory with (out's dtype: the first input's
+        unless out_dtype says otherwise; two elements or more), with `same_shape` only those of out's shape."""
         import torch
 
         probe = self.make_inputs(cfg, device="meta")
         like = next(v for v in probe.values() if isinstance(v, torch.Tensor))
+        dtype = torch_dtype(self.out_dtype) if self.out_dtype else like.dtype
         return [
             name
             for name, t in probe.items()
             if isinstance(t, torch.Tensor)
-            and t.dtype == like.dtype
+            and t.dtype == dtype
             and t.numel() > 1
             and (not same_shape or tuple(t.shape) == tuple(self.out_shape(cfg)))
         ]

@@ -1,0 +1,229 @@
+//! C-ABI launcher of cross-entropy's loss: `cutile_cross_entropy` (op.py's CDEF).
+//!
+//!   int32_t cutile_cross_entropy(const TensorDesc* out, const TensorDesc* logits, const TensorDesc* target,
+//!                                int32_t ignore_index, float smoothing, int32_t block, int32_t rows,
+//!                                int32_t occupancy, int32_t warps, int32_t device_id, uint64_t stream);
+//!
+//! logits (m, n) f32, f16 or bf16 with a contiguous last dim and any row stride >= n; target (m,)
+//! i32 or i64, any stride; out (m,) f32, contiguous, receives each row's loss (0 where the target
+//! is ignore_index; op.py reduces them). smoothing is the label smoothing ε in [0, 1]. `block` is
+//! the column tile (a power of two; the rows are read in ceil(n / block) tiles), `rows` the rows
+//! per tile block, `occupancy` (1..=32) and `warps` (4 or 8) the compiler hints; -1 picks the
+//! default (block min(pow2(n), 4096), rows for ~4 K elements a tile; the compiler's hints). A
+//! target outside [0, n) that is not ignore_index fails a device assertion.
+//!
+//! `plan_rows` and `launch_rows` serve kernels/cross_entropy_backward too (the same entry, GRAD on:
+//! the loss and the gradient in one launch). Every descriptor is validated before anything touches
+//! the GPU: bad input returns -2/-5/-6 with a message, never a launch.
+use super::kernel::cross_entropy_device as device;
+use crate::ffi_util::{self, invalid, to_i32, DType, Element, FfiResult, RowPlan, TensorDesc};
+use cutile::cuda_core::Stream;
+use std::sync::Arc;
+
+const KERNEL: &str = "cross_entropy";
+/// The default column tile.
+pub const DEFAULT_BLOCK: i32 = 4096;
+/// Largest tile (ROWS * BLOCK elements) a variant may ask for: four f32 running tiles and the loaded
+/// one in registers.
+pub const MAX_TILE_ELEMS: i32 = 8192;
+
+/// A validated launch. `row.stride_x` is the logits' row stride, `row.stride_y` the gradient's (0
+/// without one); strides of the targets in i32 words, of the scales in elements (0: one scale).
+#[derive(Debug, PartialEq)]
+pub struct Plan {
+    pub dtype: DType,
+    pub row: RowPlan,
+    /// The gradient is written (kernels/cross_entropy_backward).
+    pub grad: bool,
+    /// The targets are i64 (read as i32 word pairs).
+    pub wide: bool,
+    pub stride_t: i32,
+    pub stride_s: i32,
+    pub ignore_index: i32,
+    /// 1 - ε and ε / n.
+    pub keep: f32,
+    pub spread: f32,
+}
+
+/// The gradient's tensors of a GRAD launch: (grad, its name) and (scale, its name).
+pub type GradArgs<'a> = ((&'a TensorDesc, &'a str), (&'a TensorDesc, &'a str));
+
+/// The plan of `kernel`'s launch: the losses into `loss` (m,) f32; with `grad`, the gradient into
+/// (m, n) grad.0 scaled per row by grad.1 ((1,): one scale, or (m,)).
+#[allow(clippy::too_many_arguments)]
+pub fn plan_rows(
+    kernel: &str, loss: (&TensorDesc, &str), logits: &TensorDesc, target: &TensorDesc, grad: Option<GradArgs>,
+    ignore_index: i32, smoothing: f32, block: i32, rows: i32, occupancy: i32, warps: i32,
+) -> FfiResult<Plan> {
+    let mut floats = vec![(logits, "logits", 2)];
+    if let Some(((g, g_name), _)) = grad {
+        floats.push((g, g_name, 2));
+    }
+    let dtype = ffi_util::check_float_tensors(kernel, &floats)?;
+    ffi_util::check_last_dim_contiguous(logits, "logits")?;
+    let (m, n) = (to_i32(logits.shape[0], "m")?, to_i32(logits.shape[1], "n")?);
+    let targets = ffi_util::check_tensors(kernel, &[DType::I32, DType::I64], "i32, i64", &[(target, "target", 1)])?;
+    if target.shape[0] != m as i64 {
+        return Err(invalid(format!("`target` is {:?}: it must be [{m}], a class per row of logits", target.shape())));
+    }
+    let words = if targets == DType::I64 { 2 } else { 1 };
+    let stride_t = if m == 1 { words } else { to_i32(target.strides[0] * words as i64, "target stride")? };
+    if (m as i64 - 1) * stride_t as i64 + words as i64 > i32::MAX as i64 {
+        return Err(invalid(format!("`target` spans more than 2^31 words (m={m}, stride {stride_t} words)")));
+    }
+    let (out, out_name) = loss;
+    ffi_util::check_tensors(kernel, &[DType::F32], "f32", &[(out, out_name, 1)])?;
+    if out.shape[0] != m as i64 || (m > 1 && out.strides[0] != 1) {
+        return Err(invalid(format!(
+            "`{out_name}` is {:?} with strides {:?}: it must be a contiguous [{m}] f32 tensor",
+            out.shape(),
+            out.strides()
+        )));
+    }
+    let (mut stride_g, mut stride_s) = (0, 0);
+    if let Some(((g, g_name), (scale, s_name))) = grad {
+        ffi_util::check_same_shape(logits, "logits", g, g_name)?;
+        ffi_util::check_last_dim_contiguous(g, g_name)?;
+        stride_g = ffi_util::row_stride(g, n, g_name, format_args!("n={n}"))?;
+        ffi_util::check_tensors(kernel, &[DType::F32], "f32", &[(scale, s_name, 1)])?;
+        stride_s = match scale.shape[0] {
+            1 => 0,
+            len if len == m as i64 => to_i32(scale.strides[0], "scale stride")?,
+            len => return Err(invalid(format!("`{s_name}` has {len} values: it must have 1 or m={m}"))),
+        };
+        if (m as i64 - 1) * stride_s as i64 >= i32::MAX as i64 {
+            return Err(invalid(format!("`{s_name}` spans more than 2^31 elements")));
+        }
+    }
+    if !(0.0..=1.0).contains(&smoothing) {
+        return Err(invalid(format!("smoothing={smoothing}: label smoothing must lie in [0, 1]")));
+    }
+    let default_block = ffi_util::whole_row_block(n, DEFAULT_BLOCK).unwrap_or(DEFAULT_BLOCK);
+    let (block, rows) =
+        ffi_util::row_tile(block, rows, default_block, |b| ffi_util::default_rows(4096, b, m), 64, MAX_TILE_ELEMS)?;
+    let (occupancy, warps) = (ffi_util::occupancy_hint(occupancy)?, ffi_util::warps_hint(warps)?);
+    let stride_x = ffi_util::row_stride(logits, n, "logits", format_args!("n={n}"))?;
+    Ok(Plan {
+        dtype,
+        row: RowPlan { block, rows, occupancy, warps, m, n, stride_x, stride_y: stride_g },
+        grad: grad.is_some(),
+        wide: targets == DType::I64,
+        stride_t,
+        stride_s,
+        ignore_index,
+        keep: 1.0 - smoothing,
+        spread: smoothing / n as f32,
+    })
+}
+
+/// The export's arguments one for one (its C signature is fixed).
+#[allow(clippy::too_many_arguments)]
+pub fn plan(
+    out: &TensorDesc, logits: &TensorDesc, target: &TensorDesc, ignore_index: i32, smoothing: f32, block: i32,
+    rows: i32, occupancy: i32, warps: i32,
+) -> FfiResult<Plan> {
+    plan_rows(KERNEL, (out, "out"), logits, target, None, ignore_index, smoothing, block, rows, occupancy, warps)
+}
+
+/// Launches `plan`: `grad` and `scale` are read only with plan.grad (else pass any descriptor).
+pub fn launch_rows<T: Element>(
+    p: &Plan, loss: &TensorDesc, logits: &TensorDesc, target: &TensorDesc, grad: &TensorDesc, scale: &TensorDesc,
+    stream: &Arc<Stream>,
+) -> FfiResult<()> {
+    let RowPlan { m, n, stride_x, stride_y, .. } = p.row;
+    let mut launch = p.row.launch::<T>(p.row.row_tiles() as u32);
+    launch.generics.extend([p.grad, p.wide].map(|b| b.to_string())); // GRAD, WIDE
+                                                                     // SAFETY: plan() checked the descriptors (dtypes, shapes, strides, the targets' and scales'
+                                                                     // spans); the memory is PyTorch's, alive until the caller's stream has run the kernel.
+    unsafe {
+        let [x_ptr, g_ptr] = [logits, grad].map(|t| ffi_util::device_ptr::<T>(t));
+        let [loss_ptr, s_ptr] = [loss, scale].map(|t| ffi_util::device_ptr::<f32>(t));
+        let t_ptr = ffi_util::device_ptr::<i32>(target);
+        let entry = device::cross_entropy_rows(
+            g_ptr,
+            loss_ptr,
+            x_ptr,
+            t_ptr,
+            s_ptr,
+            m,
+            n,
+            stride_x,
+            stride_y,
+            p.stride_t,
+            p.stride_s,
+            p.ignore_index,
+            p.keep,
+            p.spread,
+        );
+        launch.enqueue(entry, stream)
+    }
+}
+
+fn launch<T: Element>(
+    p: &Plan, out: &TensorDesc, logits: &TensorDesc, target: &TensorDesc, stream: &Arc<Stream>,
+) -> FfiResult<()> {
+    launch_rows::<T>(p, out, logits, target, logits, out, stream)
+}
+
+// `cutile_cross_entropy`: the descriptors, then plan(), the caller's stream and launch() (ffi_util::export!).
+crate::export!(cutile_cross_entropy(out, logits, target; ignore_index: i32, smoothing: f32, block: i32, rows: i32, occupancy: i32, warps: i32));
+
+#[cfg(test)]
+mod tests {
+    //! CPU tests: validation, and the entry lowered to Tile IR for sm_90 (then assembled by tileiras
+    //! when it is there) for every dtype, target width and pass.
+    use super::*;
+    use crate::ffi_util::{assert_fails, rc, test_desc, DType, DeviceModule};
+
+    fn loss(m: i64) -> TensorDesc {
+        test_desc(DType::F32, &[m], &[1])
+    }
+
+    #[test]
+    fn plan_reads_targets_in_words_and_tiles_the_rows() {
+        let x = test_desc(DType::BF16, &[4096, 128256], &[128256, 1]);
+        let t64 = test_desc(DType::I64, &[4096], &[1]);
+        let p = plan(&loss(4096), &x, &t64, -100, 0.1, -1, -1, -1, -1).unwrap();
+        assert_eq!((p.row.block, p.row.rows, p.wide, p.stride_t, p.grad), (4096, 1, true, 2, false));
+        assert_eq!((p.ignore_index, p.keep, p.spread), (-100, 0.9, 0.1 / 128256.0));
+        let small = test_desc(DType::F32, &[100, 100], &[104, 1]);
+        let t32 = test_desc(DType::I32, &[100], &[3]);
+        let p = plan(&loss(100), &small, &t32, -1, 0.0, -1, -1, -1, -1).unwrap();
+        assert_eq!((p.row.block, p.row.rows, p.row.stride_x, p.wide, p.stride_t), (128, 32, 104, false, 3));
+    }
+
+    #[test]
+    fn plan_rejects_bad_input_with_invalid_argument() {
+        let x = test_desc(DType::F32, &[4, 16], &[16, 1]);
+        let t = test_desc(DType::I64, &[4], &[1]);
+        let call = |out: &TensorDesc, x: &TensorDesc, t: &TensorDesc, s: f32, block: i32| {
+            plan(out, x, t, -100, s, block, -1, -1, -1)
+        };
+        assert_fails(call(&loss(4), &x, &test_desc(DType::I64, &[5], &[1]), 0.0, -1), rc::INVALID_ARGUMENT, "[4]");
+        assert_fails(
+            call(&loss(4), &x, &test_desc(DType::F32, &[4], &[1]), 0.0, -1),
+            rc::UNSUPPORTED_DTYPE,
+            "i32, i64",
+        );
+        assert_fails(call(&loss(3), &x, &t, 0.0, -1), rc::INVALID_ARGUMENT, "contiguous [4] f32");
+        assert_fails(call(&test_desc(DType::F32, &[4], &[2]), &x, &t, 0.0, -1), rc::INVALID_ARGUMENT, "contiguous");
+        assert_fails(call(&loss(4), &x, &t, 1.5, -1), rc::INVALID_ARGUMENT, "[0, 1]");
+        assert_fails(call(&loss(4), &x, &t, 0.0, 24), rc::INVALID_ARGUMENT, "power of two");
+        let strided = test_desc(DType::F32, &[4, 16], &[32, 2]);
+        assert_fails(call(&loss(4), &strided, &t, 0.0, -1), rc::INVALID_ARGUMENT, "contiguous in its last dim");
+        let ints = test_desc(DType::I32, &[4, 16], &[16, 1]);
+        assert_fails(call(&loss(4), &ints, &t, 0.0, -1), rc::UNSUPPORTED_DTYPE, "f32, f16, bf16");
+    }
+
+    #[test]
+    fn the_entry_lowers_to_tile_ir_for_sm90() {
+        let device = DeviceModule { ast: device::__module_ast_self, name: "cross_entropy_device" };
+        for dtype in ["f32", "f16", "bf16"] {
+            for (rows, block, grad, wide) in
+                [("1", "4096", "false", "true"), ("1", "4096", "true", "true"), ("4", "1024", "true", "false")]
+            {
+                device.assert_lowers("cross_entropy_rows", &[dtype, rows, block, grad, wide], &["reduce"]);
+            }
+        }
+    }
+}

@@ -1,0 +1,176 @@
+//! Cross-entropy device code: the loss of each row of logits x (m, n) against its target class t,
+//! with label smoothing ε over the n classes and rows whose target is `ignore_index` left out:
+//!
+//! ```text
+//! lse  = log(sum_j exp(x_j))
+//! loss = lse - (1 - ε) x_t - (ε / n) sum_j x_j                   (0 for an ignored row)
+//! dx_j = g (softmax(x)_j - ε / n - (1 - ε) [j == t])           (0 for an ignored row)
+//! ```
+//!
+//! g is the row's scale: the loss's gradient times 1 / (the rows counted) for a mean. T (the logits
+//! and the gradient) is f32, f16 or bf16; the arithmetic and the loss f32. The target is i32, or i64
+//! read as pairs of i32 words (WIDE: its high word must be the low word's sign, so any id in
+//! [-2^31, 2^31) is read whole; a target outside [0, n) that is not `ignore_index` fails a device
+//! assertion, as PyTorch's does).
+//!
+//! One entry, `cross_entropy_rows`: a tile block per ROWS rows, BLOCK-wide column tiles.
+//!   * pass 1: per lane, the running max and sum of exp (online softmax), the sum of x (for ε) and x_t
+//!     (the lane of column t): the loss, stored per row (f32).
+//!   * pass 2 (GRAD): the column tiles read again (most from L2: the row was read just before) and the
+//!     gradient stored. The gradient may lie over the logits (`grad_ptr` = `x_ptr`): each element is
+//!     read before its own store, and every pass-1 read comes before every store (the row's max and sum
+//!     feed each).
+//!
+//! The logits' partition pads with -inf (a lane past n adds nothing to the max or the sum of exp) and
+//! the gradient's drops stores outside (m, n); the per-row values (targets, scales, losses) go
+//! through masked pointer tiles. `unchecked_accesses`: the launcher launches ceil(m / ROWS) tile
+//! blocks and the column loops stop at ceil(n / BLOCK).
+//! The module name is unique across kernels: the JIT keys its kernel cache by module and entry.
+#[cutile::module]
+pub mod cross_entropy_device {
+    use crate::device_util::views::{strided_view, tile_mask, tile_pointers};
+    use cutile::core::*;
+
+    /// x's ROWS x BLOCK tiles, padded with -inf (softmax's `x_tiles`: in cutile 0.5 a partition with
+    /// padding is made in the function that returns it, the view beside it).
+    unsafe fn logit_tiles<T: ElementType, const ROWS: i32, const BLOCK: i32>(
+        x_ptr: *mut T, m: i32, n: i32, stride_x: i32, tok: Token,
+    ) -> Partition<'static, T, { [ROWS, BLOCK] }> {
+        let x_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[m, n] };
+        let x_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[stride_x] };
+        let x_view: Tensor<T, { [-1, -1] }> =
+            unsafe { make_tensor_view(pointer_to_tile(x_ptr), x_shape, x_strides, tok) };
+        let x_tok: Token = x_view.token();
+        unsafe { make_partition_view(&x_view, shape![ROWS, BLOCK], padding::NegInf, dim_map::Identity, x_tok) }
+    }
+
+    /// The ROWS values `first`, `first + stride`, ... of `ptr` as a [ROWS, 1] tile; lanes outside
+    /// `inside` not read (undefined: select after).
+    unsafe fn row_values<E: ElementType, const ROWS: i32>(
+        ptr: *mut E, first: i32, stride: i32, inside: Tile<bool, { [ROWS, 1] }>,
+    ) -> Tile<E, { [ROWS, 1] }> {
+        let ptrs: PointerTile<*mut E, { [ROWS, 1] }> = tile_pointers::<E, ROWS, 1>(ptr, first, stride);
+        let (raw, _tok): (Tile<E, { [ROWS, 1] }>, Token) =
+            load_ptr_tko(ptrs, ordering::Weak, None::<scope::TileBlock>, Some(inside), None, None, Latency::<1>);
+        raw
+    }
+
+    /// The columns of column tile j, [ROWS, BLOCK].
+    fn columns<const ROWS: i32, const BLOCK: i32>(j: i32) -> Tile<i32, { [ROWS, BLOCK] }> {
+        let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
+        let col_ids: Tile<i32, { [BLOCK] }> = iota(shape![BLOCK]);
+        let first: Tile<i32, { [ROWS, BLOCK] }> = broadcast_scalar(j * BLOCK, tile);
+        col_ids.reshape(shape![1, BLOCK]).broadcast(tile) + first
+    }
+
+    /// Rows r0 .. r0 + ROWS (r0 = tile block id * ROWS): their losses into `loss_ptr` (f32, m
+    /// contiguous) and with GRAD their gradients into `grad_ptr`. Strides in elements: x's and the
+    /// gradient's rows; the targets' in i32 words (2 per row of contiguous i64 targets); the scales'
+    /// (0: one scale for every row). `keep` = 1 - ε and `spread` = ε / n (the host divides once).
+    // cuda_tile_assert! expands to unreachable!() in the host build (so what follows is unreachable there).
+    #[allow(unreachable_code, unused_mut, clippy::too_many_arguments)]
+    #[cutile::entry(unchecked_accesses = true)]
+    unsafe fn cross_entropy_rows<
+        T: ElementType,
+        const ROWS: i32,
+        const BLOCK: i32,
+        const GRAD: bool,
+        const WIDE: bool,
+    >(
+        grad_ptr: *mut T, loss_ptr: *mut f32, x_ptr: *mut T, target_ptr: *mut i32, scale_ptr: *mut f32, m: i32, n: i32,
+        stride_x: i32, stride_g: i32, stride_t: i32, stride_s: i32, ignore_index: i32, keep: f32, spread: f32,
+    ) {
+        let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
+        let per_row: Shape<{ [ROWS, 1] }> = shape![ROWS, 1];
+        let rb: i32 = get_tile_block_id().0;
+        let r0: i32 = rb * ROWS;
+        let col_tiles: i32 = (n + BLOCK - 1) / BLOCK;
+        let tok: Token = new_token_unordered();
+        let x_part: Partition<T, { [ROWS, BLOCK] }> =
+            unsafe { logit_tiles::<T, ROWS, BLOCK>(x_ptr, m, n, stride_x, tok) };
+
+        // The targets; a row past m counts as ignored.
+        let in_rows: Tile<bool, { [ROWS, 1] }> = tile_mask::<ROWS, 1>(r0, 0i32, m, 1i32);
+        let zero_i: Tile<i32, { [ROWS, 1] }> = constant(0i32, per_row);
+        let ignore: Tile<i32, { [ROWS, 1] }> = broadcast_scalar(ignore_index, per_row);
+        let t_raw: Tile<i32, { [ROWS, 1] }> = row_values::<i32, ROWS>(target_ptr, r0 * stride_t, stride_t, in_rows);
+        let t: Tile<i32, { [ROWS, 1] }> = select(in_rows, t_raw, ignore);
+        let ignored: Tile<bool, { [ROWS, 1] }> = eq_tile(t, ignore);
+        let classes: Tile<i32, { [ROWS, 1] }> = broadcast_scalar(n, per_row);
+        let mut fine: Tile<bool, { [ROWS, 1] }> = ori(ignored, andi(ge_tile(t, zero_i), lt_tile(t, classes)));
+        if WIDE {
+            // an i64 target: its high word (little-endian, the next i32) is the low word's sign
+            let first_high: i32 = r0 * stride_t + 1i32;
+            let high_raw: Tile<i32, { [ROWS, 1] }> = row_values::<i32, ROWS>(target_ptr, first_high, stride_t, in_rows);
+            let minus_one: Tile<i32, { [ROWS, 1] }> = constant(-1i32, per_row);
+            let sign: Tile<i32, { [ROWS, 1] }> = select(lt_tile(t, zero_i), minus_one, zero_i);
+            let high: Tile<i32, { [ROWS, 1] }> = select(in_rows, high_raw, sign);
+            fine = andi(fine, eq_tile(high, sign));
+        }
+        let one_i: Tile<i32, { [ROWS, 1] }> = constant(1i32, per_row);
+        let bad_rows: Tile<i32, { [ROWS] }> = select(fine, zero_i, one_i).reshape(shape![ROWS]);
+        let bad: i32 = tile_to_scalar(reduce_sum(bad_rows, 0i32));
+        cuda_tile_assert!(bad == 0i32, "cross_entropy: a target is outside [0, n) and is not ignore_index");
+
+        // Pass 1, per lane: the running max and sum of exp(x - max), the sum of x inside the row and
+        // the value of column t. The max starts at the lowest finite f32 (softmax_looped's reason).
+        let log2e: Tile<f32, { [ROWS, BLOCK] }> = constant(1.4426950408889634f32, tile);
+        let zero: Tile<f32, { [ROWS, BLOCK] }> = constant(0.0f32, tile);
+        let target_cols: Tile<i32, { [ROWS, BLOCK] }> = t.broadcast(tile);
+        let classes_t: Tile<i32, { [ROWS, BLOCK] }> = broadcast_scalar(n, tile);
+        let mut run_max: Tile<f32, { [ROWS, BLOCK] }> = constant(-3.4028235e38f32, tile);
+        let mut run_sum: Tile<f32, { [ROWS, BLOCK] }> = constant(0.0f32, tile);
+        let mut sum_x: Tile<f32, { [ROWS, BLOCK] }> = constant(0.0f32, tile);
+        let mut x_t: Tile<f32, { [ROWS, BLOCK] }> = constant(0.0f32, tile);
+        for j in 0i32..col_tiles {
+            let x: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(x_part.load([rb, j]));
+            let cols: Tile<i32, { [ROWS, BLOCK] }> = columns::<ROWS, BLOCK>(j);
+            let new_max: Tile<f32, { [ROWS, BLOCK] }> = maxf(run_max, x, nan::Disabled, ftz::Disabled);
+            let rescale: Tile<f32, { [ROWS, BLOCK] }> = exp2((run_max - new_max) * log2e, ftz::Enabled);
+            run_sum = run_sum * rescale + exp2((x - new_max) * log2e, ftz::Enabled);
+            run_max = new_max;
+            sum_x = sum_x + select(lt_tile(cols, classes_t), x, zero);
+            x_t = x_t + select(eq_tile(cols, target_cols), x, zero);
+        }
+        let row_max: Tile<f32, { [ROWS] }> = reduce_max(run_max, 1i32);
+        let mx: Tile<f32, { [ROWS, BLOCK] }> = row_max.reshape(shape![ROWS, 1]).broadcast(tile);
+        let sum: Tile<f32, { [ROWS] }> = reduce_sum(run_sum * exp2((run_max - mx) * log2e, ftz::Enabled), 1i32);
+        let ln2: Tile<f32, { [ROWS] }> = constant(0.6931471805599453f32, shape![ROWS]);
+        let lse: Tile<f32, { [ROWS] }> = row_max + log2(sum) * ln2;
+        let keep_r: Tile<f32, { [ROWS] }> = broadcast_scalar(keep, shape![ROWS]);
+        let spread_r: Tile<f32, { [ROWS] }> = broadcast_scalar(spread, shape![ROWS]);
+        let loss: Tile<f32, { [ROWS] }> = lse - keep_r * reduce_sum(x_t, 1i32) - spread_r * reduce_sum(sum_x, 1i32);
+        let zero_r: Tile<f32, { [ROWS, 1] }> = constant(0.0f32, per_row);
+        let loss_kept: Tile<f32, { [ROWS, 1] }> = select(ignored, zero_r, loss.reshape(per_row));
+        let loss_at: PointerTile<*mut f32, { [ROWS, 1] }> = tile_pointers::<f32, ROWS, 1>(loss_ptr, r0, 1i32);
+        let _stored: Token = store_ptr_tko(
+            loss_at,
+            loss_kept,
+            ordering::Weak,
+            None::<scope::TileBlock>,
+            Some(in_rows),
+            None,
+            Latency::<1>,
+        );
+
+        if GRAD {
+            // Pass 2: dx = g softmax(x) - g (ε / n) - g (1 - ε) [j == t], g 0 on an ignored row.
+            let scale: Tile<f32, { [ROWS, 1] }> = row_values::<f32, ROWS>(scale_ptr, r0 * stride_s, stride_s, in_rows);
+            let g: Tile<f32, { [ROWS, 1] }> = select(ignored, zero_r, scale);
+            let coef: Tile<f32, { [ROWS, 1] }> = divf(g, sum.reshape(per_row), rounding::NearestEven, ftz::Disabled);
+            let coef_t: Tile<f32, { [ROWS, BLOCK] }> = coef.broadcast(tile);
+            let g_t: Tile<f32, { [ROWS, BLOCK] }> = g.broadcast(tile);
+            let floor: Tile<f32, { [ROWS, BLOCK] }> = g_t * broadcast_scalar(spread, tile);
+            let hit: Tile<f32, { [ROWS, BLOCK] }> = g_t * broadcast_scalar(keep, tile);
+            let grad_view: Tensor<T, { [-1, -1] }> = strided_view(grad_ptr, m, n, stride_g, tok);
+            let mut grad_part: PartitionMut<T, { [ROWS, BLOCK] }> = unsafe { grad_view.partition_full_mut(tile) };
+            for j in 0i32..col_tiles {
+                let x: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(x_part.load([rb, j]));
+                let cols: Tile<i32, { [ROWS, BLOCK] }> = columns::<ROWS, BLOCK>(j);
+                let p: Tile<f32, { [ROWS, BLOCK] }> = exp2((x - mx) * log2e, ftz::Enabled) * coef_t - floor;
+                let dx: Tile<T, { [ROWS, BLOCK] }> = convert_tile(p - select(eq_tile(cols, target_cols), hit, zero));
+                grad_part.store(dx, [rb, j]);
+            }
+        }
+    }
+}

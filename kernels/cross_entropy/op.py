@@ -1,0 +1,147 @@
+"""cross_entropy, the cuTile Rust port of the cross-entropy loss over a vocabulary's logits:
+
+    from kernels.cross_entropy.op import cross_entropy, cross_entropy_loss
+    losses = cross_entropy(logits, target, ignore_index=-100, label_smoothing=0.0)   # (m,) float32
+    loss = cross_entropy_loss(logits, target, reduction="mean")    # torch.nn.functional.cross_entropy's
+
+logits (m, n) CUDA f16/bf16/f32 (the last dim contiguous, any row stride), target (m,) int32/int64
+class ids. Per row, with lse = log(sum(exp(logits))) and ε the label smoothing:
+
+    loss = lse - (1 - ε) logits[t] - (ε / n) sum(logits)       (0 where t == ignore_index)
+
+`cross_entropy` is the kit's entry (the op torch.ops.tilekit.cross_entropy): each row's loss in
+float32 (the sum over a vocabulary is f32 inside; a bf16 loss per row would round it again). A
+target outside [0, n) that is not ignore_index fails a device-side assertion, as PyTorch's does.
+`cross_entropy_loss` is torch.nn.functional.cross_entropy's form for (m, n) logits: the reductions
+"mean" (over the rows not ignored), "sum" and "none", in the logits' dtype. With grad it runs the
+training op of kernels/cross_entropy_backward, which writes the gradient in the loss's own pass
+(Liger's scheme: the logits read for the loss are not read again by a later backward).
+
+`cutile_cross_entropy` (kernels/cross_entropy/ffi.rs): a tile block per row tile, column tiles read
+once for the online max/sum-of-exp, the row's sum and its target's logit; `variant="auto"`
+autotunes (block, rows, occupancy, warps) over `variants` per dtype and shape class.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from tilekit.runtime import autotune, checks, port
+from tilekit.runtime.autotune import row_tune_key as tune_key  # noqa: F401 (op.py's contract name)
+
+CDEF = """
+int32_t cutile_cross_entropy(const TensorDesc* out, const TensorDesc* logits, const TensorDesc* target,
+                             int32_t ignore_index, float smoothing, int32_t block, int32_t rows,
+                             int32_t occupancy, int32_t warps, int32_t device_id, uint64_t stream);
+"""
+
+KERNEL = "cross_entropy"
+DTYPES = ("bfloat16", "float16", "float32")
+DEFAULT_VARIANT = {"block": -1, "rows": -1, "occupancy": -1, "warps": -1}  # ffi.rs (and the compiler) pick
+MAX_TILE_ELEMS = 8192  # ffi.rs: four f32 running tiles and the loaded one in registers
+HINTS = ((-1, -1), (2, 8), (4, 4), (4, 8))  # (occupancy, warps) of every candidate tile
+REDUCTIONS = ("mean", "sum", "none")
+I32 = (-(2**31), 2**31 - 1)
+
+
+def export_args(block: int, rows: int, occupancy: int, warps: int = -1) -> tuple[int, int, int, int]:
+    """A variant's arguments of the export: (block, rows, occupancy, warps)."""
+    return int(block), int(rows), int(occupancy), int(warps)
+
+
+def variants(m: int, n: int) -> list[dict]:
+    """Column tiles of 2048, 4096 and 8192 for vocabulary rows (one row a tile block), whole rows of
+    small n in tiles of ~4 K elements; each at HINTS. Pure:
+
+    >>> [(v["block"], v["rows"]) for v in variants(4096, 128256)][::4]
+    [(2048, 1), (4096, 1), (8192, 1)]
+    >>> [(v["block"], v["rows"], v["occupancy"], v["warps"]) for v in variants(64, 100)][:2], len(variants(64, 100))
+    ([(128, 32, -1, -1), (128, 32, 2, 8)], 4)
+    """
+    if n > 4096:
+        tiles = [(b, 1) for b in (2048, 4096, 8192)]
+    else:
+        whole = autotune.pow2(max(n, 16))
+        tiles = [(whole, autotune.tile_rows(whole, 4096, min(64, autotune.pow2(m))))]
+    return [{"block": b, "rows": r, "occupancy": o, "warps": w} for b, r in tiles for o, w in HINTS]
+
+
+def check_args(kernel: str, logits: Tensor, target: Tensor, ignore_index: int, label_smoothing: float) -> None:
+    """The checks cross_entropy and its gradient share: ValueError/TypeError naming the argument."""
+    checks.dtypes(kernel, DTYPES, logits=logits)
+    if target.dtype not in (torch.int32, torch.int64):
+        raise TypeError(f"{kernel}: target must be int32 or int64 class ids, got {target.dtype}")
+    if tuple(target.shape) != (logits.shape[0],):
+        raise ValueError(
+            f"{kernel}: target must be ({logits.shape[0]},), a class id per row of logits {tuple(logits.shape)}, "
+            f"got {tuple(target.shape)}"
+        )
+    if not I32[0] <= int(ignore_index) <= I32[1]:
+        raise ValueError(f"{kernel}: ignore_index={ignore_index} must fit in int32")
+    if not 0.0 <= float(label_smoothing) <= 1.0:
+        raise ValueError(f"{kernel}: label_smoothing={label_smoothing} must lie in [0, 1]")
+    checks.contiguous_last_dim(kernel, logits=logits)
+    checks.cuda(kernel, logits=logits, target=target)
+
+
+def launch_key(logits: Tensor) -> dict:
+    """The tune key of a call on logits (m, n): its dtype, n, m's class."""
+    return tune_key(str(logits.dtype).removeprefix("torch."), *logits.shape)
+
+
+@port.entry(layouts={"logits": "(m, n)", "target": "(m,)"})
+def cross_entropy(
+    logits: Tensor,
+    target: Tensor,
+    ignore_index: int = -100,
+    label_smoothing: float = 0.0,
+    *,
+    variant: str | dict = "auto",
+    out: Tensor | None = None,
+) -> Tensor:
+    """Each row's loss, (m,) float32 (the module docstring); ValueError/TypeError on bad input,
+    ffi.KernelError on a failed call."""
+    check_args(KERNEL, logits, target, ignore_index, label_smoothing)
+    m = logits.shape[0]
+    like = torch.empty(0, dtype=torch.float32, device=logits.device)
+    checks.out_matches(KERNEL, out, (m,), like)
+    if out is not None and m > 1 and out.stride(0) != 1:
+        raise ValueError(f"{KERNEL}: out must be contiguous, got strides {out.stride()}")
+    losses = out if out is not None else torch.empty(m, dtype=torch.float32, device=logits.device)
+    if logits.shape[1] == 0:  # no classes: no defined loss
+        return losses.fill_(float("nan"))
+    key = launch_key(logits)
+    port.run(
+        __name__, variant, (m, logits.shape[1]), losses, logits, target, int(ignore_index), float(label_smoothing),
+        key=lambda: key,
+    )  # fmt: skip
+    return losses
+
+
+def reduce(losses: Tensor, target: Tensor, ignore_index: int, reduction: str, dtype) -> Tensor:
+    """torch.nn.functional.cross_entropy's reduction of per-row losses (f32): "mean" over the rows
+    whose target is not ignore_index (NaN where none is), "sum", "none"; in `dtype`."""
+    if reduction == "none":
+        return losses.to(dtype)
+    total = losses.sum()
+    if reduction == "sum":
+        return total.to(dtype)
+    return (total / (target != ignore_index).sum()).to(dtype)
+
+
+def cross_entropy_loss(
+    logits: Tensor, target: Tensor, ignore_index: int = -100, label_smoothing: float = 0.0, reduction: str = "mean"
+) -> Tensor:
+    """torch.nn.functional.cross_entropy(logits, target, ignore_index=..., label_smoothing=...,
+    reduction=...) for (m, n) logits, made of the port: the loss in the logits' dtype. With an input
+    that requires grad, the training op (kernels/cross_entropy_backward's `training_loss`) writes the
+    gradient in the loss's pass."""
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"{KERNEL}: reduction must be one of {REDUCTIONS}, got {reduction!r}")
+    if torch.is_grad_enabled() and logits.requires_grad:
+        from kernels.cross_entropy_backward.op import training_loss
+
+        return training_loss(logits, target, ignore_index, label_smoothing, reduction)
+    losses = cross_entropy(logits, target, ignore_index, label_smoothing)
+    return reduce(losses, target, ignore_index, reduction, logits.dtype)

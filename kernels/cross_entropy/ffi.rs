@@ -33,6 +33,8 @@ pub const MAX_TILE_ELEMS: i32 = 8192;
 pub struct Plan {
     pub dtype: DType,
     pub row: RowPlan,
+    /// The losses are written.
+    pub loss: bool,
     /// The gradient is written (kernels/cross_entropy_backward).
     pub grad: bool,
     /// The targets are i64 (read as i32 word pairs).
@@ -48,11 +50,11 @@ pub struct Plan {
 /// The gradient's tensors of a GRAD launch: (grad, its name) and (scale, its name).
 pub type GradArgs<'a> = ((&'a TensorDesc, &'a str), (&'a TensorDesc, &'a str));
 
-/// The plan of `kernel`'s launch: the losses into `loss` (m,) f32; with `grad`, the gradient into
-/// (m, n) grad.0 scaled per row by grad.1 ((1,): one scale, or (m,)).
+/// The plan of `kernel`'s launch: with `loss`, the losses into that (m,) f32; with `grad`, the
+/// gradient into (m, n) grad.0 scaled per row by grad.1 ((1,): one scale, or (m,)).
 #[allow(clippy::too_many_arguments)]
 pub fn plan_rows(
-    kernel: &str, loss: (&TensorDesc, &str), logits: &TensorDesc, target: &TensorDesc, grad: Option<GradArgs>,
+    kernel: &str, loss: Option<(&TensorDesc, &str)>, logits: &TensorDesc, target: &TensorDesc, grad: Option<GradArgs>,
     ignore_index: i32, smoothing: f32, block: i32, rows: i32, occupancy: i32, warps: i32,
 ) -> FfiResult<Plan> {
     let mut floats = vec![(logits, "logits", 2)];
@@ -71,14 +73,15 @@ pub fn plan_rows(
     if (m as i64 - 1) * stride_t as i64 + words as i64 > i32::MAX as i64 {
         return Err(invalid(format!("`target` spans more than 2^31 words (m={m}, stride {stride_t} words)")));
     }
-    let (out, out_name) = loss;
-    ffi_util::check_tensors(kernel, &[DType::F32], "f32", &[(out, out_name, 1)])?;
-    if out.shape[0] != m as i64 || (m > 1 && out.strides[0] != 1) {
-        return Err(invalid(format!(
-            "`{out_name}` is {:?} with strides {:?}: it must be a contiguous [{m}] f32 tensor",
-            out.shape(),
-            out.strides()
-        )));
+    if let Some((out, out_name)) = loss {
+        ffi_util::check_tensors(kernel, &[DType::F32], "f32", &[(out, out_name, 1)])?;
+        if out.shape[0] != m as i64 || (m > 1 && out.strides[0] != 1) {
+            return Err(invalid(format!(
+                "`{out_name}` is {:?} with strides {:?}: it must be a contiguous [{m}] f32 tensor",
+                out.shape(),
+                out.strides()
+            )));
+        }
     }
     let (mut stride_g, mut stride_s) = (0, 0);
     if let Some(((g, g_name), (scale, s_name))) = grad {
@@ -106,6 +109,7 @@ pub fn plan_rows(
     Ok(Plan {
         dtype,
         row: RowPlan { block, rows, occupancy, warps, m, n, stride_x, stride_y: stride_g },
+        loss: loss.is_some(),
         grad: grad.is_some(),
         wide: targets == DType::I64,
         stride_t,
@@ -122,19 +126,20 @@ pub fn plan(
     out: &TensorDesc, logits: &TensorDesc, target: &TensorDesc, ignore_index: i32, smoothing: f32, block: i32,
     rows: i32, occupancy: i32, warps: i32,
 ) -> FfiResult<Plan> {
-    plan_rows(KERNEL, (out, "out"), logits, target, None, ignore_index, smoothing, block, rows, occupancy, warps)
+    plan_rows(KERNEL, Some((out, "out")), logits, target, None, ignore_index, smoothing, block, rows, occupancy, warps)
 }
 
-/// Launches `plan`: `grad` and `scale` are read only with plan.grad (else pass any descriptor).
+/// Launches `plan`: `loss` is written only with plan.loss, `grad` and `scale` read or written only
+/// with plan.grad (else pass any descriptor).
 pub fn launch_rows<T: Element>(
     p: &Plan, loss: &TensorDesc, logits: &TensorDesc, target: &TensorDesc, grad: &TensorDesc, scale: &TensorDesc,
     stream: &Arc<Stream>,
 ) -> FfiResult<()> {
     let RowPlan { m, n, stride_x, stride_y, .. } = p.row;
     let mut launch = p.row.launch::<T>(p.row.row_tiles() as u32);
-    launch.generics.extend([p.grad, p.wide].map(|b| b.to_string())); // GRAD, WIDE
-                                                                     // SAFETY: plan() checked the descriptors (dtypes, shapes, strides, the targets' and scales'
-                                                                     // spans); the memory is PyTorch's, alive until the caller's stream has run the kernel.
+    launch.generics.extend([p.loss, p.grad, p.wide].map(|b| b.to_string())); // LOSS, GRAD, WIDE
+                                                                             // SAFETY: plan() checked the descriptors (dtypes, shapes, strides, the targets' and scales'
+                                                                             // spans); the memory is PyTorch's, alive until the caller's stream has run the kernel.
     unsafe {
         let [x_ptr, g_ptr] = [logits, grad].map(|t| ffi_util::device_ptr::<T>(t));
         let [loss_ptr, s_ptr] = [loss, scale].map(|t| ffi_util::device_ptr::<f32>(t));
@@ -219,10 +224,14 @@ mod tests {
     fn the_entry_lowers_to_tile_ir_for_sm90() {
         let device = DeviceModule { ast: device::__module_ast_self, name: "cross_entropy_device" };
         for dtype in ["f32", "f16", "bf16"] {
-            for (rows, block, grad, wide) in
-                [("1", "4096", "false", "true"), ("1", "4096", "true", "true"), ("4", "1024", "true", "false")]
-            {
-                device.assert_lowers("cross_entropy_rows", &[dtype, rows, block, grad, wide], &["reduce"]);
+            let forms = [
+                ("1", "4096", "true", "false", "true"),
+                ("1", "4096", "true", "true", "true"),
+                ("4", "1024", "true", "true", "false"),
+                ("1", "8192", "false", "true", "true"),
+            ];
+            for (rows, block, loss, grad, wide) in forms {
+                device.assert_lowers("cross_entropy_rows", &[dtype, rows, block, loss, grad, wide], &["reduce"]);
             }
         }
     }

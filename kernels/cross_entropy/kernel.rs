@@ -15,7 +15,7 @@
 //!
 //! One entry, `cross_entropy_rows`: a tile block per ROWS rows, BLOCK-wide column tiles.
 //!   * pass 1: per lane, the running max and sum of exp (online softmax), the sum of x (for ε) and x_t
-//!     (the lane of column t): the loss, stored per row (f32).
+//!     (the lane of column t): the loss, stored per row (f32) with LOSS.
 //!   * pass 2 (GRAD): the column tiles read again (most from L2: the row was read just before) and the
 //!     gradient stored. The gradient may lie over the logits (`grad_ptr` = `x_ptr`): each element is
 //!     read before its own store, and every pass-1 read comes before every store (the row's max and sum
@@ -63,8 +63,8 @@ pub mod cross_entropy_device {
         col_ids.reshape(shape![1, BLOCK]).broadcast(tile) + first
     }
 
-    /// Rows r0 .. r0 + ROWS (r0 = tile block id * ROWS): their losses into `loss_ptr` (f32, m
-    /// contiguous) and with GRAD their gradients into `grad_ptr`. Strides in elements: x's and the
+    /// Rows r0 .. r0 + ROWS (r0 = tile block id * ROWS): with LOSS their losses into `loss_ptr` (f32,
+    /// m contiguous) and with GRAD their gradients into `grad_ptr`. Strides in elements: x's and the
     /// gradient's rows; the targets' in i32 words (2 per row of contiguous i64 targets); the scales'
     /// (0: one scale for every row). `keep` = 1 - ε and `spread` = ε / n (the host divides once).
     // cuda_tile_assert! expands to unreachable!() in the host build (so what follows is unreachable there).
@@ -74,6 +74,7 @@ pub mod cross_entropy_device {
         T: ElementType,
         const ROWS: i32,
         const BLOCK: i32,
+        const LOSS: bool,
         const GRAD: bool,
         const WIDE: bool,
     >(
@@ -141,17 +142,19 @@ pub mod cross_entropy_device {
         let spread_r: Tile<f32, { [ROWS] }> = broadcast_scalar(spread, shape![ROWS]);
         let loss: Tile<f32, { [ROWS] }> = lse - keep_r * reduce_sum(x_t, 1i32) - spread_r * reduce_sum(sum_x, 1i32);
         let zero_r: Tile<f32, { [ROWS, 1] }> = constant(0.0f32, per_row);
-        let loss_kept: Tile<f32, { [ROWS, 1] }> = select(ignored, zero_r, loss.reshape(per_row));
-        let loss_at: PointerTile<*mut f32, { [ROWS, 1] }> = tile_pointers::<f32, ROWS, 1>(loss_ptr, r0, 1i32);
-        let _stored: Token = store_ptr_tko(
-            loss_at,
-            loss_kept,
-            ordering::Weak,
-            None::<scope::TileBlock>,
-            Some(in_rows),
-            None,
-            Latency::<1>,
-        );
+        if LOSS {
+            let loss_kept: Tile<f32, { [ROWS, 1] }> = select(ignored, zero_r, loss.reshape(per_row));
+            let loss_at: PointerTile<*mut f32, { [ROWS, 1] }> = tile_pointers::<f32, ROWS, 1>(loss_ptr, r0, 1i32);
+            let _stored: Token = store_ptr_tko(
+                loss_at,
+                loss_kept,
+                ordering::Weak,
+                None::<scope::TileBlock>,
+                Some(in_rows),
+                None,
+                Latency::<1>,
+            );
+        }
 
         if GRAD {
             // Pass 2: dx = g softmax(x) - g (ε / n) - g (1 - ε) [j == t], g 0 on an ignored row.

@@ -68,7 +68,8 @@ def variants(m: int, n: int) -> list[dict]:
 
 
 def check_args(kernel: str, logits: Tensor, target: Tensor, ignore_index: int, label_smoothing: float) -> None:
-    """The checks cross_entropy and its gradient share: ValueError/TypeError naming the argument."""
+    """The checks cross_entropy and its gradient share (the device check is the caller's, last):
+    ValueError/TypeError naming the argument."""
     checks.dtypes(kernel, DTYPES, logits=logits)
     if target.dtype not in (torch.int32, torch.int64):
         raise TypeError(f"{kernel}: target must be int32 or int64 class ids, got {target.dtype}")
@@ -82,7 +83,6 @@ def check_args(kernel: str, logits: Tensor, target: Tensor, ignore_index: int, l
     if not 0.0 <= float(label_smoothing) <= 1.0:
         raise ValueError(f"{kernel}: label_smoothing={label_smoothing} must lie in [0, 1]")
     checks.contiguous_last_dim(kernel, logits=logits)
-    checks.cuda(kernel, logits=logits, target=target)
 
 
 def launch_key(logits: Tensor) -> dict:
@@ -103,6 +103,7 @@ def cross_entropy(
     """Each row's loss, (m,) float32 (the module docstring); ValueError/TypeError on bad input,
     ffi.KernelError on a failed call."""
     check_args(KERNEL, logits, target, ignore_index, label_smoothing)
+    checks.cuda(KERNEL, logits=logits, target=target)
     m = logits.shape[0]
     like = torch.empty(0, dtype=torch.float32, device=logits.device)
     checks.out_matches(KERNEL, out, (m,), like)

@@ -164,6 +164,8 @@ class Ops:
 def test_an_entry_calls_one_op_under_no_grad_with_the_callers_tensors(fresh, k, p):
     if p in getattr(baselines(k), "RECORDED", ()):
         pytest.skip(f"{k} {p}: timed as the autograd backward of a forward recorded once (baselines.RECORDED)")
+    if p in getattr(baselines(k), "TRAINING_STEP", ()):
+        pytest.skip(f"{k} {p}: timed as a training step, its fused forward and backward (baselines.TRAINING_STEP)")
     calls = []
     fresh.setattr(providers, "_load", lambda name: (Ops(calls), None))
     cases = baseline_cases.load(k)

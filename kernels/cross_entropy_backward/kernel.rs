@@ -1,0 +1,5 @@
+//! cross_entropy's gradient device code: cross_entropy's own entry (kernels/cross_entropy/kernel.rs,
+//! `cross_entropy_rows`) with GRAD on. Per row, with g the row's scale (the losses' gradient, times 1
+//! / the rows counted for a mean), dx = g (softmax(x) - ε / n - (1 - ε) [j == t]), 0 for an ignored
+//! row: the row's max and sum of exp from a first pass over its column tiles, the gradient from a
+//! second (LOSS on as well: the training op's launch writes the losses in the same pass).

@@ -135,14 +135,14 @@ def cross_entropy_loss(
     logits: Tensor, target: Tensor, ignore_index: int = -100, label_smoothing: float = 0.0, reduction: str = "mean"
 ) -> Tensor:
     """torch.nn.functional.cross_entropy(logits, target, ignore_index=..., label_smoothing=...,
-    reduction=...) for (m, n) logits, made of the port: the loss in the logits' dtype. With an input
-    that requires grad, the training op (kernels/cross_entropy_backward's `training_loss`) writes the
-    gradient in the loss's pass."""
+    reduction=...) for (m, n) logits, made of the port: the loss in the logits' dtype. With logits
+    that require grad, the training op torch.ops.tilekit.cross_entropy_train (kernels/cross_entropy_backward,
+    defined with this module's op) writes the gradient in the loss's pass."""
     if reduction not in REDUCTIONS:
         raise ValueError(f"{KERNEL}: reduction must be one of {REDUCTIONS}, got {reduction!r}")
-    if torch.is_grad_enabled() and logits.requires_grad:
-        from kernels.cross_entropy_backward.op import training_loss
-
-        return training_loss(logits, target, ignore_index, label_smoothing, reduction)
+    if torch.is_grad_enabled() and logits.requires_grad:  # defined by kernels/cross_entropy_backward/op.py
+        return torch.ops.tilekit.cross_entropy_train(
+            logits, target, int(ignore_index), float(label_smoothing), reduction
+        )[0]
     losses = cross_entropy(logits, target, ignore_index, label_smoothing)
     return reduce(losses, target, ignore_index, reduction, logits.dtype)

@@ -41,7 +41,8 @@ IMPL_TITLES = {
     "compile-max": "torch.compile max-autotune-no-cudagraphs",
     "liger": "Liger-Kernel",
 }
-OPERATIONS = ("attention", "matmul", "rms_norm", "silu_and_mul", "other")
+# the columns of the per-operation breakdown: every category of CATEGORIES, then "other"
+OPERATIONS = ("attention", "matmul", "rms_norm", "silu_and_mul", "rope", "loss", "other")
 # The phases whose ports step is judged against torch.compile's; a training step (issue 43) is
 # reported with every implementation's time, not judged.
 GOAL_PHASES = ("prefill", "decode")
@@ -90,6 +91,9 @@ def latest(records: list[dict], kind: str) -> dict:
 # Kernel name patterns (regular expressions searched in the lower-case name) -> the operation a kernel
 # belongs to, for the breakdown (first match wins).
 CATEGORIES = (
+    # the training step's loss: the ports' cross_entropy_rows, Liger's liger_cross_entropy_kernel,
+    # PyTorch's LogSoftMax and nll_loss kernels, inductor's fused log_softmax (before attention's "softmax")
+    ("loss", ("cross_entropy", "nll_loss", "logsoftmax", "log_softmax")),
     ("rope", (r"rope", "rotary")),  # the ports' rope_tokens, Liger's _triton_rope; inductor's fused RoPE is "other"
     ("attention", ("attention", "flash", "fmha", "sdpa", "softmax", "bmm")),
     # inductor names its fused kernels by their ops (triton_red_fused_..._rsqrt_..., triton_tem_fused_mm)
@@ -112,13 +116,20 @@ def category(kernel_name: str) -> str:
     ['silu_and_mul', 'silu_and_mul', 'other']
     >>> [category(n) for n in ("rope_tokens", "_triton_rope", "fused_add_rms_norm_rows")]
     ['rope', 'rope', 'rms_norm']
+    >>> [category(n) for n in ("cross_entropy_rows", "void at::native::cunn_SoftMaxForward<LogSoftMaxForwardEpilogue>")]
+    ['loss', 'loss']
     """
     low = kernel_name.lower()
     return next((cat for cat, keys in CATEGORIES if any(re.search(k, low) for k in keys)), "other")
 
 
 def by_operation(kernels: dict) -> dict:
-    """ms per step by operation (`category`) of a record's per-kernel medians."""
+    """ms per step by operation (`category`) of a record's per-kernel medians, every one of OPERATIONS.
+
+    >>> ops = by_operation({"rope_tokens": 1.0, "cross_entropy_rows": 2.0, "nvjet_tst": 0.5})
+    >>> [ops[o] for o in ("rope", "loss", "matmul", "attention")]
+    [1.0, 2.0, 0.5, 0.0]
+    """
     out = dict.fromkeys(OPERATIONS, 0.0)
     for name, ms in kernels.items():
         out[category(name)] += ms

@@ -9,12 +9,12 @@ The stack (`forward`) is a Llama decoder: embedding, `layers` x (RMSNorm, fused 
 RoPE, attention over a KV cache, output projection, residual add + RMSNorm, fused gate-up
 projection, SiLU-and-mul, down projection, residual add + the next RMSNorm), LM head on the last
 positions; a training step (phase `train`) runs it over every position of TRAIN tokens with a
-cross-entropy loss and its gradients with respect to every weight. Seven operations vary with the
+cross-entropy loss and its gradients with respect to every weight. Eight operations vary with the
 implementation (`Ops`): rms_norm, add_rms_norm (the residual add and the norm after it), rope (q and
 k from the cos/sin tables of the positions, made once per forward as Hugging Face's rotary module
 makes them), linear (x @ W.t()), silu_and_mul, attention ((b, s, h, d) tensors, causal from the last
-key, a sliding window, sinks) and the projection layout; the tables, the cache writes and the loss
-are PyTorch's in every one. The weights are random (seeded) and shared by every implementation.
+key, a sliding window, sinks), the training step's cross_entropy and the projection layout; the
+tables and the cache writes are PyTorch's in every one. The weights are random (seeded) and shared by every implementation.
 
 `run` writes one JSON record a line to <out>/model.jsonl (kept: the raw log) and `report` renders
 <out>/performance.md from it (tilekit.reports.model_report). Each record is one measurement: correctness
@@ -139,6 +139,13 @@ class Ops:
 
         return F.linear(x, w)
 
+    def cross_entropy(self, logits, targets):
+        """The mean cross-entropy of (tokens, vocab) logits against (tokens,) targets, float32: the
+        logits upcast first (transformers' loss_function upcasts them so)."""
+        import torch.nn.functional as F
+
+        return F.cross_entropy(logits.float(), targets)
+
     def silu_and_mul(self, x):
         import torch.nn.functional as F
 
@@ -181,7 +188,7 @@ def reference_attention(q, k, v, sinks=None, window=None):
 
 class PortOps(Ops):
     """The ports: kernels/rms_norm, fused_add_rms_norm, rope (q and k in one launch, the float32
-    tables as they are), matmul (x @ W.t(), W read in place), silu_and_mul, attention."""
+    tables as they are), matmul (x @ W.t(), W read in place), silu_and_mul, attention, cross_entropy."""
 
     name = "ports"
 
@@ -205,6 +212,13 @@ class PortOps(Ops):
         y = self._entry("matmul")(x.reshape(-1, x.shape[-1]), w.t())
         return y.view(*x.shape[:-1], w.shape[0])
 
+    def cross_entropy(self, logits, targets):
+        """kernels/cross_entropy on the logits as they are (float32 inside): with grad its training op,
+        the gradient written in the loss's launch."""
+        from kernels.cross_entropy.op import cross_entropy_loss
+
+        return cross_entropy_loss(logits, targets).float()
+
     def silu_and_mul(self, x):
         return self._entry("silu_and_mul")(x)
 
@@ -215,18 +229,26 @@ class PortOps(Ops):
 
 
 class LigerOps(Ops):
-    """PyTorch's ops with Liger-Kernel's Triton RMSNorm, RoPE and SiLU-and-mul (LigerRMSNormFunction,
-    LigerRopeFunction on (b, h, s, d) views, LigerSiLUMulFunction on the two halves), as
-    apply_liger_kernel_to_llama patches a model (which leaves the residual add and norm apart)."""
+    """PyTorch's ops with Liger-Kernel's Triton RMSNorm, RoPE, SiLU-and-mul and cross entropy
+    (LigerRMSNormFunction, LigerRopeFunction on (b, h, s, d) views, LigerSiLUMulFunction on the two
+    halves, LigerCrossEntropyFunction), as apply_liger_kernel_to_llama patches a model (which leaves
+    the residual add and norm apart; its default loss is the fused linear cross entropy, which never
+    makes the logits: here the logits exist in every implementation)."""
 
     name = "liger"
 
     def __init__(self):
+        from liger_kernel.ops.cross_entropy import LigerCrossEntropyFunction
         from liger_kernel.ops.rms_norm import LigerRMSNormFunction
         from liger_kernel.ops.rope import LigerRopeFunction
         from liger_kernel.ops.swiglu import LigerSiLUMulFunction
 
         self._norm, self._rope, self._silu_mul = LigerRMSNormFunction, LigerRopeFunction, LigerSiLUMulFunction
+        self._loss = LigerCrossEntropyFunction
+
+    def cross_entropy(self, logits, targets):
+        """Liger's cross entropy (loss and gradient in its forward) on the logits as they are."""
+        return self._loss.apply(logits, targets)[0].float()
 
     def rope(self, q, k, cos, sin):
         cos, sin = (t[None].to(q.dtype) for t in (cos, sin))
@@ -398,16 +420,15 @@ def case(cfg: Config, impl: str, phase: str, batch: int, tokens: int, context: i
 def train_loss(cfg: Config, ops: Ops, w: dict, ids, targets):
     """The training step's loss: cross-entropy (float32, the mean over every position) of the stack's
     logits at every position of ids (b, s) against targets (b, s), over a fresh cache of s positions
-    (the keys and values of this pass only). The loss is PyTorch's in every implementation."""
+    (the keys and values of this pass only), with the implementation's `cross_entropy`."""
     import torch
-    import torch.nn.functional as F
 
     b, s = ids.shape
     dtype = next(iter(w.values())).dtype
     cache = [tuple(torch.zeros(b, s, cfg.kv_heads, cfg.head_dim, dtype=dtype, device=ids.device) for _ in range(2))
              for _ in range(cfg.layers)]  # fmt: skip
     logits = forward(cfg, ops, w, ids, cache, 0, keep=s)
-    return F.cross_entropy(logits.float().reshape(-1, cfg.vocab), targets.reshape(-1))
+    return ops.cross_entropy(logits.reshape(-1, cfg.vocab), targets.reshape(-1))
 
 
 def train_fn(cfg, ops, mode, w, ids, targets):

@@ -17,6 +17,23 @@ pub mod views {
         make_tensor_view(pointer_to_tile(ptr), shape, strides, tok)
     }
 
+    /// The ROWS x BLOCK tiles of the (m, n) view of `x_ptr` (rows `stride_x` elements apart),
+    /// padded with -inf, so lanes past (m, n) neither raise a row's max nor add to its sum of exp:
+    /// how softmax and cross_entropy load their rows. In cutile 0.5 the view is made here, not by
+    /// `strided_view` (make_partition_view cannot infer its result type for a view an inlined helper
+    /// returned); the result's lifetime is 'static, not a parameter (one would count as a generic),
+    /// and callers annotate its type (the JIT does not derive an inlined helper's Partition type).
+    pub unsafe fn neg_inf_tiles<T: ElementType, const ROWS: i32, const BLOCK: i32>(
+        x_ptr: *mut T, m: i32, n: i32, stride_x: i32, tok: Token,
+    ) -> Partition<'static, T, { [ROWS, BLOCK] }> {
+        let x_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[m, n] };
+        let x_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[stride_x] };
+        let x_view: Tensor<T, { [-1, -1] }> =
+            unsafe { make_tensor_view(pointer_to_tile(x_ptr), x_shape, x_strides, tok) };
+        let x_tok: Token = x_view.token();
+        unsafe { make_partition_view(&x_view, shape![ROWS, BLOCK], padding::NegInf, dim_map::Identity, x_tok) }
+    }
+
     /// `len` contiguous elements at `ptr`: a norm's weight or bias.
     pub unsafe fn vector_view<T: ElementType>(ptr: *mut T, len: i32, tok: Token) -> Tensor<T, { [-1] }> {
         let shape: Shape<{ [-1] }> = Shape::<{ [-1] }> { dims: &[len] };

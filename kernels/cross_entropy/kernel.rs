@@ -28,21 +28,8 @@
 //! The module name is unique across kernels: the JIT keys its kernel cache by module and entry.
 #[cutile::module]
 pub mod cross_entropy_device {
-    use crate::device_util::views::{strided_view, tile_mask, tile_pointers};
+    use crate::device_util::views::{neg_inf_tiles, strided_view, tile_mask, tile_pointers};
     use cutile::core::*;
-
-    /// x's ROWS x BLOCK tiles, padded with -inf (softmax's `x_tiles`: in cutile 0.5 a partition with
-    /// padding is made in the function that returns it, the view beside it).
-    unsafe fn logit_tiles<T: ElementType, const ROWS: i32, const BLOCK: i32>(
-        x_ptr: *mut T, m: i32, n: i32, stride_x: i32, tok: Token,
-    ) -> Partition<'static, T, { [ROWS, BLOCK] }> {
-        let x_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[m, n] };
-        let x_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[stride_x] };
-        let x_view: Tensor<T, { [-1, -1] }> =
-            unsafe { make_tensor_view(pointer_to_tile(x_ptr), x_shape, x_strides, tok) };
-        let x_tok: Token = x_view.token();
-        unsafe { make_partition_view(&x_view, shape![ROWS, BLOCK], padding::NegInf, dim_map::Identity, x_tok) }
-    }
 
     /// The ROWS values `first`, `first + stride`, ... of `ptr` as a [ROWS, 1] tile; lanes outside
     /// `inside` not read (undefined: select after).
@@ -88,7 +75,7 @@ pub mod cross_entropy_device {
         let col_tiles: i32 = (n + BLOCK - 1) / BLOCK;
         let tok: Token = new_token_unordered();
         let x_part: Partition<T, { [ROWS, BLOCK] }> =
-            unsafe { logit_tiles::<T, ROWS, BLOCK>(x_ptr, m, n, stride_x, tok) };
+            unsafe { neg_inf_tiles::<T, ROWS, BLOCK>(x_ptr, m, n, stride_x, tok) };
 
         // The targets; a row past m counts as ignored.
         let in_rows: Tile<bool, { [ROWS, 1] }> = tile_mask::<ROWS, 1>(r0, 0i32, m, 1i32);

@@ -64,8 +64,8 @@ pub mod softmax_device {
     use crate::device_util::tile_order::persistent_row_tiles;
     use crate::device_util::views::{
         aligned_body, aligned_edge, aligned_rows, arrive, arrive_and_wait, body_tail_raw, load_masked, load_partials,
-        next_body_tail_raw, publish_partial, publish_partial_after, row_offsets, store_masked, strided_view, tile_mask,
-        tile_pointers, tile_raw, wait_arrived,
+        neg_inf_tiles, next_body_tail_raw, publish_partial, publish_partial_after, row_offsets, store_masked,
+        strided_view, tile_mask, tile_pointers, tile_raw, wait_arrived,
     };
     use cutile::core::*;
 
@@ -105,24 +105,6 @@ pub mod softmax_device {
         y
     }
 
-    /// x's ROWS x BLOCK tiles: the (m, n) view of x_ptr (rows `stride_x` elements apart)
-    /// partitioned with -inf padding, so lanes past (m, n) neither raise a row's max nor add to its
-    /// sum. The partition entries (`softmax_row`, `softmax_looped`, the two-kernel split) load x
-    /// through it. In cutile 0.5 the view is made here, not by `strided_view` (make_partition_view
-    /// cannot infer its result type for a view an inlined helper returned); the result's lifetime is
-    /// 'static, not a parameter (one would count as a generic), and callers annotate its type (the
-    /// JIT does not derive an inlined helper's Partition type).
-    unsafe fn x_tiles<T: ElementType, const ROWS: i32, const BLOCK: i32>(
-        x_ptr: *mut T, m: i32, n: i32, stride_x: i32, tok: Token,
-    ) -> Partition<'static, T, { [ROWS, BLOCK] }> {
-        let x_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[m, n] };
-        let x_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[stride_x] };
-        let x_view: Tensor<T, { [-1, -1] }> =
-            unsafe { make_tensor_view(pointer_to_tile(x_ptr), x_shape, x_strides, tok) };
-        let x_tok: Token = x_view.token();
-        unsafe { make_partition_view(&x_view, shape![ROWS, BLOCK], padding::NegInf, dim_map::Identity, x_tok) }
-    }
-
     /// n <= BLOCK: one load, one store per element.
     #[cutile::entry(unchecked_accesses = true)]
     unsafe fn softmax_row<T: ElementType, const ROWS: i32, const BLOCK: i32>(
@@ -131,7 +113,8 @@ pub mod softmax_device {
         let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
         let rb: i32 = get_tile_block_id().0;
         let tok: Token = new_token_unordered();
-        let x_part: Partition<T, { [ROWS, BLOCK] }> = unsafe { x_tiles::<T, ROWS, BLOCK>(x_ptr, m, n, stride_x, tok) };
+        let x_part: Partition<T, { [ROWS, BLOCK] }> =
+            unsafe { neg_inf_tiles::<T, ROWS, BLOCK>(x_ptr, m, n, stride_x, tok) };
         let y_view: Tensor<T, { [-1, -1] }> = unsafe { strided_view(y_ptr, m, n, stride_y, tok) };
         let mut y_part: PartitionMut<T, { [ROWS, BLOCK] }> = unsafe { y_view.partition_full_mut(tile) };
 
@@ -149,7 +132,8 @@ pub mod softmax_device {
         let col_tiles: i32 = (n + BLOCK - 1) / BLOCK;
         let rb: i32 = get_tile_block_id().0;
         let tok: Token = new_token_unordered();
-        let x_part: Partition<T, { [ROWS, BLOCK] }> = unsafe { x_tiles::<T, ROWS, BLOCK>(x_ptr, m, n, stride_x, tok) };
+        let x_part: Partition<T, { [ROWS, BLOCK] }> =
+            unsafe { neg_inf_tiles::<T, ROWS, BLOCK>(x_ptr, m, n, stride_x, tok) };
         let y_view: Tensor<T, { [-1, -1] }> = unsafe { strided_view(y_ptr, m, n, stride_y, tok) };
         let mut y_part: PartitionMut<T, { [ROWS, BLOCK] }> = unsafe { y_view.partition_full_mut(tile) };
         let log2e: Tile<f32, { [ROWS, BLOCK] }> = constant(1.4426950408889634f32, tile);
@@ -202,7 +186,8 @@ pub mod softmax_device {
         let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
         let (rb, c): (i32, i32) = (get_tile_block_id().0, get_tile_block_id().1);
         let tok: Token = new_token_unordered();
-        let x_part: Partition<T, { [ROWS, BLOCK] }> = unsafe { x_tiles::<T, ROWS, BLOCK>(x_ptr, m, n, stride_x, tok) };
+        let x_part: Partition<T, { [ROWS, BLOCK] }> =
+            unsafe { neg_inf_tiles::<T, ROWS, BLOCK>(x_ptr, m, n, stride_x, tok) };
         let x_base: PointerTile<*mut T, { [ROWS, BLOCK] }> =
             tile_pointers::<T, ROWS, BLOCK>(x_ptr, rb * ROWS * stride_x, stride_x);
         let log2e: Tile<f32, { [ROWS, BLOCK] }> = constant(1.4426950408889634f32, tile);
@@ -271,7 +256,8 @@ pub mod softmax_device {
         let mx: Tile<f32, { [ROWS, BLOCK] }> = row_max.reshape(shape![ROWS, 1]).broadcast(tile);
         let inv: Tile<f32, { [ROWS, BLOCK] }> = row_reciprocal::<ROWS, BLOCK>(sum);
 
-        let x_part: Partition<T, { [ROWS, BLOCK] }> = unsafe { x_tiles::<T, ROWS, BLOCK>(x_ptr, m, n, stride_x, tok) };
+        let x_part: Partition<T, { [ROWS, BLOCK] }> =
+            unsafe { neg_inf_tiles::<T, ROWS, BLOCK>(x_ptr, m, n, stride_x, tok) };
         let y_view: Tensor<T, { [-1, -1] }> = unsafe { strided_view(y_ptr, m, n, stride_y, tok) };
         let mut y_part: PartitionMut<T, { [ROWS, BLOCK] }> = unsafe { y_view.partition_full_mut(tile) };
         let x_base: PointerTile<*mut T, { [ROWS, BLOCK] }> =

@@ -26,6 +26,71 @@ def test_a_mean_dloss_is_one_over_the_rows_counted():
     assert inputs["dloss"].tolist() == [pytest.approx(1 / counted)] and counted <= 30 - 4
 
 
+def kernels_in_torch(monkeypatch) -> list:
+    """The exports of cross_entropy and its gradient done by torch on the CPU (their references), the
+    device check off: the Python around them (the ops, their autograd, the reductions and scales) runs
+    as on a GPU. Records each export called."""
+    import torch.nn.functional as F
+
+    from tilekit.runtime import checks, port
+
+    called = []
+
+    def run(op, variant, sizes, out, *args, key=None, export=None, mutated=()):
+        name = op if isinstance(op, str) else op.__name__
+        called.append(export or name)
+        if name == "kernels.cross_entropy.op":
+            logits, target, ii, eps = args
+            out.copy_(
+                F.cross_entropy(logits.double(), target.long(), ignore_index=ii, label_smoothing=eps, reduction="none")
+            )
+            return
+        if export == "cutile_cross_entropy_train":
+            losses, logits, target, scale, ii, eps = args
+            inputs = {"logits": logits, "target": target, "dloss": scale, "ignore_index": ii, "label_smoothing": eps}
+            losses.copy_(forward.reference(inputs))
+        else:
+            logits, target, dloss, ii, eps = args
+            inputs = {"logits": logits, "target": target, "dloss": dloss, "ignore_index": ii, "label_smoothing": eps}
+        out.copy_(SPEC.reference(inputs))
+
+    monkeypatch.setattr(port, "run", run)
+    monkeypatch.setattr(checks, "cuda", lambda kernel, **tensors: None)
+    return called
+
+
+@pytest.mark.parametrize("reduction, dloss", [("mean", 1.0), ("sum", 0.5), ("none", None), ("mean", 3.0)])
+def test_the_training_op_and_the_ops_gradient_are_autograd_of_torchs_loss(monkeypatch, reduction, dloss):
+    """On the CPU with the exports done by torch (`kernels_in_torch`): cross_entropy_loss with grad runs
+    the training op once (no second export at backward) and gives F.cross_entropy's loss and gradient
+    for each reduction and loss gradient; torch.ops.tilekit.cross_entropy's gradient (the per-row
+    losses, then a sum) is the backward export's."""
+    import torch.nn.functional as F
+
+    from kernels.cross_entropy.op import cross_entropy_loss
+
+    called = kernels_in_torch(monkeypatch)
+    inputs = forward.make_inputs({"m": 40, "n": 33, "dtype": "float32", "smoothing": 0.1}, "cpu", 4)
+    logits, target = inputs["logits"], inputs["target"]
+    grad_out = torch.randn(40) if dloss is None else torch.tensor(dloss)
+    kw = {"ignore_index": -100, "label_smoothing": 0.1, "reduction": reduction}
+    ref_x = logits.detach().double().requires_grad_()
+    ref = F.cross_entropy(ref_x, target, **kw)
+    ref.backward(grad_out.double())
+    x = logits.detach().requires_grad_()
+    loss = cross_entropy_loss(x, target, **kw)
+    loss.backward(grad_out)
+    assert called == ["cutile_cross_entropy_train"]
+    torch.testing.assert_close(loss.double(), ref.detach(), rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(x.grad.double(), ref_x.grad, rtol=1e-6, atol=1e-7)
+    y = logits.detach().requires_grad_()
+    torch.ops.tilekit.cross_entropy(y, target, -100, 0.1).sum().backward()
+    assert called[1:] == ["kernels.cross_entropy.op", "kernels.cross_entropy_backward.op"]
+    sum_x = logits.detach().double().requires_grad_()
+    F.cross_entropy(sum_x, target, label_smoothing=0.1, reduction="sum").backward()
+    torch.testing.assert_close(y.grad.double(), sum_x.grad, rtol=1e-6, atol=1e-7)
+
+
 @pytest.mark.parametrize("reduction, dloss", [("mean", 1.0), ("sum", 0.5), ("none", None), ("mean", 3.0)])
 def test_op_training_loss_matches_autograd_of_torchs_loss_cutile_rs(cuda, reduction, dloss):
     """cross_entropy_loss with logits that require grad runs torch.ops.tilekit.cross_entropy_train (the

@@ -47,7 +47,24 @@ KERNEL = "cross_entropy_backward"
 DTYPES = forward.DTYPES
 DEFAULT_VARIANT = forward.DEFAULT_VARIANT
 export_args = forward.export_args  # the same knobs: (block, rows, occupancy, warps)
-variants = forward.variants
+# (occupancy, warps) of the vocabulary rows' candidates: cross_entropy's, and one tile block an SM,
+# whose rows in flight (132 of 250 KB for bf16 128256) fit the H200's 50 MB L2 for the second read
+HINTS = ((-1, -1), (1, 8), (2, 8), (4, 4), (4, 8))
+
+
+def variants(m: int, n: int) -> list[dict]:
+    """cross_entropy's candidates for rows of one column tile or less; for vocabulary rows, tiles of
+    4096 and 8192 at HINTS (the second read of each row is the difference: kernels/cross_entropy_backward/NOTES.md).
+    Pure:
+
+    >>> [(v["block"], v["occupancy"], v["warps"]) for v in variants(4096, 128256)][:3], len(variants(4096, 128256))
+    ([(4096, -1, -1), (4096, 1, 8), (4096, 2, 8)], 10)
+    >>> variants(64, 100) == forward.variants(64, 100)
+    True
+    """
+    if n <= 4096:
+        return forward.variants(m, n)
+    return [{"block": b, "rows": 1, "occupancy": o, "warps": w} for b in (4096, 8192) for o, w in HINTS]
 
 
 def _check_scale(kernel: str, name: str, t: Tensor, m: int) -> None:

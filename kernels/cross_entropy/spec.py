@@ -83,7 +83,11 @@ SPEC = row_kernel(
         ("bfloat16", 2048, 262144),
         ("bfloat16", 8192, 32000),
     ),
-    tolerance={"float16": (1e-5, 2e-5), "bfloat16": (1e-5, 2e-5), "float32": (1e-5, 2e-5)},
+    # the losses of f16/bf16 logits within their dtype's rounding (Liger, TileGym and PyTorch return
+    # them in the logits' dtype; the port's float32 ones are held to 1e-5 by tests.py)
+    tolerance={"float16": (1e-3, 1e-3), "bfloat16": (4e-3, 4e-3), "float32": (1e-5, 2e-5)},
+    # the gradient (cross_entropy_backward's, through autograd) in the logits' dtype: row_kernel's
+    backward_tolerance={"float16": (2e-3, 1e-2), "bfloat16": (1.6e-2, 6e-2), "float32": (1e-5, 1e-5)},
     make_inputs=make_inputs,
     reference=reference,
     bytes_moved=bytes_moved,

@@ -41,6 +41,17 @@ def test_cross_entropy_loss_refuses_an_unknown_reduction():
         op.cross_entropy_loss(torch.zeros(2, 3), torch.zeros(2, dtype=torch.long), reduction="avg")
 
 
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_op_losses_are_float32_exact_cutile_rs(cuda, dtype):
+    """The port's losses are float32 sums over the row whatever the logits' dtype: within 1e-5 of the
+    float64 reference of the logits as given (SPEC.tolerance admits the libraries' rounded ones)."""
+    from tilekit.testing import harness
+
+    cfg = {"m": 64, "n": 128256, "dtype": dtype, "smoothing": 0.1}
+    inputs = SPEC.make_inputs(cfg)
+    harness.check_close(op.cross_entropy(*inputs.values()), SPEC.reference(inputs), (1e-5, 2e-5), f"{cfg}")
+
+
 BASELINE_CASES = BaselineCases(
     SPEC,
     # one column tile and several (a ragged last one), padded rows, ignored rows, smoothing

@@ -93,6 +93,11 @@ def _training_step(loss_fn, logits, target, dloss, ignore_index, label_smoothing
     """A library's fused loss (`loss_fn(x, target, ignore_index, label_smoothing, reduction)`) and its
     backward, as the module docstring says; the gradient (the library writes it over the logits)."""
     _check_inputs(logits, target, dloss)
+    with torch.enable_grad():  # the harness times under no_grad; a library's gradient needs autograd
+        return _step(loss_fn, logits, target, dloss, ignore_index, label_smoothing)
+
+
+def _step(loss_fn, logits, target, dloss, ignore_index, label_smoothing):
     x = logits.detach().requires_grad_()
     if dloss.numel() == 1:
         counted = int((target != ignore_index).sum())

@@ -153,7 +153,9 @@ def _train_backward(ctx, dloss, _dgrad):
     (grad,) = ctx.saved_tensors
     if ctx.reduction == "none":
         return grad * dloss[:, None].to(grad.dtype), None, None, None, None
-    if not torch.compiler.is_compiling() and bool(dloss == 1):  # loss.backward(): the gradient as written
+    # loss.backward(): the gradient as written; not while tracing (torch.compile's backward graph,
+    # whose dloss is a fake tensor: a traced backward cannot branch on a value)
+    if not port.is_fake(dloss) and not torch.compiler.is_compiling() and bool(dloss == 1):
         return grad, None, None, None, None
     return grad * dloss.to(grad.dtype), None, None, None, None
 

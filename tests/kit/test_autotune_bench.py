@@ -341,3 +341,23 @@ def test_a_base_off_16_bytes_tunes_apart_and_aligned_keys_stay_as_they_were():
     assert port.with_alignment(key, [at(0), at(4096), 1e-6, None]) is key
     assert port.with_alignment(key, [at(0), at(4096 + 2)]) == dict(key, bases="off16")
     assert doctest.testmod(port).failed == 0
+
+
+def test_forget_warm_forgets_one_kernels_variant_only(monkeypatch):
+    """The suite's CaptureNotWarm test makes the default variant cold again (an earlier test may have
+    run it on tensors of the same shapes); the kernel's other variants and other kernels stay warm."""
+    from tilekit.runtime import port
+
+    default = {"occupancy": -1, "warps": -1}
+    warm = {
+        port.call_signature("rope", default, ()) + ("a",),
+        port.call_signature("rope", dict(reversed(default.items())), ()) + ("b",),  # the same variant
+        port.call_signature("rope", "auto", ()) + ("a",),
+        port.call_signature("softmax", default, ()) + ("a",),
+    }
+    monkeypatch.setattr(port, "_WARM", set(warm))
+    port.forget_warm("rope", default)
+    assert port._WARM == {
+        port.call_signature("rope", "auto", ()) + ("a",),
+        port.call_signature("softmax", default, ()) + ("a",),
+    }

@@ -163,6 +163,13 @@ def call_signature(kernel: str, variant, tensors: tuple) -> tuple:
     return (kernel, variant if isinstance(variant, str) else repr(sorted(variant.items())), *map(part, tensors))
 
 
+def forget_warm(kernel: str, variant) -> None:
+    """Forget that this process ran `kernel` with `variant` (any tensors): its next call inside
+    CUDA-graph capture is refused as a first one (the suite's CaptureNotWarm test)."""
+    asked = call_signature(kernel, variant, ())[1]
+    _WARM.difference_update({s for s in _WARM if s[:2] == (kernel, asked)})
+
+
 def is_fake(t) -> bool:
     """A tensor without memory, as torch.compile traces with (the ops' fake implementation)."""
     from torch._subclasses.fake_tensor import is_fake as fake

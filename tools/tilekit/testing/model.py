@@ -248,7 +248,7 @@ class LigerOps(Ops):
 
     def cross_entropy(self, logits, targets):
         """Liger's cross entropy (loss and gradient in its forward) on the logits as they are."""
-        return self._loss.apply(logits, targets)[0].float()
+        return self._loss.apply(logits, targets, None)[0].float()  # (input, target, weight)
 
     def rope(self, q, k, cos, sin):
         cos, sin = (t[None].to(q.dtype) for t in (cos, sin))

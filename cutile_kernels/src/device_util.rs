@@ -34,6 +34,22 @@ pub mod views {
         unsafe { make_partition_view(&x_view, shape![ROWS, BLOCK], padding::NegInf, dim_map::Identity, x_tok) }
     }
 
+    /// One tile folded into a row's running max and sum of exp(x - max) (online softmax, softmax's and
+    /// cross_entropy's row loops): the new
+    /// max is the larger of the running one and the tile's, the running sum is rescaled to it by
+    /// exp(old max - new max) and the tile's terms are added. One exp per element; returns the new
+    /// (max, sum). `log2e` and `log2e_r` are log2(e) as a tile and per row.
+    pub fn online_fold<const ROWS: i32, const BLOCK: i32>(
+        run_max: Tile<f32, { [ROWS] }>, run_sum: Tile<f32, { [ROWS] }>, x: Tile<f32, { [ROWS, BLOCK] }>,
+        log2e: Tile<f32, { [ROWS, BLOCK] }>, log2e_r: Tile<f32, { [ROWS] }>,
+    ) -> (Tile<f32, { [ROWS] }>, Tile<f32, { [ROWS] }>) {
+        let new_max: Tile<f32, { [ROWS] }> = maxf(run_max, reduce_max(x, 1i32), nan::Disabled, ftz::Disabled);
+        let mx: Tile<f32, { [ROWS, BLOCK] }> = new_max.reshape(shape![ROWS, 1]).broadcast(shape![ROWS, BLOCK]);
+        let term: Tile<f32, { [ROWS] }> = reduce_sum(exp2((x - mx) * log2e, ftz::Enabled), 1i32);
+        let new_sum: Tile<f32, { [ROWS] }> = run_sum * exp2((run_max - new_max) * log2e_r, ftz::Enabled) + term;
+        (new_max, new_sum)
+    }
+
     /// `len` contiguous elements at `ptr`: a norm's weight or bias.
     pub unsafe fn vector_view<T: ElementType>(ptr: *mut T, len: i32, tok: Token) -> Tensor<T, { [-1] }> {
         let shape: Shape<{ [-1] }> = Shape::<{ [-1] }> { dims: &[len] };

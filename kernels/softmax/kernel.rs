@@ -64,8 +64,8 @@ pub mod softmax_device {
     use crate::device_util::tile_order::persistent_row_tiles;
     use crate::device_util::views::{
         aligned_body, aligned_edge, aligned_rows, arrive, arrive_and_wait, body_tail_raw, load_masked, load_partials,
-        neg_inf_tiles, next_body_tail_raw, publish_partial, publish_partial_after, row_offsets, store_masked,
-        strided_view, tile_mask, tile_pointers, tile_raw, wait_arrived,
+        neg_inf_tiles, next_body_tail_raw, online_fold, publish_partial, publish_partial_after, row_offsets,
+        store_masked, strided_view, tile_mask, tile_pointers, tile_raw, wait_arrived,
     };
     use cutile::core::*;
 
@@ -74,21 +74,6 @@ pub mod softmax_device {
     fn row_reciprocal<const ROWS: i32, const BLOCK: i32>(sum: Tile<f32, { [ROWS] }>) -> Tile<f32, { [ROWS, BLOCK] }> {
         let one: Tile<f32, { [ROWS] }> = constant(1.0f32, shape![ROWS]);
         divf(one, sum, rounding::NearestEven, ftz::Disabled).reshape(shape![ROWS, 1]).broadcast(shape![ROWS, BLOCK])
-    }
-
-    /// One tile folded into a row's running max and sum of exp(x - max) (online softmax): the new
-    /// max is the larger of the running one and the tile's, the running sum is rescaled to it by
-    /// exp(old max - new max) and the tile's terms are added. One exp per element; returns the new
-    /// (max, sum). `log2e` and `log2e_r` are log2(e) as a tile and per row.
-    fn online_fold<const ROWS: i32, const BLOCK: i32>(
-        run_max: Tile<f32, { [ROWS] }>, run_sum: Tile<f32, { [ROWS] }>, x: Tile<f32, { [ROWS, BLOCK] }>,
-        log2e: Tile<f32, { [ROWS, BLOCK] }>, log2e_r: Tile<f32, { [ROWS] }>,
-    ) -> (Tile<f32, { [ROWS] }>, Tile<f32, { [ROWS] }>) {
-        let new_max: Tile<f32, { [ROWS] }> = maxf(run_max, reduce_max(x, 1i32), nan::Disabled, ftz::Disabled);
-        let mx: Tile<f32, { [ROWS, BLOCK] }> = new_max.reshape(shape![ROWS, 1]).broadcast(shape![ROWS, BLOCK]);
-        let term: Tile<f32, { [ROWS] }> = reduce_sum(exp2((x - mx) * log2e, ftz::Enabled), 1i32);
-        let new_sum: Tile<f32, { [ROWS] }> = run_sum * exp2((run_max - new_max) * log2e_r, ftz::Enabled) + term;
-        (new_max, new_sum)
     }
 
     /// The softmax of each row of a row block held whole in one tile, rounded to T.

@@ -33,6 +33,8 @@ pub const MAX_TILE_ELEMS: i32 = 8192;
 pub struct Plan {
     pub dtype: DType,
     pub row: RowPlan,
+    /// Version 2's entry, `cross_entropy_row` (variant form = 2), else `cross_entropy_rows`.
+    pub row_form: bool,
     /// The losses are written.
     pub loss: bool,
     /// The gradient is written (kernels/cross_entropy_backward).
@@ -47,6 +49,9 @@ pub struct Plan {
     pub spread: f32,
 }
 
+/// The variant's knobs, as the exports take them: (block, rows, occupancy, warps, form).
+pub type Knobs = (i32, i32, i32, i32, i32);
+
 /// The gradient's tensors of a GRAD launch: (grad, its name) and (scale, its name).
 pub type GradArgs<'a> = ((&'a TensorDesc, &'a str), (&'a TensorDesc, &'a str));
 
@@ -55,8 +60,9 @@ pub type GradArgs<'a> = ((&'a TensorDesc, &'a str), (&'a TensorDesc, &'a str));
 #[allow(clippy::too_many_arguments)]
 pub fn plan_rows(
     kernel: &str, loss: Option<(&TensorDesc, &str)>, logits: &TensorDesc, target: &TensorDesc, grad: Option<GradArgs>,
-    ignore_index: i32, smoothing: f32, block: i32, rows: i32, occupancy: i32, warps: i32,
+    ignore_index: i32, smoothing: f32, knobs: Knobs,
 ) -> FfiResult<Plan> {
+    let (block, rows, occupancy, warps, form) = knobs;
     let mut floats = vec![(logits, "logits", 2)];
     if let Some(((g, g_name), _)) = grad {
         floats.push((g, g_name, 2));
@@ -106,7 +112,21 @@ pub fn plan_rows(
         ffi_util::row_tile(block, rows, default_block, |b| ffi_util::default_rows(4096, b, m), 64, MAX_TILE_ELEMS)?;
     let (occupancy, warps) = (ffi_util::occupancy_hint(occupancy)?, ffi_util::warps_hint(warps)?);
     let stride_x = ffi_util::row_stride(logits, n, "logits", format_args!("n={n}"))?;
+    let row_form = match form {
+        -1 | 1 => false,
+        2 if rows == 1 && (m as i64 - 1) * stride_x as i64 + n as i64 <= i32::MAX as i64 && ignore_index > i32::MIN => {
+            true
+        }
+        2 => {
+            return Err(invalid(format!(
+                "variant form=2 (one row a tile block) needs rows=1 (got {rows}), every logit's offset \
+                 inside i32 (m={m}, row stride {stride_x}) and ignore_index > i32::MIN; use form 1"
+            )))
+        }
+        _ => return Err(invalid(format!("variant form={form}: use 1 (row tiles), 2 (one row a tile block) or -1"))),
+    };
     Ok(Plan {
+        row_form,
         dtype,
         row: RowPlan { block, rows, occupancy, warps, m, n, stride_x, stride_y: stride_g },
         loss: loss.is_some(),
@@ -124,9 +144,10 @@ pub fn plan_rows(
 #[allow(clippy::too_many_arguments)]
 pub fn plan(
     out: &TensorDesc, logits: &TensorDesc, target: &TensorDesc, ignore_index: i32, smoothing: f32, block: i32,
-    rows: i32, occupancy: i32, warps: i32,
+    rows: i32, occupancy: i32, warps: i32, form: i32,
 ) -> FfiResult<Plan> {
-    plan_rows(KERNEL, Some((out, "out")), logits, target, None, ignore_index, smoothing, block, rows, occupancy, warps)
+    let knobs = (block, rows, occupancy, warps, form);
+    plan_rows(KERNEL, Some((out, "out")), logits, target, None, ignore_index, smoothing, knobs)
 }
 
 /// Launches `plan`: `loss` is written only with plan.loss, `grad` and `scale` read or written only
@@ -137,13 +158,27 @@ pub fn launch_rows<T: Element>(
 ) -> FfiResult<()> {
     let RowPlan { m, n, stride_x, stride_y, .. } = p.row;
     let mut launch = p.row.launch::<T>(p.row.row_tiles() as u32);
-    launch.generics.extend([p.loss, p.grad, p.wide].map(|b| b.to_string())); // LOSS, GRAD, WIDE
-                                                                             // SAFETY: plan() checked the descriptors (dtypes, shapes, strides, the targets' and scales'
-                                                                             // spans); the memory is PyTorch's, alive until the caller's stream has run the kernel.
+    if p.row_form {
+        launch.generics.remove(1); // no ROWS: one row a tile block
+    }
+    // LOSS, GRAD, WIDE, and for version 2 SMOOTH
+    launch.generics.extend([p.loss, p.grad, p.wide].map(|b| b.to_string()));
+    if p.row_form {
+        launch.generics.push((p.keep != 1.0).to_string());
+    }
+    // SAFETY: plan() checked the descriptors (dtypes, shapes, strides, the targets' and scales'
+    // spans); the memory is PyTorch's, alive until the caller's stream has run the kernel.
     unsafe {
         let [x_ptr, g_ptr] = [logits, grad].map(|t| ffi_util::device_ptr::<T>(t));
         let [loss_ptr, s_ptr] = [loss, scale].map(|t| ffi_util::device_ptr::<f32>(t));
         let t_ptr = ffi_util::device_ptr::<i32>(target);
+        let args = (g_ptr, loss_ptr, x_ptr, t_ptr, s_ptr, m, n, stride_x, stride_y, p.stride_t, p.stride_s);
+        if p.row_form {
+            let (g, l, x, t, sc, m, n, sx, sg, st, ss) = args;
+            let entry =
+                device::cross_entropy_row(g, l, x, t, sc, m, n, sx, sg, st, ss, p.ignore_index, p.keep, p.spread);
+            return launch.enqueue(entry, stream);
+        }
         let entry = device::cross_entropy_rows(
             g_ptr,
             loss_ptr,
@@ -171,7 +206,7 @@ fn launch<T: Element>(
 }
 
 // `cutile_cross_entropy`: the descriptors, then plan(), the caller's stream and launch() (ffi_util::export!).
-crate::export!(cutile_cross_entropy(out, logits, target; ignore_index: i32, smoothing: f32, block: i32, rows: i32, occupancy: i32, warps: i32));
+crate::export!(cutile_cross_entropy(out, logits, target; ignore_index: i32, smoothing: f32, block: i32, rows: i32, occupancy: i32, warps: i32, form: i32));
 
 #[cfg(test)]
 mod tests {
@@ -188,13 +223,31 @@ mod tests {
     fn plan_reads_targets_in_words_and_tiles_the_rows() {
         let x = test_desc(DType::BF16, &[4096, 128256], &[128256, 1]);
         let t64 = test_desc(DType::I64, &[4096], &[1]);
-        let p = plan(&loss(4096), &x, &t64, -100, 0.1, -1, -1, -1, -1).unwrap();
+        let p = plan(&loss(4096), &x, &t64, -100, 0.1, -1, -1, -1, -1, -1).unwrap();
         assert_eq!((p.row.block, p.row.rows, p.wide, p.stride_t, p.grad), (4096, 1, true, 2, false));
         assert_eq!((p.ignore_index, p.keep, p.spread), (-100, 0.9, 0.1 / 128256.0));
         let small = test_desc(DType::F32, &[100, 100], &[104, 1]);
         let t32 = test_desc(DType::I32, &[100], &[3]);
-        let p = plan(&loss(100), &small, &t32, -1, 0.0, -1, -1, -1, -1).unwrap();
+        let p = plan(&loss(100), &small, &t32, -1, 0.0, -1, -1, -1, -1, -1).unwrap();
         assert_eq!((p.row.block, p.row.rows, p.row.stride_x, p.wide, p.stride_t), (128, 32, 104, false, 3));
+    }
+
+    #[test]
+    fn form_2_is_one_row_a_tile_block_where_its_offsets_fit() {
+        let x = test_desc(DType::BF16, &[4096, 128256], &[128256, 1]);
+        let t = test_desc(DType::I64, &[4096], &[1]);
+        let p = plan(&loss(4096), &x, &t, -100, 0.0, 4096, 1, -1, -1, 2).unwrap();
+        assert!(p.row_form && !plan(&loss(4096), &x, &t, -100, 0.0, 4096, 1, -1, -1, -1).unwrap().row_form);
+        assert_fails(plan(&loss(4096), &x, &t, -100, 0.0, 2048, 2, -1, -1, 2), rc::INVALID_ARGUMENT, "rows=1");
+        assert_fails(plan(&loss(4096), &x, &t, i32::MIN, 0.0, 4096, 1, -1, -1, 2), rc::INVALID_ARGUMENT, "i32::MIN");
+        let huge = test_desc(DType::BF16, &[16384, 151936], &[151936, 1]);
+        let t16k = test_desc(DType::I64, &[16384], &[1]);
+        assert_fails(
+            plan(&loss(16384), &huge, &t16k, -100, 0.0, 4096, 1, -1, -1, 2),
+            rc::INVALID_ARGUMENT,
+            "inside i32",
+        );
+        assert_fails(plan(&loss(4096), &x, &t, -100, 0.0, 4096, 1, -1, -1, 3), rc::INVALID_ARGUMENT, "form=3");
     }
 
     #[test]
@@ -202,7 +255,7 @@ mod tests {
         let x = test_desc(DType::F32, &[4, 16], &[16, 1]);
         let t = test_desc(DType::I64, &[4], &[1]);
         let call = |out: &TensorDesc, x: &TensorDesc, t: &TensorDesc, s: f32, block: i32| {
-            plan(out, x, t, -100, s, block, -1, -1, -1)
+            plan(out, x, t, -100, s, block, -1, -1, -1, -1)
         };
         assert_fails(call(&loss(4), &x, &test_desc(DType::I64, &[5], &[1]), 0.0, -1), rc::INVALID_ARGUMENT, "[4]");
         assert_fails(
@@ -232,6 +285,15 @@ mod tests {
             ];
             for (rows, block, loss, grad, wide) in forms {
                 device.assert_lowers("cross_entropy_rows", &[dtype, rows, block, loss, grad, wide], &["reduce"]);
+            }
+            let row_forms = [
+                ("4096", "true", "false", "true", "false"),
+                ("4096", "true", "true", "true", "true"),
+                ("2048", "false", "true", "false", "false"),
+                ("8192", "true", "true", "false", "true"),
+            ];
+            for (block, loss, grad, wide, smooth) in row_forms {
+                device.assert_lowers("cross_entropy_row", &[dtype, block, loss, grad, wide, smooth], &["reduce"]);
             }
         }
     }

@@ -28,7 +28,7 @@
 //! The module name is unique across kernels: the JIT keys its kernel cache by module and entry.
 #[cutile::module]
 pub mod cross_entropy_device {
-    use crate::device_util::views::{neg_inf_tiles, strided_view, tile_mask, tile_pointers};
+    use crate::device_util::views::{neg_inf_tiles, online_fold, strided_view, tile_mask, tile_pointers};
     use cutile::core::*;
 
     /// The ROWS values `first`, `first + stride`, ... of `ptr` as a [ROWS, 1] tile; lanes outside
@@ -160,6 +160,140 @@ pub mod cross_entropy_device {
                 let p: Tile<f32, { [ROWS, BLOCK] }> = exp2((x - mx) * log2e, ftz::Enabled) * coef_t - floor;
                 let dx: Tile<T, { [ROWS, BLOCK] }> = convert_tile(p - select(eq_tile(cols, target_cols), hit, zero));
                 grad_part.store(dx, [rb, j]);
+            }
+        }
+    }
+
+    /// The i32 at `at`, as a 0-d tile.
+    unsafe fn load_word(at: PointerTile<*mut i32, { [] }>) -> Tile<i32, { [] }> {
+        let (v, _tok): (Tile<i32, { [] }>, Token) =
+            load_ptr_tko(at, ordering::Weak, None::<scope::TileBlock>, None, None, None, Latency::<1>);
+        v
+    }
+
+    /// The element `at` points to, in f32, as a [1] tile.
+    unsafe fn load_one<E: ElementType>(at: PointerTile<*mut E, { [] }>) -> Tile<f32, { [1] }> {
+        let (v, _tok): (Tile<E, { [] }>, Token) =
+            load_ptr_tko(at, ordering::Weak, None::<scope::TileBlock>, None, None, None, Latency::<1>);
+        let f: Tile<f32, { [] }> = convert_tile(v);
+        f.reshape(shape![1])
+    }
+
+    /// Version 2 (written 2026-12-06, not yet run on a GPU, not in op.py's autotune space: ffi.rs
+    /// runs it for the variant knob form = 2 only): row `tile block id` alone, with fewer
+    /// instructions an element than `cross_entropy_rows` (whose bf16 loop is bound by issue, not by
+    /// HBM: kernels/cross_entropy/NOTES.md). The target's logit is one gathered load, not a compare
+    /// and select an element; the max and its rescale are per tile (`online_fold`: one exp2 an
+    /// element, not two); the sum of x only with SMOOTH (ε > 0); a row whose target is ignore_index
+    /// is not read (its loss 0, with GRAD its gradient zeros stored). The arguments are
+    /// `cross_entropy_rows`'; ffi.rs runs it only where every element offset of x fits i32 and
+    /// ignore_index > i32::MIN (the scalar arithmetic below).
+    #[allow(unreachable_code, unused_mut, clippy::too_many_arguments)]
+    #[cutile::entry(unchecked_accesses = true)]
+    unsafe fn cross_entropy_row<
+        T: ElementType,
+        const BLOCK: i32,
+        const LOSS: bool,
+        const GRAD: bool,
+        const WIDE: bool,
+        const SMOOTH: bool,
+    >(
+        grad_ptr: *mut T, loss_ptr: *mut f32, x_ptr: *mut T, target_ptr: *mut i32, scale_ptr: *mut f32, m: i32, n: i32,
+        stride_x: i32, stride_g: i32, stride_t: i32, stride_s: i32, ignore_index: i32, keep: f32, spread: f32,
+    ) {
+        let tile: Shape<{ [1, BLOCK] }> = shape![1, BLOCK];
+        let one_row: Shape<{ [1] }> = shape![1];
+        let r: i32 = get_tile_block_id().0;
+        let col_tiles: i32 = (n + BLOCK - 1) / BLOCK;
+        let tok: Token = new_token_unordered();
+        let x_part: Partition<T, { [1, BLOCK] }> = unsafe { neg_inf_tiles::<T, 1, BLOCK>(x_ptr, m, n, stride_x, tok) };
+
+        // The target, in scalars: live = 1 unless it is ignore_index; a live one outside [0, n) fails
+        // the assertion; tc, the column read (0 for an ignored row: inside the row).
+        let t_at: PointerTile<*mut i32, { [] }> = pointer_to_tile(target_ptr).offset(r * stride_t);
+        let t: i32 = tile_to_scalar(load_word(t_at));
+        if WIDE {
+            // an i64 target: its high word (little-endian, the next i32) is the low word's sign
+            let high_at: PointerTile<*mut i32, { [] }> = pointer_to_tile(target_ptr).offset(r * stride_t + 1i32);
+            let high: i32 = tile_to_scalar(load_word(high_at));
+            let sign: i32 = max(min(t, 0i32), -1i32);
+            cuda_tile_assert!(high == sign, "cross_entropy: a target is outside [-2^31, 2^31)");
+        }
+        let diff: i32 = t - ignore_index;
+        let live: i32 = min(max(diff, 0i32 - diff), 1i32);
+        let in_range: i32 = min(max(t + 1i32, 0i32), 1i32) * min(max(n - t, 0i32), 1i32);
+        let bad: i32 = live * (1i32 - in_range);
+        cuda_tile_assert!(bad == 0i32, "cross_entropy: a target is outside [0, n) and is not ignore_index");
+        let tc: i32 = t * live * in_range;
+        let read_tiles: i32 = col_tiles * live;
+        let live_t: Tile<i32, { [1] }> = broadcast_scalar(live, one_row);
+        let one_i: Tile<i32, { [1] }> = constant(1i32, one_row);
+        let kept: Tile<bool, { [1] }> = eq_tile(live_t, one_i);
+        let zero_r: Tile<f32, { [1] }> = constant(0.0f32, one_row);
+
+        // Pass 1: the online max and sum of exp per tile; the sum of x inside the row with SMOOTH.
+        let log2e: Tile<f32, { [1, BLOCK] }> = constant(1.4426950408889634f32, tile);
+        let log2e_r: Tile<f32, { [1] }> = constant(1.4426950408889634f32, one_row);
+        let zero: Tile<f32, { [1, BLOCK] }> = constant(0.0f32, tile);
+        let classes: Tile<i32, { [1, BLOCK] }> = broadcast_scalar(n, tile);
+        let mut run_max: Tile<f32, { [1] }> = constant(-3.4028235e38f32, one_row);
+        let mut run_sum: Tile<f32, { [1] }> = constant(0.0f32, one_row);
+        let mut sum_x: Tile<f32, { [1, BLOCK] }> = constant(0.0f32, tile);
+        for j in 0i32..read_tiles {
+            let x: Tile<f32, { [1, BLOCK] }> = convert_tile(x_part.load([r, j]));
+            let (new_max, new_sum): (Tile<f32, { [1] }>, Tile<f32, { [1] }>) =
+                online_fold::<1, BLOCK>(run_max, run_sum, x, log2e, log2e_r);
+            run_max = new_max;
+            run_sum = new_sum;
+            if SMOOTH {
+                let cols: Tile<i32, { [1, BLOCK] }> = columns::<1, BLOCK>(j);
+                let inside: Tile<bool, { [1, BLOCK] }> = lt_tile(cols, classes);
+                sum_x = sum_x + select(inside, x, zero);
+            }
+        }
+        let x_at: PointerTile<*mut T, { [] }> = pointer_to_tile(x_ptr).offset(r * stride_x + tc);
+        let x_t: Tile<f32, { [1] }> = load_one::<T>(x_at);
+        let ln2: Tile<f32, { [1] }> = constant(0.6931471805599453f32, one_row);
+        let keep_r: Tile<f32, { [1] }> = broadcast_scalar(keep, one_row);
+        let mut loss: Tile<f32, { [1] }> = run_max + log2(run_sum) * ln2 - keep_r * x_t;
+        if SMOOTH {
+            let spread_r: Tile<f32, { [1] }> = broadcast_scalar(spread, one_row);
+            let total_x: Tile<f32, { [1] }> = reduce_sum(sum_x, 1i32);
+            loss = loss - spread_r * total_x;
+        }
+        if LOSS {
+            let loss_row: Tile<f32, { [1] }> = select(kept, loss, zero_r);
+            let loss_kept: Tile<f32, { [1, 1] }> = loss_row.reshape(shape![1, 1]);
+            let loss_at: PointerTile<*mut f32, { [1, 1] }> = tile_pointers::<f32, 1, 1>(loss_ptr, r, 1i32);
+            let _stored: Token =
+                store_ptr_tko(loss_at, loss_kept, ordering::Weak, None::<scope::TileBlock>, None, None, Latency::<1>);
+        }
+
+        if GRAD {
+            // Pass 2: dx = g softmax(x) - g (ε / n) - g (1 - ε) [j == t]; an ignored row's zeros.
+            let scale_at: PointerTile<*mut f32, { [] }> = pointer_to_tile(scale_ptr).offset(r * stride_s);
+            let scale: Tile<f32, { [1] }> = load_one::<f32>(scale_at);
+            let g: Tile<f32, { [1] }> = select(kept, scale, zero_r);
+            let coef: Tile<f32, { [1] }> = divf(g, run_sum, rounding::NearestEven, ftz::Disabled);
+            let coef_t: Tile<f32, { [1, BLOCK] }> = coef.reshape(shape![1, 1]).broadcast(tile);
+            let mx: Tile<f32, { [1, BLOCK] }> = run_max.reshape(shape![1, 1]).broadcast(tile);
+            let g_t: Tile<f32, { [1, BLOCK] }> = g.reshape(shape![1, 1]).broadcast(tile);
+            let floor: Tile<f32, { [1, BLOCK] }> = g_t * broadcast_scalar(spread, tile);
+            let hit: Tile<f32, { [1, BLOCK] }> = g_t * broadcast_scalar(keep, tile);
+            let target_cols: Tile<i32, { [1, BLOCK] }> = broadcast_scalar(tc, tile);
+            let grad_view: Tensor<T, { [-1, -1] }> = strided_view(grad_ptr, m, n, stride_g, tok);
+            let mut grad_part: PartitionMut<T, { [1, BLOCK] }> = unsafe { grad_view.partition_full_mut(tile) };
+            for j in 0i32..read_tiles {
+                let x: Tile<f32, { [1, BLOCK] }> = convert_tile(x_part.load([r, j]));
+                let p: Tile<f32, { [1, BLOCK] }> = exp2((x - mx) * log2e, ftz::Enabled) * coef_t - floor;
+                let cols: Tile<i32, { [1, BLOCK] }> = columns::<1, BLOCK>(j);
+                let on_target: Tile<bool, { [1, BLOCK] }> = eq_tile(cols, target_cols);
+                let dx: Tile<T, { [1, BLOCK] }> = convert_tile(p - select(on_target, hit, zero));
+                grad_part.store(dx, [r, j]);
+            }
+            let zeros: Tile<T, { [1, BLOCK] }> = convert_tile(zero);
+            for j in 0i32..(col_tiles - read_tiles) {
+                grad_part.store(zeros, [r, j]);
             }
         }
     }

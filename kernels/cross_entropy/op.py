@@ -19,7 +19,8 @@ training op of kernels/cross_entropy_backward, which writes the gradient in the 
 
 `cutile_cross_entropy` (kernels/cross_entropy/ffi.rs): a tile block per row tile, column tiles read
 once for the online max/sum-of-exp, the row's sum and its target's logit; `variant="auto"`
-autotunes (block, rows, occupancy, warps) over `variants` per dtype and shape class.
+autotunes (block, rows, occupancy, warps) over `variants` per dtype and shape class (the knob
+`form` = 2 asks for version 2's entry, one row a tile block: not yet run on a GPU, no candidate).
 """
 
 from __future__ import annotations
@@ -33,21 +34,24 @@ from tilekit.runtime.autotune import row_tune_key as tune_key  # noqa: F401 (op.
 CDEF = """
 int32_t cutile_cross_entropy(const TensorDesc* out, const TensorDesc* logits, const TensorDesc* target,
                              int32_t ignore_index, float smoothing, int32_t block, int32_t rows,
-                             int32_t occupancy, int32_t warps, int32_t device_id, uint64_t stream);
+                             int32_t occupancy, int32_t warps, int32_t form, int32_t device_id,
+                             uint64_t stream);
 """
 
 KERNEL = "cross_entropy"
 DTYPES = ("bfloat16", "float16", "float32")
-DEFAULT_VARIANT = {"block": -1, "rows": -1, "occupancy": -1, "warps": -1}  # ffi.rs (and the compiler) pick
+# ffi.rs (and the compiler) pick; form: 1 (-1) row tiles (`cross_entropy_rows`), 2 one row a tile block
+# (`cross_entropy_row`, version 2: written, not yet run on a GPU, so in no candidate; NOTES.md)
+DEFAULT_VARIANT = {"block": -1, "rows": -1, "occupancy": -1, "warps": -1, "form": -1}
 MAX_TILE_ELEMS = 8192  # ffi.rs: four f32 running tiles and the loaded one in registers
 HINTS = ((-1, -1), (2, 8), (4, 4), (4, 8))  # (occupancy, warps) of every candidate tile
 REDUCTIONS = ("mean", "sum", "none")
 I32 = (-(2**31), 2**31 - 1)
 
 
-def export_args(block: int, rows: int, occupancy: int, warps: int = -1) -> tuple[int, int, int, int]:
-    """A variant's arguments of the export: (block, rows, occupancy, warps)."""
-    return int(block), int(rows), int(occupancy), int(warps)
+def export_args(block: int, rows: int, occupancy: int, warps: int = -1, form: int = -1) -> tuple:
+    """A variant's arguments of the export: (block, rows, occupancy, warps, form)."""
+    return int(block), int(rows), int(occupancy), int(warps), int(form)
 
 
 def variants(m: int, n: int) -> list[dict]:
@@ -64,7 +68,7 @@ def variants(m: int, n: int) -> list[dict]:
     else:
         whole = autotune.pow2(max(n, 16))
         tiles = [(whole, autotune.tile_rows(whole, 4096, min(64, autotune.pow2(m))))]
-    return [{"block": b, "rows": r, "occupancy": o, "warps": w} for b, r in tiles for o, w in HINTS]
+    return [{"block": b, "rows": r, "occupancy": o, "warps": w, "form": 1} for b, r in tiles for o, w in HINTS]
 
 
 def check_args(kernel: str, logits: Tensor, target: Tensor, ignore_index: int, label_smoothing: float) -> None:

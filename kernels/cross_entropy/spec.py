@@ -110,6 +110,9 @@ SPEC = row_kernel(
         "target_dtype": FfiCase(lambda: {"target": torch.zeros(4)}, code=-2, message="i32, i64"),
         "smoothing": FfiCase(lambda: {"label_smoothing": 2.0}, message="[0, 1]"),
         "block_not_pow2": FfiCase(variant={"block": 24}, message="block must be a power of two"),
+        "form_2": FfiCase(variant={"form": 2, "rows": 1}, code=-4),  # version 2's entry, valid here
+        "form_2_rows": FfiCase(variant={"form": 2, "rows": 2, "block": 16}, message="needs rows=1"),
+        "form_3": FfiCase(variant={"form": 3}, message="variant form=3"),
         "strided_target": FfiCase(lambda: {"target": torch.zeros(8, dtype=torch.long)[::2]}, code=-4),
     },
 )

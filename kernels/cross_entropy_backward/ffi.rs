@@ -29,10 +29,10 @@ const KERNEL: &str = "cross_entropy_backward";
 #[allow(clippy::too_many_arguments)]
 pub fn plan(
     out: &TensorDesc, logits: &TensorDesc, target: &TensorDesc, dloss: &TensorDesc, ignore_index: i32, smoothing: f32,
-    block: i32, rows: i32, occupancy: i32, warps: i32,
+    block: i32, rows: i32, occupancy: i32, warps: i32, form: i32,
 ) -> FfiResult<Plan> {
     let grad = Some(((out, "out"), (dloss, "dloss")));
-    plan_rows(KERNEL, None, logits, target, grad, ignore_index, smoothing, block, rows, occupancy, warps)
+    plan_rows(KERNEL, None, logits, target, grad, ignore_index, smoothing, (block, rows, occupancy, warps, form))
 }
 
 fn launch<T: Element>(
@@ -42,7 +42,7 @@ fn launch<T: Element>(
 }
 
 // `cutile_cross_entropy_backward`: the descriptors, then plan(), the caller's stream and launch() (ffi_util::export!).
-crate::export!(cutile_cross_entropy_backward(out, logits, target, dloss; ignore_index: i32, smoothing: f32, block: i32, rows: i32, occupancy: i32, warps: i32));
+crate::export!(cutile_cross_entropy_backward(out, logits, target, dloss; ignore_index: i32, smoothing: f32, block: i32, rows: i32, occupancy: i32, warps: i32, form: i32));
 
 /// `cutile_cross_entropy_train`: the losses and the gradient in one launch.
 pub mod train {
@@ -53,10 +53,11 @@ pub mod train {
     #[allow(clippy::too_many_arguments)]
     pub fn plan(
         out: &TensorDesc, losses: &TensorDesc, logits: &TensorDesc, target: &TensorDesc, scale: &TensorDesc,
-        ignore_index: i32, smoothing: f32, block: i32, rows: i32, occupancy: i32, warps: i32,
+        ignore_index: i32, smoothing: f32, block: i32, rows: i32, occupancy: i32, warps: i32, form: i32,
     ) -> FfiResult<Plan> {
         let (loss, grad) = (Some((losses, "losses")), Some(((out, "out"), (scale, "scale"))));
-        plan_rows(KERNEL, loss, logits, target, grad, ignore_index, smoothing, block, rows, occupancy, warps)
+        let knobs = (block, rows, occupancy, warps, form);
+        plan_rows(KERNEL, loss, logits, target, grad, ignore_index, smoothing, knobs)
     }
 
     fn launch<T: Element>(
@@ -66,7 +67,7 @@ pub mod train {
         launch_rows::<T>(p, losses, logits, target, out, scale, stream)
     }
 
-    crate::export!(cutile_cross_entropy_train(out, losses, logits, target, scale; ignore_index: i32, smoothing: f32, block: i32, rows: i32, occupancy: i32, warps: i32));
+    crate::export!(cutile_cross_entropy_train(out, losses, logits, target, scale; ignore_index: i32, smoothing: f32, block: i32, rows: i32, occupancy: i32, warps: i32, form: i32));
 }
 
 #[cfg(test)]
@@ -79,9 +80,9 @@ mod tests {
         let x = test_desc(DType::BF16, &[4096, 128256], &[128256, 1]);
         let t = test_desc(DType::I64, &[4096], &[1]);
         let (one, per_row) = (test_desc(DType::F32, &[1], &[1]), test_desc(DType::F32, &[4096], &[1]));
-        let p = plan(&x, &x, &t, &per_row, -100, 0.0, -1, -1, -1, -1).unwrap();
+        let p = plan(&x, &x, &t, &per_row, -100, 0.0, -1, -1, -1, -1, -1).unwrap();
         assert_eq!((p.loss, p.grad, p.stride_s, p.row.stride_y), (false, true, 1, 128256));
-        let p = train::plan(&x, &per_row, &x, &t, &one, -100, 0.1, -1, -1, -1, -1).unwrap();
+        let p = train::plan(&x, &per_row, &x, &t, &one, -100, 0.1, -1, -1, -1, -1, -1).unwrap();
         assert_eq!((p.loss, p.grad, p.stride_s, p.row.block), (true, true, 0, 4096));
     }
 
@@ -91,16 +92,16 @@ mod tests {
         let t = test_desc(DType::I32, &[4], &[1]);
         let d = test_desc(DType::F32, &[4], &[1]);
         let three = test_desc(DType::F32, &[3], &[1]);
-        assert_fails(plan(&x, &x, &t, &three, -100, 0.0, -1, -1, -1, -1), rc::INVALID_ARGUMENT, "1 or m=4");
+        assert_fails(plan(&x, &x, &t, &three, -100, 0.0, -1, -1, -1, -1, -1), rc::INVALID_ARGUMENT, "1 or m=4");
         let half = test_desc(DType::F16, &[4], &[1]);
-        assert_fails(plan(&x, &x, &t, &half, -100, 0.0, -1, -1, -1, -1), rc::UNSUPPORTED_DTYPE, "f32");
+        assert_fails(plan(&x, &x, &t, &half, -100, 0.0, -1, -1, -1, -1, -1), rc::UNSUPPORTED_DTYPE, "f32");
         let narrow = test_desc(DType::F32, &[4, 8], &[8, 1]);
-        assert_fails(plan(&narrow, &x, &t, &d, -100, 0.0, -1, -1, -1, -1), rc::INVALID_ARGUMENT, "shape");
+        assert_fails(plan(&narrow, &x, &t, &d, -100, 0.0, -1, -1, -1, -1, -1), rc::INVALID_ARGUMENT, "shape");
         let overlapping = test_desc(DType::F32, &[4, 16], &[8, 1]);
-        assert_fails(plan(&overlapping, &x, &t, &d, -100, 0.0, -1, -1, -1, -1), rc::INVALID_ARGUMENT, "overlap");
+        assert_fails(plan(&overlapping, &x, &t, &d, -100, 0.0, -1, -1, -1, -1, -1), rc::INVALID_ARGUMENT, "overlap");
         let strided = test_desc(DType::F32, &[4], &[2]);
         assert_fails(
-            train::plan(&x, &strided, &x, &t, &d, -100, 0.0, -1, -1, -1, -1),
+            train::plan(&x, &strided, &x, &t, &d, -100, 0.0, -1, -1, -1, -1, -1),
             rc::INVALID_ARGUMENT,
             "contiguous",
         );

@@ -34,19 +34,19 @@ CDEF = """
 int32_t cutile_cross_entropy_backward(const TensorDesc* out, const TensorDesc* logits,
                                       const TensorDesc* target, const TensorDesc* dloss,
                                       int32_t ignore_index, float smoothing, int32_t block,
-                                      int32_t rows, int32_t occupancy, int32_t warps,
+                                      int32_t rows, int32_t occupancy, int32_t warps, int32_t form,
                                       int32_t device_id, uint64_t stream);
 int32_t cutile_cross_entropy_train(const TensorDesc* out, const TensorDesc* losses,
                                    const TensorDesc* logits, const TensorDesc* target,
                                    const TensorDesc* scale, int32_t ignore_index, float smoothing,
                                    int32_t block, int32_t rows, int32_t occupancy, int32_t warps,
-                                   int32_t device_id, uint64_t stream);
+                                   int32_t form, int32_t device_id, uint64_t stream);
 """
 
 KERNEL = "cross_entropy_backward"
 DTYPES = forward.DTYPES
 DEFAULT_VARIANT = forward.DEFAULT_VARIANT
-export_args = forward.export_args  # the same knobs: (block, rows, occupancy, warps)
+export_args = forward.export_args  # the same knobs: (block, rows, occupancy, warps, form)
 # (occupancy, warps) of the vocabulary rows' candidates: cross_entropy's, and one tile block an SM,
 # whose rows in flight (132 of 250 KB for bf16 128256) fit the H200's 50 MB L2 for the second read
 HINTS = ((-1, -1), (1, 8), (2, 8), (4, 4), (4, 8))
@@ -64,7 +64,7 @@ def variants(m: int, n: int) -> list[dict]:
     """
     if n <= 4096:
         return forward.variants(m, n)
-    return [{"block": b, "rows": 1, "occupancy": o, "warps": w} for b in (4096, 8192) for o, w in HINTS]
+    return [{"block": b, "rows": 1, "occupancy": o, "warps": w, "form": 1} for b in (4096, 8192) for o, w in HINTS]
 
 
 def _check_scale(kernel: str, name: str, t: Tensor, m: int) -> None:

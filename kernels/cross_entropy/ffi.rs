@@ -114,13 +114,11 @@ pub fn plan_rows(
     let stride_x = ffi_util::row_stride(logits, n, "logits", format_args!("n={n}"))?;
     let row_form = match form {
         -1 | 1 => false,
-        2 if rows == 1 && (m as i64 - 1) * stride_x as i64 + n as i64 <= i32::MAX as i64 && ignore_index > i32::MIN => {
-            true
-        }
+        2 if rows == 1 && (m as i64 - 1) * stride_x as i64 + n as i64 <= i32::MAX as i64 => true,
         2 => {
             return Err(invalid(format!(
-                "variant form=2 (one row a tile block) needs rows=1 (got {rows}), every logit's offset \
-                 inside i32 (m={m}, row stride {stride_x}) and ignore_index > i32::MIN; use form 1"
+                "variant form=2 (one row a tile block) needs rows=1 (got {rows}) and every logit's offset \
+                 inside i32 (m={m}, row stride {stride_x}); use form 1"
             )))
         }
         _ => return Err(invalid(format!("variant form={form}: use 1 (row tiles), 2 (one row a tile block) or -1"))),
@@ -164,7 +162,7 @@ pub fn launch_rows<T: Element>(
     // LOSS, GRAD, WIDE, and for version 2 SMOOTH
     launch.generics.extend([p.loss, p.grad, p.wide].map(|b| b.to_string()));
     if p.row_form {
-        launch.generics.push((p.keep != 1.0).to_string());
+        launch.generics.push((p.spread != 0.0).to_string()); // SMOOTH: ε > 0
     }
     // SAFETY: plan() checked the descriptors (dtypes, shapes, strides, the targets' and scales'
     // spans); the memory is PyTorch's, alive until the caller's stream has run the kernel.
@@ -239,7 +237,7 @@ mod tests {
         let p = plan(&loss(4096), &x, &t, -100, 0.0, 4096, 1, -1, -1, 2).unwrap();
         assert!(p.row_form && !plan(&loss(4096), &x, &t, -100, 0.0, 4096, 1, -1, -1, -1).unwrap().row_form);
         assert_fails(plan(&loss(4096), &x, &t, -100, 0.0, 2048, 2, -1, -1, 2), rc::INVALID_ARGUMENT, "rows=1");
-        assert_fails(plan(&loss(4096), &x, &t, i32::MIN, 0.0, 4096, 1, -1, -1, 2), rc::INVALID_ARGUMENT, "i32::MIN");
+        assert!(plan(&loss(4096), &x, &t, i32::MIN, 0.0, 4096, 1, -1, -1, 2).unwrap().row_form);
         let huge = test_desc(DType::BF16, &[16384, 151936], &[151936, 1]);
         let t16k = test_desc(DType::I64, &[16384], &[1]);
         assert_fails(

@@ -171,12 +171,12 @@ pub mod cross_entropy_device {
         v
     }
 
-    /// The element `at` points to, in f32, as a [1] tile.
-    unsafe fn load_one<E: ElementType>(at: PointerTile<*mut E, { [] }>) -> Tile<f32, { [1] }> {
-        let (v, _tok): (Tile<E, { [] }>, Token) =
+    /// The element `at` points to, in f32, as a [1] tile, and the load's token.
+    unsafe fn load_one<E: ElementType>(at: PointerTile<*mut E, { [] }>) -> (Tile<f32, { [1] }>, Token) {
+        let (v, tok): (Tile<E, { [] }>, Token) =
             load_ptr_tko(at, ordering::Weak, None::<scope::TileBlock>, None, None, None, Latency::<1>);
         let f: Tile<f32, { [] }> = convert_tile(v);
-        f.reshape(shape![1])
+        (f.reshape(shape![1]), tok)
     }
 
     /// Version 2 (written 2026-12-06, not yet run on a GPU, not in op.py's autotune space: ffi.rs
@@ -186,8 +186,7 @@ pub mod cross_entropy_device {
     /// and select an element; the max and its rescale are per tile (`online_fold`: one exp2 an
     /// element, not two); the sum of x only with SMOOTH (ε > 0); a row whose target is ignore_index
     /// is not read (its loss 0, with GRAD its gradient zeros stored). The arguments are
-    /// `cross_entropy_rows`'; ffi.rs runs it only where every element offset of x fits i32 and
-    /// ignore_index > i32::MIN (the scalar arithmetic below).
+    /// `cross_entropy_rows`'; ffi.rs runs it only where every element offset of x fits i32.
     #[allow(unreachable_code, unused_mut, clippy::too_many_arguments)]
     #[cutile::entry(unchecked_accesses = true)]
     unsafe fn cross_entropy_row<
@@ -219,16 +218,19 @@ pub mod cross_entropy_device {
             let sign: i32 = max(min(t, 0i32), -1i32);
             cuda_tile_assert!(high == sign, "cross_entropy: a target is outside [-2^31, 2^31)");
         }
-        let diff: i32 = t - ignore_index;
-        let live: i32 = min(max(diff, 0i32 - diff), 1i32);
+        // live from a tile compare, not t - ignore_index (which wraps for ignore_index near i32::MIN)
+        let one_i: Tile<i32, { [1] }> = constant(1i32, one_row);
+        let zero_i: Tile<i32, { [1] }> = constant(0i32, one_row);
+        let t_r: Tile<i32, { [1] }> = broadcast_scalar(t, one_row);
+        let ignore_r: Tile<i32, { [1] }> = broadcast_scalar(ignore_index, one_row);
+        let kept: Tile<bool, { [1] }> = ne_tile(t_r, ignore_r);
+        let live_r: Tile<i32, { [1] }> = select(kept, one_i, zero_i);
+        let live: i32 = tile_to_scalar(reduce_sum(live_r, 0i32));
         let in_range: i32 = min(max(t + 1i32, 0i32), 1i32) * min(max(n - t, 0i32), 1i32);
         let bad: i32 = live * (1i32 - in_range);
         cuda_tile_assert!(bad == 0i32, "cross_entropy: a target is outside [0, n) and is not ignore_index");
         let tc: i32 = t * live * in_range;
         let read_tiles: i32 = col_tiles * live;
-        let live_t: Tile<i32, { [1] }> = broadcast_scalar(live, one_row);
-        let one_i: Tile<i32, { [1] }> = constant(1i32, one_row);
-        let kept: Tile<bool, { [1] }> = eq_tile(live_t, one_i);
         let zero_r: Tile<f32, { [1] }> = constant(0.0f32, one_row);
 
         // Pass 1: the online max and sum of exp per tile; the sum of x inside the row with SMOOTH.
@@ -252,7 +254,8 @@ pub mod cross_entropy_device {
             }
         }
         let x_at: PointerTile<*mut T, { [] }> = pointer_to_tile(x_ptr).offset(r * stride_x + tc);
-        let x_t: Tile<f32, { [1] }> = load_one::<T>(x_at);
+        // the gradient's stores are ordered after this load (x_t_tok): out may be the logits
+        let (x_t, x_t_tok): (Tile<f32, { [1] }>, Token) = load_one::<T>(x_at);
         let ln2: Tile<f32, { [1] }> = constant(0.6931471805599453f32, one_row);
         let keep_r: Tile<f32, { [1] }> = broadcast_scalar(keep, one_row);
         let mut loss: Tile<f32, { [1] }> = run_max + log2(run_sum) * ln2 - keep_r * x_t;
@@ -272,7 +275,7 @@ pub mod cross_entropy_device {
         if GRAD {
             // Pass 2: dx = g softmax(x) - g (ε / n) - g (1 - ε) [j == t]; an ignored row's zeros.
             let scale_at: PointerTile<*mut f32, { [] }> = pointer_to_tile(scale_ptr).offset(r * stride_s);
-            let scale: Tile<f32, { [1] }> = load_one::<f32>(scale_at);
+            let (scale, _scale_tok): (Tile<f32, { [1] }>, Token) = load_one::<f32>(scale_at);
             let g: Tile<f32, { [1] }> = select(kept, scale, zero_r);
             let coef: Tile<f32, { [1] }> = divf(g, run_sum, rounding::NearestEven, ftz::Disabled);
             let coef_t: Tile<f32, { [1, BLOCK] }> = coef.reshape(shape![1, 1]).broadcast(tile);
@@ -281,7 +284,7 @@ pub mod cross_entropy_device {
             let floor: Tile<f32, { [1, BLOCK] }> = g_t * broadcast_scalar(spread, tile);
             let hit: Tile<f32, { [1, BLOCK] }> = g_t * broadcast_scalar(keep, tile);
             let target_cols: Tile<i32, { [1, BLOCK] }> = broadcast_scalar(tc, tile);
-            let grad_view: Tensor<T, { [-1, -1] }> = strided_view(grad_ptr, m, n, stride_g, tok);
+            let grad_view: Tensor<T, { [-1, -1] }> = strided_view(grad_ptr, m, n, stride_g, x_t_tok);
             let mut grad_part: PartitionMut<T, { [1, BLOCK] }> = unsafe { grad_view.partition_full_mut(tile) };
             for j in 0i32..read_tiles {
                 let x: Tile<f32, { [1, BLOCK] }> = convert_tile(x_part.load([r, j]));

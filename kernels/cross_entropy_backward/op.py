@@ -134,7 +134,9 @@ def _train_forward(logits, target, ignore_index, label_smoothing, reduction):
         scale = (1.0 / (target != ignore_index).sum().float()).reshape(1)
     else:
         scale = torch.ones(1, dtype=torch.float32, device=logits.device)
-    if n:
+    if not n:  # no classes: no defined loss (cross_entropy's NaN)
+        losses.fill_(float("nan"))
+    else:
         key = forward.launch_key(logits)
         port.run(
             __name__, "auto", (m, n), grad, losses, logits, target, scale, int(ignore_index), float(label_smoothing),

@@ -50,6 +50,13 @@ pub mod views {
         (new_max, new_sum)
     }
 
+    /// The i32 at `at`, as a 0-d tile: a position id's or a target's word (rope, cross_entropy).
+    pub unsafe fn load_word(at: PointerTile<*mut i32, { [] }>) -> Tile<i32, { [] }> {
+        let (v, _tok): (Tile<i32, { [] }>, Token) =
+            load_ptr_tko(at, ordering::Weak, None::<scope::TileBlock>, None, None, None, Latency::<1>);
+        v
+    }
+
     /// `len` contiguous elements at `ptr`: a norm's weight or bias.
     pub unsafe fn vector_view<T: ElementType>(ptr: *mut T, len: i32, tok: Token) -> Tensor<T, { [-1] }> {
         let shape: Shape<{ [-1] }> = Shape::<{ [-1] }> { dims: &[len] };

@@ -28,7 +28,7 @@
 //! The module name is unique across kernels: the JIT keys its kernel cache by module and entry.
 #[cutile::module]
 pub mod cross_entropy_device {
-    use crate::device_util::views::{neg_inf_tiles, online_fold, strided_view, tile_mask, tile_pointers};
+    use crate::device_util::views::{load_word, neg_inf_tiles, online_fold, strided_view, tile_mask, tile_pointers};
     use cutile::core::*;
 
     /// The ROWS values `first`, `first + stride`, ... of `ptr` as a [ROWS, 1] tile; lanes outside
@@ -162,13 +162,6 @@ pub mod cross_entropy_device {
                 grad_part.store(dx, [rb, j]);
             }
         }
-    }
-
-    /// The i32 at `at`, as a 0-d tile.
-    unsafe fn load_word(at: PointerTile<*mut i32, { [] }>) -> Tile<i32, { [] }> {
-        let (v, _tok): (Tile<i32, { [] }>, Token) =
-            load_ptr_tko(at, ordering::Weak, None::<scope::TileBlock>, None, None, None, Latency::<1>);
-        v
     }
 
     /// The element `at` points to, in f32, as a [1] tile, and the load's token.

@@ -22,7 +22,7 @@
 //! The module name is unique across kernels: the JIT keys its kernel cache by module and entry.
 #[cutile::module]
 pub mod rope_device {
-    use crate::device_util::views::{tile_mask, tile_pointers};
+    use crate::device_util::views::{load_word, tile_mask, tile_pointers};
     use cutile::core::*;
 
     /// Loads the [H, HALF] tile `first` elements past `ptr` (rows `stride` apart), lanes outside
@@ -45,13 +45,6 @@ pub mod rope_device {
         let out: Tile<T, { [H, HALF] }> = convert_tile(v);
         let _tok: Token =
             store_ptr_tko(ptrs, out, ordering::Weak, None::<scope::TileBlock>, Some(inside), None, Latency::<3>);
-    }
-
-    /// The i32 at `at`, as a 0-dim tile.
-    unsafe fn load_word(at: PointerTile<*mut i32, { [] }>) -> Tile<i32, { [] }> {
-        let (v, _tok): (Tile<i32, { [] }>, Token) =
-            load_ptr_tko(at, ordering::Weak, None::<scope::TileBlock>, None, None, None, Latency::<1>);
-        v
     }
 
     /// Rotates the `h` heads of one token (`src` + `src0`, heads `src_h` apart) by (c, s) into `dst` +

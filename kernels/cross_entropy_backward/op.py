@@ -1,9 +1,10 @@
 """cross_entropy_backward, the cuTile Rust port of cross-entropy's gradient, and the training op that
 writes it in the loss's own pass:
 
-    from kernels.cross_entropy_backward.op import cross_entropy_backward, training_loss
+    from kernels.cross_entropy_backward.op import cross_entropy_backward
     dx = cross_entropy_backward(logits, target, dloss, ignore_index=-100, label_smoothing=0.0)
-    loss = training_loss(logits, target, -100, 0.0, "mean")    # its .backward() reads no logits
+    loss = cross_entropy_loss(logits.requires_grad_(), target)    # kernels/cross_entropy/op.py: the
+    loss.backward()                                                # training op; backward reads no logits
 
 The gradient of cross_entropy's per-row losses (kernels/cross_entropy/op.py) for their gradient
 dloss, float32 (m,) (one a row) or (1,) (one for every row): per row, dx = dloss (softmax(x) - ε / n
@@ -13,11 +14,10 @@ logits themselves: the gradient written over them, Liger's memory saving). `cuti
 twice (the second mostly from L2).
 
 Autograd: `forward_gradients` is torch.ops.tilekit.cross_entropy's (the per-row losses' gradient, a
-second read of the logits). `training_loss` is F.cross_entropy's form with grad (what
-kernels/cross_entropy/op.py's cross_entropy_loss runs when the logits require grad): the op
-torch.ops.tilekit.cross_entropy_train writes the losses and the gradient in one launch
-(`cutile_cross_entropy_train`), the gradient already scaled for the reduction; its backward only
-scales it by the loss's gradient, and not at all when that is 1 (checked eagerly, one host sync, as
+second read of the logits). kernels/cross_entropy/op.py's cross_entropy_loss (F.cross_entropy's
+form) with logits that require grad runs the op torch.ops.tilekit.cross_entropy_train, which writes
+the losses and the gradient in one launch (`cutile_cross_entropy_train`), the gradient already
+scaled for the reduction; its backward only scales it by the loss's gradient, and not at all when that is 1 (checked eagerly, one host sync, as
 Liger does; under torch.compile it multiplies).
 """
 
@@ -167,12 +167,3 @@ _TRAIN_OP = torch.library.custom_op(
 )
 _TRAIN_OP.register_fake(_train_forward)
 torch.library.register_autograd("tilekit::cross_entropy_train", _train_backward, setup_context=_setup_context)
-
-
-def training_loss(logits, target, ignore_index=-100, label_smoothing=0.0, reduction="mean") -> Tensor:
-    """F.cross_entropy's loss whose gradient was written in its forward's launch (the module docstring)."""
-    if reduction not in forward.REDUCTIONS:
-        raise ValueError(f"cross_entropy: reduction must be one of {forward.REDUCTIONS}, got {reduction!r}")
-    return torch.ops.tilekit.cross_entropy_train(logits, target, int(ignore_index), float(label_smoothing), reduction)[
-        0
-    ]

@@ -279,6 +279,10 @@ class KernelSpec:
         kwargs = {} if variant is None else {"variant": variant}
         return self.baselines().BACKENDS[backend](*inputs.values(), **kwargs)
 
+    def out_dtype_like(self, first):
+        """The output's torch dtype for inputs whose first tensor is `first`: out_dtype, else first's."""
+        return torch_dtype(self.out_dtype) if self.out_dtype else first.dtype
+
     def make_out(self, cfg: dict, inputs: dict):
         """The output the caller passes in, NaN-poisoned (an element the kernel does not write fails
         the check), inside rows of cfg[out_row_stride] elements when the shape has that key."""
@@ -287,8 +291,7 @@ class KernelSpec:
         like = next(v for v in inputs.values() if isinstance(v, torch.Tensor))
         shape = tuple(self.out_shape(cfg))
         padded = (*shape[:-1], cfg.get(self.out_row_stride, shape[-1])) if self.out_row_stride else shape
-        dtype = torch_dtype(self.out_dtype) if self.out_dtype else like.dtype
-        out = torch.full(padded, float("nan"), dtype=dtype, device=like.device)
+        out = torch.full(padded, float("nan"), dtype=self.out_dtype_like(like), device=like.device)
         return out[..., : shape[-1]] if padded != shape else out
 
     def shared_ffi_cases(self) -> dict[str, FfiCase]:
@@ -303,19 +306,16 @@ class KernelSpec:
         have = self.ffi_example["dtype"]
         other = next(d for d in ("float16", "bfloat16", "float32") if d != have)
         r = ffi.RUST_DTYPE_NAMES
-        out_dtype = FfiCase(
-            lambda: {"out": self.make_out(self.ffi_example, inputs).to(torch_dtype(other))},
-            message=f"`{name}` is {r[have]} but `{out_name}` is {r[other]}: all tensors must share one dtype",
-        )
+        code, refusal = -6, f"`{name}` is {r[have]} but `{out_name}` is {r[other]}: all tensors must share one dtype"
         if self.out_dtype:  # an output of its own dtype: out in another is refused as an unsupported dtype
             other = next(d for d in ("float16", "bfloat16", "float32") if d != self.out_dtype)
-            out_dtype = FfiCase(
-                lambda: {"out": self.make_out(self.ffi_example, inputs).to(torch_dtype(other))},
-                code=-2,
-                message=f"{out_name} is {r[other]}; {self.name} supports {r[self.out_dtype]}",
-            )
+            code, refusal = -2, f"{out_name} is {r[other]}; {self.name} supports {r[self.out_dtype]}"
         cases = {
-            "out_dtype": out_dtype,
+            "out_dtype": FfiCase(
+                lambda: {"out": self.make_out(self.ffi_example, inputs).to(torch_dtype(other))},
+                code=code,
+                message=refusal,
+            ),
             # every other element of a buffer twice as wide: strided in its last dim and in no dim 1
             f"{name}_last_dim_stride": FfiCase(
                 lambda: {name: torch.stack((x, x), -1).flatten(-2)[..., ::2]},
@@ -421,8 +421,7 @@ class KernelSpec:
         import torch
 
         probe = self.make_inputs(cfg, device="meta")
-        like = next(v for v in probe.values() if isinstance(v, torch.Tensor))
-        dtype = torch_dtype(self.out_dtype) if self.out_dtype else like.dtype
+        dtype = self.out_dtype_like(next(v for v in probe.values() if isinstance(v, torch.Tensor)))
         return [
             name
             for name, t in probe.items()

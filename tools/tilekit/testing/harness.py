@@ -120,8 +120,8 @@ def checked_call(spec, backend_id: str, cfg: dict, inputs: dict, call):
 def check_backward(spec, cfg: dict, inputs: dict, seed: int = 0) -> None:
     """The entry's gradients (autograd through its op) against the float64 reference's: the floating
     tensor inputs as leaves (but the spec's constant_inputs), a random output gradient (N(0, 1),
-    seeded) backward through both, each gradient checked with the spec's tolerance for cfg's dtype (its backward_tolerance where it
-    declares one; check_close)."""
+    seeded) backward through both, each gradient checked with the spec's tolerance for cfg's dtype
+    (its backward_tolerance where it declares one; check_close)."""
     import torch
 
     leaves = {

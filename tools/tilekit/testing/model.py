@@ -14,7 +14,8 @@ implementation (`Ops`): rms_norm, add_rms_norm (the residual add and the norm af
 k from the cos/sin tables of the positions, made once per forward as Hugging Face's rotary module
 makes them), linear (x @ W.t()), silu_and_mul, attention ((b, s, h, d) tensors, causal from the last
 key, a sliding window, sinks), the training step's cross_entropy and the projection layout; the
-tables and the cache writes are PyTorch's in every one. The weights are random (seeded) and shared by every implementation.
+tables and the cache writes are PyTorch's in every one. The weights are random (seeded) and shared
+by every implementation.
 
 `run` writes one JSON record a line to <out>/model.jsonl (kept: the raw log) and `report` renders
 <out>/performance.md from it (tilekit.reports.model_report). Each record is one measurement: correctness

@@ -19,8 +19,8 @@ training op of kernels/cross_entropy_backward, which writes the gradient in the 
 
 `cutile_cross_entropy` (kernels/cross_entropy/ffi.rs): a tile block per row tile, column tiles read
 once for the online max/sum-of-exp, the row's sum and its target's logit; `variant="auto"`
-autotunes (block, rows, occupancy, warps) over `variants` per dtype and shape class (the knob
-`form` = 2 asks for version 2's entry, one row a tile block: not yet run on a GPU, no candidate).
+autotunes (block, rows, occupancy, warps, form) over `variants` per dtype and shape class (`form`
+= 2: version 2's entry, one row a tile block, fewer instructions an element; NOTES.md).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ int32_t cutile_cross_entropy(const TensorDesc* out, const TensorDesc* logits, co
 KERNEL = "cross_entropy"
 DTYPES = ("bfloat16", "float16", "float32")
 # ffi.rs (and the compiler) pick; form: 1 (-1) row tiles (`cross_entropy_rows`), 2 one row a tile block
-# (`cross_entropy_row`, version 2: written, not yet run on a GPU, so in no candidate; NOTES.md)
+# (`cross_entropy_row`, version 2, NOTES.md)
 DEFAULT_VARIANT = {"block": -1, "rows": -1, "occupancy": -1, "warps": -1, "form": -1}
 MAX_TILE_ELEMS = 8192  # ffi.rs: four f32 running tiles and the loaded one in registers
 HINTS = ((-1, -1), (2, 8), (4, 4), (4, 8))  # (occupancy, warps) of every candidate tile
@@ -54,21 +54,31 @@ def export_args(block: int, rows: int, occupancy: int, warps: int = -1, form: in
     return int(block), int(rows), int(occupancy), int(warps), int(form)
 
 
+def fits_form_2(m: int, n: int) -> bool:
+    """Whether version 2's entry serves m contiguous rows of n: every logit's offset (and one tile's
+    padding past the last) inside i32 (ffi.rs refuses the rest, e.g. 32768 x 128256)."""
+    return m * n + MAX_TILE_ELEMS <= I32[1]
+
+
 def variants(m: int, n: int) -> list[dict]:
     """Column tiles of 2048, 4096 and 8192 for vocabulary rows (one row a tile block), whole rows of
-    small n in tiles of ~4 K elements; each at HINTS. Pure:
+    small n in tiles of ~4 K elements; each at HINTS. Vocabulary rows also get version 2's entry
+    (form 2, NOTES.md) in tiles of 4096 and 8192 at HINTS, where its i32 offsets reach. Pure:
 
-    >>> [(v["block"], v["rows"]) for v in variants(4096, 128256)][::4]
-    [(2048, 1), (4096, 1), (8192, 1)]
+    >>> [(v["block"], v["rows"], v["form"]) for v in variants(4096, 128256)][::4]
+    [(2048, 1, 1), (4096, 1, 1), (8192, 1, 1), (4096, 1, 2), (8192, 1, 2)]
+    >>> len(variants(32768, 128256)), len(variants(4096, 128256))
+    (12, 20)
     >>> [(v["block"], v["rows"], v["occupancy"], v["warps"]) for v in variants(64, 100)][:2], len(variants(64, 100))
     ([(128, 32, -1, -1), (128, 32, 2, 8)], 4)
     """
     if n > 4096:
-        tiles = [(b, 1) for b in (2048, 4096, 8192)]
+        tiles = [(b, 1, 1) for b in (2048, 4096, 8192)]
+        tiles += [(b, 1, 2) for b in (4096, 8192)] if fits_form_2(m, n) else []
     else:
         whole = autotune.pow2(max(n, 16))
-        tiles = [(whole, autotune.tile_rows(whole, 4096, min(64, autotune.pow2(m))))]
-    return [{"block": b, "rows": r, "occupancy": o, "warps": w, "form": 1} for b, r in tiles for o, w in HINTS]
+        tiles = [(whole, autotune.tile_rows(whole, 4096, min(64, autotune.pow2(m))), 1)]
+    return [{"block": b, "rows": r, "occupancy": o, "warps": w, "form": f} for b, r, f in tiles for o, w in HINTS]
 
 
 def check_args(kernel: str, logits: Tensor, target: Tensor, ignore_index: int, label_smoothing: float) -> None:

@@ -54,17 +54,20 @@ HINTS = ((-1, -1), (1, 8), (2, 8), (4, 4), (4, 8))
 
 def variants(m: int, n: int) -> list[dict]:
     """cross_entropy's candidates for rows of one column tile or less; for vocabulary rows, tiles of
-    4096 and 8192 at HINTS (the second read of each row is the difference: kernels/cross_entropy_backward/NOTES.md).
-    Pure:
+    4096 and 8192 at HINTS (the second read of each row is the difference: kernels/cross_entropy_backward/NOTES.md),
+    in both entries (form 1 and 2) where version 2's i32 offsets reach (`forward.fits_form_2`). Pure:
 
     >>> [(v["block"], v["occupancy"], v["warps"]) for v in variants(4096, 128256)][:3], len(variants(4096, 128256))
-    ([(4096, -1, -1), (4096, 1, 8), (4096, 2, 8)], 10)
-    >>> variants(64, 100) == forward.variants(64, 100)
-    True
+    ([(4096, -1, -1), (4096, 1, 8), (4096, 2, 8)], 20)
+    >>> len(variants(32768, 128256)), variants(64, 100) == forward.variants(64, 100)
+    (10, True)
     """
     if n <= 4096:
         return forward.variants(m, n)
-    return [{"block": b, "rows": 1, "occupancy": o, "warps": w, "form": 1} for b in (4096, 8192) for o, w in HINTS]
+    forms = (1, 2) if forward.fits_form_2(m, n) else (1,)
+    return [
+        {"block": b, "rows": 1, "occupancy": o, "warps": w, "form": f} for f in forms for b in (4096, 8192) for o, w in HINTS
+    ]
 
 
 def _check_scale(kernel: str, name: str, t: Tensor, m: int) -> None:

@@ -50,25 +50,29 @@ def export_args(block: int, rows: int, occupancy: int = -1, warps: int = -1) -> 
 def variants(m: int, n: int) -> list[dict]:
     """Whole-row tiles (block the power of two >= n) of 4 K, 8 K and 16 K elements per tile block at
     occupancy 4 and 2 (rms_norm's space, NOTES.md), and for decode batches (m <= 512) one-row tiles at
-    occupancy 2 and two-row ones at 4, whose first loads issue at once:
+    occupancy 2 and two-row ones at 4, whose first loads issue at once; rows of 4096 and more also
+    one-row tiles over 8 warps at occupancy 2 (half the values a thread of the compiler's 4 warps:
+    twice the loads in flight an SM where a decode batch leaves SMs idle, NOTES.md):
 
-    >>> [(v["rows"], v["occupancy"]) for v in variants(16384, 4096)]
-    [(1, 4), (2, 4), (2, 2), (4, 2)]
-    >>> [(v["rows"], v["occupancy"]) for v in variants(256, 4096)], variants(8, 32768)
-    ([(1, 4), (2, 4), (2, 2), (4, 2), (1, 2)], [{'block': -1, 'rows': -1, 'occupancy': -1, 'warps': -1}])
-    >>> [(v["rows"], v["occupancy"]) for v in variants(19, 8195)]  # no 2 x 16384 tile: past the register budget
-    [(1, 4), (1, 2)]
+    >>> [(v["rows"], v["occupancy"], v["warps"]) for v in variants(16384, 4096)]
+    [(1, 4, -1), (2, 4, -1), (2, 2, -1), (4, 2, -1), (1, 2, 8)]
+    >>> [(v["rows"], v["occupancy"]) for v in variants(256, 2048)], variants(8, 32768)
+    ([(2, 4), (4, 4), (4, 2), (8, 2), (1, 2)], [{'block': -1, 'rows': -1, 'occupancy': -1, 'warps': -1}])
+    >>> [(v["rows"], v["occupancy"], v["warps"]) for v in variants(19, 8195)]  # no 2 x 16384 tile: past the register budget
+    [(1, 4, -1), (1, 2, -1), (1, 2, 8)]
     """
     block = max(16, autotune.pow2(n))
     if block > MAX_BLOCK:
         return [dict(DEFAULT_VARIANT)]  # the entry refuses it first (check_size)
     max_rows = min(64, autotune.pow2(m))
     shapes = [
-        (autotune.tile_rows(block, elems, max_rows), o) for elems, o in ((4096, 4), (8192, 4), (8192, 2), (16384, 2))
+        (autotune.tile_rows(block, elems, max_rows), o, -1)
+        for elems, o in ((4096, 4), (8192, 4), (8192, 2), (16384, 2))
     ]
-    shapes += [(1, 2), (min(2, max_rows), 4)] if m <= 512 else []
+    shapes += [(1, 2, -1), (min(2, max_rows), 4, -1)] if m <= 512 else []
+    shapes += [(1, 2, 8)] if block >= 4096 else []
     return autotune.unique(
-        {"block": block, "rows": r, "occupancy": o, "warps": -1} for r, o in shapes if r * block <= MAX_BLOCK
+        {"block": block, "rows": r, "occupancy": o, "warps": w} for r, o, w in shapes if r * block <= MAX_BLOCK
     )
 
 

@@ -205,16 +205,25 @@ def test_a_goal_judged_on_the_compiled_ports_needs_their_logits_checked():
 
 
 def test_the_implementations_are_the_ports_eager_and_compiled_and_torchs():
-    impls = model.implementations(["ports", "ports-compile", "torch", "compile", "compile-max"])
+    impls = model.implementations(["ports", "ports-compile", "ports-unfused", "torch", "compile", "compile-max"])
     kinds = {name: (type(ops).__name__, mode) for name, (ops, mode) in impls.items()}
     assert kinds == {
         "ports": ("PortOps", None),
         "ports-compile": ("PortOps", "default"),
+        "ports-unfused": ("UnfusedPortOps", None),
         "torch": ("Ops", None),
         "compile": ("Ops", "default"),
         "compile-max": ("Ops", "max-autotune-no-cudagraphs"),
     }
     assert list(model.IMPLS[:2]) == ["ports", "ports-compile"]
+    # the ports before issue 44's ops: PyTorch's residual add, RoPE and loss around the other ports
+    unfused = impls["ports-unfused"][0]
+    assert (type(unfused).rope, type(unfused).cross_entropy) == (model.Ops.rope, model.Ops.cross_entropy)
+    assert type(unfused).rms_norm is model.PortOps.rms_norm
+    unfused.rms_norm = model.Ops().rms_norm  # the port's rms_norm is a GPU's: its formula here
+    x, delta, w = torch.randn(3, 8), torch.randn(3, 8), torch.rand(8)
+    y, s = unfused.add_rms_norm(x, delta, w, 1e-6)
+    assert torch.equal(s, x + delta) and torch.allclose(y, torch.nn.functional.rms_norm(x + delta, (8,), w, 1e-6))
     with pytest.raises(ValueError, match="unknown implementation 'ports_compile'"):
         model.implementations(["ports_compile"])
 

@@ -32,10 +32,11 @@ GOAL_REFERENCE = "compile"  # the goals compare the ports with torch.compile (de
 # inductor fuses the glue, RoPE and the residual adds, around the ports as it does around torch's ops),
 # else the ports in eager PyTorch.
 GOAL_PORTS = ("ports-compile", "ports")
-IMPL_ORDER = ("ports", "ports-compile", "torch", "compile", "compile-max", "liger")
+IMPL_ORDER = ("ports", "ports-compile", "ports-unfused", "torch", "compile", "compile-max", "liger")
 IMPL_TITLES = {
     "ports": "ports",
     "ports-compile": "ports in torch.compile",
+    "ports-unfused": "ports without issue 44's ops",
     "torch": "PyTorch eager",
     "compile": "torch.compile",
     "compile-max": "torch.compile max-autotune-no-cudagraphs",

@@ -74,7 +74,7 @@ TRAIN = (1, 2048)  # (batch, tokens) of the training step checked and timed
 # relative L2 of each parameter's bf16 gradient against the float32 stack's (the report states it):
 # a gradient sums bf16 roundings over every position and layer above it, a few times the logits'
 TRAIN_TOLERANCE = 5e-2
-IMPLS = ("ports", "ports-compile", "torch", "compile", "compile-max", "liger")
+IMPLS = ("ports", "ports-compile", "ports-unfused", "torch", "compile", "compile-max", "liger")
 
 
 # -- weights and the stack --------------------------------------------------------------------------
@@ -229,6 +229,21 @@ class PortOps(Ops):
         return attention_bshd(q, k, v, sinks, causal=True, window=window)
 
 
+class UnfusedPortOps(PortOps):
+    """The ports as they were before issue 44's ops: the residual add in PyTorch then the rms_norm
+    port, PyTorch's RoPE and cross entropy (float32), the rest the ports'. What the step took before
+    fused_add_rms_norm, rope and cross_entropy were ports (the issue's "before")."""
+
+    name = "ports-unfused"
+
+    def add_rms_norm(self, x, delta, w, eps):
+        x = x + delta
+        return self.rms_norm(x, w, eps), x
+
+    rope = Ops.rope
+    cross_entropy = Ops.cross_entropy
+
+
 class LigerOps(Ops):
     """PyTorch's ops with Liger-Kernel's Triton RMSNorm, RoPE, SiLU-and-mul and cross entropy
     (LigerRMSNormFunction, LigerRopeFunction on (b, h, s, d) views, LigerSiLUMulFunction on the two
@@ -369,6 +384,8 @@ def implementations(names) -> dict:
             out[name] = (PortOps(), None)
         elif name == "ports-compile":  # the ports' stack under torch.compile: inductor fuses the glue around them
             out[name] = (PortOps(), "default")
+        elif name == "ports-unfused":
+            out[name] = (UnfusedPortOps(), None)
         elif name == "torch":
             out[name] = (Ops(), None)
         elif name == "compile":

@@ -66,7 +66,10 @@ def variants(m: int, n: int) -> list[dict]:
         return forward.variants(m, n)
     forms = (1, 2) if forward.fits_form_2(m, n) else (1,)
     return [
-        {"block": b, "rows": 1, "occupancy": o, "warps": w, "form": f} for f in forms for b in (4096, 8192) for o, w in HINTS
+        {"block": b, "rows": 1, "occupancy": o, "warps": w, "form": f}
+        for f in forms
+        for b in (4096, 8192)
+        for o, w in HINTS
     ]
 
 

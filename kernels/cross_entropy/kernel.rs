@@ -13,13 +13,15 @@
 //! [-2^31, 2^31) is read whole; a target outside [0, n) that is not `ignore_index` fails a device
 //! assertion, as PyTorch's does).
 //!
-//! One entry, `cross_entropy_rows`: a tile block per ROWS rows, BLOCK-wide column tiles.
+//! Two entries. `cross_entropy_rows` (version 1): a tile block per ROWS rows, BLOCK-wide column tiles.
 //!   * pass 1: per lane, the running max and sum of exp (online softmax), the sum of x (for ε) and x_t
 //!     (the lane of column t): the loss, stored per row (f32) with LOSS.
 //!   * pass 2 (GRAD): the column tiles read again (most from L2: the row was read just before) and the
 //!     gradient stored. The gradient may lie over the logits (`grad_ptr` = `x_ptr`): each element is
 //!     read before its own store, and every pass-1 read comes before every store (the row's max and sum
 //!     feed each).
+//!
+//! `cross_entropy_row` (version 2): one row a tile block, fewer instructions an element (its doc).
 //!
 //! The logits' partition pads with -inf (a lane past n adds nothing to the max or the sum of exp) and
 //! the gradient's drops stores outside (m, n); the per-row values (targets, scales, losses) go
@@ -172,8 +174,8 @@ pub mod cross_entropy_device {
         (f.reshape(shape![1]), tok)
     }
 
-    /// Version 2 (written 2026-12-06, not yet run on a GPU, not in op.py's autotune space: ffi.rs
-    /// runs it for the variant knob form = 2 only): row `tile block id` alone, with fewer
+    /// Version 2 (2026-12-06; ffi.rs runs it for the variant knob form = 2, which op.py's autotune
+    /// space offers for vocabulary rows beside version 1): row `tile block id` alone, with fewer
     /// instructions an element than `cross_entropy_rows` (whose bf16 loop is bound by issue, not by
     /// HBM: kernels/cross_entropy/NOTES.md). The target's logit is one gathered load, not a compare
     /// and select an element; the max and its rescale are per tile (`online_fold`: one exp2 an

@@ -2,7 +2,8 @@
 //!
 //!   int32_t cutile_fused_add_rms_norm(const TensorDesc* out, const TensorDesc* x, const TensorDesc* residual,
 //!                                     const TensorDesc* weight, float eps, int32_t block, int32_t rows,
-//!                                     int32_t occupancy, int32_t warps, int32_t device_id, uint64_t stream);
+//!                                     int32_t occupancy, int32_t warps, int32_t tail, int32_t device_id,
+//!                                     uint64_t stream);
 //!
 //! x and residual are (m, n), weight (n,), all of one dtype (f32, f16 or bf16) with contiguous last
 //! dims, at any row strides >= n. Per row: s = x + residual (rounded to the dtype), y = s *
@@ -14,7 +15,10 @@
 //!
 //! `block` is the tile width, a power of two >= n (the row is held whole: n <= MAX_BLOCK), `rows`
 //! the rows per tile block, `occupancy` and `warps` the compiler hints (1..=32; 4 or 8); -1 picks
-//! the default (rows: ~8K elements per tile). One tile block per row tile, through masked pointer
+//! the default (rows: ~8K elements per tile). `tail` > 0 (a power of two in [16, block], with
+//! block < n <= block + tail) holds each row as a block-wide body and a tail-wide tail tile
+//! (`fused_add_rms_norm_rows_tail`: n = 5120 in 4096 + 1024 lanes); -1 or 0: one whole-row tile.
+//! One tile block per row tile, through masked pointer
 //! tiles: every i32 offset of the padded tiles must fit (else -6, "split the rows"). Every
 //! descriptor is validated before anything touches the GPU: bad input returns -2/-5/-6 with a
 //! message, never a launch.
@@ -41,13 +45,15 @@ pub struct Plan {
     /// Elements from out's start to s's (out[1]); None: s goes into residual.
     pub s_plane: Option<u64>,
     pub eps: f32,
+    /// Some(tail): each row as a `block`-wide body and a `tail`-wide tail (block < n <= block + tail).
+    pub tail: Option<i32>,
 }
 
 // The export's arguments one for one (its C signature is fixed): a struct would only repack them.
 #[allow(clippy::too_many_arguments)]
 pub fn plan(
     out: &TensorDesc, x: &TensorDesc, r: &TensorDesc, w: &TensorDesc, eps: f32, block: i32, rows: i32, occupancy: i32,
-    warps: i32,
+    warps: i32, tail: i32,
 ) -> FfiResult<Plan> {
     let planes = out.ndim == 3;
     let out_dims = if planes { 3 } else { 2 };
@@ -74,8 +80,11 @@ pub fn plan(
         .ok_or_else(|| invalid(format!("n={n}: {KERNEL} holds whole rows of at most {MAX_BLOCK} elements")))?;
     let (block, rows) =
         ffi_util::row_tile(block, rows, whole, |b| ffi_util::default_rows(8192, b, m), 64, MAX_TILE_ELEMS)?;
-    if block < n {
-        return Err(invalid(format!("variant block={block}: {KERNEL} holds whole rows; needs n={n} <= block")));
+    let tail = ffi_util::tail_tile(tail, block, rows, n, MAX_TILE_ELEMS)?;
+    if tail.is_none() && block < n {
+        return Err(invalid(format!(
+            "variant block={block}: {KERNEL} holds whole rows; needs n={n} <= block, or a tail with n <= block + tail"
+        )));
     }
     let (occupancy, warps) = (ffi_util::occupancy_hint(occupancy)?, ffi_util::warps_hint(warps)?);
     let stride_x = ffi_util::row_stride(x, n, "x", format_args!("n={n}"))?;
@@ -104,38 +113,48 @@ pub fn plan(
         (stride_y, stride_r, None)
     };
     let strides = [stride_x, stride_r, stride_y, stride_s];
-    if !ffi_util::masked_offsets_fit(m, n, rows, block, &strides) {
+    // the padded tile's last lane: block, or with a tail block + tail = round_up(n, tail) (tail divides block)
+    if !ffi_util::masked_offsets_fit(m, n, rows, tail.unwrap_or(block), &strides) {
         return Err(invalid(format!(
             "m={m} rows at strides {strides:?}: an offset past 2^31 elements; split the rows into calls"
         )));
     }
     let row = RowPlan { block, rows, occupancy, warps, m, n, stride_x, stride_y };
-    Ok(Plan { dtype, row, stride_r, stride_s, s_plane, eps })
+    Ok(Plan { dtype, row, stride_r, stride_s, s_plane, eps, tail })
 }
 
 fn launch<T: Element>(
     p: &Plan, out: &TensorDesc, x: &TensorDesc, r: &TensorDesc, w: &TensorDesc, stream: &Arc<Stream>,
 ) -> FfiResult<()> {
     let RowPlan { m, n, stride_x, stride_y, .. } = p.row;
-    let launch = p.row.launch::<T>(p.row.row_tiles() as u32);
-    // SAFETY: plan() checked shapes, strides and dtypes against the descriptors (s's plane inside out,
-    // not overlapping y's; every i32 offset of the padded tiles fits); the memory is PyTorch's, alive
-    // until the caller's stream has run the kernel (stream-ordered allocator).
+    let mut launch = p.row.launch::<T>(p.row.row_tiles() as u32);
+    launch.generics.extend(p.tail.map(|t| t.to_string())); // the tail entry's TAIL after T, ROWS, BLOCK
+                                                           // SAFETY: plan() checked shapes, strides and dtypes against the descriptors (s's plane inside out,
+                                                           // not overlapping y's; every i32 offset of the padded tiles fits); the memory is PyTorch's, alive
+                                                           // until the caller's stream has run the kernel (stream-ordered allocator).
     unsafe {
         let [y_ptr, x_ptr, r_ptr, w_ptr] = [out, x, r, w].map(|t| ffi_util::device_ptr::<T>(t));
         let s_ptr = match p.s_plane {
             Some(plane) => DevicePointer::<T>::from_cu_deviceptr(out.data + plane * std::mem::size_of::<T>() as u64),
             None => r_ptr,
         };
-        let entry = device::fused_add_rms_norm_rows(
-            y_ptr, s_ptr, x_ptr, r_ptr, w_ptr, m, n, stride_y, p.stride_s, stride_x, p.stride_r, p.eps,
-        );
-        launch.enqueue(entry, stream)
+        let (ss, sr, eps) = (p.stride_s, p.stride_r, p.eps);
+        if p.tail.is_some() {
+            let entry = device::fused_add_rms_norm_rows_tail(
+                y_ptr, s_ptr, x_ptr, r_ptr, w_ptr, m, n, stride_y, ss, stride_x, sr, eps,
+            );
+            launch.enqueue(entry, stream)
+        } else {
+            let entry = device::fused_add_rms_norm_rows(
+                y_ptr, s_ptr, x_ptr, r_ptr, w_ptr, m, n, stride_y, ss, stride_x, sr, eps,
+            );
+            launch.enqueue(entry, stream)
+        }
     }
 }
 
 // `cutile_fused_add_rms_norm`: the descriptors, then plan(), the caller's stream and launch() (ffi_util::export!).
-crate::export!(cutile_fused_add_rms_norm(out, x, residual, weight; eps: f32, block: i32, rows: i32, occupancy: i32, warps: i32));
+crate::export!(cutile_fused_add_rms_norm(out, x, residual, weight; eps: f32, block: i32, rows: i32, occupancy: i32, warps: i32, tail: i32));
 
 #[cfg(test)]
 mod tests {
@@ -154,18 +173,43 @@ mod tests {
     fn plan_takes_both_forms_and_defaults() {
         let (x, w) = rows(257, 4097);
         let out = test_desc(DType::BF16, &[2, 257, 4097], &[257 * 4097, 4097, 1]);
-        let p = plan(&out, &x, &x, &w, 1e-6, -1, -1, -1, -1).unwrap();
+        let p = plan(&out, &x, &x, &w, 1e-6, -1, -1, -1, -1, -1).unwrap();
         assert_eq!((p.row.block, p.row.rows, p.s_plane, p.stride_s), (8192, 1, Some(257 * 4097), 4097));
         // in place: s goes into residual, at its own row stride
         let r = test_desc(DType::BF16, &[257, 4097], &[5000, 1]);
-        let p = plan(&x, &x, &r, &w, 1e-6, -1, -1, 4, 8).unwrap();
+        let p = plan(&x, &x, &r, &w, 1e-6, -1, -1, 4, 8, -1).unwrap();
         assert_eq!(
             (p.s_plane, p.stride_s, p.stride_r, p.row.occupancy, p.row.warps),
             (None, 5000, 5000, Some(4), Some(8))
         );
         let (x, w) = rows(3, 1000);
-        let p = plan(&x, &x, &x, &w, 1e-6, -1, -1, -1, -1).unwrap();
-        assert_eq!((p.row.block, p.row.rows), (1024, 4)); // ~8K elements, no more rows than m has
+        let p = plan(&x, &x, &x, &w, 1e-6, -1, -1, -1, -1, -1).unwrap();
+        assert_eq!((p.row.block, p.row.rows, p.tail), (1024, 4, None)); // ~8K elements, no more rows than m has
+                                                                        // a body and a tail: 5120 = 4096 + 1024
+        let (x, w) = rows(16384, 5120);
+        let p = plan(&x, &x, &x, &w, 1e-6, 4096, 1, -1, -1, 1024).unwrap();
+        assert_eq!((p.row.block, p.row.rows, p.tail), (4096, 1, Some(1024)));
+        assert_eq!(plan(&x, &x, &x, &w, 1e-6, 4096, 2, -1, -1, 0).map(|p| p.tail).ok(), None);
+        // block < n, no tail
+    }
+
+    #[test]
+    fn plan_checks_the_tail() {
+        let (x, w) = rows(8, 5120);
+        for (block, rows, tail, needle) in [
+            (4096, 1, 512, "tail must be a power of two in [16, block] with block < n=5120 <= block + tail"),
+            (4096, 1, 1000, "tail must be a power of two"),
+            (8192, 1, 1024, "block < n=5120"),
+            (4096, 4, 1024, "rows * (block + tail) <= 16384"),
+            (4096, 1, 0, "needs n=5120 <= block, or a tail"),
+        ] {
+            assert_fails(plan(&x, &x, &x, &w, 1e-6, block, rows, -1, -1, tail), rc::INVALID_ARGUMENT, needle);
+        }
+        // the padded tail's last lane (column 5120) counts in the i32 offsets
+        let (tall, tw) = rows(419_430, 5120); // 419430 * 5120 = 2147481600: the tail's last lane just fits
+        assert!(plan(&tall, &tall, &tall, &tw, 1e-6, 4096, 1, -1, -1, 1024).is_ok());
+        let (taller, tw) = rows(419_431, 5120);
+        assert_fails(plan(&taller, &taller, &taller, &tw, 1e-6, 4096, 1, -1, -1, 1024), rc::INVALID_ARGUMENT, "split");
     }
 
     #[test]
@@ -181,24 +225,30 @@ mod tests {
             (test_desc(DType::BF16, &[4, 8], &[7, 1]), x, w, "rows would overlap"),
         ];
         for (out, r, w, needle) in cases {
-            assert_fails(plan(&out, &x, &r, &w, 1e-6, -1, -1, -1, -1), rc::INVALID_ARGUMENT, needle);
+            assert_fails(plan(&out, &x, &r, &w, 1e-6, -1, -1, -1, -1, -1), rc::INVALID_ARGUMENT, needle);
         }
         let (wide, ww) = rows(4, 16385);
-        assert_fails(plan(&wide, &wide, &wide, &ww, 1e-6, -1, -1, -1, -1), rc::INVALID_ARGUMENT, "at most 16384");
-        assert_fails(plan(&planes, &x, &x, &w, -1.0, -1, -1, -1, -1), rc::INVALID_ARGUMENT, "eps=-1");
+        assert_fails(plan(&wide, &wide, &wide, &ww, 1e-6, -1, -1, -1, -1, -1), rc::INVALID_ARGUMENT, "at most 16384");
+        assert_fails(plan(&planes, &x, &x, &w, -1.0, -1, -1, -1, -1, -1), rc::INVALID_ARGUMENT, "eps=-1");
         let (x, w) = rows(4, 100);
-        assert_fails(plan(&x, &x, &x, &w, 1e-6, 64, 1, -1, -1), rc::INVALID_ARGUMENT, "needs n=100 <= block");
+        assert_fails(plan(&x, &x, &x, &w, 1e-6, 64, 1, -1, -1, -1), rc::INVALID_ARGUMENT, "needs n=100 <= block");
         let (tall, tw) = rows(1 << 20, 4096);
         let far = test_desc(DType::BF16, &[1 << 20, 4096], &[4096, 1]);
-        assert_fails(plan(&far, &tall, &far, &tw, 1e-6, -1, -1, -1, -1), rc::INVALID_ARGUMENT, "split the rows");
+        assert_fails(plan(&far, &tall, &far, &tw, 1e-6, -1, -1, -1, -1, -1), rc::INVALID_ARGUMENT, "split the rows");
         let (x, w) = rows(4, 16);
-        assert_row_tile_checked(MAX_TILE_ELEMS, |block, rows| plan(&x, &x, &x, &w, 1e-6, block, rows, -1, -1));
-        assert_hints_checked(true, |occupancy, warps| plan(&x, &x, &x, &w, 1e-6, -1, -1, occupancy, warps));
+        assert_row_tile_checked(MAX_TILE_ELEMS, |block, rows| plan(&x, &x, &x, &w, 1e-6, block, rows, -1, -1, -1));
+        assert_hints_checked(true, |occupancy, warps| plan(&x, &x, &x, &w, 1e-6, -1, -1, occupancy, warps, -1));
     }
 
     #[test]
     fn entry_lowers_to_tile_ir_for_sm90() {
         let tiles = [("1", "4096"), ("2", "4096"), ("1", "8192"), ("1", "16384"), ("4", "1024"), ("64", "16")];
         DEVICE.assert_each_lowers(&["fused_add_rms_norm_rows"], &tiles, &["rsqrt", "reduce"]);
+        for dtype in ["f32", "f16", "bf16"] {
+            for generics in [["1", "4096", "1024"], ["2", "4096", "1024"], ["1", "8192", "4096"], ["4", "2048", "1024"]]
+            {
+                DEVICE.assert_lowers("fused_add_rms_norm_rows_tail", &[&[dtype][..], &generics].concat(), &["rsqrt"]);
+            }
+        }
     }
 }

@@ -13,20 +13,74 @@
 //! (n <= BLOCK <= 16384, ffi.rs), read and written through pointer tiles with a mask of the lanes
 //! inside (m, n), so any m, n and row strides work without padding (ffi.rs checks that every i32
 //! offset of the padded tiles fits). One tile block per row tile, w loaded once per tile block.
+//! `fused_add_rms_norm_rows_tail`: the same with the row held as a BLOCK-wide body and a TAIL-wide
+//! tail (BLOCK < n <= BLOCK + TAIL): n = 5120 in 4096 + 1024 lanes where one power-of-two tile
+//! would leave 3072 of 8192 idle.
 //! The module name is unique across kernels: the JIT keys its kernel cache by module and entry.
 #[cutile::module]
 pub mod fused_add_rms_norm_device {
     use crate::device_util::views::{tile_mask, tile_pointers, tile_raw};
     use cutile::core::*;
 
-    /// Stores `v` as the tile of an (m, n) tensor at row0 (rows `stride` apart), lanes outside (m, n)
-    /// dropped.
-    unsafe fn store_rows<T: ElementType, const ROWS: i32, const BLOCK: i32>(
-        ptr: *mut T, v: Tile<T, { [ROWS, BLOCK] }>, inside: Tile<bool, { [ROWS, BLOCK] }>, row0: i32, stride: i32,
+    /// Stores `v` as the tile of an (m, n) tensor at (row0, col0) (rows `stride` apart), lanes outside
+    /// (m, n) dropped.
+    unsafe fn store_part<T: ElementType, const ROWS: i32, const W: i32>(
+        ptr: *mut T, v: Tile<T, { [ROWS, W] }>, row0: i32, col0: i32, m: i32, n: i32, stride: i32,
     ) {
-        let ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> = tile_pointers::<T, ROWS, BLOCK>(ptr, row0 * stride, stride);
+        let inside: Tile<bool, { [ROWS, W] }> = tile_mask::<ROWS, W>(row0, col0, m, n);
+        let ptrs: PointerTile<*mut T, { [ROWS, W] }> = tile_pointers::<T, ROWS, W>(ptr, row0 * stride + col0, stride);
         let _tok: Token =
             store_ptr_tko(ptrs, v, ordering::Weak, None::<scope::TileBlock>, Some(inside), None, Latency::<3>);
+    }
+
+    /// w's W lanes from col0 as a [1, W] tile in f32 (lanes past n not read: undefined, and only
+    /// ever multiplied into lanes that are not stored).
+    unsafe fn weight_part<T: ElementType, const W: i32>(w_ptr: *mut T, col0: i32, n: i32) -> Tile<f32, { [1, W] }> {
+        let ptrs: PointerTile<*mut T, { [1, W] }> = tile_pointers::<T, 1, W>(w_ptr, col0, 0i32);
+        let inside: Tile<bool, { [1, W] }> = tile_mask::<1, W>(0i32, col0, 1i32, n);
+        let (raw, _tok): (Tile<T, { [1, W] }>, Token) =
+            load_ptr_tko(ptrs, ordering::Weak, None::<scope::TileBlock>, Some(inside), None, None, Latency::<3>);
+        convert_tile(raw)
+    }
+
+    /// s = x + residual over the ROWS x W part at (row0, col0): rounded to T and stored into s_ptr,
+    /// returned as stored, in f32, 0 outside (m, n) (the value normalized: y is rms_norm of the
+    /// stored residual).
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn add_part<T: ElementType, const ROWS: i32, const W: i32>(
+        s_ptr: *mut T, x_ptr: *mut T, r_ptr: *mut T, row0: i32, col0: i32, m: i32, n: i32, stride_s: i32,
+        stride_x: i32, stride_r: i32,
+    ) -> Tile<f32, { [ROWS, W] }> {
+        let x: Tile<f32, { [ROWS, W] }> =
+            convert_tile(tile_raw::<T, ROWS, W, 3>(x_ptr, row0, row0, col0, m, n, stride_x));
+        let r: Tile<f32, { [ROWS, W] }> =
+            convert_tile(tile_raw::<T, ROWS, W, 3>(r_ptr, row0, row0, col0, m, n, stride_r));
+        let s_t: Tile<T, { [ROWS, W] }> = convert_tile(x + r);
+        store_part::<T, ROWS, W>(s_ptr, s_t, row0, col0, m, n, stride_s);
+        let inside: Tile<bool, { [ROWS, W] }> = tile_mask::<ROWS, W>(row0, col0, m, n);
+        let zero: Tile<f32, { [ROWS, W] }> = constant(0.0f32, shape![ROWS, W]);
+        let s_stored: Tile<f32, { [ROWS, W] }> = convert_tile(s_t);
+        select(inside, s_stored, zero)
+    }
+
+    /// rsqrt(sum_sq / n + eps) per row.
+    fn inv_rms<const ROWS: i32>(sum_sq: Tile<f32, { [ROWS] }>, n: i32, eps: f32) -> Tile<f32, { [ROWS] }> {
+        let n_scalar: f32 = convert_scalar(n);
+        let mean_sq: Tile<f32, { [ROWS] }> =
+            divf(sum_sq, broadcast_scalar(n_scalar, shape![ROWS]), rounding::NearestEven, ftz::Disabled);
+        rsqrt(mean_sq + broadcast_scalar(eps, shape![ROWS]), ftz::Disabled)
+    }
+
+    /// y = s * inv_rms * w over the part at (row0, col0), stored into y_ptr.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn store_normed<T: ElementType, const ROWS: i32, const W: i32>(
+        y_ptr: *mut T, s: Tile<f32, { [ROWS, W] }>, inv: Tile<f32, { [ROWS] }>, w: Tile<f32, { [1, W] }>, row0: i32,
+        col0: i32, m: i32, n: i32, stride_y: i32,
+    ) {
+        let tile: Shape<{ [ROWS, W] }> = shape![ROWS, W];
+        let scale: Tile<f32, { [ROWS, W] }> = inv.reshape(shape![ROWS, 1]).broadcast(tile);
+        let y: Tile<T, { [ROWS, W] }> = convert_tile(s * scale * w.broadcast(tile));
+        store_part::<T, ROWS, W>(y_ptr, y, row0, col0, m, n, stride_y);
     }
 
     /// s = x + residual and y = rms_norm(s) * w for the ROWS rows from tile block id * ROWS.
@@ -35,36 +89,34 @@ pub mod fused_add_rms_norm_device {
         y_ptr: *mut T, s_ptr: *mut T, x_ptr: *mut T, r_ptr: *mut T, w_ptr: *mut T, m: i32, n: i32, stride_y: i32,
         stride_s: i32, stride_x: i32, stride_r: i32, eps: f32,
     ) {
-        let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
         let row0: i32 = get_tile_block_id().0 * ROWS;
-        let inside: Tile<bool, { [ROWS, BLOCK] }> = tile_mask::<ROWS, BLOCK>(row0, 0i32, m, n);
-        let x: Tile<f32, { [ROWS, BLOCK] }> =
-            convert_tile(tile_raw::<T, ROWS, BLOCK, 3>(x_ptr, row0, row0, 0i32, m, n, stride_x));
-        let r: Tile<f32, { [ROWS, BLOCK] }> =
-            convert_tile(tile_raw::<T, ROWS, BLOCK, 3>(r_ptr, row0, row0, 0i32, m, n, stride_r));
-        let w_ptrs: PointerTile<*mut T, { [1, BLOCK] }> = tile_pointers::<T, 1, BLOCK>(w_ptr, 0i32, 0i32);
-        let w_inside: Tile<bool, { [1, BLOCK] }> = tile_mask::<1, BLOCK>(0i32, 0i32, 1i32, n);
-        let (w_raw, _tok): (Tile<T, { [1, BLOCK] }>, Token) =
-            load_ptr_tko(w_ptrs, ordering::Weak, None::<scope::TileBlock>, Some(w_inside), None, None, Latency::<3>);
+        let w: Tile<f32, { [1, BLOCK] }> = weight_part::<T, BLOCK>(w_ptr, 0i32, n);
+        let s: Tile<f32, { [ROWS, BLOCK] }> =
+            add_part::<T, ROWS, BLOCK>(s_ptr, x_ptr, r_ptr, row0, 0i32, m, n, stride_s, stride_x, stride_r);
+        let inv: Tile<f32, { [ROWS] }> = inv_rms::<ROWS>(reduce_sum(s * s, 1i32), n, eps);
+        store_normed::<T, ROWS, BLOCK>(y_ptr, s, inv, w, row0, 0i32, m, n, stride_y);
+    }
 
-        // s rounded to T once: the stored residual, and the value normalized
-        let s_t: Tile<T, { [ROWS, BLOCK] }> = convert_tile(x + r);
-        store_rows::<T, ROWS, BLOCK>(s_ptr, s_t, inside, row0, stride_s);
-        let zero: Tile<f32, { [ROWS, BLOCK] }> = constant(0.0f32, tile);
-        let s_stored: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(s_t);
-        let s: Tile<f32, { [ROWS, BLOCK] }> = select(inside, s_stored, zero);
-
-        let n_scalar: f32 = convert_scalar(n);
-        let mean_sq: Tile<f32, { [ROWS] }> = divf(
-            reduce_sum(s * s, 1i32),
-            broadcast_scalar(n_scalar, shape![ROWS]),
-            rounding::NearestEven,
-            ftz::Disabled,
-        );
-        let inv_rms: Tile<f32, { [ROWS] }> = rsqrt(mean_sq + broadcast_scalar(eps, shape![ROWS]), ftz::Disabled);
-        let w_row: Tile<f32, { [1, BLOCK] }> = convert_tile(w_raw);
-        let w: Tile<f32, { [ROWS, BLOCK] }> = w_row.broadcast(tile);
-        let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(s * inv_rms.reshape(shape![ROWS, 1]).broadcast(tile) * w);
-        store_rows::<T, ROWS, BLOCK>(y_ptr, y, inside, row0, stride_y);
+    /// `fused_add_rms_norm_rows` with each row held as a BLOCK-wide body (columns 0 .. BLOCK) and a
+    /// TAIL-wide tail (BLOCK .. BLOCK + TAIL), BLOCK < n <= BLOCK + TAIL (ffi.rs). Every load comes
+    /// before the stores that could alias it (y's depend on both parts' sums; s's columns are the
+    /// part's own), so the in-place form stays safe.
+    #[cutile::entry(unchecked_accesses = true)]
+    unsafe fn fused_add_rms_norm_rows_tail<T: ElementType, const ROWS: i32, const BLOCK: i32, const TAIL: i32>(
+        y_ptr: *mut T, s_ptr: *mut T, x_ptr: *mut T, r_ptr: *mut T, w_ptr: *mut T, m: i32, n: i32, stride_y: i32,
+        stride_s: i32, stride_x: i32, stride_r: i32, eps: f32,
+    ) {
+        let row0: i32 = get_tile_block_id().0 * ROWS;
+        let wb: Tile<f32, { [1, BLOCK] }> = weight_part::<T, BLOCK>(w_ptr, 0i32, n);
+        let wt: Tile<f32, { [1, TAIL] }> = weight_part::<T, TAIL>(w_ptr, BLOCK, n);
+        let sb: Tile<f32, { [ROWS, BLOCK] }> =
+            add_part::<T, ROWS, BLOCK>(s_ptr, x_ptr, r_ptr, row0, 0i32, m, n, stride_s, stride_x, stride_r);
+        let st: Tile<f32, { [ROWS, TAIL] }> =
+            add_part::<T, ROWS, TAIL>(s_ptr, x_ptr, r_ptr, row0, BLOCK, m, n, stride_s, stride_x, stride_r);
+        let sq_b: Tile<f32, { [ROWS] }> = reduce_sum(sb * sb, 1i32);
+        let sq_t: Tile<f32, { [ROWS] }> = reduce_sum(st * st, 1i32);
+        let inv: Tile<f32, { [ROWS] }> = inv_rms::<ROWS>(sq_b + sq_t, n, eps);
+        store_normed::<T, ROWS, BLOCK>(y_ptr, sb, inv, wb, row0, 0i32, m, n, stride_y);
+        store_normed::<T, ROWS, TAIL>(y_ptr, st, inv, wt, row0, BLOCK, m, n, stride_y);
     }
 }

@@ -33,18 +33,19 @@ from tilekit.runtime.autotune import row_tune_key as tune_key  # noqa: F401 (op.
 CDEF = """
 int32_t cutile_fused_add_rms_norm(const TensorDesc* out, const TensorDesc* x, const TensorDesc* residual,
                                   const TensorDesc* weight, float eps, int32_t block, int32_t rows,
-                                  int32_t occupancy, int32_t warps, int32_t device_id, uint64_t stream);
+                                  int32_t occupancy, int32_t warps, int32_t tail, int32_t device_id,
+                                  uint64_t stream);
 """
 
 KERNEL = "fused_add_rms_norm"
 DTYPES = ("float16", "bfloat16", "float32")
-DEFAULT_VARIANT = {"block": -1, "rows": -1, "occupancy": -1, "warps": -1}  # ffi.rs picks
+DEFAULT_VARIANT = {"block": -1, "rows": -1, "occupancy": -1, "warps": -1}  # ffi.rs picks (no tail)
 MAX_BLOCK = 16384  # ffi.rs: the row is held whole
 
 
-def export_args(block: int, rows: int, occupancy: int = -1, warps: int = -1) -> tuple[int, int, int, int]:
-    """A variant's arguments of the export, (block, rows, occupancy, warps). Pure."""
-    return int(block), int(rows), int(occupancy), int(warps)
+def export_args(block: int, rows: int, occupancy: int = -1, warps: int = -1, tail: int = -1) -> tuple[int, ...]:
+    """A variant's arguments of the export, (block, rows, occupancy, warps, tail). Pure."""
+    return int(block), int(rows), int(occupancy), int(warps), int(tail)
 
 
 def variants(m: int, n: int) -> list[dict]:
@@ -52,14 +53,21 @@ def variants(m: int, n: int) -> list[dict]:
     occupancy 4 and 2 (rms_norm's space, NOTES.md), and for decode batches (m <= 512) one-row tiles at
     occupancy 2 and two-row ones at 4, whose first loads issue at once; rows of 4096 and more also
     one-row tiles over 8 warps at occupancy 2 (half the values a thread of the compiler's 4 warps:
-    twice the loads in flight an SM where a decode batch leaves SMs idle, NOTES.md):
+    twice the loads in flight an SM where a decode batch leaves SMs idle, NOTES.md). Rows a power of
+    two holds with a quarter or more of its lanes idle (`autotune.body_and_tail`: 5120 in 8192) also
+    get a body and a tail tile (4096 + 1024) at one row and occupancy 4, two rows at 2, one row over
+    8 warps at 2:
 
     >>> [(v["rows"], v["occupancy"], v["warps"]) for v in variants(16384, 4096)]
     [(1, 4, -1), (2, 4, -1), (2, 2, -1), (4, 2, -1), (1, 2, 8)]
     >>> [(v["rows"], v["occupancy"]) for v in variants(256, 2048)], variants(8, 32768)
     ([(2, 4), (4, 4), (4, 2), (8, 2), (1, 2)], [{'block': -1, 'rows': -1, 'occupancy': -1, 'warps': -1}])
-    >>> [(v["rows"], v["occupancy"], v["warps"]) for v in variants(19, 8195)]  # no 2 x 16384 tile: past the register budget
-    [(1, 4, -1), (1, 2, -1), (1, 2, 8)]
+    >>> [(v["block"], v.get("tail"), v["rows"], v["occupancy"]) for v in variants(19, 8195)][:3]  # no 2 x 16384 tile
+    [(16384, None, 1, 4), (16384, None, 1, 2), (16384, None, 1, 2)]
+    >>> [(v["block"], v.get("tail"), v["rows"], v["occupancy"], v["warps"]) for v in variants(19, 8195)][3:]
+    [(8192, 16, 1, 4, -1), (8192, 16, 1, 2, 8)]
+    >>> [(v["block"], v.get("tail"), v["rows"], v["occupancy"], v["warps"]) for v in variants(16384, 5120)][-3:]
+    [(4096, 1024, 1, 4, -1), (4096, 1024, 2, 2, -1), (4096, 1024, 1, 2, 8)]
     """
     block = max(16, autotune.pow2(n))
     if block > MAX_BLOCK:
@@ -71,9 +79,17 @@ def variants(m: int, n: int) -> list[dict]:
     ]
     shapes += [(1, 2, -1), (min(2, max_rows), 4, -1)] if m <= 512 else []
     shapes += [(1, 2, 8)] if block >= 4096 else []
-    return autotune.unique(
-        {"block": block, "rows": r, "occupancy": o, "warps": w} for r, o, w in shapes if r * block <= MAX_BLOCK
-    )
+    out = [{"block": block, "rows": r, "occupancy": o, "warps": w} for r, o, w in shapes if r * block <= MAX_BLOCK]
+    split = autotune.body_and_tail(n)
+    if split:
+        body, tail = split
+        tails = ((1, 4, -1), (min(2, max_rows), 2, -1), (1, 2, 8))
+        out += [
+            {"block": body, "tail": tail, "rows": r, "occupancy": o, "warps": w}
+            for r, o, w in tails
+            if r * (body + tail) <= MAX_BLOCK
+        ]
+    return autotune.unique(out)
 
 
 I32_MAX = 2**31 - 1

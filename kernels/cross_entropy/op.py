@@ -61,24 +61,28 @@ def fits_form_2(m: int, n: int) -> bool:
 
 
 def variants(m: int, n: int) -> list[dict]:
-    """Column tiles of 2048, 4096 and 8192 for vocabulary rows (one row a tile block), whole rows of
-    small n in tiles of ~4 K elements; each at HINTS. Vocabulary rows also get version 2's entry
-    (form 2, NOTES.md) in tiles of 4096 and 8192 at HINTS, where its i32 offsets reach. Pure:
+    """Rows of one column tile or less: whole rows in tiles of ~4 K elements at HINTS. Vocabulary
+    rows (one row a tile block): version 1's column tiles of 2048, 4096 and 8192 over 8 warps at
+    occupancy 2 and 4 (the H200's picks were 8 warps everywhere: NOTES.md), and where its i32
+    offsets reach version 2's entry (form 2, NOTES.md) in tiles of 4096 and 8192 at those and the
+    compiler's default hints. Twelve at most (the contract's bound on a class's tuning). Pure:
 
-    >>> [(v["block"], v["rows"], v["form"]) for v in variants(4096, 128256)][::4]
-    [(2048, 1, 1), (4096, 1, 1), (8192, 1, 1), (4096, 1, 2), (8192, 1, 2)]
+    >>> [(v["block"], v["occupancy"], v["form"]) for v in variants(4096, 128256)][::2]
+    [(2048, 2, 1), (4096, 2, 1), (8192, 2, 1), (4096, -1, 2), (4096, 4, 2), (8192, 2, 2)]
     >>> len(variants(32768, 128256)), len(variants(4096, 128256))
-    (12, 20)
+    (6, 12)
     >>> [(v["block"], v["rows"], v["occupancy"], v["warps"]) for v in variants(64, 100)][:2], len(variants(64, 100))
     ([(128, 32, -1, -1), (128, 32, 2, 8)], 4)
     """
-    if n > 4096:
-        tiles = [(b, 1, 1) for b in (2048, 4096, 8192)]
-        tiles += [(b, 1, 2) for b in (4096, 8192)] if fits_form_2(m, n) else []
-    else:
+    if n <= 4096:
         whole = autotune.pow2(max(n, 16))
-        tiles = [(whole, autotune.tile_rows(whole, 4096, min(64, autotune.pow2(m))), 1)]
-    return [{"block": b, "rows": r, "occupancy": o, "warps": w, "form": f} for b, r, f in tiles for o, w in HINTS]
+        rows = autotune.tile_rows(whole, 4096, min(64, autotune.pow2(m)))
+        return [{"block": whole, "rows": rows, "occupancy": o, "warps": w, "form": 1} for o, w in HINTS]
+    out = [{"block": b, "rows": 1, "occupancy": o, "warps": 8, "form": 1} for b in (2048, 4096, 8192) for o in (2, 4)]
+    if fits_form_2(m, n):
+        hints = ((-1, -1), (2, 8), (4, 8))
+        out += [{"block": b, "rows": 1, "occupancy": o, "warps": w, "form": 2} for b in (4096, 8192) for o, w in hints]
+    return out
 
 
 def check_args(kernel: str, logits: Tensor, target: Tensor, ignore_index: int, label_smoothing: float) -> None:

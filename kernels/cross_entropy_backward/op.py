@@ -47,30 +47,25 @@ KERNEL = "cross_entropy_backward"
 DTYPES = forward.DTYPES
 DEFAULT_VARIANT = forward.DEFAULT_VARIANT
 export_args = forward.export_args  # the same knobs: (block, rows, occupancy, warps, form)
-# (occupancy, warps) of the vocabulary rows' candidates: cross_entropy's, and one tile block an SM,
-# whose rows in flight (132 of 250 KB for bf16 128256) fit the H200's 50 MB L2 for the second read
-HINTS = ((-1, -1), (1, 8), (2, 8), (4, 4), (4, 8))
 
 
 def variants(m: int, n: int) -> list[dict]:
-    """cross_entropy's candidates for rows of one column tile or less; for vocabulary rows, tiles of
-    4096 and 8192 at HINTS (the second read of each row is the difference: kernels/cross_entropy_backward/NOTES.md),
-    in both entries (form 1 and 2) where version 2's i32 offsets reach (`forward.fits_form_2`). Pure:
+    """cross_entropy's candidates for rows of one column tile or less. Vocabulary rows: tiles of 4096
+    and 8192 over 8 warps, version 1's at occupancy 2 and 4 and the 4096 one also at 1 (one tile
+    block an SM: 132 rows in flight, 33 MB of bf16 128256, inside the H200's L2 for the second
+    read), version 2's (form 2, where its i32 offsets reach: `forward.fits_form_2`) at 1, 2 and 4
+    (the H200's picks were 4096 tiles at occupancy 4 or 2 over 8 warps: NOTES.md). Pure:
 
-    >>> [(v["block"], v["occupancy"], v["warps"]) for v in variants(4096, 128256)][:3], len(variants(4096, 128256))
-    ([(4096, -1, -1), (4096, 1, 8), (4096, 2, 8)], 20)
+    >>> [(v["block"], v["occupancy"], v["form"]) for v in variants(4096, 128256)][:3], len(variants(4096, 128256))
+    ([(4096, 1, 1), (4096, 2, 1), (4096, 4, 1)], 11)
     >>> len(variants(32768, 128256)), variants(64, 100) == forward.variants(64, 100)
-    (10, True)
+    (5, True)
     """
     if n <= 4096:
         return forward.variants(m, n)
-    forms = (1, 2) if forward.fits_form_2(m, n) else (1,)
-    return [
-        {"block": b, "rows": 1, "occupancy": o, "warps": w, "form": f}
-        for f in forms
-        for b in (4096, 8192)
-        for o, w in HINTS
-    ]
+    tiles = [(4096, 1, 1), (4096, 2, 1), (4096, 4, 1), (8192, 2, 1), (8192, 4, 1)]
+    tiles += [(b, o, 2) for b in (4096, 8192) for o in (1, 2, 4)] if forward.fits_form_2(m, n) else []
+    return [{"block": b, "rows": 1, "occupancy": o, "warps": 8, "form": f} for b, o, f in tiles]
 
 
 def _check_scale(kernel: str, name: str, t: Tensor, m: int) -> None:

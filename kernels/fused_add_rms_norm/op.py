@@ -18,7 +18,7 @@ one pass over the rows reading x, residual and weight and writing y and s:
   require grad: use the functional form to train). It is the op torch.ops.tilekit.fused_add_rms_norm_
   (mutating x and residual), so a compiled model keeps it whole.
 
-`variant="auto"` autotunes (block, rows, occupancy, warps) over `variants` per dtype and shape class
+`variant="auto"` autotunes (block, rows, occupancy, warps, tail) over `variants` per dtype and shape class
 (both forms share the picks of a shape class).
 """
 

@@ -112,6 +112,13 @@ pub fn plan(
         let stride_y = ffi_util::row_stride(out, n, "out", format_args!("n={n}"))?;
         (stride_y, stride_r, None)
     };
+    // A tail tile of several rows over x itself went wrong on an H100 (n = 4097, two rows: y's tail
+    // lane off in some rows; NOTES.md, "The three losers"); one row a tile block was right.
+    if tail.is_some() && rows > 1 && s_plane.is_none() {
+        return Err(invalid(format!(
+            "variant rows={rows} with a tail: the in-place form runs a body and a tail one row a tile block; use rows=1"
+        )));
+    }
     let strides = [stride_x, stride_r, stride_y, stride_s];
     // the padded tile's last lane: block, or with a tail block + tail = round_up(n, tail) (tail divides block)
     if !ffi_util::masked_offsets_fit(m, n, rows, tail.unwrap_or(block), &strides) {
@@ -184,13 +191,18 @@ mod tests {
         );
         let (x, w) = rows(3, 1000);
         let p = plan(&x, &x, &x, &w, 1e-6, -1, -1, -1, -1, -1).unwrap();
-        assert_eq!((p.row.block, p.row.rows, p.tail), (1024, 4, None)); // ~8K elements, no more rows than m has
-                                                                        // a body and a tail: 5120 = 4096 + 1024
+        // ~8K elements, no more rows than m has
+        assert_eq!((p.row.block, p.row.rows, p.tail), (1024, 4, None));
+        // a body and a tail: 5120 = 4096 + 1024
         let (x, w) = rows(16384, 5120);
         let p = plan(&x, &x, &x, &w, 1e-6, 4096, 1, -1, -1, 1024).unwrap();
         assert_eq!((p.row.block, p.row.rows, p.tail), (4096, 1, Some(1024)));
-        assert_eq!(plan(&x, &x, &x, &w, 1e-6, 4096, 2, -1, -1, 0).map(|p| p.tail).ok(), None);
         // block < n, no tail
+        assert_eq!(plan(&x, &x, &x, &w, 1e-6, 4096, 2, -1, -1, 0).map(|p| p.tail).ok(), None);
+        // in place (out is x): one row a tile block with a tail; the functional form takes two
+        assert_fails(plan(&x, &x, &x, &w, 1e-6, 4096, 2, -1, -1, 1024), rc::INVALID_ARGUMENT, "use rows=1");
+        let planes = test_desc(DType::BF16, &[2, 16384, 5120], &[16384 * 5120, 5120, 1]);
+        assert_eq!(plan(&planes, &x, &x, &w, 1e-6, 4096, 2, -1, -1, 1024).unwrap().row.rows, 2);
     }
 
     #[test]

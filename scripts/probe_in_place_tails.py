@@ -5,9 +5,10 @@ one call a candidate: where a GPU gives a wrong answer for one candidate and for
 
 On a GPU host (the bundle: `export TILEKIT_GPU_HOME=$PWD/.gpu-home; . scripts/gpu_host_env.sh bundle`,
 then `PYTHONPATH=$PWD:$PWD/tools python3 scripts/probe_in_place_tails.py`). For fused_add_rms_norm every
-candidate of op.variants plus its two-row tail (which ffi.rs now refuses: the H100 run of 2026-12-06 found it
-wrong in place at n = 4097, kernels/fused_add_rms_norm/NOTES.md); for rms_norm, layer_norm and softmax
-their body-and-tail candidates at two rows and at one. Prints one line per kernel, shape and candidate:
+candidate of op.variants plus its two-row tail (the H100 run of 2026-12-06 found it wrong in place at
+n = 4097, kernels/fused_add_rms_norm/NOTES.md; ffi.rs refuses it since, so the probe prints that refusal
+until the refusal is lifted to re-check it); for rms_norm, layer_norm and softmax their body-and-tail
+candidates at two rows and at one. Prints one line per kernel, shape and candidate:
 the largest |y - ref| / (1 + |ref|) and its (row, column), into a new tensor and in place. Times nothing.
 """
 

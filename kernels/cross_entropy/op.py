@@ -54,10 +54,16 @@ def export_args(block: int, rows: int, occupancy: int, warps: int = -1, form: in
     return int(block), int(rows), int(occupancy), int(warps), int(form)
 
 
-def fits_form_2(m: int, n: int) -> bool:
-    """Whether version 2's entry serves m contiguous rows of n: every logit's offset (and one tile's
-    padding past the last) inside i32 (ffi.rs refuses the rest, e.g. 32768 x 128256)."""
-    return m * n + MAX_TILE_ELEMS <= I32[1]
+def fits_form_2(m: int, n: int, stride: int | None = None) -> bool:
+    """Whether version 2's entry serves every call of m's tune class (up to pow2(m) rows) of n logits
+    at row `stride` (None: n, contiguous): ffi.rs's bound, every logit's offset inside i32. Decided
+    per class, so that a pick made for one m of a class is valid for every other (32768 x 128256 and
+    8192 x 262144 are past it; 8000 x 262144 is too, as 8192's class). Pure:
+
+    >>> fits_form_2(4096, 128256), fits_form_2(8192, 262144), fits_form_2(8000, 262144), fits_form_2(4096, 128256, 600000)
+    (True, False, False, False)
+    """
+    return (autotune.pow2(m) - 1) * (n if stride is None else stride) + n <= I32[1]
 
 
 def variants(m: int, n: int) -> list[dict]:
@@ -104,8 +110,14 @@ def check_args(kernel: str, logits: Tensor, target: Tensor, ignore_index: int, l
 
 
 def launch_key(logits: Tensor) -> dict:
-    """The tune key of a call on logits (m, n): its dtype, n, m's class."""
-    return tune_key(str(logits.dtype).removeprefix("torch."), *logits.shape)
+    """The tune key of a call on logits (m, n): its dtype, n, m's class; and "form_2": False where its
+    row stride puts version 2 out of reach though contiguous rows of the class would not be (a class
+    of its own: its picks are version 1's, which contiguous calls must not reuse, nor it theirs)."""
+    m, n = logits.shape
+    key = tune_key(str(logits.dtype).removeprefix("torch."), m, n)
+    if fits_form_2(m, n) and not fits_form_2(m, n, logits.stride(0)):
+        key["form_2"] = False
+    return key
 
 
 @port.entry(layouts={"logits": "(m, n)", "target": "(m,)"})

@@ -41,6 +41,18 @@ def test_cross_entropy_loss_refuses_an_unknown_reduction():
         op.cross_entropy_loss(torch.zeros(2, 3), torch.zeros(2, dtype=torch.long), reduction="avg")
 
 
+def test_version_2_is_a_question_of_the_tune_class_and_the_row_stride():
+    """A pick is shared by every m of a tune class: version 2's candidates only where all of the class
+    reaches (8000 x 262144 is in 8192's class, past i32), and logits whose row stride puts it out of
+    reach (a view of wider rows) a class of their own, not sharing version 2 picks with contiguous ones."""
+    forms = {v["form"] for v in op.variants(8000, 262144)}
+    assert forms == {1} and 2 in {v["form"] for v in op.variants(4000, 262144)}
+    wide = torch.empty_strided((4096, 128256), (600000, 1), device="meta")
+    contiguous = torch.empty((4096, 128256), device="meta")
+    assert op.launch_key(wide) == {**op.launch_key(contiguous), "form_2": False}
+    assert "form_2" not in op.launch_key(torch.empty((32768, 128256), device="meta"))  # no class reaches
+
+
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 def test_op_losses_are_float32_exact_cutile_rs(cuda, dtype):
     """The port's losses are float32 sums over the row whatever the logits' dtype: within 1e-5 of the

@@ -136,10 +136,11 @@ fn launch<T: Element>(
 ) -> FfiResult<()> {
     let RowPlan { m, n, stride_x, stride_y, .. } = p.row;
     let mut launch = p.row.launch::<T>(p.row.row_tiles() as u32);
-    launch.generics.extend(p.tail.map(|t| t.to_string())); // the tail entry's TAIL after T, ROWS, BLOCK
-                                                           // SAFETY: plan() checked shapes, strides and dtypes against the descriptors (s's plane inside out,
-                                                           // not overlapping y's; every i32 offset of the padded tiles fits); the memory is PyTorch's, alive
-                                                           // until the caller's stream has run the kernel (stream-ordered allocator).
+    // the tail entry's TAIL after T, ROWS, BLOCK
+    launch.generics.extend(p.tail.map(|t| t.to_string()));
+    // SAFETY: plan() checked shapes, strides and dtypes against the descriptors (s's plane inside out,
+    // not overlapping y's; every i32 offset of the padded tiles fits); the memory is PyTorch's, alive
+    // until the caller's stream has run the kernel (stream-ordered allocator).
     unsafe {
         let [y_ptr, x_ptr, r_ptr, w_ptr] = [out, x, r, w].map(|t| ffi_util::device_ptr::<T>(t));
         let s_ptr = match p.s_plane {
@@ -219,7 +220,7 @@ mod tests {
         ] {
             assert_fails(plan(&x, &x, &x, &w, 1e-6, block, rows, -1, -1, tail), rc::INVALID_ARGUMENT, needle);
         }
-        // the padded tail's last lane (column 5120) counts in the i32 offsets
+        // the padded tail's last lane (column 5119) counts in the i32 offsets
         let (tall, tw) = rows(419_430, 5120); // 419430 * 5120 = 2147481600: the tail's last lane just fits
         assert!(plan(&tall, &tall, &tall, &tw, 1e-6, 4096, 1, -1, -1, 1024).is_ok());
         let (taller, tw) = rows(419_431, 5120);
@@ -257,11 +258,13 @@ mod tests {
     #[test]
     fn entry_lowers_to_tile_ir_for_sm90() {
         let tiles = [("1", "4096"), ("2", "4096"), ("1", "8192"), ("1", "16384"), ("4", "1024"), ("64", "16")];
-        DEVICE.assert_each_lowers(&["fused_add_rms_norm_rows"], &tiles, &["rsqrt", "reduce"]);
+        // join_tokens: every store of s and y ordered after the loads of x and residual (in place)
+        DEVICE.assert_each_lowers(&["fused_add_rms_norm_rows"], &tiles, &["rsqrt", "reduce", "join_tokens"]);
         for dtype in ["f32", "f16", "bf16"] {
             for generics in [["1", "4096", "1024"], ["2", "4096", "1024"], ["1", "8192", "4096"], ["4", "2048", "1024"]]
             {
-                DEVICE.assert_lowers("fused_add_rms_norm_rows_tail", &[&[dtype][..], &generics].concat(), &["rsqrt"]);
+                let generics = [&[dtype][..], &generics].concat();
+                DEVICE.assert_lowers("fused_add_rms_norm_rows_tail", &generics, &["rsqrt", "join_tokens"]);
             }
         }
     }

@@ -93,8 +93,11 @@ def latest(records: list[dict], kind: str) -> dict:
 # belongs to, for the breakdown (first match wins).
 CATEGORIES = (
     # the training step's loss: the ports' cross_entropy_rows, Liger's liger_cross_entropy_kernel,
-    # PyTorch's LogSoftMax and nll_loss kernels, inductor's fused log_softmax (before attention's "softmax")
-    ("loss", ("cross_entropy", "nll_loss", "logsoftmax", "log_softmax")),
+    # PyTorch's LogSoftMax and nll_loss kernels, inductor's fused log_softmax (before attention's
+    # "softmax"). PyTorch's cunn_SoftMax{Forward,Backward} are the loss too: every stack's attention
+    # is SDPA's fused kernels or a port, so the loss's log_softmax is the only one of the step, and
+    # records made before 2026-12-06 cut kernel names at 120 characters, before "LogSoftMax...".
+    ("loss", ("cross_entropy", "nll_loss", "logsoftmax", "log_softmax", "cunn_softmax")),
     ("rope", (r"rope", "rotary")),  # the ports' rope_tokens, Liger's _triton_rope; inductor's fused RoPE is "other"
     ("attention", ("attention", "flash", "fmha", "sdpa", "softmax", "bmm")),
     # inductor names its fused kernels by their ops (triton_red_fused_..._rsqrt_..., triton_tem_fused_mm)
@@ -119,6 +122,8 @@ def category(kernel_name: str) -> str:
     ['rope', 'rope', 'rms_norm']
     >>> [category(n) for n in ("cross_entropy_rows", "void at::native::cunn_SoftMaxForward<LogSoftMaxForwardEpilogue>")]
     ['loss', 'loss']
+    >>> category("void at::native::(anonymous namespace)::cunn_SoftMaxBackward<4, float, float, float, at::native::")
+    'loss'
     """
     low = kernel_name.lower()
     return next((cat for cat, keys in CATEGORIES if any(re.search(k, low) for k in keys)), "other")

@@ -364,7 +364,7 @@ def profile(fn, nrep: int, warmup: int = 3) -> dict:
         samples.append(sum(ms for _, ms in acts))
         call = {}
         for name, ms in acts:
-            call[name[:120]] = call.get(name[:120], 0.0) + ms
+            call[name[:400]] = call.get(name[:400], 0.0) + ms
         for name, ms in call.items():
             per_kernel.setdefault(name, []).append(ms)
     kernels = {n: statistics.median(v + [0.0] * (nrep - len(v))) for n, v in per_kernel.items()}

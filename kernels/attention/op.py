@@ -22,7 +22,7 @@ autotuned candidate of `variants` for this GPU, dtype and shape class, "default"
 a dict {"bm", "bn", "occupancy", "warps", "splits"} (splits: ffi.rs's decode path for up to 16
 queries per sequence, the key/value cache cut in splits across tile blocks and the query heads of
 one key/value head packed into one tile; 0 the forward kernel, -1 the decode path wherever it
-applies with a split count for the GPU, about 2 tile blocks per SM; -n, 2 <= n <= 16, about n).
+applies with a split count for the GPU, about 1 tile block per SM; -n, 2 <= n <= 16, about n).
 """
 
 from __future__ import annotations
@@ -335,20 +335,22 @@ def variants(b: int, h: int, hkv: int, sq: int, skv: int, d: int) -> list[dict]:
     [(64, 64), (64, 128)]
 
     Where the decode path applies (`decodes`: up to 16 queries; NOTES.md, "Decode"), its two key
-    tiles with the split count ffi.rs picks for the GPU (about 2 tile blocks per SM), and 64-key
-    tiles at 4 and 8 blocks per SM planned as resident together (occupancy 4 and 8: more K/V loads
-    in flight per SM, where one sequence's few (batch, key/value head) pairs leave each block only a
-    few tiles to walk) come first, then the forward kernel's:
+    tiles with the split count ffi.rs picks for the GPU (about 1 tile block per SM: the split
+    kernel holds one an SM at its default hints: 255 registers a thread over 8 warps), 64-key tiles
+    at 2 blocks per SM over 4 warps (two such blocks fit the register file), and at 4 planned as
+    resident together (occupancy 4: more K/V loads in flight per SM, where one sequence's few
+    (batch, key/value head) pairs leave each block only a few tiles to walk) come first, then the
+    forward kernel's:
 
     >>> [(v["bn"], v["splits"], v["occupancy"]) for v in variants(64, 32, 8, 1, 8192, 128)]
-    [(64, -1, -1), (128, -1, -1), (64, -4, 4), (64, -8, 8), (64, 0, -1), (128, 0, -1)]
+    [(64, -1, -1), (128, -1, -1), (64, -2, -1), (64, -4, 4), (64, 0, -1), (128, 0, -1)]
     """
     del b, skv, d
     if sq <= 64:
         forward = [_v(64, 64), _v(64, 128)]
         if not decodes(h, hkv, sq):
             return forward
-        per_sm = [_v(64, 64, occupancy=n, splits=-n) for n in (4, 8)]
+        per_sm = [_v(64, 64, warps=4, splits=-2), _v(64, 64, occupancy=4, splits=-4)]
         return [_v(64, 64, splits=-1), _v(64, 128, splits=-1), *per_sm, *forward]
     tiles128 = [_v(128, 64, warps=8), _v(128, 128, warps=8)]
     return [*tiles128, _v(64, 64), _v(64, 128), _v(128, 64, occupancy=2, warps=4), _v(64, 64, occupancy=2)]

@@ -4,46 +4,24 @@ and for SDPA's backends, on the decode configs of kernels/attention/spec.py (or 
     python scripts/probe_decode_attention.py [--shapes '[{"b": 1, "h": 32, "hkv": 8, "sq": 1, "skv": 8192, ...}]']
 
 On a GPU host (the bundle: `export TILEKIT_GPU_HOME=$PWD/.gpu-home; . scripts/gpu_host_env.sh bundle`,
-then `PYTHONPATH=$PWD:$PWD/tools python3 scripts/probe_decode_attention.py`). Each call is sampled as
-`make perf` samples it (tilekit.runtime.bench.cold_sample: the L2 flushed, CUPTI's device activities)
-`--nrep` times; printed per implementation: the median of the sum (the kit's figure), each kernel's
-median, and the K and V bytes once over that time. The port's variants are its decode candidates
-(op.variants) and the split counts of `--splits`. Times nothing the reports use; kernels/attention/NOTES.md
-cites what it printed.
+then `PYTHONPATH=$PWD:$PWD/tools python3 scripts/probe_decode_attention.py`). Each call is sampled
+`--nrep` times as the model check samples a step (tilekit.testing.model.profile: the L2 flushed,
+CUPTI's device activities, as `make perf`); printed per implementation: the median of the sum (the
+kit's figure), each kernel's median, and the K and V bytes once over that time. The port's variants
+are its decode candidates (op.variants) and the split counts of `--splits`. Times nothing the
+reports use; kernels/attention/NOTES.md cites what it printed.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import statistics
 
 DEFAULT_SHAPES = [
     {"b": 1, "h": 32, "hkv": 8, "sq": 1, "skv": 8192},
     {"b": 8, "h": 32, "hkv": 1, "sq": 1, "skv": 8192},
     {"b": 64, "h": 32, "hkv": 8, "sq": 1, "skv": 4096},
 ]
-
-
-def sample(fn, nrep: int, buf) -> tuple[float, dict]:
-    """(median ms of the call, {kernel name: median ms}) over nrep cold samples."""
-    from tilekit.runtime import bench
-
-    totals, per = [], {}
-    for _ in range(nrep):
-        buf.zero_()
-        import torch
-        from torch.profiler import ProfilerActivity, profile
-
-        torch.cuda.synchronize()
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            fn()
-            torch.cuda.synchronize()
-        acts = bench.device_activities(prof)
-        totals.append(sum(ms for _, ms in acts))
-        for name, ms in acts:
-            per.setdefault(name[:60], []).append(ms)
-    return statistics.median(totals), {n: statistics.median(v) for n, v in per.items()}
 
 
 def main(argv=None) -> int:
@@ -57,9 +35,8 @@ def main(argv=None) -> int:
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     from kernels.attention import op
-    from tilekit.runtime import bench
+    from tilekit.testing.model import profile
 
-    buf = bench._flush_buffer(torch.cuda.current_device())
     shapes = json.loads(args.shapes) if args.shapes else DEFAULT_SHAPES
     for s in shapes:
         b, h, hkv, sq, skv, d = s["b"], s["h"], s["hkv"], s["sq"], s["skv"], s.get("d", 128)
@@ -82,14 +59,12 @@ def main(argv=None) -> int:
         print(f"== {s}: K and V {kv_bytes / 1e6:.1f} MB", flush=True)
         for name, fn in runs:
             try:
-                for _ in range(3):
-                    fn()
-                torch.cuda.synchronize()
-                total, per = sample(fn, args.nrep, buf)
+                timing = profile(fn, args.nrep)
             except Exception as e:  # noqa: BLE001 - a refused variant or backend is a line, not the end
                 print(f"  {name}: {type(e).__name__}: {str(e)[:140]}", flush=True)
                 continue
-            kernels = "; ".join(f"{n} {ms * 1e3:.1f}" for n, ms in per.items())
+            total = timing["median_ms"]
+            kernels = "; ".join(f"{n[:60]} {ms * 1e3:.1f}" for n, ms in timing["kernels"].items())
             print(f"  {name}: {total * 1e3:.1f} us ({kv_bytes / total / 1e9:.2f} TB/s) = {kernels}", flush=True)
     return 0
 

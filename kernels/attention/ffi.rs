@@ -36,8 +36,7 @@
 //! blocks per SM. The decode path packs the `group` query heads of one key/value head (GQA)
 //! and their s_q queries into one tile of rows, so K and V are read once for all of them, walks
 //! its split of the key tiles, and writes partials (acc, max, sum) to a stream-ordered workspace
-//! that a second kernel combines (with the sinks) into out, D / 32 tile blocks per (batch, key/value head)
-//! pair; `bn` is its key tile too. `bm` applies
+//! that a second kernel combines (with the sinks) into out; `bn` is its key tile too. `bm` applies
 //! to the forward kernel only; the hints to the forward kernel and, as given (without BM = 128's
 //! default of 8 warps), to the decode path's first kernel (its combine compiles with the
 //! defaults). Every descriptor is validated before anything touches the GPU: bad input returns
@@ -69,13 +68,8 @@ const DECODE_MIN_ROWS: i32 = 16;
 pub const DECODE_MAX_SPLITS: i32 = 256;
 /// Tile blocks per SM that splits = -1 asks for; splits = -n asks for n, up to DECODE_MAX_PER_SM.
 /// One: the split kernel takes 255 registers a thread at its default hints, one tile block an SM,
-/// so two a SM ran in two waves (NOTES.md, "Where the time went").
+/// so two an SM ran in two waves (NOTES.md, "Where the time went").
 pub const DECODE_BLOCKS_PER_SM: i32 = 1;
-/// The combine's output columns a tile block (D / this many blocks per pair) ...
-pub const DECODE_COMBINE_COLS: i32 = 32;
-/// ... and its splits a step: [SC, rows] tiles of m and l and [SC, rows, COLS] of the partials,
-/// SC = this / rows (rows a power of two from 16 to 128: SC from 16 to 2).
-pub const DECODE_COMBINE_LANES: i32 = 256;
 pub const DECODE_MAX_PER_SM: i32 = 16;
 
 /// The rows of a decode tile for `group` query heads per key/value head and `sq` queries:
@@ -392,12 +386,10 @@ fn launch_decode<T: Element, S: Element>(
     let [o_ptr, q_ptr, k_ptr, v_ptr] = unsafe { [out, q, k, v].map(|t| ffi_util::device_ptr::<T>(t)) };
     let sinks_ptr = unsafe { ffi_util::device_ptr::<S>(sinks) }; // S checked by plan()
     let (hinted, options) = (ffi_util::compile_options(p.occupancy, d.warps), ffi_util::compile_options(None, None));
-    // generics T, BM, BN, D, SQ, WINDOW; then T, S, BM, D, DC, SC, SQ, SINKS.
+    // generics T, BM, BN, D, SQ, WINDOW; then T, S, BM, D, SQ, SINKS.
     let mut split = Launch::new::<T>(&[d.rows, p.bn, p.d, d.sq_pad], (blocks as u32, 1, 1), hinted);
     split.generics.push(p.window.is_some().to_string());
-    let (cols, sc) = (DECODE_COMBINE_COLS.min(p.d), (DECODE_COMBINE_LANES / d.rows).max(1));
-    let col_blocks = (p.d / cols) as u32;
-    let mut combine = Launch::new::<T>(&[d.rows, p.d, cols, sc, d.sq_pad], (pairs as u32 * col_blocks, 1, 1), options);
+    let mut combine = Launch::new::<T>(&[d.rows, p.d, d.sq_pad], (pairs as u32, 1, 1), options);
     combine.generics.insert(1, S::DTYPE.as_str().to_string());
     combine.generics.push(p.sinks.is_some().to_string());
     let [[o_sb, o_sh, o_ss], [q_sb, q_sh, q_ss], [k_sb, k_sh, k_ss], [v_sb, v_sh, v_ss]] = p.strides;
@@ -849,13 +841,11 @@ pub(crate) mod tests {
                         &["mma", "exp2", "store_view_tko"],
                     );
                 }
-                // DC = 32 columns, SC = 256 / rows splits a step (launch_decode)
-                let sc = (DECODE_COMBINE_LANES / rows.parse::<i32>().unwrap()).to_string();
                 for (sinks_dtype, sinks) in [(dtype, "false"), ("f32", "true"), (dtype, "true")] {
                     DEVICE.assert_lowers(
                         "attention_decode_combine",
-                        &[dtype, sinks_dtype, rows, d, "32", &sc, sq, sinks],
-                        &["exp2", "load_ptr_tko", "store_ptr_tko"],
+                        &[dtype, sinks_dtype, rows, d, sq, sinks],
+                        &["exp2", "store_ptr_tko"],
                     );
                 }
             }

@@ -427,76 +427,11 @@ pub mod attention_device {
         l_part.store(l_i.reshape(shape![1, BM]), [bid, 0i32]);
     }
 
-    /// Splits [s0, s0 + SC) of the (batch, key/value head) pair whose first workspace block is
-    /// `first`, as [SC, BM] tiles: each lane's workspace row (split s, row r at (first + s) · BM +
-    /// r) and whether it is live (s < splits, and r a real row: `real`, [1, BM]).
-    fn split_rows<const SC: i32, const BM: i32>(
-        first: i32, s0: i32, splits: i32, real: Tile<bool, { [1, BM] }>,
-    ) -> (Tile<i32, { [SC, BM] }>, Tile<bool, { [SC, BM] }>) {
-        let tile: Shape<{ [SC, BM] }> = shape![SC, BM];
-        let s_ids: Tile<i32, { [SC] }> = iota(shape![SC]);
-        let s_col: Tile<i32, { [SC, BM] }> = s_ids.reshape(shape![SC, 1]).broadcast(tile);
-        let r_ids: Tile<i32, { [BM] }> = iota(shape![BM]);
-        let r_row: Tile<i32, { [SC, BM] }> = r_ids.reshape(shape![1, BM]).broadcast(tile);
-        let at: Tile<i32, { [SC, BM] }> = broadcast_scalar(first + s0, tile);
-        let bm_t: Tile<i32, { [SC, BM] }> = broadcast_scalar(BM, tile);
-        let left: Tile<i32, { [SC, BM] }> = broadcast_scalar(splits - s0, tile);
-        let in_splits: Tile<bool, { [SC, BM] }> = lt_tile(s_col, left);
-        let real_sc: Tile<bool, { [SC, BM] }> = real.broadcast(tile);
-        let live: Tile<bool, { [SC, BM] }> = andi(in_splits, real_sc);
-        let rows: Tile<i32, { [SC, BM] }> = (at + s_col) * bm_t + r_row;
-        (rows, live)
-    }
-
-    /// The f32 [SC, BM] tile of `ptr` at workspace rows `rows` (split_rows), `dead` where not live.
-    unsafe fn load_split_rows<const SC: i32, const BM: i32>(
-        ptr: *mut f32, rows: Tile<i32, { [SC, BM] }>, live: Tile<bool, { [SC, BM] }>, dead: f32,
-    ) -> Tile<f32, { [SC, BM] }> {
-        let p0: PointerTile<*mut f32, { [] }> = pointer_to_tile(ptr);
-        let p1: PointerTile<*mut f32, { [1, 1] }> = p0.reshape(shape![1, 1]);
-        let base: PointerTile<*mut f32, { [SC, BM] }> = p1.broadcast(shape![SC, BM]);
-        let ptrs: PointerTile<*mut f32, { [SC, BM] }> = base.offset_tile(rows);
-        let (raw, _tok): (Tile<f32, { [SC, BM] }>, Token) = unsafe {
-            load_ptr_tko(ptrs, ordering::Weak, None::<scope::TileBlock>, Some(live), None, None, Latency::<3>)
-        };
-        let fill: Tile<f32, { [SC, BM] }> = broadcast_scalar(dead, shape![SC, BM]);
-        select(live, raw, fill)
-    }
-
-    /// The f32 [SC, BM, DC] tile of the partial accumulators at workspace rows `rows` (row-major,
-    /// D columns a row), columns [col0, col0 + DC); 0 where not live.
-    unsafe fn load_split_acc<const SC: i32, const BM: i32, const DC: i32, const D: i32>(
-        ptr: *mut f32, rows: Tile<i32, { [SC, BM] }>, live: Tile<bool, { [SC, BM] }>, col0: i32,
-    ) -> Tile<f32, { [SC, BM, DC] }> {
-        let tile: Shape<{ [SC, BM, DC] }> = shape![SC, BM, DC];
-        let d_t: Tile<i32, { [SC, BM] }> = broadcast_scalar(D, shape![SC, BM]);
-        let c0: Tile<i32, { [SC, BM] }> = broadcast_scalar(col0, shape![SC, BM]);
-        let row_off: Tile<i32, { [SC, BM, DC] }> = (rows * d_t + c0).reshape(shape![SC, BM, 1]).broadcast(tile);
-        let cols: Tile<i32, { [DC] }> = iota(shape![DC]);
-        let offsets: Tile<i32, { [SC, BM, DC] }> = row_off + cols.reshape(shape![1, 1, DC]).broadcast(tile);
-        let p0: PointerTile<*mut f32, { [] }> = pointer_to_tile(ptr);
-        let p1: PointerTile<*mut f32, { [1, 1, 1] }> = p0.reshape(shape![1, 1, 1]);
-        let base: PointerTile<*mut f32, { [SC, BM, DC] }> = p1.broadcast(tile);
-        let ptrs: PointerTile<*mut f32, { [SC, BM, DC] }> = base.offset_tile(offsets);
-        let lanes: Tile<bool, { [SC, BM, DC] }> = live.reshape(shape![SC, BM, 1]).broadcast(tile);
-        let (raw, _tok): (Tile<f32, { [SC, BM, DC] }>, Token) = unsafe {
-            load_ptr_tko(ptrs, ordering::Weak, None::<scope::TileBlock>, Some(lanes), None, None, Latency::<3>)
-        };
-        let zero: Tile<f32, { [SC, BM, DC] }> = constant(0.0f32, tile);
-        select(lanes, raw, zero)
-    }
-
-    /// Decode, step 2 of 2: grid = b · h_kv · (D / DC) tile blocks, block (pair, c) combining the
-    /// `splits` partials of its (batch, kv_head) rows for output columns [c · DC, (c + 1) · DC): M =
-    /// the largest m (and, with SINKS, the row's head's sink logit · log2(e)), L = Σ l · exp2(m - M)
-    /// (+ exp2(sink - M)), O = Σ acc · exp2(m - M) / max(L, 1) (L >= 1 where a row saw a key or a
-    /// sink, as in attention_fwd), stored in T to the real rows of out (b, h, s_q, d). The splits
-    /// are taken SC at a time, as [SC, BM] tiles of m and l and an [SC, BM, DC] tile of acc loaded
-    /// through pointer tiles (no lane of a padded row or of a split past the last is read), and
-    /// folded by the online softmax's rescale once a chunk: M' = max(M, max_s m_s), L and O scaled by
-    /// 2^(M - M'), each split's l_s and acc_s added at 2^(m_s - M'). A chunk's loads depend on
-    /// nothing before them; one split at a time, each a dependent round trip, cost ~0.37 µs a split
-    /// on an H100 (NOTES.md, "The combine, chunked").
+    /// Decode, step 2 of 2: grid = b · h_kv tile blocks, each combining the `splits` partials of
+    /// its (batch, kv_head) rows in one online pass: M = the largest m (and, with SINKS, the row's
+    /// head's sink logit · log2(e)), L = Σ l · exp2(m - M) (+ exp2(sink - M)), O = Σ acc · exp2(m -
+    /// M) / max(L, 1) (L >= 1 where a row saw a key or a sink, as in attention_fwd), stored in T to
+    /// the real rows of out (b, h, s_q, d).
     #[cutile::entry(unchecked_accesses = true)]
     #[allow(clippy::too_many_arguments)]
     unsafe fn attention_decode_combine<
@@ -504,27 +439,37 @@ pub mod attention_device {
         S: ElementType,
         const BM: i32,
         const D: i32,
-        const DC: i32,
-        const SC: i32,
         const SQ: i32,
         const SINKS: bool,
     >(
         o_ptr: *mut T, ws_acc: *mut f32, ws_m: *mut f32, ws_l: *mut f32, sinks_ptr: *mut S, b: i32, h: i32, hkv: i32,
         sq: i32, o_sb: i32, o_sh: i32, o_ss: i32, splits: i32,
     ) {
-        let id: i32 = get_tile_block_id().0;
-        let col_blocks: i32 = D / DC;
-        let bkh: i32 = id / col_blocks;
-        let col0: i32 = (id % col_blocks) * DC;
+        let tok: Token = new_token_unordered();
+        let bkh: i32 = get_tile_block_id().0;
         let batch: i32 = bkh / hkv;
         let kv_head: i32 = bkh % hkv;
         let group: i32 = h / hkv;
         let (g, i, real) = decode_rows::<BM, SQ>(group, sq);
-        let real_row: Tile<bool, { [1, BM] }> = real.reshape(shape![1, BM]);
 
-        let lowest: f32 = -3.4028235e38f32;
-        let mut big_m: Tile<f32, { [1, BM] }> = broadcast_scalar(lowest, shape![1, BM]);
-        let mut big_l: Tile<f32, { [1, BM] }> = constant(0.0f32, shape![1, BM]);
+        let blocks: i32 = b * hkv * splits;
+        let acc_shape: Shape<{ [-1, -1, -1] }> = Shape::<{ [-1, -1, -1] }> { dims: &[blocks, BM, D] };
+        let acc_strides: Array<{ [-1, -1, 1] }> = Array::<{ [-1, -1, 1] }> { dims: &[BM * D, D] };
+        let acc_view: Tensor<f32, { [-1, -1, -1] }> =
+            unsafe { make_tensor_view(pointer_to_tile(ws_acc), acc_shape, acc_strides, tok) };
+        let acc_part: Partition<f32, { [1, BM, D] }> = acc_view.partition(shape![1, BM, D]);
+        let row_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[blocks, BM] };
+        let row_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[BM] };
+        let m_view: Tensor<f32, { [-1, -1] }> =
+            unsafe { make_tensor_view(pointer_to_tile(ws_m), row_shape, row_strides, tok) };
+        let l_view: Tensor<f32, { [-1, -1] }> =
+            unsafe { make_tensor_view(pointer_to_tile(ws_l), row_shape, row_strides, tok) };
+        let m_part: Partition<f32, { [1, BM] }> = m_view.partition(shape![1, BM]);
+        let l_part: Partition<f32, { [1, BM] }> = l_view.partition(shape![1, BM]);
+
+        let first: i32 = bkh * splits;
+        let mut big_m: Tile<f32, { [BM, 1] }> = constant(-3.4028235e38f32, shape![BM, 1]);
+        let mut big_l: Tile<f32, { [BM, 1] }> = constant(0.0f32, shape![BM, 1]);
         if SINKS {
             // The sink logit of row r's head, kv_head · group + g(r); rows past the group read none.
             let heads: Tile<i32, { [BM, 1] }> = broadcast_scalar(kv_head * group, shape![BM, 1]) + g;
@@ -536,50 +481,36 @@ pub mod attention_device {
                 load_ptr_tko(ptrs, ordering::Weak, None::<scope::TileBlock>, Some(real), None, None, Latency::<3>)
             };
             let log2e: Tile<f32, { [BM, 1] }> = constant(1.4426950408889634f32, shape![BM, 1]);
+            let lowest: Tile<f32, { [BM, 1] }> = constant(-3.4028235e38f32, shape![BM, 1]);
             let raw_f32: Tile<f32, { [BM, 1] }> = convert_tile(raw);
-            let none: Tile<f32, { [BM, 1] }> = broadcast_scalar(lowest, shape![BM, 1]);
-            let sink: Tile<f32, { [BM, 1] }> = select(real, raw_f32 * log2e, none);
             // The sink is the running max's start and counts 2^(sink - sink) = 1 in the sum.
-            big_m = sink.reshape(shape![1, BM]);
-            big_l = constant(1.0f32, shape![1, BM]);
+            big_m = select(real, raw_f32 * log2e, lowest);
+            big_l = constant(1.0f32, shape![BM, 1]);
         }
-        let first: i32 = bkh * splits;
-        let zero_w: Tile<f32, { [SC, BM] }> = constant(0.0f32, shape![SC, BM]);
-        let mut o: Tile<f32, { [BM, DC] }> = constant(0.0f32, shape![BM, DC]);
-        let chunks: i32 = (splits + SC - 1i32) / SC;
-        for c in 0i32..chunks {
-            let s0: i32 = c * SC;
-            let (rows, live): (Tile<i32, { [SC, BM] }>, Tile<bool, { [SC, BM] }>) =
-                split_rows::<SC, BM>(first, s0, splits, real_row);
-            let m_c: Tile<f32, { [SC, BM] }> = unsafe { load_split_rows::<SC, BM>(ws_m, rows, live, lowest) };
-            let l_c: Tile<f32, { [SC, BM] }> = unsafe { load_split_rows::<SC, BM>(ws_l, rows, live, 0.0f32) };
-            let acc_c: Tile<f32, { [SC, BM, DC] }> =
-                unsafe { load_split_acc::<SC, BM, DC, D>(ws_acc, rows, live, col0) };
-            let c_max: Tile<f32, { [BM] }> = reduce_max(m_c, 0i32);
-            let c_max_row: Tile<f32, { [1, BM] }> = c_max.reshape(shape![1, BM]);
-            let m_new: Tile<f32, { [1, BM] }> = maxf(big_m, c_max_row, nan::Disabled, ftz::Disabled);
-            let alpha: Tile<f32, { [1, BM] }> = exp2(big_m - m_new, ftz::Enabled);
-            // A lane that is not live weighs 0 (its m is `lowest`, which M' may equal).
-            let m_new_sc: Tile<f32, { [SC, BM] }> = m_new.broadcast(shape![SC, BM]);
-            let w_all: Tile<f32, { [SC, BM] }> = exp2(m_c - m_new_sc, ftz::Enabled);
-            let w: Tile<f32, { [SC, BM] }> = select(live, w_all, zero_w);
-            let l_sum: Tile<f32, { [BM] }> = reduce_sum(l_c * w, 0i32);
-            let l_sum_row: Tile<f32, { [1, BM] }> = l_sum.reshape(shape![1, BM]);
-            big_l = big_l * alpha + l_sum_row;
-            let w3: Tile<f32, { [SC, BM, DC] }> = w.reshape(shape![SC, BM, 1]).broadcast(shape![SC, BM, DC]);
-            let part: Tile<f32, { [BM, DC] }> = reduce_sum(acc_c * w3, 0i32);
-            let alpha_o: Tile<f32, { [BM, DC] }> = alpha.reshape(shape![BM, 1]).broadcast(shape![BM, DC]);
-            o = o * alpha_o + part;
+        // One pass over the splits, the online softmax's rescale: M' = max(M, m_s), L and O scaled
+        // by 2^(M - M') and the split's l_s and acc_s added at 2^(m_s - M'). Each split's loads do
+        // not depend on the last one's, so they can be in flight together (the workspace was just
+        // written: mostly L2 hits); two passes (M first, then L and O) made 2 · splits rounds.
+        let mut o: Tile<f32, { [BM, D] }> = constant(0.0f32, shape![BM, D]);
+        for s in 0i32..splits {
+            let m_s: Tile<f32, { [BM, 1] }> = m_part.load_pipelined::<2>([first + s, 0i32]).reshape(shape![BM, 1]);
+            let l_s: Tile<f32, { [BM, 1] }> = l_part.load_pipelined::<2>([first + s, 0i32]).reshape(shape![BM, 1]);
+            let acc_s: Tile<f32, { [BM, D] }> =
+                acc_part.load_pipelined::<4>([first + s, 0i32, 0i32]).reshape(shape![BM, D]);
+            let m_new: Tile<f32, { [BM, 1] }> = maxf(big_m, m_s, nan::Disabled, ftz::Disabled);
+            let alpha: Tile<f32, { [BM, 1] }> = exp2(big_m - m_new, ftz::Enabled);
+            let w: Tile<f32, { [BM, 1] }> = exp2(m_s - m_new, ftz::Enabled);
+            big_l = big_l * alpha + l_s * w;
+            o = o * alpha.broadcast(shape![BM, D]) + acc_s * w.broadcast(shape![BM, D]);
             big_m = m_new;
         }
-        let one: Tile<f32, { [1, BM] }> = constant(1.0f32, shape![1, BM]);
-        let l_safe: Tile<f32, { [1, BM] }> = maxf(big_l, one, nan::Disabled, ftz::Disabled);
-        let inv: Tile<f32, { [1, BM] }> = divf(one, l_safe, rounding::NearestEven, ftz::Disabled);
-        let inv_o: Tile<f32, { [BM, DC] }> = inv.reshape(shape![BM, 1]).broadcast(shape![BM, DC]);
-        let out: Tile<T, { [BM, DC] }> = convert_tile(o * inv_o);
-        let o_ptrs: PointerTile<*mut T, { [BM, DC] }> =
-            decode_pointers::<T, BM, DC>(o_ptr, batch * o_sb + kv_head * group * o_sh + col0, g, i, o_sh, o_ss);
-        let o_mask: Tile<bool, { [BM, DC] }> = real.broadcast(shape![BM, DC]);
+        let one: Tile<f32, { [BM, 1] }> = constant(1.0f32, shape![BM, 1]);
+        let l_safe: Tile<f32, { [BM, 1] }> = maxf(big_l, one, nan::Disabled, ftz::Disabled);
+        let inv: Tile<f32, { [BM, 1] }> = divf(one, l_safe, rounding::NearestEven, ftz::Disabled);
+        let out: Tile<T, { [BM, D] }> = convert_tile(o * inv.broadcast(shape![BM, D]));
+        let o_ptrs: PointerTile<*mut T, { [BM, D] }> =
+            decode_pointers::<T, BM, D>(o_ptr, batch * o_sb + kv_head * group * o_sh, g, i, o_sh, o_ss);
+        let o_mask: Tile<bool, { [BM, D] }> = real.broadcast(shape![BM, D]);
         let _o_tok: Token = unsafe {
             store_ptr_tko(o_ptrs, out, ordering::Weak, None::<scope::TileBlock>, Some(o_mask), None, Latency::<3>)
         };

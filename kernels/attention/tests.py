@@ -138,9 +138,9 @@ def _emulate_decode(inputs: dict, bn: int, asked: int) -> torch.Tensor:
     """kernel.rs's decode path in float64 on the CPU: per (batch, key/value head) the group's query
     heads × s_q queries as rows (row r: head g = r // SQ, query i = r % SQ, SQ = s_q rounded up to a
     power of two), each split of op.decode_split walking its key tiles with every tile masked, its
-    partial (m, l, acc) from m = lowest f32, l = 0; then the combine, an online pass over chunks of
-    256 / rows splits from the sink: M = max(m, sink · log2 e), L = Σ l 2^(m - M) + 2^(sink - M),
-    o = Σ acc 2^(m - M) / max(L, 1), for the real rows."""
+    partial (m, l, acc) from m = lowest f32, l = 0; then the combine in one online pass from the
+    sink: M = max(m, sink · log2 e), L = Σ l 2^(m - M) + 2^(sink - M), o = Σ acc 2^(m - M) /
+    max(L, 1), for the real rows."""
     q, k, v, sinks, causal, scale, window = inputs.values()
     (b, h, sq, d), (hkv, skv) = q.shape, k.shape[1:3]
     group, sq_pad = h // hkv, 1 << max(0, (sq - 1).bit_length())
@@ -179,13 +179,10 @@ def _emulate_decode(inputs: dict, bn: int, asked: int) -> torch.Tensor:
                 sink = sinks[kh * group + g.clamp(max=group - 1)].double() * math.log2(math.e)
                 big_m, big_l = torch.where(real, sink, lowest), torch.ones(rows, dtype=torch.float64)
             o = torch.zeros(rows, d, dtype=torch.float64)
-            sc = max(1, 256 // rows)  # ffi.rs's DECODE_COMBINE_LANES / rows splits a step
-            for c0 in range(0, splits, sc):
-                ms, totals, accs = (torch.stack(t) for t in zip(*parts[c0 : c0 + sc]))
-                m_new = torch.maximum(big_m, ms.max(dim=0).values)
-                alpha, w = torch.exp2(big_m - m_new), torch.exp2(ms - m_new)
-                big_l = big_l * alpha + (totals * w).sum(dim=0)
-                o, big_m = o * alpha[:, None] + (accs * w[:, :, None]).sum(dim=0), m_new
+            for m, total, acc in parts:
+                m_new = torch.maximum(big_m, m)
+                alpha, w = torch.exp2(big_m - m_new), torch.exp2(m - m_new)
+                big_l, o, big_m = big_l * alpha + total * w, o * alpha[:, None] + acc * w[:, None], m_new
             o = o / big_l.clamp(min=1.0)[:, None]
             out[bi, kh * group + g[real], i[real]] = o[real]
     return out
@@ -196,14 +193,14 @@ def test_the_decode_path_emulated_on_the_cpu_matches_the_reference():
     emulated in float64 (_emulate_decode), equal SPEC.reference to rounding: GQA and MQA groups,
     1 to 16 queries (padded to a power of two), caches that end mid-tile, windows across tile
     edges and sinks (one of -inf), queries that see no key, one split, more splits than tiles, and
-    more splits than the combine takes a step."""
+    the largest packing (8 heads × 16 queries)."""
     cases = (
         dict(b=2, h=8, hkv=2, sq=1, skv=300, causal=1),
         dict(b=1, h=8, hkv=1, sq=3, skv=129, causal=0, sinks=1),
         dict(b=1, h=4, hkv=2, sq=5, skv=260, causal=1, window=70, sinks=1),
         dict(b=1, h=2, hkv=2, sq=16, skv=5, causal=1, sinks=1),
         dict(b=1, h=6, hkv=2, sq=4, skv=200, causal=1, window=1),
-        # 128 rows (8 heads × 16 queries): the combine takes 2 splits a step, 11 splits of 64 keys
+        # 128 rows (8 heads × 16 queries), 11 splits of 64 keys
         dict(b=1, h=8, hkv=1, sq=16, skv=700, causal=1, sinks=1),
     )
     for n, case in enumerate(cases):

@@ -63,7 +63,10 @@ SPEC = KernelSpec(
     + shapes("m n k at bt", (1000, 1000, 1000, 1, 1)),
     # the squares, a wide and a tall product; x @ W.t() with the weight as given (B column-major) at
     # the squares and at decode sizes of Llama-3-8B (hidden 4096, MLP 14336) for 16 and 64 tokens,
-    # and a 128-token chunk at 4096 (32 output tiles of 128 x 128: the sweep's worst loss)
+    # and a 128-token chunk at 4096 (32 output tiles of 128 x 128: the sweep's worst loss); and the
+    # three products of a training step's LM head (2048 tokens, Llama-3's 128256-word vocabulary:
+    # most of the model check's training-step matmul time): logits = x @ W.t(), dx = dlogits @ W
+    # (both operands as given), dW = dlogits.t() @ x (A column-major)
     perf_configs=shapes(
         "dtype m n k bt",
         *(("bfloat16", 4096, 4096, 4096), ("bfloat16", 8192, 8192, 8192), ("bfloat16", 8192, 8192, 1024)),
@@ -71,7 +74,10 @@ SPEC = KernelSpec(
         *(("bfloat16", 4096, 4096, 4096, 1), ("bfloat16", 8192, 8192, 8192, 1)),
         *(("bfloat16", m, n, 4096, 1) for n in (4096, 14336) for m in (16, 64)),
         ("bfloat16", 128, 4096, 4096, 1),
-    ),
+        ("bfloat16", 2048, 128256, 4096, 1),
+        ("bfloat16", 2048, 4096, 128256),
+    )
+    + shapes("dtype m n k at", ("bfloat16", 128256, 4096, 2048, 1)),
     tolerance=mma.TOLERANCE,
     make_inputs=make_inputs,
     reference=mma.reference,

@@ -850,10 +850,12 @@ pub(crate) mod tests {
                 }
             }
         }
-        // The decode kernel with the hints a variant may give it (occupancy 4 and 8 beside the
-        // splits of 4 and 8 blocks per SM), no divisibility hints.
+        // The decode kernel with the hints a variant may give it (op.variants: occupancy 4 beside
+        // the splits of 4 blocks per SM, 4 warps beside those of 2; occupancy 8 with 4 warps, as a
+        // variant may ask), no divisibility hints.
         for (options, what, hints) in [
             (ffi_util::compile_options(Some(4), None), "-occupancy4", &["occupancy = 4"][..]),
+            (ffi_util::compile_options(None, Some(4)), "-warps4", &["num_worker_warps_per_cta = 4"][..]),
             (
                 ffi_util::compile_options(Some(8), Some(4)),
                 "-occupancy8-warps4",

@@ -337,7 +337,7 @@ def variants(b: int, h: int, hkv: int, sq: int, skv: int, d: int) -> list[dict]:
     Where the decode path applies (`decodes`: up to 16 queries; NOTES.md, "Decode"), its two key
     tiles with the split count ffi.rs picks for the GPU (about 1 tile block per SM: the split
     kernel holds one an SM at its default hints: 255 registers a thread over 8 warps), 64-key tiles
-    at 2 blocks per SM over 4 warps (two such blocks fit the register file), and at 4 planned as
+    at 2 blocks per SM over 4 warps (two such blocks would fit the register file), and at 4 planned as
     resident together (occupancy 4: more K/V loads in flight per SM, where one sequence's few
     (batch, key/value head) pairs leave each block only a few tiles to walk) come first, then the
     forward kernel's:

@@ -825,7 +825,11 @@ pub(crate) mod tests {
                 "skv={skv} asked={asked}"
             );
         }
-        // auto: n tile blocks per SM over the (batch, kv head) pairs, within [1, tiles]
+        // auto: n tile blocks per SM over the (batch, kv head) pairs, within [1, tiles]; -1 asks one
+        // (the split kernel holds one an SM): batch 1 over 8k of Llama-3-8B on 132 SMs, 16 splits of 8
+        let one_per_sm = auto_splits(132, 8, 128, DECODE_BLOCKS_PER_SM);
+        let llama = decode_plan(&decode_qkv(1, 32, 8, 1, 8192), None, -1, -1).unwrap();
+        assert_eq!((one_per_sm, llama.decode_split(one_per_sm)), (17, (16, 8)));
         assert_eq!((auto_splits(132, 8, 128, 2), auto_splits(132, 512, 128, 2), auto_splits(132, 8, 3, 2)), (33, 1, 3));
         assert_eq!((auto_splits(132, 8, 128, 8), auto_splits(132, 1, 8192, 16)), (128, DECODE_MAX_SPLITS));
     }

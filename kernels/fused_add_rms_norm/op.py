@@ -54,9 +54,10 @@ def variants(m: int, n: int) -> list[dict]:
     occupancy 2 and two-row ones at 4, whose first loads issue at once; rows held in a tile of 4096
     or more (n > 2048) also one-row tiles over 8 warps at occupancy 2 (half the values a thread of
     the compiler's 4 warps: twice the loads in flight an SM where a decode batch leaves SMs idle,
-    NOTES.md). Rows a power of two holds with a quarter or more of its lanes idle (`autotune.body_and_tail`: 5120 in 8192) also
-    get a body and a tail tile (4096 + 1024), one row a tile block (ffi.rs refuses more: NOTES.md,
-    "The three losers"), at occupancy 4 and 2 and over 8 warps at 2:
+    NOTES.md). Rows a power of two holds with a quarter or more of its lanes idle
+    (`autotune.body_and_tail`: 5120 in 8192) also get a body and a tail tile (4096 + 1024), one row
+    a tile block (ffi.rs refuses more: NOTES.md, "The three losers"), at occupancy 4 and 2 and over
+    8 warps at 2:
 
     >>> [(v["rows"], v["occupancy"], v["warps"]) for v in variants(16384, 4096)]
     [(1, 4, -1), (2, 4, -1), (2, 2, -1), (4, 2, -1), (1, 2, 8)]

@@ -110,7 +110,7 @@ CATEGORIES = (
 # where PyTorch's cunn_SoftMaxForward / cunn_SoftMaxBackward lose the "LogSoftMax" epilogue that
 # says they are the loss's. Those records are all of llama3-8b, whose eager attention is SDPA's
 # fused kernels (s_q = 1 or s_kv), so a cut cunn_SoftMax there is the loss's log_softmax; a full
-# name (kept to 400 characters since) is matched by its epilogue, and an eager attention's plain
+# name (kept to model.NAME_CHARS characters since) is matched by its epilogue, and an eager attention's plain
 # softmax (gpt-oss-like's window and sinks: `reference_attention`) stays attention's.
 LEGACY_CUT = 120
 

@@ -74,6 +74,9 @@ TRAIN = (1, 2048)  # (batch, tokens) of the training step checked and timed
 # relative L2 of each parameter's bf16 gradient against the float32 stack's (the report states it):
 # a gradient sums bf16 roundings over every position and layer above it, a few times the logits'
 TRAIN_TOLERANCE = 5e-2
+# kernel names kept in a record (cut past this: a cutlass template's name runs to thousands); up to
+# 2026-12-06 they were cut at 120, which hid PyTorch's LogSoftMax epilogue (model_report.LEGACY_CUT)
+NAME_CHARS = 400
 IMPLS = ("ports", "ports-compile", "ports-unfused", "torch", "compile", "compile-max", "liger")
 
 
@@ -364,7 +367,8 @@ def profile(fn, nrep: int, warmup: int = 3) -> dict:
         samples.append(sum(ms for _, ms in acts))
         call = {}
         for name, ms in acts:
-            call[name[:400]] = call.get(name[:400], 0.0) + ms
+            key = name[:NAME_CHARS]
+            call[key] = call.get(key, 0.0) + ms
         for name, ms in call.items():
             per_kernel.setdefault(name, []).append(ms)
     kernels = {n: statistics.median(v + [0.0] * (nrep - len(v))) for n, v in per_kernel.items()}

@@ -92,6 +92,17 @@ pub fn auto_splits(sms: u32, pairs: i32, tiles: i32, per_sm: i32) -> i32 {
     want.clamp(1, tiles.clamp(1, DECODE_MAX_SPLITS) as i64) as i32
 }
 
+/// The most partial elements (f32) one combine tile block folds: [SP, DC] of one row.
+const COMBINE_TILE_ELEMENTS: i32 = 4096;
+
+/// The combine's tile for `splits` splits of a head dim `d`: (SP, DC) = (splits rounded up to a
+/// power of two, the head-dim chunk: d, or less where SP · d would pass COMBINE_TILE_ELEMENTS, at
+/// least 16). One tile block per (row, chunk) loads its [SP, DC] partials in one round.
+pub fn combine_tile(splits: i32, d: i32) -> (i32, i32) {
+    let sp = (splits.max(1) as u32).next_power_of_two() as i32;
+    (sp, (COMBINE_TILE_ELEMENTS / sp).clamp(16, d))
+}
+
 /// The decode path's launch: SQ and BM (decode_rows), the splits asked for (-n: auto_splits of n
 /// blocks per SM at launch, on the stream's GPU; -1: DECODE_BLOCKS_PER_SM) and the warps hint as
 /// given (occupancy is the plan's).
@@ -357,7 +368,8 @@ fn launch_with<T: Element, S: Element>(
 }
 
 /// The decode path: attention_decode over b · h_kv · splits tile blocks into a workspace on the
-/// caller's stream, then attention_decode_combine over b · h_kv into out; the workspace is freed
+/// caller's stream, then attention_decode_combine over the b · h · s_q rows (× head-dim chunks,
+/// combine_tile) into out; the workspace is freed
 /// in stream order after the combine (and on every other way out: StreamAlloc).
 #[allow(clippy::too_many_arguments)]
 fn launch_decode<T: Element, S: Element>(
@@ -386,10 +398,12 @@ fn launch_decode<T: Element, S: Element>(
     let [o_ptr, q_ptr, k_ptr, v_ptr] = unsafe { [out, q, k, v].map(|t| ffi_util::device_ptr::<T>(t)) };
     let sinks_ptr = unsafe { ffi_util::device_ptr::<S>(sinks) }; // S checked by plan()
     let (hinted, options) = (ffi_util::compile_options(p.occupancy, d.warps), ffi_util::compile_options(None, None));
-    // generics T, BM, BN, D, SQ, WINDOW; then T, S, BM, D, SQ, SINKS.
+    // generics T, BM, BN, D, SQ, WINDOW; then T, S, BM, D, SQ, SP, DC, SINKS.
     let mut split = Launch::new::<T>(&[d.rows, p.bn, p.d, d.sq_pad], (blocks as u32, 1, 1), hinted);
     split.generics.push(p.window.is_some().to_string());
-    let mut combine = Launch::new::<T>(&[d.rows, p.d, d.sq_pad], (pairs as u32, 1, 1), options);
+    let (sp, dc) = combine_tile(splits, p.d);
+    let rows = p.b as u32 * p.h as u32 * p.sq as u32 * (p.d / dc) as u32;
+    let mut combine = Launch::new::<T>(&[d.rows, p.d, d.sq_pad, sp, dc], (rows, 1, 1), options);
     combine.generics.insert(1, S::DTYPE.as_str().to_string());
     combine.generics.push(p.sinks.is_some().to_string());
     let [[o_sb, o_sh, o_ss], [q_sb, q_sh, q_ss], [k_sb, k_sh, k_ss], [v_sb, v_sh, v_ss]] = p.strides;
@@ -835,6 +849,60 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn the_decode_kernels_lower_as_launched_at_batch_1_over_8k() {
+        // Llama-3-8B's decode step at batch 1 over 8192 keys, contiguous (b, h, s, d): the
+        // launcher's divisibility hints, 16 splits of 8 key tiles (auto_splits at one block an SM),
+        // the combine at (SP, DC) = (16, 128) (TILEKIT_CUBIN_DIR keeps the cubins for cuobjdump).
+        use crate::ffi_util::{div_hints, ALIGNED_PTR};
+        let ptr_names = ["ws_acc", "ws_m", "ws_l", "q_ptr", "k_ptr", "v_ptr", "o_ptr", "sinks_ptr"];
+        let ptrs: Vec<(&str, u64)> = ptr_names.iter().map(|&n| (n, ALIGNED_PTR)).collect();
+        let (hq, hk, d) = (32 * 128, 8 * 8192 * 128, 128);
+        let shared = [("b", 1), ("h", 32), ("hkv", 8), ("sq", 1), ("splits", 16)];
+        let (kv_sh, kv_ss) = (8192 * d, d);
+        let mut split_ints = vec![("skv", 8192), ("q_sb", hq), ("q_sh", d), ("q_ss", d), ("diag", 8191)];
+        split_ints.extend([
+            ("k_sb", hk),
+            ("k_sh", kv_sh),
+            ("k_ss", kv_ss),
+            ("v_sb", hk),
+            ("v_sh", kv_sh),
+            ("v_ss", kv_ss),
+        ]);
+        split_ints.extend([("first_tile", 0), ("tiles_per_split", 8), ("tiles_end", 128)]);
+        split_ints.extend(shared);
+        let ir = DEVICE.lower(
+            "attention_decode",
+            &["bf16", "16", "64", "128", "1", "false"],
+            &div_hints(&ptrs, &split_ints),
+            ffi_util::compile_options(None, None),
+            "-batch1-8k",
+        );
+        assert!(ir.contains("mma") && ir.contains("exp2"), "{ir}");
+        let mut combine_ints = vec![("o_sb", hq), ("o_sh", d), ("o_ss", d)];
+        combine_ints.extend(shared);
+        let ir = DEVICE.lower(
+            "attention_decode_combine",
+            &["bf16", "bf16", "16", "128", "1", "16", "128", "false"],
+            &div_hints(&ptrs, &combine_ints),
+            ffi_util::compile_options(None, None),
+            "-batch1-8k",
+        );
+        assert!(ir.contains("exp2") && ir.contains("store_view_tko"), "{ir}");
+    }
+
+    #[test]
+    fn the_combine_folds_every_split_of_a_row_in_one_tile_of_at_most_4096_partials() {
+        // (splits, d) -> (SP, DC): batch 1 over 8k (16 splits) in one [16, 128] tile a row; 33
+        // splits pad to 64 in 64-wide chunks; 256 in 16-wide ones; d = 64 whole up to 64 splits.
+        let cases = [((1, 128), (1, 128)), ((16, 128), (16, 128)), ((33, 128), (64, 64)), ((256, 128), (256, 16))];
+        for ((splits, d), want) in cases.into_iter().chain([((64, 64), (64, 64)), ((3, 64), (4, 64))]) {
+            let (sp, dc) = combine_tile(splits, d);
+            assert_eq!((sp, dc), want, "splits {splits}, d {d}");
+            assert!(sp >= splits && sp * dc <= COMBINE_TILE_ELEMENTS && d % dc == 0);
+        }
+    }
+
+    #[test]
     fn the_decode_kernels_lower_and_assemble_for_sm90() {
         for dtype in ["f16", "bf16"] {
             for (rows, bn, d, sq) in [("16", "64", "128", "1"), ("32", "64", "64", "4"), ("128", "128", "128", "16")] {
@@ -845,11 +913,17 @@ pub(crate) mod tests {
                         &["mma", "exp2", "store_view_tko"],
                     );
                 }
-                for (sinks_dtype, sinks) in [(dtype, "false"), ("f32", "true"), (dtype, "true")] {
+                // One split, 16 (batch 1 over 8k), and 256 in 16-wide chunks of the head dim.
+                for ((sp, dc), (sinks_dtype, sinks)) in [(1, 128), (16, 128), (256, 16)].into_iter().zip([
+                    (dtype, "false"),
+                    ("f32", "true"),
+                    (dtype, "true"),
+                ]) {
+                    let (sp, dc) = (sp.to_string(), dc.min(d.parse().unwrap()).to_string());
                     DEVICE.assert_lowers(
                         "attention_decode_combine",
-                        &[dtype, sinks_dtype, rows, d, sq, sinks],
-                        &["exp2", "store_ptr_tko"],
+                        &[dtype, sinks_dtype, rows, d, sq, &sp, &dc, sinks],
+                        &["exp2", "store_view_tko"],
                     );
                 }
             }

@@ -76,6 +76,18 @@ pub mod attention_device {
         make_tensor_view(pointer_to_tile(ptr), shape, strides, tok)
     }
 
+    /// Query head `head`'s sink logit · log2(e) (the scores' base-2 units) from the (h,) sinks at
+    /// `ptr` (element type S).
+    pub unsafe fn sink_log2<S: ElementType>(ptr: *mut S, h: i32, head: i32, tok: Token) -> Tile<f32, { [1, 1] }> {
+        let shape: Shape<{ [-1] }> = Shape::<{ [-1] }> { dims: &[h] };
+        let strides: Array<{ [1] }> = Array::<{ [1] }> { dims: &[] };
+        let view: Tensor<S, { [-1] }> = make_tensor_view(pointer_to_tile(ptr), shape, strides, tok);
+        let part: Partition<S, { [1] }> = view.partition(shape![1]);
+        let sink: Tile<f32, { [1] }> = convert_tile(part.load([head]));
+        let log2e: Tile<f32, { [1] }> = constant(1.4426950408889634f32, shape![1]);
+        (sink * log2e).reshape(shape![1, 1])
+    }
+
     /// (key tiles without a mask, key tiles visited) for query tile `mt`: every row of the tile
     /// sees all of the first, the rest cross the diagonal or the key tail.
     pub fn key_tiles<const BM: i32, const BN: i32>(mt: i32, skv: i32, diag: i32) -> (i32, i32) {
@@ -209,14 +221,8 @@ pub mod attention_device {
         if SINKS {
             // The head's sink logit s enters as one more score of every row with a zero value
             // row: m = max(s · log2(e), lowest), l = exp2(s · log2(e) - m) (0 for s = -inf).
-            let sinks_shape: Shape<{ [-1] }> = Shape::<{ [-1] }> { dims: &[h] };
-            let sinks_strides: Array<{ [1] }> = Array::<{ [1] }> { dims: &[] };
-            let sinks_view: Tensor<S, { [-1] }> =
-                unsafe { make_tensor_view(pointer_to_tile(sinks_ptr), sinks_shape, sinks_strides, tok) };
-            let sink_part: Partition<S, { [1] }> = sinks_view.partition(shape![1]);
-            let sink: Tile<f32, { [1] }> = convert_tile(sink_part.load([head]));
-            let log2e: Tile<f32, { [BM, 1] }> = constant(1.4426950408889634f32, shape![BM, 1]);
-            let s: Tile<f32, { [BM, 1] }> = sink.reshape(shape![1, 1]).broadcast(shape![BM, 1]) * log2e;
+            let sink: Tile<f32, { [1, 1] }> = unsafe { sink_log2::<S>(sinks_ptr, h, head, tok) };
+            let s: Tile<f32, { [BM, 1] }> = sink.broadcast(shape![BM, 1]);
             m_i = maxf(s, m_i, nan::Disabled, ftz::Disabled);
             l_i = exp2(s - m_i, ftz::Enabled);
         }
@@ -427,11 +433,13 @@ pub mod attention_device {
         l_part.store(l_i.reshape(shape![1, BM]), [bid, 0i32]);
     }
 
-    /// Decode, step 2 of 2: grid = b · h_kv tile blocks, each combining the `splits` partials of
-    /// its (batch, kv_head) rows in one online pass: M = the largest m (and, with SINKS, the row's
-    /// head's sink logit · log2(e)), L = Σ l · exp2(m - M) (+ exp2(sink - M)), O = Σ acc · exp2(m -
-    /// M) / max(L, 1) (L >= 1 where a row saw a key or a sink, as in attention_fwd), stored in T to
-    /// the real rows of out (b, h, s_q, d).
+    /// Decode, step 2 of 2: grid = b · h · s_q · (D / DC) tile blocks, one per (batch, query head,
+    /// query, DC-wide chunk of the head dim): only the real rows, none of the tile's padding. A block
+    /// loads its row's m and l of every split ([SP] each, SP = splits rounded up to a power of two;
+    /// the padding splits masked out) and its [SP, DC] slab of the partials in one round, no loop
+    /// over the splits: M = the largest m (and, with SINKS, the head's sink logit · log2(e)), w_s =
+    /// exp2(m_s - M), L = Σ l_s · w_s (+ exp2(sink - M)), O = Σ acc_s · w_s / max(L, 1) (L >= 1
+    /// where a row saw a key or a sink, as in attention_fwd), stored in T to out (b, h, s_q, d).
     #[cutile::entry(unchecked_accesses = true)]
     #[allow(clippy::too_many_arguments)]
     unsafe fn attention_decode_combine<
@@ -440,79 +448,77 @@ pub mod attention_device {
         const BM: i32,
         const D: i32,
         const SQ: i32,
+        const SP: i32,
+        const DC: i32,
         const SINKS: bool,
     >(
         o_ptr: *mut T, ws_acc: *mut f32, ws_m: *mut f32, ws_l: *mut f32, sinks_ptr: *mut S, b: i32, h: i32, hkv: i32,
         sq: i32, o_sb: i32, o_sh: i32, o_ss: i32, splits: i32,
     ) {
         let tok: Token = new_token_unordered();
-        let bkh: i32 = get_tile_block_id().0;
-        let batch: i32 = bkh / hkv;
-        let kv_head: i32 = bkh % hkv;
+        let bid: i32 = get_tile_block_id().0;
+        let chunks: i32 = D / DC;
+        let chunk: i32 = bid % chunks;
+        let row: i32 = bid / chunks;
+        let query: i32 = row % sq;
+        let bh: i32 = row / sq;
+        let batch: i32 = bh / h;
+        let head: i32 = bh % h;
         let group: i32 = h / hkv;
-        let (g, i, real) = decode_rows::<BM, SQ>(group, sq);
+        // The row of the split kernel's tile (decode_rows): head in the group · SQ + query.
+        let r: i32 = (head % group) * SQ + query;
+        let pair: i32 = batch * hkv + head / group;
 
-        let blocks: i32 = b * hkv * splits;
-        let acc_shape: Shape<{ [-1, -1, -1] }> = Shape::<{ [-1, -1, -1] }> { dims: &[blocks, BM, D] };
-        let acc_strides: Array<{ [-1, -1, 1] }> = Array::<{ [-1, -1, 1] }> { dims: &[BM * D, D] };
-        let acc_view: Tensor<f32, { [-1, -1, -1] }> =
+        // The workspace as [pairs, splits, BM, D] (acc) and [pairs, splits, BM] (m, l).
+        let pairs: i32 = b * hkv;
+        let acc_shape: Shape<{ [-1, -1, -1, -1] }> = Shape::<{ [-1, -1, -1, -1] }> { dims: &[pairs, splits, BM, D] };
+        let acc_strides: Array<{ [-1, -1, -1, 1] }> =
+            Array::<{ [-1, -1, -1, 1] }> { dims: &[splits * BM * D, BM * D, D] };
+        let acc_view: Tensor<f32, { [-1, -1, -1, -1] }> =
             unsafe { make_tensor_view(pointer_to_tile(ws_acc), acc_shape, acc_strides, tok) };
-        let acc_part: Partition<f32, { [1, BM, D] }> = acc_view.partition(shape![1, BM, D]);
-        let row_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[blocks, BM] };
-        let row_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[BM] };
-        let m_view: Tensor<f32, { [-1, -1] }> =
+        let acc_part: Partition<f32, { [1, SP, 1, DC] }> = acc_view.partition(shape![1, SP, 1, DC]);
+        let row_shape: Shape<{ [-1, -1, -1] }> = Shape::<{ [-1, -1, -1] }> { dims: &[pairs, splits, BM] };
+        let row_strides: Array<{ [-1, -1, 1] }> = Array::<{ [-1, -1, 1] }> { dims: &[splits * BM, BM] };
+        let m_view: Tensor<f32, { [-1, -1, -1] }> =
             unsafe { make_tensor_view(pointer_to_tile(ws_m), row_shape, row_strides, tok) };
-        let l_view: Tensor<f32, { [-1, -1] }> =
+        let l_view: Tensor<f32, { [-1, -1, -1] }> =
             unsafe { make_tensor_view(pointer_to_tile(ws_l), row_shape, row_strides, tok) };
-        let m_part: Partition<f32, { [1, BM] }> = m_view.partition(shape![1, BM]);
-        let l_part: Partition<f32, { [1, BM] }> = l_view.partition(shape![1, BM]);
+        let m_part: Partition<f32, { [1, SP, 1] }> = m_view.partition(shape![1, SP, 1]);
+        let l_part: Partition<f32, { [1, SP, 1] }> = l_view.partition(shape![1, SP, 1]);
+        let m_raw: Tile<f32, { [SP, 1] }> = m_part.load([pair, 0i32, r]).reshape(shape![SP, 1]);
+        let l_s: Tile<f32, { [SP, 1] }> = l_part.load([pair, 0i32, r]).reshape(shape![SP, 1]);
+        let acc_s: Tile<f32, { [SP, DC] }> = acc_part.load([pair, 0i32, r, chunk]).reshape(shape![SP, DC]);
 
-        let first: i32 = bkh * splits;
-        let mut big_m: Tile<f32, { [BM, 1] }> = constant(-3.4028235e38f32, shape![BM, 1]);
-        let mut big_l: Tile<f32, { [BM, 1] }> = constant(0.0f32, shape![BM, 1]);
+        // The padding splits (past `splits`) weigh nothing: m = the lowest finite f32 there, w = 0.
+        let split_iota: Tile<i32, { [SP] }> = iota(shape![SP]);
+        let split_ids: Tile<i32, { [SP, 1] }> = split_iota.reshape(shape![SP, 1]);
+        let split_end: Tile<i32, { [SP, 1] }> = broadcast_scalar(splits, shape![SP, 1]);
+        let real: Tile<bool, { [SP, 1] }> = lt_tile(split_ids, split_end);
+        let lowest: Tile<f32, { [SP, 1] }> = constant(-3.4028235e38f32, shape![SP, 1]);
+        let m_s: Tile<f32, { [SP, 1] }> = select(real, m_raw, lowest);
+        let m_max: Tile<f32, { [1] }> = reduce_max(m_s, 0i32);
+        let mut big_m: Tile<f32, { [1, 1] }> = m_max.reshape(shape![1, 1]);
+        let mut sink_l: Tile<f32, { [1, 1] }> = constant(0.0f32, shape![1, 1]);
         if SINKS {
-            // The sink logit of row r's head, kv_head · group + g(r); rows past the group read none.
-            let heads: Tile<i32, { [BM, 1] }> = broadcast_scalar(kv_head * group, shape![BM, 1]) + g;
-            let p0: PointerTile<*mut S, { [] }> = pointer_to_tile(sinks_ptr);
-            let p1: PointerTile<*mut S, { [1, 1] }> = p0.reshape(shape![1, 1]);
-            let base: PointerTile<*mut S, { [BM, 1] }> = p1.broadcast(shape![BM, 1]);
-            let ptrs: PointerTile<*mut S, { [BM, 1] }> = base.offset_tile(heads);
-            let (raw, _tok): (Tile<S, { [BM, 1] }>, Token) = unsafe {
-                load_ptr_tko(ptrs, ordering::Weak, None::<scope::TileBlock>, Some(real), None, None, Latency::<3>)
-            };
-            let log2e: Tile<f32, { [BM, 1] }> = constant(1.4426950408889634f32, shape![BM, 1]);
-            let lowest: Tile<f32, { [BM, 1] }> = constant(-3.4028235e38f32, shape![BM, 1]);
-            let raw_f32: Tile<f32, { [BM, 1] }> = convert_tile(raw);
-            // The sink is the running max's start and counts 2^(sink - sink) = 1 in the sum.
-            big_m = select(real, raw_f32 * log2e, lowest);
-            big_l = constant(1.0f32, shape![BM, 1]);
+            // The sink is one more score of the row whose value is zero: it joins M and counts
+            // exp2(sink - M) in L.
+            let sink: Tile<f32, { [1, 1] }> = unsafe { sink_log2::<S>(sinks_ptr, h, head, tok) };
+            big_m = maxf(big_m, sink, nan::Disabled, ftz::Disabled);
+            sink_l = exp2(sink - big_m, ftz::Enabled);
         }
-        // One pass over the splits, the online softmax's rescale: M' = max(M, m_s), L and O scaled
-        // by 2^(M - M') and the split's l_s and acc_s added at 2^(m_s - M'). Each split's loads do
-        // not depend on the last one's, so they can be in flight together (the workspace was just
-        // written: mostly L2 hits); two passes (M first, then L and O) made 2 · splits rounds.
-        let mut o: Tile<f32, { [BM, D] }> = constant(0.0f32, shape![BM, D]);
-        for s in 0i32..splits {
-            let m_s: Tile<f32, { [BM, 1] }> = m_part.load_pipelined::<2>([first + s, 0i32]).reshape(shape![BM, 1]);
-            let l_s: Tile<f32, { [BM, 1] }> = l_part.load_pipelined::<2>([first + s, 0i32]).reshape(shape![BM, 1]);
-            let acc_s: Tile<f32, { [BM, D] }> =
-                acc_part.load_pipelined::<4>([first + s, 0i32, 0i32]).reshape(shape![BM, D]);
-            let m_new: Tile<f32, { [BM, 1] }> = maxf(big_m, m_s, nan::Disabled, ftz::Disabled);
-            let alpha: Tile<f32, { [BM, 1] }> = exp2(big_m - m_new, ftz::Enabled);
-            let w: Tile<f32, { [BM, 1] }> = exp2(m_s - m_new, ftz::Enabled);
-            big_l = big_l * alpha + l_s * w;
-            o = o * alpha.broadcast(shape![BM, D]) + acc_s * w.broadcast(shape![BM, D]);
-            big_m = m_new;
-        }
-        let one: Tile<f32, { [BM, 1] }> = constant(1.0f32, shape![BM, 1]);
-        let l_safe: Tile<f32, { [BM, 1] }> = maxf(big_l, one, nan::Disabled, ftz::Disabled);
-        let inv: Tile<f32, { [BM, 1] }> = divf(one, l_safe, rounding::NearestEven, ftz::Disabled);
-        let out: Tile<T, { [BM, D] }> = convert_tile(o * inv.broadcast(shape![BM, D]));
-        let o_ptrs: PointerTile<*mut T, { [BM, D] }> =
-            decode_pointers::<T, BM, D>(o_ptr, batch * o_sb + kv_head * group * o_sh, g, i, o_sh, o_ss);
-        let o_mask: Tile<bool, { [BM, D] }> = real.broadcast(shape![BM, D]);
-        let _o_tok: Token = unsafe {
-            store_ptr_tko(o_ptrs, out, ordering::Weak, None::<scope::TileBlock>, Some(o_mask), None, Latency::<3>)
-        };
+        let zero_w: Tile<f32, { [SP, 1] }> = constant(0.0f32, shape![SP, 1]);
+        let w_all: Tile<f32, { [SP, 1] }> = exp2(m_s - big_m.broadcast(shape![SP, 1]), ftz::Enabled);
+        let w: Tile<f32, { [SP, 1] }> = select(real, w_all, zero_w);
+        let l_sum: Tile<f32, { [1] }> = reduce_sum(l_s * w, 0i32);
+        let big_l: Tile<f32, { [1, 1] }> = l_sum.reshape(shape![1, 1]) + sink_l;
+        let o_sum: Tile<f32, { [DC] }> = reduce_sum(acc_s * w.broadcast(shape![SP, DC]), 0i32);
+        let one: Tile<f32, { [1, 1] }> = constant(1.0f32, shape![1, 1]);
+        let l_safe: Tile<f32, { [1, 1] }> = maxf(big_l, one, nan::Disabled, ftz::Disabled);
+        let inv: Tile<f32, { [1, 1] }> = divf(one, l_safe, rounding::NearestEven, ftz::Disabled);
+        let out: Tile<T, { [1, DC] }> = convert_tile(o_sum.reshape(shape![1, DC]) * inv.broadcast(shape![1, DC]));
+        let o_view: Tensor<T, { [-1, -1, -1, -1] }> =
+            unsafe { bhsd_view::<T, D>(o_ptr, b, h, sq, o_sb, o_sh, o_ss, tok) };
+        let mut o_part: PartitionMut<T, { [1, 1, 1, DC] }> = unsafe { o_view.partition_full_mut(shape![1, 1, 1, DC]) };
+        o_part.store(out.reshape(shape![1, 1, 1, DC]), [batch, head, query, chunk]);
     }
 }

@@ -138,9 +138,9 @@ def _emulate_decode(inputs: dict, bn: int, asked: int) -> torch.Tensor:
     """kernel.rs's decode path in float64 on the CPU: per (batch, key/value head) the group's query
     heads × s_q queries as rows (row r: head g = r // SQ, query i = r % SQ, SQ = s_q rounded up to a
     power of two), each split of op.decode_split walking its key tiles with every tile masked, its
-    partial (m, l, acc) from m = lowest f32, l = 0; then the combine in one online pass from the
-    sink: M = max(m, sink · log2 e), L = Σ l 2^(m - M) + 2^(sink - M), o = Σ acc 2^(m - M) /
-    max(L, 1), for the real rows."""
+    partial (m, l, acc) from m = lowest f32, l = 0; then the combine's one fold per real row over
+    the splits padded to a power of two: M = max(m, sink · log2 e), L = Σ l 2^(m - M) + 2^(sink -
+    M), o = Σ acc 2^(m - M) / max(L, 1)."""
     q, k, v, sinks, causal, scale, window = inputs.values()
     (b, h, sq, d), (hkv, skv) = q.shape, k.shape[1:3]
     group, sq_pad = h // hkv, 1 << max(0, (sq - 1).bit_length())
@@ -172,18 +172,23 @@ def _emulate_decode(inputs: dict, bn: int, asked: int) -> torch.Tensor:
                     alpha = torch.exp2(m - m_new)
                     total, acc, m = total * alpha + p.sum(dim=1), acc * alpha[:, None] + p @ vt, m_new
                 parts.append((m, total, acc))
-            # the combine's one online pass, from the sink (counting 2^0 = 1) or from lowest and 0
-            big_m = torch.full((rows,), lowest, dtype=torch.float64)
-            big_l = torch.zeros(rows, dtype=torch.float64)
+            # the combine, one fold per row over SP = splits rounded up to a power of two, the
+            # padding splits read as the views pad (zeros) and masked out
+            sp = 1 << max(0, (splits - 1).bit_length())
+            pad = sp - splits
+            ms = torch.stack([m for m, _, _ in parts] + [torch.zeros(rows, dtype=torch.float64)] * pad)
+            ls = torch.stack([t for _, t, _ in parts] + [torch.zeros(rows, dtype=torch.float64)] * pad)
+            accs = torch.stack([a for _, _, a in parts] + [torch.zeros(rows, d, dtype=torch.float64)] * pad)
+            split_real = (torch.arange(sp) < splits)[:, None]
+            ms = torch.where(split_real, ms, lowest)
+            big_m, sink_l = ms.max(dim=0).values, torch.zeros(rows, dtype=torch.float64)
             if sinks is not None:
                 sink = sinks[kh * group + g.clamp(max=group - 1)].double() * math.log2(math.e)
-                big_m, big_l = torch.where(real, sink, lowest), torch.ones(rows, dtype=torch.float64)
-            o = torch.zeros(rows, d, dtype=torch.float64)
-            for m, total, acc in parts:
-                m_new = torch.maximum(big_m, m)
-                alpha, w = torch.exp2(big_m - m_new), torch.exp2(m - m_new)
-                big_l, o, big_m = big_l * alpha + total * w, o * alpha[:, None] + acc * w[:, None], m_new
-            o = o / big_l.clamp(min=1.0)[:, None]
+                big_m = torch.maximum(big_m, sink)
+                sink_l = torch.exp2(sink - big_m)
+            w = torch.where(split_real, torch.exp2(ms - big_m), 0.0)
+            big_l = (ls * w).sum(dim=0) + sink_l
+            o = (accs * w[:, :, None]).sum(dim=0) / big_l.clamp(min=1.0)[:, None]
             out[bi, kh * group + g[real], i[real]] = o[real]
     return out
 
@@ -206,7 +211,7 @@ def test_the_decode_path_emulated_on_the_cpu_matches_the_reference():
     for n, case in enumerate(cases):
         cfg = dict(d=64, dtype="float32", **case)
         inputs = SPEC.make_inputs(cfg, device="cpu", seed=1)
-        if n == 2:  # a sink of -inf is no sink: the combine's start of 1 must vanish at the first split
+        if n == 2:  # a sink of -inf is no sink: it must weigh nothing in the combine
             inputs["sinks"][1] = -math.inf
         ref = SPEC.reference(inputs)
         for bn, asked in ((64, 1), (64, 3), (64, 11), (128, 100)):

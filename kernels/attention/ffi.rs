@@ -94,6 +94,10 @@ pub fn auto_splits(sms: u32, pairs: i32, tiles: i32, per_sm: i32) -> i32 {
 
 /// The most partial elements (f32) one combine tile block folds: [SP, DC] of one row.
 const COMBINE_TILE_ELEMENTS: i32 = 4096;
+/// The combine's occupancy hint: at the compiler's default it takes 255 registers a thread, two
+/// tile blocks an SM, and its b · h · s_q blocks ran in waves (19 µs at batch 64 where one wave
+/// of the same loads takes ~3: NOTES.md, "A combine in one round").
+const COMBINE_OCCUPANCY: i32 = 8;
 
 /// The combine's tile for `splits` splits of a head dim `d`: (SP, DC) = (splits rounded up to a
 /// power of two, the head-dim chunk: d, or less where SP · d would pass COMBINE_TILE_ELEMENTS, at
@@ -397,7 +401,8 @@ fn launch_decode<T: Element, S: Element>(
     };
     let [o_ptr, q_ptr, k_ptr, v_ptr] = unsafe { [out, q, k, v].map(|t| ffi_util::device_ptr::<T>(t)) };
     let sinks_ptr = unsafe { ffi_util::device_ptr::<S>(sinks) }; // S checked by plan()
-    let (hinted, options) = (ffi_util::compile_options(p.occupancy, d.warps), ffi_util::compile_options(None, None));
+    let hinted = ffi_util::compile_options(p.occupancy, d.warps);
+    let options = ffi_util::compile_options(Some(COMBINE_OCCUPANCY), None);
     // generics T, BM, BN, D, SQ, WINDOW; then T, S, BM, D, SQ, SP, DC, SINKS.
     let mut split = Launch::new::<T>(&[d.rows, p.bn, p.d, d.sq_pad], (blocks as u32, 1, 1), hinted);
     split.generics.push(p.window.is_some().to_string());
@@ -884,10 +889,10 @@ pub(crate) mod tests {
             "attention_decode_combine",
             &["bf16", "bf16", "16", "128", "1", "16", "128", "false"],
             &div_hints(&ptrs, &combine_ints),
-            ffi_util::compile_options(None, None),
+            ffi_util::compile_options(Some(COMBINE_OCCUPANCY), None),
             "-batch1-8k",
         );
-        assert!(ir.contains("exp2") && ir.contains("store_view_tko"), "{ir}");
+        assert!(ir.contains("exp2") && ir.contains("store_view_tko") && ir.contains("occupancy = 8"), "{ir}");
     }
 
     #[test]

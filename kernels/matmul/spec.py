@@ -79,6 +79,9 @@ SPEC = KernelSpec(
     )
     + shapes("dtype m n k at", ("bfloat16", 128256, 4096, 2048, 1)),
     tolerance=mma.TOLERANCE,
+    # an element near zero of a deep product (K = 128256) is a difference of partial sums of the
+    # tensor's RMS: its error is judged against that scale (docs/kernels.md, matmul NOTES.md)
+    max_error_scale="rms",
     make_inputs=make_inputs,
     reference=mma.reference,
     bytes_moved=mma.bytes_moved,

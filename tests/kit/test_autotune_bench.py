@@ -224,6 +224,45 @@ def test_check_close_measures_subnormal_results_against_the_dtypes_normal_floor(
         harness.check_close((ref * 1e3 + 1.3e-4).half(), ref * 1e3, (4e-3, 1e-2), "f16 normal")
 
 
+def test_a_gradient_that_cancels_to_zero_is_judged_by_its_rounding_floor():
+    """A zero reference gradient (attention rows that each see one key) against a kernel's rounding
+    noise passes with the gradient floor and fails without it; an error of one rounding unit on
+    every element of a gradient of normal size still fails with it."""
+    import torch
+
+    from tilekit.testing import harness
+
+    ref, grad_out = torch.zeros(2, 200, 64, dtype=torch.float64), torch.ones(2, 200, 64)
+    noise = torch.full_like(ref, 1.4e-6).to(torch.bfloat16)
+    floor = harness.gradient_norm_floor(noise, grad_out)
+    harness.check_close(noise, ref, (1.2e-2, 2.4e-2), "dq = 0", norm_floor=floor)
+    with pytest.raises(AssertionError, match="rel_l2="):
+        harness.check_close(noise, ref, (1.2e-2, 2.4e-2), "dq = 0 without the floor")
+    big = torch.full_like(ref, 0.5)
+    with pytest.raises(AssertionError, match="rel_l2="):
+        harness.check_close((big * 1.05).to(torch.bfloat16), big, (1.2e-2, 2.4e-2), "5 % off", norm_floor=floor)
+
+
+def test_the_rms_max_error_scale_judges_deep_products_by_the_tensors_size():
+    """Matmul at K = 128256 (H100, 2026-12-06): elements of RMS ~358, the worst absolute error 0.1 at
+    an element near zero. "rms" passes it (the error is 3e-4 of the tensor's scale; bf16 rounds
+    its neighbours by up to 1), "one" does not; an error of 10 % of the scale fails both."""
+    import torch
+
+    from tilekit.testing import harness
+
+    ref = torch.randn(64, 64, generator=torch.Generator().manual_seed(0), dtype=torch.float64) * 358
+    ref[0, 0] = 0.05
+    y = ref.clone()
+    y[0, 0] += 0.1
+    harness.check_close(y, ref, (8e-3, 1.6e-2), "K = 128256", max_error_scale="rms")
+    with pytest.raises(AssertionError, match="max_err="):
+        harness.check_close(y, ref, (8e-3, 1.6e-2), "K = 128256, scale one")
+    y[0, 0] += 35.8
+    with pytest.raises(AssertionError, match="max_err="):
+        harness.check_close(y, ref, (8e-3, 1.6e-2), "10 % of the scale", max_error_scale="rms")
+
+
 def test_case_ids_start_with_the_backend():
     from tilekit.testing import harness
 

@@ -162,7 +162,7 @@ class KernelSpec:
     dims: dict  # the problem's sizes, in id order -> the largest the CPU property draws
     correctness_shapes: list  # shapes (dims, optional strides): test_op runs each with every dtype
     perf_configs: list  # test_perf's configs (dims and dtype)
-    tolerance: dict  # dtype -> (relative L2, max |y - ref| / (1 + |ref|)) against reference
+    tolerance: dict  # dtype -> (relative L2, max |y - ref| / (scale + |ref|)) against reference
     make_inputs: Callable  # (cfg, device="cuda", seed=None) -> {name: tensor or scalar}: the entry's args, in order
     reference: Callable  # inputs -> the float64 result
     out_shape: Callable  # cfg -> the output's shape
@@ -184,6 +184,9 @@ class KernelSpec:
     size_check: Callable | None = None  # (**dims): op.py's ValueError for sizes no variant can serve
     every_variant_default: bool = False  # test_op_every_variant_cutile_rs also runs variant="default"
     sweep: dict = field(default_factory=dict)  # SWEEP size -> configs of `make sweep` (sweep_grid; else perf_configs)
+    # the max error's scale: "one" (1 + |ref|) or "rms" (max(1, the reference's RMS) + |ref|), for
+    # long reductions whose elements near zero are differences of partial sums of the tensor's size
+    max_error_scale: str = "one"
     # dtype -> the gradients' tolerance (test_op_backward_cutile_rs) where it is not `tolerance`'s
     backward_tolerance: dict = field(default_factory=dict)
     # cfg -> why test_op_backward_cutile_rs cannot judge the gradient there (a pytest skip with it,
@@ -458,6 +461,8 @@ class KernelSpec:
             out.append(f"op.DTYPES {self.dtypes} must name dtypes of {list(ffi.DTYPE_CODES)}")
         if set(self.tolerance) != set(self.dtypes):
             out.append(f"tolerance has {sorted(self.tolerance)}, op.DTYPES {sorted(self.dtypes)}")
+        if self.max_error_scale not in ("one", "rms"):
+            out.append(f"max_error_scale is {self.max_error_scale!r}: use 'one' or 'rms'")
         known = set(self.dims) | set(self.strides) | set(self.options) | {"dtype", self.out_row_stride}
         for what, cfgs in (
             ("correctness_shapes", self.correctness_shapes),

@@ -373,8 +373,9 @@ fn launch_with<T: Element, S: Element>(
 
 /// The decode path: attention_decode over b · h_kv · splits tile blocks into a workspace on the
 /// caller's stream, then attention_decode_combine over the b · h · s_q rows (× head-dim chunks,
-/// combine_tile) into out; the workspace is freed
-/// in stream order after the combine (and on every other way out: StreamAlloc).
+/// combine_tile) into out; the workspace is freed in stream order after the combine (and on every
+/// other way out: StreamAlloc). One split without sinks (batch 64 over 4k on 132 SMs): the split
+/// kernel stores out itself (`direct`), with no workspace and no combine.
 #[allow(clippy::too_many_arguments)]
 fn launch_decode<T: Element, S: Element>(
     p: &Plan, d: &Decode, out: &TensorDesc, q: &TensorDesc, k: &TensorDesc, v: &TensorDesc, sinks: &TensorDesc,
@@ -391,13 +392,18 @@ fn launch_decode<T: Element, S: Element>(
     let asked = asked.min((i32::MAX as i64 / (pairs as i64 * d.rows as i64 * p.d as i64)).max(1) as i32);
     let (splits, per) = p.decode_split(asked);
     let blocks = pairs as usize * splits as usize;
+    // One split and no sinks: the split kernel's partial is the answer, stored to out directly.
+    let direct = splits == 1 && p.sinks.is_none();
     let f32s = std::mem::size_of::<f32>();
-    let (acc_bytes, row_bytes) = (blocks * (d.rows * p.d) as usize * f32s, blocks * d.rows as usize * f32s);
-    let ws = StreamAlloc::new(acc_bytes + 2 * row_bytes, stream, "decode workspace")?;
-    // SAFETY: three f32 arrays of the allocation just made (acc, then m, then l).
+    let ws_blocks = if direct { 0 } else { blocks };
+    let (acc_bytes, row_bytes) = (ws_blocks * (d.rows * p.d) as usize * f32s, ws_blocks * d.rows as usize * f32s);
+    let ws = (!direct).then(|| StreamAlloc::new(acc_bytes + 2 * row_bytes, stream, "decode workspace")).transpose()?;
+    // SAFETY: three f32 arrays of the allocation just made (acc, then m, then l); without one
+    // (direct), out's address, which the split kernel does not read as a workspace.
+    let base = ws.as_ref().map_or(out.data, |w| w.ptr);
     let [ws_acc, ws_m, ws_l] = unsafe {
         [0, acc_bytes, acc_bytes + row_bytes]
-            .map(|at| cutile::cuda_async::device_buffer::DevicePointer::<f32>::from_cu_deviceptr(ws.ptr + at as u64))
+            .map(|at| cutile::cuda_async::device_buffer::DevicePointer::<f32>::from_cu_deviceptr(base + at as u64))
     };
     let [o_ptr, q_ptr, k_ptr, v_ptr] = unsafe { [out, q, k, v].map(|t| ffi_util::device_ptr::<T>(t)) };
     let sinks_ptr = unsafe { ffi_util::device_ptr::<S>(sinks) }; // S checked by plan()
@@ -418,21 +424,22 @@ fn launch_decode<T: Element, S: Element>(
     unsafe {
         #[rustfmt::skip] // as attention_fwd's launch
         let op = device::attention_decode(
-            ws_acc, ws_m, ws_l, q_ptr, k_ptr, v_ptr,
+            ws_acc, ws_m, ws_l, o_ptr, q_ptr, k_ptr, v_ptr,
             p.b, p.h, p.hkv, p.sq, p.skv,
-            q_sb, q_sh, q_ss, k_sb, k_sh, k_ss, v_sb, v_sh, v_ss,
+            o_sb, o_sh, o_ss, q_sb, q_sh, q_ss, k_sb, k_sh, k_ss, v_sb, v_sh, v_ss,
             p.diag, p.window.unwrap_or(-1), p.qk_scale_log2,
-            splits, first, per, end,
+            splits, first, per, end, direct as i32,
         );
         split.enqueue(op, stream)?;
+        let Some(ws) = ws else { return Ok(()) };
         combine.enqueue(
             device::attention_decode_combine(
                 o_ptr, ws_acc, ws_m, ws_l, sinks_ptr, p.b, p.h, p.hkv, p.sq, o_sb, o_sh, o_ss, splits,
             ),
             stream,
         )?;
+        ws.free()
     }
-    ws.free()
 }
 
 /// `cutile_attention`: the descriptors, then plan() without lse, the caller's stream and launch()
@@ -873,7 +880,8 @@ pub(crate) mod tests {
             ("v_sh", kv_sh),
             ("v_ss", kv_ss),
         ]);
-        split_ints.extend([("first_tile", 0), ("tiles_per_split", 8), ("tiles_end", 128)]);
+        split_ints.extend([("first_tile", 0), ("tiles_per_split", 8), ("tiles_end", 128), ("direct", 0)]);
+        split_ints.extend([("o_sb", hq), ("o_sh", d), ("o_ss", d)]);
         split_ints.extend(shared);
         let ir = DEVICE.lower(
             "attention_decode",

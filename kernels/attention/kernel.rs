@@ -344,7 +344,9 @@ pub mod attention_device {
     /// diag, and with WINDOW key > i + diag - window: row i's own query). It writes its unnormalized
     /// partial: acc (f32 [BM, D]), the running max m and sum l (f32 [BM], base 2) at block id in the
     /// workspace (`ws_acc`, `ws_m`, `ws_l`), for attention_decode_combine. A split that sees no key
-    /// of a row leaves m at the lowest finite f32 and l = acc = 0: it weighs nothing there.
+    /// of a row leaves m at the lowest finite f32 and l = acc = 0: it weighs nothing there. With
+    /// `direct` != 0 (the launcher's choice for one split and no sinks) it stores O = acc / max(l,
+    /// 1) to the real rows of out instead, and no combine runs.
     #[cutile::entry(unchecked_accesses = true)]
     #[allow(clippy::too_many_arguments)]
     unsafe fn attention_decode<
@@ -355,10 +357,10 @@ pub mod attention_device {
         const SQ: i32,
         const WINDOW: bool,
     >(
-        ws_acc: *mut f32, ws_m: *mut f32, ws_l: *mut f32, q_ptr: *mut T, k_ptr: *mut T, v_ptr: *mut T, b: i32, h: i32,
-        hkv: i32, sq: i32, skv: i32, q_sb: i32, q_sh: i32, q_ss: i32, k_sb: i32, k_sh: i32, k_ss: i32, v_sb: i32,
-        v_sh: i32, v_ss: i32, diag: i32, window: i32, qk_scale_log2: f32, splits: i32, first_tile: i32,
-        tiles_per_split: i32, tiles_end: i32,
+        ws_acc: *mut f32, ws_m: *mut f32, ws_l: *mut f32, o_ptr: *mut T, q_ptr: *mut T, k_ptr: *mut T, v_ptr: *mut T,
+        b: i32, h: i32, hkv: i32, sq: i32, skv: i32, o_sb: i32, o_sh: i32, o_ss: i32, q_sb: i32, q_sh: i32, q_ss: i32,
+        k_sb: i32, k_sh: i32, k_ss: i32, v_sb: i32, v_sh: i32, v_ss: i32, diag: i32, window: i32, qk_scale_log2: f32,
+        splits: i32, first_tile: i32, tiles_per_split: i32, tiles_end: i32, direct: i32,
     ) {
         let tok: Token = new_token_unordered();
         let bid: i32 = get_tile_block_id().0;
@@ -414,23 +416,38 @@ pub mod attention_device {
             acc = acc_new;
         }
 
-        let blocks: i32 = b * hkv * splits;
-        let acc_shape: Shape<{ [-1, -1, -1] }> = Shape::<{ [-1, -1, -1] }> { dims: &[blocks, BM, D] };
-        let acc_strides: Array<{ [-1, -1, 1] }> = Array::<{ [-1, -1, 1] }> { dims: &[BM * D, D] };
-        let acc_view: Tensor<f32, { [-1, -1, -1] }> =
-            unsafe { make_tensor_view(pointer_to_tile(ws_acc), acc_shape, acc_strides, tok) };
-        let mut acc_part: PartitionMut<f32, { [1, BM, D] }> = unsafe { acc_view.partition_full_mut(shape![1, BM, D]) };
-        acc_part.store(acc.reshape(shape![1, BM, D]), [bid, 0i32, 0i32]);
-        let row_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[blocks, BM] };
-        let row_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[BM] };
-        let m_view: Tensor<f32, { [-1, -1] }> =
-            unsafe { make_tensor_view(pointer_to_tile(ws_m), row_shape, row_strides, tok) };
-        let l_view: Tensor<f32, { [-1, -1] }> =
-            unsafe { make_tensor_view(pointer_to_tile(ws_l), row_shape, row_strides, tok) };
-        let mut m_part: PartitionMut<f32, { [1, BM] }> = unsafe { m_view.partition_full_mut(shape![1, BM]) };
-        let mut l_part: PartitionMut<f32, { [1, BM] }> = unsafe { l_view.partition_full_mut(shape![1, BM]) };
-        m_part.store(m_i.reshape(shape![1, BM]), [bid, 0i32]);
-        l_part.store(l_i.reshape(shape![1, BM]), [bid, 0i32]);
+        if direct != 0 {
+            // One split and no sinks: the partial is the answer, O = acc / max(l, 1) to the real
+            // rows of out (no workspace, no combine).
+            let one: Tile<f32, { [BM, 1] }> = constant(1.0f32, shape![BM, 1]);
+            let l_safe: Tile<f32, { [BM, 1] }> = maxf(l_i, one, nan::Disabled, ftz::Disabled);
+            let inv: Tile<f32, { [BM, 1] }> = divf(one, l_safe, rounding::NearestEven, ftz::Disabled);
+            let out: Tile<T, { [BM, D] }> = convert_tile(acc * inv.broadcast(tile_q));
+            let o_ptrs: PointerTile<*mut T, { [BM, D] }> =
+                decode_pointers::<T, BM, D>(o_ptr, batch * o_sb + kv_head * group * o_sh, g, i, o_sh, o_ss);
+            let _o_tok: Token = unsafe {
+                store_ptr_tko(o_ptrs, out, ordering::Weak, None::<scope::TileBlock>, Some(q_mask), None, Latency::<3>)
+            };
+        } else {
+            let blocks: i32 = b * hkv * splits;
+            let acc_shape: Shape<{ [-1, -1, -1] }> = Shape::<{ [-1, -1, -1] }> { dims: &[blocks, BM, D] };
+            let acc_strides: Array<{ [-1, -1, 1] }> = Array::<{ [-1, -1, 1] }> { dims: &[BM * D, D] };
+            let acc_view: Tensor<f32, { [-1, -1, -1] }> =
+                unsafe { make_tensor_view(pointer_to_tile(ws_acc), acc_shape, acc_strides, tok) };
+            let mut acc_part: PartitionMut<f32, { [1, BM, D] }> =
+                unsafe { acc_view.partition_full_mut(shape![1, BM, D]) };
+            acc_part.store(acc.reshape(shape![1, BM, D]), [bid, 0i32, 0i32]);
+            let row_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[blocks, BM] };
+            let row_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[BM] };
+            let m_view: Tensor<f32, { [-1, -1] }> =
+                unsafe { make_tensor_view(pointer_to_tile(ws_m), row_shape, row_strides, tok) };
+            let l_view: Tensor<f32, { [-1, -1] }> =
+                unsafe { make_tensor_view(pointer_to_tile(ws_l), row_shape, row_strides, tok) };
+            let mut m_part: PartitionMut<f32, { [1, BM] }> = unsafe { m_view.partition_full_mut(shape![1, BM]) };
+            let mut l_part: PartitionMut<f32, { [1, BM] }> = unsafe { l_view.partition_full_mut(shape![1, BM]) };
+            m_part.store(m_i.reshape(shape![1, BM]), [bid, 0i32]);
+            l_part.store(l_i.reshape(shape![1, BM]), [bid, 0i32]);
+        }
     }
 
     /// Decode, step 2 of 2: grid = b · h · s_q · (D / DC) tile blocks, one per (batch, query head,

@@ -132,10 +132,11 @@ class Ops:
         x = x + delta
         return self.rms_norm(x, w, eps), x
 
-    def rope(self, q, k, cos, sin):
-        """q (b, s, h, d) and k (b, s, h_kv, d) rotated by the (s, d) tables: Hugging Face's
-        apply_rotary_pos_emb (the tables cast to q's dtype, as its rotary module casts them)."""
-        cos, sin = (t[None, :, None, :].to(q.dtype) for t in (cos, sin))
+    def rope(self, q, k, cos, sin, positions):
+        """q (b, s, h, d) and k (b, s, h_kv, d) rotated by the rows `positions` (s,) of the (rows, d)
+        tables: Hugging Face's apply_rotary_pos_emb (the rows cast to q's dtype, as its rotary module
+        casts them)."""
+        cos, sin = (t[positions][None, :, None, :].to(q.dtype) for t in (cos, sin))
         return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
 
     def linear(self, x, w):
@@ -208,8 +209,8 @@ class PortOps(Ops):
         y, s = self._entry("fused_add_rms_norm")(delta, x, w, eps)
         return y, s
 
-    def rope(self, q, k, cos, sin):
-        qk = self._entry("rope")(q, k, cos, sin)
+    def rope(self, q, k, cos, sin, positions):
+        qk = self._entry("rope")(q, k, cos, sin, positions)
         return qk.split((q.shape[2], k.shape[2]), dim=2)
 
     def linear(self, x, w):
@@ -269,8 +270,8 @@ class LigerOps(Ops):
         """Liger's cross entropy (loss and gradient in its forward) on the logits as they are."""
         return self._loss.apply(logits, targets, None)[0].float()  # (input, target, weight)
 
-    def rope(self, q, k, cos, sin):
-        cos, sin = (t[None].to(q.dtype) for t in (cos, sin))
+    def rope(self, q, k, cos, sin, positions):
+        cos, sin = (t[positions][None].to(q.dtype) for t in (cos, sin))
         q_rot, k_rot = self._rope.apply(q.transpose(1, 2), k.transpose(1, 2), cos, sin)
         return q_rot.transpose(1, 2), k_rot.transpose(1, 2)
 
@@ -291,14 +292,24 @@ def rotate_half(x):
 
 
 def rope_tables(positions, d: int, theta: float):
-    """float32 (s, d) cos and sin of `positions` (s,) (the frequencies twice: Hugging Face's layout),
-    made once per forward for every layer."""
+    """float32 (s, d) cos and sin of `positions` (s,) (the frequencies twice: Hugging Face's layout)."""
     import torch
 
     inv = 1.0 / theta ** (torch.arange(0, d, 2, device=positions.device, dtype=torch.float32) / d)
     angles = positions.float()[:, None] * inv[None, :]
     angles = torch.cat((angles, angles), -1)
     return angles.cos(), angles.sin()
+
+
+def rope_inputs(cfg: Config, start: int, s: int, device) -> tuple:
+    """(cos, sin, positions) of a call over positions start .. start + s: the float32 tables of
+    positions 0 .. start + s (rope_tables), made once per step function before it is compiled or
+    captured, as a serving engine keeps its cos/sin cache, and the positions (s,) int64 each
+    implementation's `rope` looks up (the ports' kernel on the GPU, PyTorch and Liger by indexing)."""
+    import torch
+
+    cos, sin = rope_tables(torch.arange(start + s, device=device), cfg.head_dim, cfg.rope_theta)
+    return cos, sin, torch.arange(start, start + s, device=device)
 
 
 def new_cache(cfg: Config, batch: int, length: int, dtype=None, device="cuda") -> list:
@@ -313,20 +324,19 @@ def new_cache(cfg: Config, batch: int, length: int, dtype=None, device="cuda") -
     ]
 
 
-def forward(cfg: Config, ops: Ops, w: dict, ids, cache: list, start: int, keep: int = KEEP):
+def forward(cfg: Config, ops: Ops, w: dict, ids, cache: list, start: int, keep: int = KEEP, rope=None):
     """Logits (b, keep, vocab) of the last `keep` positions of ids (b, s), the tokens at positions
-    start .. start + s; writes their keys and values into `cache` and attends over cache[:start + s]."""
-    import torch
-
+    start .. start + s; writes their keys and values into `cache` and attends over cache[:start + s].
+    `rope`: rope_inputs(cfg, start, s) made by the caller once (else here)."""
     b, s = ids.shape
     h, hkv, d = cfg.heads, cfg.kv_heads, cfg.head_dim
-    cos, sin = rope_tables(torch.arange(start, start + s, device=ids.device), d, cfg.rope_theta)
+    cos, sin, positions = rope if rope is not None else rope_inputs(cfg, start, s, ids.device)
     x = w["embed"][ids]
     h_in = ops.rms_norm(x, w["0.attn_norm"], cfg.eps)
     for i in range(cfg.layers):
         qkv = ops.linear(h_in, w[f"{i}.qkv"])
         q, k, v = qkv.split((h * d, hkv * d, hkv * d), dim=-1)
-        q, k = ops.rope(q.view(b, s, h, d), k.view(b, s, hkv, d), cos, sin)
+        q, k = ops.rope(q.view(b, s, h, d), k.view(b, s, hkv, d), cos, sin, positions)
         k_cache, v_cache = cache[i]
         k_cache[:, start : start + s] = k
         v_cache[:, start : start + s] = v.view(b, s, hkv, d)
@@ -412,7 +422,7 @@ def step_fn(cfg, ops, mode, w, ids, cache, start):
 
     import torch
 
-    call = functools.partial(forward, cfg, ops, w)
+    call = functools.partial(forward, cfg, ops, w, rope=rope_inputs(cfg, start, ids.shape[1], ids.device))
     if mode is not None:
         # one shape per compiled call: dynamo's state from the last one would count it as a
         # recompile of the same code (a run meets more shapes than its recompile limit)
@@ -439,7 +449,7 @@ def case(cfg: Config, impl: str, phase: str, batch: int, tokens: int, context: i
     return {"config": cfg.name, "impl": impl, "phase": phase, "batch": batch, "tokens": tokens, "context": context}
 
 
-def train_loss(cfg: Config, ops: Ops, w: dict, ids, targets):
+def train_loss(cfg: Config, ops: Ops, w: dict, ids, targets, rope=None):
     """The training step's loss: cross-entropy (float32, the mean over every position) of the stack's
     logits at every position of ids (b, s) against targets (b, s), over a fresh cache of s positions
     (the keys and values of this pass only), with the implementation's `cross_entropy`."""
@@ -449,7 +459,7 @@ def train_loss(cfg: Config, ops: Ops, w: dict, ids, targets):
     dtype = next(iter(w.values())).dtype
     cache = [tuple(torch.zeros(b, s, cfg.kv_heads, cfg.head_dim, dtype=dtype, device=ids.device) for _ in range(2))
              for _ in range(cfg.layers)]  # fmt: skip
-    logits = forward(cfg, ops, w, ids, cache, 0, keep=s)
+    logits = forward(cfg, ops, w, ids, cache, 0, keep=s, rope=rope)
     return ops.cross_entropy(logits.reshape(-1, cfg.vocab), targets.reshape(-1))
 
 
@@ -461,7 +471,7 @@ def train_fn(cfg, ops, mode, w, ids, targets):
 
     import torch
 
-    loss_of = functools.partial(train_loss, cfg, ops, w)
+    loss_of = functools.partial(train_loss, cfg, ops, w, rope=rope_inputs(cfg, 0, ids.shape[1], ids.device))
     if mode is not None:
         torch._dynamo.reset()
         loss_of = torch.compile(loss_of, mode=mode, fullgraph=True, dynamic=False)

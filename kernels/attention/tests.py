@@ -28,6 +28,21 @@ def test_op_queries_that_see_no_key_get_zero_cutile_rs(cuda):
     assert bool((out[:, :, : 300 - 129] == 0).all())
 
 
+def test_op_decode_with_one_split_cutile_rs(cuda):
+    """One split of the cache: without sinks the split kernel stores out itself (ffi.rs `direct`, no
+    workspace, no combine), with sinks and a window the combine folds a single split (SP = 1); and a
+    batch of 64 with auto splits (512 key/value heads on 132 SMs: one split each)."""
+    one = {"bm": 64, "bn": 64, "occupancy": -1, "warps": -1, "splits": 1}
+    for cfg in (
+        {"b": 4, "h": 32, "hkv": 8, "sq": 1, "skv": 1000, "d": 128, "causal": 1, "dtype": "bfloat16"},
+        {"b": 2, "h": 64, "hkv": 8, "sq": 3, "skv": 333, "d": 64, "causal": 1, "window": 100, "sinks": 1,
+         "dtype": "float16"},
+    ):  # fmt: skip
+        _run(cfg, variant=one)
+    auto = dict(one, splits=-1)
+    _run({"b": 64, "h": 32, "hkv": 8, "sq": 1, "skv": 300, "d": 128, "causal": 1, "dtype": "bfloat16"}, variant=auto)
+
+
 def test_op_default_variant_and_scale_cutile_rs(cuda):
     """`variant="default"` (every knob -1: ffi.rs's defaults) is a valid launch, and `scale` is used."""
     cfg = {"b": 2, "h": 4, "hkv": 2, "sq": 200, "skv": 200, "d": 128, "causal": 1, "dtype": "float16"}

@@ -22,6 +22,9 @@ DEFAULT_SHAPES = [
     {"b": 1, "h": 32, "hkv": 8, "sq": 1, "skv": 8192},
     {"b": 8, "h": 32, "hkv": 1, "sq": 1, "skv": 8192},
     {"b": 64, "h": 32, "hkv": 8, "sq": 1, "skv": 4096},
+    # where the split count's rounding decides the waves: GQA 8 (64 pairs), batch 16 (128 pairs)
+    {"b": 8, "h": 64, "hkv": 8, "sq": 1, "skv": 8192},
+    {"b": 16, "h": 32, "hkv": 8, "sq": 1, "skv": 8192},
 ]
 
 

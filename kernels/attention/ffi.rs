@@ -36,11 +36,11 @@
 //! blocks per SM. The decode path packs the `group` query heads of one key/value head (GQA)
 //! and their s_q queries into one tile of rows, so K and V are read once for all of them, walks
 //! its split of the key tiles, and writes partials (acc, max, sum) to a stream-ordered workspace
-//! that a second kernel combines (with the sinks) into out; `bn` is its key tile too. `bm` applies
-//! to the forward kernel only; the hints to the forward kernel and, as given (without BM = 128's
-//! default of 8 warps), to the decode path's first kernel (its combine compiles with the
-//! defaults). Every descriptor is validated before anything touches the GPU: bad input returns
-//! -2/-5/-6 with a message, never a launch.
+//! that a second kernel combines (with the sinks) into out, or, with one split and no sinks, stores
+//! out itself; `bn` is its key tile too. `bm` applies to the forward kernel only; the hints to the
+//! forward kernel and, as given (without BM = 128's default of 8 warps), to the decode path's first
+//! kernel (its combine compiles at occupancy 8, COMBINE_OCCUPANCY). Every descriptor is validated
+//! before anything touches the GPU: bad input returns -2/-5/-6 with a message, never a launch.
 use super::kernel::attention_device as device;
 use crate::ffi_util::{self, invalid, or_default, to_i32, DType, Element, FfiResult, Launch, StreamAlloc, TensorDesc};
 use cutile::cuda_core::Stream;
@@ -85,10 +85,13 @@ pub fn decode_rows(group: i32, sq: i32) -> Option<(i32, i32)> {
     (rows <= DECODE_MAX_ROWS as u64).then_some((sq_pad, rows as i32))
 }
 
-/// The split count that fills the GPU: about `per_sm` tile blocks per SM over the b · h_kv (batch,
-/// key/value head) pairs, at least 1 and at most one per visible key tile (and DECODE_MAX_SPLITS).
+/// The split count that fills the GPU in one wave: the most splits whose tile blocks over the b ·
+/// h_kv (batch, key/value head) pairs fit `per_sm` tile blocks per SM, at least 1 and at most one
+/// per visible key tile (and DECODE_MAX_SPLITS). Rounded down, not up: one block past the SMs'
+/// slots is a second wave of the same length (GQA 8 at batch 8: 64 pairs, 2 splits fill 128 of 132
+/// SMs where 3 made 192 blocks; NOTES.md, "Timed on the H200").
 pub fn auto_splits(sms: u32, pairs: i32, tiles: i32, per_sm: i32) -> i32 {
-    let want = (per_sm as i64 * sms as i64 + pairs as i64 - 1) / pairs.max(1) as i64;
+    let want = per_sm as i64 * sms as i64 / pairs.max(1) as i64;
     want.clamp(1, tiles.clamp(1, DECODE_MAX_SPLITS) as i64) as i32
 }
 
@@ -855,9 +858,15 @@ pub(crate) mod tests {
         // (the split kernel holds one an SM): batch 1 over 8k of Llama-3-8B on 132 SMs, 16 splits of 8
         let one_per_sm = auto_splits(132, 8, 128, DECODE_BLOCKS_PER_SM);
         let llama = decode_plan(&decode_qkv(1, 32, 8, 1, 8192), None, -1, -1).unwrap();
-        assert_eq!((one_per_sm, llama.decode_split(one_per_sm)), (17, (16, 8)));
+        assert_eq!((one_per_sm, llama.decode_split(one_per_sm)), (16, (16, 8)));
         assert_eq!((auto_splits(132, 8, 128, 2), auto_splits(132, 512, 128, 2), auto_splits(132, 8, 3, 2)), (33, 1, 3));
         assert_eq!((auto_splits(132, 8, 128, 8), auto_splits(132, 1, 8192, 16)), (128, DECODE_MAX_SPLITS));
+        // Rounded down to one wave: GQA 8 at batch 8 (64 pairs) 2 splits, not 3 (192 blocks); batch
+        // 16 (128 pairs) 1, not 2; at 4 blocks an SM 8 splits of 64 pairs (512 of 528 slots), not 9.
+        assert_eq!(
+            (auto_splits(132, 64, 128, 1), auto_splits(132, 128, 128, 1), auto_splits(132, 64, 128, 4)),
+            (2, 1, 8)
+        );
     }
 
     #[test]

@@ -27,20 +27,21 @@
 //! `cutile_attention_backward` recomputes the probabilities from (the kernel's LSE). It always runs
 //! the forward kernel (the decode path keeps no row statistics; `splits` must be 0 or auto).
 //!
-//! The variant: `bm` / `bn` the query / key tile rows (64 or 128), `occupancy` (1..=32) and
-//! `warps` (worker warps per CTA: 4 or 8) compile hints for tileiras; -1 picks the default (the
-//! compiler's, for the hints). `splits` chooses the decode path (issue 41) where s_q <= 16: 0 never
-//! (the forward kernel), n >= 1 the key/value cache cut in (at most) n splits, -1 the decode path
-//! with a split count that fills the GPU (`auto_splits`: about 1 tile block per SM) wherever it
-//! applies (`decode_rows`), else the forward kernel; -n (2 <= n <= 16) the same with about n tile
-//! blocks per SM. The decode path packs the `group` query heads of one key/value head (GQA)
-//! and their s_q queries into one tile of rows, so K and V are read once for all of them, walks
-//! its split of the key tiles, and writes partials (acc, max, sum) to a stream-ordered workspace
-//! that a second kernel combines (with the sinks) into out, or, with one split and no sinks, stores
-//! out itself; `bn` is its key tile too. `bm` applies to the forward kernel only; the hints to the
-//! forward kernel and, as given (without BM = 128's default of 8 warps), to the decode path's first
-//! kernel (its combine compiles at occupancy 8, COMBINE_OCCUPANCY). Every descriptor is validated
-//! before anything touches the GPU: bad input returns -2/-5/-6 with a message, never a launch.
+//! The variant: `bm` / `bn` the query / key tile rows (64 or 128; bn 32 on the decode path only),
+//! `occupancy` (1..=32) and `warps` (worker warps per CTA: 4 or 8) compile hints for tileiras; -1
+//! picks the default (the compiler's, for the hints). `splits` chooses the decode path (issue 41)
+//! where s_q <= 16: 0 never (the forward kernel), n >= 1 the key/value cache cut in (at most) n
+//! splits, -1 the decode path with a split count that fills the GPU (`auto_splits`: about 1 tile
+//! block per SM) wherever it applies (`decode_rows`), else the forward kernel; -n (2 <= n <= 16)
+//! the same with about n tile blocks per SM. The decode path packs the `group` query heads of one
+//! key/value head (GQA) and their s_q queries into one tile of rows, so K and V are read once for
+//! all of them, walks its split of the key tiles, and writes partials (acc, max, sum) to a
+//! stream-ordered workspace that a second kernel combines (with the sinks) into out, or, with one
+//! split and no sinks, stores out itself; `bn` is its key tile too. `bm` applies to the forward
+//! kernel only; the hints to the forward kernel and, as given (without BM = 128's default of 8
+//! warps), to the decode path's first kernel (its combine compiles at occupancy 8,
+//! COMBINE_OCCUPANCY). Every descriptor is validated before anything touches the GPU: bad input
+//! returns -2/-5/-6 with a message, never a launch.
 use super::kernel::attention_device as device;
 use crate::ffi_util::{self, invalid, or_default, to_i32, DType, Element, FfiResult, Launch, StreamAlloc, TensorDesc};
 use cutile::cuda_core::Stream;
@@ -70,6 +71,10 @@ pub const DECODE_MAX_SPLITS: i32 = 256;
 /// One: the split kernel takes 255 registers a thread at its default hints, one tile block an SM,
 /// so two an SM ran in two waves (NOTES.md, "Where the time went").
 pub const DECODE_BLOCKS_PER_SM: i32 = 1;
+/// The decode path's extra key tile: 32 keys at occupancy 2 take 128 registers a thread and 85 KB of
+/// shared memory, so two split blocks share an SM (64 keys at occupancy 2: 115 KB, one; cuobjdump
+/// of the launch at batch 1 over 8k, NOTES.md "Two split blocks an SM").
+pub const DECODE_BN: i32 = 32;
 pub const DECODE_MAX_PER_SM: i32 = 16;
 
 /// The rows of a decode tile for `group` query heads per key/value head and `sq` queries:
@@ -250,8 +255,10 @@ pub fn plan(
         )));
     }
     let (bm, bn) = (or_default(bm, DEFAULT_BM), or_default(bn, DEFAULT_BN));
-    if ![64, 128].contains(&bm) || ![64, 128].contains(&bn) {
-        return Err(invalid(format!("variant bm={bm} bn={bn}: each must be 64 or 128, or -1 for the default")));
+    if ![64, 128].contains(&bm) || ![DECODE_BN, 64, 128].contains(&bn) {
+        return Err(invalid(format!(
+            "variant bm={bm} bn={bn}: each must be 64 or 128 (bn {DECODE_BN} on the decode path), or -1 for the default"
+        )));
     }
     let occupancy = ffi_util::occupancy_hint(occupancy)?;
     let asked_warps = ffi_util::warps_hint(warps)?;
@@ -283,6 +290,12 @@ pub fn plan(
             )))
         }
     };
+    if bn == DECODE_BN && decode.is_none() {
+        return Err(invalid(format!(
+            "variant bn={bn}: {DECODE_BN}-key tiles are the decode path's (s_q <= {DECODE_MAX_SQ}, splits != 0, no \
+             lse); the forward kernel takes 64 or 128"
+        )));
+    }
     let p = Plan {
         dtype,
         b: to_i32(b, "b")?,
@@ -830,6 +843,18 @@ pub(crate) mod tests {
         for bad in [-DECODE_MAX_PER_SM - 1, DECODE_MAX_SPLITS + 1] {
             assert_fails(decode_plan(&t, None, -1, bad), rc::INVALID_ARGUMENT, &format!("splits={bad}: use 0"));
         }
+        // 32-key tiles: the decode path's only (a decode shape with splits != 0), refused elsewhere.
+        let bn32 = |t: &[TensorDesc; 4], splits| {
+            plan(&t[0], &t[1], &t[2], &t[3], None, None, 1, 0.125, -1, -1, 32, 2, -1, splits)
+        };
+        assert_eq!(bn32(&t, -2).unwrap().bn, 32);
+        for (shape, splits) in [(&t, 0), (&prefill, -1)] {
+            assert_fails(
+                bn32(shape, splits),
+                rc::INVALID_ARGUMENT,
+                "variant bn=32: 32-key tiles are the decode path's",
+            );
+        }
     }
 
     #[test]
@@ -892,14 +917,18 @@ pub(crate) mod tests {
         split_ints.extend([("first_tile", 0), ("tiles_per_split", 8), ("tiles_end", 128), ("direct", 0)]);
         split_ints.extend([("o_sb", hq), ("o_sh", d), ("o_ss", d)]);
         split_ints.extend(shared);
-        let ir = DEVICE.lower(
-            "attention_decode",
-            &["bf16", "16", "64", "128", "1", "false"],
-            &div_hints(&ptrs, &split_ints),
-            ffi_util::compile_options(None, None),
-            "-batch1-8k",
-        );
-        assert!(ir.contains("mma") && ir.contains("exp2"), "{ir}");
+        // 64-key tiles at the default hints (one block an SM), 32-key tiles at occupancy 2 (two:
+        // 128 registers, 85 KB of shared memory; cuobjdump -res-usage of the kept cubins).
+        for (bn, occupancy, what) in [("64", None, "-batch1-8k"), ("32", Some(2), "-batch1-8k-occupancy2")] {
+            let ir = DEVICE.lower(
+                "attention_decode",
+                &["bf16", "16", bn, "128", "1", "false"],
+                &div_hints(&ptrs, &split_ints),
+                ffi_util::compile_options(occupancy, None),
+                what,
+            );
+            assert!(ir.contains("mma") && ir.contains("exp2"), "{what}: {ir}");
+        }
         let mut combine_ints = vec![("o_sb", hq), ("o_sh", d), ("o_ss", d)];
         combine_ints.extend(shared);
         let ir = DEVICE.lower(

@@ -229,7 +229,7 @@ def test_the_decode_path_emulated_on_the_cpu_matches_the_reference():
         if n == 2:  # a sink of -inf is no sink: it must weigh nothing in the combine
             inputs["sinks"][1] = -math.inf
         ref = SPEC.reference(inputs)
-        for bn, asked in ((64, 1), (64, 3), (64, 11), (128, 100)):
+        for bn, asked in ((64, 1), (64, 3), (64, 11), (128, 100), (32, 7)):
             got = _emulate_decode(inputs, bn, asked)
             assert torch.allclose(got, ref, rtol=1e-9, atol=1e-9), (case, bn, asked, (got - ref).abs().max())
 

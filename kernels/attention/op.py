@@ -334,24 +334,30 @@ def variants(b: int, h: int, hkv: int, sq: int, skv: int, d: int) -> list[dict]:
     >>> [(v["bm"], v["bn"]) for v in variants(1, 32, 8, 17, 4096, 128)]
     [(64, 64), (64, 128)]
 
-    Where the decode path applies (`decodes`: up to 16 queries; NOTES.md, "Decode"), 64-key tiles
-    with the split count ffi.rs picks for the GPU (1 tile block per SM: the split kernel holds one
-    an SM at its default hints, 255 registers a thread over 8 warps), 32-key tiles at 2 blocks per
-    SM planned resident together (occupancy 2: 128 registers and 85 KB of shared memory a block,
-    NOTES.md "Two split blocks an SM"), 64-key tiles at 2 blocks per SM over 4 warps, and at 4
-    planned as resident together (occupancy 4: more K/V loads in flight per SM, where one
-    sequence's few (batch, key/value head) pairs leave each block only a few tiles to walk) come
-    first, then the forward kernel's:
+    Where the decode path applies (`decodes`: up to 16 queries; NOTES.md, "Decode"), 64- and
+    128-key tiles with the split count ffi.rs picks for the GPU (1 tile block per SM: the split
+    kernel holds one an SM at its default hints, 255 registers a thread over 8 warps), 32-key tiles
+    at 2 blocks per SM planned resident together (occupancy 2: 128 registers and 85 KB of shared
+    memory a block, NOTES.md "Two split blocks an SM"), 64-key tiles at 2 blocks per SM over 4
+    warps, and at 4 planned as resident together (occupancy 4: more K/V loads in flight per SM,
+    where one sequence's few (batch, key/value head) pairs leave each block only a few tiles to
+    walk) come first, then the forward kernel with 64-key tiles (its 128-key ones were never the
+    pick at a decode shape):
 
     >>> [(v["bn"], v["splits"], v["occupancy"]) for v in variants(64, 32, 8, 1, 8192, 128)]
-    [(64, -1, -1), (32, -2, 2), (64, -2, -1), (64, -4, 4), (64, 0, -1), (128, 0, -1)]
+    [(64, -1, -1), (128, -1, -1), (32, -2, 2), (64, -2, -1), (64, -4, 4), (64, 0, -1)]
     """
     del b, skv, d
     if sq <= 64:
         forward = [_v(64, 64), _v(64, 128)]
         if not decodes(h, hkv, sq):
             return forward
-        per_sm = [_v(64, 64, warps=4, splits=-2), _v(64, 64, occupancy=4, splits=-4)]
-        return [_v(64, 64, splits=-1), _v(64, 32, occupancy=2, splits=-2), *per_sm, *forward]
+        one_per_sm = [_v(64, 64, splits=-1), _v(64, 128, splits=-1)]
+        per_sm = [
+            _v(64, 32, occupancy=2, splits=-2),
+            _v(64, 64, warps=4, splits=-2),
+            _v(64, 64, occupancy=4, splits=-4),
+        ]
+        return [*one_per_sm, *per_sm, forward[0]]
     tiles128 = [_v(128, 64, warps=8), _v(128, 128, warps=8)]
     return [*tiles128, _v(64, 64), _v(64, 128), _v(128, 64, occupancy=2, warps=4), _v(64, 64, occupancy=2)]

@@ -290,6 +290,9 @@ pub fn plan(
             )))
         }
     };
+    // The training forward (lse) always runs the forward kernel: an auto-split candidate's 32-key
+    // tiles (a decode knob, op.variants offers them at decode shapes) run there as 64.
+    let bn = if bn == DECODE_BN && lse.is_some() && auto { DEFAULT_BN } else { bn };
     if bn == DECODE_BN && decode.is_none() {
         return Err(invalid(format!(
             "variant bn={bn}: {DECODE_BN}-key tiles are the decode path's (s_q <= {DECODE_MAX_SQ}, splits != 0, no \
@@ -855,6 +858,11 @@ pub(crate) mod tests {
                 "variant bn=32: 32-key tiles are the decode path's",
             );
         }
+        // ... but the training forward (lse: the forward kernel always) runs an auto-split
+        // candidate's 32-key tiles as 64, so autotune's candidates all launch there.
+        let lse = ffi_util::test_desc(DType::F32, &[4, 32, 1], &[32, 1, 1]);
+        let with_lse = plan(&t[0], &t[1], &t[2], &t[3], None, Some(&lse), 1, 0.125, -1, -1, 32, 2, -1, -2).unwrap();
+        assert_eq!((with_lse.bn, with_lse.decode), (DEFAULT_BN, None));
     }
 
     #[test]

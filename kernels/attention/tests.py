@@ -43,6 +43,17 @@ def test_op_decode_with_one_split_cutile_rs(cuda):
     _run({"b": 64, "h": 32, "hkv": 8, "sq": 1, "skv": 300, "d": 128, "causal": 1, "dtype": "bfloat16"}, variant=auto)
 
 
+def test_op_decode_with_many_splits_cutile_rs(cuda):
+    """More splits than one combine tile holds at the whole head dim (ffi.rs combine_tile), over 102
+    key tiles of 64: asking 60 gives 51 splits of 2 tiles (padded to 64, folded in 64-wide chunks of
+    d = 128), asking 200 gives 102 of one (padded to 128: 32-wide chunks of d = 128, with sinks, and
+    of d = 64): split counts that are not powers of two."""
+    base = {"b": 1, "h": 8, "hkv": 2, "sq": 1, "skv": 6500, "causal": 1, "dtype": "bfloat16"}
+    for d, splits, sinks in ((128, 60, 0), (128, 200, 1), (64, 200, 0)):
+        cfg = dict(base, d=d, **({"sinks": 1} if sinks else {}))
+        _run(cfg, variant={"bm": 64, "bn": 64, "occupancy": -1, "warps": -1, "splits": splits})
+
+
 def test_op_default_variant_and_scale_cutile_rs(cuda):
     """`variant="default"` (every knob -1: ffi.rs's defaults) is a valid launch, and `scale` is used."""
     cfg = {"b": 2, "h": 4, "hkv": 2, "sq": 200, "skv": 200, "d": 128, "causal": 1, "dtype": "float16"}

@@ -189,6 +189,9 @@ class KernelSpec:
     max_error_scale: str = "one"
     # dtype -> the gradients' tolerance (test_op_backward_cutile_rs) where it is not `tolerance`'s
     backward_tolerance: dict = field(default_factory=dict)
+    # a gradient may cancel to zero exactly (attention rows that each see one key: dq = 0): its
+    # relative error is then judged against the rounding floor (harness.gradient_norm_floor)
+    gradient_floor: bool = False
     # cfg -> why test_op_backward_cutile_rs cannot judge the gradient there (a pytest skip with it,
     # shown in correctness.md), or None: for a config where the gradient is ill-conditioned itself
     backward_skip: Callable = lambda cfg: None  # noqa: E731

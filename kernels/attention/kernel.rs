@@ -171,6 +171,18 @@ pub mod attention_device {
         (m_new, l_new, mma(p_t, v, scaled))
     }
 
+    /// O = acc / max(l, 1) per row, rounded to T: the rows' online-softmax sums divided out. A row
+    /// that saw no key (and no sink) has l = 0 and acc = 0 and gets 0; every other row has l >= 1 (its
+    /// largest score contributes exp2(0)), so the max changes nothing there.
+    fn normalized<T: ElementType, const R: i32, const C: i32>(
+        acc: Tile<f32, { [R, C] }>, l: Tile<f32, { [R, 1] }>,
+    ) -> Tile<T, { [R, C] }> {
+        let one: Tile<f32, { [R, 1] }> = constant(1.0f32, shape![R, 1]);
+        let l_safe: Tile<f32, { [R, 1] }> = maxf(l, one, nan::Disabled, ftz::Disabled);
+        let inv: Tile<f32, { [R, 1] }> = divf(one, l_safe, rounding::NearestEven, ftz::Disabled);
+        convert_tile(acc * inv.broadcast(shape![R, C]))
+    }
+
     /// Forward attention; grid = ceil(s_q / BM) * b * h tile blocks. Strides are in elements:
     /// (sb, sh, ss) of o, q, k, v in that order.
     #[cutile::entry(unchecked_accesses = true)]
@@ -282,22 +294,18 @@ pub mod attention_device {
             acc = acc_new;
         }
 
-        // O = acc / l; a row that saw no key has l = 0 and acc = 0 and gets 0 (l >= 1 otherwise).
-        let one: Tile<f32, { [BM, 1] }> = constant(1.0f32, shape![BM, 1]);
-        let l_safe: Tile<f32, { [BM, 1] }> = maxf(l_i, one, nan::Disabled, ftz::Disabled);
-        let inv: Tile<f32, { [BM, 1] }> = divf(one, l_safe, rounding::NearestEven, ftz::Disabled);
-        let o: Tile<T, { [BM, D] }> = convert_tile(acc * inv.broadcast(shape![BM, D]));
+        let o: Tile<T, { [BM, D] }> = normalized::<T, BM, D>(acc, l_i);
         o_part.store(o.reshape(shape![1, 1, BM, D]), [batch, head, mt, 0i32]);
         if LSE {
             // The row's log-sum-exp in the base-2 units of the scaled scores, m + log2(l), for the
             // backward (P = exp2(s · c - lse)); +inf for a row that saw no key and no sink (l = 0),
-            // whose P is then 0 at every key. l >= 1 wherever l > 0, so log2(l_safe) is log2(l).
+            // whose P is then 0 at every key (the select drops log2(0) there).
             let lse_view: Tensor<f32, { [-1, -1, -1] }> = unsafe { lse_view(lse_ptr, b, h, sq, tok) };
             let mut lse_part: PartitionMut<f32, { [1, 1, BM] }> =
                 unsafe { lse_view.partition_full_mut(shape![1, 1, BM]) };
             let zero_l: Tile<f32, { [BM, 1] }> = constant(0.0f32, shape![BM, 1]);
             let inf: Tile<f32, { [BM, 1] }> = constant(f32::INFINITY, shape![BM, 1]);
-            let lse: Tile<f32, { [BM, 1] }> = select(gt_tile(l_i, zero_l), m_i + log2(l_safe), inf);
+            let lse: Tile<f32, { [BM, 1] }> = select(gt_tile(l_i, zero_l), m_i + log2(l_i), inf);
             lse_part.store(lse.reshape(shape![1, 1, BM]), [batch, head, mt]);
         }
     }
@@ -419,10 +427,7 @@ pub mod attention_device {
         if direct != 0 {
             // One split and no sinks: the partial is the answer, O = acc / max(l, 1) to the real
             // rows of out (no workspace, no combine).
-            let one: Tile<f32, { [BM, 1] }> = constant(1.0f32, shape![BM, 1]);
-            let l_safe: Tile<f32, { [BM, 1] }> = maxf(l_i, one, nan::Disabled, ftz::Disabled);
-            let inv: Tile<f32, { [BM, 1] }> = divf(one, l_safe, rounding::NearestEven, ftz::Disabled);
-            let out: Tile<T, { [BM, D] }> = convert_tile(acc * inv.broadcast(tile_q));
+            let out: Tile<T, { [BM, D] }> = normalized::<T, BM, D>(acc, l_i);
             let o_ptrs: PointerTile<*mut T, { [BM, D] }> =
                 decode_pointers::<T, BM, D>(o_ptr, batch * o_sb + kv_head * group * o_sh, g, i, o_sh, o_ss);
             let _o_tok: Token = unsafe {
@@ -529,10 +534,7 @@ pub mod attention_device {
         let l_sum: Tile<f32, { [1] }> = reduce_sum(l_s * w, 0i32);
         let big_l: Tile<f32, { [1, 1] }> = l_sum.reshape(shape![1, 1]) + sink_l;
         let o_sum: Tile<f32, { [DC] }> = reduce_sum(acc_s * w.broadcast(shape![SP, DC]), 0i32);
-        let one: Tile<f32, { [1, 1] }> = constant(1.0f32, shape![1, 1]);
-        let l_safe: Tile<f32, { [1, 1] }> = maxf(big_l, one, nan::Disabled, ftz::Disabled);
-        let inv: Tile<f32, { [1, 1] }> = divf(one, l_safe, rounding::NearestEven, ftz::Disabled);
-        let out: Tile<T, { [1, DC] }> = convert_tile(o_sum.reshape(shape![1, DC]) * inv.broadcast(shape![1, DC]));
+        let out: Tile<T, { [1, DC] }> = normalized::<T, 1, DC>(o_sum.reshape(shape![1, DC]), big_l);
         let o_view: Tensor<T, { [-1, -1, -1, -1] }> =
             unsafe { bhsd_view::<T, D>(o_ptr, b, h, sq, o_sb, o_sh, o_ss, tok) };
         let mut o_part: PartitionMut<T, { [1, 1, 1, DC] }> = unsafe { o_view.partition_full_mut(shape![1, 1, 1, DC]) };

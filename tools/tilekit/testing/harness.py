@@ -39,7 +39,7 @@ def check_close(
     is taken against at least the norm of a tensor of y's dtype's smallest normal (torch.finfo.tiny):
     values below it are subnormal, rounded to an absolute step, not a relative one (f16's 2^-24, for
     values below 6.1e-5), so a relative error of a tensor lying wholly below it says nothing about the
-    kernel; the max error (relative to 1 + |ref|) still holds (f32's and bf16's floor is ~1e-38).
+    kernel; the max error (relative to scale + |ref|) still holds (f32's and bf16's floor is ~1e-38).
     `norm_floor` raises that floor where the caller knows the scale below which a result is rounding
     noise (check_backward: a gradient that cancels to zero)."""
     import torch

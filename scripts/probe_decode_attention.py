@@ -9,8 +9,8 @@ then `PYTHONPATH=$PWD:$PWD/tools python3 scripts/probe_decode_attention.py`). Ea
 `--nrep` times as the model check samples a step (tilekit.testing.model.profile: the L2 flushed,
 CUPTI's device activities, as `make perf`); printed per implementation: the median of the sum (the
 kit's figure), each kernel's median, and the K and V bytes once over that time. The port's variants
-are its decode candidates (op.variants) and the split counts of `--splits`. Times nothing the
-reports use; kernels/attention/NOTES.md cites what it printed.
+are its decode candidates (op.variants), the split counts of `--splits` and the variants of
+`--variants`. Times nothing the reports use; kernels/attention/NOTES.md cites what it printed.
 """
 
 from __future__ import annotations
@@ -32,6 +32,11 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--shapes", help="JSON list of {b, h, hkv, sq, skv} (d 128, bf16, causal)")
     p.add_argument("--splits", default="8,16,32,64,128", help="extra split counts of the port, comma-separated")
+    p.add_argument(
+        "--variants",
+        default="[]",
+        help='JSON list of extra port variants, e.g. [{"bn": 32, "occupancy": 2, "splits": -2}]',
+    )
     p.add_argument("--nrep", type=int, default=30)
     args = p.parse_args(argv)
     import torch
@@ -54,6 +59,7 @@ def main(argv=None) -> int:
         mask = None if sq == 1 else torch.ones(sq, skv, dtype=torch.bool, device="cuda").tril(skv - sq)
         cands = [c for c in op.variants(b, h, hkv, sq, skv, d) if c.get("splits")]
         cands += [dict(bm=64, bn=64, occupancy=-1, warps=-1, splits=int(n)) for n in args.splits.split(",") if n]
+        cands += [dict(dict(bm=64, bn=64, occupancy=-1, warps=-1, splits=-1), **v) for v in json.loads(args.variants)]
         runs = [
             (json.dumps(c, sort_keys=True), lambda c=c: op.attention(q, k, v, causal=True, variant=c)) for c in cands
         ]

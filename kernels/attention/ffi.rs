@@ -27,7 +27,8 @@
 //! `cutile_attention_backward` recomputes the probabilities from (the kernel's LSE). It always runs
 //! the forward kernel (the decode path keeps no row statistics; `splits` must be 0 or auto).
 //!
-//! The variant: `bm` / `bn` the query / key tile rows (64 or 128; bn 32 on the decode path only),
+//! The variant: `bm` / `bn` the query / key tile rows (64 or 128; bn 32 on the decode path only, and
+//! bn 16 there: 64-key steps of four 16-key sub-tiles, attention_decode_batched),
 //! `occupancy` (1..=32) and `warps` (worker warps per CTA: 4 or 8) compile hints for tileiras; -1
 //! picks the default (the compiler's, for the hints). `splits` chooses the decode path (issue 41)
 //! where s_q <= 16: 0 never (the forward kernel), n >= 1 the key/value cache cut in (at most) n
@@ -75,6 +76,10 @@ pub const DECODE_BLOCKS_PER_SM: i32 = 1;
 /// shared memory, so two split blocks share an SM (64 keys at occupancy 2: 115 KB, one; cuobjdump
 /// of the launch at batch 1 over 8k, NOTES.md "Two split blocks an SM").
 pub const DECODE_BN: i32 = 32;
+/// The decode path's sub-tiled steps: bn = 16 asks for attention_decode_batched, whose 64-key step
+/// is DECODE_SUBS sub-tiles of 16 keys, one a warp (NOTES.md, "Sub-tiles a warp each").
+pub const DECODE_SUB_BN: i32 = 16;
+pub const DECODE_SUBS: i32 = 4;
 pub const DECODE_MAX_PER_SM: i32 = 16;
 
 /// The rows of a decode tile for `group` query heads per key/value head and `sq` queries:
@@ -117,13 +122,15 @@ pub fn combine_tile(splits: i32, d: i32) -> (i32, i32) {
 
 /// The decode path's launch: SQ and BM (decode_rows), the splits asked for (-n: auto_splits of n
 /// blocks per SM at launch, on the stream's GPU; -1: DECODE_BLOCKS_PER_SM) and the warps hint as
-/// given (occupancy is the plan's).
+/// given (occupancy is the plan's); `subs` the sub-tiles of a key step (1: attention_decode,
+/// DECODE_SUBS: attention_decode_batched, the plan's bn then the step's keys).
 #[derive(Debug, PartialEq)]
 pub struct Decode {
     pub sq_pad: i32,
     pub rows: i32,
     pub splits: i32,
     pub warps: Option<i32>,
+    pub subs: i32,
 }
 
 /// A validated launch: sizes and strides (elements) as the kernel indexes them.
@@ -255,9 +262,10 @@ pub fn plan(
         )));
     }
     let (bm, bn) = (or_default(bm, DEFAULT_BM), or_default(bn, DEFAULT_BN));
-    if ![64, 128].contains(&bm) || ![DECODE_BN, 64, 128].contains(&bn) {
+    if ![64, 128].contains(&bm) || ![DECODE_SUB_BN, DECODE_BN, 64, 128].contains(&bn) {
         return Err(invalid(format!(
-            "variant bm={bm} bn={bn}: each must be 64 or 128 (bn {DECODE_BN} on the decode path), or -1 for the default"
+            "variant bm={bm} bn={bn}: each must be 64 or 128 (bn {DECODE_SUB_BN} or {DECODE_BN} on the decode path), \
+             or -1 for the default"
         )));
     }
     let occupancy = ffi_util::occupancy_hint(occupancy)?;
@@ -273,7 +281,8 @@ pub fn plan(
         _ if lse.is_some() && (splits == 0 || (-DECODE_MAX_PER_SM..=DECODE_MAX_SPLITS).contains(&splits)) => None,
         (_, None) if auto => None,
         (_, Some((sq_pad, rows))) if auto || (1..=DECODE_MAX_SPLITS).contains(&splits) => {
-            Some(Decode { sq_pad, rows, splits, warps: asked_warps })
+            let subs = if bn == DECODE_SUB_BN { DECODE_SUBS } else { 1 };
+            Some(Decode { sq_pad, rows, splits, warps: asked_warps, subs })
         }
         (1..=DECODE_MAX_SPLITS, None) => {
             return Err(invalid(format!(
@@ -290,15 +299,18 @@ pub fn plan(
             )))
         }
     };
-    // The training forward (lse) always runs the forward kernel: an auto-split candidate's 32-key
-    // tiles (a decode knob, op.variants offers them at decode shapes) run there as 64.
-    let bn = if bn == DECODE_BN && lse.is_some() && auto { DEFAULT_BN } else { bn };
-    if bn == DECODE_BN && decode.is_none() {
+    // The training forward (lse) always runs the forward kernel: an auto-split candidate's 16- and
+    // 32-key tiles (decode knobs, op.variants offers them at decode shapes) run there as 64.
+    let decode_only = |bn| [DECODE_SUB_BN, DECODE_BN].contains(&bn);
+    let bn = if decode_only(bn) && lse.is_some() && auto { DEFAULT_BN } else { bn };
+    if decode_only(bn) && decode.is_none() {
         return Err(invalid(format!(
-            "variant bn={bn}: {DECODE_BN}-key tiles are the decode path's (s_q <= {DECODE_MAX_SQ}, splits != 0, no \
-             lse); the forward kernel takes 64 or 128"
+            "variant bn={bn}: {DECODE_SUB_BN}- and {DECODE_BN}-key tiles are the decode path's (s_q <= \
+             {DECODE_MAX_SQ}, splits != 0, no lse); the forward kernel takes 64 or 128"
         )));
     }
+    // The sub-tiled decode kernel walks steps of DECODE_SUBS sub-tiles: the plan's key tile is the step.
+    let bn = if bn == DECODE_SUB_BN && decode.is_some() { DECODE_SUB_BN * DECODE_SUBS } else { bn };
     let p = Plan {
         dtype,
         b: to_i32(b, "b")?,
@@ -428,8 +440,14 @@ fn launch_decode<T: Element, S: Element>(
     let sinks_ptr = unsafe { ffi_util::device_ptr::<S>(sinks) }; // S checked by plan()
     let hinted = ffi_util::compile_options(p.occupancy, d.warps);
     let options = ffi_util::compile_options(Some(COMBINE_OCCUPANCY), None);
-    // generics T, BM, BN, D, SQ, WINDOW; then T, S, BM, D, SQ, SP, DC, SINKS.
-    let mut split = Launch::new::<T>(&[d.rows, p.bn, p.d, d.sq_pad], (blocks as u32, 1, 1), hinted);
+    // generics T, BM, BN, D, SQ, WINDOW (attention_decode_batched: T, BM, SUB, NB, BN, D, SQ,
+    // WINDOW); then T, S, BM, D, SQ, SP, DC, SINKS.
+    let sizes = if d.subs > 1 {
+        vec![d.rows, p.bn / d.subs, d.subs, p.bn, p.d, d.sq_pad]
+    } else {
+        vec![d.rows, p.bn, p.d, d.sq_pad]
+    };
+    let mut split = Launch::new::<T>(&sizes, (blocks as u32, 1, 1), hinted);
     split.generics.push(p.window.is_some().to_string());
     let (sp, dc) = combine_tile(splits, p.d);
     let rows = p.b as u32 * p.h as u32 * p.sq as u32 * (p.d / dc) as u32;
@@ -441,15 +459,27 @@ fn launch_decode<T: Element, S: Element>(
     // holds b · h_kv · splits tiles of rows × (d + 2) f32, written by the first kernel before the
     // second reads it (stream order), and freed after both.
     unsafe {
-        #[rustfmt::skip] // as attention_fwd's launch
-        let op = device::attention_decode(
-            ws_acc, ws_m, ws_l, o_ptr, q_ptr, k_ptr, v_ptr,
-            p.b, p.h, p.hkv, p.sq, p.skv,
-            o_sb, o_sh, o_ss, q_sb, q_sh, q_ss, k_sb, k_sh, k_ss, v_sb, v_sh, v_ss,
-            p.diag, p.window.unwrap_or(-1), p.qk_scale_log2,
-            splits, first, per, end, direct as i32,
-        );
-        split.enqueue(op, stream)?;
+        if d.subs > 1 {
+            #[rustfmt::skip] // attention_decode's arguments
+            let op = device::attention_decode_batched(
+                ws_acc, ws_m, ws_l, o_ptr, q_ptr, k_ptr, v_ptr,
+                p.b, p.h, p.hkv, p.sq, p.skv,
+                o_sb, o_sh, o_ss, q_sb, q_sh, q_ss, k_sb, k_sh, k_ss, v_sb, v_sh, v_ss,
+                p.diag, p.window.unwrap_or(-1), p.qk_scale_log2,
+                splits, first, per, end, direct as i32,
+            );
+            split.enqueue(op, stream)?;
+        } else {
+            #[rustfmt::skip] // as attention_fwd's launch
+            let op = device::attention_decode(
+                ws_acc, ws_m, ws_l, o_ptr, q_ptr, k_ptr, v_ptr,
+                p.b, p.h, p.hkv, p.sq, p.skv,
+                o_sb, o_sh, o_ss, q_sb, q_sh, q_ss, k_sb, k_sh, k_ss, v_sb, v_sh, v_ss,
+                p.diag, p.window.unwrap_or(-1), p.qk_scale_log2,
+                splits, first, per, end, direct as i32,
+            );
+            split.enqueue(op, stream)?;
+        }
         let Some(ws) = ws else { return Ok(()) };
         combine.enqueue(
             device::attention_decode_combine(
@@ -827,9 +857,10 @@ pub(crate) mod tests {
         assert_eq!((decode_rows(32, 8), decode_rows(1, 17), decode_rows(1, 0)), (None, None, None));
         let t = decode_qkv(4, 32, 8, 1, 8192);
         let p = decode_plan(&t, None, -1, -1).unwrap();
-        assert_eq!(p.decode, Some(Decode { sq_pad: 1, rows: 16, splits: -1, warps: None }));
-        assert_eq!(decode_plan(&t, None, -1, -8).unwrap().decode.unwrap().splits, -8); // 8 blocks per SM
-                                                                                       // The decode kernel takes the warps hint as given: not BM = 128's default of 8 for the forward.
+        assert_eq!(p.decode, Some(Decode { sq_pad: 1, rows: 16, splits: -1, warps: None, subs: 1 }));
+        // 8 blocks per SM
+        assert_eq!(decode_plan(&t, None, -1, -8).unwrap().decode.unwrap().splits, -8);
+        // The decode kernel takes the warps hint as given: not BM = 128's default of 8 for the forward.
         let warps = |bm, w| plan(&t[0], &t[1], &t[2], &t[3], None, None, 1, 0.125, -1, bm, -1, -1, w, -1).unwrap();
         assert_eq!((warps(128, -1).warps, warps(128, -1).decode.unwrap().warps), (Some(8), None));
         assert_eq!(warps(64, 4).decode.unwrap().warps, Some(4));
@@ -855,14 +886,23 @@ pub(crate) mod tests {
             assert_fails(
                 bn32(shape, splits),
                 rc::INVALID_ARGUMENT,
-                "variant bn=32: 32-key tiles are the decode path's",
+                "variant bn=32: 16- and 32-key tiles are the decode path's",
             );
         }
+        // 16-key sub-tiles: attention_decode_batched, four a 64-key step (the plan's bn).
+        let bn16 = |t: &[TensorDesc; 4], splits| {
+            plan(&t[0], &t[1], &t[2], &t[3], None, None, 1, 0.125, -1, -1, 16, -1, -1, splits)
+        };
+        let sub = bn16(&t, -1).unwrap();
+        assert_eq!((sub.bn, sub.decode.unwrap().subs), (64, DECODE_SUBS));
+        assert_fails(bn16(&prefill, -1), rc::INVALID_ARGUMENT, "variant bn=16: 16- and 32-key tiles");
         // ... but the training forward (lse: the forward kernel always) runs an auto-split
         // candidate's 32-key tiles as 64, so autotune's candidates all launch there.
         let lse = ffi_util::test_desc(DType::F32, &[4, 32, 1], &[32, 1, 1]);
-        let with_lse = plan(&t[0], &t[1], &t[2], &t[3], None, Some(&lse), 1, 0.125, -1, -1, 32, 2, -1, -2).unwrap();
-        assert_eq!((with_lse.bn, with_lse.decode), (DEFAULT_BN, None));
+        for bn in [16, 32] {
+            let with_lse = plan(&t[0], &t[1], &t[2], &t[3], None, Some(&lse), 1, 0.125, -1, -1, bn, 2, -1, -2).unwrap();
+            assert_eq!((with_lse.bn, with_lse.decode), (DEFAULT_BN, None));
+        }
     }
 
     #[test]
@@ -937,6 +977,15 @@ pub(crate) mod tests {
             );
             assert!(ir.contains("mma") && ir.contains("exp2"), "{what}: {ir}");
         }
+        // The sub-tiled form (bn = 16): four 16-key sub-tiles a 64-key step, at the default hints.
+        let ir = DEVICE.lower(
+            "attention_decode_batched",
+            &["bf16", "16", "16", "4", "64", "128", "1", "false"],
+            &div_hints(&ptrs, &split_ints),
+            ffi_util::compile_options(None, None),
+            "-batch1-8k",
+        );
+        assert!(ir.contains("mma") && ir.contains("permute"), "{ir}");
         let mut combine_ints = vec![("o_sb", hq), ("o_sh", d), ("o_ss", d)];
         combine_ints.extend(shared);
         let ir = DEVICE.lower(

@@ -345,6 +345,46 @@ pub mod attention_device {
         base.offset_tile(offsets)
     }
 
+    /// The end of a decode split block: with `direct` != 0 (the launcher's choice for one split and no
+    /// sinks) O = acc / max(l, 1) to the real rows (`real`) of out, no workspace and no combine; else
+    /// the unnormalized partial (acc [BM, D], m and l [BM]) at block `bid` of the workspace's
+    /// `blocks`, for attention_decode_combine. Row (g, i) of the group lies in out at `o_first` +
+    /// g · o_sh + i · o_ss (decode_pointers).
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn store_decode_partial<T: ElementType, const BM: i32, const D: i32>(
+        ws_acc: *mut f32, ws_m: *mut f32, ws_l: *mut f32, o_ptr: *mut T, acc: Tile<f32, { [BM, D] }>,
+        m_i: Tile<f32, { [BM, 1] }>, l_i: Tile<f32, { [BM, 1] }>, blocks: i32, bid: i32, o_first: i32,
+        g: Tile<i32, { [BM, 1] }>, i: Tile<i32, { [BM, 1] }>, real: Tile<bool, { [BM, D] }>, o_sh: i32, o_ss: i32,
+        direct: i32, tok: Token,
+    ) {
+        if direct != 0 {
+            let out: Tile<T, { [BM, D] }> = normalized::<T, BM, D>(acc, l_i);
+            let o_ptrs: PointerTile<*mut T, { [BM, D] }> =
+                decode_pointers::<T, BM, D>(o_ptr, o_first, g, i, o_sh, o_ss);
+            let _o_tok: Token = unsafe {
+                store_ptr_tko(o_ptrs, out, ordering::Weak, None::<scope::TileBlock>, Some(real), None, Latency::<3>)
+            };
+        } else {
+            let acc_shape: Shape<{ [-1, -1, -1] }> = Shape::<{ [-1, -1, -1] }> { dims: &[blocks, BM, D] };
+            let acc_strides: Array<{ [-1, -1, 1] }> = Array::<{ [-1, -1, 1] }> { dims: &[BM * D, D] };
+            let acc_view: Tensor<f32, { [-1, -1, -1] }> =
+                unsafe { make_tensor_view(pointer_to_tile(ws_acc), acc_shape, acc_strides, tok) };
+            let mut acc_part: PartitionMut<f32, { [1, BM, D] }> =
+                unsafe { acc_view.partition_full_mut(shape![1, BM, D]) };
+            acc_part.store(acc.reshape(shape![1, BM, D]), [bid, 0i32, 0i32]);
+            let row_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[blocks, BM] };
+            let row_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[BM] };
+            let m_view: Tensor<f32, { [-1, -1] }> =
+                unsafe { make_tensor_view(pointer_to_tile(ws_m), row_shape, row_strides, tok) };
+            let l_view: Tensor<f32, { [-1, -1] }> =
+                unsafe { make_tensor_view(pointer_to_tile(ws_l), row_shape, row_strides, tok) };
+            let mut m_part: PartitionMut<f32, { [1, BM] }> = unsafe { m_view.partition_full_mut(shape![1, BM]) };
+            let mut l_part: PartitionMut<f32, { [1, BM] }> = unsafe { l_view.partition_full_mut(shape![1, BM]) };
+            m_part.store(m_i.reshape(shape![1, BM]), [bid, 0i32]);
+            l_part.store(l_i.reshape(shape![1, BM]), [bid, 0i32]);
+        }
+    }
+
     /// Decode, step 1 of 2: grid = b · h_kv · splits tile blocks. Block (batch, kv_head, split)
     /// holds the `group` query heads of kv_head × s_q queries as one BM-row tile (decode_rows) and
     /// walks key tiles [t0, t1) of the cache: `first_tile` (the window's first, else 0) plus
@@ -424,35 +464,170 @@ pub mod attention_device {
             acc = acc_new;
         }
 
-        if direct != 0 {
-            // One split and no sinks: the partial is the answer, O = acc / max(l, 1) to the real
-            // rows of out (no workspace, no combine).
-            let out: Tile<T, { [BM, D] }> = normalized::<T, BM, D>(acc, l_i);
-            let o_ptrs: PointerTile<*mut T, { [BM, D] }> =
-                decode_pointers::<T, BM, D>(o_ptr, batch * o_sb + kv_head * group * o_sh, g, i, o_sh, o_ss);
-            let _o_tok: Token = unsafe {
-                store_ptr_tko(o_ptrs, out, ordering::Weak, None::<scope::TileBlock>, Some(q_mask), None, Latency::<3>)
-            };
-        } else {
-            let blocks: i32 = b * hkv * splits;
-            let acc_shape: Shape<{ [-1, -1, -1] }> = Shape::<{ [-1, -1, -1] }> { dims: &[blocks, BM, D] };
-            let acc_strides: Array<{ [-1, -1, 1] }> = Array::<{ [-1, -1, 1] }> { dims: &[BM * D, D] };
-            let acc_view: Tensor<f32, { [-1, -1, -1] }> =
-                unsafe { make_tensor_view(pointer_to_tile(ws_acc), acc_shape, acc_strides, tok) };
-            let mut acc_part: PartitionMut<f32, { [1, BM, D] }> =
-                unsafe { acc_view.partition_full_mut(shape![1, BM, D]) };
-            acc_part.store(acc.reshape(shape![1, BM, D]), [bid, 0i32, 0i32]);
-            let row_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> { dims: &[blocks, BM] };
-            let row_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> { dims: &[BM] };
-            let m_view: Tensor<f32, { [-1, -1] }> =
-                unsafe { make_tensor_view(pointer_to_tile(ws_m), row_shape, row_strides, tok) };
-            let l_view: Tensor<f32, { [-1, -1] }> =
-                unsafe { make_tensor_view(pointer_to_tile(ws_l), row_shape, row_strides, tok) };
-            let mut m_part: PartitionMut<f32, { [1, BM] }> = unsafe { m_view.partition_full_mut(shape![1, BM]) };
-            let mut l_part: PartitionMut<f32, { [1, BM] }> = unsafe { l_view.partition_full_mut(shape![1, BM]) };
-            m_part.store(m_i.reshape(shape![1, BM]), [bid, 0i32]);
-            l_part.store(l_i.reshape(shape![1, BM]), [bid, 0i32]);
+        unsafe {
+            let o_first: i32 = batch * o_sb + kv_head * group * o_sh;
+            store_decode_partial::<T, BM, D>(
+                ws_acc,
+                ws_m,
+                ws_l,
+                o_ptr,
+                acc,
+                m_i,
+                l_i,
+                b * hkv * splits,
+                bid,
+                o_first,
+                g,
+                i,
+                q_mask,
+                o_sh,
+                o_ss,
+                direct,
+                tok,
+            )
+        };
+    }
+
+    /// The decode split kernel with the key tile cut across the worker warps: attention_decode's
+    /// grid, walk, masks and partials, but each BN-key step is NB sub-tiles of SUB keys (BN = NB ·
+    /// SUB) held as [NB, BM, ...] tiles, NB online softmaxes side by side (batched MMAs) that are
+    /// combined once, after the walk: M = max m, w = exp2(m - M), l = Σ l w, acc = Σ acc w. The
+    /// compiler gives each of the NB sub-tiles a warp of its own (NB = 4 at 4 warps), so a step's
+    /// row max and sum stay inside a warp: 2 CTA barriers a step in the SASS against 12 where the
+    /// step's keys are spread over the warps (kernels/attention/NOTES.md, "Sub-tiles a warp each").
+    #[cutile::entry(unchecked_accesses = true)]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn attention_decode_batched<
+        T: ElementType,
+        const BM: i32,
+        const SUB: i32,
+        const NB: i32,
+        const BN: i32,
+        const D: i32,
+        const SQ: i32,
+        const WINDOW: bool,
+    >(
+        ws_acc: *mut f32, ws_m: *mut f32, ws_l: *mut f32, o_ptr: *mut T, q_ptr: *mut T, k_ptr: *mut T, v_ptr: *mut T,
+        b: i32, h: i32, hkv: i32, sq: i32, skv: i32, o_sb: i32, o_sh: i32, o_ss: i32, q_sb: i32, q_sh: i32, q_ss: i32,
+        k_sb: i32, k_sh: i32, k_ss: i32, v_sb: i32, v_sh: i32, v_ss: i32, diag: i32, window: i32, qk_scale_log2: f32,
+        splits: i32, first_tile: i32, tiles_per_split: i32, tiles_end: i32, direct: i32,
+    ) {
+        let tok: Token = new_token_unordered();
+        let bid: i32 = get_tile_block_id().0;
+        let split: i32 = bid % splits;
+        let bkh: i32 = bid / splits;
+        let batch: i32 = bkh / hkv;
+        let kv_head: i32 = bkh % hkv;
+        let group: i32 = h / hkv;
+        let (g, i, real) = decode_rows::<BM, SQ>(group, sq);
+
+        let tile_q: Shape<{ [BM, D] }> = shape![BM, D];
+        let q_ptrs: PointerTile<*mut T, { [BM, D] }> =
+            decode_pointers::<T, BM, D>(q_ptr, batch * q_sb + kv_head * group * q_sh, g, i, q_sh, q_ss);
+        let q_mask: Tile<bool, { [BM, D] }> = real.broadcast(tile_q);
+        let (q_raw, _q_tok): (Tile<T, { [BM, D] }>, Token) = unsafe {
+            load_ptr_tko(q_ptrs, ordering::Weak, None::<scope::TileBlock>, Some(q_mask), None, None, Latency::<3>)
+        };
+        let zero_q: Tile<f32, { [BM, D] }> = constant(0.0f32, tile_q);
+        let q_zero: Tile<T, { [BM, D] }> = convert_tile(zero_q);
+        let q_rows: Tile<T, { [BM, D] }> = select(q_mask, q_raw, q_zero);
+        let q_one: Tile<T, { [1, BM, D] }> = q_rows.reshape(shape![1, BM, D]);
+        let q: Tile<T, { [NB, BM, D] }> = q_one.broadcast(shape![NB, BM, D]);
+
+        // K and V by BN-key steps, both key-major ([BN, D], as stored); a step's K is cut into its
+        // NB sub-tiles and each transposed to [D, SUB] for Q Kᵀ.
+        let k_view: Tensor<T, { [-1, -1, -1, -1] }> =
+            unsafe { bhsd_view::<T, D>(k_ptr, b, hkv, skv, k_sb, k_sh, k_ss, tok) };
+        let v_view: Tensor<T, { [-1, -1, -1, -1] }> =
+            unsafe { bhsd_view::<T, D>(v_ptr, b, hkv, skv, v_sb, v_sh, v_ss, tok) };
+        let k_part: Partition<T, { [1, 1, BN, D] }> = k_view.partition(shape![1, 1, BN, D]);
+        let v_part: Partition<T, { [1, 1, BN, D] }> = v_view.partition(shape![1, 1, BN, D]);
+
+        // Key index of each score within its step (sub-tile n, column c: n · SUB + c) and each row's
+        // query (decode_rows' i).
+        let tile: Shape<{ [NB, BM, SUB] }> = shape![NB, BM, SUB];
+        let sub_ids: Tile<i32, { [NB] }> = iota(shape![NB]);
+        let sub_col: Tile<i32, { [NB, 1, 1] }> = sub_ids.reshape(shape![NB, 1, 1]);
+        let sub_keys: Tile<i32, { [NB, 1, 1] }> = sub_col * broadcast_scalar(SUB, shape![NB, 1, 1]);
+        let col_ids: Tile<i32, { [SUB] }> = iota(shape![SUB]);
+        let cols: Tile<i32, { [1, 1, SUB] }> = col_ids.reshape(shape![1, 1, SUB]);
+        let keys: Tile<i32, { [NB, BM, SUB] }> = sub_keys.broadcast(tile) + cols.broadcast(tile);
+        let i_rows: Tile<i32, { [1, BM, 1] }> = i.reshape(shape![1, BM, 1]);
+        let rows: Tile<i32, { [NB, BM, SUB] }> = i_rows.broadcast(tile);
+        let zero: Tile<f32, { [NB, BM, SUB] }> = constant(0.0f32, tile);
+        let neg_inf: Tile<f32, { [NB, BM, SUB] }> = constant(f32::NEG_INFINITY, tile);
+        let c_tile: Tile<f32, { [NB, BM, SUB] }> = broadcast_scalar(qk_scale_log2, tile);
+        let c_col: Tile<f32, { [NB, BM, 1] }> = broadcast_scalar(qk_scale_log2, shape![NB, BM, 1]);
+        let mut m_s: Tile<f32, { [NB, BM, 1] }> = constant(-3.4028235e38f32, shape![NB, BM, 1]);
+        let mut l_s: Tile<f32, { [NB, BM, 1] }> = constant(0.0f32, shape![NB, BM, 1]);
+        let mut acc_s: Tile<f32, { [NB, BM, D] }> = constant(0.0f32, shape![NB, BM, D]);
+        let t0: i32 = first_tile + split * tiles_per_split;
+        let t_stop: i32 = t0 + tiles_per_split;
+        let t1: i32 = if t_stop < tiles_end { t_stop } else { tiles_end };
+        for j in t0..t1 {
+            let k_step: Tile<T, { [BN, D] }> =
+                k_part.load_pipelined::<2>([batch, kv_head, j, 0i32]).reshape(shape![BN, D]);
+            let k_subs: Tile<T, { [NB, SUB, D] }> = k_step.reshape(shape![NB, SUB, D]);
+            let k: Tile<T, { [NB, D, SUB] }> = permute(k_subs, const_array![0, 2, 1]);
+            let qk: Tile<f32, { [NB, BM, SUB] }> = mmaf(q, k, zero);
+            // Key k0 + keys is visible to row query i when < skv, <= i + diag, and with WINDOW
+            // > i + diag - window (visible_keys, in three dims).
+            let k0: i32 = j * BN;
+            let key_end: Tile<i32, { [NB, BM, SUB] }> = broadcast_scalar(skv - k0, tile);
+            let diag_off: Tile<i32, { [NB, BM, SUB] }> = broadcast_scalar(diag - k0, tile);
+            let mut visible: Tile<bool, { [NB, BM, SUB] }> =
+                andi(lt_tile(keys, key_end), le_tile(keys, rows + diag_off));
+            if WINDOW {
+                let start: Tile<i32, { [NB, BM, SUB] }> = broadcast_scalar(diag - window + 1 - k0, tile);
+                visible = andi(visible, ge_tile(keys, rows + start));
+            }
+            let s: Tile<f32, { [NB, BM, SUB] }> = select(visible, qk, neg_inf);
+            let v_step: Tile<T, { [BN, D] }> =
+                v_part.load_pipelined::<4>([batch, kv_head, j, 0i32]).reshape(shape![BN, D]);
+            let v: Tile<T, { [NB, SUB, D] }> = v_step.reshape(shape![NB, SUB, D]);
+            // online_step per sub-tile: c > 0, so the max of the scaled scores is the scaled max.
+            let row_max: Tile<f32, { [NB, BM] }> = reduce_max(s, 2i32);
+            let m_new: Tile<f32, { [NB, BM, 1] }> =
+                maxf(m_s, row_max.reshape(shape![NB, BM, 1]) * c_col, nan::Disabled, ftz::Disabled);
+            let neg_m: Tile<f32, { [NB, BM, SUB] }> = negf(m_new.broadcast(tile));
+            let p: Tile<f32, { [NB, BM, SUB] }> =
+                exp2(fma(s, c_tile, neg_m, rounding::NearestEven, ftz::Enabled), ftz::Enabled);
+            let alpha: Tile<f32, { [NB, BM, 1] }> = exp2(m_s - m_new, ftz::Enabled);
+            let row_sum: Tile<f32, { [NB, BM] }> = reduce_sum(p, 2i32);
+            l_s = l_s * alpha + row_sum.reshape(shape![NB, BM, 1]);
+            let scaled: Tile<f32, { [NB, BM, D] }> = acc_s * alpha.broadcast(shape![NB, BM, D]);
+            let p_t: Tile<T, { [NB, BM, SUB] }> = convert_tile(p);
+            acc_s = mmaf(p_t, v, scaled);
+            m_s = m_new;
         }
+        // The NB sub-streams into the block's partial, as attention_decode_combine joins splits.
+        let m_i: Tile<f32, { [BM, 1] }> = reduce_max(m_s, 0i32);
+        let m_top: Tile<f32, { [1, BM, 1] }> = m_i.reshape(shape![1, BM, 1]);
+        let w: Tile<f32, { [NB, BM, 1] }> = exp2(m_s - m_top.broadcast(shape![NB, BM, 1]), ftz::Enabled);
+        let l_sum: Tile<f32, { [BM, 1] }> = reduce_sum(l_s * w, 0i32);
+        let acc: Tile<f32, { [BM, D] }> = reduce_sum(acc_s * w.broadcast(shape![NB, BM, D]), 0i32);
+        unsafe {
+            let o_first: i32 = batch * o_sb + kv_head * group * o_sh;
+            store_decode_partial::<T, BM, D>(
+                ws_acc,
+                ws_m,
+                ws_l,
+                o_ptr,
+                acc,
+                m_i,
+                l_sum,
+                b * hkv * splits,
+                bid,
+                o_first,
+                g,
+                i,
+                q_mask,
+                o_sh,
+                o_ss,
+                direct,
+                tok,
+            )
+        };
     }
 
     /// Decode, step 2 of 2: grid = b · h · s_q · (D / DC) tile blocks, one per (batch, query head,

@@ -310,6 +310,9 @@ def _v(bm: int, bn: int, occupancy: int = -1, warps: int = -1, splits: int = 0) 
 
 
 DECODE_MAX_SQ, DECODE_MAX_ROWS = 16, 128  # ffi.rs: the decode path's queries and packed rows
+# the sub-tiled decode kernel's most packed rows: at 64 its four [rows, d] accumulators spill (1456
+# bytes of stack at d = 128, 168 at 32 rows; cuobjdump -res-usage, NOTES.md "Sub-tiles a warp each")
+DECODE_SUB_MAX_ROWS = 32
 
 
 def decodes(h: int, hkv: int, sq: int) -> bool:
@@ -334,9 +337,12 @@ def variants(b: int, h: int, hkv: int, sq: int, skv: int, d: int) -> list[dict]:
     >>> [(v["bm"], v["bn"]) for v in variants(1, 32, 8, 17, 4096, 128)]
     [(64, 64), (64, 128)]
 
-    Where the decode path applies (`decodes`: up to 16 queries; NOTES.md, "Decode"), 64- and
-    128-key tiles with the split count ffi.rs picks for the GPU (1 tile block per SM: the split
-    kernel holds one an SM at its default hints, 255 registers a thread over 8 warps), 32-key tiles
+    Where the decode path applies (`decodes`: up to 16 queries; NOTES.md, "Decode"), 64-key tiles
+    with the split count ffi.rs picks for the GPU (1 tile block per SM: the split kernel holds one
+    an SM at its default hints, 255 registers a thread over 8 warps), the same steps as four 16-key
+    sub-tiles a warp each (bn 16: attention_decode_batched, NOTES.md "Sub-tiles a warp each"; where
+    the packed rows are at most 32, past which its four accumulators spill; 128-key tiles
+    otherwise), 32-key tiles
     at 2 blocks per SM planned resident together (occupancy 2: 128 registers and 85 KB of shared
     memory a block, NOTES.md "Two split blocks an SM"), 64-key tiles at 2 blocks per SM over 4
     warps, and at 4 planned as resident together (occupancy 4: more K/V loads in flight per SM,
@@ -345,14 +351,17 @@ def variants(b: int, h: int, hkv: int, sq: int, skv: int, d: int) -> list[dict]:
     pick at a decode shape):
 
     >>> [(v["bn"], v["splits"], v["occupancy"]) for v in variants(64, 32, 8, 1, 8192, 128)]
-    [(64, -1, -1), (128, -1, -1), (32, -2, 2), (64, -2, -1), (64, -4, 4), (64, 0, -1)]
+    [(64, -1, -1), (16, -1, -1), (32, -2, 2), (64, -2, -1), (64, -4, 4), (64, 0, -1)]
+    >>> variants(1, 32, 8, 16, 8192, 128)[1]["bn"]  # 4 heads x 16 queries: 64 rows
+    128
     """
     del b, skv, d
     if sq <= 64:
         forward = [_v(64, 64), _v(64, 128)]
         if not decodes(h, hkv, sq):
             return forward
-        one_per_sm = [_v(64, 64, splits=-1), _v(64, 128, splits=-1)]
+        sub_tiles = (h // hkv) * autotune.pow2(sq) <= DECODE_SUB_MAX_ROWS
+        one_per_sm = [_v(64, 64, splits=-1), _v(64, 16 if sub_tiles else 128, splits=-1)]
         per_sm = [
             _v(64, 32, occupancy=2, splits=-2),
             _v(64, 64, warps=4, splits=-2),

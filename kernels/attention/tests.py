@@ -160,11 +160,13 @@ def test_the_kernels_tile_walk_emulated_on_the_cpu_matches_the_reference():
             assert torch.allclose(got, ref, rtol=1e-9, atol=1e-9), (case, bm, bn, (got - ref).abs().max())
 
 
-def _emulate_decode(inputs: dict, bn: int, asked: int) -> torch.Tensor:
+def _emulate_decode(inputs: dict, bn: int, asked: int, subs: int = 1) -> torch.Tensor:
     """kernel.rs's decode path in float64 on the CPU: per (batch, key/value head) the group's query
     heads × s_q queries as rows (row r: head g = r // SQ, query i = r % SQ, SQ = s_q rounded up to a
     power of two), each split of op.decode_split walking its key tiles with every tile masked, its
-    partial (m, l, acc) from m = lowest f32, l = 0; then the combine's one fold per real row over
+    partial (m, l, acc) from m = lowest f32, l = 0 (with `subs` > 1 attention_decode_batched's: each
+    bn-key step cut into `subs` sub-tiles, one online softmax a sub-tile position, folded into the
+    split's partial after the walk as the combine folds splits); then the combine's one fold per real row over
     the splits padded to a power of two: M = max(m, sink · log2 e), L = Σ l 2^(m - M) + 2^(sink -
     M), o = Σ acc 2^(m - M) / max(L, 1)."""
     q, k, v, sinks, causal, scale, window = inputs.values()
@@ -181,23 +183,36 @@ def _emulate_decode(inputs: dict, bn: int, asked: int) -> torch.Tensor:
             qt = torch.zeros(rows, d, dtype=torch.float64)
             qt[real] = q[bi, kh * group + g[real], i[real]].double()
             parts = []
+            sub = bn // subs
             for split in range(splits):
-                m = torch.full((rows,), lowest, dtype=torch.float64)
-                total, acc = torch.zeros(rows, dtype=torch.float64), torch.zeros(rows, d, dtype=torch.float64)
+                m = torch.full((subs, rows), lowest, dtype=torch.float64)
+                total, acc = (
+                    torch.zeros(subs, rows, dtype=torch.float64),
+                    torch.zeros(subs, rows, d, dtype=torch.float64),
+                )
                 for j in range(first + split * per, min(first + (split + 1) * per, end)):
-                    keys = torch.arange(j * bn, (j + 1) * bn)
-                    kt, vt = torch.zeros(bn, d, dtype=torch.float64), torch.zeros(bn, d, dtype=torch.float64)
-                    kt[: min(bn, skv - j * bn)] = k[bi, kh, j * bn : (j + 1) * bn].double()
-                    vt[: min(bn, skv - j * bn)] = v[bi, kh, j * bn : (j + 1) * bn].double()
-                    seen = (keys[None, :] < skv) & (keys[None, :] <= i[:, None] + diag)
-                    if window > 0:
-                        seen &= keys[None, :] > i[:, None] + diag - window
-                    s = (qt @ kt.T).masked_fill(~seen, -math.inf)
-                    m_new = torch.maximum(m, s.max(dim=1).values * c)
-                    p = torch.exp2(s * c - m_new[:, None])
-                    alpha = torch.exp2(m - m_new)
-                    total, acc, m = total * alpha + p.sum(dim=1), acc * alpha[:, None] + p @ vt, m_new
-                parts.append((m, total, acc))
+                    for n in range(subs):
+                        k0 = j * bn + n * sub
+                        keys = torch.arange(k0, k0 + sub)
+                        kt, vt = torch.zeros(sub, d, dtype=torch.float64), torch.zeros(sub, d, dtype=torch.float64)
+                        kt[: max(0, min(sub, skv - k0))] = k[bi, kh, k0 : k0 + sub].double()
+                        vt[: max(0, min(sub, skv - k0))] = v[bi, kh, k0 : k0 + sub].double()
+                        seen = (keys[None, :] < skv) & (keys[None, :] <= i[:, None] + diag)
+                        if window > 0:
+                            seen &= keys[None, :] > i[:, None] + diag - window
+                        s = (qt @ kt.T).masked_fill(~seen, -math.inf)
+                        m_new = torch.maximum(m[n], s.max(dim=1).values * c)
+                        p = torch.exp2(s * c - m_new[:, None])
+                        alpha = torch.exp2(m[n] - m_new)
+                        total[n], acc[n], m[n] = (
+                            total[n] * alpha + p.sum(dim=1),
+                            acc[n] * alpha[:, None] + p @ vt,
+                            m_new,
+                        )
+                # the sub-tiles' partials into the split's: M = max m, w = 2^(m - M)
+                big = m.max(dim=0).values
+                w = torch.exp2(m - big)
+                parts.append((big, (total * w).sum(dim=0), (acc * w[:, :, None]).sum(dim=0)))
             # the combine, one fold per row over SP = splits rounded up to a power of two, the
             # padding splits read as the views pad (zeros) and masked out
             sp = 1 << max(0, (splits - 1).bit_length())
@@ -223,8 +238,9 @@ def test_the_decode_path_emulated_on_the_cpu_matches_the_reference():
     """The decode kernels' packing, split walk, masks, window start and combine with sinks,
     emulated in float64 (_emulate_decode), equal SPEC.reference to rounding: GQA and MQA groups,
     1 to 16 queries (padded to a power of two), caches that end mid-tile, windows across tile
-    edges and sinks (one of -inf), queries that see no key, one split, more splits than tiles, and
-    the largest packing (8 heads × 16 queries)."""
+    edges and sinks (one of -inf), queries that see no key, one split, more splits than tiles, the
+    largest packing (8 heads × 16 queries), and the sub-tiled split kernel (bn 16: 64-key steps of
+    four sub-tiles, sub-tiles past the cache and ones a row sees no key of)."""
     cases = (
         dict(b=2, h=8, hkv=2, sq=1, skv=300, causal=1),
         dict(b=1, h=8, hkv=1, sq=3, skv=129, causal=0, sinks=1),
@@ -240,8 +256,8 @@ def test_the_decode_path_emulated_on_the_cpu_matches_the_reference():
         if n == 2:  # a sink of -inf is no sink: it must weigh nothing in the combine
             inputs["sinks"][1] = -math.inf
         ref = SPEC.reference(inputs)
-        for bn, asked in ((64, 1), (64, 3), (64, 11), (128, 100), (32, 7)):
-            got = _emulate_decode(inputs, bn, asked)
+        for bn, asked, subs in ((64, 1, 1), (64, 3, 1), (64, 11, 1), (128, 100, 1), (32, 7, 1), (64, 3, 4), (64, 1, 4)):
+            got = _emulate_decode(inputs, bn, asked, subs)
             assert torch.allclose(got, ref, rtol=1e-9, atol=1e-9), (case, bn, asked, (got - ref).abs().max())
 
 

@@ -345,6 +345,31 @@ pub mod attention_device {
         base.offset_tile(offsets)
     }
 
+    /// Decode split block `bid`'s (split, batch, key/value head, group): block (batch · h_kv +
+    /// kv_head) · splits + split, group = h / h_kv query heads a key/value head.
+    fn decode_block(bid: i32, splits: i32, h: i32, hkv: i32) -> (i32, i32, i32, i32) {
+        let bkh: i32 = bid / splits;
+        (bid % splits, bkh / hkv, bkh % hkv, h / hkv)
+    }
+
+    /// A decode tile's queries: rows (g, i) from `first` in q (decode_pointers), zeros in the rows
+    /// that are padding (`real` false), and the [BM, D] mask of the real rows.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn decode_query<T: ElementType, const BM: i32, const D: i32>(
+        q_ptr: *mut T, first: i32, g: Tile<i32, { [BM, 1] }>, i: Tile<i32, { [BM, 1] }>, real: Tile<bool, { [BM, 1] }>,
+        q_sh: i32, q_ss: i32,
+    ) -> (Tile<T, { [BM, D] }>, Tile<bool, { [BM, D] }>) {
+        let tile_q: Shape<{ [BM, D] }> = shape![BM, D];
+        let q_ptrs: PointerTile<*mut T, { [BM, D] }> = decode_pointers::<T, BM, D>(q_ptr, first, g, i, q_sh, q_ss);
+        let q_mask: Tile<bool, { [BM, D] }> = real.broadcast(tile_q);
+        let (q_raw, _q_tok): (Tile<T, { [BM, D] }>, Token) = unsafe {
+            load_ptr_tko(q_ptrs, ordering::Weak, None::<scope::TileBlock>, Some(q_mask), None, None, Latency::<3>)
+        };
+        let zero_q: Tile<f32, { [BM, D] }> = constant(0.0f32, tile_q);
+        let q_zero: Tile<T, { [BM, D] }> = convert_tile(zero_q);
+        (select(q_mask, q_raw, q_zero), q_mask)
+    }
+
     /// The end of a decode split block: with `direct` != 0 (the launcher's choice for one split and no
     /// sinks) O = acc / max(l, 1) to the real rows (`real`) of out, no workspace and no combine; else
     /// the unnormalized partial (acc [BM, D], m and l [BM]) at block `bid` of the workspace's
@@ -412,23 +437,10 @@ pub mod attention_device {
     ) {
         let tok: Token = new_token_unordered();
         let bid: i32 = get_tile_block_id().0;
-        let split: i32 = bid % splits;
-        let bkh: i32 = bid / splits;
-        let batch: i32 = bkh / hkv;
-        let kv_head: i32 = bkh % hkv;
-        let group: i32 = h / hkv;
+        let (split, batch, kv_head, group) = decode_block(bid, splits, h, hkv);
         let (g, i, real) = decode_rows::<BM, SQ>(group, sq);
-
-        let tile_q: Shape<{ [BM, D] }> = shape![BM, D];
-        let q_ptrs: PointerTile<*mut T, { [BM, D] }> =
-            decode_pointers::<T, BM, D>(q_ptr, batch * q_sb + kv_head * group * q_sh, g, i, q_sh, q_ss);
-        let q_mask: Tile<bool, { [BM, D] }> = real.broadcast(tile_q);
-        let (q_raw, _q_tok): (Tile<T, { [BM, D] }>, Token) = unsafe {
-            load_ptr_tko(q_ptrs, ordering::Weak, None::<scope::TileBlock>, Some(q_mask), None, None, Latency::<3>)
-        };
-        let zero_q: Tile<f32, { [BM, D] }> = constant(0.0f32, tile_q);
-        let q_zero: Tile<T, { [BM, D] }> = convert_tile(zero_q);
-        let q: Tile<T, { [BM, D] }> = select(q_mask, q_raw, q_zero);
+        let q_first: i32 = batch * q_sb + kv_head * group * q_sh;
+        let (q, q_mask) = unsafe { decode_query::<T, BM, D>(q_ptr, q_first, g, i, real, q_sh, q_ss) };
 
         let k_view: Tensor<T, { [-1, -1, -1, -1] }> =
             unsafe { bhsd_view::<T, D>(k_ptr, b, hkv, skv, k_sb, k_sh, k_ss, tok) };
@@ -494,7 +506,8 @@ pub mod attention_device {
     /// combined once, after the walk: M = max m, w = exp2(m - M), l = Σ l w, acc = Σ acc w. The
     /// compiler gives each of the NB sub-tiles a warp of its own (NB = 4 at 4 warps), so a step's
     /// row max and sum stay inside a warp: 2 CTA barriers a step in the SASS against 12 where the
-    /// step's keys are spread over the warps (kernels/attention/NOTES.md, "Sub-tiles a warp each").
+    /// step's keys are spread over the warps. Not faster for it on an H100 (a step waits on its
+    /// loads), but autotune's pick at 4 speculative queries (NOTES.md, "Sub-tiles a warp each").
     #[cutile::entry(unchecked_accesses = true)]
     #[allow(clippy::too_many_arguments)]
     unsafe fn attention_decode_batched<
@@ -514,23 +527,10 @@ pub mod attention_device {
     ) {
         let tok: Token = new_token_unordered();
         let bid: i32 = get_tile_block_id().0;
-        let split: i32 = bid % splits;
-        let bkh: i32 = bid / splits;
-        let batch: i32 = bkh / hkv;
-        let kv_head: i32 = bkh % hkv;
-        let group: i32 = h / hkv;
+        let (split, batch, kv_head, group) = decode_block(bid, splits, h, hkv);
         let (g, i, real) = decode_rows::<BM, SQ>(group, sq);
-
-        let tile_q: Shape<{ [BM, D] }> = shape![BM, D];
-        let q_ptrs: PointerTile<*mut T, { [BM, D] }> =
-            decode_pointers::<T, BM, D>(q_ptr, batch * q_sb + kv_head * group * q_sh, g, i, q_sh, q_ss);
-        let q_mask: Tile<bool, { [BM, D] }> = real.broadcast(tile_q);
-        let (q_raw, _q_tok): (Tile<T, { [BM, D] }>, Token) = unsafe {
-            load_ptr_tko(q_ptrs, ordering::Weak, None::<scope::TileBlock>, Some(q_mask), None, None, Latency::<3>)
-        };
-        let zero_q: Tile<f32, { [BM, D] }> = constant(0.0f32, tile_q);
-        let q_zero: Tile<T, { [BM, D] }> = convert_tile(zero_q);
-        let q_rows: Tile<T, { [BM, D] }> = select(q_mask, q_raw, q_zero);
+        let q_first: i32 = batch * q_sb + kv_head * group * q_sh;
+        let (q_rows, q_mask) = unsafe { decode_query::<T, BM, D>(q_ptr, q_first, g, i, real, q_sh, q_ss) };
         let q_one: Tile<T, { [1, BM, D] }> = q_rows.reshape(shape![1, BM, D]);
         let q: Tile<T, { [NB, BM, D] }> = q_one.broadcast(shape![NB, BM, D]);
 

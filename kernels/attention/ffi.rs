@@ -459,26 +459,24 @@ fn launch_decode<T: Element, S: Element>(
     // holds b · h_kv · splits tiles of rows × (d + 2) f32, written by the first kernel before the
     // second reads it (stream order), and freed after both.
     unsafe {
+        // The two split kernels take the same arguments.
+        macro_rules! enqueue_split {
+            ($entry:path) => {
+                #[rustfmt::skip] // as attention_fwd's launch
+                let op = $entry(
+                    ws_acc, ws_m, ws_l, o_ptr, q_ptr, k_ptr, v_ptr,
+                    p.b, p.h, p.hkv, p.sq, p.skv,
+                    o_sb, o_sh, o_ss, q_sb, q_sh, q_ss, k_sb, k_sh, k_ss, v_sb, v_sh, v_ss,
+                    p.diag, p.window.unwrap_or(-1), p.qk_scale_log2,
+                    splits, first, per, end, direct as i32,
+                );
+                split.enqueue(op, stream)?
+            };
+        }
         if d.subs > 1 {
-            #[rustfmt::skip] // attention_decode's arguments
-            let op = device::attention_decode_batched(
-                ws_acc, ws_m, ws_l, o_ptr, q_ptr, k_ptr, v_ptr,
-                p.b, p.h, p.hkv, p.sq, p.skv,
-                o_sb, o_sh, o_ss, q_sb, q_sh, q_ss, k_sb, k_sh, k_ss, v_sb, v_sh, v_ss,
-                p.diag, p.window.unwrap_or(-1), p.qk_scale_log2,
-                splits, first, per, end, direct as i32,
-            );
-            split.enqueue(op, stream)?;
+            enqueue_split!(device::attention_decode_batched);
         } else {
-            #[rustfmt::skip] // as attention_fwd's launch
-            let op = device::attention_decode(
-                ws_acc, ws_m, ws_l, o_ptr, q_ptr, k_ptr, v_ptr,
-                p.b, p.h, p.hkv, p.sq, p.skv,
-                o_sb, o_sh, o_ss, q_sb, q_sh, q_ss, k_sb, k_sh, k_ss, v_sb, v_sh, v_ss,
-                p.diag, p.window.unwrap_or(-1), p.qk_scale_log2,
-                splits, first, per, end, direct as i32,
-            );
-            split.enqueue(op, stream)?;
+            enqueue_split!(device::attention_decode);
         }
         let Some(ws) = ws else { return Ok(()) };
         combine.enqueue(

@@ -315,6 +315,16 @@ DECODE_MAX_SQ, DECODE_MAX_ROWS = 16, 128  # ffi.rs: the decode path's queries an
 DECODE_SUB_MAX_ROWS = 32
 
 
+def packed_rows(h: int, hkv: int, sq: int) -> int:
+    """The rows a decode tile packs before ffi.rs's `decode_rows` rounds them up to a power of two
+    (at least 16): the group's query heads times s_q rounded up to a power of two. Pure.
+
+    >>> packed_rows(32, 8, 1), packed_rows(32, 1, 3)
+    (4, 128)
+    """
+    return (h // hkv) * autotune.pow2(sq)
+
+
 def decodes(h: int, hkv: int, sq: int) -> bool:
     """Whether ffi.rs's decode path takes this shape (`decode_rows`): s_q <= 16 and the group's query
     heads times s_q (rounded up to a power of two) in at most 128 rows. Pure.
@@ -322,7 +332,7 @@ def decodes(h: int, hkv: int, sq: int) -> bool:
     >>> decodes(32, 8, 1), decodes(32, 8, 16), decodes(32, 1, 8), decodes(32, 8, 17)
     (True, True, False, False)
     """
-    return 1 <= sq <= DECODE_MAX_SQ and (h // hkv) * autotune.pow2(sq) <= DECODE_MAX_ROWS
+    return 1 <= sq <= DECODE_MAX_SQ and packed_rows(h, hkv, sq) <= DECODE_MAX_ROWS
 
 
 def variants(b: int, h: int, hkv: int, sq: int, skv: int, d: int) -> list[dict]:
@@ -360,7 +370,7 @@ def variants(b: int, h: int, hkv: int, sq: int, skv: int, d: int) -> list[dict]:
         forward = [_v(64, 64), _v(64, 128)]
         if not decodes(h, hkv, sq):
             return forward
-        sub_tiles = (h // hkv) * autotune.pow2(sq) <= DECODE_SUB_MAX_ROWS
+        sub_tiles = packed_rows(h, hkv, sq) <= DECODE_SUB_MAX_ROWS
         one_per_sm = [_v(64, 64, splits=-1), _v(64, 16 if sub_tiles else 128, splits=-1)]
         per_sm = [
             _v(64, 32, occupancy=2, splits=-2),

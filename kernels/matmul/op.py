@@ -43,6 +43,10 @@ def export_args(bm, bn, bk, group, persistent, occupancy, cga, splits=-1, *, sms
 # 4 splits for longer K, and the 64 x 32 tile unsplit (256 tile blocks at 128 x 4096: "Load latency
 # hints" there).
 SPLITS = ((64, 32, 1), (64, 32, 2), (32, 64, 2), (64, 64, 2), (64, 64, 4))
+# And (bm, bn, splits) at 64-deep K steps, occupancy 2, for few-tile products past m = 64 with K past
+# 8192 (a down projection, K = 14336, at 128-512 tokens): two or three splits of the 64 x 128 tile,
+# two of 128 x 128 (kernels/matmul/NOTES.md, "Llama-3-8B's products").
+LONG_K_SPLITS = ((64, 128, 2), (64, 128, 3), (128, 128, 2))
 
 
 def variants(m: int, n: int, k: int) -> list[dict]:
@@ -54,11 +58,21 @@ def variants(m: int, n: int, k: int) -> list[dict]:
     ([(64, 64, 2), (64, 64, 4)], {1})
     >>> [(v["bm"], v["bn"], v["splits"]) for v in variants(128, 4096, 4096)][3:6], len(variants(128, 14336, 4096))
     ([(64, 64, 1), (64, 32, 1), (64, 32, 2)], 9)
+
+    Past 128 rows the decode splits lose to the unsplit 64 x 128 tile (an H100 sweep at m = 256); past
+    K = 8192 the few-tile list gets split 64 x 128 and 128 x 128 tiles:
+
+    >>> [(v["bm"], v["bn"], v["bk"], v["splits"]) for v in variants(256, 4096, 14336)][4:]
+    [(64, 128, 64, 2), (64, 128, 64, 3), (128, 128, 64, 2)]
+    >>> len(variants(256, 6144, 4096)), len(variants(128, 4096, 14336))
+    (4, 12)
     """
     found = [v | {"splits": 1} for v in mma.variants(m, n, k)]
     few_tiles = -(-m // 128) * -(-n // 128) < mma.H200_SMS
-    split = SPLITS if m <= 64 or few_tiles else ()
-    return found + [mma.variant(bm, bn, 128, occupancy=2) | {"splits": s} for bm, bn, s in split]
+    split = SPLITS if m <= 64 or (few_tiles and m <= 128) else ()
+    found += [mma.variant(bm, bn, 128, occupancy=2) | {"splits": s} for bm, bn, s in split]
+    long_k = LONG_K_SPLITS if m > 64 and few_tiles and k > 8192 else ()
+    return found + [mma.variant(bm, bn, 64, occupancy=2) | {"splits": s} for bm, bn, s in long_k]
 
 
 @port.entry(layouts={"a": "(m, k)", "b": "(k, n)"})

@@ -489,4 +489,45 @@ mod tests {
         DEVICE.assert_lowers("rope_tokens", &["bf16", "f32", "128", "8", "64", "true", "true"], &["store_ptr_tko"]);
         DEVICE.assert_lowers("rope_tokens", &["bf16", "f32", "32", "32", "256", "true", "true"], &["store_ptr_tko"]);
     }
+
+    #[test]
+    fn decode_step_lowers_as_launched() {
+        // a decode step of Llama-3-8B (64 sequences x 1 token, 32 + 8 heads of 128, bf16), i64 ids into
+        // a 1001-row full-width bf16 table and Hugging Face's per-token tables (64, 1, 128), with the
+        // divisibility hints the launcher passes at run time (TILEKIT_CUBIN_DIR keeps the cubins:
+        // NOTES.md, "Decode")
+        use crate::ffi_util::ALIGNED_PTR;
+        use cutile::tile_kernel::CompileOptions;
+        let ptrs = ["oq_ptr", "ok_ptr", "q_ptr", "k_ptr", "cos_ptr", "sin_ptr", "pos_ptr"].map(|p| (p, ALIGNED_PTR));
+        let ints = [
+            ("s_len", 1),
+            ("hq", 32),
+            ("hk", 8),
+            ("half", 64),
+            ("table_rows", 1001),
+            ("sqb", 4096),
+            ("sqs", 4096),
+            ("sqh", 128),
+            ("skb", 1024),
+            ("sks", 1024),
+            ("skh", 128),
+            ("sob", 5120),
+            ("sos", 5120),
+            ("soh", 128),
+            ("scb", 0),
+            ("scp", 128),
+            ("spb", 2),
+            ("sps", 2),
+        ];
+        let generics = ["bf16", "bf16", "32", "8", "64", "true", "true"];
+        DEVICE.assert_div_hints_lower("rope_tokens", &generics, &ptrs, &ints, CompileOptions::default(), "-decode64");
+        let per_token = ints.map(|(name, v)| match name {
+            "table_rows" => (name, 1),
+            "scb" => (name, 128),
+            "spb" | "sps" => (name, 0),
+            _ => (name, v),
+        });
+        let generics = ["bf16", "bf16", "32", "8", "64", "false", "false"];
+        DEVICE.assert_div_hints_lower("rope_tokens", &generics, &ptrs, &per_token, CompileOptions::default(), "-hf64");
+    }
 }

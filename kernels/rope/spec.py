@@ -139,7 +139,8 @@ SPEC = KernelSpec(
     + shapes("b s hq hk d heads_first", (1, 8192, 64, 8, 128, 1)),
     # Hugging Face's layout (q, k as (b, h, s, d) views of the projections' (b, s, h, d)): Llama-3-8B
     # prefill and training batches, Llama-3-70B's and Qwen2-7B's heads, a d = 64 model; decode steps
-    # at their positions (batch 1, 64, 256) with vLLM's float32 table
+    # (batch 1, 64, 256) at their positions in a bf16 cos/sin cache, vLLM's form (the port looks the
+    # rows up; the baselines take them gathered, baselines.per_token, so they do one dependent load less)
     perf_configs=shapes(
         "dtype b s hq hk d heads_first",
         ("bfloat16", 1, 4096, 32, 8, 128, 1),
@@ -154,6 +155,14 @@ SPEC = KernelSpec(
         ("bfloat16", 1, 1, 32, 8, 128, 1),
         ("bfloat16", 64, 1, 32, 8, 128, 1),
         ("bfloat16", 256, 1, 32, 8, 128, 1),
+    )
+    # the same decode steps as a Hugging Face model makes them: its rotary module's per-token tables
+    # (b, 1, d), which is what tilekit.runtime.modules' swap hands the port (NOTES.md, "Decode")
+    + shapes(
+        "dtype b s hq hk d per_batch heads_first",
+        ("bfloat16", 1, 1, 32, 8, 128, 1, 1),
+        ("bfloat16", 64, 1, 32, 8, 128, 1, 1),
+        ("bfloat16", 256, 1, 32, 8, 128, 1, 1),
     ),
     # make sweep: decode steps to long prefills, Llama's 32/8 and 70B's 64/8 heads, MQA and MHA-like
     # counts, d 64 and 128, both layouts (quick: bf16 Llama heads)

@@ -268,4 +268,31 @@ mod tests {
             }
         }
     }
+
+    #[test]
+    fn autotune_picks_lower_as_launched() {
+        // the H100 run's picks (results/h100/fused_add_rms_norm/: bf16, functional form, y and s the
+        // planes of one output), with the divisibility hints the launcher passes at run time
+        // (TILEKIT_CUBIN_DIR keeps the cubins for cuobjdump: NOTES.md, "w's loads")
+        use crate::ffi_util::{compile_options, ALIGNED_PTR};
+        let ptrs = ["y_ptr", "s_ptr", "x_ptr", "r_ptr", "w_ptr"].map(|p| (p, ALIGNED_PTR));
+        // (ROWS, BLOCK[/TAIL]), m, n, occupancy, warps (-1: the compiler's)
+        let picks = [
+            ("1", "8192", 64, 8192, 2, 8),
+            ("1", "4096", 256, 4096, 2, 8),
+            ("2", "4096", 4096, 4096, 2, -1),
+            ("1", "4096", 16384, 4096, 4, -1),
+            ("1", "8192", 16384, 8192, 2, 8),
+            ("1", "4096/1024", 16384, 5120, 2, -1),
+        ];
+        for (rows, tiles, m, n, occupancy, warps) in picks {
+            let ints = [("m", m), ("n", n), ("stride_y", n), ("stride_s", n), ("stride_x", n), ("stride_r", n)];
+            let generics = ffi_util::row_generics("bf16", rows, tiles, &[]);
+            let entry = if tiles.contains('/') { "fused_add_rms_norm_rows_tail" } else { "fused_add_rms_norm_rows" };
+            let warps = (warps > 0).then_some(warps);
+            let what = format!("-{m}x{n}");
+            let options = compile_options(Some(occupancy), warps);
+            DEVICE.assert_div_hints_lower(entry, &generics, &ptrs, &ints, options, &what);
+        }
+    }
 }

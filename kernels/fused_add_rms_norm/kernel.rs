@@ -5,8 +5,10 @@
 //! norm is of s as stored (rounded to T), so y is exactly what rms_norm of the new residual would give.
 //! y and s go to two destinations the launcher chooses: the two planes of a (2, m, n) output (the
 //! functional form: op.py's entry and op), or y into one (m, n) output (x itself, for the in-place
-//! form) and s into residual itself. Each tile block owns its rows, and every store of s or y takes
-//! the joined token of all its loads of x and residual: Tile IR orders token-less accesses of one
+//! form) and s into residual itself. w is loaded first and the loads of x and residual take its
+//! token: without that order tileiras issued w's loads after the row's reduction, one at a time
+//! between the stores of y (NOTES.md, "w's loads after the reduction"). Each tile block owns its
+//! rows, and every store of s or y takes the joined token of all its loads of x and residual: Tile IR orders token-less accesses of one
 //! tile block by nothing (a lane's data dependence is no order between the several threads that may
 //! hold the same lane of a small tile), so in place a store could land before another thread's load
 //! of the same element. The tokens make every read of the rows come before any write over them.
@@ -40,30 +42,34 @@ pub mod fused_add_rms_norm_device {
     /// (undefined: select after), and the load's token.
     #[allow(clippy::too_many_arguments)]
     unsafe fn load_part<T: ElementType, const ROWS: i32, const W: i32>(
-        ptr: *mut T, row0: i32, col0: i32, m: i32, n: i32, stride: i32,
+        ptr: *mut T, row0: i32, col0: i32, m: i32, n: i32, stride: i32, after: Token,
     ) -> (Tile<T, { [ROWS, W] }>, Token) {
         let ptrs: PointerTile<*mut T, { [ROWS, W] }> = tile_pointers::<T, ROWS, W>(ptr, row0 * stride + col0, stride);
         let inside: Tile<bool, { [ROWS, W] }> = tile_mask::<ROWS, W>(row0, col0, m, n);
-        load_ptr_tko(ptrs, ordering::Weak, None::<scope::TileBlock>, Some(inside), None, None, Latency::<3>)
+        load_ptr_tko(ptrs, ordering::Weak, None::<scope::TileBlock>, Some(inside), None, Some(after), Latency::<3>)
     }
 
     /// w's W lanes from col0 as a [1, W] tile in f32 (lanes past n not read: undefined, and only
     /// ever multiplied into lanes that are not stored).
-    unsafe fn weight_part<T: ElementType, const W: i32>(w_ptr: *mut T, col0: i32, n: i32) -> Tile<f32, { [1, W] }> {
+    unsafe fn weight_part<T: ElementType, const W: i32>(
+        w_ptr: *mut T, col0: i32, n: i32,
+    ) -> (Tile<f32, { [1, W] }>, Token) {
         let ptrs: PointerTile<*mut T, { [1, W] }> = tile_pointers::<T, 1, W>(w_ptr, col0, 0i32);
         let inside: Tile<bool, { [1, W] }> = tile_mask::<1, W>(0i32, col0, 1i32, n);
-        let (raw, _tok): (Tile<T, { [1, W] }>, Token) =
+        let (raw, tok): (Tile<T, { [1, W] }>, Token) =
             load_ptr_tko(ptrs, ordering::Weak, None::<scope::TileBlock>, Some(inside), None, None, Latency::<3>);
-        convert_tile(raw)
+        (convert_tile(raw), tok)
     }
 
     /// x and residual of the ROWS x W part at (row0, col0) as loaded, and their loads' tokens joined.
     #[allow(clippy::too_many_arguments)]
     unsafe fn load_pair<T: ElementType, const ROWS: i32, const W: i32>(
-        x_ptr: *mut T, r_ptr: *mut T, row0: i32, col0: i32, m: i32, n: i32, stride_x: i32, stride_r: i32,
+        x_ptr: *mut T, r_ptr: *mut T, row0: i32, col0: i32, m: i32, n: i32, stride_x: i32, stride_r: i32, after: Token,
     ) -> (Tile<T, { [ROWS, W] }>, Tile<T, { [ROWS, W] }>, Token) {
-        let (x, x_tok): (Tile<T, { [ROWS, W] }>, Token) = load_part::<T, ROWS, W>(x_ptr, row0, col0, m, n, stride_x);
-        let (r, r_tok): (Tile<T, { [ROWS, W] }>, Token) = load_part::<T, ROWS, W>(r_ptr, row0, col0, m, n, stride_r);
+        let (x, x_tok): (Tile<T, { [ROWS, W] }>, Token) =
+            load_part::<T, ROWS, W>(x_ptr, row0, col0, m, n, stride_x, after);
+        let (r, r_tok): (Tile<T, { [ROWS, W] }>, Token) =
+            load_part::<T, ROWS, W>(r_ptr, row0, col0, m, n, stride_r, after);
         (x, r, join_tokens(&[x_tok, r_tok]))
     }
 
@@ -112,9 +118,9 @@ pub mod fused_add_rms_norm_device {
         stride_s: i32, stride_x: i32, stride_r: i32, eps: f32,
     ) {
         let row0: i32 = get_tile_block_id().0 * ROWS;
+        let (w, w_read): (Tile<f32, { [1, BLOCK] }>, Token) = weight_part::<T, BLOCK>(w_ptr, 0i32, n);
         let (x, r, read): (Tile<T, { [ROWS, BLOCK] }>, Tile<T, { [ROWS, BLOCK] }>, Token) =
-            load_pair::<T, ROWS, BLOCK>(x_ptr, r_ptr, row0, 0i32, m, n, stride_x, stride_r);
-        let w: Tile<f32, { [1, BLOCK] }> = weight_part::<T, BLOCK>(w_ptr, 0i32, n);
+            load_pair::<T, ROWS, BLOCK>(x_ptr, r_ptr, row0, 0i32, m, n, stride_x, stride_r, w_read);
         let s: Tile<f32, { [ROWS, BLOCK] }> =
             store_sum::<T, ROWS, BLOCK>(s_ptr, x, r, row0, 0i32, m, n, stride_s, read);
         let inv: Tile<f32, { [ROWS] }> = inv_rms::<ROWS>(reduce_sum(s * s, 1i32), n, eps);
@@ -130,13 +136,13 @@ pub mod fused_add_rms_norm_device {
         stride_s: i32, stride_x: i32, stride_r: i32, eps: f32,
     ) {
         let row0: i32 = get_tile_block_id().0 * ROWS;
+        let (wb, wb_read): (Tile<f32, { [1, BLOCK] }>, Token) = weight_part::<T, BLOCK>(w_ptr, 0i32, n);
+        let (wt, wt_read): (Tile<f32, { [1, TAIL] }>, Token) = weight_part::<T, TAIL>(w_ptr, BLOCK, n);
         let (xb, rb, read_b): (Tile<T, { [ROWS, BLOCK] }>, Tile<T, { [ROWS, BLOCK] }>, Token) =
-            load_pair::<T, ROWS, BLOCK>(x_ptr, r_ptr, row0, 0i32, m, n, stride_x, stride_r);
+            load_pair::<T, ROWS, BLOCK>(x_ptr, r_ptr, row0, 0i32, m, n, stride_x, stride_r, wb_read);
         let (xt, rt, read_t): (Tile<T, { [ROWS, TAIL] }>, Tile<T, { [ROWS, TAIL] }>, Token) =
-            load_pair::<T, ROWS, TAIL>(x_ptr, r_ptr, row0, BLOCK, m, n, stride_x, stride_r);
+            load_pair::<T, ROWS, TAIL>(x_ptr, r_ptr, row0, BLOCK, m, n, stride_x, stride_r, wt_read);
         let read: Token = join_tokens(&[read_b, read_t]);
-        let wb: Tile<f32, { [1, BLOCK] }> = weight_part::<T, BLOCK>(w_ptr, 0i32, n);
-        let wt: Tile<f32, { [1, TAIL] }> = weight_part::<T, TAIL>(w_ptr, BLOCK, n);
         let sb: Tile<f32, { [ROWS, BLOCK] }> =
             store_sum::<T, ROWS, BLOCK>(s_ptr, xb, rb, row0, 0i32, m, n, stride_s, read);
         let st: Tile<f32, { [ROWS, TAIL] }> =

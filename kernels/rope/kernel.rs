@@ -47,20 +47,25 @@ pub mod rope_device {
             store_ptr_tko(ptrs, out, ordering::Weak, None::<scope::TileBlock>, Some(inside), None, Latency::<3>);
     }
 
-    /// Rotates the `h` heads of one token (`src` + `src0`, heads `src_h` apart) by (c, s) into `dst` +
-    /// `dst0` (heads `dst_h` apart); H >= h and HALF >= half are the tile's extents.
+    /// Rotates the `h` heads of one token (`src` + `src0`, heads `src_h` apart) by the cos and sin
+    /// of the table row at `row` (sin times `sin_sign`) into `dst` + `dst0` (heads `dst_h` apart);
+    /// H >= h and HALF >= half are the tile's extents. The row is loaded as [H, HALF] tiles whose
+    /// heads all point at it (a head stride of 0), so each thread loads the lanes its q or k
+    /// lanes meet, 16 bytes at a time, where a [1, HALF] row broadcast to the tile was loaded two
+    /// bytes at a time (NOTES.md, "Decode").
     #[allow(clippy::too_many_arguments)]
-    unsafe fn rotate_heads<T: ElementType, const H: i32, const HALF: i32>(
-        dst: *mut T, dst0: i32, dst_h: i32, src: *mut T, src0: i32, src_h: i32, h: i32, half: i32,
-        c: Tile<f32, { [1, HALF] }>, s: Tile<f32, { [1, HALF] }>,
+    unsafe fn rotate_heads<T: ElementType, C: ElementType, const H: i32, const HALF: i32>(
+        dst: *mut T, dst0: i32, dst_h: i32, src: *mut T, src0: i32, src_h: i32, h: i32, half: i32, cos_ptr: *mut C,
+        sin_ptr: *mut C, row: i32, sin_sign: f32,
     ) {
-        let tile: Shape<{ [H, HALF] }> = shape![H, HALF];
         let inside: Tile<bool, { [H, HALF] }> = tile_mask::<H, HALF>(0i32, 0i32, h, half);
         let x1: Tile<f32, { [H, HALF] }> = load_f32::<T, H, HALF>(src, src0, src_h, inside);
         let x2: Tile<f32, { [H, HALF] }> = load_f32::<T, H, HALF>(src, src0 + half, src_h, inside);
-        let (cb, sb): (Tile<f32, { [H, HALF] }>, Tile<f32, { [H, HALF] }>) = (c.broadcast(tile), s.broadcast(tile));
-        store_t::<T, H, HALF>(dst, dst0, dst_h, x1 * cb - x2 * sb, inside);
-        store_t::<T, H, HALF>(dst, dst0 + half, dst_h, x2 * cb + x1 * sb, inside);
+        let c: Tile<f32, { [H, HALF] }> = load_f32::<C, H, HALF>(cos_ptr, row, 0i32, inside);
+        let s_raw: Tile<f32, { [H, HALF] }> = load_f32::<C, H, HALF>(sin_ptr, row, 0i32, inside);
+        let s: Tile<f32, { [H, HALF] }> = s_raw * broadcast_scalar(sin_sign, shape![H, HALF]);
+        store_t::<T, H, HALF>(dst, dst0, dst_h, x1 * c - x2 * s, inside);
+        store_t::<T, H, HALF>(dst, dst0 + half, dst_h, x2 * c + x1 * s, inside);
     }
 
     /// q and k of token id (b, s) = (id / s_len, id % s_len) rotated into oq and ok. Strides in
@@ -103,12 +108,9 @@ pub mod rope_device {
             p = max(0i32, min(id_p, table_rows - 1i32));
         }
         let row: i32 = b * scb + p * scp;
-        let in_row: Tile<bool, { [1, HALF] }> = tile_mask::<1, HALF>(0i32, 0i32, 1i32, half);
-        let c: Tile<f32, { [1, HALF] }> = load_f32::<C, 1, HALF>(cos_ptr, row, 0i32, in_row);
-        let s_raw: Tile<f32, { [1, HALF] }> = load_f32::<C, 1, HALF>(sin_ptr, row, 0i32, in_row);
-        let sn: Tile<f32, { [1, HALF] }> = s_raw * broadcast_scalar(sin_sign, shape![1, HALF]);
         let o0: i32 = b * sob + s * sos;
-        rotate_heads::<T, HQ, HALF>(oq_ptr, o0, soh, q_ptr, b * sqb + s * sqs, sqh, hq, half, c, sn);
-        rotate_heads::<T, HK, HALF>(ok_ptr, o0, soh, k_ptr, b * skb + s * sks, skh, hk, half, c, sn);
+        let (q0, k0): (i32, i32) = (b * sqb + s * sqs, b * skb + s * sks);
+        rotate_heads::<T, C, HQ, HALF>(oq_ptr, o0, soh, q_ptr, q0, sqh, hq, half, cos_ptr, sin_ptr, row, sin_sign);
+        rotate_heads::<T, C, HK, HALF>(ok_ptr, o0, soh, k_ptr, k0, skh, hk, half, cos_ptr, sin_ptr, row, sin_sign);
     }
 }

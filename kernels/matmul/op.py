@@ -50,9 +50,9 @@ LONG_K_SPLITS = ((64, 128, 2), (64, 128, 3), (128, 128, 2))
 
 
 def variants(m: int, n: int, k: int) -> list[dict]:
-    """tilekit.runtime.mma.variants; for decode sizes (m <= 64) and other products with fewer 128 x 128 output
-    tiles than SMs (m = 128 x n = 4096: 32) also split-K, which gives a 64 x 4096 x 4096 product
-    256 tile blocks instead of 64-128 (kernels/matmul/NOTES.md, "Split-K"):
+    """tilekit.runtime.mma.variants; for decode sizes (m <= 64) and products of up to 128 rows with fewer
+    128 x 128 output tiles than SMs (m = 128 x n = 4096: 32) also split-K, which gives a 64 x 4096 x 4096
+    product 256 tile blocks instead of 64-128 (kernels/matmul/NOTES.md, "Split-K"):
 
     >>> [(v["bm"], v["bn"], v["splits"]) for v in variants(64, 4096, 4096)][-2:], {v["splits"] for v in variants(4096, 4096, 4096)}
     ([(64, 64, 2), (64, 64, 4)], {1})

@@ -93,10 +93,10 @@ SPEC = KernelSpec(
     # the large-problem list (136 tiles of 128x256, so the persistent variant loops on an H200), a
     # ragged N edge, and every dim a multiple of 16 like 4096^3, so the JIT'd variants are reused.
     # 33x1000x520 (B column-major) and 33x257x520 (f16, B row-major, odd n): the decode and split-K lists.
-    # 130x250x8200: the long-K splits (K past 8192, a K-tile count that 2 and 3 splits leave uneven).
+    # 130x250x8330: the long-K splits (K past 8192; 131 K-tiles of 64, which 2 and 3 splits leave uneven).
     variant_shapes=shapes("m n k dtype", (129, 257, 65, "bfloat16"), (2176, 1920, 320, "float16"))
     + shapes("m n k bt dtype", (33, 1000, 520, 1, "bfloat16"), (33, 257, 520, 0, "float16"))
-    + shapes("m n k bt dtype", (130, 250, 8200, 1, "bfloat16")),
+    + shapes("m n k bt dtype", (130, 250, 8330, 1, "bfloat16")),
     max_variants=12,
     every_variant_default=True,  # variant="default" (every knob -1: ffi_util::MmaVariant's defaults) too
     # make sweep: decode (m <= 64) to prefill rows, Llama-3-8B's widths and depths, B as given and as

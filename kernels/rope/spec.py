@@ -139,8 +139,9 @@ SPEC = KernelSpec(
     + shapes("b s hq hk d heads_first", (1, 8192, 64, 8, 128, 1)),
     # Hugging Face's layout (q, k as (b, h, s, d) views of the projections' (b, s, h, d)): Llama-3-8B
     # prefill and training batches, Llama-3-70B's and Qwen2-7B's heads, a d = 64 model; decode steps
-    # (batch 1, 64, 256) at their positions in a bf16 cos/sin cache, vLLM's form (the port looks the
-    # rows up; the baselines take them gathered, baselines.per_token, so they do one dependent load less)
+    # (batch 1, 64, 256) at their positions in a full-width bf16 cos/sin cache, the lookup vLLM and
+    # FlashInfer make (the port looks the rows up; the baselines take them gathered,
+    # baselines.per_token, so they do one dependent load less)
     perf_configs=shapes(
         "dtype b s hq hk d heads_first",
         ("bfloat16", 1, 4096, 32, 8, 128, 1),

@@ -267,6 +267,22 @@ mod tests {
                 DEVICE.assert_lowers("fused_add_rms_norm_rows_tail", &generics, &["rsqrt", "join_tokens"]);
             }
         }
+        // w first: its loads take no token and every load of x and residual takes one, so tileiras
+        // issues them after w's and w's are not sunk below the reduction (NOTES.md, "w's loads after
+        // the reduction")
+        for (entry, tiles, ordered) in
+            [("fused_add_rms_norm_rows", "4096", 2), ("fused_add_rms_norm_rows_tail", "4096/1024", 4)]
+        {
+            let ir = DEVICE.assert_lowers(entry, &ffi_util::row_generics("bf16", "1", tiles, &[]), &[]);
+            let loads: Vec<&str> = ir.lines().filter(|l| l.contains("load_ptr_tko")).collect();
+            let (w, rows) = loads.split_at(loads.len() - ordered);
+            assert!(
+                w.len() == ordered / 2
+                    && w.iter().all(|l| !l.contains(" token="))
+                    && rows.iter().all(|l| l.contains(" token=")),
+                "{entry}: w's loads first without a token, then x's and residual's with one:\n{ir}"
+            );
+        }
     }
 
     #[test]

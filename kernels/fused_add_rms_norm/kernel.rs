@@ -8,10 +8,11 @@
 //! form) and s into residual itself. w is loaded first and the loads of x and residual take its
 //! token: without that order tileiras issued w's loads after the row's reduction, one at a time
 //! between the stores of y (NOTES.md, "w's loads after the reduction"). Each tile block owns its
-//! rows, and every store of s or y takes the joined token of all its loads of x and residual: Tile IR orders token-less accesses of one
-//! tile block by nothing (a lane's data dependence is no order between the several threads that may
-//! hold the same lane of a small tile), so in place a store could land before another thread's load
-//! of the same element. The tokens make every read of the rows come before any write over them.
+//! rows, and every store of s or y takes the joined token of all its loads of x and residual: Tile
+//! IR orders token-less accesses of one tile block by nothing (a lane's data dependence is no order
+//! between the several threads that may hold the same lane of a small tile), so in place a store
+//! could land before another thread's load of the same element. The tokens make every read of the
+//! rows come before any write over them.
 //!
 //! `fused_add_rms_norm_rows`: ROWS rows per tile block, the row held whole in one BLOCK-wide tile
 //! (n <= BLOCK <= 16384, ffi.rs), read and written through pointer tiles with a mask of the lanes

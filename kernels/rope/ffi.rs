@@ -529,5 +529,11 @@ mod tests {
         });
         let generics = ["bf16", "bf16", "32", "8", "64", "false", "false"];
         DEVICE.assert_div_hints_lower("rope_tokens", &generics, &ptrs, &per_token, CompileOptions::default(), "-hf64");
+        // the table row is loaded in q's and k's tile shapes ([heads, d/2], a head stride of 0), not as
+        // a [1, d/2] row broadcast to them (two-byte loads in the SASS: NOTES.md, "Decode")
+        let ir = DEVICE.assert_lowers("rope_tokens", &generics, &["load_ptr_tko"]);
+        let row_loads = ir.lines().filter(|l| l.contains("load_ptr_tko") && l.contains("tile<1x64xptr")).count();
+        let tile_loads = ir.lines().filter(|l| l.contains("load_ptr_tko") && l.contains("tile<32x64xptr")).count();
+        assert_eq!((row_loads, tile_loads), (0, 4), "q's halves, cos and sin as [32, 64] loads:\n{ir}");
     }
 }

@@ -476,6 +476,57 @@ pub mod views {
             load_ptr_tko(ptrs, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, Some(after), Latency::<0>);
         (raw, mask, tok)
     }
+
+    /// Writes the chunk's (m_c, s_c) at column c of the row tile's partials, the sum after the
+    /// max; returns the second store's token.
+    pub unsafe fn publish_pair<const ROWS: i32>(
+        part_max: *mut f32, part_sum: *mut f32, row0: i32, c: i32, chunks: i32, c_max: Tile<f32, { [ROWS] }>,
+        c_sum: Tile<f32, { [ROWS] }>,
+    ) -> Token {
+        let t_max: Token = publish_partial::<ROWS>(part_max, row0, c, chunks, c_max);
+        publish_partial_after::<ROWS>(part_sum, row0, c, chunks, c_sum, t_max)
+    }
+
+    /// After `tok` (the wait's last poll), loads the row tile's partials (max, sum of exp(x - max))
+    /// and combines them into each row's max M and sum S = sum_c s_c exp(m_c - M) (columns past
+    /// `chunks` weigh nothing); returns (M, S) and the last load's token.
+    pub unsafe fn partials_combine<const ROWS: i32, const PARTS: i32>(
+        part_max: *mut f32, part_sum: *mut f32, row0: i32, chunks: i32, tok: Token,
+    ) -> (Tile<f32, { [ROWS] }>, Tile<f32, { [ROWS] }>, Token) {
+        let parts: Shape<{ [ROWS, PARTS] }> = shape![ROWS, PARTS];
+        let (pm_raw, p_mask, t_pm) = load_partials::<ROWS, PARTS>(part_max, row0, chunks, tok);
+        let (ps_raw, _ps_mask, t_ps) = load_partials::<ROWS, PARTS>(part_sum, row0, chunks, t_pm);
+        let p_neg_inf: Tile<f32, { [ROWS, PARTS] }> = constant(f32::NEG_INFINITY, parts);
+        let p_zero: Tile<f32, { [ROWS, PARTS] }> = constant(0.0f32, parts);
+        let pm: Tile<f32, { [ROWS, PARTS] }> = select(p_mask, pm_raw, p_neg_inf);
+        let ps: Tile<f32, { [ROWS, PARTS] }> = select(p_mask, ps_raw, p_zero);
+        let row_max: Tile<f32, { [ROWS] }> = reduce_max(pm, 1i32);
+        let log2e_p: Tile<f32, { [ROWS, PARTS] }> = constant(1.4426950408889634f32, parts);
+        let pmx: Tile<f32, { [ROWS, PARTS] }> = row_max.reshape(shape![ROWS, 1]).broadcast(parts);
+        let sum: Tile<f32, { [ROWS] }> = reduce_sum(ps * exp2((pm - pmx) * log2e_p, ftz::Enabled), 1i32);
+        (row_max, sum, t_ps)
+    }
+
+    /// The column tiles of chunk c (`chunk_tiles` BLOCK-wide tiles a chunk) of an n-column row, as
+    /// (j0, j_full, j_end): tiles [j0, j_full) are whole; [j_full, j_end) is the row's ragged last
+    /// tile when this chunk holds it, else empty.
+    pub fn chunk_tile_range<const BLOCK: i32>(c: i32, chunk_tiles: i32, n: i32) -> (i32, i32, i32) {
+        let j0: i32 = c * chunk_tiles;
+        let j_stop: i32 = j0 + chunk_tiles;
+        (j0, min(j_stop, n / BLOCK), min(j_stop, (n + BLOCK - 1) / BLOCK))
+    }
+
+    /// Column tile j of the row tile whose tile of column 0 is `x_base`, loaded unmasked (a whole
+    /// tile) in f32, and its column offsets (to address another tensor's tile the same way).
+    pub unsafe fn whole_tile<T: ElementType, const ROWS: i32, const BLOCK: i32>(
+        x_base: PointerTile<*mut T, { [ROWS, BLOCK] }>, j: i32,
+    ) -> (Tile<f32, { [ROWS, BLOCK] }>, Tile<i32, { [ROWS, BLOCK] }>) {
+        let col0: Tile<i32, { [ROWS, BLOCK] }> = broadcast_scalar(j * BLOCK, shape![ROWS, BLOCK]);
+        let x_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> = x_base.offset_tile(col0);
+        let (raw, _t): (Tile<T, { [ROWS, BLOCK] }>, Token) =
+            load_ptr_tko(x_ptrs, ordering::Weak, None::<scope::TileBlock>, None, None, None, Latency::<3>);
+        (convert_tile(raw), col0)
+    }
 }
 
 /// The order tile blocks visit tiles in: output tiles in bands (matmul, bmm), row tiles of a

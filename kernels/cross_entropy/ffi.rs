@@ -26,6 +26,21 @@ pub const DEFAULT_BLOCK: i32 = 4096;
 /// Largest tile (ROWS * BLOCK elements) a variant may ask for: four f32 running tiles and the loaded
 /// one in registers.
 pub const MAX_TILE_ELEMS: i32 = 8192;
+/// Version 3's chunk (form = 3), in columns: softmax's fastest chunk for bf16 vocabulary rows
+/// (kernels/softmax/NOTES.md, the single pass that reads its chunk twice).
+pub const SPLIT_CHUNK: i32 = 8192;
+/// Most partials a row of version 3 combines (its [1, PARTS] tile, PARTS the power of two >= the
+/// row's chunks): rows up to 128 x 8192 = 1 Mi columns.
+pub const MAX_SPLIT_PARTS: i32 = 128;
+
+/// Version 3's split of each row: `chunks` chunks of `chunk_tiles` BLOCK-wide tiles, one tile block
+/// each; `parts` the power of two >= chunks.
+#[derive(Debug, PartialEq)]
+pub struct Split {
+    pub chunk_tiles: i32,
+    pub chunks: i32,
+    pub parts: i32,
+}
 
 /// A validated launch. `row.stride_x` is the logits' row stride, `row.stride_y` the gradient's (0
 /// without one); strides of the targets in i32 words, of the scales in elements (0: one scale).
@@ -35,6 +50,8 @@ pub struct Plan {
     pub row: RowPlan,
     /// Version 2's entry, `cross_entropy_row` (variant form = 2), else `cross_entropy_rows`.
     pub row_form: bool,
+    /// Version 3's entry, `cross_entropy_split` (variant form = 3), and its split of the rows.
+    pub split: Option<Split>,
     /// The losses are written.
     pub loss: bool,
     /// The gradient is written (kernels/cross_entropy_backward).
@@ -112,8 +129,9 @@ pub fn plan_rows(
         ffi_util::row_tile(block, rows, default_block, |b| ffi_util::default_rows(4096, b, m), 64, MAX_TILE_ELEMS)?;
     let (occupancy, warps) = (ffi_util::occupancy_hint(occupancy)?, ffi_util::warps_hint(warps)?);
     let stride_x = ffi_util::row_stride(logits, n, "logits", format_args!("n={n}"))?;
+    let split = if form == 3 { Some(split_rows(m, n, block, rows, stride_x, stride_g)?) } else { None };
     let row_form = match form {
-        -1 | 1 => false,
+        -1 | 1 | 3 => false,
         2 if rows == 1 && (m as i64 - 1) * stride_x as i64 + n as i64 <= i32::MAX as i64 => true,
         2 => {
             return Err(invalid(format!(
@@ -121,10 +139,15 @@ pub fn plan_rows(
                  inside i32 (m={m}, row stride {stride_x}); use form 1"
             )))
         }
-        _ => return Err(invalid(format!("variant form={form}: use 1 (row tiles), 2 (one row a tile block) or -1"))),
+        _ => {
+            return Err(invalid(format!(
+                "variant form={form}: use 1 (row tiles), 2 (one row a tile block), 3 (rows split) or -1"
+            )))
+        }
     };
     Ok(Plan {
         row_form,
+        split,
         dtype,
         row: RowPlan { block, rows, occupancy, warps, m, n, stride_x, stride_y: stride_g },
         loss: loss.is_some(),
@@ -136,6 +159,30 @@ pub fn plan_rows(
         keep: 1.0 - smoothing,
         spread: smoothing / n as f32,
     })
+}
+
+/// Version 3's split (form = 3): rows=1, SPLIT_CHUNK-column chunks, at most MAX_SPLIT_PARTS of them
+/// a row, and every element offset of the logits and of the gradient (row stride `stride_g`, 0
+/// without one) inside i32 up to the row's padded last tile (`ffi_util::masked_offsets_fit`); else
+/// -6 naming the limit.
+pub fn split_rows(m: i32, n: i32, block: i32, rows: i32, stride_x: i32, stride_g: i32) -> FfiResult<Split> {
+    let bad = |why: String| Err(invalid(format!("variant form=3 (rows split) block={block} rows={rows}: {why}")));
+    if rows != 1 {
+        return bad("needs rows=1".into());
+    }
+    let chunk_tiles = SPLIT_CHUNK / block; // block: a power of two <= MAX_TILE_ELEMS (row_tile checked)
+    let col_tiles = (n as i64 + block as i64 - 1) / block as i64;
+    let chunks = (col_tiles + chunk_tiles as i64 - 1) / chunk_tiles as i64;
+    let parts = (chunks as u64).next_power_of_two() as i64;
+    if parts > MAX_SPLIT_PARTS as i64 {
+        return bad(format!("n={n} makes {chunks} chunks of {SPLIT_CHUNK} columns, more than {MAX_SPLIT_PARTS}; use form 2"));
+    }
+    if !ffi_util::masked_offsets_fit(m, n, 1, block, &[stride_x, stride_g]) || m as i64 * chunks > i32::MAX as i64 {
+        return bad(format!(
+            "an element offset passes i32 (m={m}, n={n}, row strides {stride_x} and {stride_g}); use form 1"
+        ));
+    }
+    Ok(Split { chunk_tiles, chunks: chunks as i32, parts: parts as i32 })
 }
 
 /// The export's arguments one for one (its C signature is fixed).
@@ -154,6 +201,9 @@ pub fn launch_rows<T: Element>(
     p: &Plan, loss: &TensorDesc, logits: &TensorDesc, target: &TensorDesc, grad: &TensorDesc, scale: &TensorDesc,
     stream: &Arc<Stream>,
 ) -> FfiResult<()> {
+    if let Some(split) = &p.split {
+        return launch_split::<T>(p, split, loss, logits, target, grad, scale, stream);
+    }
     let RowPlan { m, n, stride_x, stride_y, .. } = p.row;
     let mut launch = p.row.launch::<T>(p.row.row_tiles() as u32);
     if p.row_form {
@@ -197,6 +247,65 @@ pub fn launch_rows<T: Element>(
     }
 }
 
+/// Version 3's launch: m x chunks tile blocks, after a workspace on the caller's stream (the rows'
+/// arrival counters, cleared on the stream, and three f32 partials a chunk:
+/// `ffi_util::exchange_workspace`), freed in stream order. The entry's progress argument needs every
+/// chunk of a row resident with the others (softmax_split_exchange's): chunks <= the SM count, else -6.
+#[allow(clippy::too_many_arguments)]
+fn launch_split<T: Element>(
+    p: &Plan, s: &Split, loss: &TensorDesc, logits: &TensorDesc, target: &TensorDesc, grad: &TensorDesc,
+    scale: &TensorDesc, stream: &Arc<Stream>,
+) -> FfiResult<()> {
+    let RowPlan { m, n, stride_x, stride_y, block, .. } = p.row;
+    let sms = ffi_util::sm_count(stream)?;
+    if s.chunks as u32 > sms {
+        return Err(invalid(format!(
+            "variant form=3: n={n} makes {} chunks a row, more than this GPU's {sms} SMs (every chunk of a row \
+             must be resident at once); use form 2",
+            s.chunks
+        )));
+    }
+    let (arrived, [part_max, part_sum, part_x], ws) = ffi_util::exchange_workspace::<3>(m, 1, s.chunks, stream)?;
+    let grid = (m as u32 * s.chunks as u32, 1, 1);
+    let mut launch =
+        ffi_util::Launch::new::<T>(&[block, s.parts], grid, ffi_util::compile_options(p.row.occupancy, p.row.warps));
+    // LOSS, GRAD, WIDE, SMOOTH
+    launch.generics.extend([p.loss, p.grad, p.wide, p.spread != 0.0].map(|b| b.to_string()));
+    // SAFETY: plan() checked the descriptors and `split_rows` (rows=1, i32 offsets of the whole tiles
+    // of x and of the gradient, m x chunks tile blocks); the counters are zero and the partials hold
+    // every (row, chunk); chunks <= the SM count (the entry's progress argument); the workspace
+    // outlives the kernel (freed in stream order).
+    unsafe {
+        let [x_ptr, g_ptr] = [logits, grad].map(|t| ffi_util::device_ptr::<T>(t));
+        let [loss_ptr, s_ptr] = [loss, scale].map(|t| ffi_util::device_ptr::<f32>(t));
+        let t_ptr = ffi_util::device_ptr::<i32>(target);
+        let entry = device::cross_entropy_split(
+            g_ptr,
+            loss_ptr,
+            x_ptr,
+            t_ptr,
+            s_ptr,
+            m,
+            n,
+            stride_x,
+            stride_y,
+            p.stride_t,
+            p.stride_s,
+            p.ignore_index,
+            p.keep,
+            p.spread,
+            part_max,
+            part_sum,
+            part_x,
+            arrived,
+            s.chunk_tiles,
+            s.chunks,
+        );
+        launch.enqueue(entry, stream)?;
+    }
+    ws.free()
+}
+
 fn launch<T: Element>(
     p: &Plan, out: &TensorDesc, logits: &TensorDesc, target: &TensorDesc, stream: &Arc<Stream>,
 ) -> FfiResult<()> {
@@ -211,7 +320,7 @@ mod tests {
     //! CPU tests: validation, and the entry lowered to Tile IR for sm_90 (then assembled by tileiras
     //! when it is there) for every dtype, target width and pass.
     use super::*;
-    use crate::ffi_util::{assert_fails, rc, test_desc, DType, DeviceModule};
+    use crate::ffi_util::{assert_fails, div_hints, rc, test_desc, DType, DeviceModule, ALIGNED_PTR};
 
     fn loss(m: i64) -> TensorDesc {
         test_desc(DType::F32, &[m], &[1])
@@ -245,7 +354,32 @@ mod tests {
             rc::INVALID_ARGUMENT,
             "inside i32",
         );
-        assert_fails(plan(&loss(4096), &x, &t, -100, 0.0, 4096, 1, -1, -1, 3), rc::INVALID_ARGUMENT, "form=3");
+        assert_fails(plan(&loss(4096), &x, &t, -100, 0.0, 4096, 1, -1, -1, 4), rc::INVALID_ARGUMENT, "form=4");
+    }
+
+    #[test]
+    fn form_3_splits_rows_into_8192_column_chunks_where_its_offsets_fit() {
+        let x = test_desc(DType::BF16, &[4096, 128256], &[128256, 1]);
+        let t = test_desc(DType::I64, &[4096], &[1]);
+        let p = plan(&loss(4096), &x, &t, -100, 0.0, 4096, 1, 8, -1, 3).unwrap();
+        assert_eq!(p.split, Some(Split { chunk_tiles: 2, chunks: 16, parts: 16 }));
+        assert!(!p.row_form && plan(&loss(4096), &x, &t, -100, 0.0, 4096, 1, -1, -1, 2).unwrap().split.is_none());
+        // 2048-wide tiles: 63 of them, four a chunk, the last chunk three tiles and a ragged one
+        let p = plan(&loss(4096), &x, &t, -100, 0.0, 2048, 1, -1, -1, 3).unwrap();
+        assert_eq!(p.split, Some(Split { chunk_tiles: 4, chunks: 16, parts: 16 }));
+        let small = test_desc(DType::F32, &[3, 8193], &[8200, 1]);
+        let t3 = test_desc(DType::I32, &[3], &[1]);
+        let p = plan(&loss(3), &small, &t3, -100, 0.0, 4096, 1, -1, -1, 3).unwrap();
+        assert_eq!(p.split, Some(Split { chunk_tiles: 2, chunks: 2, parts: 2 }));
+        assert_fails(plan(&loss(4096), &x, &t, -100, 0.0, 2048, 2, -1, -1, 3), rc::INVALID_ARGUMENT, "rows=1");
+        let huge = test_desc(DType::BF16, &[16384, 151936], &[151936, 1]);
+        let t16k = test_desc(DType::I64, &[16384], &[1]);
+        let call = plan(&loss(16384), &huge, &t16k, -100, 0.0, 4096, 1, -1, -1, 3);
+        assert_fails(call, rc::INVALID_ARGUMENT, "passes i32");
+        let wide = test_desc(DType::BF16, &[2, (1 << 20) + 1], &[(1 << 20) + 1, 1]);
+        let t2 = test_desc(DType::I64, &[2], &[1]);
+        let call = plan(&loss(2), &wide, &t2, -100, 0.0, 8192, 1, -1, -1, 3);
+        assert_fails(call, rc::INVALID_ARGUMENT, "129 chunks");
     }
 
     #[test]
@@ -292,6 +426,48 @@ mod tests {
             ];
             for (block, loss, grad, wide, smooth) in row_forms {
                 device.assert_lowers("cross_entropy_row", &[dtype, block, loss, grad, wide, smooth], &["reduce"]);
+            }
+            // version 3: (BLOCK, PARTS, LOSS, GRAD, WIDE, SMOOTH); its exchange's atomics in the IR
+            let split_forms = [
+                ("4096", "16", "true", "true", "true", "false"),
+                ("2048", "16", "false", "true", "false", "true"),
+                ("4096", "2", "true", "false", "true", "true"),
+            ];
+            for (block, parts, loss, grad, wide, smooth) in split_forms {
+                let generics = [dtype, block, parts, loss, grad, wide, smooth];
+                device.assert_lowers("cross_entropy_split", &generics, &["reduce", "atomic_rmw_tko release"]);
+            }
+        }
+    }
+
+    /// Version 3 as the launcher compiles the training op's candidates for Llama-3's logits (4096 x
+    /// 128256, i64 targets, one scale): 16-byte-aligned pointers, the sizes and strides as integer
+    /// hints. Its IR has the exchange's release arrival and acquire poll as atomics and the join of
+    /// the target's logit read into the arrival (the order that lets the gradient lie over the
+    /// logits: every read of the row before any store).
+    #[test]
+    fn split_entry_lowers_as_launched() {
+        let device = DeviceModule { ast: device::__module_ast_self, name: "cross_entropy_device" };
+        let (m, n) = (4096, 128256);
+        let names = ["grad_ptr", "loss_ptr", "x_ptr", "target_ptr", "scale_ptr", "part_max", "part_sum", "part_x"];
+        let mut ptrs: Vec<(&str, u64)> = names.iter().map(|&p| (p, ALIGNED_PTR)).collect();
+        ptrs.push(("arrived", ALIGNED_PTR));
+        let candidates = [
+            ("bf16", 4096, 8, 4, "false"),
+            ("bf16", 2048, 8, 4, "false"),
+            ("bf16", 4096, 4, 8, "false"),
+            ("bf16", 4096, 4, 4, "false"),
+            ("bf16", 2048, 4, 4, "false"),
+            ("f32", 4096, 8, 4, "true"),
+        ];
+        for (dtype, block, occupancy, warps, smooth) in candidates {
+            let ints = [("m", m), ("n", n), ("stride_x", n), ("stride_g", n), ("chunks", 16)];
+            let options = ffi_util::compile_options(Some(occupancy), Some(warps));
+            let what = format!(" for {m}x{n} at occupancy {occupancy} over {warps} warps");
+            let generics = [dtype, &block.to_string(), "16", "true", "true", "true", smooth];
+            let ir = device.lower("cross_entropy_split", &generics, &div_hints(&ptrs, &ints), options, &what);
+            for needle in ["atomic_rmw_tko release", "atomic_rmw_tko acquire", "join_tokens"] {
+                assert!(ir.contains(needle), "cross_entropy_split{what}: no {needle} in the IR");
             }
         }
     }

@@ -30,7 +30,10 @@
 //! The module name is unique across kernels: the JIT keys its kernel cache by module and entry.
 #[cutile::module]
 pub mod cross_entropy_device {
-    use crate::device_util::views::{load_word, neg_inf_tiles, online_fold, strided_view, tile_mask, tile_pointers};
+    use crate::device_util::views::{
+        arrive_and_wait, chunk_tile_range, load_partials, load_word, neg_inf_tiles, online_fold, partials_combine,
+        publish_pair, publish_partial_after, strided_view, tile_mask, tile_pointers, tile_raw, whole_tile,
+    };
     use cutile::core::*;
 
     /// The ROWS values `first`, `first + stride`, ... of `ptr` as a [ROWS, 1] tile; lanes outside
@@ -174,6 +177,39 @@ pub mod cross_entropy_device {
         (f.reshape(shape![1]), tok)
     }
 
+    /// Row r's target, in scalars: (kept: the target is not ignore_index, as a [1] tile; live: 1
+    /// where kept, else 0; tc: the target's column, 0 for an ignored row, so inside the row). A
+    /// kept target outside [0, n) fails a device assertion, as PyTorch's does; with WIDE (i64
+    /// targets read as i32 word pairs) so does a high word that is not the low word's sign.
+    // cuda_tile_assert! expands to unreachable!() in the host build (so what follows is unreachable there).
+    #[allow(unreachable_code)]
+    unsafe fn row_target<const WIDE: bool>(
+        target_ptr: *mut i32, r: i32, stride_t: i32, ignore_index: i32, n: i32,
+    ) -> (Tile<bool, { [1] }>, i32, i32) {
+        let one_row: Shape<{ [1] }> = shape![1];
+        let t_at: PointerTile<*mut i32, { [] }> = pointer_to_tile(target_ptr).offset(r * stride_t);
+        let t: i32 = tile_to_scalar(load_word(t_at));
+        if WIDE {
+            // an i64 target: its high word (little-endian, the next i32) is the low word's sign
+            let high_at: PointerTile<*mut i32, { [] }> = pointer_to_tile(target_ptr).offset(r * stride_t + 1i32);
+            let high: i32 = tile_to_scalar(load_word(high_at));
+            let sign: i32 = max(min(t, 0i32), -1i32);
+            cuda_tile_assert!(high == sign, "cross_entropy: a target is outside [-2^31, 2^31)");
+        }
+        // live from a tile compare, not t - ignore_index (which wraps for ignore_index near i32::MIN)
+        let one_i: Tile<i32, { [1] }> = constant(1i32, one_row);
+        let zero_i: Tile<i32, { [1] }> = constant(0i32, one_row);
+        let t_r: Tile<i32, { [1] }> = broadcast_scalar(t, one_row);
+        let ignore_r: Tile<i32, { [1] }> = broadcast_scalar(ignore_index, one_row);
+        let kept: Tile<bool, { [1] }> = ne_tile(t_r, ignore_r);
+        let live_r: Tile<i32, { [1] }> = select(kept, one_i, zero_i);
+        let live: i32 = tile_to_scalar(reduce_sum(live_r, 0i32));
+        let in_range: i32 = min(max(t + 1i32, 0i32), 1i32) * min(max(n - t, 0i32), 1i32);
+        let bad: i32 = live * (1i32 - in_range);
+        cuda_tile_assert!(bad == 0i32, "cross_entropy: a target is outside [0, n) and is not ignore_index");
+        (kept, live, t * live * in_range)
+    }
+
     /// Version 2 (2026-12-06; ffi.rs runs it for the variant knob form = 2, which op.py's autotune
     /// space offers for vocabulary rows beside version 1): row `tile block id` alone, with fewer
     /// instructions an element than `cross_entropy_rows` (whose bf16 loop is bound by issue, not by
@@ -202,29 +238,8 @@ pub mod cross_entropy_device {
         let tok: Token = new_token_unordered();
         let x_part: Partition<T, { [1, BLOCK] }> = unsafe { neg_inf_tiles::<T, 1, BLOCK>(x_ptr, m, n, stride_x, tok) };
 
-        // The target, in scalars: live = 1 unless it is ignore_index; a live one outside [0, n) fails
-        // the assertion; tc, the column read (0 for an ignored row: inside the row).
-        let t_at: PointerTile<*mut i32, { [] }> = pointer_to_tile(target_ptr).offset(r * stride_t);
-        let t: i32 = tile_to_scalar(load_word(t_at));
-        if WIDE {
-            // an i64 target: its high word (little-endian, the next i32) is the low word's sign
-            let high_at: PointerTile<*mut i32, { [] }> = pointer_to_tile(target_ptr).offset(r * stride_t + 1i32);
-            let high: i32 = tile_to_scalar(load_word(high_at));
-            let sign: i32 = max(min(t, 0i32), -1i32);
-            cuda_tile_assert!(high == sign, "cross_entropy: a target is outside [-2^31, 2^31)");
-        }
-        // live from a tile compare, not t - ignore_index (which wraps for ignore_index near i32::MIN)
-        let one_i: Tile<i32, { [1] }> = constant(1i32, one_row);
-        let zero_i: Tile<i32, { [1] }> = constant(0i32, one_row);
-        let t_r: Tile<i32, { [1] }> = broadcast_scalar(t, one_row);
-        let ignore_r: Tile<i32, { [1] }> = broadcast_scalar(ignore_index, one_row);
-        let kept: Tile<bool, { [1] }> = ne_tile(t_r, ignore_r);
-        let live_r: Tile<i32, { [1] }> = select(kept, one_i, zero_i);
-        let live: i32 = tile_to_scalar(reduce_sum(live_r, 0i32));
-        let in_range: i32 = min(max(t + 1i32, 0i32), 1i32) * min(max(n - t, 0i32), 1i32);
-        let bad: i32 = live * (1i32 - in_range);
-        cuda_tile_assert!(bad == 0i32, "cross_entropy: a target is outside [0, n) and is not ignore_index");
-        let tc: i32 = t * live * in_range;
+        let (kept, live, tc): (Tile<bool, { [1] }>, i32, i32) =
+            unsafe { row_target::<WIDE>(target_ptr, r, stride_t, ignore_index, n) };
         let read_tiles: i32 = col_tiles * live;
         let zero_r: Tile<f32, { [1] }> = constant(0.0f32, one_row);
 
@@ -292,6 +307,181 @@ pub mod cross_entropy_device {
             let zeros: Tile<T, { [1, BLOCK] }> = convert_tile(zero);
             for j in 0i32..(col_tiles - read_tiles) {
                 grad_part.store(zeros, [r, j]);
+            }
+        }
+    }
+
+    /// Column tile j of row r through a masked pointer tile, in f32, -inf outside the (m, n) logits,
+    /// and its mask: version 3's ragged last tile (a partition view there makes tileiras stage the
+    /// whole entry for more threads: 32 registers a thread at 4 warps and occupancy 8, spilling).
+    unsafe fn ragged_tile<T: ElementType, const BLOCK: i32>(
+        x_ptr: *mut T, r: i32, j: i32, m: i32, n: i32, stride_x: i32,
+    ) -> (Tile<f32, { [1, BLOCK] }>, Tile<bool, { [1, BLOCK] }>) {
+        let raw: Tile<T, { [1, BLOCK] }> = unsafe { tile_raw::<T, 1, BLOCK, 3>(x_ptr, r, r, j * BLOCK, m, n, stride_x) };
+        let inside: Tile<bool, { [1, BLOCK] }> = tile_mask::<1, BLOCK>(r, j * BLOCK, m, n);
+        let neg_inf: Tile<f32, { [1, BLOCK] }> = constant(f32::NEG_INFINITY, shape![1, BLOCK]);
+        let x: Tile<f32, { [1, BLOCK] }> = convert_tile(raw);
+        (select(inside, x, neg_inf), inside)
+    }
+
+    /// Stores `v` at column tile j of row r of the gradient, lanes outside `inside` dropped.
+    unsafe fn store_ragged<T: ElementType, const BLOCK: i32>(
+        grad_ptr: *mut T, v: Tile<T, { [1, BLOCK] }>, inside: Tile<bool, { [1, BLOCK] }>, r: i32, j: i32, stride_g: i32,
+    ) {
+        let ptrs: PointerTile<*mut T, { [1, BLOCK] }> = tile_pointers::<T, 1, BLOCK>(grad_ptr, r * stride_g + j * BLOCK, stride_g);
+        let _tok: Token =
+            unsafe { store_ptr_tko(ptrs, v, ordering::Weak, None::<scope::TileBlock>, Some(inside), None, Latency::<3>) };
+    }
+
+    /// Version 3 (2026-12-06; ffi.rs runs it for the variant knob form = 3): a row split into chunks
+    /// of `chunk_tiles` BLOCK-wide tiles, one tile block a chunk, that exchange their partials
+    /// through device memory as softmax's single-pass split does (`softmax_split_exchange_reread`:
+    /// the progress argument, the counters and why the poll is an atomic are its). Grid: m x
+    /// `chunks` tile blocks, a row's chunks consecutive. Pass 1 folds the chunk into its (max, sum
+    /// of exp) (and with SMOOTH its sum of x), publishes them, counts itself in on the row's
+    /// counter and waits for the row's other chunks; then each chunk has the row's max M and sum
+    /// S; chunk 0 stores the loss (LOSS). Pass 2 (GRAD) re-reads the chunk, now from L2 (read a
+    /// few microseconds before; the chunks in flight on the GPU are a few MB), and stores the
+    /// gradient. So a row leaves DRAM once for the loss and the gradient, where version 2's second
+    /// pass reads it again when hundreds of 250 KB rows are in flight, past L2. The arguments are
+    /// `cross_entropy_row`'s, then the workspace: the partials (f32, `chunks` a row; `part_x` read
+    /// only with SMOOTH) and the rows' arrival counters (zero at launch). Whole tiles are loaded
+    /// and stored unmasked, the row's ragged last tile through masked pointer tiles (ffi.rs: every
+    /// element offset of x and of the gradient up to the padded last tile fits i32). A row whose target is
+    /// ignore_index is not read (its loss 0, its gradient zeros), its chunks still exchange (their
+    /// values unused). The gradient may lie over the logits: every chunk reads its tiles and the
+    /// target's logit before it arrives, and stores only after all the row's chunks have arrived.
+    #[allow(unreachable_code, unused_mut, clippy::too_many_arguments)]
+    #[cutile::entry(unchecked_accesses = true)]
+    unsafe fn cross_entropy_split<
+        T: ElementType,
+        const BLOCK: i32,
+        const PARTS: i32,
+        const LOSS: bool,
+        const GRAD: bool,
+        const WIDE: bool,
+        const SMOOTH: bool,
+    >(
+        grad_ptr: *mut T, loss_ptr: *mut f32, x_ptr: *mut T, target_ptr: *mut i32, scale_ptr: *mut f32, m: i32, n: i32,
+        stride_x: i32, stride_g: i32, stride_t: i32, stride_s: i32, ignore_index: i32, keep: f32, spread: f32,
+        part_max: *mut f32, part_sum: *mut f32, part_x: *mut f32, arrived: *mut i32, chunk_tiles: i32, chunks: i32,
+    ) {
+        let tile: Shape<{ [1, BLOCK] }> = shape![1, BLOCK];
+        let one_row: Shape<{ [1] }> = shape![1];
+        let pid: i32 = get_tile_block_id().0;
+        let r: i32 = pid / chunks;
+        let c: i32 = pid - r * chunks;
+        let x_base: PointerTile<*mut T, { [1, BLOCK] }> = tile_pointers::<T, 1, BLOCK>(x_ptr, r * stride_x, stride_x);
+        let (kept, live, tc): (Tile<bool, { [1] }>, i32, i32) =
+            unsafe { row_target::<WIDE>(target_ptr, r, stride_t, ignore_index, n) };
+        // The chunk's whole tiles [j0, j_full) and ragged tile [j_full, j_end); none on an ignored row.
+        let (j0, j_whole, j_stop): (i32, i32, i32) = chunk_tile_range::<BLOCK>(c, chunk_tiles, n);
+        let j_full: i32 = j0 + (j_whole - j0) * live;
+        let j_end: i32 = j_full + (j_stop - j_whole) * live;
+
+        // Pass 1: the chunk's max (at least the lowest finite f32) and sum of exp; with SMOOTH its sum of x.
+        let log2e: Tile<f32, { [1, BLOCK] }> = constant(1.4426950408889634f32, tile);
+        let log2e_r: Tile<f32, { [1] }> = constant(1.4426950408889634f32, one_row);
+        let zero: Tile<f32, { [1, BLOCK] }> = constant(0.0f32, tile);
+        let mut c_max: Tile<f32, { [1] }> = constant(-3.4028235e38f32, one_row);
+        let mut c_sum: Tile<f32, { [1] }> = constant(0.0f32, one_row);
+        let mut sum_x: Tile<f32, { [1, BLOCK] }> = constant(0.0f32, tile);
+        for j in j0..j_full {
+            let (x, _col0) = unsafe { whole_tile::<T, 1, BLOCK>(x_base, j) };
+            let (new_max, new_sum): (Tile<f32, { [1] }>, Tile<f32, { [1] }>) =
+                online_fold::<1, BLOCK>(c_max, c_sum, x, log2e, log2e_r);
+            c_max = new_max;
+            c_sum = new_sum;
+            if SMOOTH {
+                sum_x = sum_x + x;
+            }
+        }
+        for j in j_full..j_end {
+            let (x, inside) = unsafe { ragged_tile::<T, BLOCK>(x_ptr, r, j, m, n, stride_x) };
+            let (new_max, new_sum): (Tile<f32, { [1] }>, Tile<f32, { [1] }>) =
+                online_fold::<1, BLOCK>(c_max, c_sum, x, log2e, log2e_r);
+            c_max = new_max;
+            c_sum = new_sum;
+            if SMOOTH {
+                sum_x = sum_x + select(inside, x, zero);
+            }
+        }
+
+        // The exchange: the target's logit read first (before any chunk of the row stores), the
+        // partials published, the arrival, the wait, the row's (M, S).
+        let x_at: PointerTile<*mut T, { [] }> = pointer_to_tile(x_ptr).offset(r * stride_x + tc);
+        let (x_t, t_xt): (Tile<f32, { [1] }>, Token) = unsafe { load_one::<T>(x_at) };
+        let mut t_pub: Token = unsafe { publish_pair::<1>(part_max, part_sum, r, c, chunks, c_max, c_sum) };
+        if SMOOTH {
+            let chunk_x: Tile<f32, { [1] }> = reduce_sum(sum_x, 1i32);
+            t_pub = unsafe { publish_partial_after::<1>(part_x, r, c, chunks, chunk_x, t_pub) };
+        }
+        let t_wait: Token = unsafe { arrive_and_wait(arrived, r, chunks, join_tokens(&[t_pub, t_xt])) };
+        let (row_max, row_sum, t_parts): (Tile<f32, { [1] }>, Tile<f32, { [1] }>, Token) =
+            unsafe { partials_combine::<1, PARTS>(part_max, part_sum, r, chunks, t_wait) };
+
+        let zero_r: Tile<f32, { [1] }> = constant(0.0f32, one_row);
+        if LOSS {
+            let ln2: Tile<f32, { [1] }> = constant(0.6931471805599453f32, one_row);
+            let keep_r: Tile<f32, { [1] }> = broadcast_scalar(keep, one_row);
+            let mut loss: Tile<f32, { [1] }> = row_max + log2(row_sum) * ln2 - keep_r * x_t;
+            if SMOOTH {
+                let (px_raw, p_mask, _t_px) = unsafe { load_partials::<1, PARTS>(part_x, r, chunks, t_parts) };
+                let p_zero: Tile<f32, { [1, PARTS] }> = constant(0.0f32, shape![1, PARTS]);
+                let total_x: Tile<f32, { [1] }> = reduce_sum(select(p_mask, px_raw, p_zero), 1i32);
+                let spread_r: Tile<f32, { [1] }> = broadcast_scalar(spread, one_row);
+                loss = loss - spread_r * total_x;
+            }
+            let loss_kept: Tile<f32, { [1] }> = select(kept, loss, zero_r);
+            let loss_row: Tile<f32, { [1, 1] }> = loss_kept.reshape(shape![1, 1]);
+            let first: Tile<bool, { [1, 1] }> = tile_mask::<1, 1>(c, 0i32, 1i32, 1i32); // chunk 0 stores it
+            let loss_at: PointerTile<*mut f32, { [1, 1] }> = tile_pointers::<f32, 1, 1>(loss_ptr, r, 1i32);
+            let _stored: Token = unsafe {
+                store_ptr_tko(loss_at, loss_row, ordering::Weak, None::<scope::TileBlock>, Some(first), None, Latency::<1>)
+            };
+        }
+
+        if GRAD {
+            // Pass 2: dx = g exp(x - M) / S - g (ε / n) - g (1 - ε) [j == t]; an ignored row's zeros.
+            let scale_at: PointerTile<*mut f32, { [] }> = pointer_to_tile(scale_ptr).offset(r * stride_s);
+            let (scale, _scale_tok): (Tile<f32, { [1] }>, Token) = unsafe { load_one::<f32>(scale_at) };
+            let g: Tile<f32, { [1] }> = select(kept, scale, zero_r);
+            let coef: Tile<f32, { [1] }> = divf(g, row_sum, rounding::NearestEven, ftz::Disabled);
+            let coef_t: Tile<f32, { [1, BLOCK] }> = coef.reshape(shape![1, 1]).broadcast(tile);
+            let mx: Tile<f32, { [1, BLOCK] }> = row_max.reshape(shape![1, 1]).broadcast(tile);
+            let g_t: Tile<f32, { [1, BLOCK] }> = g.reshape(shape![1, 1]).broadcast(tile);
+            let floor: Tile<f32, { [1, BLOCK] }> = g_t * broadcast_scalar(spread, tile);
+            let hit: Tile<f32, { [1, BLOCK] }> = g_t * broadcast_scalar(keep, tile);
+            let target_cols: Tile<i32, { [1, BLOCK] }> = broadcast_scalar(tc, tile);
+            let g_base: PointerTile<*mut T, { [1, BLOCK] }> =
+                tile_pointers::<T, 1, BLOCK>(grad_ptr, r * stride_g, stride_g);
+            for j in j0..j_full {
+                let (x, col0) = unsafe { whole_tile::<T, 1, BLOCK>(x_base, j) };
+                let mut p: Tile<f32, { [1, BLOCK] }> = exp2((x - mx) * log2e, ftz::Enabled) * coef_t;
+                if SMOOTH {
+                    p = p - floor;
+                }
+                let on_target: Tile<bool, { [1, BLOCK] }> = eq_tile(columns::<1, BLOCK>(j), target_cols);
+                let dx: Tile<T, { [1, BLOCK] }> = convert_tile(p - select(on_target, hit, zero));
+                let g_ptrs: PointerTile<*mut T, { [1, BLOCK] }> = g_base.offset_tile(col0);
+                let _g_tok: Token = unsafe {
+                    store_ptr_tko(g_ptrs, dx, ordering::Weak, None::<scope::TileBlock>, None, None, Latency::<3>)
+                };
+            }
+            for j in j_full..j_end {
+                let (x, inside) = unsafe { ragged_tile::<T, BLOCK>(x_ptr, r, j, m, n, stride_x) };
+                let mut p: Tile<f32, { [1, BLOCK] }> = exp2((x - mx) * log2e, ftz::Enabled) * coef_t;
+                if SMOOTH {
+                    p = p - floor;
+                }
+                let on_target: Tile<bool, { [1, BLOCK] }> = eq_tile(columns::<1, BLOCK>(j), target_cols);
+                let dx: Tile<T, { [1, BLOCK] }> = convert_tile(p - select(on_target, hit, zero));
+                unsafe { store_ragged::<T, BLOCK>(grad_ptr, dx, inside, r, j, stride_g) };
+            }
+            let zeros: Tile<T, { [1, BLOCK] }> = convert_tile(zero);
+            for j in j0..(j0 + (j_stop - j0) * (1i32 - live)) {
+                let inside: Tile<bool, { [1, BLOCK] }> = tile_mask::<1, BLOCK>(r, j * BLOCK, m, n);
+                unsafe { store_ragged::<T, BLOCK>(grad_ptr, zeros, inside, r, j, stride_g) };
             }
         }
     }

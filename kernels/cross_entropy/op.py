@@ -41,9 +41,11 @@ int32_t cutile_cross_entropy(const TensorDesc* out, const TensorDesc* logits, co
 KERNEL = "cross_entropy"
 DTYPES = ("bfloat16", "float16", "float32")
 # ffi.rs (and the compiler) pick; form: 1 (-1) row tiles (`cross_entropy_rows`), 2 one row a tile block
-# (`cross_entropy_row`, version 2, NOTES.md)
+# (`cross_entropy_row`, version 2), 3 the row split into chunks that exchange partials
+# (`cross_entropy_split`, version 3: kernels/cross_entropy_backward's candidates; NOTES.md)
 DEFAULT_VARIANT = {"block": -1, "rows": -1, "occupancy": -1, "warps": -1, "form": -1}
 MAX_TILE_ELEMS = 8192  # ffi.rs: four f32 running tiles and the loaded one in registers
+SPLIT_CHUNK, MAX_SPLIT_PARTS = 8192, 128  # ffi.rs: version 3's chunk (columns) and most chunks a row
 HINTS = ((-1, -1), (2, 8), (4, 4), (4, 8))  # (occupancy, warps) of every candidate tile
 REDUCTIONS = ("mean", "sum", "none")
 I32 = (-(2**31), 2**31 - 1)
@@ -64,6 +66,18 @@ def fits_form_2(m: int, n: int, stride: int | None = None) -> bool:
     (True, False, False, False)
     """
     return (autotune.pow2(m) - 1) * (n if stride is None else stride) + n <= I32[1]
+
+
+def fits_form_3(m: int, n: int, stride: int | None = None) -> bool:
+    """Whether version 3's entry (form 3, the row split into SPLIT_CHUNK-column chunks) serves every
+    call of m's tune class: version 2's bound (`fits_form_2`; ffi.rs also counts the padded last
+    tile, which a class bound by n alone leaves to the launcher's -6) and at most MAX_SPLIT_PARTS
+    chunks a row. Pure:
+
+    >>> fits_form_3(4096, 128256), fits_form_3(4, 2**20), fits_form_3(4, 2**20 + 1), fits_form_3(32768, 128256)
+    (True, True, False, False)
+    """
+    return fits_form_2(m, n, stride) and -(-n // SPLIT_CHUNK) <= MAX_SPLIT_PARTS
 
 
 def variants(m: int, n: int) -> list[dict]:

@@ -112,7 +112,9 @@ SPEC = row_kernel(
         "block_not_pow2": FfiCase(variant={"block": 24}, message="block must be a power of two"),
         "form_2": FfiCase(variant={"form": 2, "rows": 1}, code=-4),  # version 2's entry, valid here
         "form_2_rows": FfiCase(variant={"form": 2, "rows": 2, "block": 16}, message="needs rows=1"),
-        "form_3": FfiCase(variant={"form": 3}, message="variant form=3"),
+        "form_3": FfiCase(variant={"form": 3, "rows": 1}, code=-4),  # version 3's entry, valid here
+        "form_3_rows": FfiCase(variant={"form": 3, "rows": 2, "block": 16}, message="needs rows=1"),
+        "form_4": FfiCase(variant={"form": 4}, message="variant form=4"),
         "strided_target": FfiCase(lambda: {"target": torch.zeros(8, dtype=torch.long)[::2]}, code=-4),
     },
 )

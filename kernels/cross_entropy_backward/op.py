@@ -50,22 +50,29 @@ export_args = forward.export_args  # the same knobs: (block, rows, occupancy, wa
 
 
 def variants(m: int, n: int) -> list[dict]:
-    """cross_entropy's candidates for rows of one column tile or less. Vocabulary rows: tiles of 4096
-    and 8192 over 8 warps, version 1's at occupancy 2 and 4 and the 4096 one also at 1 (one tile
-    block an SM: 132 rows in flight, 33 MB of bf16 128256, inside the H200's L2 for the second
-    read), version 2's (form 2, where its i32 offsets reach: `forward.fits_form_2`) at 1, 2 and 4
-    (the H200's picks were 4096 tiles at occupancy 4 or 2 over 8 warps: NOTES.md). Pure:
+    """cross_entropy's candidates for rows of one column tile or less. Vocabulary rows, twelve at most:
+    version 1's 4096 tiles at occupancy 2 and 4 over 8 warps (the H200's picks for it: NOTES.md);
+    where the i32 offsets reach (`forward.fits_form_2`), version 2's (form 2) tiles of 4096 and 8192
+    at occupancy 1, 2 and 4, and version 3's (form 3: the row split into 8192-column chunks that
+    exchange their max and sum, each read once from DRAM) where its chunks are few enough
+    (`forward.fits_form_3`): 4096 and 2048 tiles at occupancy 8 over 4 warps (64 registers, as
+    softmax's fastest split), at occupancy 4 over 8 and 4 warps. Pure:
 
     >>> [(v["block"], v["occupancy"], v["form"]) for v in variants(4096, 128256)][:3], len(variants(4096, 128256))
-    ([(4096, 1, 1), (4096, 2, 1), (4096, 4, 1)], 11)
+    ([(4096, 2, 1), (4096, 4, 1), (4096, 1, 2)], 12)
+    >>> [(v["block"], v["occupancy"], v["warps"]) for v in variants(4096, 128256) if v["form"] == 3]
+    [(4096, 8, 4), (2048, 8, 4), (4096, 4, 8), (2048, 4, 4)]
     >>> len(variants(32768, 128256)), variants(64, 100) == forward.variants(64, 100)
-    (5, True)
+    (2, True)
     """
     if n <= 4096:
         return forward.variants(m, n)
-    tiles = [(4096, 1, 1), (4096, 2, 1), (4096, 4, 1), (8192, 2, 1), (8192, 4, 1)]
-    tiles += [(b, o, 2) for b in (4096, 8192) for o in (1, 2, 4)] if forward.fits_form_2(m, n) else []
-    return [{"block": b, "rows": 1, "occupancy": o, "warps": 8, "form": f} for b, o, f in tiles]
+    tiles = [(4096, 2, 8, 1), (4096, 4, 8, 1)]
+    if forward.fits_form_2(m, n):
+        tiles += [(b, o, 8, 2) for b in (4096, 8192) for o in (1, 2, 4)]
+    if forward.fits_form_3(m, n):
+        tiles += [(4096, 8, 4, 3), (2048, 8, 4, 3), (4096, 4, 8, 3), (2048, 4, 4, 3)]
+    return [{"block": b, "rows": 1, "occupancy": o, "warps": w, "form": f} for b, o, w, f in tiles]
 
 
 def _check_scale(kernel: str, name: str, t: Tensor, m: int) -> None:

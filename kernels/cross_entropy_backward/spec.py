@@ -112,5 +112,6 @@ SPEC = row_kernel(
         "dloss_len": FfiCase(lambda: {"dloss": torch.zeros(3)}, message="1 or m=4"),
         "one_dloss": FfiCase(lambda: {"dloss": torch.zeros(1)}, code=-4),
         "block_not_pow2": FfiCase(variant={"block": 24}, message="block must be a power of two"),
+        "form_3": FfiCase(variant={"form": 3, "rows": 1}, code=-4),  # version 3's entry, valid here
     },
 )

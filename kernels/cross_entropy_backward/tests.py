@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from kernels.cross_entropy import spec as forward
+from kernels.cross_entropy_backward.op import DEFAULT_VARIANT as DEFAULT
 from kernels.cross_entropy_backward.spec import SPEC
 from tilekit.runtime.baseline_cases import BaselineCases
 from tilekit.testing import harness
@@ -118,14 +119,25 @@ def test_op_training_loss_matches_autograd_of_torchs_loss_cutile_rs(cuda, reduct
         harness.check_close(x.grad, ref_x.grad, SPEC.tolerance["bfloat16"], f"{reduction} dlogits")
 
 
-def test_op_gradient_over_the_logits_cutile_rs(cuda):
-    """out=logits: the gradient written over the logits (each row read before it is written)."""
+@pytest.mark.parametrize(
+    "variant",
+    [
+        "auto",
+        {**DEFAULT, "block": 4096, "rows": 1, "form": 2},
+        {"block": 4096, "rows": 1, "occupancy": 8, "warps": 4, "form": 3},
+    ],
+    ids=["auto", "form_2", "form_3"],
+)
+def test_op_gradient_over_the_logits_cutile_rs(cuda, variant):
+    """out=logits: the gradient written over the logits (each row read before it is written; in
+    version 3 every chunk of a row reads before any chunk of it writes), with smoothing, for the
+    autotuned pick and each one-row form."""
     from kernels.cross_entropy_backward.op import cross_entropy_backward
 
-    cfg = {"m": 64, "n": 40000, "dtype": "bfloat16", "dloss": "mean"}
+    cfg = {"m": 64, "n": 40000, "dtype": "bfloat16", "dloss": "mean", "smoothing": 0.1}
     inputs = SPEC.make_inputs(cfg)
     expected = SPEC.reference(inputs)
-    y = cross_entropy_backward(*inputs.values(), out=inputs["logits"])
+    y = cross_entropy_backward(*inputs.values(), out=inputs["logits"], variant=variant)
     assert y.data_ptr() == inputs["logits"].data_ptr()
     harness.check_close(y, expected, SPEC.tolerance["bfloat16"], "in place")
 

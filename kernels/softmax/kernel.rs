@@ -63,9 +63,9 @@
 pub mod softmax_device {
     use crate::device_util::tile_order::persistent_row_tiles;
     use crate::device_util::views::{
-        aligned_body, aligned_edge, aligned_rows, arrive, arrive_and_wait, body_tail_raw, load_masked, load_partials,
-        neg_inf_tiles, next_body_tail_raw, online_fold, publish_partial, publish_partial_after, row_offsets,
-        store_masked, strided_view, tile_mask, tile_pointers, tile_raw, wait_arrived,
+        aligned_body, aligned_edge, aligned_rows, arrive, arrive_and_wait, body_tail_raw, chunk_tile_range,
+        load_masked, neg_inf_tiles, next_body_tail_raw, online_fold, partials_combine, publish_pair, row_offsets,
+        store_masked, strided_view, tile_mask, tile_pointers, tile_raw, wait_arrived, whole_tile,
     };
     use cutile::core::*;
 
@@ -260,15 +260,6 @@ pub mod softmax_device {
         }
     }
 
-    /// The column tiles of chunk c (`chunk_tiles` BLOCK-wide tiles a chunk) of an n-column row, as
-    /// (j0, j_full, j_end): tiles [j0, j_full) are whole; [j_full, j_end) is the row's ragged last
-    /// tile when this chunk holds it, else empty.
-    fn chunk_tile_range<const BLOCK: i32>(c: i32, chunk_tiles: i32, n: i32) -> (i32, i32, i32) {
-        let j0: i32 = c * chunk_tiles;
-        let j_stop: i32 = j0 + chunk_tiles;
-        (j0, min(j_stop, n / BLOCK), min(j_stop, (n + BLOCK - 1) / BLOCK))
-    }
-
     /// Whole tiles j0..j_full of the row tile whose tile of column 0 is `x_base` (unmasked loads),
     /// folded into the running per-row (max, sum) (`online_fold`); returns the new pair.
     unsafe fn fold_whole_tiles<T: ElementType, const ROWS: i32, const BLOCK: i32>(
@@ -288,18 +279,6 @@ pub mod softmax_device {
             run_sum = new_sum;
         }
         (run_max, run_sum)
-    }
-
-    /// Column tile j of the row tile whose tile of column 0 is `x_base`, loaded unmasked (a whole
-    /// tile) in f32, and its column offsets (to address y's tile the same way).
-    unsafe fn whole_tile<T: ElementType, const ROWS: i32, const BLOCK: i32>(
-        x_base: PointerTile<*mut T, { [ROWS, BLOCK] }>, j: i32,
-    ) -> (Tile<f32, { [ROWS, BLOCK] }>, Tile<i32, { [ROWS, BLOCK] }>) {
-        let col0: Tile<i32, { [ROWS, BLOCK] }> = broadcast_scalar(j * BLOCK, shape![ROWS, BLOCK]);
-        let x_ptrs: PointerTile<*mut T, { [ROWS, BLOCK] }> = x_base.offset_tile(col0);
-        let (raw, _t): (Tile<T, { [ROWS, BLOCK] }>, Token) =
-            unsafe { load_ptr_tko(x_ptrs, ordering::Weak, None::<scope::TileBlock>, None, None, None, Latency::<3>) };
-        (convert_tile(raw), col0)
     }
 
     /// Whole tiles j0..j_full of the row tile at `x_base` / `y_base` (unmasked loads and stores):
@@ -545,33 +524,13 @@ pub mod softmax_device {
         unsafe { partials_scale::<ROWS, PARTS>(part_max, part_sum, row0, chunks, c_max, tok) }
     }
 
-    /// Writes the chunk's (m_c, s_c) at column c of the row tile's partials, the sum after the
-    /// max; returns the second store's token.
-    unsafe fn publish_pair<const ROWS: i32>(
-        part_max: *mut f32, part_sum: *mut f32, row0: i32, c: i32, chunks: i32, c_max: Tile<f32, { [ROWS] }>,
-        c_sum: Tile<f32, { [ROWS] }>,
-    ) -> Token {
-        let t_max: Token = unsafe { publish_partial::<ROWS>(part_max, row0, c, chunks, c_max) };
-        unsafe { publish_partial_after::<ROWS>(part_sum, row0, c, chunks, c_sum, t_max) }
-    }
-
-    /// After `tok` (the wait's last poll), loads the row tile's partials, combines them into each
-    /// row's max M and sum S and returns exp(c_max - M) / S per row.
+    /// After `tok` (the wait's last poll), combines the row tile's partials into each row's max M
+    /// and sum S (`partials_combine`) and returns exp(c_max - M) / S per row.
     unsafe fn partials_scale<const ROWS: i32, const PARTS: i32>(
         part_max: *mut f32, part_sum: *mut f32, row0: i32, chunks: i32, c_max: Tile<f32, { [ROWS] }>, tok: Token,
     ) -> Tile<f32, { [ROWS] }> {
-        let parts: Shape<{ [ROWS, PARTS] }> = shape![ROWS, PARTS];
-        let (pm_raw, p_mask, t_pm) = unsafe { load_partials::<ROWS, PARTS>(part_max, row0, chunks, tok) };
-        let (ps_raw, _ps_mask, _t_ps) = unsafe { load_partials::<ROWS, PARTS>(part_sum, row0, chunks, t_pm) };
-        let p_neg_inf: Tile<f32, { [ROWS, PARTS] }> = constant(f32::NEG_INFINITY, parts);
-        let p_zero: Tile<f32, { [ROWS, PARTS] }> = constant(0.0f32, parts);
-        let pm: Tile<f32, { [ROWS, PARTS] }> = select(p_mask, pm_raw, p_neg_inf);
-        let ps: Tile<f32, { [ROWS, PARTS] }> = select(p_mask, ps_raw, p_zero);
-        let row_max: Tile<f32, { [ROWS] }> = reduce_max(pm, 1i32);
-        let log2e_p: Tile<f32, { [ROWS, PARTS] }> = constant(1.4426950408889634f32, parts);
-        let pmx: Tile<f32, { [ROWS, PARTS] }> = row_max.reshape(shape![ROWS, 1]).broadcast(parts);
-        let sum: Tile<f32, { [ROWS] }> = reduce_sum(ps * exp2((pm - pmx) * log2e_p, ftz::Enabled), 1i32);
-
+        let (row_max, sum, _t): (Tile<f32, { [ROWS] }>, Tile<f32, { [ROWS] }>, Token) =
+            unsafe { partials_combine::<ROWS, PARTS>(part_max, part_sum, row0, chunks, tok) };
         // y = e * exp(m_c - M) / S: one factor per row.
         let one_r: Tile<f32, { [ROWS] }> = constant(1.0f32, shape![ROWS]);
         let inv: Tile<f32, { [ROWS] }> = divf(one_r, sum, rounding::NearestEven, ftz::Disabled);

@@ -175,7 +175,9 @@ pub fn split_rows(m: i32, n: i32, block: i32, rows: i32, stride_x: i32, stride_g
     let chunks = (col_tiles + chunk_tiles as i64 - 1) / chunk_tiles as i64;
     let parts = (chunks as u64).next_power_of_two() as i64;
     if parts > MAX_SPLIT_PARTS as i64 {
-        return bad(format!("n={n} makes {chunks} chunks of {SPLIT_CHUNK} columns, more than {MAX_SPLIT_PARTS}; use form 2"));
+        return bad(format!(
+            "n={n} makes {chunks} chunks of {SPLIT_CHUNK} columns, more than {MAX_SPLIT_PARTS}; use form 2"
+        ));
     }
     if !ffi_util::masked_offsets_fit(m, n, 1, block, &[stride_x, stride_g]) || m as i64 * chunks > i32::MAX as i64 {
         return bad(format!(

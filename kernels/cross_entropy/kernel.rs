@@ -317,7 +317,8 @@ pub mod cross_entropy_device {
     unsafe fn ragged_tile<T: ElementType, const BLOCK: i32>(
         x_ptr: *mut T, r: i32, j: i32, m: i32, n: i32, stride_x: i32,
     ) -> (Tile<f32, { [1, BLOCK] }>, Tile<bool, { [1, BLOCK] }>) {
-        let raw: Tile<T, { [1, BLOCK] }> = unsafe { tile_raw::<T, 1, BLOCK, 3>(x_ptr, r, r, j * BLOCK, m, n, stride_x) };
+        let raw: Tile<T, { [1, BLOCK] }> =
+            unsafe { tile_raw::<T, 1, BLOCK, 3>(x_ptr, r, r, j * BLOCK, m, n, stride_x) };
         let inside: Tile<bool, { [1, BLOCK] }> = tile_mask::<1, BLOCK>(r, j * BLOCK, m, n);
         let neg_inf: Tile<f32, { [1, BLOCK] }> = constant(f32::NEG_INFINITY, shape![1, BLOCK]);
         let x: Tile<f32, { [1, BLOCK] }> = convert_tile(raw);
@@ -328,9 +329,11 @@ pub mod cross_entropy_device {
     unsafe fn store_ragged<T: ElementType, const BLOCK: i32>(
         grad_ptr: *mut T, v: Tile<T, { [1, BLOCK] }>, inside: Tile<bool, { [1, BLOCK] }>, r: i32, j: i32, stride_g: i32,
     ) {
-        let ptrs: PointerTile<*mut T, { [1, BLOCK] }> = tile_pointers::<T, 1, BLOCK>(grad_ptr, r * stride_g + j * BLOCK, stride_g);
-        let _tok: Token =
-            unsafe { store_ptr_tko(ptrs, v, ordering::Weak, None::<scope::TileBlock>, Some(inside), None, Latency::<3>) };
+        let ptrs: PointerTile<*mut T, { [1, BLOCK] }> =
+            tile_pointers::<T, 1, BLOCK>(grad_ptr, r * stride_g + j * BLOCK, stride_g);
+        let _tok: Token = unsafe {
+            store_ptr_tko(ptrs, v, ordering::Weak, None::<scope::TileBlock>, Some(inside), None, Latency::<3>)
+        };
     }
 
     /// Version 3 (2026-12-06; ffi.rs runs it for the variant knob form = 3): a row split into chunks
@@ -437,7 +440,15 @@ pub mod cross_entropy_device {
             let first: Tile<bool, { [1, 1] }> = tile_mask::<1, 1>(c, 0i32, 1i32, 1i32); // chunk 0 stores it
             let loss_at: PointerTile<*mut f32, { [1, 1] }> = tile_pointers::<f32, 1, 1>(loss_ptr, r, 1i32);
             let _stored: Token = unsafe {
-                store_ptr_tko(loss_at, loss_row, ordering::Weak, None::<scope::TileBlock>, Some(first), None, Latency::<1>)
+                store_ptr_tko(
+                    loss_at,
+                    loss_row,
+                    ordering::Weak,
+                    None::<scope::TileBlock>,
+                    Some(first),
+                    None,
+                    Latency::<1>,
+                )
             };
         }
 

@@ -366,7 +366,7 @@ mod tests {
         let p = plan(&loss(4096), &x, &t, -100, 0.0, 4096, 1, 8, -1, 3).unwrap();
         assert_eq!(p.split, Some(Split { chunk_tiles: 2, chunks: 16, parts: 16 }));
         assert!(!p.row_form && plan(&loss(4096), &x, &t, -100, 0.0, 4096, 1, -1, -1, 2).unwrap().split.is_none());
-        // 2048-wide tiles: 63 of them, four a chunk, the last chunk three tiles and a ragged one
+        // 2048-wide tiles: 63 of them, four a chunk, the last chunk two whole tiles and a ragged one
         let p = plan(&loss(4096), &x, &t, -100, 0.0, 2048, 1, -1, -1, 3).unwrap();
         assert_eq!(p.split, Some(Split { chunk_tiles: 4, chunks: 16, parts: 16 }));
         let small = test_desc(DType::F32, &[3, 8193], &[8200, 1]);

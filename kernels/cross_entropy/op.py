@@ -70,9 +70,8 @@ def fits_form_2(m: int, n: int, stride: int | None = None) -> bool:
 
 def fits_form_3(m: int, n: int, stride: int | None = None) -> bool:
     """Whether version 3's entry (form 3, the row split into SPLIT_CHUNK-column chunks) serves every
-    call of m's tune class: version 2's bound (`fits_form_2`; ffi.rs also counts the padded last
-    tile, which a class bound by n alone leaves to the launcher's -6) and at most MAX_SPLIT_PARTS
-    chunks a row. Pure:
+    call of m's tune class at row `stride` (None: n, contiguous): version 2's bound (`fits_form_2`)
+    and at most MAX_SPLIT_PARTS chunks a row. Pure:
 
     >>> fits_form_3(4096, 128256), fits_form_3(4, 2**20), fits_form_3(4, 2**20 + 1), fits_form_3(32768, 128256)
     (True, True, False, False)

@@ -64,6 +64,24 @@ def test_op_losses_are_float32_exact_cutile_rs(cuda, dtype):
     harness.check_close(op.cross_entropy(*inputs.values()), SPEC.reference(inputs), (1e-5, 2e-5), f"{cfg}")
 
 
+@pytest.mark.parametrize(
+    "cfg", [{"ignore": -100}, {"ignore": 5, "smoothing": 0.1, "target": "int32"}], ids=["plain", "smooth"]
+)
+def test_op_version_3_losses_cutile_rs(cuda, cfg):
+    """Version 3 (form 3, the row split into exchanging chunks), which the loss's autotune does not
+    offer, forced: its losses (chunk 0's store, the chunks' sums of x combined for smoothing) within
+    1e-5 of the reference, over an uneven row (40000 columns: five 8192-column chunks, the last
+    with a ragged tile) with ignored rows."""
+    from tilekit.testing import harness
+
+    inputs = SPEC.make_inputs({"m": 64, "n": 40000, "dtype": "bfloat16", **cfg})
+    for block in (4096, 2048):
+        variant = {"block": block, "rows": 1, "occupancy": 8, "warps": 4, "form": 3}
+        harness.check_close(
+            op.cross_entropy(*inputs.values(), variant=variant), SPEC.reference(inputs), (1e-5, 2e-5), f"{block}"
+        )
+
+
 BASELINE_CASES = BaselineCases(
     SPEC,
     # one column tile and several (a ragged last one), padded rows, ignored rows, smoothing

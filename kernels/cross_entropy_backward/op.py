@@ -56,19 +56,22 @@ def variants(m: int, n: int) -> list[dict]:
     at occupancy 1, 2 and 4, and version 3's (form 3: the row split into 8192-column chunks that
     exchange their max and sum, each read once from DRAM) where its chunks are few enough
     (`forward.fits_form_3`): 4096 and 2048 tiles at occupancy 8 over 4 warps (64 registers, as
-    softmax's fastest split), at occupancy 4 over 8 and 4 warps. Pure:
+    softmax's fastest split), 4096 tiles at occupancy 4 over 8 warps and 2048 over 4. Where neither
+    reaches, version 1's five (4096 tiles also at occupancy 1, 8192 at 2 and 4). Pure:
 
     >>> [(v["block"], v["occupancy"], v["form"]) for v in variants(4096, 128256)][:3], len(variants(4096, 128256))
     ([(4096, 2, 1), (4096, 4, 1), (4096, 1, 2)], 12)
     >>> [(v["block"], v["occupancy"], v["warps"]) for v in variants(4096, 128256) if v["form"] == 3]
     [(4096, 8, 4), (2048, 8, 4), (4096, 4, 8), (2048, 4, 4)]
     >>> len(variants(32768, 128256)), variants(64, 100) == forward.variants(64, 100)
-    (2, True)
+    (5, True)
     """
     if n <= 4096:
         return forward.variants(m, n)
     tiles = [(4096, 2, 8, 1), (4096, 4, 8, 1)]
-    if forward.fits_form_2(m, n):
+    if not forward.fits_form_2(m, n):
+        tiles += [(4096, 1, 8, 1), (8192, 2, 8, 1), (8192, 4, 8, 1)]
+    else:
         tiles += [(b, o, 8, 2) for b in (4096, 8192) for o in (1, 2, 4)]
     if forward.fits_form_3(m, n):
         tiles += [(4096, 8, 4, 3), (2048, 8, 4, 3), (4096, 4, 8, 3), (2048, 4, 4, 3)]
@@ -107,6 +110,8 @@ def cross_entropy_backward(
     checks.cuda(KERNEL, logits=logits, target=target, dloss=dloss)
     dx = out if out is not None else torch.empty((m, n), dtype=logits.dtype, device=logits.device)
     key = forward.launch_key(logits)
+    if forward.fits_form_3(m, n) and not forward.fits_form_3(m, n, dx.stride(0)):
+        key["form_3"] = False  # version 3 addresses out's rows too (ffi.rs split_rows): not from this class
     port.run(
         __name__, variant, (m, n), dx, logits, target, dloss, int(ignore_index), float(label_smoothing), key=lambda: key
     )

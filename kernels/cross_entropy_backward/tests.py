@@ -60,6 +60,26 @@ def kernels_in_torch(monkeypatch) -> list:
     return called
 
 
+def test_an_out_whose_row_stride_version_3_cannot_address_is_a_class_of_its_own(monkeypatch):
+    """Version 3 addresses the gradient's rows in i32 too (ffi.rs split_rows): an `out` of wide rows
+    past that reach gets a tune key of its own ("form_3": False), so that a version 3 pick made for
+    contiguous gradients is never reused for it (the launcher would refuse it); logits and out on
+    the meta device, the export not called."""
+    from kernels.cross_entropy_backward.op import cross_entropy_backward
+    from tilekit.runtime import checks, port
+
+    keys = []
+    monkeypatch.setattr(port, "run", lambda *args, key, **kw: keys.append(key()))
+    monkeypatch.setattr(checks, "cuda", lambda kernel, **tensors: None)
+    logits = torch.empty((4096, 128256), dtype=torch.bfloat16, device="meta")
+    target = torch.zeros(4096, dtype=torch.long, device="meta")
+    dloss = torch.empty(1, device="meta")
+    wide = torch.empty_strided((4096, 128256), (600000, 1), dtype=torch.bfloat16, device="meta")
+    for out in (None, wide):
+        cross_entropy_backward(logits, target, dloss, out=out)
+    assert keys[1] == {**keys[0], "form_3": False} and "form_3" not in keys[0]
+
+
 @pytest.mark.parametrize("reduction, dloss", [("mean", 1.0), ("sum", 0.5), ("none", None), ("mean", 3.0)])
 def test_the_training_op_and_the_ops_gradient_are_autograd_of_torchs_loss(monkeypatch, reduction, dloss):
     """On the CPU with the exports done by torch (`kernels_in_torch`): cross_entropy_loss with grad runs
@@ -140,6 +160,26 @@ def test_op_gradient_over_the_logits_cutile_rs(cuda, variant):
     y = cross_entropy_backward(*inputs.values(), out=inputs["logits"], variant=variant)
     assert y.data_ptr() == inputs["logits"].data_ptr()
     harness.check_close(y, expected, SPEC.tolerance["bfloat16"], "in place")
+
+
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+def test_op_training_export_version_3_cutile_rs(cuda, smoothing):
+    """The training op's export (losses and gradient in one launch) with version 3 forced: the
+    losses (chunk 0's store; with smoothing the chunks' sums of x combined) and the gradient of a
+    mean, against the references, over uneven rows with ignored ones."""
+    from kernels.cross_entropy_backward import op
+    from tilekit.runtime import port
+
+    cfg = {"m": 64, "n": 40000, "dtype": "bfloat16", "dloss": "mean", "smoothing": smoothing}
+    inputs = SPEC.make_inputs(cfg)
+    logits, target, scale = inputs["logits"], inputs["target"], inputs["dloss"]
+    losses = torch.empty(64, dtype=torch.float32, device=logits.device)
+    grad = torch.empty_like(logits)
+    variant = {"block": 4096, "rows": 1, "occupancy": 8, "warps": 4, "form": 3}
+    args = (losses, logits, target, scale, -100, smoothing)
+    port.run(op, variant, (64, 40000), grad, *args, export="cutile_cross_entropy_train", mutated=(losses,))
+    harness.check_close(losses, forward.reference(inputs), (1e-5, 2e-5), "losses")
+    harness.check_close(grad, SPEC.reference(inputs), SPEC.tolerance["bfloat16"], "gradient")
 
 
 BASELINE_CASES = BaselineCases(

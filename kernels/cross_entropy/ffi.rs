@@ -222,29 +222,13 @@ pub fn launch_rows<T: Element>(
         let [x_ptr, g_ptr] = [logits, grad].map(|t| ffi_util::device_ptr::<T>(t));
         let [loss_ptr, s_ptr] = [loss, scale].map(|t| ffi_util::device_ptr::<f32>(t));
         let t_ptr = ffi_util::device_ptr::<i32>(target);
-        let args = (g_ptr, loss_ptr, x_ptr, t_ptr, s_ptr, m, n, stride_x, stride_y, p.stride_t, p.stride_s);
+        let (g, l, x, t, sc) = (g_ptr, loss_ptr, x_ptr, t_ptr, s_ptr);
+        let (sx, sg, st, ss, ii) = (stride_x, stride_y, p.stride_t, p.stride_s, p.ignore_index);
         if p.row_form {
-            let (g, l, x, t, sc, m, n, sx, sg, st, ss) = args;
-            let entry =
-                device::cross_entropy_row(g, l, x, t, sc, m, n, sx, sg, st, ss, p.ignore_index, p.keep, p.spread);
+            let entry = device::cross_entropy_row(g, l, x, t, sc, m, n, sx, sg, st, ss, ii, p.keep, p.spread);
             return launch.enqueue(entry, stream);
         }
-        let entry = device::cross_entropy_rows(
-            g_ptr,
-            loss_ptr,
-            x_ptr,
-            t_ptr,
-            s_ptr,
-            m,
-            n,
-            stride_x,
-            stride_y,
-            p.stride_t,
-            p.stride_s,
-            p.ignore_index,
-            p.keep,
-            p.spread,
-        );
+        let entry = device::cross_entropy_rows(g, l, x, t, sc, m, n, sx, sg, st, ss, ii, p.keep, p.spread);
         launch.enqueue(entry, stream)
     }
 }

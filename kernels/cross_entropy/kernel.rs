@@ -47,6 +47,15 @@ pub mod cross_entropy_device {
         raw
     }
 
+    /// The losses of rows r0 .. r0 + ROWS (f32, contiguous at `loss_ptr`), lanes outside `mask` not stored.
+    unsafe fn store_losses<const ROWS: i32>(
+        loss_ptr: *mut f32, r0: i32, losses: Tile<f32, { [ROWS, 1] }>, mask: Tile<bool, { [ROWS, 1] }>,
+    ) {
+        let at: PointerTile<*mut f32, { [ROWS, 1] }> = tile_pointers::<f32, ROWS, 1>(loss_ptr, r0, 1i32);
+        let _stored: Token =
+            store_ptr_tko(at, losses, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, Latency::<1>);
+    }
+
     /// The columns of column tile j, [ROWS, BLOCK].
     fn columns<const ROWS: i32, const BLOCK: i32>(j: i32) -> Tile<i32, { [ROWS, BLOCK] }> {
         let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
@@ -136,16 +145,7 @@ pub mod cross_entropy_device {
         let zero_r: Tile<f32, { [ROWS, 1] }> = constant(0.0f32, per_row);
         if LOSS {
             let loss_kept: Tile<f32, { [ROWS, 1] }> = select(ignored, zero_r, loss.reshape(per_row));
-            let loss_at: PointerTile<*mut f32, { [ROWS, 1] }> = tile_pointers::<f32, ROWS, 1>(loss_ptr, r0, 1i32);
-            let _stored: Token = store_ptr_tko(
-                loss_at,
-                loss_kept,
-                ordering::Weak,
-                None::<scope::TileBlock>,
-                Some(in_rows),
-                None,
-                Latency::<1>,
-            );
+            store_losses::<ROWS>(loss_ptr, r0, loss_kept, in_rows);
         }
 
         if GRAD {
@@ -445,18 +445,7 @@ pub mod cross_entropy_device {
             let loss_kept: Tile<f32, { [1] }> = select(kept, loss, zero_r);
             let loss_row: Tile<f32, { [1, 1] }> = loss_kept.reshape(shape![1, 1]);
             let first: Tile<bool, { [1, 1] }> = tile_mask::<1, 1>(c, 0i32, 1i32, 1i32); // chunk 0 stores it
-            let loss_at: PointerTile<*mut f32, { [1, 1] }> = tile_pointers::<f32, 1, 1>(loss_ptr, r, 1i32);
-            let _stored: Token = unsafe {
-                store_ptr_tko(
-                    loss_at,
-                    loss_row,
-                    ordering::Weak,
-                    None::<scope::TileBlock>,
-                    Some(first),
-                    None,
-                    Latency::<1>,
-                )
-            };
+            unsafe { store_losses::<1>(loss_ptr, r, loss_row, first) };
         }
 
         if GRAD {

@@ -210,6 +210,35 @@ pub mod cross_entropy_device {
         (kept, live, t * live * in_range)
     }
 
+    /// The gradient pass's per-row terms of a one-row tile, broadcast over the BLOCK-wide column
+    /// tile: (the row's max, g / (its sum of exp), g ε / n, g (1 - ε), the target's column), with g the
+    /// row's scale (at `scale_ptr` + `scale_at`) where `kept`, else 0.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn row_terms<const BLOCK: i32>(
+        scale_ptr: *mut f32, scale_at: i32, kept: Tile<bool, { [1] }>, row_max: Tile<f32, { [1] }>,
+        row_sum: Tile<f32, { [1] }>, keep: f32, spread: f32, tc: i32,
+    ) -> (
+        Tile<f32, { [1, BLOCK] }>,
+        Tile<f32, { [1, BLOCK] }>,
+        Tile<f32, { [1, BLOCK] }>,
+        Tile<f32, { [1, BLOCK] }>,
+        Tile<i32, { [1, BLOCK] }>,
+    ) {
+        let tile: Shape<{ [1, BLOCK] }> = shape![1, BLOCK];
+        let at: PointerTile<*mut f32, { [] }> = pointer_to_tile(scale_ptr).offset(scale_at);
+        let (scale, _scale_tok): (Tile<f32, { [1] }>, Token) = unsafe { load_one::<f32>(at) };
+        let zero_r: Tile<f32, { [1] }> = constant(0.0f32, shape![1]);
+        let g: Tile<f32, { [1] }> = select(kept, scale, zero_r);
+        let coef: Tile<f32, { [1] }> = divf(g, row_sum, rounding::NearestEven, ftz::Disabled);
+        let coef_t: Tile<f32, { [1, BLOCK] }> = coef.reshape(shape![1, 1]).broadcast(tile);
+        let mx: Tile<f32, { [1, BLOCK] }> = row_max.reshape(shape![1, 1]).broadcast(tile);
+        let g_t: Tile<f32, { [1, BLOCK] }> = g.reshape(shape![1, 1]).broadcast(tile);
+        let floor: Tile<f32, { [1, BLOCK] }> = g_t * broadcast_scalar(spread, tile);
+        let hit: Tile<f32, { [1, BLOCK] }> = g_t * broadcast_scalar(keep, tile);
+        let target_cols: Tile<i32, { [1, BLOCK] }> = broadcast_scalar(tc, tile);
+        (mx, coef_t, floor, hit, target_cols)
+    }
+
     /// Version 2 (2026-12-06; ffi.rs runs it for the variant knob form = 2, which op.py's autotune
     /// space offers for vocabulary rows beside version 1): row `tile block id` alone, with fewer
     /// instructions an element than `cross_entropy_rows` (whose bf16 loop is bound by issue, not by
@@ -284,16 +313,13 @@ pub mod cross_entropy_device {
 
         if GRAD {
             // Pass 2: dx = g softmax(x) - g (ε / n) - g (1 - ε) [j == t]; an ignored row's zeros.
-            let scale_at: PointerTile<*mut f32, { [] }> = pointer_to_tile(scale_ptr).offset(r * stride_s);
-            let (scale, _scale_tok): (Tile<f32, { [1] }>, Token) = load_one::<f32>(scale_at);
-            let g: Tile<f32, { [1] }> = select(kept, scale, zero_r);
-            let coef: Tile<f32, { [1] }> = divf(g, run_sum, rounding::NearestEven, ftz::Disabled);
-            let coef_t: Tile<f32, { [1, BLOCK] }> = coef.reshape(shape![1, 1]).broadcast(tile);
-            let mx: Tile<f32, { [1, BLOCK] }> = run_max.reshape(shape![1, 1]).broadcast(tile);
-            let g_t: Tile<f32, { [1, BLOCK] }> = g.reshape(shape![1, 1]).broadcast(tile);
-            let floor: Tile<f32, { [1, BLOCK] }> = g_t * broadcast_scalar(spread, tile);
-            let hit: Tile<f32, { [1, BLOCK] }> = g_t * broadcast_scalar(keep, tile);
-            let target_cols: Tile<i32, { [1, BLOCK] }> = broadcast_scalar(tc, tile);
+            let (mx, coef_t, floor, hit, target_cols): (
+                Tile<f32, { [1, BLOCK] }>,
+                Tile<f32, { [1, BLOCK] }>,
+                Tile<f32, { [1, BLOCK] }>,
+                Tile<f32, { [1, BLOCK] }>,
+                Tile<i32, { [1, BLOCK] }>,
+            ) = row_terms::<BLOCK>(scale_ptr, r * stride_s, kept, run_max, run_sum, keep, spread, tc);
             let grad_view: Tensor<T, { [-1, -1] }> = strided_view(grad_ptr, m, n, stride_g, x_t_tok);
             let mut grad_part: PartitionMut<T, { [1, BLOCK] }> = unsafe { grad_view.partition_full_mut(tile) };
             for j in 0i32..read_tiles {
@@ -450,16 +476,13 @@ pub mod cross_entropy_device {
 
         if GRAD {
             // Pass 2: dx = g exp(x - M) / S - g (ε / n) - g (1 - ε) [j == t]; an ignored row's zeros.
-            let scale_at: PointerTile<*mut f32, { [] }> = pointer_to_tile(scale_ptr).offset(r * stride_s);
-            let (scale, _scale_tok): (Tile<f32, { [1] }>, Token) = unsafe { load_one::<f32>(scale_at) };
-            let g: Tile<f32, { [1] }> = select(kept, scale, zero_r);
-            let coef: Tile<f32, { [1] }> = divf(g, row_sum, rounding::NearestEven, ftz::Disabled);
-            let coef_t: Tile<f32, { [1, BLOCK] }> = coef.reshape(shape![1, 1]).broadcast(tile);
-            let mx: Tile<f32, { [1, BLOCK] }> = row_max.reshape(shape![1, 1]).broadcast(tile);
-            let g_t: Tile<f32, { [1, BLOCK] }> = g.reshape(shape![1, 1]).broadcast(tile);
-            let floor: Tile<f32, { [1, BLOCK] }> = g_t * broadcast_scalar(spread, tile);
-            let hit: Tile<f32, { [1, BLOCK] }> = g_t * broadcast_scalar(keep, tile);
-            let target_cols: Tile<i32, { [1, BLOCK] }> = broadcast_scalar(tc, tile);
+            let (mx, coef_t, floor, hit, target_cols): (
+                Tile<f32, { [1, BLOCK] }>,
+                Tile<f32, { [1, BLOCK] }>,
+                Tile<f32, { [1, BLOCK] }>,
+                Tile<f32, { [1, BLOCK] }>,
+                Tile<i32, { [1, BLOCK] }>,
+            ) = unsafe { row_terms::<BLOCK>(scale_ptr, r * stride_s, kept, row_max, row_sum, keep, spread, tc) };
             let g_base: PointerTile<*mut T, { [1, BLOCK] }> =
                 tile_pointers::<T, 1, BLOCK>(grad_ptr, r * stride_g, stride_g);
             for j in j0..j_full {

@@ -13,7 +13,7 @@
 //! [-2^31, 2^31) is read whole; a target outside [0, n) that is not `ignore_index` fails a device
 //! assertion, as PyTorch's does).
 //!
-//! Two entries. `cross_entropy_rows` (version 1): a tile block per ROWS rows, BLOCK-wide column tiles.
+//! Three entries. `cross_entropy_rows` (version 1): a tile block per ROWS rows, BLOCK-wide column tiles.
 //!   * pass 1: per lane, the running max and sum of exp (online softmax), the sum of x (for ε) and x_t
 //!     (the lane of column t): the loss, stored per row (f32) with LOSS.
 //!   * pass 2 (GRAD): the column tiles read again (most from L2: the row was read just before) and the
@@ -22,6 +22,8 @@
 //!     feed each).
 //!
 //! `cross_entropy_row` (version 2): one row a tile block, fewer instructions an element (its doc).
+//! `cross_entropy_split` (version 3): a row split over tile blocks that exchange their partials, so
+//! the gradient pass re-reads its chunk from L2 (its doc).
 //!
 //! The logits' partition pads with -inf (a lane past n adds nothing to the max or the sum of exp) and
 //! the gradient's drops stores outside (m, n); the per-row values (targets, scales, losses) go

@@ -140,6 +140,39 @@ pub mod views {
         raw
     }
 
+    /// The ROWS x W tile of an (m, n) tensor at (row0, col0) (rows `stride` elements apart) in f32,
+    /// through a pointer tile, lanes outside (m, n) not read and set to -inf; returns the mask too,
+    /// for [`store_tile`]. The ragged edge of a softmax-like row pass (softmax's entries,
+    /// cross_entropy's version 3). LAT is the load's latency hint: 3 outside loops; 1 in a
+    /// persistent row loop (straight to registers, no cp.async staging; rms_norm's NOTES.md, "x
+    /// straight to registers in the persistent loop").
+    pub unsafe fn tile_neg_inf<T: ElementType, const ROWS: i32, const W: i32, const LAT: i32>(
+        ptr: *mut T, row0: i32, col0: i32, m: i32, n: i32, stride: i32,
+    ) -> (Tile<f32, { [ROWS, W] }>, Tile<bool, { [ROWS, W] }>) {
+        let raw: Tile<T, { [ROWS, W] }> = unsafe { tile_raw::<T, ROWS, W, LAT>(ptr, row0, row0, col0, m, n, stride) };
+        let mask: Tile<bool, { [ROWS, W] }> = tile_mask::<ROWS, W>(row0, col0, m, n);
+        let x: Tile<f32, { [ROWS, W] }> = convert_tile(raw);
+        (neg_inf_outside::<ROWS, W>(x, mask), mask)
+    }
+
+    /// x with the lanes outside `mask` set to -inf.
+    pub fn neg_inf_outside<const ROWS: i32, const W: i32>(
+        x: Tile<f32, { [ROWS, W] }>, mask: Tile<bool, { [ROWS, W] }>,
+    ) -> Tile<f32, { [ROWS, W] }> {
+        let neg_inf: Tile<f32, { [ROWS, W] }> = constant(f32::NEG_INFINITY, shape![ROWS, W]);
+        select(mask, x, neg_inf)
+    }
+
+    /// Stores `v` as the ROWS x W tile at (row0, col0) of a tensor whose rows are `stride` elements
+    /// apart, through a pointer tile, lanes outside `mask` dropped ([`tile_neg_inf`]'s mask).
+    pub unsafe fn store_tile<T: ElementType, const ROWS: i32, const W: i32>(
+        ptr: *mut T, v: Tile<T, { [ROWS, W] }>, mask: Tile<bool, { [ROWS, W] }>, row0: i32, col0: i32, stride: i32,
+    ) {
+        let ptrs: PointerTile<*mut T, { [ROWS, W] }> = tile_pointers::<T, ROWS, W>(ptr, row0 * stride + col0, stride);
+        let _tok: Token =
+            store_ptr_tko(ptrs, v, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, Latency::<3>);
+    }
+
     /// The row tile at row0 of an (m, n) tensor held as a BLOCK-wide body (column 0) and a
     /// TAIL-wide tail (column BLOCK), each as loaded with latency hint 1 (`tile_raw`, addressed from
     /// `at_row0`): the loads of the prefetching persistent loops (softmax's and the norms'

@@ -179,10 +179,15 @@ pub fn split_rows(m: i32, n: i32, block: i32, rows: i32, stride_x: i32, stride_g
             "n={n} makes {chunks} chunks of {SPLIT_CHUNK} columns, more than {MAX_SPLIT_PARTS}; use form 2"
         ));
     }
-    if !ffi_util::masked_offsets_fit(m, n, 1, block, &[stride_x, stride_g]) || m as i64 * chunks > i32::MAX as i64 {
+    if !ffi_util::masked_offsets_fit(m, n, 1, block, &[stride_x, stride_g]) {
         return bad(format!(
             "an element offset passes i32 (m={m}, n={n}, row strides {stride_x} and {stride_g}); use form 1"
         ));
+    }
+    // the grid's tile block ids (row * chunks + chunk); only a row stride below n (rows that
+    // overlap) gets here with m * n past i32
+    if m as i64 * chunks > i32::MAX as i64 {
+        return bad(format!("m={m} rows x {chunks} chunks is more tile blocks than a grid holds; use form 1"));
     }
     Ok(Split { chunk_tiles, chunks: chunks as i32, parts: parts as i32 })
 }
@@ -366,6 +371,9 @@ mod tests {
         let t2 = test_desc(DType::I64, &[2], &[1]);
         let call = plan(&loss(2), &wide, &t2, -100, 0.0, 8192, 1, -1, -1, 3);
         assert_fails(call, rc::INVALID_ARGUMENT, "129 chunks");
+        // rows that overlap (a row stride of 0) keep every offset small but not the grid
+        let grid = split_rows(1 << 30, 16384, 4096, 1, 0, 0);
+        assert_fails(grid, rc::INVALID_ARGUMENT, "more tile blocks than a grid holds");
     }
 
     #[test]

@@ -34,7 +34,8 @@
 pub mod cross_entropy_device {
     use crate::device_util::views::{
         arrive_and_wait, chunk_tile_range, load_partials, load_word, neg_inf_tiles, online_fold, partials_combine,
-        publish_pair, publish_partial_after, strided_view, tile_mask, tile_pointers, tile_raw, whole_tile,
+        publish_pair, publish_partial_after, store_tile, strided_view, tile_mask, tile_neg_inf, tile_pointers,
+        whole_tile,
     };
     use cutile::core::*;
 
@@ -241,6 +242,23 @@ pub mod cross_entropy_device {
         (mx, coef_t, floor, hit, target_cols)
     }
 
+    /// Column tile j's gradient from its logits x (f32) and `row_terms`' terms: g exp(x - M) / S,
+    /// less g ε / n where FLOOR (without smoothing that term is 0: version 3 leaves it out),
+    /// less g (1 - ε) on the target's column; in T.
+    #[allow(clippy::too_many_arguments)]
+    fn grad_tile<T: ElementType, const BLOCK: i32, const FLOOR: bool>(
+        x: Tile<f32, { [1, BLOCK] }>, j: i32, mx: Tile<f32, { [1, BLOCK] }>, coef_t: Tile<f32, { [1, BLOCK] }>,
+        floor: Tile<f32, { [1, BLOCK] }>, hit: Tile<f32, { [1, BLOCK] }>, target_cols: Tile<i32, { [1, BLOCK] }>,
+        log2e: Tile<f32, { [1, BLOCK] }>, zero: Tile<f32, { [1, BLOCK] }>,
+    ) -> Tile<T, { [1, BLOCK] }> {
+        let mut p: Tile<f32, { [1, BLOCK] }> = exp2((x - mx) * log2e, ftz::Enabled) * coef_t;
+        if FLOOR {
+            p = p - floor;
+        }
+        let on_target: Tile<bool, { [1, BLOCK] }> = eq_tile(columns::<1, BLOCK>(j), target_cols);
+        convert_tile(p - select(on_target, hit, zero))
+    }
+
     /// Version 2 (2026-12-06; ffi.rs runs it for the variant knob form = 2, which op.py's autotune
     /// space offers for vocabulary rows beside version 1): row `tile block id` alone, with fewer
     /// instructions an element than `cross_entropy_rows` (whose bf16 loop is bound by issue, not by
@@ -326,10 +344,8 @@ pub mod cross_entropy_device {
             let mut grad_part: PartitionMut<T, { [1, BLOCK] }> = unsafe { grad_view.partition_full_mut(tile) };
             for j in 0i32..read_tiles {
                 let x: Tile<f32, { [1, BLOCK] }> = convert_tile(x_part.load([r, j]));
-                let p: Tile<f32, { [1, BLOCK] }> = exp2((x - mx) * log2e, ftz::Enabled) * coef_t - floor;
-                let cols: Tile<i32, { [1, BLOCK] }> = columns::<1, BLOCK>(j);
-                let on_target: Tile<bool, { [1, BLOCK] }> = eq_tile(cols, target_cols);
-                let dx: Tile<T, { [1, BLOCK] }> = convert_tile(p - select(on_target, hit, zero));
+                let dx: Tile<T, { [1, BLOCK] }> =
+                    grad_tile::<T, BLOCK, true>(x, j, mx, coef_t, floor, hit, target_cols, log2e, zero);
                 grad_part.store(dx, [r, j]);
             }
             let zeros: Tile<T, { [1, BLOCK] }> = convert_tile(zero);
@@ -337,31 +353,6 @@ pub mod cross_entropy_device {
                 grad_part.store(zeros, [r, j]);
             }
         }
-    }
-
-    /// Column tile j of row r through a masked pointer tile, in f32, -inf outside the (m, n) logits,
-    /// and its mask: version 3's ragged last tile (a partition view there makes tileiras stage the
-    /// whole entry for more threads: 32 registers a thread at 4 warps and occupancy 8, spilling).
-    unsafe fn ragged_tile<T: ElementType, const BLOCK: i32>(
-        x_ptr: *mut T, r: i32, j: i32, m: i32, n: i32, stride_x: i32,
-    ) -> (Tile<f32, { [1, BLOCK] }>, Tile<bool, { [1, BLOCK] }>) {
-        let raw: Tile<T, { [1, BLOCK] }> =
-            unsafe { tile_raw::<T, 1, BLOCK, 3>(x_ptr, r, r, j * BLOCK, m, n, stride_x) };
-        let inside: Tile<bool, { [1, BLOCK] }> = tile_mask::<1, BLOCK>(r, j * BLOCK, m, n);
-        let neg_inf: Tile<f32, { [1, BLOCK] }> = constant(f32::NEG_INFINITY, shape![1, BLOCK]);
-        let x: Tile<f32, { [1, BLOCK] }> = convert_tile(raw);
-        (select(inside, x, neg_inf), inside)
-    }
-
-    /// Stores `v` at column tile j of row r of the gradient, lanes outside `inside` dropped.
-    unsafe fn store_ragged<T: ElementType, const BLOCK: i32>(
-        grad_ptr: *mut T, v: Tile<T, { [1, BLOCK] }>, inside: Tile<bool, { [1, BLOCK] }>, r: i32, j: i32, stride_g: i32,
-    ) {
-        let ptrs: PointerTile<*mut T, { [1, BLOCK] }> =
-            tile_pointers::<T, 1, BLOCK>(grad_ptr, r * stride_g + j * BLOCK, stride_g);
-        let _tok: Token = unsafe {
-            store_ptr_tko(ptrs, v, ordering::Weak, None::<scope::TileBlock>, Some(inside), None, Latency::<3>)
-        };
     }
 
     /// Version 3 (2026-12-06; ffi.rs runs it for the variant knob form = 3): a row split into chunks
@@ -379,8 +370,9 @@ pub mod cross_entropy_device {
     /// `cross_entropy_row`'s, then the workspace: the partials (f32, `chunks` a row; `part_x`
     /// written and read only with SMOOTH and LOSS) and the rows' arrival counters (zero at launch).
     /// Whole tiles are loaded and stored unmasked, the row's ragged last tile through masked
-    /// pointer tiles (ffi.rs: every element offset of x and of the gradient up to the padded last
-    /// tile fits i32). Of a row whose target is ignore_index only column 0 is read (as the target's
+    /// pointer tiles (a partition view there made tileiras stage the whole entry for more threads,
+    /// 32 registers a thread at 4 warps and occupancy 8, spilling; ffi.rs: every element offset of
+    /// x and of the gradient up to the padded last tile fits i32). Of a row whose target is ignore_index only column 0 is read (as the target's
     /// logit, unused: its loss is 0, its gradient zeros); its chunks still exchange (their values
     /// unused). The gradient may lie over the logits: every chunk of a live row reads its tiles and
     /// the target's logit before it arrives, and stores only after all the row's chunks have
@@ -432,7 +424,7 @@ pub mod cross_entropy_device {
             }
         }
         for j in j_full..j_end {
-            let (x, inside) = unsafe { ragged_tile::<T, BLOCK>(x_ptr, r, j, m, n, stride_x) };
+            let (x, inside) = unsafe { tile_neg_inf::<T, 1, BLOCK, 3>(x_ptr, r, j * BLOCK, m, n, stride_x) };
             let (new_max, new_sum): (Tile<f32, { [1] }>, Tile<f32, { [1] }>) =
                 online_fold::<1, BLOCK>(c_max, c_sum, x, log2e, log2e_r);
             c_max = new_max;
@@ -489,31 +481,23 @@ pub mod cross_entropy_device {
                 tile_pointers::<T, 1, BLOCK>(grad_ptr, r * stride_g, stride_g);
             for j in j0..j_full {
                 let (x, col0) = unsafe { whole_tile::<T, 1, BLOCK>(x_base, j) };
-                let mut p: Tile<f32, { [1, BLOCK] }> = exp2((x - mx) * log2e, ftz::Enabled) * coef_t;
-                if SMOOTH {
-                    p = p - floor;
-                }
-                let on_target: Tile<bool, { [1, BLOCK] }> = eq_tile(columns::<1, BLOCK>(j), target_cols);
-                let dx: Tile<T, { [1, BLOCK] }> = convert_tile(p - select(on_target, hit, zero));
+                let dx: Tile<T, { [1, BLOCK] }> =
+                    grad_tile::<T, BLOCK, SMOOTH>(x, j, mx, coef_t, floor, hit, target_cols, log2e, zero);
                 let g_ptrs: PointerTile<*mut T, { [1, BLOCK] }> = g_base.offset_tile(col0);
                 let _g_tok: Token = unsafe {
                     store_ptr_tko(g_ptrs, dx, ordering::Weak, None::<scope::TileBlock>, None, None, Latency::<3>)
                 };
             }
             for j in j_full..j_end {
-                let (x, inside) = unsafe { ragged_tile::<T, BLOCK>(x_ptr, r, j, m, n, stride_x) };
-                let mut p: Tile<f32, { [1, BLOCK] }> = exp2((x - mx) * log2e, ftz::Enabled) * coef_t;
-                if SMOOTH {
-                    p = p - floor;
-                }
-                let on_target: Tile<bool, { [1, BLOCK] }> = eq_tile(columns::<1, BLOCK>(j), target_cols);
-                let dx: Tile<T, { [1, BLOCK] }> = convert_tile(p - select(on_target, hit, zero));
-                unsafe { store_ragged::<T, BLOCK>(grad_ptr, dx, inside, r, j, stride_g) };
+                let (x, inside) = unsafe { tile_neg_inf::<T, 1, BLOCK, 3>(x_ptr, r, j * BLOCK, m, n, stride_x) };
+                let dx: Tile<T, { [1, BLOCK] }> =
+                    grad_tile::<T, BLOCK, SMOOTH>(x, j, mx, coef_t, floor, hit, target_cols, log2e, zero);
+                unsafe { store_tile::<T, 1, BLOCK>(grad_ptr, dx, inside, r, j * BLOCK, stride_g) };
             }
             let zeros: Tile<T, { [1, BLOCK] }> = convert_tile(zero);
             for j in j0..(j0 + (j_stop - j0) * (1i32 - live)) {
                 let inside: Tile<bool, { [1, BLOCK] }> = tile_mask::<1, BLOCK>(r, j * BLOCK, m, n);
-                unsafe { store_ragged::<T, BLOCK>(grad_ptr, zeros, inside, r, j, stride_g) };
+                unsafe { store_tile::<T, 1, BLOCK>(grad_ptr, zeros, inside, r, j * BLOCK, stride_g) };
             }
         }
     }

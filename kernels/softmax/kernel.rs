@@ -64,8 +64,9 @@ pub mod softmax_device {
     use crate::device_util::tile_order::persistent_row_tiles;
     use crate::device_util::views::{
         aligned_body, aligned_edge, aligned_rows, arrive, arrive_and_wait, body_tail_raw, chunk_tile_range,
-        load_masked, neg_inf_tiles, next_body_tail_raw, online_fold, partials_combine, publish_pair, row_offsets,
-        store_masked, strided_view, tile_mask, tile_pointers, tile_raw, wait_arrived, whole_tile,
+        load_masked, neg_inf_outside, neg_inf_tiles, next_body_tail_raw, online_fold, partials_combine, publish_pair,
+        row_offsets, store_masked, store_tile, strided_view, tile_mask, tile_neg_inf, tile_pointers, wait_arrived,
+        whole_tile,
     };
     use cutile::core::*;
 
@@ -336,7 +337,7 @@ pub mod softmax_device {
         let mut c_max: Tile<f32, { [ROWS] }> = whole_max;
         let mut c_sum: Tile<f32, { [ROWS] }> = whole_sum;
         for j in j_full..j_end {
-            let (x, _mask) = unsafe { x_tile_neg_inf::<T, ROWS, BLOCK, 3>(x_ptr, row0, j * BLOCK, m, n, stride_x) };
+            let (x, _mask) = unsafe { tile_neg_inf::<T, ROWS, BLOCK, 3>(x_ptr, row0, j * BLOCK, m, n, stride_x) };
             let (new_max, new_sum): (Tile<f32, { [ROWS] }>, Tile<f32, { [ROWS] }>) =
                 online_fold::<ROWS, BLOCK>(c_max, c_sum, x, log2e, log2e_r);
             c_max = new_max;
@@ -376,13 +377,13 @@ pub mod softmax_device {
         let scale_t: Tile<f32, { [ROWS, BLOCK] }> = scale.reshape(shape![ROWS, 1]).broadcast(tile);
         let first: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(first_raw);
         let y0: Tile<T, { [ROWS, BLOCK] }> = convert_tile(exp2((first - cmx) * log2e, ftz::Enabled) * scale_t);
-        unsafe { store_y_tile::<T, ROWS, BLOCK>(y_ptr, y0, first_mask, row0, j0 * BLOCK, stride_y) };
+        unsafe { store_tile::<T, ROWS, BLOCK>(y_ptr, y0, first_mask, row0, j0 * BLOCK, stride_y) };
         let j1: i32 = j0 + 1i32;
         unsafe { store_whole_tiles::<T, ROWS, BLOCK>(x_base, y_base, j1, j_full, cmx, scale_t) };
         for j in max(j1, j_full)..j_end {
-            let (x, mask) = unsafe { x_tile_neg_inf::<T, ROWS, BLOCK, 3>(x_ptr, row0, j * BLOCK, m, n, stride_x) };
+            let (x, mask) = unsafe { tile_neg_inf::<T, ROWS, BLOCK, 3>(x_ptr, row0, j * BLOCK, m, n, stride_x) };
             let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(exp2((x - cmx) * log2e, ftz::Enabled) * scale_t);
-            unsafe { store_y_tile::<T, ROWS, BLOCK>(y_ptr, y, mask, row0, j * BLOCK, stride_y) };
+            unsafe { store_tile::<T, ROWS, BLOCK>(y_ptr, y, mask, row0, j * BLOCK, stride_y) };
         }
     }
 
@@ -416,7 +417,7 @@ pub mod softmax_device {
 
         // The chunk, lanes outside (m, n) as -inf; its max (at least the lowest finite f32, so an
         // all -inf chunk gives (lowest, 0), weighed 0 below) and exponentials.
-        let (x, mask) = unsafe { x_tile_neg_inf::<T, ROWS, BLOCK, 3>(x_ptr, row0, col0, m, n, stride_x) };
+        let (x, mask) = unsafe { tile_neg_inf::<T, ROWS, BLOCK, 3>(x_ptr, row0, col0, m, n, stride_x) };
         let lowest: Tile<f32, { [ROWS] }> = constant(-3.4028235e38f32, shape![ROWS]);
         let c_max: Tile<f32, { [ROWS] }> = maxf(reduce_max(x, 1i32), lowest, nan::Disabled, ftz::Disabled);
         let cmx: Tile<f32, { [ROWS, BLOCK] }> = c_max.reshape(shape![ROWS, 1]).broadcast(tile);
@@ -427,7 +428,7 @@ pub mod softmax_device {
             unsafe { exchange_scale::<ROWS, PARTS>(part_max, part_sum, arrived, rb, c, row0, chunks, c_max, c_sum) };
         let scale_t: Tile<f32, { [ROWS, BLOCK] }> = scale.reshape(shape![ROWS, 1]).broadcast(tile);
         let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(e * scale_t);
-        unsafe { store_y_tile::<T, ROWS, BLOCK>(y_ptr, y, mask, row0, col0, stride_y) };
+        unsafe { store_tile::<T, ROWS, BLOCK>(y_ptr, y, mask, row0, col0, stride_y) };
     }
 
     /// `softmax_split_exchange` with a chunk of four SUB-wide tiles (chunk = 4 * SUB columns) whose
@@ -448,10 +449,10 @@ pub mod softmax_device {
         let c: i32 = pid - rb * chunks;
         let row0: i32 = rb * ROWS;
         let col0: i32 = c * 4i32 * SUB;
-        let (x0, k0) = unsafe { x_tile_neg_inf::<T, ROWS, SUB, 3>(x_ptr, row0, col0, m, n, stride_x) };
-        let (x1, k1) = unsafe { x_tile_neg_inf::<T, ROWS, SUB, 3>(x_ptr, row0, col0 + SUB, m, n, stride_x) };
-        let (x2, k2) = unsafe { x_tile_neg_inf::<T, ROWS, SUB, 3>(x_ptr, row0, col0 + 2i32 * SUB, m, n, stride_x) };
-        let (x3, k3) = unsafe { x_tile_neg_inf::<T, ROWS, SUB, 3>(x_ptr, row0, col0 + 3i32 * SUB, m, n, stride_x) };
+        let (x0, k0) = unsafe { tile_neg_inf::<T, ROWS, SUB, 3>(x_ptr, row0, col0, m, n, stride_x) };
+        let (x1, k1) = unsafe { tile_neg_inf::<T, ROWS, SUB, 3>(x_ptr, row0, col0 + SUB, m, n, stride_x) };
+        let (x2, k2) = unsafe { tile_neg_inf::<T, ROWS, SUB, 3>(x_ptr, row0, col0 + 2i32 * SUB, m, n, stride_x) };
+        let (x3, k3) = unsafe { tile_neg_inf::<T, ROWS, SUB, 3>(x_ptr, row0, col0 + 3i32 * SUB, m, n, stride_x) };
 
         // Each sub-tile on its own: its max m_k (at least the lowest finite f32, as in
         // softmax_split_exchange), exponentials against it summed in f32 (s_k) and held in T.
@@ -473,13 +474,13 @@ pub mod softmax_device {
             unsafe { exchange_scale::<ROWS, PARTS>(part_max, part_sum, arrived, rb, c, row0, chunks, c_max, c_sum) };
         // Sub-tile k's values are h_k * exp(m_k - c_max) * scale.
         let y0: Tile<T, { [ROWS, SUB] }> = scaled::<T, ROWS, SUB>(h0, w0 * scale);
-        unsafe { store_y_tile::<T, ROWS, SUB>(y_ptr, y0, k0, row0, col0, stride_y) };
+        unsafe { store_tile::<T, ROWS, SUB>(y_ptr, y0, k0, row0, col0, stride_y) };
         let y1: Tile<T, { [ROWS, SUB] }> = scaled::<T, ROWS, SUB>(h1, w1 * scale);
-        unsafe { store_y_tile::<T, ROWS, SUB>(y_ptr, y1, k1, row0, col0 + SUB, stride_y) };
+        unsafe { store_tile::<T, ROWS, SUB>(y_ptr, y1, k1, row0, col0 + SUB, stride_y) };
         let y2: Tile<T, { [ROWS, SUB] }> = scaled::<T, ROWS, SUB>(h2, w2 * scale);
-        unsafe { store_y_tile::<T, ROWS, SUB>(y_ptr, y2, k2, row0, col0 + 2i32 * SUB, stride_y) };
+        unsafe { store_tile::<T, ROWS, SUB>(y_ptr, y2, k2, row0, col0 + 2i32 * SUB, stride_y) };
         let y3: Tile<T, { [ROWS, SUB] }> = scaled::<T, ROWS, SUB>(h3, w3 * scale);
-        unsafe { store_y_tile::<T, ROWS, SUB>(y_ptr, y3, k3, row0, col0 + 3i32 * SUB, stride_y) };
+        unsafe { store_tile::<T, ROWS, SUB>(y_ptr, y3, k3, row0, col0 + 3i32 * SUB, stride_y) };
     }
 
     /// One sub-tile of the held single pass: its row max (at least the lowest finite f32), the sum
@@ -570,41 +571,9 @@ pub mod softmax_device {
         y_ptr: *mut T, x_ptr: *mut T, m: i32, n: i32, stride_x: i32, stride_y: i32,
     ) {
         let row0: i32 = get_tile_block_id().0 * ROWS;
-        let (x, mask) = unsafe { x_tile_neg_inf::<T, ROWS, BLOCK, 3>(x_ptr, row0, 0i32, m, n, stride_x) };
+        let (x, mask) = unsafe { tile_neg_inf::<T, ROWS, BLOCK, 3>(x_ptr, row0, 0i32, m, n, stride_x) };
         let y: Tile<T, { [ROWS, BLOCK] }> = softmax_rows::<T, ROWS, BLOCK>(x);
-        unsafe { store_y_tile::<T, ROWS, BLOCK>(y_ptr, y, mask, row0, 0i32, stride_y) };
-    }
-
-    /// The ROWS x W tile of x at (row0, col0) in f32 through a pointer tile, lanes outside (m, n)
-    /// masked off and set to -inf; returns the mask too, for the store. LAT is the load's latency
-    /// hint: 3 outside loops; 1 in the persistent tail's row loop (straight to registers, no
-    /// cp.async staging; rms_norm's NOTES.md, "x straight to registers in the persistent loop").
-    unsafe fn x_tile_neg_inf<T: ElementType, const ROWS: i32, const W: i32, const LAT: i32>(
-        x_ptr: *mut T, row0: i32, col0: i32, m: i32, n: i32, stride_x: i32,
-    ) -> (Tile<f32, { [ROWS, W] }>, Tile<bool, { [ROWS, W] }>) {
-        let raw: Tile<T, { [ROWS, W] }> =
-            unsafe { tile_raw::<T, ROWS, W, LAT>(x_ptr, row0, row0, col0, m, n, stride_x) };
-        let mask: Tile<bool, { [ROWS, W] }> = tile_mask::<ROWS, W>(row0, col0, m, n);
-        let x_in: Tile<f32, { [ROWS, W] }> = convert_tile(raw);
-        (neg_inf_outside::<ROWS, W>(x_in, mask), mask)
-    }
-
-    /// x with the lanes outside `mask` set to -inf.
-    fn neg_inf_outside<const ROWS: i32, const W: i32>(
-        x: Tile<f32, { [ROWS, W] }>, mask: Tile<bool, { [ROWS, W] }>,
-    ) -> Tile<f32, { [ROWS, W] }> {
-        let neg_inf: Tile<f32, { [ROWS, W] }> = constant(f32::NEG_INFINITY, shape![ROWS, W]);
-        select(mask, x, neg_inf)
-    }
-
-    /// Stores y's ROWS x W tile at (row0, col0) through a pointer tile, lanes outside `mask` dropped.
-    unsafe fn store_y_tile<T: ElementType, const ROWS: i32, const W: i32>(
-        y_ptr: *mut T, y: Tile<T, { [ROWS, W] }>, mask: Tile<bool, { [ROWS, W] }>, row0: i32, col0: i32, stride_y: i32,
-    ) {
-        let ptrs: PointerTile<*mut T, { [ROWS, W] }> =
-            tile_pointers::<T, ROWS, W>(y_ptr, row0 * stride_y + col0, stride_y);
-        let _tok: Token =
-            unsafe { store_ptr_tko(ptrs, y, ordering::Weak, None::<scope::TileBlock>, Some(mask), None, Latency::<3>) };
+        unsafe { store_tile::<T, ROWS, BLOCK>(y_ptr, y, mask, row0, 0i32, stride_y) };
     }
 
     /// exp(x - row_max) per row (exp2 of the scaled difference, flushing subnormals to zero).
@@ -679,8 +648,8 @@ pub mod softmax_device {
     unsafe fn tail_row_tile<T: ElementType, const ROWS: i32, const BLOCK: i32, const TAIL: i32, const LAT: i32>(
         y_ptr: *mut T, x_ptr: *mut T, row0: i32, m: i32, n: i32, stride_x: i32, stride_y: i32,
     ) {
-        let (xb, mask_b) = unsafe { x_tile_neg_inf::<T, ROWS, BLOCK, LAT>(x_ptr, row0, 0i32, m, n, stride_x) };
-        let (xt, mask_t) = unsafe { x_tile_neg_inf::<T, ROWS, TAIL, LAT>(x_ptr, row0, BLOCK, m, n, stride_x) };
+        let (xb, mask_b) = unsafe { tile_neg_inf::<T, ROWS, BLOCK, LAT>(x_ptr, row0, 0i32, m, n, stride_x) };
+        let (xt, mask_t) = unsafe { tile_neg_inf::<T, ROWS, TAIL, LAT>(x_ptr, row0, BLOCK, m, n, stride_x) };
         unsafe { tail_rows_store::<T, ROWS, BLOCK, TAIL>(y_ptr, xb, xt, mask_b, mask_t, row0, stride_y) };
     }
 
@@ -714,8 +683,8 @@ pub mod softmax_device {
         mask_b: Tile<bool, { [ROWS, BLOCK] }>, mask_t: Tile<bool, { [ROWS, EDGE] }>, row0: i32, stride_y: i32,
     ) {
         let (yb, yt) = softmax_rows_in_two::<T, ROWS, BLOCK, EDGE>(xb, xt);
-        unsafe { store_y_tile::<T, ROWS, BLOCK>(y_ptr, yb, mask_b, row0, 0i32, stride_y) };
-        unsafe { store_y_tile::<T, ROWS, EDGE>(y_ptr, yt, mask_t, row0, BLOCK, stride_y) };
+        unsafe { store_tile::<T, ROWS, BLOCK>(y_ptr, yb, mask_b, row0, 0i32, stride_y) };
+        unsafe { store_tile::<T, ROWS, EDGE>(y_ptr, yt, mask_t, row0, BLOCK, stride_y) };
     }
 
     /// `softmax_row_masked` for rows that do not start on a 16-byte boundary or do not end on one

@@ -1,9 +1,14 @@
-//! C-ABI launcher of matmul: `cutile_matmul` (declared for Python in op.py's CDEF).
+//! C-ABI launchers of matmul: `cutile_matmul` and `cutile_matmul_acc` (declared for Python in
+//! op.py's CDEF).
 //!
 //!   int32_t cutile_matmul(const TensorDesc* c, const TensorDesc* a, const TensorDesc* b,
 //!                         int32_t bm, int32_t bn, int32_t bk, int32_t group, int32_t programs,
 //!                         int32_t occupancy, int32_t num_cta_in_cga, int32_t splits,
 //!                         int32_t device_id, uint64_t stream);
+//!
+//! `cutile_matmul_acc` takes the same arguments and computes C += A · B: C's tiles are read and
+//! added in f32 before the one rounding to T (the epilogue of `matmul_tiles`, or of the split-K
+//! reduce).
 //!
 //! C = A · B: a (m, k), b (k, n), c (m, n), one dtype (f16 or bf16); c is contiguous in its last
 //! dim with any row stride >= n; a and b are each row-major the same way or column-major (stride 1
@@ -180,6 +185,13 @@ fn split_k(v: &MmaVariant, k: i32, splits: i32) -> FfiResult<(i32, i32)> {
 }
 
 fn launch<T: Element>(p: &Plan, c: &TensorDesc, a: &TensorDesc, b: &TensorDesc, stream: &Arc<Stream>) -> FfiResult<()> {
+    launch_with::<T>(p, c, a, b, stream, false)
+}
+
+/// Launches `plan`: C = A B, or with `acc` C += A B.
+fn launch_with<T: Element>(
+    p: &Plan, c: &TensorDesc, a: &TensorDesc, b: &TensorDesc, stream: &Arc<Stream>, acc: bool,
+) -> FfiResult<()> {
     let (c_ptr, a_ptr, b_ptr) =
         unsafe { (ffi_util::device_ptr::<T>(c), ffi_util::device_ptr::<T>(a), ffi_util::device_ptr::<T>(b)) };
     // A_T, B_T, then the partitions' dim maps A_MAP, B_MAP: [0, 1] row-major, [1, 0] column-major.
@@ -187,30 +199,33 @@ fn launch<T: Element>(p: &Plan, c: &TensorDesc, a: &TensorDesc, b: &TensorDesc, 
     let mut launch = p.variant.launch::<T>(&[at, bt, at, 1 - at, bt, 1 - bt], p.tiles());
     let (m, n, k, lda, ldb, ldc) = (p.m, p.n, p.k, p.lda, p.ldb, p.ldc);
     if p.splits > 1 {
-        return launch_split::<T>(p, launch, c_ptr, a_ptr, b_ptr, stream);
+        return launch_split::<T>(p, launch, c_ptr, a_ptr, b_ptr, stream, acc);
     }
     launch.generics.push(p.variant.programs.is_some().to_string()); // PERSISTENT
-                                                                    // SAFETY: plan() checked shapes, strides and dtypes against the descriptors; the memory is
-                                                                    // PyTorch's, alive until the caller's stream has run the kernel (stream-ordered allocator).
+    launch.generics.push(acc.to_string()); // ACC
+                                           // SAFETY: plan() checked shapes, strides and dtypes against the descriptors; the memory is
+                                           // PyTorch's, alive until the caller's stream has run the kernel (stream-ordered allocator).
     unsafe { launch.enqueue(device::matmul_tiles(c_ptr, a_ptr, b_ptr, m, n, k, lda, ldb, ldc), stream) }
 }
 
 /// Split-K: matmul_split_partials over grid (tiles, splits) writes the f32 partial tiles to a
-/// workspace allocated on the caller's stream, matmul_split_reduce adds them into C; the workspace is
-/// freed in stream order after the reduce, and on every other way out (StreamAlloc).
+/// workspace allocated on the caller's stream, matmul_split_reduce adds them (and with `acc` C's
+/// tile) into C; the workspace is freed in stream order after the reduce, and on every other way
+/// out (StreamAlloc).
 fn launch_split<T: Element>(
     p: &Plan, mut partials: Launch, c_ptr: DevicePointer<T>, a_ptr: DevicePointer<T>, b_ptr: DevicePointer<T>,
-    stream: &Arc<Stream>,
+    stream: &Arc<Stream>, acc: bool,
 ) -> FfiResult<()> {
     let ws = StreamAlloc::new(p.workspace_elems() as usize * std::mem::size_of::<f32>(), stream, "split-K workspace")?;
     let (tiles_m, tiles_n) = p.tile_dims();
-    let reduce = Launch::new::<T>(
+    let mut reduce = Launch::new::<T>(
         &[p.variant.bm, p.variant.bn],
         (tiles_m as u32, tiles_n as u32, 1),
         ffi_util::compile_options(None, None),
     );
-    // SAFETY: plan() checked the descriptors and the workspace's i32 extent; the workspace holds
-    // workspace_elems() f32 and outlives both kernels (freed in stream order after them).
+    reduce.generics.push(acc.to_string()); // ACC
+                                           // SAFETY: plan() checked the descriptors and the workspace's i32 extent; the workspace holds
+                                           // workspace_elems() f32 and outlives both kernels (freed in stream order after them).
     unsafe {
         let w_ptr = DevicePointer::<f32>::from_cu_deviceptr(ws.ptr);
         let (m, n, k, lda, ldb, ldc) = (p.m, p.n, p.k, p.lda, p.ldb, p.ldc);
@@ -226,6 +241,23 @@ crate::export!(cutile_matmul(
     c, a, b; bm: i32, bn: i32, bk: i32, group: i32, programs: i32, occupancy: i32, num_cta_in_cga: i32,
     splits: i32
 ));
+
+/// `cutile_matmul_acc`: C += A · B, `cutile_matmul`'s plan (the same checks; C must not alias A or
+/// B) with the accumulating epilogue.
+mod acc {
+    use super::{launch_with, plan, Arc, Element, FfiResult, Stream, TensorDesc, KERNEL};
+
+    fn launch<T: Element>(
+        p: &super::Plan, c: &TensorDesc, a: &TensorDesc, b: &TensorDesc, stream: &Arc<Stream>,
+    ) -> FfiResult<()> {
+        launch_with::<T>(p, c, a, b, stream, true)
+    }
+
+    crate::export!(cutile_matmul_acc(
+        c, a, b; bm: i32, bn: i32, bk: i32, group: i32, programs: i32, occupancy: i32, num_cta_in_cga: i32,
+        splits: i32
+    ));
+}
 
 #[cfg(test)]
 mod tests {
@@ -448,13 +480,37 @@ mod tests {
                     ("128", "128", "64", ["0", "1", "0", "1", "1", "0"]),
                     ("16", "64", "128", ["1", "1", "1", "0", "1", "0"]),
                 ] {
-                    let generics = [&[dtype, bm, bn, bk, "8"][..], &maps[..], &[persistent]].concat();
+                    let generics = [&[dtype, bm, bn, bk, "8"][..], &maps[..], &[persistent, "false"]].concat();
                     DEVICE.assert_lowers("matmul_tiles", &generics, &["mma", "store_view_tko"]);
                 }
             }
             let generics = [dtype, "32", "64", "128", "8", "0", "1", "0", "1", "1", "0"];
             DEVICE.assert_lowers("matmul_split_partials", &generics, &["mma", "store_view_tko"]);
-            DEVICE.assert_lowers("matmul_split_reduce", &[dtype, "32", "64"], &["load_view_tko", "store_view_tko"]);
+            DEVICE.assert_lowers(
+                "matmul_split_reduce",
+                &[dtype, "32", "64", "false"],
+                &["load_view_tko", "store_view_tko"],
+            );
+        }
+    }
+
+    #[test]
+    fn the_accumulating_entries_read_c_before_the_store() {
+        // C += A B (cutile_matmul_acc): the tile of C loaded, then stored, persistent or not,
+        // column-major B; and the split-K reduce with its extra load.
+        for dtype in ["f16", "bf16"] {
+            for persistent in ["false", "true"] {
+                let generics = [dtype, "128", "128", "64", "8", "0", "1", "0", "1", "1", "0", persistent, "true"];
+                let ir = DEVICE.assert_lowers("matmul_tiles", &generics, &["mma", "load_view_tko", "store_view_tko"]);
+                let plain = [dtype, "128", "128", "64", "8", "0", "1", "0", "1", "1", "0", persistent, "false"];
+                let plain_ir = DEVICE.assert_lowers("matmul_tiles", &plain, &["mma", "store_view_tko"]);
+                assert!(
+                    ir.matches("load_view_tko").count() == plain_ir.matches("load_view_tko").count() + 1,
+                    "ACC adds one load (C's tile)"
+                );
+            }
+            let ir = DEVICE.assert_lowers("matmul_split_reduce", &[dtype, "32", "64", "true"], &["load_view_tko"]);
+            assert_eq!(ir.matches("load_view_tko").count(), 3, "the first partial, the loop's and C's");
         }
     }
 }

@@ -1,5 +1,8 @@
 //! Matmul device code: C = A · B with A (m, k), B (k, n), C (m, n), all of element type T (f16 or
 //! bf16), products accumulated in f32 on the tensor cores (`mma`) and rounded to T once at the end.
+//! The const generic ACC of `matmul_tiles` and `matmul_split_reduce` makes it C += A · B (C read
+//! once and added in f32 before the one rounding; cuBLAS's β = 1): a weight's gradient summed over
+//! chunks of tokens, as fused linear cross-entropy needs.
 //!
 //! The entries take raw device pointers (PyTorch owns the memory) and build strided views over
 //! them. C is contiguous in its last dim; its row stride may be larger (a column slice). A and B
@@ -101,21 +104,32 @@ pub mod matmul_device {
         c
     }
 
-    /// Output tile `tile_id` (in band order) of C computed and stored: what `matmul_tiles` does per tile.
+    /// Output tile `tile_id` (in band order) of C computed and stored: what `matmul_tiles` does per
+    /// tile. With ACC the tile of C is read first and added to the products in f32 (C += A B): its
+    /// one store depends on that load's values, and no other tile block touches the tile.
     // The tile's operands and counts one for one: a struct would only repack them.
     #[allow(clippy::too_many_arguments)]
-    fn store_tile<T: ElementType, const BM: i32, const BN: i32, const BK: i32>(
+    fn store_tile<T: ElementType, const BM: i32, const BN: i32, const BK: i32, const ACC: bool>(
         a_part: &Partition<T, { [BM, BK] }>, b_part: &Partition<T, { [BK, BN] }>,
         c_part: &mut PartitionMut<T, { [BM, BN] }>, tile_id: i32, tiles_m: i32, tiles_n: i32, group: i32, k_tiles: i32,
     ) {
         let (bid_m, bid_n) = tile_coords(tile_id, tiles_m, tiles_n, group);
-        let c: Tile<T, { [BM, BN] }> = mma_tile::<T, BM, BN, BK>(a_part, b_part, bid_m, bid_n, k_tiles);
-        c_part.store(c, [bid_m, bid_n]);
+        if ACC {
+            let acc: Tile<f32, { [BM, BN] }> = mma_acc::<T, BM, BN, BK, 0>(a_part, b_part, bid_m, bid_n, 0i32, k_tiles);
+            let old: Tile<T, { [BM, BN] }> = unsafe { c_part.load([bid_m, bid_n]) };
+            let old_f: Tile<f32, { [BM, BN] }> = convert_tile(old);
+            let c: Tile<T, { [BM, BN] }> = convert_tile(acc + old_f);
+            c_part.store(c, [bid_m, bid_n]);
+        } else {
+            let c: Tile<T, { [BM, BN] }> = mma_tile::<T, BM, BN, BK>(a_part, b_part, bid_m, bid_n, k_tiles);
+            c_part.store(c, [bid_m, bid_n]);
+        }
     }
 
     /// The output tiles of C, in band order: with PERSISTENT false one tile per tile block, grid =
     /// ceil(m / BM) * ceil(n / BN); with PERSISTENT true a launch grid (host-chosen, <= the tile
-    /// count) strides over them. The compiler keeps only the form PERSISTENT selects.
+    /// count) strides over them. With ACC, C += A B (`cutile_matmul_acc`). The compiler keeps only
+    /// the forms PERSISTENT and ACC select.
     #[cutile::entry(unchecked_accesses = true)]
     unsafe fn matmul_tiles<
         T: ElementType,
@@ -128,6 +142,7 @@ pub mod matmul_device {
         const A_MAP: [i32; 2],
         const B_MAP: [i32; 2],
         const PERSISTENT: bool,
+        const ACC: bool,
     >(
         c_ptr: *mut T, a_ptr: *mut T, b_ptr: *mut T, m: i32, n: i32, k: i32, lda: i32, ldb: i32, ldc: i32,
     ) {
@@ -142,10 +157,19 @@ pub mod matmul_device {
             let num_tiles: i32 = tiles_m * tiles_n;
             let programs: i32 = get_num_tile_blocks().0;
             for tile_id in (first..num_tiles).step_by(programs as usize) {
-                store_tile::<T, BM, BN, BK>(&a_part, &b_part, &mut c_part, tile_id, tiles_m, tiles_n, GROUP, k_tiles);
+                store_tile::<T, BM, BN, BK, ACC>(
+                    &a_part,
+                    &b_part,
+                    &mut c_part,
+                    tile_id,
+                    tiles_m,
+                    tiles_n,
+                    GROUP,
+                    k_tiles,
+                );
             }
         } else {
-            store_tile::<T, BM, BN, BK>(&a_part, &b_part, &mut c_part, first, tiles_m, tiles_n, GROUP, k_tiles);
+            store_tile::<T, BM, BN, BK, ACC>(&a_part, &b_part, &mut c_part, first, tiles_m, tiles_n, GROUP, k_tiles);
         }
     }
 
@@ -186,9 +210,10 @@ pub mod matmul_device {
     }
 
     /// Split-K, second half: tile block (i, j) of grid (tiles_m, tiles_n) adds output tile (i, j)'s
-    /// `splits` partial tiles from W (matmul_split_partials' layout) in f32 and stores it in C as T.
+    /// `splits` partial tiles from W (matmul_split_partials' layout) in f32 and stores it in C as T;
+    /// with ACC C's tile is read first and added too (C += A B).
     #[cutile::entry(unchecked_accesses = true)]
-    unsafe fn matmul_split_reduce<T: ElementType, const BM: i32, const BN: i32>(
+    unsafe fn matmul_split_reduce<T: ElementType, const BM: i32, const BN: i32, const ACC: bool>(
         c_ptr: *mut T, w_ptr: *mut f32, m: i32, n: i32, ldc: i32, splits: i32,
     ) {
         let tok: Token = new_token_unordered();
@@ -203,6 +228,11 @@ pub mod matmul_device {
         for s in 1i32..splits {
             let part: Tile<f32, { [BM, BN] }> = w_part.load([s * tiles_m + bid_m, bid_n]);
             acc = acc + part;
+        }
+        if ACC {
+            let old: Tile<T, { [BM, BN] }> = unsafe { c_part.load([bid_m, bid_n]) };
+            let old_f: Tile<f32, { [BM, BN] }> = convert_tile(old);
+            acc = acc + old_f;
         }
         let c: Tile<T, { [BM, BN] }> = convert_tile(acc);
         c_part.store(c, [bid_m, bid_n]);

@@ -2,6 +2,7 @@
 
     c = matmul(a, b, variant="auto", out=None)   # a: (m, k), b: (k, n) CUDA f16/bf16
     y = matmul(x, w.t())                         # an nn.Linear weight w (n, k): read in place
+    matmul_acc_(c, a, b)                         # c += a @ b in place (cuBLAS's beta = 1)
 
 a and b are each row-major (last dim contiguous, any row stride) or column-major (the .t() of a
 row-major matrix): tilekit.runtime.mma.layout reads which from the strides, as ffi.rs does.
@@ -28,6 +29,10 @@ int32_t cutile_matmul(const TensorDesc* c, const TensorDesc* a, const TensorDesc
                       int32_t bm, int32_t bn, int32_t bk, int32_t group, int32_t programs,
                       int32_t occupancy, int32_t num_cta_in_cga, int32_t splits,
                       int32_t device_id, uint64_t stream);
+int32_t cutile_matmul_acc(const TensorDesc* c, const TensorDesc* a, const TensorDesc* b,
+                          int32_t bm, int32_t bn, int32_t bk, int32_t group, int32_t programs,
+                          int32_t occupancy, int32_t num_cta_in_cga, int32_t splits,
+                          int32_t device_id, uint64_t stream);
 """
 
 DEFAULT_VARIANT = mma.DEFAULT_VARIANT | {"splits": -1}  # -1: no split (ffi.rs split_k)
@@ -104,3 +109,68 @@ def matmul(a: Tensor, b: Tensor, *, variant: str | dict = "auto", out: Tensor | 
 
 # The gradients (issue 43): matmul on transposed views of the saved operands (tilekit.runtime.mma.backward).
 ops.register_backward("matmul", mma.backward(matmul.op))
+
+
+# -- C += A @ B in place: a weight's gradient summed over chunks of tokens ------------------------------
+
+
+def _check_acc(c: Tensor, a: Tensor, b: Tensor) -> tuple[int, int, int, bool, bool]:
+    """matmul_acc_'s checks, on real and fake tensors; (m, n, k, a_t, b_t)."""
+    for name, t in (("c", c), ("a", a), ("b", b)):
+        if not isinstance(t, Tensor) or t.dim() != 2:
+            raise ValueError(f"matmul_acc_: {name} must be a 2-D tensor, got {getattr(t, 'shape', type(t).__name__)}")
+    (m, k), n = a.shape, b.shape[1]
+    if b.shape[0] != k or tuple(c.shape) != (m, n):
+        raise ValueError(
+            f"matmul_acc_: c must be (m, n), a (m, k) and b (k, n), got {tuple(c.shape)}, {tuple(a.shape)} and "
+            f"{tuple(b.shape)}"
+        )
+    checks.dtypes("matmul_acc_", DTYPES, c=c, a=a, b=b)
+    a_t, b_t = mma.layout("matmul_acc_", "a", a), mma.layout("matmul_acc_", "b", b)
+    checks.contiguous_last_dim("matmul_acc_", c=c)
+    for name, t in (("a", a), ("b", b)):
+        if checks.overlap(c, t) != "none":
+            raise ValueError(f"matmul_acc_: c and {name} share memory; c is written while {name} is read")
+    mma.check_index_range("matmul_acc_", {"m": m, "n": n, "k": k}, a=a, b=b, c=c)
+    return m, n, k, a_t, b_t
+
+
+def _acc_in_place(c: Tensor, a: Tensor, b: Tensor, variant: str | dict = "auto") -> None:
+    """The in-place op's implementation: c += a @ b (matmul_acc_ without the grad check)."""
+    m, n, k, a_t, b_t = _check_acc(c, a, b)
+    if port.is_fake(c) or k == 0:  # an empty sum adds nothing
+        return
+    checks.cuda("matmul_acc_", c=c, a=a, b=b)
+    key = tune_key(str(a.dtype)[6:], m, n, k, a_t=a_t, b_t=b_t) | {"acc": True}
+    # mutated=(c,): the export reads c, so autotune's candidates accumulate into a copy (port.tuning_tensors)
+    port.run(__name__, variant, (m, n, k), c, a, b, key=lambda: key, export="cutile_matmul_acc", mutated=(c,))
+
+
+ops.define_in_place(
+    "matmul_acc_",
+    _acc_in_place,
+    lambda c, a, b: _check_acc(c, a, b) and None,
+    "(Tensor(a!) c, Tensor a, Tensor b) -> ()",
+    ("c",),
+)
+
+
+def matmul_acc_(c: Tensor, a: Tensor, b: Tensor, *, variant: str | dict = "auto") -> Tensor:
+    """In place: c += a @ b (f32 sums, one rounding: c's tile read and added before the store; cuBLAS's
+    beta = 1, torch's c.addmm_(a, b)); returns c. The op torch.ops.tilekit.matmul_acc_ (which
+    torch.compile keeps whole, with variant "auto"); no gradient: ValueError where an input requires
+    grad. c (m, n) must share no memory with a (m, k) or b (k, n); a and b row- or column-major and
+    `variant` as for matmul (autotune's candidates add into a copy of c: c is added to once).
+
+    >>> c, a, b = (torch.empty(s, dtype=torch.bfloat16, device="meta") for s in ((4, 8), (4, 2), (2, 8)))
+    >>> matmul_acc_(c, a, c[:2])
+    Traceback (most recent call last):
+    ValueError: matmul_acc_: c and b share memory; c is written while b is read
+    """
+    if torch.is_grad_enabled() and any(t.requires_grad for t in (c, a, b)):
+        raise ValueError("matmul_acc_: in place, without a gradient; an input requires grad: use c + matmul(a, b)")
+    if torch.compiler.is_compiling():
+        torch.ops.tilekit.matmul_acc_(c, a, b)
+    else:
+        _acc_in_place(c, a, b, variant)
+    return c

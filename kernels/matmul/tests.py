@@ -2,10 +2,12 @@
 tests/kernels/test_matmul.py), and BASELINE_CASES, what tests/kit/test_baselines.py checks of
 baselines.py on the CPU (tilekit.runtime.baseline_cases)."""
 
+import pytest
 import torch
 
+from kernels.matmul.op import matmul_acc_
 from kernels.matmul.spec import SPEC
-from tilekit.runtime import mma
+from tilekit.runtime import autotune, mma
 from tilekit.testing import harness
 from tilekit.runtime.baseline_cases import H200_SMS as SMS
 from tilekit.runtime.baseline_cases import GEMM_NAMED, TOL, Has, gemm_cases
@@ -22,6 +24,63 @@ def test_op_split_k_adds_uneven_runs_of_k_tiles_cutile_rs(cuda):
     tile ragged); a ragged 33 x 1000 output in a column slice (ldc), B column-major (x @ W.t())."""
     cfg = {"m": 33, "n": 1000, "k": 1000, "bt": 1, "ldc": 1024, "dtype": "bfloat16"}
     harness.check_variant(SPEC, cfg, SPEC.make_inputs(cfg), mma.variant(32, 64, 128, occupancy=2) | {"splits": 3})
+
+
+def _acc_case(m, n, k, *, b_t=False, ldc=None, dtype=torch.bfloat16, seed=0):
+    """(c, a, b, the float64 c + a @ b) on the GPU: c a column slice when ldc > n, b column-major with b_t."""
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    a = torch.randn(m, k, device="cuda", generator=g).to(dtype)
+    b = (
+        torch.randn(n, k, device="cuda", generator=g).to(dtype).t()
+        if b_t
+        else torch.randn(k, n, device="cuda", generator=g).to(dtype)
+    )
+    c = torch.randn(m, ldc or n, device="cuda", generator=g).to(dtype)[:, :n]
+    return c, a, b, c.double() + a.double() @ b.double()
+
+
+def _assert_acc_close(c, ref, k):
+    # one rounding of a sum of k products of unit normals (|ref| ~ sqrt(k)): matmul's bound, relative to 1 + |ref|
+    err = ((c.double() - ref).abs() / (1 + ref.abs())).max().item()
+    assert err <= TOL[str(c.dtype)[6:]], f"max |c - ref| / (1 + |ref|) = {err:.3g}"
+
+
+@pytest.mark.parametrize(
+    "variant",
+    [
+        "default",
+        mma.variant(64, 64, 32, persistent=True, group=4),
+        mma.variant(32, 64, 128, occupancy=2) | {"splits": 3},
+    ],
+    ids=["default", "persistent", "split_k"],
+)
+@pytest.mark.parametrize("b_t", [False, True], ids=["nn", "nt"])
+def test_op_accumulate_adds_into_c_cutile_rs(cuda, variant, b_t):
+    """matmul_acc_: c += a @ b, ragged on every dim, c a column slice; one tile per block, a persistent
+    grid and split-K (whose reduce adds c), b row- and column-major."""
+    c, a, b, ref = _acc_case(
+        33 if isinstance(variant, dict) and "splits" in variant else 129, 257, 1000, b_t=b_t, ldc=264
+    )
+    assert matmul_acc_(c, a, b, variant=variant) is c
+    _assert_acc_close(c, ref, 1000)
+
+
+def test_op_accumulate_autotune_adds_once_cutile_rs(cuda, tmp_path, monkeypatch):
+    """With variant "auto" and nothing cached, every candidate is timed several times, on a copy of c
+    (tilekit.runtime.port.tuning_tensors): c holds c + a @ b once, not once per run. Then twice
+    more (the pick cached) and under torch.compile (the op torch.ops.tilekit.matmul_acc_)."""
+    monkeypatch.setenv("TILEKIT_AUTOTUNE_CACHE", str(tmp_path / "autotune.json"))
+    monkeypatch.setattr(autotune, "_MEMO", {})
+    c, a, b, ref = _acc_case(200, 300, 520, b_t=True)
+    matmul_acc_(c, a, b)
+    _assert_acc_close(c, ref, 520)
+    matmul_acc_(c, a, b)
+    matmul_acc_(c, a, b)
+    _assert_acc_close(c, ref + 2 * (a.double() @ b.double()), 520)
+    compiled = torch.compile(lambda c, a, b: matmul_acc_(c, a, b), fullgraph=True)
+    before = c.double()
+    compiled(c, a, b)
+    _assert_acc_close(c, before + a.double() @ b.double(), 520)
 
 
 BASELINE_CASES = gemm_cases(

@@ -103,6 +103,10 @@ def test_scratch_copies_keep_shape_strides_values_and_16_byte_phase():
     assert port.tuning_tensors(torch.zeros(4, 8), (x, w, 1e-6))[1] is x  # no overlap: the caller's own
     out, *args = port.tuning_tensors(x, (x, w, 1e-6))
     assert out is args[0] and out.data_ptr() != x.data_ptr() and args[1:] == [w, 1e-6]
+    # out read by the export (C += A B): the candidates accumulate into a copy, the arguments are the caller's
+    c, a, b = torch.ones(4, 8), torch.zeros(4, 2), torch.zeros(2, 8)
+    out, *args = port.tuning_tensors(c, (a, b), mutated=(c,))
+    assert out.data_ptr() != c.data_ptr() and torch.equal(out, c) and args[0] is a and args[1] is b
 
 
 class Timing:

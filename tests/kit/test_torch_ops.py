@@ -110,6 +110,25 @@ def test_torch_compile_traces_a_block_of_ports_in_one_graph_without_a_break():
     assert {f"tilekit.{k}" for k in ("rms_norm", "matmul", "silu_and_mul", "attention")} <= targets, targets
 
 
+def test_matmul_acc_traces_as_one_in_place_op_and_its_fake_refuses_aliasing():
+    """c += a @ b (a weight's gradient over chunks of tokens): torch.compile keeps the in-place op
+    whole (one graph, no break), and the fake op runs the entry's checks at trace time."""
+    import torch._dynamo
+
+    from kernels.matmul.op import matmul_acc_
+
+    torch._dynamo.reset()
+    with FakeTensorMode():
+        bf16 = dict(dtype=torch.bfloat16, device="cuda")
+        c, a, w = torch.empty(256, 128, **bf16), torch.empty(64, 256, **bf16), torch.empty(64, 128, **bf16)
+        explained = torch._dynamo.explain(lambda c, g, h: matmul_acc_(c, g.t(), h))(c, a, w)
+        with pytest.raises(ValueError, match="matmul_acc_: c and b share memory"):
+            torch.ops.tilekit.matmul_acc_(c, a.t()[:, :64], c[:64])
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.break_reasons
+    targets = {str(n.target) for g in explained.graphs for n in g.graph.nodes if n.op == "call_function"}
+    assert "tilekit.matmul_acc_" in targets, targets
+
+
 def test_a_block_of_ports_compiles_once_for_every_sequence_length():
     """dynamic=True: the ops' fake implementation keeps the sizes symbolic (the entries compute
     tune keys only for real tensors), so three lengths share one graph. Lengths other than the head

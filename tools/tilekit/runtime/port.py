@@ -126,18 +126,21 @@ def scratch_like(t):
 
 def tuning_tensors(out, args: tuple, mutated: tuple = ()) -> tuple:
     """What autotune's candidates run on: (out, *args) themselves, unless out shares memory with an
-    argument (an in-place call, the only overlap tilekit.runtime.checks lets through) or an argument
-    is one the export writes too (`mutated`, by identity: fused_add_rms_norm_'s residual): then a
-    scratch copy of out (scratch_like) in out's place and in that argument's, and of each mutated
-    one in its place, so no candidate changes what a later one reads and the caller's tensors are
-    written once, by the pick. Made at the first candidate's call: a cached pick allocates nothing."""
+    argument (an in-place call, the only overlap tilekit.runtime.checks lets through), an argument
+    is one the export writes too (`mutated`, by identity: fused_add_rms_norm_'s residual), or
+    `mutated` names out itself (the export reads out before writing it: matmul_acc_'s C += A B):
+    then a scratch copy of out (scratch_like) in out's place and in that argument's, and of each
+    mutated one in its place, so no candidate changes what a later one reads and the caller's
+    tensors are written once, by the pick. Made at the first candidate's call: a cached pick
+    allocates nothing."""
     import torch
 
     aliased = [isinstance(a, torch.Tensor) and checks.overlap(out, a) != "none" for a in args]
     written = [any(a is t for t in mutated) for a in args]
-    if not any(aliased) and not any(written):
+    reads_out = any(t is out for t in mutated)
+    if not any(aliased) and not any(written) and not reads_out:
         return (out, *args)
-    scratch = scratch_like(out) if any(aliased) else out
+    scratch = scratch_like(out) if any(aliased) or reads_out else out
     return (scratch, *(scratch if same else scratch_like(a) if w else a for a, same, w in zip(args, aliased, written)))
 
 
@@ -191,7 +194,8 @@ def run(
     op.tune_key(dtype, *sizes), or the entry's own `key()`, told apart by `with_alignment`) with what
     `variant` names (autotune.pick; tuning on `tuning_tensors`); nothing for an empty out, or for
     fake tensors (torch.compile's tracing: the entry ran its checks and allocated its output).
-    `mutated`: the arguments the export writes besides out (tuning_tensors copies them for autotune).
+    `mutated`: the arguments the export writes besides out, and out itself where the export reads it
+    too (tuning_tensors copies them for autotune).
     Inside CUDA-graph capture, CaptureNotWarm unless the same call (call_signature) ran before."""
     import torch
 

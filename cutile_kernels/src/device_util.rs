@@ -142,7 +142,7 @@ pub mod views {
 
     /// The ROWS x W tile of an (m, n) tensor at (row0, col0) (rows `stride` elements apart) in f32,
     /// through a pointer tile, lanes outside (m, n) not read and set to -inf; returns the mask too,
-    /// for [`store_tile`]. The ragged edge of a softmax-like row pass (softmax's entries,
+    /// for [`store_masked_tile`]. The ragged edge of a softmax-like row pass (softmax's entries,
     /// cross_entropy's version 3). LAT is the load's latency hint: 3 outside loops; 1 in a
     /// persistent row loop (straight to registers, no cp.async staging; rms_norm's NOTES.md, "x
     /// straight to registers in the persistent loop").
@@ -165,7 +165,7 @@ pub mod views {
 
     /// Stores `v` as the ROWS x W tile at (row0, col0) of a tensor whose rows are `stride` elements
     /// apart, through a pointer tile, lanes outside `mask` dropped ([`tile_neg_inf`]'s mask).
-    pub unsafe fn store_tile<T: ElementType, const ROWS: i32, const W: i32>(
+    pub unsafe fn store_masked_tile<T: ElementType, const ROWS: i32, const W: i32>(
         ptr: *mut T, v: Tile<T, { [ROWS, W] }>, mask: Tile<bool, { [ROWS, W] }>, row0: i32, col0: i32, stride: i32,
     ) {
         let ptrs: PointerTile<*mut T, { [ROWS, W] }> = tile_pointers::<T, ROWS, W>(ptr, row0 * stride + col0, stride);

@@ -34,7 +34,7 @@
 pub mod cross_entropy_device {
     use crate::device_util::views::{
         arrive_and_wait, chunk_tile_range, load_partials, load_word, neg_inf_tiles, online_fold, partials_combine,
-        publish_pair, publish_partial_after, store_tile, strided_view, tile_mask, tile_neg_inf, tile_pointers,
+        publish_pair, publish_partial_after, store_masked_tile, strided_view, tile_mask, tile_neg_inf, tile_pointers,
         whole_tile,
     };
     use cutile::core::*;
@@ -372,12 +372,12 @@ pub mod cross_entropy_device {
     /// Whole tiles are loaded and stored unmasked, the row's ragged last tile through masked
     /// pointer tiles (a partition view there made tileiras stage the whole entry for more threads,
     /// 32 registers a thread at 4 warps and occupancy 8, spilling; ffi.rs: every element offset of
-    /// x and of the gradient up to the padded last tile fits i32). Of a row whose target is ignore_index only column 0 is read (as the target's
-    /// logit, unused: its loss is 0, its gradient zeros); its chunks still exchange (their values
-    /// unused). The gradient may lie over the logits: every chunk of a live row reads its tiles and
-    /// the target's logit before it arrives, and stores only after all the row's chunks have
-    /// arrived (an ignored row's zeros are stored without waiting: the one read of it they may
-    /// overtake, column 0's, is unused).
+    /// x and of the gradient up to the padded last tile fits i32). Of a row whose target is
+    /// ignore_index only column 0 is read (as the target's logit, unused: its loss is 0, its
+    /// gradient zeros); its chunks still exchange (their values unused). The gradient may lie over
+    /// the logits: every chunk of a live row reads its tiles and the target's logit before it
+    /// arrives, and stores only after all the row's chunks have arrived (an ignored row's zeros are
+    /// stored without waiting: the one read of it they may overtake, column 0's, is unused).
     #[allow(unreachable_code, unused_mut, clippy::too_many_arguments)]
     #[cutile::entry(unchecked_accesses = true)]
     unsafe fn cross_entropy_split<
@@ -492,12 +492,12 @@ pub mod cross_entropy_device {
                 let (x, inside) = unsafe { tile_neg_inf::<T, 1, BLOCK, 3>(x_ptr, r, j * BLOCK, m, n, stride_x) };
                 let dx: Tile<T, { [1, BLOCK] }> =
                     grad_tile::<T, BLOCK, SMOOTH>(x, j, mx, coef_t, floor, hit, target_cols, log2e, zero);
-                unsafe { store_tile::<T, 1, BLOCK>(grad_ptr, dx, inside, r, j * BLOCK, stride_g) };
+                unsafe { store_masked_tile::<T, 1, BLOCK>(grad_ptr, dx, inside, r, j * BLOCK, stride_g) };
             }
             let zeros: Tile<T, { [1, BLOCK] }> = convert_tile(zero);
             for j in j0..(j0 + (j_stop - j0) * (1i32 - live)) {
                 let inside: Tile<bool, { [1, BLOCK] }> = tile_mask::<1, BLOCK>(r, j * BLOCK, m, n);
-                unsafe { store_tile::<T, 1, BLOCK>(grad_ptr, zeros, inside, r, j * BLOCK, stride_g) };
+                unsafe { store_masked_tile::<T, 1, BLOCK>(grad_ptr, zeros, inside, r, j * BLOCK, stride_g) };
             }
         }
     }

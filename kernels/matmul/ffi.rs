@@ -201,10 +201,10 @@ fn launch_with<T: Element>(
     if p.splits > 1 {
         return launch_split::<T>(p, launch, c_ptr, a_ptr, b_ptr, stream, acc);
     }
-    launch.generics.push(p.variant.programs.is_some().to_string()); // PERSISTENT
-    launch.generics.push(acc.to_string()); // ACC
-                                           // SAFETY: plan() checked shapes, strides and dtypes against the descriptors; the memory is
-                                           // PyTorch's, alive until the caller's stream has run the kernel (stream-ordered allocator).
+    // the const generics PERSISTENT and ACC
+    launch.generics.extend([p.variant.programs.is_some().to_string(), acc.to_string()]);
+    // SAFETY: plan() checked shapes, strides and dtypes against the descriptors; the memory is
+    // PyTorch's, alive until the caller's stream has run the kernel (stream-ordered allocator).
     unsafe { launch.enqueue(device::matmul_tiles(c_ptr, a_ptr, b_ptr, m, n, k, lda, ldb, ldc), stream) }
 }
 
@@ -223,7 +223,7 @@ fn launch_split<T: Element>(
         (tiles_m as u32, tiles_n as u32, 1),
         ffi_util::compile_options(None, None),
     );
-    reduce.generics.push(acc.to_string()); // ACC
+    reduce.generics.push(acc.to_string()); // the const generic ACC
                                            // SAFETY: plan() checked the descriptors and the workspace's i32 extent; the workspace holds
                                            // workspace_elems() f32 and outlives both kernels (freed in stream order after them).
     unsafe {
@@ -495,9 +495,9 @@ mod tests {
     }
 
     #[test]
-    fn the_accumulating_entries_read_c_before_the_store() {
-        // C += A B (cutile_matmul_acc): the tile of C loaded, then stored, persistent or not,
-        // column-major B; and the split-K reduce with its extra load.
+    fn the_accumulating_entries_load_c_once_more() {
+        // C += A B (cutile_matmul_acc): one load more than the plain entry (C's tile), persistent or
+        // not, column-major B; and the split-K reduce's (the first partial, the loop's, C's).
         for dtype in ["f16", "bf16"] {
             for persistent in ["false", "true"] {
                 let generics = [dtype, "128", "128", "64", "8", "0", "1", "0", "1", "1", "0", persistent, "true"];

@@ -138,21 +138,22 @@ def _check_acc(c: Tensor, a: Tensor, b: Tensor) -> tuple[int, int, int, bool, bo
 def _acc_in_place(c: Tensor, a: Tensor, b: Tensor, variant: str | dict = "auto") -> None:
     """The in-place op's implementation: c += a @ b (matmul_acc_ without the grad check)."""
     m, n, k, a_t, b_t = _check_acc(c, a, b)
-    if port.is_fake(c) or k == 0:  # an empty sum adds nothing
+    if port.is_fake(c):
         return
     checks.cuda("matmul_acc_", c=c, a=a, b=b)
+    if k == 0:  # an empty sum adds nothing
+        return
     key = tune_key(str(a.dtype)[6:], m, n, k, a_t=a_t, b_t=b_t) | {"acc": True}
     # mutated=(c,): the export reads c, so autotune's candidates accumulate into a copy (port.tuning_tensors)
     port.run(__name__, variant, (m, n, k), c, a, b, key=lambda: key, export="cutile_matmul_acc", mutated=(c,))
 
 
-ops.define_in_place(
-    "matmul_acc_",
-    _acc_in_place,
-    lambda c, a, b: _check_acc(c, a, b) and None,
-    "(Tensor(a!) c, Tensor a, Tensor b) -> ()",
-    ("c",),
-)
+def _acc_fake(c: Tensor, a: Tensor, b: Tensor) -> None:
+    """The in-place op on fake tensors (torch.compile's tracing): the checks alone."""
+    _check_acc(c, a, b)
+
+
+ops.define_in_place("matmul_acc_", _acc_in_place, _acc_fake, "(Tensor(a!) c, Tensor a, Tensor b) -> ()", ("c",))
 
 
 def matmul_acc_(c: Tensor, a: Tensor, b: Tensor, *, variant: str | dict = "auto") -> Tensor:

@@ -2,6 +2,8 @@
 tests/kernels/test_matmul.py), and BASELINE_CASES, what tests/kit/test_baselines.py checks of
 baselines.py on the CPU (tilekit.runtime.baseline_cases)."""
 
+import json
+
 import pytest
 import torch
 
@@ -27,60 +29,87 @@ def test_op_split_k_adds_uneven_runs_of_k_tiles_cutile_rs(cuda):
 
 
 def _acc_case(m, n, k, *, b_t=False, ldc=None, dtype=torch.bfloat16, seed=0):
-    """(c, a, b, the float64 c + a @ b) on the GPU: c a column slice when ldc > n, b column-major with b_t."""
+    """(c, a, b, c's buffer) on the GPU: c (m, n) a column slice of an (m, ldc) buffer when ldc > n,
+    b column-major with b_t."""
     g = torch.Generator(device="cuda").manual_seed(seed)
     a = torch.randn(m, k, device="cuda", generator=g).to(dtype)
-    b = (
-        torch.randn(n, k, device="cuda", generator=g).to(dtype).t()
-        if b_t
-        else torch.randn(k, n, device="cuda", generator=g).to(dtype)
-    )
-    c = torch.randn(m, ldc or n, device="cuda", generator=g).to(dtype)[:, :n]
-    return c, a, b, c.double() + a.double() @ b.double()
+    b = torch.randn(n, k, device="cuda", generator=g).to(dtype)
+    b = b.t() if b_t else b.t().contiguous()
+    buffer = torch.randn(m, ldc or n, device="cuda", generator=g).to(dtype)
+    return buffer[:, :n], a, b, buffer
 
 
-def _assert_acc_close(c, ref, k):
-    # one rounding of a sum of k products of unit normals (|ref| ~ sqrt(k)): matmul's bound, relative to 1 + |ref|
+def _add_and_check(c, a, b, **kwargs):
+    """matmul_acc_(c, a, b) against c + a @ b in float64: one rounding of f32 sums (matmul's bound,
+    relative to 1 + |ref|)."""
+    ref = c.double() + a.double() @ b.double()
+    assert matmul_acc_(c, a, b, **kwargs) is c
     err = ((c.double() - ref).abs() / (1 + ref.abs())).max().item()
     assert err <= TOL[str(c.dtype)[6:]], f"max |c - ref| / (1 + |ref|) = {err:.3g}"
 
 
 @pytest.mark.parametrize(
-    "variant",
+    "variant, mnk",
     [
-        "default",
-        mma.variant(64, 64, 32, persistent=True, group=4),
-        mma.variant(32, 64, 128, occupancy=2) | {"splits": 3},
+        ("default", (129, 257, 1000)),
+        # 16 x 33 = 528 tiles of 64 x 64 for 132 tile blocks: each adds into four tiles in turn
+        (mma.variant(64, 64, 32, persistent=True, group=4), (1000, 2100, 520)),
+        (mma.variant(32, 64, 128, occupancy=2) | {"splits": 3}, (33, 257, 1000)),
     ],
     ids=["default", "persistent", "split_k"],
 )
 @pytest.mark.parametrize("b_t", [False, True], ids=["nn", "nt"])
-def test_op_accumulate_adds_into_c_cutile_rs(cuda, variant, b_t):
-    """matmul_acc_: c += a @ b, ragged on every dim, c a column slice; one tile per block, a persistent
-    grid and split-K (whose reduce adds c), b row- and column-major."""
-    c, a, b, ref = _acc_case(
-        33 if isinstance(variant, dict) and "splits" in variant else 129, 257, 1000, b_t=b_t, ldc=264
-    )
-    assert matmul_acc_(c, a, b, variant=variant) is c
-    _assert_acc_close(c, ref, 1000)
+def test_op_accumulate_adds_into_c_cutile_rs(cuda, variant, mnk, b_t):
+    """matmul_acc_: c += a @ b, ragged on every dim, c a column slice (the columns past it untouched);
+    one tile per block, a persistent grid walking several tiles, and split-K (whose reduce adds c);
+    b row- and column-major."""
+    m, n, k = mnk
+    c, a, b, buffer = _acc_case(m, n, k, b_t=b_t, ldc=n + 7)
+    beyond = buffer[:, n:].clone()
+    _add_and_check(c, a, b, variant=variant)
+    assert torch.equal(buffer[:, n:], beyond), "a store past c's columns"
 
 
 def test_op_accumulate_autotune_adds_once_cutile_rs(cuda, tmp_path, monkeypatch):
     """With variant "auto" and nothing cached, every candidate is timed several times, on a copy of c
-    (tilekit.runtime.port.tuning_tensors): c holds c + a @ b once, not once per run. Then twice
-    more (the pick cached) and under torch.compile (the op torch.ops.tilekit.matmul_acc_)."""
-    monkeypatch.setenv("TILEKIT_AUTOTUNE_CACHE", str(tmp_path / "autotune.json"))
+    (tilekit.runtime.port.tuning_tensors): c holds c + a @ b once, not once per run. Then again
+    (the pick cached) and under torch.compile (the op torch.ops.tilekit.matmul_acc_)."""
+    cache = tmp_path / "autotune.json"
+    monkeypatch.setenv("TILEKIT_AUTOTUNE_CACHE", str(cache))
+    monkeypatch.delenv("TILEKIT_AUTOTUNE", raising=False)
     monkeypatch.setattr(autotune, "_MEMO", {})
-    c, a, b, ref = _acc_case(200, 300, 520, b_t=True)
-    matmul_acc_(c, a, b)
-    _assert_acc_close(c, ref, 520)
-    matmul_acc_(c, a, b)
-    matmul_acc_(c, a, b)
-    _assert_acc_close(c, ref + 2 * (a.double() @ b.double()), 520)
+    c, a, b, _ = _acc_case(200, 300, 520, b_t=True)
+    _add_and_check(c, a, b)
+    tuned = [
+        e for per_gpu in json.loads(cache.read_text()).values() for k, e in per_gpu["matmul"].items() if "acc" in k
+    ]
+    assert len(tuned) == 1 and len(tuned[0]["tried"]) > 1, tuned
+    _add_and_check(c, a, b)
     compiled = torch.compile(lambda c, a, b: matmul_acc_(c, a, b), fullgraph=True)
-    before = c.double()
+    ref = c.double() + a.double() @ b.double()
     compiled(c, a, b)
-    _assert_acc_close(c, before + a.double() @ b.double(), 520)
+    err = ((c.double() - ref).abs() / (1 + ref.abs())).max().item()
+    assert err <= TOL["bfloat16"], err
+
+
+def test_acc_refuses_grad_shapes_dtypes_and_shared_memory():
+    """matmul_acc_'s refusals, on the CPU: grad, shapes, dtypes, shared memory, then the device check."""
+    c, a, b = (
+        torch.zeros(4, 8, dtype=torch.bfloat16),
+        torch.zeros(4, 2, dtype=torch.bfloat16),
+        torch.zeros(2, 8, dtype=torch.bfloat16),
+    )
+    with pytest.raises(ValueError, match="requires grad: use c \\+ matmul"):
+        matmul_acc_(c, a.requires_grad_(), b)
+    a = a.detach()
+    with pytest.raises(ValueError, match="c must be \\(m, n\\), a \\(m, k\\) and b \\(k, n\\)"):
+        matmul_acc_(c, a, b[:, :4])
+    with pytest.raises(TypeError, match="matmul_acc_"):
+        matmul_acc_(c.float(), a.float(), b.float())
+    with pytest.raises(ValueError, match="c and a share memory"):
+        matmul_acc_(c, c[:, :2], b)
+    with pytest.raises(ValueError, match="must be on one CUDA device"):
+        matmul_acc_(c, a, b)
 
 
 BASELINE_CASES = gemm_cases(

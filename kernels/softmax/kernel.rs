@@ -65,8 +65,8 @@ pub mod softmax_device {
     use crate::device_util::views::{
         aligned_body, aligned_edge, aligned_rows, arrive, arrive_and_wait, body_tail_raw, chunk_tile_range,
         load_masked, neg_inf_outside, neg_inf_tiles, next_body_tail_raw, online_fold, partials_combine, publish_pair,
-        row_offsets, store_masked, store_tile, strided_view, tile_mask, tile_neg_inf, tile_pointers, wait_arrived,
-        whole_tile,
+        row_offsets, store_masked, store_masked_tile, strided_view, tile_mask, tile_neg_inf, tile_pointers,
+        wait_arrived, whole_tile,
     };
     use cutile::core::*;
 
@@ -377,13 +377,13 @@ pub mod softmax_device {
         let scale_t: Tile<f32, { [ROWS, BLOCK] }> = scale.reshape(shape![ROWS, 1]).broadcast(tile);
         let first: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(first_raw);
         let y0: Tile<T, { [ROWS, BLOCK] }> = convert_tile(exp2((first - cmx) * log2e, ftz::Enabled) * scale_t);
-        unsafe { store_tile::<T, ROWS, BLOCK>(y_ptr, y0, first_mask, row0, j0 * BLOCK, stride_y) };
+        unsafe { store_masked_tile::<T, ROWS, BLOCK>(y_ptr, y0, first_mask, row0, j0 * BLOCK, stride_y) };
         let j1: i32 = j0 + 1i32;
         unsafe { store_whole_tiles::<T, ROWS, BLOCK>(x_base, y_base, j1, j_full, cmx, scale_t) };
         for j in max(j1, j_full)..j_end {
             let (x, mask) = unsafe { tile_neg_inf::<T, ROWS, BLOCK, 3>(x_ptr, row0, j * BLOCK, m, n, stride_x) };
             let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(exp2((x - cmx) * log2e, ftz::Enabled) * scale_t);
-            unsafe { store_tile::<T, ROWS, BLOCK>(y_ptr, y, mask, row0, j * BLOCK, stride_y) };
+            unsafe { store_masked_tile::<T, ROWS, BLOCK>(y_ptr, y, mask, row0, j * BLOCK, stride_y) };
         }
     }
 
@@ -428,7 +428,7 @@ pub mod softmax_device {
             unsafe { exchange_scale::<ROWS, PARTS>(part_max, part_sum, arrived, rb, c, row0, chunks, c_max, c_sum) };
         let scale_t: Tile<f32, { [ROWS, BLOCK] }> = scale.reshape(shape![ROWS, 1]).broadcast(tile);
         let y: Tile<T, { [ROWS, BLOCK] }> = convert_tile(e * scale_t);
-        unsafe { store_tile::<T, ROWS, BLOCK>(y_ptr, y, mask, row0, col0, stride_y) };
+        unsafe { store_masked_tile::<T, ROWS, BLOCK>(y_ptr, y, mask, row0, col0, stride_y) };
     }
 
     /// `softmax_split_exchange` with a chunk of four SUB-wide tiles (chunk = 4 * SUB columns) whose
@@ -474,13 +474,13 @@ pub mod softmax_device {
             unsafe { exchange_scale::<ROWS, PARTS>(part_max, part_sum, arrived, rb, c, row0, chunks, c_max, c_sum) };
         // Sub-tile k's values are h_k * exp(m_k - c_max) * scale.
         let y0: Tile<T, { [ROWS, SUB] }> = scaled::<T, ROWS, SUB>(h0, w0 * scale);
-        unsafe { store_tile::<T, ROWS, SUB>(y_ptr, y0, k0, row0, col0, stride_y) };
+        unsafe { store_masked_tile::<T, ROWS, SUB>(y_ptr, y0, k0, row0, col0, stride_y) };
         let y1: Tile<T, { [ROWS, SUB] }> = scaled::<T, ROWS, SUB>(h1, w1 * scale);
-        unsafe { store_tile::<T, ROWS, SUB>(y_ptr, y1, k1, row0, col0 + SUB, stride_y) };
+        unsafe { store_masked_tile::<T, ROWS, SUB>(y_ptr, y1, k1, row0, col0 + SUB, stride_y) };
         let y2: Tile<T, { [ROWS, SUB] }> = scaled::<T, ROWS, SUB>(h2, w2 * scale);
-        unsafe { store_tile::<T, ROWS, SUB>(y_ptr, y2, k2, row0, col0 + 2i32 * SUB, stride_y) };
+        unsafe { store_masked_tile::<T, ROWS, SUB>(y_ptr, y2, k2, row0, col0 + 2i32 * SUB, stride_y) };
         let y3: Tile<T, { [ROWS, SUB] }> = scaled::<T, ROWS, SUB>(h3, w3 * scale);
-        unsafe { store_tile::<T, ROWS, SUB>(y_ptr, y3, k3, row0, col0 + 3i32 * SUB, stride_y) };
+        unsafe { store_masked_tile::<T, ROWS, SUB>(y_ptr, y3, k3, row0, col0 + 3i32 * SUB, stride_y) };
     }
 
     /// One sub-tile of the held single pass: its row max (at least the lowest finite f32), the sum
@@ -573,7 +573,7 @@ pub mod softmax_device {
         let row0: i32 = get_tile_block_id().0 * ROWS;
         let (x, mask) = unsafe { tile_neg_inf::<T, ROWS, BLOCK, 3>(x_ptr, row0, 0i32, m, n, stride_x) };
         let y: Tile<T, { [ROWS, BLOCK] }> = softmax_rows::<T, ROWS, BLOCK>(x);
-        unsafe { store_tile::<T, ROWS, BLOCK>(y_ptr, y, mask, row0, 0i32, stride_y) };
+        unsafe { store_masked_tile::<T, ROWS, BLOCK>(y_ptr, y, mask, row0, 0i32, stride_y) };
     }
 
     /// exp(x - row_max) per row (exp2 of the scaled difference, flushing subnormals to zero).
@@ -683,8 +683,8 @@ pub mod softmax_device {
         mask_b: Tile<bool, { [ROWS, BLOCK] }>, mask_t: Tile<bool, { [ROWS, EDGE] }>, row0: i32, stride_y: i32,
     ) {
         let (yb, yt) = softmax_rows_in_two::<T, ROWS, BLOCK, EDGE>(xb, xt);
-        unsafe { store_tile::<T, ROWS, BLOCK>(y_ptr, yb, mask_b, row0, 0i32, stride_y) };
-        unsafe { store_tile::<T, ROWS, EDGE>(y_ptr, yt, mask_t, row0, BLOCK, stride_y) };
+        unsafe { store_masked_tile::<T, ROWS, BLOCK>(y_ptr, yb, mask_b, row0, 0i32, stride_y) };
+        unsafe { store_masked_tile::<T, ROWS, EDGE>(y_ptr, yt, mask_t, row0, BLOCK, stride_y) };
     }
 
     /// `softmax_row_masked` for rows that do not start on a 16-byte boundary or do not end on one

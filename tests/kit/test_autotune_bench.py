@@ -400,3 +400,20 @@ def test_forget_warm_forgets_one_kernels_variant_only(monkeypatch):
         port.call_signature("rope", "auto", ()) + ("a",),
         port.call_signature("softmax", default, ()) + ("a",),
     }
+
+
+def test_a_second_export_on_the_same_tensors_is_a_call_of_its_own_for_capture(monkeypatch):
+    """matmul_acc_ runs cutile_matmul_acc on matmul's very (c, a, b): a warm matmul must not let a
+    first matmul_acc_ through inside CUDA-graph capture (it would JIT or tune there); forget_warm
+    forgets both."""
+    import torch
+
+    from tilekit.runtime import port
+
+    tensors = (torch.zeros(4, 8), torch.zeros(4, 2), torch.zeros(2, 8))
+    plain = port.call_signature("matmul", "auto", tensors)
+    acc = port.call_signature("matmul", "auto", tensors, "cutile_matmul_acc")
+    assert plain != acc and acc[:-1] == plain
+    monkeypatch.setattr(port, "_WARM", {plain, acc})
+    port.forget_warm("matmul", "auto")
+    assert not {plain, acc} & port._WARM

@@ -151,10 +151,11 @@ class CaptureNotWarm(RuntimeError):
 _WARM: set[tuple] = set()  # the calls this process has launched outside capture (call_signature)
 
 
-def call_signature(kernel: str, variant, tensors: tuple) -> tuple:
+def call_signature(kernel: str, variant, tensors: tuple, export: str | None = None) -> tuple:
     """What decides whether a launch may JIT or tune: the kernel, the variant asked for, each
     tensor's shape, strides, dtype, device and address alignment (to 256 bytes: the JIT specializes
-    on divisibility), and the scalars."""
+    on divisibility), the scalars, and the export when it is not the kernel's own (matmul_acc_'s
+    `cutile_matmul_acc` takes matmul's very tensors, and compiles and tunes apart)."""
     import torch
 
     def part(t):
@@ -163,7 +164,8 @@ def call_signature(kernel: str, variant, tensors: tuple) -> tuple:
             return (tuple(t.shape), t.stride(), t.dtype, t.device.index, address & -address & 255 if address else 0)
         return t
 
-    return (kernel, variant if isinstance(variant, str) else repr(sorted(variant.items())), *map(part, tensors))
+    asked = variant if isinstance(variant, str) else repr(sorted(variant.items()))
+    return (kernel, asked, *map(part, tensors), *((export,) if export else ()))
 
 
 def forget_warm(kernel: str, variant) -> None:
@@ -202,7 +204,7 @@ def run(
     op = module(op)
     if out.numel() == 0 or is_fake(out):
         return
-    signature = call_signature(name(op), variant, (out, *args))
+    signature = call_signature(name(op), variant, (out, *args), export)
     if signature not in _WARM and out.is_cuda and torch.cuda.is_current_stream_capturing():
         raise CaptureNotWarm(
             f"{name(op)}: called for the first time with these shapes, strides and dtypes inside CUDA-graph "

@@ -188,8 +188,8 @@ fn launch<T: Element>(p: &Plan, c: &TensorDesc, a: &TensorDesc, b: &TensorDesc, 
     launch_with::<T>(p, c, a, b, stream, false)
 }
 
-/// Launches `plan`: C = A B, or with `acc` C += A B.
-fn launch_with<T: Element>(
+/// Launches `plan`: C = A B, or with `acc` C += A B (also fused_linear_cross_entropy's products).
+pub fn launch_with<T: Element>(
     p: &Plan, c: &TensorDesc, a: &TensorDesc, b: &TensorDesc, stream: &Arc<Stream>, acc: bool,
 ) -> FfiResult<()> {
     let (c_ptr, a_ptr, b_ptr) =

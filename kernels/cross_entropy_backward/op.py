@@ -27,7 +27,7 @@ import torch
 from torch import Tensor
 
 from kernels.cross_entropy import op as forward
-from tilekit.runtime import checks, port
+from tilekit.runtime import checks, ops, port
 from tilekit.runtime.autotune import row_tune_key as tune_key  # noqa: F401 (op.py's contract name)
 
 CDEF = """
@@ -168,11 +168,7 @@ def _train_backward(ctx, dloss, _dgrad):
     (grad,) = ctx.saved_tensors
     if ctx.reduction == "none":
         return grad * dloss[:, None].to(grad.dtype), None, None, None, None
-    # loss.backward(): the gradient as written; not while tracing (torch.compile's backward graph,
-    # whose dloss is a fake tensor: a traced backward cannot branch on a value)
-    if not port.is_fake(dloss) and not torch.compiler.is_compiling() and bool(dloss == 1):
-        return grad, None, None, None, None
-    return grad * dloss.to(grad.dtype), None, None, None, None
+    return (*ops.scaled_by_loss_gradient(dloss, grad), None, None, None, None)
 
 
 _TRAIN_OP = torch.library.custom_op(

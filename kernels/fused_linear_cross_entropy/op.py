@@ -34,7 +34,7 @@ import torch
 from torch import Tensor
 
 from kernels.cross_entropy import op as rows_op
-from tilekit.runtime import autotune, checks, mma, port
+from tilekit.runtime import autotune, checks, mma, ops, port
 
 CDEF = """
 int32_t cutile_fused_linear_cross_entropy(const TensorDesc* out, const TensorDesc* h,
@@ -231,12 +231,7 @@ def _setup_context(ctx, inputs, output):
 
 
 def _train_backward(ctx, dloss, _ddh, _ddw):
-    dh, dw = ctx.saved_tensors
-    # loss.backward(): the gradients as written; not while tracing (a traced backward cannot branch on a value)
-    if not port.is_fake(dloss) and not torch.compiler.is_compiling() and bool(dloss == 1):
-        return dh, dw, None, None, None, None
-    g = dloss.to(dh.dtype)
-    return dh * g, dw * g, None, None, None, None
+    return (*ops.scaled_by_loss_gradient(dloss, *ctx.saved_tensors), None, None, None, None)
 
 
 _TRAIN_OP = torch.library.custom_op(

@@ -219,6 +219,7 @@ def test_the_implementations_are_the_ports_eager_and_compiled_and_torchs():
     # the ports before issue 44's ops: PyTorch's residual add, RoPE and loss around the other ports
     unfused = impls["ports-unfused"][0]
     assert (type(unfused).rope, type(unfused).cross_entropy) == (model.Ops.rope, model.Ops.cross_entropy)
+    assert type(unfused).lm_head_loss is model.Ops.lm_head_loss is not model.PortOps.lm_head_loss
     assert type(unfused).rms_norm is model.PortOps.rms_norm
     unfused.rms_norm = model.Ops().rms_norm  # the port's rms_norm is a GPU's: its formula here
     x, delta, w = torch.randn(3, 8), torch.randn(3, 8), torch.rand(8)

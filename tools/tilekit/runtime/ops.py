@@ -119,6 +119,21 @@ def define_in_place(name: str, call: Callable, fake: Callable, schema: str, muta
     return getattr(getattr(torch.ops, NAMESPACE), name)
 
 
+def scaled_by_loss_gradient(dloss, *grads) -> tuple:
+    """The backward of a training op whose forward wrote the gradients of its loss for a loss gradient
+    of 1 (cross_entropy_train, fused_linear_cross_entropy_train): `grads` as they are where the
+    scalar dloss is 1 (loss.backward(); checked eagerly, one host sync, as Liger does), else each
+    times dloss; under tracing (torch.compile's backward graph, a fake dloss) always the product, as
+    a traced backward cannot branch on a value."""
+    import torch
+
+    from tilekit.runtime import port
+
+    if not port.is_fake(dloss) and not torch.compiler.is_compiling() and bool(dloss == 1):
+        return grads
+    return tuple(g * dloss.to(g.dtype) for g in grads)
+
+
 def defined() -> list[str]:
     """The kernels defined as ops in this process."""
     return sorted(_CALLS)

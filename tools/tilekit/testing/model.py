@@ -151,6 +151,11 @@ class Ops:
 
         return F.cross_entropy(logits.float(), targets)
 
+    def lm_head_loss(self, h, w, targets):
+        """The training step's loss from the final hidden states (tokens, H) and the LM head's weight
+        (vocab, H): cross_entropy of the logits linear(h, w) (they exist in memory)."""
+        return self.cross_entropy(self.linear(h, w), targets)
+
     def silu_and_mul(self, x):
         import torch.nn.functional as F
 
@@ -224,6 +229,13 @@ class PortOps(Ops):
 
         return cross_entropy_loss(logits, targets).float()
 
+    def lm_head_loss(self, h, w, targets):
+        """kernels/fused_linear_cross_entropy: the LM head and the loss in chunks of rows, the logits
+        never whole, dh and dW written by the loss's launches."""
+        from kernels.fused_linear_cross_entropy.op import fused_linear_cross_entropy_loss
+
+        return fused_linear_cross_entropy_loss(h, w, targets).float()
+
     def silu_and_mul(self, x):
         return self._entry("silu_and_mul")(x)
 
@@ -246,14 +258,16 @@ class UnfusedPortOps(PortOps):
 
     rope = Ops.rope
     cross_entropy = Ops.cross_entropy
+    lm_head_loss = Ops.lm_head_loss
 
 
 class LigerOps(Ops):
     """PyTorch's ops with Liger-Kernel's Triton RMSNorm, RoPE, SiLU-and-mul and cross entropy
     (LigerRMSNormFunction, LigerRopeFunction on (b, h, s, d) views, LigerSiLUMulFunction on the two
     halves, LigerCrossEntropyFunction), as apply_liger_kernel_to_llama patches a model (which leaves
-    the residual add and norm apart; its default loss is the fused linear cross entropy, which never
-    makes the logits: here the logits exist in every implementation)."""
+    the residual add and norm apart), and in the training step its default loss,
+    LigerFusedLinearCrossEntropyFunction over the final hidden states and the LM head's weight (the
+    logits never whole)."""
 
     name = "liger"
 
@@ -264,11 +278,17 @@ class LigerOps(Ops):
         from liger_kernel.ops.swiglu import LigerSiLUMulFunction
 
         self._norm, self._rope, self._silu_mul = LigerRMSNormFunction, LigerRopeFunction, LigerSiLUMulFunction
-        self._loss = LigerCrossEntropyFunction
+        from liger_kernel.ops.fused_linear_cross_entropy import LigerFusedLinearCrossEntropyFunction
+
+        self._loss, self._linear_loss = LigerCrossEntropyFunction, LigerFusedLinearCrossEntropyFunction
 
     def cross_entropy(self, logits, targets):
         """Liger's cross entropy (loss and gradient in its forward) on the logits as they are."""
         return self._loss.apply(logits, targets, None)[0].float()  # (input, target, weight)
+
+    def lm_head_loss(self, h, w, targets):
+        """Liger's fused linear cross entropy (its loss in a patched model's training step)."""
+        return self._linear_loss.apply(h, w, targets)[0].float()  # (input, weight, target)
 
     def rope(self, q, k, cos, sin, positions):
         cos, sin = (t[positions][None].to(q.dtype) for t in (cos, sin))
@@ -324,10 +344,13 @@ def new_cache(cfg: Config, batch: int, length: int, dtype=None, device="cuda") -
     ]
 
 
-def forward(cfg: Config, ops: Ops, w: dict, ids, cache: list, start: int, keep: int = KEEP, rope=None):
+def forward(
+    cfg: Config, ops: Ops, w: dict, ids, cache: list, start: int, keep: int = KEEP, rope=None, head: bool = True
+):
     """Logits (b, keep, vocab) of the last `keep` positions of ids (b, s), the tokens at positions
     start .. start + s; writes their keys and values into `cache` and attends over cache[:start + s].
-    `rope`: rope_inputs(cfg, start, s) made by the caller once (else here)."""
+    `rope`: rope_inputs(cfg, start, s) made by the caller once (else here). `head` False: the final
+    hidden states (b, keep, H) instead, the LM head left to the caller."""
     b, s = ids.shape
     h, hkv, d = cfg.heads, cfg.kv_heads, cfg.head_dim
     cos, sin, positions = rope if rope is not None else rope_inputs(cfg, start, s, ids.device)
@@ -347,7 +370,7 @@ def forward(cfg: Config, ops: Ops, w: dict, ids, cache: list, start: int, keep: 
             h_in, x = ops.add_rms_norm(x, mlp, w[f"{i + 1}.attn_norm"], cfg.eps)
     # the last residual add and the final norm over the kept positions only
     h_out, _ = ops.add_rms_norm(x[:, -keep:], mlp[:, -keep:], w["norm"], cfg.eps)
-    return ops.linear(h_out, w["lm_head"])
+    return ops.linear(h_out, w["lm_head"]) if head else h_out
 
 
 # -- measurements -----------------------------------------------------------------------------------
@@ -452,15 +475,16 @@ def case(cfg: Config, impl: str, phase: str, batch: int, tokens: int, context: i
 def train_loss(cfg: Config, ops: Ops, w: dict, ids, targets, rope=None):
     """The training step's loss: cross-entropy (float32, the mean over every position) of the stack's
     logits at every position of ids (b, s) against targets (b, s), over a fresh cache of s positions
-    (the keys and values of this pass only), with the implementation's `cross_entropy`."""
+    (the keys and values of this pass only), with the implementation's `lm_head_loss` (the LM head and
+    the loss: `cross_entropy` of the logits, or a fused linear cross-entropy)."""
     import torch
 
     b, s = ids.shape
     dtype = next(iter(w.values())).dtype
     cache = [tuple(torch.zeros(b, s, cfg.kv_heads, cfg.head_dim, dtype=dtype, device=ids.device) for _ in range(2))
              for _ in range(cfg.layers)]  # fmt: skip
-    logits = forward(cfg, ops, w, ids, cache, 0, keep=s, rope=rope)
-    return ops.cross_entropy(logits.reshape(-1, cfg.vocab), targets.reshape(-1))
+    h_out = forward(cfg, ops, w, ids, cache, 0, keep=s, rope=rope, head=False)
+    return ops.lm_head_loss(h_out.reshape(b * s, -1), w["lm_head"], targets.reshape(-1))
 
 
 def train_fn(cfg, ops, mode, w, ids, targets):

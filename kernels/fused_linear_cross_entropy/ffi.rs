@@ -120,8 +120,14 @@ fn chunk_descs(p: &Plan, ws: u64, (row0, rows): (i32, i32), c: &Call) -> FfiResu
     })
 }
 
-/// Split-K count of the dh product (rows x H, K = V): enough splits that its tiles fill `sms`.
+/// The most SMs dh_splits counts with: plan() validates the split that many SMs would ask for, the
+/// largest any launch uses (a GPU with more splits as if it had these).
+const MAX_SMS: u32 = 256;
+
+/// Split-K count of the dh product (rows x H, K = V): enough splits that its tiles fill `sms`
+/// (at most MAX_SMS).
 fn dh_splits(p: &Plan, rows: i32, sms: u32) -> i32 {
+    let sms = sms.min(MAX_SMS);
     let [bm, bn, ..] = p.mma_knobs;
     let (bm, bn) = (if bm > 0 { bm } else { 128 }, if bn > 0 { bn } else { 128 });
     let tiles = ((rows + bm - 1) / bm) as i64 * ((p.hidden + bn - 1) / bn) as i64;
@@ -171,6 +177,16 @@ fn plan_call(c: &Call, (ignore_index, smoothing, chunk, rows_knobs, mma_knobs): 
     if m == 0 || vocab == 0 || hidden == 0 {
         return Err(invalid(format!("m={m}, V={vocab}, H={hidden}: every size must be at least 1")));
     }
+    // the chunks' descriptors take their rows from these: their length is checked here, once
+    for (d, name, dt) in [(c.target, "target", None), (&c.losses, "losses", Some(DType::F32))] {
+        if d.shape() != [m as i64] || dt.is_some_and(|dt| d.dtype != dt as i32) {
+            return Err(invalid(format!(
+                "`{name}` is {:?}: it must be [{m}]{}, one per row of h",
+                d.shape(),
+                if dt.is_some() { " f32" } else { "" }
+            )));
+        }
+    }
     if c.scale.shape() != [1] {
         return Err(invalid(format!("`scale` is {:?}: it must be (1,), one share for every row", c.scale.shape())));
     }
@@ -199,7 +215,7 @@ fn plan_call(c: &Call, (ignore_index, smoothing, chunk, rows_knobs, mma_knobs): 
     for span in [(0, p.chunk), last] {
         let k = chunk_descs(&p, STAND_IN, span, c)?;
         chunk_plans(&p, &k, c, 1)?;
-        chunk_plans(&p, &k, c, MAX_SPLITS)?;
+        chunk_plans(&p, &k, c, dh_splits(&p, span.1, MAX_SMS))?;
     }
     Ok(p)
 }
@@ -360,6 +376,10 @@ mod tests {
         assert_eq!((dh_splits(&p, 1024, 132), dh_splits(&p, 128, 132), dh_splits(&p, 1, 132)), (1, 5, 5));
         let narrow = plan_of(&descs(DType::BF16, 16, 1000, 64), -1, -1).unwrap();
         assert_eq!(dh_splits(&narrow, 16, 132), MAX_SPLITS);
+        // 8192-row chunks at H = 16384: 8192 tiles, no split; the plan must not ask for 16 (whose
+        // split-K workspace would pass i32 indexing)
+        let big = plan_of(&descs(DType::BF16, 8192, 1000, 16384), 8192, -1).unwrap();
+        assert_eq!((dh_splits(&big, 8192, 132), dh_splits(&big, 8192, 100_000)), (1, 1));
     }
 
     #[test]
@@ -405,6 +425,9 @@ mod tests {
         assert_fails(plan_of(&bad, -1, -1), rc::INVALID_ARGUMENT, "weight");
         assert_fails(plan_of(&d, 0, -1), rc::INVALID_ARGUMENT, "chunk=0");
         assert_fails(plan_of(&d, -1, 7), rc::INVALID_ARGUMENT, "form=7");
+        let mut bad = d;
+        bad[3] = TensorDesc::from_parts(0x50_0000, DType::I64, &[9], &[1]);
+        assert_fails(plan_of(&bad, -1, -1), rc::INVALID_ARGUMENT, "`target` is [9]: it must be [8],");
         let wide = descs(DType::BF16, 32768, 128256, 64);
         assert_fails(plan_of(&wide, 32768, -1), rc::INVALID_ARGUMENT, "exceeds i32");
     }

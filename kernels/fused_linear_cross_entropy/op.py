@@ -216,10 +216,21 @@ def _train_forward(h, weight, target, ignore_index, label_smoothing, reduction):
     elif hidden:
         key = _key(h, m, vocab, hidden) | {"train": True}
         port.run(
-            __name__, "auto", (m, vocab, hidden), dh, dw, losses, h, weight, target, scale, int(ignore_index),
-            float(label_smoothing), key=lambda: key, export="cutile_fused_linear_cross_entropy_train",
-            mutated=(dw, losses),
-        )  # fmt: skip
+            __name__,
+            "auto",
+            (m, vocab, hidden),
+            dh,
+            dw,
+            losses,
+            h,
+            weight,
+            target,
+            scale,
+            int(ignore_index),
+            float(label_smoothing),
+            key=lambda: key,
+            export="cutile_fused_linear_cross_entropy_train",
+        )  # fmt: skip (no `mutated`: the export writes dW, the losses and dh without reading them first)
     else:  # H = 0: every logit 0, the loss log V (less the target's share: none)
         losses.fill_(math.log(vocab)).masked_fill_(target == ignore_index, 0.0)
     return rows_op.reduce(losses, target, ignore_index, reduction, h.dtype), dh, dw

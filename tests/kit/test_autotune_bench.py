@@ -209,6 +209,26 @@ def test_harness_implementation_runs_a_baseline_through_the_spec_and_checks_it()
     assert torch.isfinite(spec.reference(inputs)).all()
 
 
+def test_an_output_of_blocks_is_judged_block_by_block():
+    """fused_linear_cross_entropy's [dh; dW] (SPEC.out_blocks): a dh of zeros fails as dh (relative
+    error 1), where the stacked tensor's is under 0.1 (dh is 6 % of its norm here, 1.6 % at 64 x 32000
+    x 4096: under the bf16 bound); the reference passes."""
+
+    from tilekit.runtime import kernel
+    from tilekit.testing import harness
+
+    spec = kernel.load("fused_linear_cross_entropy")
+    cfg = {"dtype": "bfloat16", "m": 8, "vocab": 4000, "hidden": 256}
+    inputs = spec.make_inputs(cfg, device="cpu", seed=0)
+    ref = spec.reference(inputs)
+    harness.check(spec, "cutile_rs", cfg, inputs, ref.bfloat16())
+    wrong = ref.clone()
+    wrong[:8] = 0
+    harness.check_close(wrong.bfloat16(), ref, (0.1, 0.1), "the stack as one")
+    with pytest.raises(AssertionError, match=r"dh \(rows 0:8\): rel_l2=1.000e\+00"):
+        harness.check(spec, "cutile_rs", cfg, inputs, wrong.bfloat16())
+
+
 def test_check_close_measures_subnormal_results_against_the_dtypes_normal_floor():
     """A tensor wholly below f16's smallest normal is rounded to 2^-24 steps: its relative L2 error is
     taken against the normal floor; the same error on normal values, or in f32, still fails."""

@@ -199,6 +199,10 @@ class KernelSpec:
     # the whole reference would cost minutes (attention_backward's perf configs): harness.check
     # compares those rows only
     reference_part: Callable | None = None
+    # cfg -> {name: (first row, end row)} of an output made of blocks of different scales (stacked
+    # gradients: fused_linear_cross_entropy's [dh; dW], where dh can be 2 % of the whole norm):
+    # harness.check judges each block against its own rows of the reference, not the whole alone
+    out_blocks: Callable | None = None
     # inputs a forward made from the others (a backward's: attention_backward's o and lse) -> their
     # dtype, or None for the config's: not random, so they may hold zeros (a query that sees no key)
     saved_inputs: dict = field(default_factory=dict)

@@ -97,8 +97,9 @@ def implementation(spec, backend_id: str, variant="auto"):
 
 def check(spec, backend_id: str, cfg: dict, inputs: dict, y, expected=None) -> None:
     """check_close against the spec's float64 reference with the spec's tolerance for cfg's dtype (a
-    baseline's outputs made apart, stacked: tilekit.runtime.kernel.stacked); against the rows of it
-    the spec's reference_part gives, where it gives some (a reference of minutes). `expected`: what
+    baseline's outputs made apart, stacked: tilekit.runtime.kernel.stacked), each of the spec's
+    out_blocks on its own; against the rows of it the spec's reference_part gives, where it gives
+    some (a reference of minutes). `expected`: what
     `expectation` gave for these inputs before the call (else it is made from them now)."""
     rows, ref = expectation(spec, inputs) if expected is None else expected
     tol, scale = spec.tolerance[cfg["dtype"]], spec.max_error_scale
@@ -106,7 +107,11 @@ def check(spec, backend_id: str, cfg: dict, inputs: dict, y, expected=None) -> N
         y = kernel.stacked(y, tuple(spec.out_shape(cfg)))
         check_close(y[rows], ref, tol, f"{backend_id} {cfg} (rows of the reference_part)", max_error_scale=scale)
         return
-    check_close(kernel.stacked(y, tuple(ref.shape)), ref, tol, f"{backend_id} {cfg}", max_error_scale=scale)
+    y = kernel.stacked(y, tuple(ref.shape))
+    blocks = spec.out_blocks(cfg) if spec.out_blocks else {"": (0, ref.shape[0])}
+    for name, (lo, hi) in blocks.items():
+        what = f"{backend_id} {cfg}" + (f" {name} (rows {lo}:{hi})" if name else "")
+        check_close(y[lo:hi], ref[lo:hi], tol, what, max_error_scale=scale)
 
 
 def expectation(spec, inputs: dict) -> tuple:

@@ -126,10 +126,9 @@ def scaled_by_loss_gradient(dloss, *grads) -> tuple:
     times dloss; under tracing (torch.compile's backward graph, a fake dloss) always the product, as
     a traced backward cannot branch on a value."""
     import torch
+    from torch._subclasses.fake_tensor import is_fake  # tilekit.runtime.port's test (port imports this module)
 
-    from tilekit.runtime import port
-
-    if not port.is_fake(dloss) and not torch.compiler.is_compiling() and bool(dloss == 1):
+    if not is_fake(dloss) and not torch.compiler.is_compiling() and bool(dloss == 1):
         return grads
     return tuple(g * dloss.to(g.dtype) for g in grads)
 

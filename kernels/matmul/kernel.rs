@@ -105,18 +105,19 @@ pub mod matmul_device {
     }
 
     /// Output tile `tile_id` (in band order) of C computed and stored: what `matmul_tiles` does per
-    /// tile. With ACC the tile of C is read first and added to the products in f32 (C += A B): its
-    /// one store depends on that load's values, and no other tile block touches the tile.
+    /// tile. With ACC the tile of C is read first (through `c_read`, zero past C's edges) and added
+    /// to the products in f32 (C += A B): its one store depends on that load's values, and no other
+    /// tile block touches the tile.
     // The tile's operands and counts one for one: a struct would only repack them.
     #[allow(clippy::too_many_arguments)]
     fn store_tile<T: ElementType, const BM: i32, const BN: i32, const BK: i32, const ACC: bool>(
-        a_part: &Partition<T, { [BM, BK] }>, b_part: &Partition<T, { [BK, BN] }>,
+        a_part: &Partition<T, { [BM, BK] }>, b_part: &Partition<T, { [BK, BN] }>, c_read: &Partition<T, { [BM, BN] }>,
         c_part: &mut PartitionMut<T, { [BM, BN] }>, tile_id: i32, tiles_m: i32, tiles_n: i32, group: i32, k_tiles: i32,
     ) {
         let (bid_m, bid_n) = tile_coords(tile_id, tiles_m, tiles_n, group);
         if ACC {
             let acc: Tile<f32, { [BM, BN] }> = mma_acc::<T, BM, BN, BK, 0>(a_part, b_part, bid_m, bid_n, 0i32, k_tiles);
-            let old: Tile<T, { [BM, BN] }> = unsafe { c_part.load([bid_m, bid_n]) };
+            let old: Tile<T, { [BM, BN] }> = c_read.load([bid_m, bid_n]);
             let old_f: Tile<f32, { [BM, BN] }> = convert_tile(old);
             let c: Tile<T, { [BM, BN] }> = convert_tile(acc + old_f);
             c_part.store(c, [bid_m, bid_n]);
@@ -150,6 +151,10 @@ pub mod matmul_device {
         let a_part: Partition<T, { [BM, BK] }> = a_view.partition_permuted(shape![BM, BK], const_array!(A_MAP));
         let b_part: Partition<T, { [BK, BN] }> = b_view.partition_permuted(shape![BK, BN], const_array!(B_MAP));
         let mut c_part: PartitionMut<T, { [BM, BN] }> = unsafe { c_view.partition_full_mut(shape![BM, BN]) };
+        // ACC's read of C: a padded view (zero past C's edges), as A's and B's; a load of c_part's
+        // unpadded tiles past the edges is undefined, and on an H100 the accumulating form wrote past
+        // C's columns (NOTES.md, "C += A B")
+        let c_read: Partition<T, { [BM, BN] }> = c_view.partition(shape![BM, BN]);
 
         let (tiles_m, tiles_n, k_tiles) = tile_counts::<BM, BN, BK>(m, n, k);
         let first: i32 = get_tile_block_id().0;
@@ -160,6 +165,7 @@ pub mod matmul_device {
                 store_tile::<T, BM, BN, BK, ACC>(
                     &a_part,
                     &b_part,
+                    &c_read,
                     &mut c_part,
                     tile_id,
                     tiles_m,
@@ -169,7 +175,17 @@ pub mod matmul_device {
                 );
             }
         } else {
-            store_tile::<T, BM, BN, BK, ACC>(&a_part, &b_part, &mut c_part, first, tiles_m, tiles_n, GROUP, k_tiles);
+            store_tile::<T, BM, BN, BK, ACC>(
+                &a_part,
+                &b_part,
+                &c_read,
+                &mut c_part,
+                first,
+                tiles_m,
+                tiles_n,
+                GROUP,
+                k_tiles,
+            );
         }
     }
 
@@ -222,6 +238,7 @@ pub mod matmul_device {
         let w_part: Partition<f32, { [BM, BN] }> = w_view.partition(shape![BM, BN]);
         let c_view: Tensor<T, { [-1, -1] }> = strided_view(c_ptr, m, n, ldc, tok);
         let mut c_part: PartitionMut<T, { [BM, BN] }> = unsafe { c_view.partition_full_mut(shape![BM, BN]) };
+        let c_read: Partition<T, { [BM, BN] }> = c_view.partition(shape![BM, BN]); // ACC's padded read
 
         let (bid_m, bid_n) = (get_tile_block_id().0, get_tile_block_id().1);
         let mut acc: Tile<f32, { [BM, BN] }> = w_part.load([bid_m, bid_n]);
@@ -230,7 +247,7 @@ pub mod matmul_device {
             acc = acc + part;
         }
         if ACC {
-            let old: Tile<T, { [BM, BN] }> = unsafe { c_part.load([bid_m, bid_n]) };
+            let old: Tile<T, { [BM, BN] }> = c_read.load([bid_m, bid_n]);
             let old_f: Tile<f32, { [BM, BN] }> = convert_tile(old);
             acc = acc + old_f;
         }

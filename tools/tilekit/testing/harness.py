@@ -187,10 +187,36 @@ def _differentiable(v) -> bool:
 
 def check_variant(spec, cfg: dict, inputs: dict, variant) -> None:
     """The port with `variant` into a fresh output (spec.make_out: inside rows of the config's row
-    stride where it has one), checked against the reference."""
+    stride where it has one), checked against the reference, its rows' padding untouched."""
     out = spec.make_out(cfg, inputs)
     spec.run_port(inputs, out=out, variant=variant)
     check(spec, "cutile_rs", dict(cfg, variant=variant), inputs, out)
+    check_padding_untouched(out, f"cutile_rs {dict(cfg, variant=variant)}")
+
+
+def check_padding_untouched(out, what: str) -> None:
+    """An output made inside wider rows (spec.make_out with a row stride: a column slice of a
+    NaN-poisoned buffer) must leave the columns past its own alone: they are the rest of the caller's
+    buffer. Nothing to check for an output that is a whole tensor.
+
+    >>> import torch
+    >>> buffer = torch.full((2, 6), float("nan"))
+    >>> out = buffer[:, :4]
+    >>> out.zero_() is out and check_padding_untouched(out, "ok") is None
+    True
+    >>> buffer[1, 5] = 0.0
+    >>> check_padding_untouched(out, "a store past the columns")
+    Traceback (most recent call last):
+    AssertionError: a store past the columns: 1 element(s) of the buffer past the output's 4 columns were written
+    """
+    import torch
+
+    base = out._base
+    if base is None or base.shape == out.shape or base.shape[:-1] != out.shape[:-1]:
+        return
+    n = out.shape[-1]
+    written = int((~torch.isnan(base[..., n:])).sum())
+    assert written == 0, f"{what}: {written} element(s) of the buffer past the output's {n} columns were written"
 
 
 def check_in_place(spec, cfg: dict, inputs: dict, name: str, variant) -> None:

@@ -23,11 +23,18 @@ def make_inputs(cfg: dict, device="cuda", seed: int | None = None) -> dict:
     g, dt, m, n = generator(device, seed), torch_dtype(cfg["dtype"]), cfg["m"], cfg["n"]
     stride = cfg.get("row_stride", n)
     logits = (2 * torch.randn(m, stride, generator=g, device=device)).to(dt)[:, :n]
+    target, ignore = targets(cfg, m, n, g, device)
+    return {"logits": logits, "target": target, "ignore_index": ignore, "label_smoothing": cfg.get("smoothing", 0.0)}
+
+
+def targets(cfg: dict, m: int, n: int, g, device) -> tuple:
+    """(target, ignore_index) of m rows over n classes as the tests draw them: uniform from `g`, every
+    IGNORED_EVERY-th row from the fourth ignored, ignore_index the shape's `ignore` (-100), the dtype
+    its `target` (int64); kernels/fused_linear_cross_entropy/spec.py draws its targets so too."""
     ignore = cfg.get("ignore", IGNORE_INDEX)
     target = torch.randint(0, n, (m,), generator=g, device=device)
     target[3::IGNORED_EVERY] = ignore
-    target = target.to(torch_dtype(cfg.get("target", "int64")))
-    return {"logits": logits, "target": target, "ignore_index": ignore, "label_smoothing": cfg.get("smoothing", 0.0)}
+    return target.to(torch_dtype(cfg.get("target", "int64"))), ignore
 
 
 def reference(inputs: dict) -> torch.Tensor:

@@ -124,18 +124,16 @@ fn chunk_descs(p: &Plan, ws: u64, (row0, rows): (i32, i32), c: &Call) -> FfiResu
 /// largest any launch uses (a GPU with more splits as if it had these).
 const MAX_SMS: u32 = 256;
 
-/// Split-K count of the dh product (rows x H, K = V): enough splits that its tiles fill `sms`
-/// (at most MAX_SMS).
-fn dh_splits(p: &Plan, rows: i32, sms: u32) -> i32 {
-    let sms = sms.min(MAX_SMS);
-    let [bm, bn, ..] = p.mma_knobs;
-    let (bm, bn) = (if bm > 0 { bm } else { 128 }, if bn > 0 { bn } else { 128 });
-    let tiles = ((rows + bm - 1) / bm) as i64 * ((p.hidden + bn - 1) / bn) as i64;
-    ((sms as i64 + tiles - 1) / tiles).clamp(1, MAX_SPLITS as i64) as i32
+/// Split-K count of a dh product (rows x H, K = V) of `tiles` output tiles: enough splits that they
+/// fill `sms` (at most MAX_SMS).
+fn dh_splits(tiles: i64, sms: u32) -> i32 {
+    let sms = sms.min(MAX_SMS) as i64;
+    ((sms + tiles - 1) / tiles).clamp(1, MAX_SPLITS as i64) as i32
 }
 
-/// Every plan of one chunk: (logits, its cross-entropy, dh, dW).
-fn chunk_plans(p: &Plan, k: &Chunk, c: &Call, dh_splits: i32) -> FfiResult<(MmaPlan, RowsPlan, MmaPlan, MmaPlan)> {
+/// Every plan of one chunk on a GPU of `sms` SMs: (logits, its cross-entropy, dh, dW); dh planned
+/// unsplit first, then split (not persistent) where its tiles are fewer than the SMs.
+fn chunk_plans(p: &Plan, k: &Chunk, c: &Call, sms: u32) -> FfiResult<(MmaPlan, RowsPlan, MmaPlan, MmaPlan)> {
     let [bm, bn, bk, group, programs, occupancy, cga] = p.mma_knobs;
     let mma = |out: &TensorDesc, a: &TensorDesc, b: &TensorDesc, programs: i32, splits: i32| {
         plan_mma(out, a, b, bm, bn, bk, group, programs, occupancy, cga, splits)
@@ -143,7 +141,9 @@ fn chunk_plans(p: &Plan, k: &Chunk, c: &Call, dh_splits: i32) -> FfiResult<(MmaP
     let logits = mma(&k.logits, &k.h, &k.w_t, programs, -1)?;
     let (loss, grad) = (Some((&k.losses, "losses")), Some(((&k.logits, "logits"), (c.scale, "scale"))));
     let rows = plan_rows(KERNEL, loss, &k.logits, &k.target, grad, p.ignore_index, p.smoothing, p.rows_knobs)?;
-    let dh = mma(&k.dh, &k.logits, c.weight, if dh_splits > 1 { 0 } else { programs }, dh_splits)?;
+    let dh = mma(&k.dh, &k.logits, c.weight, programs, -1)?;
+    let splits = dh_splits(dh.tiles(), sms);
+    let dh = if splits > 1 { mma(&k.dh, &k.logits, c.weight, 0, splits)? } else { dh };
     let dw = mma(&c.dw, &k.logits_t, &k.h, programs, -1)?;
     Ok((logits, rows, dh, dw))
 }
@@ -214,8 +214,7 @@ fn plan_call(c: &Call, (ignore_index, smoothing, chunk, rows_knobs, mma_knobs): 
     let last = p.chunks().last().unwrap_or((0, p.chunk));
     for span in [(0, p.chunk), last] {
         let k = chunk_descs(&p, STAND_IN, span, c)?;
-        chunk_plans(&p, &k, c, 1)?;
-        chunk_plans(&p, &k, c, dh_splits(&p, span.1, MAX_SMS))?;
+        chunk_plans(&p, &k, c, MAX_SMS)?;
     }
     Ok(p)
 }
@@ -226,7 +225,7 @@ fn run<T: Element>(p: &Plan, c: &Call, stream: &Arc<Stream>) -> FfiResult<()> {
     let ws = StreamAlloc::new(p.workspace_elems() as usize * p.dtype.size_bytes(), stream, "logits workspace")?;
     for (i, span) in p.chunks().enumerate() {
         let k = chunk_descs(p, ws.ptr, span, c)?;
-        let (logits, rows, dh, dw) = chunk_plans(p, &k, c, dh_splits(p, span.1, sms))?;
+        let (logits, rows, dh, dw) = chunk_plans(p, &k, c, sms)?;
         launch_mma::<T>(&logits, &k.logits, &k.h, &k.w_t, stream, false)?;
         launch_rows::<T>(&rows, &k.losses, &k.logits, &k.target, &k.logits, c.scale, stream)?;
         launch_mma::<T>(&dh, &k.dh, &k.logits, c.weight, stream, false)?;
@@ -371,15 +370,25 @@ mod tests {
 
     #[test]
     fn the_dh_product_is_split_when_its_tiles_are_fewer_than_the_sms() {
-        let p = plan_of(&descs(DType::BF16, 4096, 128256, 4096), 1024, -1).unwrap();
-        // 1024 x 4096 in 128 x 128 tiles: 256 >= 132 SMs; 128 rows: 32 tiles, 5 splits
-        assert_eq!((dh_splits(&p, 1024, 132), dh_splits(&p, 128, 132), dh_splits(&p, 1, 132)), (1, 5, 5));
-        let narrow = plan_of(&descs(DType::BF16, 16, 1000, 64), -1, -1).unwrap();
-        assert_eq!(dh_splits(&narrow, 16, 132), MAX_SPLITS);
-        // 8192-row chunks at H = 16384: 8192 tiles, no split; the plan must not ask for 16 (whose
-        // split-K workspace would pass i32 indexing)
-        let big = plan_of(&descs(DType::BF16, 8192, 1000, 16384), 8192, -1).unwrap();
-        assert_eq!((dh_splits(&big, 8192, 132), dh_splits(&big, 8192, 100_000)), (1, 1));
+        // the dh plan's splits for chunk `span` of an m x V x H problem on `sms` SMs
+        let split_of = |[m, v, hidden]: [i64; 3], chunk: i32, span: (i32, i32), sms: u32| {
+            let d = descs(DType::BF16, m, v, hidden);
+            let p = plan_of(&d, chunk, -1).unwrap();
+            let (dh, dw) = stacked(&d[0], DType::BF16, p.m, p.vocab);
+            let c = call((dh, dw, losses_stand_in(m)), &d[1], &d[2], &d[3], &d[4]);
+            let (_, _, dh, _) = chunk_plans(&p, &chunk_descs(&p, STAND_IN, span, &c).unwrap(), &c, sms).unwrap();
+            (dh.splits, dh.variant.programs)
+        };
+        // 1024 x 4096 in 128 x 128 tiles: 256 >= 132 SMs; 128 rows: 32 tiles, 5 splits; one row too
+        let llama = [4096, 128256, 4096];
+        assert_eq!(split_of(llama, 1024, (0, 1024), 132), (1, None));
+        assert_eq!(split_of(llama, 128, (0, 128), 132), (5, None));
+        assert_eq!(split_of([4097, 128256, 4096], 128, (4096, 1), 132), (5, None));
+        assert_eq!(split_of([16, 1000, 64], -1, (0, 16), 132), (MAX_SPLITS, None));
+        // 8192-row chunks at H = 16384: 8192 tiles, no split on any GPU (the plan must not ask for 16,
+        // whose split-K workspace would pass i32 indexing)
+        assert_eq!(split_of([8192, 1000, 16384], 8192, (0, 8192), 100_000), (1, None));
+        assert_eq!((dh_splits(32, 132), dh_splits(32, 100_000), dh_splits(1, 8)), (5, 8, 8));
     }
 
     #[test]

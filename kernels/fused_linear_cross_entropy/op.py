@@ -57,7 +57,6 @@ REDUCTIONS = ("mean", "sum")
 # ffi.rs's defaults: 1024-row chunks, cross_entropy's and matmul's own defaults
 DEFAULT_VARIANT = {"chunk": -1} | rows_op.DEFAULT_VARIANT | {f"mma_{k}": v for k, v in mma.DEFAULT_VARIANT.items()}
 CHUNKS = (1024, 2048, 4096)  # rows a chunk: the candidates (NOTES.md, "The chunk")
-I32_MAX = 2**31 - 1
 
 
 def export_args(
@@ -101,7 +100,7 @@ def variants(m: int, vocab: int, hidden: int) -> list[dict]:
     >>> sorted({v["chunk"] for v in variants(65536, 262144, 4096)})
     [1024, 2048, 4096]
     """
-    cap = min(autotune.pow2(m), I32_MAX // max(vocab, 1))
+    cap = min(autotune.pow2(m), mma.INDEX_LIMIT // max(vocab, 1))
     chunks = [c for c in CHUNKS if c <= cap] or [min(autotune.pow2(m), cap)]
     tiles = (mma.variant(128, 128, 64, persistent=True), mma.variant(128, 256, 64, persistent=True, cga=2))
     return [

@@ -34,10 +34,7 @@ def make_inputs(cfg: dict, device="cuda", seed: int | None = None) -> dict:
     m, vocab, hidden = cfg["m"], cfg["vocab"], cfg["hidden"]
     h = torch.randn(m, cfg.get("h_stride", hidden), generator=g, device=device).to(dt)[:, :hidden]
     w = torch.randn(vocab, cfg.get("w_stride", hidden), generator=g, device=device) / math.sqrt(max(hidden, 1))
-    ignore = cfg.get("ignore", rows_spec.IGNORE_INDEX)
-    target = torch.randint(0, vocab, (m,), generator=g, device=device)
-    target[3 :: rows_spec.IGNORED_EVERY] = ignore
-    target = target.to(torch_dtype(cfg.get("target", "int64")))
+    target, ignore = rows_spec.targets(cfg, m, vocab, g, device)
     if cfg.get("reduction") == "sum" or target.is_meta:
         scale = torch.ones(1, device=device)
     else:

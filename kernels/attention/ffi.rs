@@ -4,7 +4,7 @@
 //!                            const TensorDesc* v, const TensorDesc* sinks, int32_t causal,
 //!                            float scale, int32_t window,
 //!                            int32_t bm, int32_t bn, int32_t occupancy, int32_t warps,
-//!                            int32_t splits, int32_t device_id, uint64_t stream);
+//!                            int32_t splits, int32_t depth, int32_t device_id, uint64_t stream);
 //!
 //! out = softmax(q kᵀ · scale + mask) v per (batch, head): q and out (b, h, s_q, d), k and v
 //! (b, h_kv, s_kv, d) with h_kv dividing h (query head i reads key/value head i / (h / h_kv)), one
@@ -38,7 +38,10 @@
 //! key/value head (GQA) and their s_q queries into one tile of rows, so K and V are read once for
 //! all of them, walks its split of the key tiles, and writes partials (acc, max, sum) to a
 //! stream-ordered workspace that a second kernel combines (with the sinks) into out, or, with one
-//! split and no sinks, stores out itself; `bn` is its key tile too. `bm` applies to the forward
+//! split and no sinks, stores out itself; `bn` is its key tile too. `depth` (decode path only; -1
+//! the default) is the latency hint (1..=16) of the split kernel's K and V loads, from which
+//! tileiras sizes their pipeline in shared memory: the K/V bytes a tile block keeps in flight and so
+//! how many blocks share an SM (DECODE_DEPTH). `bm` applies to the forward
 //! kernel only; the hints to the forward kernel and, as given (without BM = 128's default of 8
 //! warps), to the decode path's first kernel (its combine compiles at occupancy 8,
 //! COMBINE_OCCUPANCY). Every descriptor is validated before anything touches the GPU: bad input
@@ -81,6 +84,14 @@ pub const DECODE_BN: i32 = 32;
 pub const DECODE_SUB_BN: i32 = 16;
 pub const DECODE_SUBS: i32 = 4;
 pub const DECODE_MAX_PER_SM: i32 = 16;
+/// The split kernels' K and V load latency hints at `depth` = -1 (what they were before the knob).
+/// tileiras sizes the loads' pipeline from them: the shared memory a split block takes, so the
+/// K/V bytes it keeps in flight and how many blocks share an SM (228 KB). As launched at batch 1
+/// over 8k (cuobjdump -res-usage, NOTES.md "The loads' depth"): 64-key tiles 119 KB at (2, 4), 54
+/// KB at depth 1, 86 at 2, 115 at 3, 208 at 8; 32-key tiles at occupancy 2 85 KB at (2, 4), 110 at 8.
+pub const DECODE_DEFAULT_DEPTH: (i32, i32) = (2, 4);
+/// `depth` = n sets both hints to n, 1..=DECODE_MAX_DEPTH.
+pub const DECODE_MAX_DEPTH: i32 = 16;
 
 /// The rows of a decode tile for `group` query heads per key/value head and `sq` queries:
 /// (SQ, BM) = (s_q rounded up to a power of two, group · SQ rounded up to a power of two, >= 16),
@@ -123,7 +134,8 @@ pub fn combine_tile(splits: i32, d: i32) -> (i32, i32) {
 /// The decode path's launch: SQ and BM (decode_rows), the splits asked for (-n: auto_splits of n
 /// blocks per SM at launch, on the stream's GPU; -1: DECODE_BLOCKS_PER_SM) and the warps hint as
 /// given (occupancy is the plan's); `subs` the sub-tiles of a key step (1: attention_decode,
-/// DECODE_SUBS: attention_decode_batched, the plan's bn then the step's keys).
+/// DECODE_SUBS: attention_decode_batched, the plan's bn then the step's keys); `depth` the K and V
+/// loads' latency hints (the kernels' KL, VL: DECODE_DEFAULT_DEPTH, or `depth` for both).
 #[derive(Debug, PartialEq)]
 pub struct Decode {
     pub sq_pad: i32,
@@ -131,6 +143,7 @@ pub struct Decode {
     pub splits: i32,
     pub warps: Option<i32>,
     pub subs: i32,
+    pub depth: (i32, i32),
 }
 
 /// A validated launch: sizes and strides (elements) as the kernel indexes them.
@@ -205,7 +218,7 @@ pub fn strides(d: &TensorDesc, arg: &str) -> FfiResult<[i32; 3]> {
 pub fn plan(
     out: &TensorDesc, q: &TensorDesc, k: &TensorDesc, v: &TensorDesc, sinks: Option<&TensorDesc>,
     lse: Option<&TensorDesc>, causal: i32, scale: f32, window: i32, bm: i32, bn: i32, occupancy: i32, warps: i32,
-    splits: i32,
+    splits: i32, depth: i32,
 ) -> FfiResult<Plan> {
     let tensors = [(q, "q", 4), (k, "k", 4), (v, "v", 4), (out, "out", 4)];
     let dtype = ffi_util::check_tensors(KERNEL, &[DType::F16, DType::BF16], "f16 and bf16", &tensors)?;
@@ -276,13 +289,23 @@ pub fn plan(
     let ws_fits = |&(_, rows): &(i32, i32)| b * hkv * rows as i64 * d as i64 <= i32::MAX as i64;
     let rows = decode_rows(to_i32(h / hkv, "group")?, sq).filter(ws_fits);
     let auto = (-DECODE_MAX_PER_SM..=-1).contains(&splits);
+    let depth = match depth {
+        -1 => DECODE_DEFAULT_DEPTH,
+        1..=DECODE_MAX_DEPTH if splits != 0 => (depth, depth),
+        _ => {
+            return Err(invalid(format!(
+                "variant depth={depth}: the decode path's load latency hint, 1..={DECODE_MAX_DEPTH} with splits != 0, \
+                 or -1 for the default"
+            )))
+        }
+    };
     let decode = match (splits, rows) {
         (0, _) => None,
         _ if lse.is_some() && (splits == 0 || (-DECODE_MAX_PER_SM..=DECODE_MAX_SPLITS).contains(&splits)) => None,
         (_, None) if auto => None,
         (_, Some((sq_pad, rows))) if auto || (1..=DECODE_MAX_SPLITS).contains(&splits) => {
             let subs = if bn == DECODE_SUB_BN { DECODE_SUBS } else { 1 };
-            Some(Decode { sq_pad, rows, splits, warps: asked_warps, subs })
+            Some(Decode { sq_pad, rows, splits, warps: asked_warps, subs, depth })
         }
         (1..=DECODE_MAX_SPLITS, None) => {
             return Err(invalid(format!(
@@ -440,15 +463,15 @@ fn launch_decode<T: Element, S: Element>(
     let sinks_ptr = unsafe { ffi_util::device_ptr::<S>(sinks) }; // S checked by plan()
     let hinted = ffi_util::compile_options(p.occupancy, d.warps);
     let options = ffi_util::compile_options(Some(COMBINE_OCCUPANCY), None);
-    // generics T, BM, BN, D, SQ, WINDOW (attention_decode_batched: T, BM, SUB, NB, BN, D, SQ,
-    // WINDOW); then T, S, BM, D, SQ, SP, DC, SINKS.
+    // generics T, BM, BN, D, SQ, WINDOW, KL, VL (attention_decode_batched: T, BM, SUB, NB, BN, D,
+    // SQ, WINDOW, KL, VL); then T, S, BM, D, SQ, SP, DC, SINKS.
     let sizes = if d.subs > 1 {
         vec![d.rows, p.bn / d.subs, d.subs, p.bn, p.d, d.sq_pad]
     } else {
         vec![d.rows, p.bn, p.d, d.sq_pad]
     };
     let mut split = Launch::new::<T>(&sizes, (blocks as u32, 1, 1), hinted);
-    split.generics.push(p.window.is_some().to_string());
+    split.generics.extend([p.window.is_some().to_string(), d.depth.0.to_string(), d.depth.1.to_string()]);
     let (sp, dc) = combine_tile(splits, p.d);
     let rows = p.b as u32 * p.h as u32 * p.sq as u32 * (p.d / dc) as u32;
     let mut combine = Launch::new::<T>(&[d.rows, p.d, d.sq_pad, sp, dc], (rows, 1, 1), options);
@@ -497,9 +520,9 @@ mod export_forward {
     #[allow(clippy::too_many_arguments)]
     fn plan(
         out: &TensorDesc, q: &TensorDesc, k: &TensorDesc, v: &TensorDesc, sinks: Option<&TensorDesc>, causal: i32,
-        scale: f32, window: i32, bm: i32, bn: i32, occupancy: i32, warps: i32, splits: i32,
+        scale: f32, window: i32, bm: i32, bn: i32, occupancy: i32, warps: i32, splits: i32, depth: i32,
     ) -> FfiResult<Plan> {
-        super::plan(out, q, k, v, sinks, None, causal, scale, window, bm, bn, occupancy, warps, splits)
+        super::plan(out, q, k, v, sinks, None, causal, scale, window, bm, bn, occupancy, warps, splits, depth)
     }
 
     fn launch<T: Element>(
@@ -509,7 +532,7 @@ mod export_forward {
         super::launch::<T>(p, out, q, k, v, sinks, None, stream)
     }
 
-    crate::export!(cutile_attention(out, q, k, v; optional sinks; causal: i32, scale: f32, window: i32, bm: i32, bn: i32, occupancy: i32, warps: i32, splits: i32));
+    crate::export!(cutile_attention(out, q, k, v; optional sinks; causal: i32, scale: f32, window: i32, bm: i32, bn: i32, occupancy: i32, warps: i32, splits: i32, depth: i32));
 }
 
 /// `cutile_attention_lse`: the same with `lse` after out (the training forward).
@@ -519,9 +542,9 @@ mod export_lse {
     #[allow(clippy::too_many_arguments)]
     fn plan(
         out: &TensorDesc, lse: &TensorDesc, q: &TensorDesc, k: &TensorDesc, v: &TensorDesc, sinks: Option<&TensorDesc>,
-        causal: i32, scale: f32, window: i32, bm: i32, bn: i32, occupancy: i32, warps: i32, splits: i32,
+        causal: i32, scale: f32, window: i32, bm: i32, bn: i32, occupancy: i32, warps: i32, splits: i32, depth: i32,
     ) -> FfiResult<Plan> {
-        super::plan(out, q, k, v, sinks, Some(lse), causal, scale, window, bm, bn, occupancy, warps, splits)
+        super::plan(out, q, k, v, sinks, Some(lse), causal, scale, window, bm, bn, occupancy, warps, splits, depth)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -532,7 +555,7 @@ mod export_lse {
         super::launch::<T>(p, out, q, k, v, sinks, Some(lse), stream)
     }
 
-    crate::export!(cutile_attention_lse(out, lse, q, k, v; optional sinks; causal: i32, scale: f32, window: i32, bm: i32, bn: i32, occupancy: i32, warps: i32, splits: i32));
+    crate::export!(cutile_attention_lse(out, lse, q, k, v; optional sinks; causal: i32, scale: f32, window: i32, bm: i32, bn: i32, occupancy: i32, warps: i32, splits: i32, depth: i32));
 }
 
 #[cfg(test)]
@@ -560,7 +583,7 @@ pub(crate) mod tests {
     }
 
     fn plan_of(t: &[TensorDesc; 4], causal: i32) -> FfiResult<Plan> {
-        plan(&t[0], &t[1], &t[2], &t[3], None, None, causal, 0.125, -1, -1, -1, -1, -1, 0)
+        plan(&t[0], &t[1], &t[2], &t[3], None, None, causal, 0.125, -1, -1, -1, -1, -1, 0, -1)
     }
 
     #[test]
@@ -575,7 +598,7 @@ pub(crate) mod tests {
         assert_eq!((p.sinks, p.window), (None, None));
         // 8 worker warps by default for 128-row query tiles only; a given hint is kept.
         let [o, q, k, v] = &t;
-        let warps = |bm, w| plan(o, q, k, v, None, None, 1, 0.125, -1, bm, -1, -1, w, 0).unwrap().warps;
+        let warps = |bm, w| plan(o, q, k, v, None, None, 1, 0.125, -1, bm, -1, -1, w, 0, -1).unwrap().warps;
         assert_eq!((warps(-1, -1), warps(64, -1), warps(128, 4), warps(64, 8)), (Some(8), None, Some(4), Some(8)));
     }
 
@@ -609,14 +632,14 @@ pub(crate) mod tests {
         assert_fails(plan_of(&t, 2), rc::INVALID_ARGUMENT, "causal=2");
         for scale in [0.0, -1.0, f32::NAN, f32::INFINITY] {
             assert_fails(
-                plan(&o, &q, &k, &v, None, None, 0, scale, -1, -1, -1, -1, -1, 0),
+                plan(&o, &q, &k, &v, None, None, 0, scale, -1, -1, -1, -1, -1, 0, -1),
                 rc::INVALID_ARGUMENT,
                 "scale=",
             );
         }
-        assert_fails(plan(&o, &q, &k, &v, None, None, 0, 1.0, -1, 32, -1, -1, -1, 0), rc::INVALID_ARGUMENT, "bm=32");
-        assert_fails(plan(&o, &q, &k, &v, None, None, 0, 1.0, -1, -1, 256, -1, -1, 0), rc::INVALID_ARGUMENT, "bn=256");
-        assert_hints_checked(true, |occ, w| plan(&o, &q, &k, &v, None, None, 0, 1.0, -1, -1, -1, occ, w, 0));
+        assert_fails(plan(&o, &q, &k, &v, None, None, 0, 1.0, -1, 32, -1, -1, -1, 0, -1), rc::INVALID_ARGUMENT, "bm=32");
+        assert_fails(plan(&o, &q, &k, &v, None, None, 0, 1.0, -1, -1, 256, -1, -1, 0, -1), rc::INVALID_ARGUMENT, "bn=256");
+        assert_hints_checked(true, |occ, w| plan(&o, &q, &k, &v, None, None, 0, 1.0, -1, -1, -1, occ, w, 0, -1));
         let f32s = qkv(DType::F32, [1, 4, 2, 8, 8, 64]);
         assert_fails(plan_of(&f32s, 0), rc::UNSUPPORTED_DTYPE, "attention supports f16 and bf16");
     }
@@ -629,7 +652,7 @@ pub(crate) mod tests {
     #[test]
     fn plan_takes_sinks_and_a_window_under_the_causal_mask() {
         let [o, q, k, v] = qkv(DType::BF16, [2, 32, 8, 1000, 4097, 128]);
-        let p = |sinks, window| plan(&o, &q, &k, &v, sinks, None, 1, 0.125, window, -1, -1, -1, -1, 0);
+        let p = |sinks, window| plan(&o, &q, &k, &v, sinks, None, 1, 0.125, window, -1, -1, -1, -1, 0, -1);
         let (s, s_bf16) = (sinks_of(32), TensorDesc::from_parts(0x5000, DType::BF16, &[32], &[1]));
         assert_eq!(p(Some(&s), -1).map(|p| (p.sinks, p.window)).unwrap(), (Some(DType::F32), None));
         assert_eq!(p(Some(&s_bf16), -1).unwrap().sinks, Some(DType::BF16));
@@ -644,7 +667,7 @@ pub(crate) mod tests {
     #[test]
     fn plan_rejects_bad_sinks_and_windows() {
         let [o, q, k, v] = qkv(DType::F16, [1, 4, 2, 8, 8, 64]);
-        let p = |sinks, causal, window| plan(&o, &q, &k, &v, sinks, None, causal, 0.125, window, -1, -1, -1, -1, 0);
+        let p = |sinks, causal, window| plan(&o, &q, &k, &v, sinks, None, causal, 0.125, window, -1, -1, -1, -1, 0, -1);
         let sinks = [
             (TensorDesc::from_parts(0x5000, DType::BF16, &[4], &[1]), "`sinks` is bf16 [4]"),
             (sinks_of(2), "`sinks` is f32 [2] with strides [1]: pass a contiguous (4,) of q's dtype f16 or f32"),
@@ -843,7 +866,7 @@ pub(crate) mod tests {
     }
 
     fn decode_plan(t: &[TensorDesc; 4], sinks: Option<&TensorDesc>, window: i32, splits: i32) -> FfiResult<Plan> {
-        plan(&t[0], &t[1], &t[2], &t[3], sinks, None, 1, 0.125, window, -1, -1, -1, -1, splits)
+        plan(&t[0], &t[1], &t[2], &t[3], sinks, None, 1, 0.125, window, -1, -1, -1, -1, splits, -1)
     }
 
     #[test]
@@ -855,14 +878,23 @@ pub(crate) mod tests {
         assert_eq!((decode_rows(32, 8), decode_rows(1, 17), decode_rows(1, 0)), (None, None, None));
         let t = decode_qkv(4, 32, 8, 1, 8192);
         let p = decode_plan(&t, None, -1, -1).unwrap();
-        assert_eq!(p.decode, Some(Decode { sq_pad: 1, rows: 16, splits: -1, warps: None, subs: 1 }));
+        let depth = DECODE_DEFAULT_DEPTH;
+        assert_eq!(p.decode, Some(Decode { sq_pad: 1, rows: 16, splits: -1, warps: None, subs: 1, depth }));
         // 8 blocks per SM
         assert_eq!(decode_plan(&t, None, -1, -8).unwrap().decode.unwrap().splits, -8);
         // The decode kernel takes the warps hint as given: not BM = 128's default of 8 for the forward.
-        let warps = |bm, w| plan(&t[0], &t[1], &t[2], &t[3], None, None, 1, 0.125, -1, bm, -1, -1, w, -1).unwrap();
+        let warps = |bm, w| plan(&t[0], &t[1], &t[2], &t[3], None, None, 1, 0.125, -1, bm, -1, -1, w, -1, -1).unwrap();
         assert_eq!((warps(128, -1).warps, warps(128, -1).decode.unwrap().warps), (Some(8), None));
         assert_eq!(warps(64, 4).decode.unwrap().warps, Some(4));
         assert_eq!(decode_plan(&t, None, -1, 0).unwrap().decode, None); // the forward kernel
+        // depth: the split kernel's K and V load latency hints, 1..=DECODE_MAX_DEPTH for both, on
+        // the decode path only (refused with splits = 0).
+        let deep = |splits, depth| plan(&t[0], &t[1], &t[2], &t[3], None, None, 1, 0.125, -1, -1, -1, -1, -1, splits, depth);
+        assert_eq!(deep(-4, 1).unwrap().decode.unwrap().depth, (1, 1));
+        assert_eq!(deep(7, DECODE_MAX_DEPTH).unwrap().decode.unwrap().depth, (16, 16));
+        for (splits, bad) in [(-1, 0), (-1, DECODE_MAX_DEPTH + 1), (-1, -2), (0, 8)] {
+            assert_fails(deep(splits, bad), rc::INVALID_ARGUMENT, &format!("variant depth={bad}: the decode path's"));
+        }
         assert_eq!(decode_plan(&t, None, -1, 7).unwrap().decode.unwrap().splits, 7);
         // Prefill: auto runs the forward kernel, an explicit split count is refused.
         let prefill = decode_qkv(1, 32, 8, 1000, 1000);
@@ -877,7 +909,7 @@ pub(crate) mod tests {
         }
         // 32-key tiles: the decode path's only (a decode shape with splits != 0), refused elsewhere.
         let bn32 = |t: &[TensorDesc; 4], splits| {
-            plan(&t[0], &t[1], &t[2], &t[3], None, None, 1, 0.125, -1, -1, 32, 2, -1, splits)
+            plan(&t[0], &t[1], &t[2], &t[3], None, None, 1, 0.125, -1, -1, 32, 2, -1, splits, -1)
         };
         assert_eq!(bn32(&t, -2).unwrap().bn, 32);
         for (shape, splits) in [(&t, 0), (&prefill, -1)] {
@@ -889,7 +921,7 @@ pub(crate) mod tests {
         }
         // 16-key sub-tiles: attention_decode_batched, four a 64-key step (the plan's bn).
         let bn16 = |t: &[TensorDesc; 4], splits| {
-            plan(&t[0], &t[1], &t[2], &t[3], None, None, 1, 0.125, -1, -1, 16, -1, -1, splits)
+            plan(&t[0], &t[1], &t[2], &t[3], None, None, 1, 0.125, -1, -1, 16, -1, -1, splits, -1)
         };
         let sub = bn16(&t, -1).unwrap();
         assert_eq!((sub.bn, sub.decode.unwrap().subs), (64, DECODE_SUBS));
@@ -898,7 +930,7 @@ pub(crate) mod tests {
         // candidate's 32-key tiles as 64, so autotune's candidates all launch there.
         let lse = ffi_util::test_desc(DType::F32, &[4, 32, 1], &[32, 1, 1]);
         for bn in [16, 32] {
-            let with_lse = plan(&t[0], &t[1], &t[2], &t[3], None, Some(&lse), 1, 0.125, -1, -1, bn, 2, -1, -2).unwrap();
+            let with_lse = plan(&t[0], &t[1], &t[2], &t[3], None, Some(&lse), 1, 0.125, -1, -1, bn, 2, -1, -2, -1).unwrap();
             assert_eq!((with_lse.bn, with_lse.decode), (DEFAULT_BN, None));
         }
     }
@@ -963,12 +995,24 @@ pub(crate) mod tests {
         split_ints.extend([("first_tile", 0), ("tiles_per_split", 8), ("tiles_end", 128), ("direct", 0)]);
         split_ints.extend([("o_sb", hq), ("o_sh", d), ("o_ss", d)]);
         split_ints.extend(shared);
-        // 64-key tiles at the default hints (one block an SM), 32-key tiles at occupancy 2 (two:
-        // 128 registers, 85 KB of shared memory; cuobjdump -res-usage of the kept cubins).
-        for (bn, occupancy, what) in [("64", None, "-batch1-8k"), ("32", Some(2), "-batch1-8k-occupancy2")] {
+        // op.variants' candidates with attention_decode (bn, occupancy, the K and V loads' latency
+        // hints: DECODE_DEFAULT_DEPTH or `depth` for both). cuobjdump -res-usage of the kept cubins
+        // (NOTES.md, "The loads' depth"): 64-key tiles 255 registers and 119 KB of shared memory at
+        // the default hints (one block an SM; 4 warps the same), 208 KB at depth 8 (one, about
+        // twice the loads in flight); 32-key tiles at occupancy 2, 128 registers and 85 KB (two);
+        // 64-key at occupancy 2 and depth 2, 128 and 86 KB (two); at occupancy 4 and depth 1, 64
+        // and 54 KB (four; at the default depth 119 KB, so one).
+        let candidates = [
+            ("64", None, ("2", "4"), "-batch1-8k"),
+            ("64", None, ("8", "8"), "-batch1-8k-depth8"),
+            ("32", Some(2), ("2", "4"), "-batch1-8k-occupancy2"),
+            ("64", Some(2), ("2", "2"), "-batch1-8k-occupancy2-depth2"),
+            ("64", Some(4), ("1", "1"), "-batch1-8k-occupancy4-depth1"),
+        ];
+        for (bn, occupancy, (kl, vl), what) in candidates {
             let ir = DEVICE.lower(
                 "attention_decode",
-                &["bf16", "16", bn, "128", "1", "false"],
+                &["bf16", "16", bn, "128", "1", "false", kl, vl],
                 &div_hints(&ptrs, &split_ints),
                 ffi_util::compile_options(occupancy, None),
                 what,
@@ -978,7 +1022,7 @@ pub(crate) mod tests {
         // The sub-tiled form (bn = 16): four 16-key sub-tiles a 64-key step, at the default hints.
         let ir = DEVICE.lower(
             "attention_decode_batched",
-            &["bf16", "16", "16", "4", "64", "128", "1", "false"],
+            &["bf16", "16", "16", "4", "64", "128", "1", "false", "2", "4"],
             &div_hints(&ptrs, &split_ints),
             ffi_util::compile_options(None, None),
             "-batch1-8k",
@@ -1015,7 +1059,7 @@ pub(crate) mod tests {
                 for window in ["false", "true"] {
                     DEVICE.assert_lowers(
                         "attention_decode",
-                        &[dtype, rows, bn, d, sq, window],
+                        &[dtype, rows, bn, d, sq, window, "2", "4"],
                         &["mma", "exp2", "store_view_tko"],
                     );
                 }
@@ -1046,7 +1090,8 @@ pub(crate) mod tests {
                 &["occupancy = 8", "num_worker_warps_per_cta = 4"],
             ),
         ] {
-            let ir = DEVICE.lower("attention_decode", &["bf16", "16", "64", "128", "1", "false"], &[], options, what);
+            let generics = ["bf16", "16", "64", "128", "1", "false", "2", "4"];
+            let ir = DEVICE.lower("attention_decode", &generics, &[], options, what);
             assert!(ir.contains("mma") && ir.contains("exp2"), "{what}:\n{ir}");
             assert!(hints.iter().all(|h| ir.contains(h)), "{what}: a hint missing from the IR:\n{ir}");
         }

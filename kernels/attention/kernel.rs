@@ -429,6 +429,8 @@ pub mod attention_device {
         const D: i32,
         const SQ: i32,
         const WINDOW: bool,
+        const KL: i32,
+        const VL: i32,
     >(
         ws_acc: *mut f32, ws_m: *mut f32, ws_l: *mut f32, o_ptr: *mut T, q_ptr: *mut T, k_ptr: *mut T, v_ptr: *mut T,
         b: i32, h: i32, hkv: i32, sq: i32, skv: i32, o_sb: i32, o_sh: i32, o_ss: i32, q_sb: i32, q_sh: i32, q_ss: i32,
@@ -463,12 +465,12 @@ pub mod attention_device {
         let t_stop: i32 = t0 + tiles_per_split;
         let t1: i32 = if t_stop < tiles_end { t_stop } else { tiles_end };
         for j in t0..t1 {
-            let k: Tile<T, { [D, BN] }> = k_part.load_pipelined::<2>([batch, kv_head, 0i32, j]).reshape(shape![D, BN]);
+            let k: Tile<T, { [D, BN] }> = k_part.load_pipelined::<KL>([batch, kv_head, 0i32, j]).reshape(shape![D, BN]);
             let qk: Tile<f32, { [BM, BN] }> = mma(q, k, zero);
             // Row r is query i(r) (`rows`).
             let visible: Tile<bool, { [BM, BN] }> =
                 visible_keys::<BM, BN, WINDOW>(rows, cols, 0i32, j * BN, skv, diag, window);
-            let v: Tile<T, { [BN, D] }> = v_part.load_pipelined::<4>([batch, kv_head, j, 0i32]).reshape(shape![BN, D]);
+            let v: Tile<T, { [BN, D] }> = v_part.load_pipelined::<VL>([batch, kv_head, j, 0i32]).reshape(shape![BN, D]);
             let (m_new, l_new, acc_new) =
                 online_step::<T, BM, BN, D>(select(visible, qk, neg_inf), v, qk_scale_log2, m_i, l_i, acc);
             m_i = m_new;
@@ -519,6 +521,8 @@ pub mod attention_device {
         const D: i32,
         const SQ: i32,
         const WINDOW: bool,
+        const KL: i32,
+        const VL: i32,
     >(
         ws_acc: *mut f32, ws_m: *mut f32, ws_l: *mut f32, o_ptr: *mut T, q_ptr: *mut T, k_ptr: *mut T, v_ptr: *mut T,
         b: i32, h: i32, hkv: i32, sq: i32, skv: i32, o_sb: i32, o_sh: i32, o_ss: i32, q_sb: i32, q_sh: i32, q_ss: i32,
@@ -566,7 +570,7 @@ pub mod attention_device {
         let t1: i32 = if t_stop < tiles_end { t_stop } else { tiles_end };
         for j in t0..t1 {
             let k_step: Tile<T, { [BN, D] }> =
-                k_part.load_pipelined::<2>([batch, kv_head, j, 0i32]).reshape(shape![BN, D]);
+                k_part.load_pipelined::<KL>([batch, kv_head, j, 0i32]).reshape(shape![BN, D]);
             let k_subs: Tile<T, { [NB, SUB, D] }> = k_step.reshape(shape![NB, SUB, D]);
             let k: Tile<T, { [NB, D, SUB] }> = permute(k_subs, const_array![0, 2, 1]);
             let qk: Tile<f32, { [NB, BM, SUB] }> = mmaf(q, k, zero);
@@ -583,7 +587,7 @@ pub mod attention_device {
             }
             let s: Tile<f32, { [NB, BM, SUB] }> = select(visible, qk, neg_inf);
             let v_step: Tile<T, { [BN, D] }> =
-                v_part.load_pipelined::<4>([batch, kv_head, j, 0i32]).reshape(shape![BN, D]);
+                v_part.load_pipelined::<VL>([batch, kv_head, j, 0i32]).reshape(shape![BN, D]);
             let v: Tile<T, { [NB, SUB, D] }> = v_step.reshape(shape![NB, SUB, D]);
             // online_step per sub-tile: c > 0, so the max of the scaled scores is the scaled max.
             let row_max: Tile<f32, { [NB, BM] }> = reduce_max(s, 2i32);

@@ -19,10 +19,12 @@ the work is O(s_q · window). None (or -1) is no window.
 
 `cutile_attention` (kernels/attention/ffi.rs) called through tilekit.runtime.port. `variant`: "auto" the
 autotuned candidate of `variants` for this GPU, dtype and shape class, "default" ffi.rs's defaults,
-a dict {"bm", "bn", "occupancy", "warps", "splits"} (splits: ffi.rs's decode path for up to 16
-queries per sequence, the key/value cache cut in splits across tile blocks and the query heads of
-one key/value head packed into one tile; 0 the forward kernel, -1 the decode path wherever it
-applies with a split count for the GPU, about 1 tile block per SM; -n, 2 <= n <= 16, about n).
+a dict {"bm", "bn", "occupancy", "warps", "splits", "depth"} (splits: ffi.rs's decode path for up
+to 16 queries per sequence, the key/value cache cut in splits across tile blocks and the query heads
+of one key/value head packed into one tile; 0 the forward kernel, -1 the decode path wherever it
+applies with a split count for the GPU, about 1 tile block per SM; -n, 2 <= n <= 16, about n;
+depth: the decode split kernel's K and V load latency hints, 1 to 16, from which tileiras sizes
+their pipeline in shared memory, -1 its default; a variant without it is depth -1).
 """
 
 from __future__ import annotations
@@ -39,16 +41,16 @@ int32_t cutile_attention(const TensorDesc* out, const TensorDesc* q, const Tenso
                          const TensorDesc* v, const TensorDesc* sinks, int32_t causal,
                          float scale, int32_t window,
                          int32_t bm, int32_t bn, int32_t occupancy, int32_t warps,
-                         int32_t splits, int32_t device_id, uint64_t stream);
+                         int32_t splits, int32_t depth, int32_t device_id, uint64_t stream);
 int32_t cutile_attention_lse(const TensorDesc* out, const TensorDesc* lse, const TensorDesc* q,
                              const TensorDesc* k, const TensorDesc* v, const TensorDesc* sinks,
                              int32_t causal, float scale, int32_t window,
                              int32_t bm, int32_t bn, int32_t occupancy, int32_t warps,
-                             int32_t splits, int32_t device_id, uint64_t stream);
+                             int32_t splits, int32_t depth, int32_t device_id, uint64_t stream);
 """
 
 DTYPES = ("bfloat16", "float16")
-DEFAULT_VARIANT = {"bm": -1, "bn": -1, "occupancy": -1, "warps": -1, "splits": -1}
+DEFAULT_VARIANT = {"bm": -1, "bn": -1, "occupancy": -1, "warps": -1, "splits": -1, "depth": -1}
 HEAD_DIMS = (64, 128)  # ffi.rs HEAD_DIMS: one tile spans the head dim
 LOG2E = 1.4426950408889634  # the kernels exponentiate in base 2 (defined before the entry: the backward reads it)
 INDEX_LIMIT = 2**31 - 1  # the kernel's views index with i32
@@ -152,9 +154,11 @@ def decode_split(skv: int, bn: int, diag: int, window: int, asked: int) -> tuple
     return first, end, -(-visible // per), per
 
 
-def export_args(bm: int, bn: int, occupancy: int, warps: int, splits: int = -1) -> tuple[int, int, int, int, int]:
-    """A variant's arguments of the export, (bm, bn, occupancy, warps, splits). Pure."""
-    return int(bm), int(bn), int(occupancy), int(warps), int(splits)
+def export_args(
+    bm: int, bn: int, occupancy: int, warps: int, splits: int = -1, depth: int = -1
+) -> tuple[int, int, int, int, int, int]:
+    """A variant's arguments of the export, (bm, bn, occupancy, warps, splits, depth). Pure."""
+    return int(bm), int(bn), int(occupancy), int(warps), int(splits), int(depth)
 
 
 @port.entry(layouts={"q": "(b, h, s_q, d)", "k": "(b, h_kv, s_kv, d)", "v": "(b, h_kv, s_kv, d)"})
@@ -305,8 +309,8 @@ def tune_key(
     return key
 
 
-def _v(bm: int, bn: int, occupancy: int = -1, warps: int = -1, splits: int = 0) -> dict:
-    return {"bm": bm, "bn": bn, "occupancy": occupancy, "warps": warps, "splits": splits}
+def _v(bm: int, bn: int, occupancy: int = -1, warps: int = -1, splits: int = 0, depth: int = -1) -> dict:
+    return {"bm": bm, "bn": bn, "occupancy": occupancy, "warps": warps, "splits": splits, "depth": depth}
 
 
 DECODE_MAX_SQ, DECODE_MAX_ROWS = 16, 128  # ffi.rs: the decode path's queries and packed rows
@@ -349,20 +353,19 @@ def variants(b: int, h: int, hkv: int, sq: int, skv: int, d: int) -> list[dict]:
 
     Where the decode path applies (`decodes`: up to 16 queries; NOTES.md, "Decode"), 64-key tiles
     with the split count ffi.rs picks for the GPU (1 tile block per SM: the split kernel holds one
-    an SM at its default hints, 255 registers a thread over 8 warps), the same steps as four 16-key
-    sub-tiles a warp each (bn 16: attention_decode_batched, NOTES.md "Sub-tiles a warp each"; where
-    the packed rows are at most 32, past which its four accumulators spill; 128-key tiles
-    otherwise), 32-key tiles
-    at 2 blocks per SM planned resident together (occupancy 2: 128 registers and 85 KB of shared
-    memory a block, NOTES.md "Two split blocks an SM"), 64-key tiles at 2 blocks per SM over 4
-    warps, and at 4 planned as resident together (occupancy 4: more K/V loads in flight per SM,
-    where one sequence's few (batch, key/value head) pairs leave each block only a few tiles to
-    walk) come first, then the forward kernel with 64-key tiles (its 128-key ones were never the
-    pick at a decode shape):
+    an SM at its default hints, 255 registers a thread and 119 KB of shared memory), the same with
+    the K and V loads at depth 8 (208 KB: about twice the bytes in flight a block), the same steps
+    as four 16-key sub-tiles a warp each (bn 16: attention_decode_batched, NOTES.md "Sub-tiles a
+    warp each"; where the packed rows are at most 32, past which its four accumulators spill;
+    128-key tiles otherwise), then split blocks planned to share an SM: 32-key tiles two an SM
+    (occupancy 2: 128 registers and 85 KB a block, NOTES.md "Two split blocks an SM"), 64-key tiles
+    two an SM at depth 2 (86 KB) and four at depth 1 (occupancy 4: 54 KB; at the default depth a
+    block takes 119 KB and they ran one an SM, NOTES.md "The loads' depth"), and last the forward
+    kernel with 64-key tiles (its 128-key ones were never the pick at a decode shape):
 
-    >>> [(v["bn"], v["splits"], v["occupancy"]) for v in variants(64, 32, 8, 1, 8192, 128)]
-    [(64, -1, -1), (16, -1, -1), (32, -2, 2), (64, -2, -1), (64, -4, 4), (64, 0, -1)]
-    >>> variants(1, 32, 8, 16, 8192, 128)[1]["bn"]  # 4 heads x 16 queries: 64 rows
+    >>> [(v["bn"], v["splits"], v["occupancy"], v["depth"]) for v in variants(64, 32, 8, 1, 8192, 128)]
+    [(64, -1, -1, -1), (64, -1, -1, 8), (16, -1, -1, -1), (32, -2, 2, -1), (64, -2, 2, 2), (64, -4, 4, 1), (64, 0, -1, -1)]
+    >>> variants(1, 32, 8, 16, 8192, 128)[2]["bn"]  # 4 heads x 16 queries: 64 rows
     128
     """
     del b, skv, d
@@ -371,11 +374,15 @@ def variants(b: int, h: int, hkv: int, sq: int, skv: int, d: int) -> list[dict]:
         if not decodes(h, hkv, sq):
             return forward
         sub_tiles = packed_rows(h, hkv, sq) <= DECODE_SUB_MAX_ROWS
-        one_per_sm = [_v(64, 64, splits=-1), _v(64, 16 if sub_tiles else 128, splits=-1)]
+        one_per_sm = [
+            _v(64, 64, splits=-1),
+            _v(64, 64, splits=-1, depth=8),
+            _v(64, 16 if sub_tiles else 128, splits=-1),
+        ]
         per_sm = [
             _v(64, 32, occupancy=2, splits=-2),
-            _v(64, 64, warps=4, splits=-2),
-            _v(64, 64, occupancy=4, splits=-4),
+            _v(64, 64, occupancy=2, splits=-2, depth=2),
+            _v(64, 64, occupancy=4, splits=-4, depth=1),
         ]
         return [*one_per_sm, *per_sm, forward[0]]
     tiles128 = [_v(128, 64, warps=8), _v(128, 128, warps=8)]

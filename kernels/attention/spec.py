@@ -267,7 +267,8 @@ SPEC = KernelSpec(
     + shapes(
         "b h hkv sq skv d causal dtype", (2, 32, 8, 1, 1000, 128, 1, "bfloat16"), (1, 8, 2, 5, 333, 64, 1, "float16")
     ),
-    max_variants=6,
+    # the decode shapes' candidates: six of the split kernels and the forward kernel's (op.variants)
+    max_variants=7,
     # a one-key window's dq is exactly 0 (P = 1, dS = dP - Δ = 0): its error is judged against the
     # rounding floor, not relative to zero (harness.check_backward)
     gradient_floor=True,
@@ -322,6 +323,9 @@ SPEC = KernelSpec(
         "splits": FfiCase(variant={"splits": -17}, message="splits=-17: use 0 (the forward kernel)"),
         # the decode path with 3 splits over 8 keys of 4 query heads, 2 per key/value head: accepted
         "decode_splits": FfiCase(variant={"splits": 3}, code=-4),
+        "depth": FfiCase(variant={"depth": 17}, message="variant depth=17: the decode path's load latency hint"),
+        "depth_without_splits": FfiCase(variant={"splits": 0, "depth": 8}, message="1..=16 with splits != 0"),
+        "decode_depth": FfiCase(variant={"splits": 3, "depth": 8}, code=-4),
         # (b, s, h, d) storage as (b, h, s, d) views, and MQA: accepted, read in place
         "bshd_views": FfiCase(
             lambda: {

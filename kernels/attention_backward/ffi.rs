@@ -111,7 +111,7 @@ pub fn plan(
         ));
     }
     // The forward's checks of q, k, v, lse, the mask, the window and the scale (o in out's place).
-    let fwd = forward::plan(o, q, k, v, None, Some(lse), causal, scale, window, 64, 64, -1, -1, 0)?;
+    let fwd = forward::plan(o, q, k, v, None, Some(lse), causal, scale, window, 64, 64, -1, -1, 0, -1)?;
     let d = fwd.d as i64;
     let rows = fwd.b as i64 * (fwd.h as i64 * fwd.sq as i64 + 2 * fwd.hkv as i64 * fwd.skv as i64);
     if out.shape() != [rows, d] || out.strides()[0] < d {

@@ -332,7 +332,7 @@ def test_a_variant_that_misses_or_invents_a_knob_is_refused_naming_them():
         importlib.import_module(f"kernels.{name}.op")
     # the attention GPU test that passed {"bm", "bn", "occupancy"} got a bare TypeError from Python
     with pytest.raises(
-        TypeError, match=r"missing knob\(s\) warps \(the export's knobs: bm, bn, occupancy, warps, splits;"
+        TypeError, match=r"missing knob\(s\) warps \(the export's knobs: bm, bn, occupancy, warps, splits, depth;"
     ):
         port.export_args("kernels.attention.op", {"bm": 64, "bn": 64, "occupancy": -1}, 0)
     with pytest.raises(TypeError, match=r"unknown knob\(s\) tile"):

@@ -38,10 +38,11 @@
 //! key/value head (GQA) and their s_q queries into one tile of rows, so K and V are read once for
 //! all of them, walks its split of the key tiles, and writes partials (acc, max, sum) to a
 //! stream-ordered workspace that a second kernel combines (with the sinks) into out, or, with one
-//! split and no sinks, stores out itself; `bn` is its key tile too. `depth` (decode path only; -1
-//! the default) is the latency hint (1..=16) of the split kernel's K and V loads, from which
-//! tileiras sizes their pipeline in shared memory: the K/V bytes a tile block keeps in flight and so
-//! how many blocks share an SM (DECODE_DEPTH). `bm` applies to the forward
+//! split and no sinks, stores out itself; `bn` is its key tile too. `depth` (-1 the default) is the
+//! latency hint (1..=16, with splits != 0) of the split kernel's K and V loads, from which tileiras
+//! sizes their pipeline in shared memory: the K/V bytes a tile block keeps in flight and so how many
+//! blocks share an SM (DECODE_DEFAULT_DEPTH); where the forward kernel runs instead (auto splits at
+//! a shape the decode path does not take, or lse) it is unused, like `splits`. `bm` applies to the forward
 //! kernel only; the hints to the forward kernel and, as given (without BM = 128's default of 8
 //! warps), to the decode path's first kernel (its combine compiles at occupancy 8,
 //! COMBINE_OCCUPANCY). Every descriptor is validated before anything touches the GPU: bad input

@@ -638,8 +638,16 @@ pub(crate) mod tests {
                 "scale=",
             );
         }
-        assert_fails(plan(&o, &q, &k, &v, None, None, 0, 1.0, -1, 32, -1, -1, -1, 0, -1), rc::INVALID_ARGUMENT, "bm=32");
-        assert_fails(plan(&o, &q, &k, &v, None, None, 0, 1.0, -1, -1, 256, -1, -1, 0, -1), rc::INVALID_ARGUMENT, "bn=256");
+        assert_fails(
+            plan(&o, &q, &k, &v, None, None, 0, 1.0, -1, 32, -1, -1, -1, 0, -1),
+            rc::INVALID_ARGUMENT,
+            "bm=32",
+        );
+        assert_fails(
+            plan(&o, &q, &k, &v, None, None, 0, 1.0, -1, -1, 256, -1, -1, 0, -1),
+            rc::INVALID_ARGUMENT,
+            "bn=256",
+        );
         assert_hints_checked(true, |occ, w| plan(&o, &q, &k, &v, None, None, 0, 1.0, -1, -1, -1, occ, w, 0, -1));
         let f32s = qkv(DType::F32, [1, 4, 2, 8, 8, 64]);
         assert_fails(plan_of(&f32s, 0), rc::UNSUPPORTED_DTYPE, "attention supports f16 and bf16");
@@ -888,9 +896,10 @@ pub(crate) mod tests {
         assert_eq!((warps(128, -1).warps, warps(128, -1).decode.unwrap().warps), (Some(8), None));
         assert_eq!(warps(64, 4).decode.unwrap().warps, Some(4));
         assert_eq!(decode_plan(&t, None, -1, 0).unwrap().decode, None); // the forward kernel
-        // depth: the split kernel's K and V load latency hints, 1..=DECODE_MAX_DEPTH for both, on
-        // the decode path only (refused with splits = 0).
-        let deep = |splits, depth| plan(&t[0], &t[1], &t[2], &t[3], None, None, 1, 0.125, -1, -1, -1, -1, -1, splits, depth);
+                                                                        // depth: the split kernel's K and V load latency hints, 1..=DECODE_MAX_DEPTH for both, on
+                                                                        // the decode path only (refused with splits = 0).
+        let deep =
+            |splits, depth| plan(&t[0], &t[1], &t[2], &t[3], None, None, 1, 0.125, -1, -1, -1, -1, -1, splits, depth);
         assert_eq!(deep(-4, 1).unwrap().decode.unwrap().depth, (1, 1));
         assert_eq!(deep(7, DECODE_MAX_DEPTH).unwrap().decode.unwrap().depth, (16, 16));
         for (splits, bad) in [(-1, 0), (-1, DECODE_MAX_DEPTH + 1), (-1, -2), (0, 8)] {
@@ -931,7 +940,8 @@ pub(crate) mod tests {
         // candidate's 32-key tiles as 64, so autotune's candidates all launch there.
         let lse = ffi_util::test_desc(DType::F32, &[4, 32, 1], &[32, 1, 1]);
         for bn in [16, 32] {
-            let with_lse = plan(&t[0], &t[1], &t[2], &t[3], None, Some(&lse), 1, 0.125, -1, -1, bn, 2, -1, -2, -1).unwrap();
+            let with_lse =
+                plan(&t[0], &t[1], &t[2], &t[3], None, Some(&lse), 1, 0.125, -1, -1, bn, 2, -1, -2, -1).unwrap();
             assert_eq!((with_lse.bn, with_lse.decode), (DEFAULT_BN, None));
         }
     }

@@ -8,7 +8,8 @@ On a GPU host (the bundle: `export TILEKIT_GPU_HOME=$PWD/.gpu-home; . scripts/gp
 then `PYTHONPATH=$PWD:$PWD/tools python3 scripts/probe_decode_attention.py`). Each call is sampled
 `--nrep` times as the model check samples a step (tilekit.testing.model.profile: the L2 flushed,
 CUPTI's device activities, as `make perf`); printed per implementation: the median of the sum (the
-kit's figure), each kernel's median, and the K and V bytes once over that time. The port's variants
+kit's figure), each kernel's median, the K and V bytes once over that time, and the output's largest
+error against float32 SDPA on the same inputs (checked before the timing). The port's variants
 are its decode candidates (op.variants), the split counts of `--splits` and the variants of
 `--variants`. Times nothing the reports use; kernels/attention/NOTES.md cites what it printed.
 """
@@ -70,16 +71,22 @@ def main(argv=None) -> int:
                     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
 
             runs.append((name, call))
+        # every output is checked against float32 SDPA (math) on the same inputs before it is timed
+        ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), attn_mask=mask, enable_gqa=True)
         print(f"== {s}: K and V {kv_bytes / 1e6:.1f} MB", flush=True)
         for name, fn in runs:
             try:
+                err = (fn().float() - ref).abs().max().item()
                 timing = profile(fn, args.nrep)
             except Exception as e:  # noqa: BLE001 - a refused variant or backend is a line, not the end
                 print(f"  {name}: {type(e).__name__}: {str(e)[:140]}", flush=True)
                 continue
             total = timing["median_ms"]
             kernels = "; ".join(f"{n[:60]} {ms * 1e3:.1f}" for n, ms in timing["kernels"].items())
-            print(f"  {name}: {total * 1e3:.1f} us ({kv_bytes / total / 1e9:.2f} TB/s) = {kernels}", flush=True)
+            print(
+                f"  {name}: {total * 1e3:.1f} us ({kv_bytes / total / 1e9:.2f} TB/s; max |err| {err:.1e}) = {kernels}",
+                flush=True,
+            )
     return 0
 
 

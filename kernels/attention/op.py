@@ -353,19 +353,19 @@ def variants(b: int, h: int, hkv: int, sq: int, skv: int, d: int) -> list[dict]:
 
     Where the decode path applies (`decodes`: up to 16 queries; NOTES.md, "Decode"), 64-key tiles
     with the split count ffi.rs picks for the GPU (1 tile block per SM: the split kernel holds one
-    an SM at its default hints, 255 registers a thread and 119 KB of shared memory), the same with
-    the K and V loads at depth 8 (208 KB: about twice the bytes in flight a block), the same steps
+    an SM at its default hints, 255 registers a thread and 119 KB of shared memory), the same steps
     as four 16-key sub-tiles a warp each (bn 16: attention_decode_batched, NOTES.md "Sub-tiles a
     warp each"; where the packed rows are at most 32, past which its four accumulators spill;
     128-key tiles otherwise), then split blocks planned to share an SM: 32-key tiles two an SM
-    (occupancy 2: 128 registers and 85 KB a block, NOTES.md "Two split blocks an SM"), 64-key tiles
-    two an SM at depth 2 (86 KB) and four at depth 1 (occupancy 4: 54 KB; at the default depth a
-    block takes 119 KB and they ran one an SM, NOTES.md "The loads' depth"), and last the forward
-    kernel with 64-key tiles (its 128-key ones were never the pick at a decode shape):
+    (occupancy 2: 128 registers and 85 KB a block, NOTES.md "Two split blocks an SM") and 64-key
+    tiles two an SM at depth 2 (86 KB; at the default depth a block takes 119 KB and they ran one an
+    SM, NOTES.md "The loads' depth"), and last the forward kernel with 64-key tiles (its 128-key ones
+    were never the pick at a decode shape). Depth 8 and four blocks an SM at depth 1 were
+    candidates too, slower on every probed shape (NOTES.md, "The loads' depth, timed"):
 
     >>> [(v["bn"], v["splits"], v["occupancy"], v["depth"]) for v in variants(64, 32, 8, 1, 8192, 128)]
-    [(64, -1, -1, -1), (64, -1, -1, 8), (16, -1, -1, -1), (32, -2, 2, -1), (64, -2, 2, 2), (64, -4, 4, 1), (64, 0, -1, -1)]
-    >>> variants(1, 32, 8, 16, 8192, 128)[2]["bn"]  # 4 heads x 16 queries: 64 rows
+    [(64, -1, -1, -1), (16, -1, -1, -1), (32, -2, 2, -1), (64, -2, 2, 2), (64, 0, -1, -1)]
+    >>> variants(1, 32, 8, 16, 8192, 128)[1]["bn"]  # 4 heads x 16 queries: 64 rows
     128
     """
     del b, skv, d
@@ -374,16 +374,8 @@ def variants(b: int, h: int, hkv: int, sq: int, skv: int, d: int) -> list[dict]:
         if not decodes(h, hkv, sq):
             return forward
         sub_tiles = packed_rows(h, hkv, sq) <= DECODE_SUB_MAX_ROWS
-        one_per_sm = [
-            _v(64, 64, splits=-1),
-            _v(64, 64, splits=-1, depth=8),
-            _v(64, 16 if sub_tiles else 128, splits=-1),
-        ]
-        per_sm = [
-            _v(64, 32, occupancy=2, splits=-2),
-            _v(64, 64, occupancy=2, splits=-2, depth=2),
-            _v(64, 64, occupancy=4, splits=-4, depth=1),
-        ]
+        one_per_sm = [_v(64, 64, splits=-1), _v(64, 16 if sub_tiles else 128, splits=-1)]
+        per_sm = [_v(64, 32, occupancy=2, splits=-2), _v(64, 64, occupancy=2, splits=-2, depth=2)]
         return [*one_per_sm, *per_sm, forward[0]]
     tiles128 = [_v(128, 64, warps=8), _v(128, 128, warps=8)]
     return [*tiles128, _v(64, 64), _v(64, 128), _v(128, 64, occupancy=2, warps=4), _v(64, 64, occupancy=2)]

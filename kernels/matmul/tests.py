@@ -67,7 +67,20 @@ def test_op_accumulate_adds_into_c_cutile_rs(cuda, variant, mnk, b_t):
     c, a, b, buffer = _acc_case(m, n, k, b_t=b_t, ldc=n + 7)
     beyond = buffer[:, n:].clone()
     _add_and_check(c, a, b, variant=variant)
-    assert torch.equal(buffer[:, n:], beyond), "a store past c's columns"
+    assert torch.equal(buffer[:, n:], beyond), _stores_past(buffer[:, n:], beyond)
+
+
+def _stores_past(now, before) -> str:
+    """What changed in the columns past c (the buffer's padding): where, and into what."""
+    changed = now != before
+    rows, cols = changed.nonzero(as_tuple=True)
+    new, old = now[changed].float(), before[changed].float()
+    return (
+        f"a store past c's columns: {int(changed.sum())} of {changed.numel()} padding elements changed, "
+        f"rows {rows.min().item()}..{rows.max().item()}, columns n+{cols.min().item()}..n+{cols.max().item()}; "
+        f"{int((new == 0).sum())} now zero; first (before, now): "
+        f"{list(zip(old[:4].tolist(), new[:4].tolist()))}"
+    )
 
 
 def test_op_accumulate_autotune_adds_once_cutile_rs(cuda, tmp_path, monkeypatch):

@@ -896,8 +896,9 @@ pub(crate) mod tests {
         assert_eq!((warps(128, -1).warps, warps(128, -1).decode.unwrap().warps), (Some(8), None));
         assert_eq!(warps(64, 4).decode.unwrap().warps, Some(4));
         assert_eq!(decode_plan(&t, None, -1, 0).unwrap().decode, None); // the forward kernel
-                                                                        // depth: the split kernel's K and V load latency hints, 1..=DECODE_MAX_DEPTH for both, on
-                                                                        // the decode path only (refused with splits = 0).
+
+        // depth: the split kernel's K and V load latency hints, 1..=DECODE_MAX_DEPTH for both, on
+        // the decode path only (refused with splits = 0).
         let deep =
             |splits, depth| plan(&t[0], &t[1], &t[2], &t[3], None, None, 1, 0.125, -1, -1, -1, -1, -1, splits, depth);
         assert_eq!(deep(-4, 1).unwrap().decode.unwrap().depth, (1, 1));
@@ -1006,8 +1007,9 @@ pub(crate) mod tests {
         split_ints.extend([("first_tile", 0), ("tiles_per_split", 8), ("tiles_end", 128), ("direct", 0)]);
         split_ints.extend([("o_sb", hq), ("o_sh", d), ("o_ss", d)]);
         split_ints.extend(shared);
-        // op.variants' candidates with attention_decode (bn, occupancy, the K and V loads' latency
-        // hints: DECODE_DEFAULT_DEPTH or `depth` for both). cuobjdump -res-usage of the kept cubins
+        // attention_decode as op.variants' candidates launch it, and the two the H100 probe dropped
+        // (depth 8; occupancy 4 at depth 1): (bn, occupancy, the K and V loads' latency hints:
+        // DECODE_DEFAULT_DEPTH or `depth` for both). cuobjdump -res-usage of the kept cubins
         // (NOTES.md, "The loads' depth"): 64-key tiles 255 registers and 119 KB of shared memory at
         // the default hints (one block an SM; 4 warps the same), 208 KB at depth 8 (one, about
         // twice the loads in flight); 32-key tiles at occupancy 2, 128 registers and 85 KB (two);

@@ -543,6 +543,22 @@ pub fn vec_elems(dtype: DType) -> i32 {
     (16 / dtype.size_bytes()) as i32
 }
 
+/// Whether a tile store into rows of `n` elements may go through TMA: only where a row is a whole
+/// number of 16-byte units. An H100 (driver 580, tileiras 13.4) stored a matmul's ragged edge tile
+/// through TMA with the rest of the row's last 16-byte unit too (the columns past n up to the next
+/// multiple of 8 bf16 elements), which belong to the caller when the output is a column slice; its
+/// TMA loads filled past n with zeros exactly (kernels/matmul/NOTES.md, "C += A B"). The MMA
+/// entries store lane by lane otherwise (their const generic C_TMA).
+///
+/// ```
+/// use cutile_kernels::ffi_util::{tma_store_exact, DType};
+/// assert!(tma_store_exact(DType::BF16, 4096) && !tma_store_exact(DType::BF16, 257));
+/// assert!(tma_store_exact(DType::F32, 4) && !tma_store_exact(DType::F16, 4));
+/// ```
+pub fn tma_store_exact(dtype: DType, n: i32) -> bool {
+    n % vec_elems(dtype) == 0
+}
+
 /// Whether a row of n elements' body of whole 16-byte groups, (n / VEC) * VEC, fits a `block`-wide
 /// tile (n = 4097 in 4096 lanes): the aligned-row entries hold such rows whole.
 pub fn aligned_body_fits(dtype: DType, n: i32, block: i32) -> bool {

@@ -182,7 +182,9 @@ fn launch<T: Element>(p: &Plan, c: &TensorDesc, a: &TensorDesc, b: &TensorDesc, 
     // A_T, B_T, then the partitions' dim maps A_MAP, B_MAP: [0, 1, 2] row-major, [0, 2, 1] column-major.
     let (at, bt) = (p.a.t as i32, p.b.t as i32);
     let mut launch = p.variant.launch::<T>(&[at, bt, 0, 1 + at, 2 - at, 0, 1 + bt, 2 - bt], p.tiles());
-    launch.generics.push(p.variant.programs.is_some().to_string()); // PERSISTENT
+    // PERSISTENT, then C_TMA (C's store through TMA only where its rows are whole 16-byte units)
+    let c_tma = ffi_util::tma_store_exact(p.dtype, p.n);
+    launch.generics.extend([p.variant.programs.is_some().to_string(), c_tma.to_string()]);
     let (batch, m, n, k, ab, bb) = (p.batch, p.m, p.n, p.k, p.a.batches, p.b.batches);
     let (sa, sb, sc, lda, ldb, ldc) = (p.a.batch_stride, p.b.batch_stride, p.sc, p.a.ld, p.b.ld, p.ldc);
     // SAFETY: plan() checked shapes, strides and dtypes against the descriptors; the memory is
@@ -367,8 +369,13 @@ mod tests {
                     (["64", "64", "32"], ["0", "1", "0", "1", "2", "0", "2", "1"]),
                     (["128", "256", "64"], ["1", "1", "0", "2", "1", "0", "2", "1"]),
                 ] {
-                    let generics = [&[dtype][..], &tile[..], &["8"][..], &layout[..], &[persistent]].concat();
-                    DEVICE.assert_lowers("bmm_tiles", &generics, &["mma", "store_view_tko"]);
+                    // C_TMA true and false: C's store through TMA or lane by lane (allow_tma = false)
+                    for (c_tma, no_tma) in [("true", false), ("false", true)] {
+                        let generics =
+                            [&[dtype][..], &tile[..], &["8"][..], &layout[..], &[persistent, c_tma]].concat();
+                        let ir = DEVICE.assert_lowers("bmm_tiles", &generics, &["mma", "store_view_tko"]);
+                        assert_eq!(ir.contains("allow_tma = false"), no_tma, "bmm_tiles<{}>", generics.join(","));
+                    }
                 }
             }
         }
@@ -409,7 +416,7 @@ mod tests {
             perf_ints(16, 1024, 4096, 4096, false, true),
             perf_ints(128, 2048, 2048, 128, true, false),
         );
-        let (tiles, persistent) = ("false", "true"); // bmm_tiles' PERSISTENT
+        let (tiles, persistent) = ("false", "true"); // bmm_tiles' PERSISTENT (C_TMA true: n is a multiple of 16)
                                                      // (PERSISTENT, [bm, bn, bk], occupancy, num_cta_in_cga, layout, ints, name)
         let cases = [
             (tiles, ["128", "128", "64"], 2, 1, row, cube, "16x2048^3"),
@@ -428,7 +435,7 @@ mod tests {
             (persistent, ["128", "128", "128"], 1, 1, bt, qkt, "QKt"),
         ];
         for (persistent, tile, occupancy, cga, layout, ints, name) in cases {
-            let generics = [&["bf16"][..], &tile[..], &["8"][..], &layout[..], &[persistent]].concat();
+            let generics = [&["bf16"][..], &tile[..], &["8"][..], &layout[..], &[persistent, "true"]].concat();
             let options = ffi_util::compile_options(Some(occupancy), None).num_cta_in_cga(cga);
             let what = format!(" {name} occupancy {occupancy} cga {cga} persistent {persistent}");
             DEVICE.assert_div_hints_lower("bmm_tiles", &generics, &ptrs, &ints, options, &what);

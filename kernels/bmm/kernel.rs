@@ -12,9 +12,9 @@
 //!
 //! A tile block computes one BM x BN tile of one C[b] by walking ceil(k / BK) K-tiles; partitions
 //! pad with zero and stores outside the view are dropped, so any m, n, k work without masks
-//! (matmul's kernel.rs says how). Tile ids run over the batch first: id / (tiles_m * tiles_n) is
-//! the product, and within one the tiles go in GROUP-row bands as in matmul, so the tile blocks
-//! resident at one time share A row-tiles and B column-tiles of one product in L2.
+//! (matmul's kernel.rs says how, and why C_TMA). Tile ids run over the batch first: id / (tiles_m *
+//! tiles_n) is the product, and within one the tiles go in GROUP-row bands as in matmul, so the
+//! tile blocks resident at one time share A row-tiles and B column-tiles of one product in L2.
 //!   * `bmm_tiles` — one output tile per tile block, grid = batch * tiles_m * tiles_n; or, with the
 //!     const generic PERSISTENT, a fixed grid (about one tile block per SM) strides over all the tiles.
 //!
@@ -95,7 +95,7 @@ pub mod bmm_device {
     /// and B[b] or the batch of one: what `bmm_tiles` does per tile.
     // The tile's operands and counts one for one: a struct would only repack them.
     #[allow(clippy::too_many_arguments)]
-    fn store_tile<T: ElementType, const BM: i32, const BN: i32, const BK: i32>(
+    fn store_tile<T: ElementType, const BM: i32, const BN: i32, const BK: i32, const C_TMA: bool>(
         a_part: &Partition<T, { [1, BM, BK] }>, b_part: &Partition<T, { [1, BK, BN] }>,
         c_part: &mut PartitionMut<T, { [1, BM, BN] }>, tile_id: i32, tiles_m: i32, tiles_n: i32, group: i32,
         k_tiles: i32, a_batches: i32, b_batches: i32,
@@ -104,7 +104,14 @@ pub mod bmm_device {
         let a_b: i32 = if a_batches == 1 { 0i32 } else { b };
         let b_b: i32 = if b_batches == 1 { 0i32 } else { b };
         let c: Tile<T, { [1, BM, BN] }> = mma_tile::<T, BM, BN, BK>(a_part, b_part, a_b, b_b, bid_m, bid_n, k_tiles);
-        c_part.store(c, [b, bid_m, bid_n]);
+        // through TMA only where C's rows are whole 16-byte units (matmul's `store_c` says why)
+        if C_TMA {
+            c_part.store(c, [b, bid_m, bid_n]);
+        } else {
+            unsafe {
+                store_view_tko_mut(c_part, c, [b, bid_m, bid_n], ordering::Weak, scope::TileBlock, None, tma::Disabled)
+            };
+        }
     }
 
     /// The output tiles of every C[b], products first: with PERSISTENT false one tile per tile
@@ -123,6 +130,7 @@ pub mod bmm_device {
         const A_MAP: [i32; 3],
         const B_MAP: [i32; 3],
         const PERSISTENT: bool,
+        const C_TMA: bool,
     >(
         c_ptr: *mut T, a_ptr: *mut T, b_ptr: *mut T, batch: i32, m: i32, n: i32, k: i32, a_batches: i32,
         b_batches: i32, sa: i32, sb: i32, sc: i32, lda: i32, ldb: i32, ldc: i32,
@@ -141,10 +149,10 @@ pub mod bmm_device {
             let num_tiles: i32 = batch * tm * tn;
             let programs: i32 = get_num_tile_blocks().0;
             for tile_id in (first..num_tiles).step_by(programs as usize) {
-                store_tile::<T, BM, BN, BK>(&a_part, &b_part, &mut c_part, tile_id, tm, tn, GROUP, kt, ab, bb);
+                store_tile::<T, BM, BN, BK, C_TMA>(&a_part, &b_part, &mut c_part, tile_id, tm, tn, GROUP, kt, ab, bb);
             }
         } else {
-            store_tile::<T, BM, BN, BK>(&a_part, &b_part, &mut c_part, first, tm, tn, GROUP, kt, ab, bb);
+            store_tile::<T, BM, BN, BK, C_TMA>(&a_part, &b_part, &mut c_part, first, tm, tn, GROUP, kt, ab, bb);
         }
     }
 }

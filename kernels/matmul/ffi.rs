@@ -201,8 +201,9 @@ pub fn launch_with<T: Element>(
     if p.splits > 1 {
         return launch_split::<T>(p, launch, c_ptr, a_ptr, b_ptr, stream, acc);
     }
-    // the const generics PERSISTENT and ACC
-    launch.generics.extend([p.variant.programs.is_some().to_string(), acc.to_string()]);
+    // the const generics PERSISTENT, ACC and C_TMA
+    let c_tma = ffi_util::tma_store_exact(p.dtype, n);
+    launch.generics.extend([p.variant.programs.is_some().to_string(), acc.to_string(), c_tma.to_string()]);
     // SAFETY: plan() checked shapes, strides and dtypes against the descriptors; the memory is
     // PyTorch's, alive until the caller's stream has run the kernel (stream-ordered allocator).
     unsafe { launch.enqueue(device::matmul_tiles(c_ptr, a_ptr, b_ptr, m, n, k, lda, ldb, ldc), stream) }
@@ -480,8 +481,13 @@ mod tests {
                     ("128", "128", "64", ["0", "1", "0", "1", "1", "0"]),
                     ("16", "64", "128", ["1", "1", "1", "0", "1", "0"]),
                 ] {
-                    let generics = [&[dtype, bm, bn, bk, "8"][..], &maps[..], &[persistent, "false"]].concat();
-                    DEVICE.assert_lowers("matmul_tiles", &generics, &["mma", "store_view_tko"]);
+                    // PERSISTENT, ACC false, C_TMA true and false (C's store through TMA or lane by lane)
+                    for (c_tma, no_tma) in [("true", false), ("false", true)] {
+                        let generics =
+                            [&[dtype, bm, bn, bk, "8"][..], &maps[..], &[persistent, "false", c_tma]].concat();
+                        let ir = DEVICE.assert_lowers("matmul_tiles", &generics, &["mma", "store_view_tko"]);
+                        assert_eq!(ir.contains("allow_tma = false"), no_tma, "matmul_tiles<{}>", generics.join(","));
+                    }
                 }
             }
             let generics = [dtype, "32", "64", "128", "8", "0", "1", "0", "1", "1", "0"];
@@ -500,9 +506,10 @@ mod tests {
         // not, column-major B; and the split-K reduce's (the first partial, the loop's, C's).
         for dtype in ["f16", "bf16"] {
             for persistent in ["false", "true"] {
-                let generics = [dtype, "128", "128", "64", "8", "0", "1", "0", "1", "1", "0", persistent, "true"];
+                let generics =
+                    [dtype, "128", "128", "64", "8", "0", "1", "0", "1", "1", "0", persistent, "true", "true"];
                 let ir = DEVICE.assert_lowers("matmul_tiles", &generics, &["mma", "load_view_tko", "store_view_tko"]);
-                let plain = [dtype, "128", "128", "64", "8", "0", "1", "0", "1", "1", "0", persistent, "false"];
+                let plain = [dtype, "128", "128", "64", "8", "0", "1", "0", "1", "1", "0", persistent, "false", "true"];
                 let plain_ir = DEVICE.assert_lowers("matmul_tiles", &plain, &["mma", "store_view_tko"]);
                 assert!(
                     ir.matches("load_view_tko").count() == plain_ir.matches("load_view_tko").count() + 1,
@@ -511,6 +518,34 @@ mod tests {
             }
             let ir = DEVICE.assert_lowers("matmul_split_reduce", &[dtype, "32", "64", "true"], &["load_view_tko"]);
             assert_eq!(ir.matches("load_view_tko").count(), 3, "the first partial, the loop's and C's");
+        }
+    }
+
+    #[test]
+    fn a_c_whose_rows_end_inside_16_bytes_is_stored_without_tma() {
+        // The H100 runs' failing case (NOTES.md, "C += A B"), as the launcher specializes it:
+        // 129 x 257 x 1000 with c a column slice (ldc 264), every pointer 16-byte aligned. 257 bf16
+        // columns end inside a 16-byte unit, so the launcher passes C_TMA false and the store of C's
+        // tile (plain and accumulating) carries allow_tma = false; 256 columns keep TMA.
+        use crate::ffi_util::{div_hints, tma_store_exact, ALIGNED_PTR};
+        assert!(!tma_store_exact(DType::BF16, 257) && tma_store_exact(DType::BF16, 256));
+        let ptrs = [("c_ptr", ALIGNED_PTR), ("a_ptr", ALIGNED_PTR), ("b_ptr", ALIGNED_PTR)];
+        let ints = [("m", 129), ("n", 257), ("k", 1000), ("lda", 1000), ("ldb", 257), ("ldc", 264)];
+        let hints = div_hints(&ptrs, &ints);
+        for acc in ["false", "true"] {
+            let ir_of = |c_tma| {
+                let generics = ["bf16", "128", "128", "64", "8", "0", "0", "0", "1", "0", "1", "false", acc, c_tma];
+                let what = format!("-ldc264-acc-{acc}");
+                DEVICE.lower("matmul_tiles", &generics, &hints, cutile::tile_kernel::CompileOptions::default(), &what)
+            };
+            // C's store: the one store_view_tko of each form
+            let store = |ir: String| ir.lines().filter(|l| l.contains("store_view_tko")).collect::<Vec<_>>().join("\n");
+            let (lanes, tma) = (store(ir_of("false")), store(ir_of("true")));
+            assert!(
+                lanes.contains("allow_tma = false") && lanes.lines().count() == 1,
+                "acc {acc}, C_TMA false:\n{lanes}"
+            );
+            assert!(!tma.contains("allow_tma") && tma.lines().count() == 1, "acc {acc}, C_TMA true:\n{tma}");
         }
     }
 }

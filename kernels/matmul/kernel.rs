@@ -15,7 +15,8 @@
 //! A tile block computes one BM x BN tile of C by walking ceil(k / BK) K-tiles. Partitions pad with
 //! zero, so the last K-tile of a k that is not a multiple of BK contributes zeros (A's padded
 //! columns meet B's padded rows), and the ragged M/N edge tiles compute on zeros whose results the
-//! store drops (stores outside the [m, n] view are not written). Any m, n, k work without masks.
+//! store drops (stores outside the [m, n] view are not written; through TMA only where C's rows are
+//! whole 16-byte units, const generic C_TMA, `store_c`). Any m, n, k work without masks.
 //!
 //! Output tiles are visited in GROUP-row bands ("grouped" or swizzled order): consecutive tile
 //! ids walk down GROUP tile rows of C before moving right, so the tile blocks resident at one time
@@ -104,13 +105,30 @@ pub mod matmul_device {
         c
     }
 
+    /// C's tile (bid_m, bid_n) stored: through TMA (`UTMASTG`) with C_TMA, else lane by lane (a masked
+    /// store per element). The launcher sets C_TMA only where C's rows are whole 16-byte units
+    /// (`ffi_util::tma_store_exact`): an H100's TMA store into rows ending inside a 16-byte unit wrote
+    /// the rest of that unit too, the columns just past C, which are the caller's when C is a column
+    /// slice (NOTES.md, "C += A B").
+    fn store_c<T: ElementType, const BM: i32, const BN: i32, const C_TMA: bool>(
+        c_part: &mut PartitionMut<T, { [BM, BN] }>, c: Tile<T, { [BM, BN] }>, bid_m: i32, bid_n: i32,
+    ) {
+        if C_TMA {
+            c_part.store(c, [bid_m, bid_n]);
+        } else {
+            unsafe {
+                store_view_tko_mut(c_part, c, [bid_m, bid_n], ordering::Weak, scope::TileBlock, None, tma::Disabled)
+            };
+        }
+    }
+
     /// Output tile `tile_id` (in band order) of C computed and stored: what `matmul_tiles` does per
     /// tile. With ACC the tile of C is read first (through `c_read`, zero past C's edges) and added
     /// to the products in f32 (C += A B): its one store depends on that load's values, and no other
     /// tile block touches the tile.
     // The tile's operands and counts one for one: a struct would only repack them.
     #[allow(clippy::too_many_arguments)]
-    fn store_tile<T: ElementType, const BM: i32, const BN: i32, const BK: i32, const ACC: bool>(
+    fn store_tile<T: ElementType, const BM: i32, const BN: i32, const BK: i32, const ACC: bool, const C_TMA: bool>(
         a_part: &Partition<T, { [BM, BK] }>, b_part: &Partition<T, { [BK, BN] }>, c_read: &Partition<T, { [BM, BN] }>,
         c_part: &mut PartitionMut<T, { [BM, BN] }>, tile_id: i32, tiles_m: i32, tiles_n: i32, group: i32, k_tiles: i32,
     ) {
@@ -120,10 +138,10 @@ pub mod matmul_device {
             let old: Tile<T, { [BM, BN] }> = c_read.load([bid_m, bid_n]);
             let old_f: Tile<f32, { [BM, BN] }> = convert_tile(old);
             let c: Tile<T, { [BM, BN] }> = convert_tile(acc + old_f);
-            c_part.store(c, [bid_m, bid_n]);
+            store_c::<T, BM, BN, C_TMA>(c_part, c, bid_m, bid_n);
         } else {
             let c: Tile<T, { [BM, BN] }> = mma_tile::<T, BM, BN, BK>(a_part, b_part, bid_m, bid_n, k_tiles);
-            c_part.store(c, [bid_m, bid_n]);
+            store_c::<T, BM, BN, C_TMA>(c_part, c, bid_m, bid_n);
         }
     }
 
@@ -144,6 +162,7 @@ pub mod matmul_device {
         const B_MAP: [i32; 2],
         const PERSISTENT: bool,
         const ACC: bool,
+        const C_TMA: bool,
     >(
         c_ptr: *mut T, a_ptr: *mut T, b_ptr: *mut T, m: i32, n: i32, k: i32, lda: i32, ldb: i32, ldc: i32,
     ) {
@@ -162,7 +181,7 @@ pub mod matmul_device {
             let num_tiles: i32 = tiles_m * tiles_n;
             let programs: i32 = get_num_tile_blocks().0;
             for tile_id in (first..num_tiles).step_by(programs as usize) {
-                store_tile::<T, BM, BN, BK, ACC>(
+                store_tile::<T, BM, BN, BK, ACC, C_TMA>(
                     &a_part,
                     &b_part,
                     &c_read,
@@ -175,7 +194,7 @@ pub mod matmul_device {
                 );
             }
         } else {
-            store_tile::<T, BM, BN, BK, ACC>(
+            store_tile::<T, BM, BN, BK, ACC, C_TMA>(
                 &a_part,
                 &b_part,
                 &c_read,

@@ -17,6 +17,21 @@ pub mod views {
         make_tensor_view(pointer_to_tile(ptr), shape, strides, tok)
     }
 
+    /// `part.store(tile, [i, j])` for an output whose rows may be padded or column-sliced: through
+    /// TMA with TMA, else lane by lane (`allow_tma = false`, a masked store per element). The
+    /// launcher passes `ffi_util::tma_store_exact(dtype, n)`: an H100's TMA store into rows ending
+    /// inside a 16-byte unit wrote the rest of that unit too, columns past n that are the caller's
+    /// (kernels/matmul/NOTES.md, "Third GPU run").
+    pub fn store_tile_2d<T: ElementType, const R: i32, const C: i32, const TMA: bool>(
+        part: &mut PartitionMut<T, { [R, C] }>, tile: Tile<T, { [R, C] }>, i: i32, j: i32,
+    ) {
+        if TMA {
+            part.store(tile, [i, j]);
+        } else {
+            unsafe { store_view_tko_mut(part, tile, [i, j], ordering::Weak, scope::TileBlock, None, tma::Disabled) };
+        }
+    }
+
     /// The ROWS x BLOCK tiles of the (m, n) view of `x_ptr` (rows `stride_x` elements apart),
     /// padded with -inf, so lanes past (m, n) neither raise a row's max nor add to its sum of exp:
     /// how softmax and cross_entropy load their rows. In cutile 0.5 the view is made here, not by

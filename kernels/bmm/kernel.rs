@@ -104,7 +104,7 @@ pub mod bmm_device {
         let a_b: i32 = if a_batches == 1 { 0i32 } else { b };
         let b_b: i32 = if b_batches == 1 { 0i32 } else { b };
         let c: Tile<T, { [1, BM, BN] }> = mma_tile::<T, BM, BN, BK>(a_part, b_part, a_b, b_b, bid_m, bid_n, k_tiles);
-        // through TMA only where C's rows are whole 16-byte units (matmul's `store_c` says why)
+        // through TMA only where C's rows are whole 16-byte units (device_util's `store_tile_2d` says why)
         if C_TMA {
             c_part.store(c, [b, bid_m, bid_n]);
         } else {

@@ -221,6 +221,8 @@ pub fn launch_rows<T: Element>(
     if p.row_form {
         launch.generics.push((p.spread != 0.0).to_string()); // SMOOTH: ε > 0
     }
+    // G_TMA: the gradient's tiles through TMA only where its rows are whole 16-byte units
+    launch.generics.push(ffi_util::tma_store_exact(p.dtype, n).to_string());
     // SAFETY: plan() checked the descriptors (dtypes, shapes, strides, the targets' and scales'
     // spans); the memory is PyTorch's, alive until the caller's stream has run the kernel.
     unsafe {
@@ -403,23 +405,30 @@ mod tests {
     fn the_entry_lowers_to_tile_ir_for_sm90() {
         let device = DeviceModule { ast: device::__module_ast_self, name: "cross_entropy_device" };
         for dtype in ["f32", "f16", "bf16"] {
+            // (ROWS, BLOCK, LOSS, GRAD, WIDE, G_TMA): G_TMA false stores the gradient lane by lane
+            let no_tma = |ir: String, g_tma: &str| ir.contains("allow_tma = false") == (g_tma == "false");
             let forms = [
-                ("1", "4096", "true", "false", "true"),
-                ("1", "4096", "true", "true", "true"),
-                ("4", "1024", "true", "true", "false"),
-                ("1", "8192", "false", "true", "true"),
+                ("1", "4096", "true", "false", "true", "true"),
+                ("1", "4096", "true", "true", "true", "true"),
+                ("4", "1024", "true", "true", "false", "false"),
+                ("1", "8192", "false", "true", "true", "true"),
             ];
-            for (rows, block, loss, grad, wide) in forms {
-                device.assert_lowers("cross_entropy_rows", &[dtype, rows, block, loss, grad, wide], &["reduce"]);
+            for (rows, block, loss, grad, wide, g_tma) in forms {
+                let generics = [dtype, rows, block, loss, grad, wide, g_tma];
+                let ir = device.assert_lowers("cross_entropy_rows", &generics, &["reduce"]);
+                assert!(no_tma(ir, g_tma), "cross_entropy_rows<{}>", generics.join(","));
             }
+            // (BLOCK, LOSS, GRAD, WIDE, SMOOTH, G_TMA)
             let row_forms = [
-                ("4096", "true", "false", "true", "false"),
-                ("4096", "true", "true", "true", "true"),
-                ("2048", "false", "true", "false", "false"),
-                ("8192", "true", "true", "false", "true"),
+                ("4096", "true", "false", "true", "false", "true"),
+                ("4096", "true", "true", "true", "true", "false"),
+                ("2048", "false", "true", "false", "false", "true"),
+                ("8192", "true", "true", "false", "true", "true"),
             ];
-            for (block, loss, grad, wide, smooth) in row_forms {
-                device.assert_lowers("cross_entropy_row", &[dtype, block, loss, grad, wide, smooth], &["reduce"]);
+            for (block, loss, grad, wide, smooth, g_tma) in row_forms {
+                let generics = [dtype, block, loss, grad, wide, smooth, g_tma];
+                let ir = device.assert_lowers("cross_entropy_row", &generics, &["reduce"]);
+                assert!(no_tma(ir, g_tma), "cross_entropy_row<{}>", generics.join(","));
             }
             // version 3: (BLOCK, PARTS, LOSS, GRAD, WIDE, SMOOTH); its exchange's atomics in the IR
             let split_forms = [

@@ -26,16 +26,18 @@
 //! the gradient pass re-reads its chunk from L2 (its doc).
 //!
 //! The logits' partition pads with -inf (a lane past n adds nothing to the max or the sum of exp) and
-//! the gradient's drops stores outside (m, n); the per-row values (targets, scales, losses) go
-//! through masked pointer tiles. `unchecked_accesses`: the launcher launches ceil(m / ROWS) tile
+//! the gradient's drops stores outside (m, n), through TMA only where the gradient's rows are whole
+//! 16-byte units (the const generic G_TMA of versions 1 and 2: device_util's `store_tile_2d` says
+//! why; version 3 stores through masked pointer tiles); the per-row values (targets, scales, losses)
+//! go through masked pointer tiles. `unchecked_accesses`: the launcher launches ceil(m / ROWS) tile
 //! blocks and the column loops stop at ceil(n / BLOCK).
 //! The module name is unique across kernels: the JIT keys its kernel cache by module and entry.
 #[cutile::module]
 pub mod cross_entropy_device {
     use crate::device_util::views::{
         arrive_and_wait, chunk_tile_range, load_partials, load_word, neg_inf_tiles, online_fold, partials_combine,
-        publish_pair, publish_partial_after, store_masked_tile, strided_view, tile_mask, tile_neg_inf, tile_pointers,
-        whole_tile,
+        publish_pair, publish_partial_after, store_masked_tile, store_tile_2d, strided_view, tile_mask, tile_neg_inf,
+        tile_pointers, whole_tile,
     };
     use cutile::core::*;
 
@@ -81,6 +83,7 @@ pub mod cross_entropy_device {
         const LOSS: bool,
         const GRAD: bool,
         const WIDE: bool,
+        const G_TMA: bool,
     >(
         grad_ptr: *mut T, loss_ptr: *mut f32, x_ptr: *mut T, target_ptr: *mut i32, scale_ptr: *mut f32, m: i32, n: i32,
         stride_x: i32, stride_g: i32, stride_t: i32, stride_s: i32, ignore_index: i32, keep: f32, spread: f32,
@@ -167,7 +170,7 @@ pub mod cross_entropy_device {
                 let cols: Tile<i32, { [ROWS, BLOCK] }> = columns::<ROWS, BLOCK>(j);
                 let p: Tile<f32, { [ROWS, BLOCK] }> = exp2((x - mx) * log2e, ftz::Enabled) * coef_t - floor;
                 let dx: Tile<T, { [ROWS, BLOCK] }> = convert_tile(p - select(eq_tile(cols, target_cols), hit, zero));
-                grad_part.store(dx, [rb, j]);
+                store_tile_2d::<T, ROWS, BLOCK, G_TMA>(&mut grad_part, dx, rb, j);
             }
         }
     }
@@ -276,6 +279,7 @@ pub mod cross_entropy_device {
         const GRAD: bool,
         const WIDE: bool,
         const SMOOTH: bool,
+        const G_TMA: bool,
     >(
         grad_ptr: *mut T, loss_ptr: *mut f32, x_ptr: *mut T, target_ptr: *mut i32, scale_ptr: *mut f32, m: i32, n: i32,
         stride_x: i32, stride_g: i32, stride_t: i32, stride_s: i32, ignore_index: i32, keep: f32, spread: f32,
@@ -346,11 +350,11 @@ pub mod cross_entropy_device {
                 let x: Tile<f32, { [1, BLOCK] }> = convert_tile(x_part.load([r, j]));
                 let dx: Tile<T, { [1, BLOCK] }> =
                     grad_tile::<T, BLOCK, true>(x, j, mx, coef_t, floor, hit, target_cols, log2e, zero);
-                grad_part.store(dx, [r, j]);
+                store_tile_2d::<T, 1, BLOCK, G_TMA>(&mut grad_part, dx, r, j);
             }
             let zeros: Tile<T, { [1, BLOCK] }> = convert_tile(zero);
             for j in 0i32..(col_tiles - read_tiles) {
-                grad_part.store(zeros, [r, j]);
+                store_tile_2d::<T, 1, BLOCK, G_TMA>(&mut grad_part, zeros, r, j);
             }
         }
     }

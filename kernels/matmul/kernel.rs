@@ -16,7 +16,8 @@
 //! zero, so the last K-tile of a k that is not a multiple of BK contributes zeros (A's padded
 //! columns meet B's padded rows), and the ragged M/N edge tiles compute on zeros whose results the
 //! store drops (stores outside the [m, n] view are not written; through TMA only where C's rows are
-//! whole 16-byte units, const generic C_TMA, `store_c`). Any m, n, k work without masks.
+//! whole 16-byte units: the const generic C_TMA, device_util's `store_tile_2d`). Any m, n, k work
+//! without masks.
 //!
 //! Output tiles are visited in GROUP-row bands ("grouped" or swizzled order): consecutive tile
 //! ids walk down GROUP tile rows of C before moving right, so the tile blocks resident at one time
@@ -41,7 +42,7 @@
 #[cutile::module]
 pub mod matmul_device {
     use crate::device_util::tile_order::{band_coords, tile_counts};
-    use crate::device_util::views::strided_view;
+    use crate::device_util::views::{store_tile_2d, strided_view};
     use cutile::core::*;
 
     /// (bid_m, bid_n) of output tile `tile_id` in GROUP-row band order (device_util's).
@@ -105,23 +106,6 @@ pub mod matmul_device {
         c
     }
 
-    /// C's tile (bid_m, bid_n) stored: through TMA (`UTMASTG`) with C_TMA, else lane by lane (a masked
-    /// store per element). The launcher sets C_TMA only where C's rows are whole 16-byte units
-    /// (`ffi_util::tma_store_exact`): an H100's TMA store into rows ending inside a 16-byte unit wrote
-    /// the rest of that unit too, the columns just past C, which are the caller's when C is a column
-    /// slice (NOTES.md, "C += A B").
-    fn store_c<T: ElementType, const BM: i32, const BN: i32, const C_TMA: bool>(
-        c_part: &mut PartitionMut<T, { [BM, BN] }>, c: Tile<T, { [BM, BN] }>, bid_m: i32, bid_n: i32,
-    ) {
-        if C_TMA {
-            c_part.store(c, [bid_m, bid_n]);
-        } else {
-            unsafe {
-                store_view_tko_mut(c_part, c, [bid_m, bid_n], ordering::Weak, scope::TileBlock, None, tma::Disabled)
-            };
-        }
-    }
-
     /// Output tile `tile_id` (in band order) of C computed and stored: what `matmul_tiles` does per
     /// tile. With ACC the tile of C is read first (through `c_read`, zero past C's edges) and added
     /// to the products in f32 (C += A B): its one store depends on that load's values, and no other
@@ -138,10 +122,10 @@ pub mod matmul_device {
             let old: Tile<T, { [BM, BN] }> = c_read.load([bid_m, bid_n]);
             let old_f: Tile<f32, { [BM, BN] }> = convert_tile(old);
             let c: Tile<T, { [BM, BN] }> = convert_tile(acc + old_f);
-            store_c::<T, BM, BN, C_TMA>(c_part, c, bid_m, bid_n);
+            store_tile_2d::<T, BM, BN, C_TMA>(c_part, c, bid_m, bid_n);
         } else {
             let c: Tile<T, { [BM, BN] }> = mma_tile::<T, BM, BN, BK>(a_part, b_part, bid_m, bid_n, k_tiles);
-            store_c::<T, BM, BN, C_TMA>(c_part, c, bid_m, bid_n);
+            store_tile_2d::<T, BM, BN, C_TMA>(c_part, c, bid_m, bid_n);
         }
     }
 

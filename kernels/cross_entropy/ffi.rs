@@ -405,30 +405,22 @@ mod tests {
     fn the_entry_lowers_to_tile_ir_for_sm90() {
         let device = DeviceModule { ast: device::__module_ast_self, name: "cross_entropy_device" };
         for dtype in ["f32", "f16", "bf16"] {
-            // (ROWS, BLOCK, LOSS, GRAD, WIDE, G_TMA): G_TMA false stores the gradient lane by lane
-            let no_tma = |ir: String, g_tma: &str| ir.contains("allow_tma = false") == (g_tma == "false");
+            // Versions 1 (ROWS, BLOCK, LOSS, GRAD, WIDE, G_TMA) and 2 (BLOCK, LOSS, GRAD, WIDE, SMOOTH,
+            // G_TMA): G_TMA false stores the gradient lane by lane (allow_tma = false)
             let forms = [
-                ("1", "4096", "true", "false", "true", "true"),
-                ("1", "4096", "true", "true", "true", "true"),
-                ("4", "1024", "true", "true", "false", "false"),
-                ("1", "8192", "false", "true", "true", "true"),
+                ("cross_entropy_rows", ["1", "4096", "true", "false", "true", "true"]),
+                ("cross_entropy_rows", ["1", "4096", "true", "true", "true", "true"]),
+                ("cross_entropy_rows", ["4", "1024", "true", "true", "false", "false"]),
+                ("cross_entropy_rows", ["1", "8192", "false", "true", "true", "true"]),
+                ("cross_entropy_row", ["4096", "true", "false", "true", "false", "true"]),
+                ("cross_entropy_row", ["4096", "true", "true", "true", "true", "false"]),
+                ("cross_entropy_row", ["2048", "false", "true", "false", "false", "true"]),
+                ("cross_entropy_row", ["8192", "true", "true", "false", "true", "true"]),
             ];
-            for (rows, block, loss, grad, wide, g_tma) in forms {
-                let generics = [dtype, rows, block, loss, grad, wide, g_tma];
-                let ir = device.assert_lowers("cross_entropy_rows", &generics, &["reduce"]);
-                assert!(no_tma(ir, g_tma), "cross_entropy_rows<{}>", generics.join(","));
-            }
-            // (BLOCK, LOSS, GRAD, WIDE, SMOOTH, G_TMA)
-            let row_forms = [
-                ("4096", "true", "false", "true", "false", "true"),
-                ("4096", "true", "true", "true", "true", "false"),
-                ("2048", "false", "true", "false", "false", "true"),
-                ("8192", "true", "true", "false", "true", "true"),
-            ];
-            for (block, loss, grad, wide, smooth, g_tma) in row_forms {
-                let generics = [dtype, block, loss, grad, wide, smooth, g_tma];
-                let ir = device.assert_lowers("cross_entropy_row", &generics, &["reduce"]);
-                assert!(no_tma(ir, g_tma), "cross_entropy_row<{}>", generics.join(","));
+            for (entry, knobs) in forms {
+                let generics = [&[dtype][..], &knobs[..]].concat();
+                let ir = device.assert_lowers(entry, &generics, &["reduce"]);
+                assert_eq!(ir.contains("allow_tma = false"), knobs[5] == "false", "{entry}<{}>", generics.join(","));
             }
             // version 3: (BLOCK, PARTS, LOSS, GRAD, WIDE, SMOOTH); its exchange's atomics in the IR
             let split_forms = [

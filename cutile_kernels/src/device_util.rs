@@ -32,6 +32,17 @@ pub mod views {
         }
     }
 
+    /// [`store_tile_2d`] for a [B, R, C] tile of a batch of such outputs (bmm's C).
+    pub fn store_tile_3d<T: ElementType, const B: i32, const R: i32, const C: i32, const TMA: bool>(
+        part: &mut PartitionMut<T, { [B, R, C] }>, tile: Tile<T, { [B, R, C] }>, b: i32, i: i32, j: i32,
+    ) {
+        if TMA {
+            part.store(tile, [b, i, j]);
+        } else {
+            unsafe { store_view_tko_mut(part, tile, [b, i, j], ordering::Weak, scope::TileBlock, None, tma::Disabled) };
+        }
+    }
+
     /// The ROWS x BLOCK tiles of the (m, n) view of `x_ptr` (rows `stride_x` elements apart),
     /// padded with -inf, so lanes past (m, n) neither raise a row's max nor add to its sum of exp:
     /// how softmax and cross_entropy load their rows. In cutile 0.5 the view is made here, not by

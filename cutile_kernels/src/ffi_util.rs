@@ -547,8 +547,9 @@ pub fn vec_elems(dtype: DType) -> i32 {
 /// number of 16-byte units. An H100 (driver 580, tileiras 13.4) stored a matmul's ragged edge tile
 /// through TMA with the rest of the row's last 16-byte unit too (the columns past n up to the next
 /// multiple of 8 bf16 elements), which belong to the caller when the output is a column slice; its
-/// TMA loads filled past n with zeros exactly (kernels/matmul/NOTES.md, "C += A B"). The MMA
-/// entries store lane by lane otherwise (their const generic C_TMA).
+/// TMA loads filled past n with zeros exactly (kernels/matmul/NOTES.md, "C += A B"). Entries whose
+/// output may lie in padded rows take it as a const generic (matmul's and bmm's C_TMA,
+/// cross_entropy's G_TMA) and store lane by lane where it is false (device_util's `store_tile_2d`).
 ///
 /// ```
 /// use cutile_kernels::ffi_util::{tma_store_exact, DType};

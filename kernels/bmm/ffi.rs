@@ -52,6 +52,12 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// The const generics after the layout's: PERSISTENT, then C_TMA, C's tile stored through TMA
+    /// only where its rows are whole 16-byte units (`ffi_util::tma_store_exact`; matmul's).
+    pub fn epilogue_generics(&self) -> [String; 2] {
+        [self.variant.programs.is_some(), ffi_util::tma_store_exact(self.dtype, self.n)].map(|b| b.to_string())
+    }
+
     pub fn tiles(&self) -> i64 {
         self.variant.tiles(self.batch, self.m, self.n)
     }
@@ -182,9 +188,7 @@ fn launch<T: Element>(p: &Plan, c: &TensorDesc, a: &TensorDesc, b: &TensorDesc, 
     // A_T, B_T, then the partitions' dim maps A_MAP, B_MAP: [0, 1, 2] row-major, [0, 2, 1] column-major.
     let (at, bt) = (p.a.t as i32, p.b.t as i32);
     let mut launch = p.variant.launch::<T>(&[at, bt, 0, 1 + at, 2 - at, 0, 1 + bt, 2 - bt], p.tiles());
-    // PERSISTENT, then C_TMA (C's store through TMA only where its rows are whole 16-byte units)
-    let c_tma = ffi_util::tma_store_exact(p.dtype, p.n);
-    launch.generics.extend([p.variant.programs.is_some().to_string(), c_tma.to_string()]);
+    launch.generics.extend(p.epilogue_generics()); // PERSISTENT, C_TMA
     let (batch, m, n, k, ab, bb) = (p.batch, p.m, p.n, p.k, p.a.batches, p.b.batches);
     let (sa, sb, sc, lda, ldb, ldc) = (p.a.batch_stride, p.b.batch_stride, p.sc, p.a.ld, p.b.ld, p.ldc);
     // SAFETY: plan() checked shapes, strides and dtypes against the descriptors; the memory is
@@ -440,5 +444,16 @@ mod tests {
             let what = format!(" {name} occupancy {occupancy} cga {cga} persistent {persistent}");
             DEVICE.assert_div_hints_lower("bmm_tiles", &generics, &ptrs, &ints, options, &what);
         }
+    }
+
+    #[test]
+    fn the_launch_stores_c_through_tma_only_into_whole_16_byte_rows() {
+        // c's rows 264 elements apart: 257 columns (a column slice) C_TMA false, 256 true.
+        let (_, a, b) = mats(2, 129, 257, 65);
+        let c = desc(0x3000, &[2, 129, 257], &[129 * 264, 264, 1]);
+        assert_eq!(plan(&c, &a, &b, -1, -1, -1, -1, -1, -1, -1).unwrap().epilogue_generics(), ["false", "false"]);
+        let (_, a, b) = mats(2, 129, 256, 65);
+        let c = desc(0x3000, &[2, 129, 256], &[129 * 264, 264, 1]);
+        assert_eq!(plan(&c, &a, &b, -1, -1, -1, -1, -1, -1, -1).unwrap().epilogue_generics(), ["false", "true"]);
     }
 }

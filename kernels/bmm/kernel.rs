@@ -24,6 +24,7 @@
 #[cutile::module]
 pub mod bmm_device {
     use crate::device_util::tile_order::tile_counts;
+    use crate::device_util::views::store_tile_3d;
     use cutile::core::*;
 
     /// (batch, bid_m, bid_n) of output tile `tile_id`: the products in order, each one's tiles in
@@ -105,13 +106,7 @@ pub mod bmm_device {
         let b_b: i32 = if b_batches == 1 { 0i32 } else { b };
         let c: Tile<T, { [1, BM, BN] }> = mma_tile::<T, BM, BN, BK>(a_part, b_part, a_b, b_b, bid_m, bid_n, k_tiles);
         // through TMA only where C's rows are whole 16-byte units (device_util's `store_tile_2d` says why)
-        if C_TMA {
-            c_part.store(c, [b, bid_m, bid_n]);
-        } else {
-            unsafe {
-                store_view_tko_mut(c_part, c, [b, bid_m, bid_n], ordering::Weak, scope::TileBlock, None, tma::Disabled)
-            };
-        }
+        store_tile_3d::<T, 1, BM, BN, C_TMA>(c_part, c, b, bid_m, bid_n);
     }
 
     /// The output tiles of every C[b], products first: with PERSISTENT false one tile per tile

@@ -27,6 +27,18 @@ def test_op_default_variant_and_out_with_interleaved_batches_cutile_rs(cuda):
     harness.check(SPEC, "cutile_rs", cfg, inputs, out)
 
 
+def test_op_into_a_column_slice_cutile_rs(cuda):
+    """out a column slice of a NaN-poisoned buffer, 257 of 264 bf16 columns (rows whole 16-byte
+    units, out's not): the products are right and the columns past out stay NaN (C_TMA false: an
+    H100's TMA store wrote to the 16-byte unit's end; kernels/matmul/NOTES.md, "Third GPU run")."""
+    cfg = {"batch": 2, "m": 129, "n": 257, "k": 65, "dtype": "bfloat16"}
+    inputs = SPEC.make_inputs(cfg)
+    out = torch.full((2, 129, 264), float("nan"), dtype=torch.bfloat16, device="cuda")[..., :257]
+    SPEC.run_port(inputs, out=out, variant="default")
+    harness.check(SPEC, "cutile_rs", cfg, inputs, out)
+    harness.check_padding_untouched(out, "a store past out's columns")
+
+
 f16 = torch.float16
 BASELINE_CASES = gemm_cases(
     SPEC,

@@ -161,6 +161,21 @@ pub fn plan_rows(
     })
 }
 
+impl Plan {
+    /// The bool generics of versions 1 and 2 after T, (ROWS,) BLOCK: LOSS, GRAD, WIDE, version 2's
+    /// SMOOTH, then G_TMA: the gradient stored through TMA only where its rows are whole 16-byte
+    /// units (`ffi_util::tma_store_exact`; device_util's `store_tile_2d`), true without a gradient
+    /// so that a loss alone compiles one form.
+    pub fn flag_generics(&self) -> Vec<String> {
+        let mut flags = vec![self.loss, self.grad, self.wide];
+        if self.row_form {
+            flags.push(self.spread != 0.0); // SMOOTH: ε > 0
+        }
+        flags.push(!self.grad || ffi_util::tma_store_exact(self.dtype, self.row.n));
+        flags.iter().map(bool::to_string).collect()
+    }
+}
+
 /// Version 3's split (form = 3): rows=1, SPLIT_CHUNK-column chunks, at most MAX_SPLIT_PARTS of them
 /// a row, and every element offset of the logits and of the gradient (row stride `stride_g`, 0
 /// without one) inside i32 up to the row's padded last tile (`ffi_util::masked_offsets_fit`); else
@@ -216,15 +231,9 @@ pub fn launch_rows<T: Element>(
     if p.row_form {
         launch.generics.remove(1); // no ROWS: one row a tile block
     }
-    // LOSS, GRAD, WIDE, and for version 2 SMOOTH
-    launch.generics.extend([p.loss, p.grad, p.wide].map(|b| b.to_string()));
-    if p.row_form {
-        launch.generics.push((p.spread != 0.0).to_string()); // SMOOTH: ε > 0
-    }
-    // G_TMA: the gradient's tiles through TMA only where its rows are whole 16-byte units
-    launch.generics.push(ffi_util::tma_store_exact(p.dtype, n).to_string());
-    // SAFETY: plan() checked the descriptors (dtypes, shapes, strides, the targets' and scales'
-    // spans); the memory is PyTorch's, alive until the caller's stream has run the kernel.
+    launch.generics.extend(p.flag_generics()); // LOSS, GRAD, WIDE, (SMOOTH,) G_TMA
+                                               // SAFETY: plan() checked the descriptors (dtypes, shapes, strides, the targets' and scales'
+                                               // spans); the memory is PyTorch's, alive until the caller's stream has run the kernel.
     unsafe {
         let [x_ptr, g_ptr] = [logits, grad].map(|t| ffi_util::device_ptr::<T>(t));
         let [loss_ptr, s_ptr] = [loss, scale].map(|t| ffi_util::device_ptr::<f32>(t));

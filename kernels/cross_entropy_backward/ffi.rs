@@ -106,4 +106,21 @@ mod tests {
             "contiguous",
         );
     }
+
+    #[test]
+    fn the_gradient_goes_through_tma_only_into_whole_16_byte_rows() {
+        // The GPU test's case, the gradient into 4097 of 4104 bf16 columns: G_TMA false (version 2,
+        // smoothing: SMOOTH before it); 4096 columns in the same rows: true (version 1); a loss
+        // alone (cross_entropy's plan, no gradient): true.
+        let (t, d) = (test_desc(DType::I64, &[33], &[1]), test_desc(DType::F32, &[1], &[1]));
+        let x = test_desc(DType::BF16, &[33, 4097], &[4104, 1]);
+        let p = plan(&x, &x, &t, &d, -100, 0.1, 4096, 1, -1, -1, 2).unwrap();
+        assert_eq!(p.flag_generics(), ["false", "true", "true", "true", "false"]);
+        let losses = test_desc(DType::F32, &[33], &[1]);
+        let p = crate::cross_entropy::ffi::plan(&losses, &x, &t, -100, 0.0, -1, -1, -1, -1, 1).unwrap();
+        assert_eq!(p.flag_generics(), ["true", "false", "true", "true"]);
+        let x = test_desc(DType::BF16, &[33, 4096], &[4104, 1]);
+        let p = plan(&x, &x, &t, &d, -100, 0.0, 1024, 4, -1, -1, 1).unwrap();
+        assert_eq!(p.flag_generics(), ["false", "true", "true", "true"]);
+    }
 }

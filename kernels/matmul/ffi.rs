@@ -54,6 +54,14 @@ pub struct Plan {
 pub const MAX_SPLITS: i32 = 16;
 
 impl Plan {
+    /// The const generics after the layout's: PERSISTENT, ACC (`acc`: C += A B) and C_TMA, C's tile
+    /// stored through TMA only where its rows are whole 16-byte units (`ffi_util::tma_store_exact`;
+    /// device_util's `store_tile_2d`). The split-K reduce takes the last two.
+    pub fn epilogue_generics(&self, acc: bool) -> [String; 3] {
+        let c_tma = ffi_util::tma_store_exact(self.dtype, self.n);
+        [self.variant.programs.is_some(), acc, c_tma].map(|b| b.to_string())
+    }
+
     pub fn tiles(&self) -> i64 {
         self.variant.tiles(1, self.m, self.n)
     }
@@ -201,11 +209,9 @@ pub fn launch_with<T: Element>(
     if p.splits > 1 {
         return launch_split::<T>(p, launch, c_ptr, a_ptr, b_ptr, stream, acc);
     }
-    // the const generics PERSISTENT, ACC and C_TMA
-    let c_tma = ffi_util::tma_store_exact(p.dtype, n);
-    launch.generics.extend([p.variant.programs.is_some().to_string(), acc.to_string(), c_tma.to_string()]);
-    // SAFETY: plan() checked shapes, strides and dtypes against the descriptors; the memory is
-    // PyTorch's, alive until the caller's stream has run the kernel (stream-ordered allocator).
+    launch.generics.extend(p.epilogue_generics(acc)); // PERSISTENT, ACC, C_TMA
+                                                      // SAFETY: plan() checked shapes, strides and dtypes against the descriptors; the memory is
+                                                      // PyTorch's, alive until the caller's stream has run the kernel (stream-ordered allocator).
     unsafe { launch.enqueue(device::matmul_tiles(c_ptr, a_ptr, b_ptr, m, n, k, lda, ldb, ldc), stream) }
 }
 
@@ -224,9 +230,9 @@ fn launch_split<T: Element>(
         (tiles_m as u32, tiles_n as u32, 1),
         ffi_util::compile_options(None, None),
     );
-    reduce.generics.push(acc.to_string()); // the const generic ACC
-                                           // SAFETY: plan() checked the descriptors and the workspace's i32 extent; the workspace holds
-                                           // workspace_elems() f32 and outlives both kernels (freed in stream order after them).
+    reduce.generics.extend(p.epilogue_generics(acc).into_iter().skip(1)); // ACC, C_TMA
+                                                                          // SAFETY: plan() checked the descriptors and the workspace's i32 extent; the workspace holds
+                                                                          // workspace_elems() f32 and outlives both kernels (freed in stream order after them).
     unsafe {
         let w_ptr = DevicePointer::<f32>::from_cu_deviceptr(ws.ptr);
         let (m, n, k, lda, ldb, ldc) = (p.m, p.n, p.k, p.lda, p.ldb, p.ldc);
@@ -492,11 +498,11 @@ mod tests {
             }
             let generics = [dtype, "32", "64", "128", "8", "0", "1", "0", "1", "1", "0"];
             DEVICE.assert_lowers("matmul_split_partials", &generics, &["mma", "store_view_tko"]);
-            DEVICE.assert_lowers(
-                "matmul_split_reduce",
-                &[dtype, "32", "64", "false"],
-                &["load_view_tko", "store_view_tko"],
-            );
+            for (c_tma, no_tma) in [("true", false), ("false", true)] {
+                let generics = [dtype, "32", "64", "false", c_tma];
+                let ir = DEVICE.assert_lowers("matmul_split_reduce", &generics, &["load_view_tko", "store_view_tko"]);
+                assert_eq!(ir.contains("allow_tma = false"), no_tma, "matmul_split_reduce<{}>", generics.join(","));
+            }
         }
     }
 
@@ -516,7 +522,8 @@ mod tests {
                     "ACC adds one load (C's tile)"
                 );
             }
-            let ir = DEVICE.assert_lowers("matmul_split_reduce", &[dtype, "32", "64", "true"], &["load_view_tko"]);
+            let ir =
+                DEVICE.assert_lowers("matmul_split_reduce", &[dtype, "32", "64", "true", "true"], &["load_view_tko"]);
             assert_eq!(ir.matches("load_view_tko").count(), 3, "the first partial, the loop's and C's");
         }
     }
@@ -547,5 +554,18 @@ mod tests {
             );
             assert!(!tma.contains("allow_tma") && tma.lines().count() == 1, "acc {acc}, C_TMA true:\n{tma}");
         }
+    }
+
+    #[test]
+    fn the_launch_stores_c_through_tma_only_into_whole_16_byte_rows() {
+        // The H100 runs' failing case, c a column slice (257 of 264 columns): C_TMA false, for the
+        // accumulating and the plain epilogue and for the split-K reduce (the last two); 256
+        // columns in the same rows: true.
+        let (c, a, b) = strided_mats(DType::BF16, [129, 257, 65], [264, 72, 257]);
+        let p = plan(&c, &a, &b, -1, -1, -1, -1, -1, -1, -1, -1).unwrap();
+        assert_eq!(p.epilogue_generics(true), ["false", "true", "false"]);
+        let (c, a, b) = strided_mats(DType::BF16, [129, 256, 65], [264, 72, 256]);
+        let p = plan(&c, &a, &b, -1, -1, -1, -1, 4, -1, -1, -1).unwrap(); // a persistent grid of 4
+        assert_eq!(p.epilogue_generics(false), ["true", "false", "true"]);
     }
 }

@@ -229,10 +229,11 @@ pub mod matmul_device {
     }
 
     /// Split-K, second half: tile block (i, j) of grid (tiles_m, tiles_n) adds output tile (i, j)'s
-    /// `splits` partial tiles from W (matmul_split_partials' layout) in f32 and stores it in C as T;
-    /// with ACC C's tile is read first and added too (C += A B).
+    /// `splits` partial tiles from W (matmul_split_partials' layout) in f32 and stores it in C as T
+    /// (through TMA with C_TMA, as `matmul_tiles`); with ACC C's tile is read first and added too
+    /// (C += A B).
     #[cutile::entry(unchecked_accesses = true)]
-    unsafe fn matmul_split_reduce<T: ElementType, const BM: i32, const BN: i32, const ACC: bool>(
+    unsafe fn matmul_split_reduce<T: ElementType, const BM: i32, const BN: i32, const ACC: bool, const C_TMA: bool>(
         c_ptr: *mut T, w_ptr: *mut f32, m: i32, n: i32, ldc: i32, splits: i32,
     ) {
         let tok: Token = new_token_unordered();
@@ -255,6 +256,6 @@ pub mod matmul_device {
             acc = acc + old_f;
         }
         let c: Tile<T, { [BM, BN] }> = convert_tile(acc);
-        c_part.store(c, [bid_m, bid_n]);
+        store_tile_2d::<T, BM, BN, C_TMA>(&mut c_part, c, bid_m, bid_n);
     }
 }

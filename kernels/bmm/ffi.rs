@@ -420,8 +420,9 @@ mod tests {
             perf_ints(16, 1024, 4096, 4096, false, true),
             perf_ints(128, 2048, 2048, 128, true, false),
         );
-        let (tiles, persistent) = ("false", "true"); // bmm_tiles' PERSISTENT (C_TMA true: n is a multiple of 16)
-                                                     // (PERSISTENT, [bm, bn, bk], occupancy, num_cta_in_cga, layout, ints, name)
+        // bmm_tiles' PERSISTENT (C_TMA true: every n here is a multiple of 16)
+        let (tiles, persistent) = ("false", "true");
+        // (PERSISTENT, [bm, bn, bk], occupancy, num_cta_in_cga, layout, ints, name)
         let cases = [
             (tiles, ["128", "128", "64"], 2, 1, row, cube, "16x2048^3"),
             (tiles, ["128", "128", "64"], 1, 1, row, cube, "16x2048^3"),

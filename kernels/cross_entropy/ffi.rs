@@ -231,9 +231,10 @@ pub fn launch_rows<T: Element>(
     if p.row_form {
         launch.generics.remove(1); // no ROWS: one row a tile block
     }
-    launch.generics.extend(p.flag_generics()); // LOSS, GRAD, WIDE, (SMOOTH,) G_TMA
-                                               // SAFETY: plan() checked the descriptors (dtypes, shapes, strides, the targets' and scales'
-                                               // spans); the memory is PyTorch's, alive until the caller's stream has run the kernel.
+    // LOSS, GRAD, WIDE, (SMOOTH,) G_TMA
+    launch.generics.extend(p.flag_generics());
+    // SAFETY: plan() checked the descriptors (dtypes, shapes, strides, the targets' and scales'
+    // spans); the memory is PyTorch's, alive until the caller's stream has run the kernel.
     unsafe {
         let [x_ptr, g_ptr] = [logits, grad].map(|t| ffi_util::device_ptr::<T>(t));
         let [loss_ptr, s_ptr] = [loss, scale].map(|t| ffi_util::device_ptr::<f32>(t));

@@ -209,9 +209,10 @@ pub fn launch_with<T: Element>(
     if p.splits > 1 {
         return launch_split::<T>(p, launch, c_ptr, a_ptr, b_ptr, stream, acc);
     }
-    launch.generics.extend(p.epilogue_generics(acc)); // PERSISTENT, ACC, C_TMA
-                                                      // SAFETY: plan() checked shapes, strides and dtypes against the descriptors; the memory is
-                                                      // PyTorch's, alive until the caller's stream has run the kernel (stream-ordered allocator).
+    // PERSISTENT, ACC, C_TMA
+    launch.generics.extend(p.epilogue_generics(acc));
+    // SAFETY: plan() checked shapes, strides and dtypes against the descriptors; the memory is
+    // PyTorch's, alive until the caller's stream has run the kernel (stream-ordered allocator).
     unsafe { launch.enqueue(device::matmul_tiles(c_ptr, a_ptr, b_ptr, m, n, k, lda, ldb, ldc), stream) }
 }
 
@@ -230,9 +231,10 @@ fn launch_split<T: Element>(
         (tiles_m as u32, tiles_n as u32, 1),
         ffi_util::compile_options(None, None),
     );
-    reduce.generics.extend(p.epilogue_generics(acc).into_iter().skip(1)); // ACC, C_TMA
-                                                                          // SAFETY: plan() checked the descriptors and the workspace's i32 extent; the workspace holds
-                                                                          // workspace_elems() f32 and outlives both kernels (freed in stream order after them).
+    // ACC, C_TMA (no PERSISTENT)
+    reduce.generics.extend(p.epilogue_generics(acc).into_iter().skip(1));
+    // SAFETY: plan() checked the descriptors and the workspace's i32 extent; the workspace holds
+    // workspace_elems() f32 and outlives both kernels (freed in stream order after them).
     unsafe {
         let w_ptr = DevicePointer::<f32>::from_cu_deviceptr(ws.ptr);
         let (m, n, k, lda, ldb, ldc) = (p.m, p.n, p.k, p.lda, p.ldb, p.ldc);

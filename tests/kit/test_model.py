@@ -3,8 +3,11 @@ with windows and sinks, in float32 on small dimensions), the report rendered fro
 (verdicts, the goals, where a gap goes), and `run` without a GPU. The ports' numbers are the
 GPU's (make model)."""
 
+import contextlib
+import gc
 import json
 import math
+import weakref
 
 import pytest
 import torch
@@ -88,6 +91,38 @@ def timing(impl, ms, phase="decode", batch=1, **ops):
 
 def correct(impl, err, phase="decode", batch=1):
     return record("correctness", impl, phase, batch, rel_l2=err, tolerance=3e-2, ok=err <= 3e-2)
+
+
+def test_a_graphed_step_keeps_the_tensors_its_graph_reads_alive(monkeypatch):
+    """A CUDA graph reads its inputs at their capture-time addresses and holds none of them; the step's
+    closure holds its rope tables and positions, so graphed's replay must hold the step as long as it
+    lives (dropped, its memory was reused and PyTorch's decode step indexed out of bounds on the GPU)."""
+
+    class Graph:
+        replays = 0
+
+        def replay(self):
+            Graph.replays += 1
+
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", Graph)
+    monkeypatch.setattr(torch.cuda, "graph", lambda graph: contextlib.nullcontext())
+
+    class Step:  # step_fn's closure
+        def __call__(self):
+            return torch.zeros(1)
+
+    step = Step()
+    alive = weakref.ref(step)
+    replay, _ = model.graphed(step)
+    del step
+    gc.collect()
+    assert alive() is not None, "the graph's inputs were freed while it can still be replayed"
+    replay()
+    assert Graph.replays == 1
+    del replay
+    gc.collect()
+    assert alive() is None
 
 
 def test_the_report_is_done_when_logits_agree_and_the_ports_are_no_slower():

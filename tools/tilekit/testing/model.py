@@ -455,7 +455,13 @@ def step_fn(cfg, ops, mode, w, ids, cache, start):
 
 
 def graphed(fn):
-    """fn captured in a CUDA graph after two warm-up calls; returns (replay, the graph's output)."""
+    """fn captured in a CUDA graph after two warm-up calls; returns (replay, the graph's output).
+
+    replay holds fn: a graph reads its inputs at the addresses they had at capture and keeps none of
+    them alive, and fn's closure is what holds a step's rope tables and positions. Dropped, their
+    memory went back to the allocator for any later tensor to take, and each replay read whatever
+    was there: on an H100, PyTorch's decode step at batch 256 indexed its rope table out of bounds (a
+    device-side assert), as the ports' rope kernel would (it asserts each position id is a table row)."""
     import torch
 
     for _ in range(2):
@@ -464,7 +470,12 @@ def graphed(fn):
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         out = fn()
-    return graph.replay, out
+
+    def replay():
+        graph.replay()
+
+    replay.captured = fn  # fn's tensors live as long as replay does
+    return replay, out
 
 
 def case(cfg: Config, impl: str, phase: str, batch: int, tokens: int, context: int) -> dict:
@@ -633,13 +644,12 @@ def time_steps(cfg: Config, impls: dict, phases, batches, nrep: int, emit) -> No
             fn = step_fn(cfg, ops, mode, w, ids, cache, context)
             started = time.monotonic()
             graph_error = None
-            if phase == "decode":  # the graph's output against the same step run eagerly
+            if phase == "decode":
                 eager = fn().clone()
                 fn, out = graphed(fn)
-                fn()
-                torch.cuda.synchronize()
-                graph_error = relative_l2(out, eager)
             timing = profile(fn, nrep)
+            if phase == "decode":  # the last timed replay's output against the step run eagerly
+                graph_error = relative_l2(out, eager)
             emit(
                 case(cfg, name, phase, batch, tokens, context)
                 | {

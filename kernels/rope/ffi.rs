@@ -2,7 +2,7 @@
 //!
 //!   int32_t cutile_rope(const TensorDesc* out, const TensorDesc* q, const TensorDesc* k,
 //!                       const TensorDesc* cos, const TensorDesc* sin, const TensorDesc* positions,
-//!                       int32_t heads_first, int32_t occupancy, int32_t warps,
+//!                       int32_t heads_first, int32_t occupancy, int32_t warps, int32_t heads,
 //!                       int32_t device_id, uint64_t stream);
 //!
 //! q (b, s, hq, d) and k (b, s, hk, d), one dtype (f32, f16 or bf16), d even, the last dim
@@ -14,7 +14,9 @@
 //! f32; only the first d / 2 columns are read. positions (may be null): (s,) or (bp, s) i32 or i64
 //! ids of the table's rows, bp 1 or b; null: token s uses row s (rows >= s). A position id outside
 //! [0, rows) fails a device assertion (as torch's indexing does). `occupancy` and `warps` are the
-//! compiler hints (1..=32; 4 or 8), -1 the default. One tile block per token. Every descriptor is
+//! compiler hints (1..=32; 4 or 8), -1 the default. `heads` -1: one tile block per token, all its
+//! heads; a power of two (1..=256): at most that many heads of q or of k per tile block, a token's
+//! heads over a second grid dim (a decode step's few tokens over more SMs). Every descriptor is
 //! validated before anything touches the GPU: bad input returns -2/-5/-6 with a message, never a
 //! launch.
 use super::kernel::rope_device as device;
@@ -56,12 +58,43 @@ pub struct Plan {
     pub sin_sign: f32,
     pub occupancy: Option<i32>,
     pub warps: Option<i32>,
+    /// The most heads of q or of k one tile block rotates (a power of two: the SPLIT form); None:
+    /// a token's every head in one tile block.
+    pub heads: Option<i32>,
 }
 
 impl Plan {
-    /// The tiles: (HQ, HK, HALF), powers of two >= hq, hk and d / 2.
+    /// The tiles: (HQ, HK, HALF), powers of two >= hq, hk and d / 2 (HQ and HK at most `heads`).
     pub fn tiles(&self) -> [i32; 3] {
-        [self.hq, self.hk, self.half].map(|v| (v.max(1) as u32).next_power_of_two() as i32)
+        let [hq, hk, half] = [self.hq, self.hk, self.half].map(|v| (v.max(1) as u32).next_power_of_two() as i32);
+        let cap = self.heads.unwrap_or(i32::MAX);
+        [hq.min(cap), hk.min(cap), half]
+    }
+
+    /// (tile blocks of q's heads per token, of k's): (1, 1) without SPLIT, where one tile block
+    /// does both.
+    pub fn chunks(&self) -> (i32, i32) {
+        let [hq_t, hk_t, _] = self.tiles();
+        ((self.hq + hq_t - 1) / hq_t, (self.hk + hk_t - 1) / hk_t)
+    }
+
+    /// The launch grid: a tile block per token, times the chunks of its heads with SPLIT.
+    pub fn grid(&self) -> (u32, u32, u32) {
+        let (cq, ck) = self.chunks();
+        let per_token = if self.heads.is_some() { cq + ck } else { 1 };
+        (self.b as u32 * self.s as u32, per_token as u32, 1)
+    }
+}
+
+/// The `heads` argument: -1 (None: every head of a token in one tile block) or a power of two up to
+/// MAX_HEADS.
+fn heads_per_block(heads: i32) -> FfiResult<Option<i32>> {
+    match heads {
+        -1 => Ok(None),
+        h if h >= 1 && h <= MAX_HEADS && (h as u32).is_power_of_two() => Ok(Some(h)),
+        h => Err(invalid(format!(
+            "heads={h}: the heads per tile block must be -1 (a token's every head) or a power of two 1..={MAX_HEADS}"
+        ))),
     }
 }
 
@@ -138,6 +171,7 @@ fn batched(d: &TensorDesc, dims: i32) -> TensorDesc {
 pub fn plan_signed(
     kernel: &str, names: [&str; 2], out: &TensorDesc, q: &TensorDesc, k: &TensorDesc, cos: &TensorDesc,
     sin: &TensorDesc, positions: Option<&TensorDesc>, heads_first: i32, sin_sign: f32, occupancy: i32, warps: i32,
+    heads: i32,
 ) -> FfiResult<Plan> {
     let [qn, kn] = names;
     let hf = heads_first != 0;
@@ -244,6 +278,7 @@ pub fn plan_signed(
         }
     }
     let (occupancy, warps) = (ffi_util::occupancy_hint(occupancy)?, ffi_util::warps_hint(warps)?);
+    let heads = heads_per_block(heads)?;
     Ok(Plan {
         dtype,
         table,
@@ -262,6 +297,7 @@ pub fn plan_signed(
         sin_sign,
         occupancy,
         warps,
+        heads,
     })
 }
 
@@ -269,9 +305,9 @@ pub fn plan_signed(
 #[allow(clippy::too_many_arguments)]
 pub fn plan(
     out: &TensorDesc, q: &TensorDesc, k: &TensorDesc, cos: &TensorDesc, sin: &TensorDesc,
-    positions: Option<&TensorDesc>, heads_first: i32, occupancy: i32, warps: i32,
+    positions: Option<&TensorDesc>, heads_first: i32, occupancy: i32, warps: i32, heads: i32,
 ) -> FfiResult<Plan> {
-    plan_signed(KERNEL, ["q", "k"], out, q, k, cos, sin, positions, heads_first, 1.0, occupancy, warps)
+    plan_signed(KERNEL, ["q", "k"], out, q, k, cos, sin, positions, heads_first, 1.0, occupancy, warps, heads)
 }
 
 /// Launches `rope_tokens` for element type T (the export's dispatch), with the table's type from
@@ -300,8 +336,8 @@ fn launch_typed<T: Element, C: Element>(
     generics.extend([hq_t, hk_t, half_t].map(|v| v.to_string()));
     generics.push(p.positions.is_some().to_string()); // POS
     generics.push((p.positions == Some(DType::I64)).to_string()); // WIDE
-    let grid = (p.b as u32 * p.s as u32, 1, 1);
-    let launch = Launch { generics, grid, options: ffi_util::compile_options(p.occupancy, p.warps) };
+    generics.push(p.heads.is_some().to_string()); // SPLIT
+    let launch = Launch { generics, grid: p.grid(), options: ffi_util::compile_options(p.occupancy, p.warps) };
     let ([sqb, sqs, sqh], [skb, sks, skh], [sob, sos, soh]) = (p.q, p.k, p.out);
     // SAFETY: plan() checked shapes, strides and dtypes against the descriptors (every offset of q, k
     // and out inside i32; position ids are clamped to the table's rows on the device, after an
@@ -340,13 +376,14 @@ fn launch_typed<T: Element, C: Element>(
             p.pos[0],
             p.pos[1],
             p.sin_sign,
+            p.chunks().0,
         );
         launch.enqueue(entry, stream)
     }
 }
 
 // `cutile_rope`: the descriptors, then plan(), the caller's stream and launch() (ffi_util::export!).
-crate::export!(cutile_rope(out, q, k, cos, sin; optional positions; heads_first: i32, occupancy: i32, warps: i32));
+crate::export!(cutile_rope(out, q, k, cos, sin; optional positions; heads_first: i32, occupancy: i32, warps: i32, heads: i32));
 
 #[cfg(test)]
 mod tests {
@@ -371,7 +408,7 @@ mod tests {
     fn plan_takes_layouts_tables_and_positions() {
         let (q, k, out) = (bshd(2, 5, 32, 128), bshd(2, 5, 8, 128), bshd(2, 5, 40, 128));
         let cs = table(1, 4096, 128, DType::BF16);
-        let p = plan(&out, &q, &k, &cs, &cs, None, 0, -1, -1).unwrap();
+        let p = plan(&out, &q, &k, &cs, &cs, None, 0, -1, -1, -1).unwrap();
         assert_eq!(
             (p.tiles(), p.table, p.positions, p.cs, p.out),
             ([32, 8, 64], DType::BF16, None, [0, 128], [5 * 40 * 128, 40 * 128, 128])
@@ -380,15 +417,15 @@ mod tests {
         let q_t = test_desc(DType::BF16, &[2, 5, 32, 128], &[32 * 5 * 128, 128, 5 * 128, 1]);
         let cs = table(2, 5, 64, DType::F32);
         let pos = test_desc(DType::I32, &[1, 5], &[5, 1]);
-        let p = plan(&out, &q_t, &k, &cs, &cs, Some(&pos), 0, 4, 8).unwrap();
+        let p = plan(&out, &q_t, &k, &cs, &cs, Some(&pos), 0, 4, 8, -1).unwrap();
         assert_eq!(
             (p.q, p.table, p.positions, p.cs, p.pos, p.occupancy),
             ([32 * 5 * 128, 128, 5 * 128], DType::F32, Some(DType::I32), [5 * 64, 64], [0, 1], Some(4))
         );
         let ids = test_desc(DType::I64, &[2, 5], &[5, 1]);
-        assert_eq!(plan(&out, &q, &k, &cs, &cs, Some(&ids), 0, -1, -1).unwrap().pos, [10, 2]); // i32 words
+        assert_eq!(plan(&out, &q, &k, &cs, &cs, Some(&ids), 0, -1, -1, -1).unwrap().pos, [10, 2]); // i32 words
         let p =
-            plan_signed("rope_backward", ["dq", "dk"], &out, &q, &k, &cs, &cs, Some(&pos), 0, -1.0, -1, -1).unwrap();
+            plan_signed("rope_backward", ["dq", "dk"], &out, &q, &k, &cs, &cs, Some(&pos), 0, -1.0, -1, -1, -1).unwrap();
         assert_eq!((p.sin_sign, p.tiles()), (-1.0, [32, 8, 64]));
         // MQA, an odd head count and d = 80
         let p = plan(
@@ -401,17 +438,43 @@ mod tests {
             0,
             -1,
             -1,
+            -1,
         )
         .unwrap();
         assert_eq!(p.tiles(), [16, 1, 64]);
         // heads first: (b, h, s, d) descriptors, the same plan as their (b, s, h, d) views'; 2-D table, 1-D ids
         let hf = |h: i64| test_desc(DType::BF16, &[2, h, 5, 128], &[h * 5 * 128, 5 * 128, 128, 1]);
         let (table2, ids1) = (test_desc(DType::BF16, &[4096, 128], &[128, 1]), test_desc(DType::I64, &[5], &[1]));
-        let p = plan(&hf(40), &hf(32), &hf(8), &table2, &table2, Some(&ids1), 1, -1, -1).unwrap();
+        let p = plan(&hf(40), &hf(32), &hf(8), &table2, &table2, Some(&ids1), 1, -1, -1, -1).unwrap();
         assert_eq!(
             (p.q, p.out, p.cs, p.pos, p.s),
             ([32 * 5 * 128, 128, 5 * 128], [40 * 5 * 128, 128, 5 * 128], [0, 128], [0, 2], 5)
         );
+    }
+
+    #[test]
+    fn heads_per_tile_block_split_a_token_over_the_grid() {
+        let (q, k, out) = (bshd(2, 5, 32, 128), bshd(2, 5, 8, 128), bshd(2, 5, 40, 128));
+        let cs = table(1, 4096, 128, DType::BF16);
+        let split = |heads| plan(&out, &q, &k, &cs, &cs, None, 0, -1, -1, heads).unwrap();
+        let whole = split(-1);
+        assert_eq!((whole.heads, whole.tiles(), whole.chunks(), whole.grid()), (None, [32, 8, 64], (1, 1), (10, 1, 1)));
+        // 8 heads a tile block: q's 32 in 4, k's 8 in 1, so 5 tile blocks a token
+        let p = split(8);
+        assert_eq!((p.heads, p.tiles(), p.chunks(), p.grid()), (Some(8), [8, 8, 64], (4, 1), (10, 5, 1)));
+        assert_eq!((split(16).tiles(), split(16).grid()), ([16, 8, 64], (10, 3, 1)));
+        // more heads than q has: still q's tile block and k's apart
+        assert_eq!((split(64).tiles(), split(64).grid()), ([32, 8, 64], (10, 2, 1)));
+        // Qwen2's 28 + 4 heads: the last q tile block holds 4 of its 8 lanes' heads
+        let p = plan(&bshd(2, 5, 32, 128), &bshd(2, 5, 28, 128), &bshd(2, 5, 4, 128), &cs, &cs, None, 0, -1, -1, 8);
+        assert_eq!((p.unwrap().chunks()), (4, 1));
+        for bad in [0, 3, 12, 512, -2] {
+            assert_fails(
+                plan(&out, &q, &k, &cs, &cs, None, 0, -1, -1, bad),
+                rc::INVALID_ARGUMENT,
+                "heads per tile block must be -1",
+            );
+        }
     }
 
     #[test]
@@ -424,7 +487,7 @@ mod tests {
                    k: &TensorDesc,
                    c: &TensorDesc,
                    s: &TensorDesc,
-                   p: Option<&TensorDesc>| { plan(out, q, k, c, s, p, 0, -1, -1) };
+                   p: Option<&TensorDesc>| { plan(out, q, k, c, s, p, 0, -1, -1, -1) };
         let f32_ids = test_desc(DType::F32, &[2, 5], &[5, 1]);
         assert_fails(run(&out, &q, &k, &cs, &cs, Some(&f32_ids)), rc::UNSUPPORTED_DTYPE, "rope supports i32, i64");
         let cases: [(FfiResult<Plan>, &str); 11] = [
@@ -470,7 +533,7 @@ mod tests {
         );
         let far = test_desc(DType::BF16, &[2, 5, 4, 8], &[i32::MAX as i64 - 10, 32, 8, 1]);
         assert_fails(run(&out, &far, &k, &cs, &cs, None), rc::INVALID_ARGUMENT, "past 2^31");
-        assert_hints_checked(true, |occupancy, warps| plan(&out, &q, &k, &cs, &cs, None, 0, occupancy, warps));
+        assert_hints_checked(true, |occupancy, warps| plan(&out, &q, &k, &cs, &cs, None, 0, occupancy, warps, -1));
     }
 
     #[test]
@@ -479,15 +542,19 @@ mod tests {
             for (c, pos, wide) in [(t, "true", "true"), ("f32", "true", "false"), (t, "false", "false")] {
                 DEVICE.assert_lowers(
                     "rope_tokens",
-                    &[t, c, "32", "8", "64", pos, wide],
+                    &[t, c, "32", "8", "64", pos, wide, "false"],
                     &["load_ptr_tko", "store_ptr_tko"],
                 );
             }
         }
-        DEVICE.assert_lowers("rope_tokens", &["bf16", "bf16", "16", "1", "32", "true", "true"], &["store_ptr_tko"]);
+        DEVICE.assert_lowers("rope_tokens", &["bf16", "bf16", "16", "1", "32", "true", "true", "false"], &["store_ptr_tko"]);
         // the largest tiles the plan admits (MAX_TILE), f32 tables
-        DEVICE.assert_lowers("rope_tokens", &["bf16", "f32", "128", "8", "64", "true", "true"], &["store_ptr_tko"]);
-        DEVICE.assert_lowers("rope_tokens", &["bf16", "f32", "32", "32", "256", "true", "true"], &["store_ptr_tko"]);
+        DEVICE.assert_lowers("rope_tokens", &["bf16", "f32", "128", "8", "64", "true", "true", "false"], &["store_ptr_tko"]);
+        DEVICE.assert_lowers("rope_tokens", &["bf16", "f32", "32", "32", "256", "true", "true", "false"], &["store_ptr_tko"]);
+        // SPLIT: a tile block rotates one chunk of q's or of k's heads
+        for (pos, wide) in [("true", "true"), ("false", "false")] {
+            DEVICE.assert_lowers("rope_tokens", &["bf16", "bf16", "8", "8", "64", pos, wide, "true"], &["store_ptr_tko"]);
+        }
     }
 
     #[test]
@@ -519,7 +586,7 @@ mod tests {
             ("spb", 2),
             ("sps", 2),
         ];
-        let generics = ["bf16", "bf16", "32", "8", "64", "true", "true"];
+        let generics = ["bf16", "bf16", "32", "8", "64", "true", "true", "false"];
         DEVICE.assert_div_hints_lower("rope_tokens", &generics, &ptrs, &ints, CompileOptions::default(), "-decode64");
         let per_token = ints.map(|(name, v)| match name {
             "table_rows" => (name, 1),
@@ -527,8 +594,11 @@ mod tests {
             "spb" | "sps" => (name, 0),
             _ => (name, v),
         });
-        let generics = ["bf16", "bf16", "32", "8", "64", "false", "false"];
+        let generics = ["bf16", "bf16", "32", "8", "64", "false", "false", "false"];
         DEVICE.assert_div_hints_lower("rope_tokens", &generics, &ptrs, &per_token, CompileOptions::default(), "-hf64");
+        // the same step over 5 tile blocks a token (8 heads each: `heads` 8)
+        let split = ["bf16", "bf16", "8", "8", "64", "false", "false", "true"];
+        DEVICE.assert_div_hints_lower("rope_tokens", &split, &ptrs, &per_token, CompileOptions::default(), "-hf64-split8");
         // the table row is loaded in q's and k's tile shapes ([heads, d/2], a head stride of 0), not as
         // a [1, d/2] row broadcast to them (two-byte loads in the SASS: NOTES.md, "Decode")
         let ir = DEVICE.assert_lowers("rope_tokens", &generics, &["load_ptr_tko"]);

@@ -15,10 +15,12 @@
 //! `rope_tokens`: one tile block per token (b, s), the token's q heads as one [HQ, HALF] tile per
 //! half and its k heads as one [HK, HALF] tile per half, read and written through pointer tiles with
 //! a mask of the (heads, d/2) lanes inside, so any head count, d and strides of (b, s, h) work without
-//! padding ((b, h, s, d) is a (b, s, h, d) view with other strides). Every tile block reads its token's
-//! heads before writing them and owns its token, so the output may lie over q and k where they are
-//! adjacent head ranges of one buffer, k's heads hq after q's (a fused QKV projection's); op.py's
-//! aliasing rule does not offer that form yet.
+//! padding ((b, h, s, d) is a (b, s, h, d) view with other strides). SPLIT: a token's heads over a
+//! second grid dim instead, tile block (token, c) rotating q's heads c·HQ.. for c < cq and k's heads
+//! (c - cq)·HK.. after them (a decode step's few tokens spread over more SMs: NOTES.md, "Decode").
+//! Every tile block reads its heads before writing them and owns them, so the output may lie over q
+//! and k where they are adjacent head ranges of one buffer, k's heads hq after q's (a fused QKV
+//! projection's); op.py's aliasing rule does not offer that form yet.
 //! The module name is unique across kernels: the JIT keys its kernel cache by module and entry.
 #[cutile::module]
 pub mod rope_device {
@@ -68,11 +70,11 @@ pub mod rope_device {
         store_t::<T, H, HALF>(dst, dst0 + half, dst_h, x2 * c + x1 * s, inside);
     }
 
-    /// q and k of token id (b, s) = (id / s_len, id % s_len) rotated into oq and ok. Strides in
-    /// elements: q's, k's and the output's (b, s, h) (the last dim contiguous), the table's
-    /// (batch, row) (batch 0 where one table serves every sequence), the position ids' (b, s). A
-    /// position id outside [0, table_rows) fails a device assertion (and is clamped, so nothing past
-    /// the table is read).
+    /// q and k of token id (b, s) = (id / s_len, id % s_len) rotated into oq and ok (SPLIT: the
+    /// heads of chunk get_tile_block_id().1 only, cq chunks of q's). Strides in elements: q's, k's
+    /// and the output's (b, s, h) (the last dim contiguous), the table's (batch, row) (batch 0 where
+    /// one table serves every sequence), the position ids' (b, s). A position id outside
+    /// [0, table_rows) fails a device assertion (and is clamped, so nothing past the table is read).
     // cuda_tile_assert! expands to unreachable!() in the host build (so p's assignment is unreachable there).
     #[allow(unreachable_code, unused_mut)]
     #[cutile::entry(unchecked_accesses = true)]
@@ -84,11 +86,12 @@ pub mod rope_device {
         const HALF: i32,
         const POS: bool,
         const WIDE: bool,
+        const SPLIT: bool,
     >(
         oq_ptr: *mut T, ok_ptr: *mut T, q_ptr: *mut T, k_ptr: *mut T, cos_ptr: *mut C, sin_ptr: *mut C,
         pos_ptr: *mut i32, s_len: i32, hq: i32, hk: i32, half: i32, table_rows: i32, sqb: i32, sqs: i32, sqh: i32,
         skb: i32, sks: i32, skh: i32, sob: i32, sos: i32, soh: i32, scb: i32, scp: i32, spb: i32, sps: i32,
-        sin_sign: f32,
+        sin_sign: f32, cq: i32,
     ) {
         let id: i32 = get_tile_block_id().0;
         let b: i32 = id / s_len;
@@ -110,7 +113,20 @@ pub mod rope_device {
         let row: i32 = b * scb + p * scp;
         let o0: i32 = b * sob + s * sos;
         let (q0, k0): (i32, i32) = (b * sqb + s * sqs, b * skb + s * sks);
-        rotate_heads::<T, C, HQ, HALF>(oq_ptr, o0, soh, q_ptr, q0, sqh, hq, half, cos_ptr, sin_ptr, row, sin_sign);
-        rotate_heads::<T, C, HK, HALF>(ok_ptr, o0, soh, k_ptr, k0, skh, hk, half, cos_ptr, sin_ptr, row, sin_sign);
+        if SPLIT {
+            let c: i32 = get_tile_block_id().1;
+            if c < cq {
+                let h0: i32 = c * HQ;
+                let (o, x, n): (i32, i32, i32) = (o0 + h0 * soh, q0 + h0 * sqh, min(HQ, hq - h0));
+                rotate_heads::<T, C, HQ, HALF>(oq_ptr, o, soh, q_ptr, x, sqh, n, half, cos_ptr, sin_ptr, row, sin_sign);
+            } else {
+                let h0: i32 = (c - cq) * HK;
+                let (o, x, n): (i32, i32, i32) = (o0 + h0 * soh, k0 + h0 * skh, min(HK, hk - h0));
+                rotate_heads::<T, C, HK, HALF>(ok_ptr, o, soh, k_ptr, x, skh, n, half, cos_ptr, sin_ptr, row, sin_sign);
+            }
+        } else {
+            rotate_heads::<T, C, HQ, HALF>(oq_ptr, o0, soh, q_ptr, q0, sqh, hq, half, cos_ptr, sin_ptr, row, sin_sign);
+            rotate_heads::<T, C, HK, HALF>(ok_ptr, o0, soh, k_ptr, k0, skh, hk, half, cos_ptr, sin_ptr, row, sin_sign);
+        }
     }
 }

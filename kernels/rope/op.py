@@ -21,7 +21,8 @@ the token's row of cos and sin: y = (x1 c - x2 s, x2 c + x1 s), which is Hugging
 The one output has q's layout with hq + hk heads: (b, s, hq + hk, d), or (b, hq + hk, s, d) with
 heads_first; rope_qk splits it into q's and k's views. It is the op torch.ops.tilekit.rope, with
 its gradient (kernels/rope_backward: the rotation back, by -s). `cutile_rope` (kernels/rope/ffi.rs):
-one tile block per token, every head of q and of k; `variant="auto"` autotunes the compiler hints.
+one tile block per token, every head of q and of k, or for a few tokens (decode) a token's heads over
+several; `variant="auto"` autotunes that and the compiler hints.
 """
 
 from __future__ import annotations
@@ -34,20 +35,21 @@ from tilekit.runtime import autotune, checks, port
 CDEF = """
 int32_t cutile_rope(const TensorDesc* out, const TensorDesc* q, const TensorDesc* k,
                     const TensorDesc* cos, const TensorDesc* sin, const TensorDesc* positions,
-                    int32_t heads_first, int32_t occupancy, int32_t warps,
+                    int32_t heads_first, int32_t occupancy, int32_t warps, int32_t heads,
                     int32_t device_id, uint64_t stream);
 """
 
 KERNEL = "rope"
 DTYPES = ("bfloat16", "float16", "float32")
-DEFAULT_VARIANT = {"occupancy": -1, "warps": -1}  # the compiler's defaults
+DEFAULT_VARIANT = {"occupancy": -1, "warps": -1, "heads": -1}  # the compiler's defaults, a token a tile block
 MAX_HEAD_DIM, MAX_HEADS, MAX_TILE = 512, 256, 8192  # ffi.rs
 I32_MAX = 2**31 - 1
 
 
-def export_args(occupancy: int = -1, warps: int = -1) -> tuple[int, int]:
-    """A variant's arguments of the export, (occupancy, warps). Pure."""
-    return int(occupancy), int(warps)
+def export_args(occupancy: int = -1, warps: int = -1, heads: int = -1) -> tuple[int, int, int]:
+    """A variant's arguments of the export, (occupancy, warps, heads): heads -1 puts a token's every
+    head in one tile block, a power of two at most that many of q's or of k's. Pure."""
+    return int(occupancy), int(warps), int(heads)
 
 
 def tune_key(dtype: str, b: int, s: int, hq: int, hk: int, d: int) -> dict:
@@ -59,14 +61,22 @@ def tune_key(dtype: str, b: int, s: int, hq: int, hk: int, d: int) -> dict:
     return {"dtype": dtype, "hq": hq, "hk": hk, "d": d, "tokens_class": autotune.pow2(b * s)}
 
 
+SPLIT_TOKENS = 256  # up to this many tokens (a decode step's) a token's heads may spread over tile blocks
+
+
 def variants(b: int, s: int, hq: int, hk: int, d: int) -> list[dict]:
     """One tile block per token, so the knob is how many of them share an SM: tileiras's default and
-    occupancy 4, 8 and 16 (a token's tiles need few registers). Pure:
+    occupancy 4, 8 and 16 (a token's tiles need few registers). Up to SPLIT_TOKENS tokens, also 4, 8
+    or 16 heads a tile block (a decode step's tokens fill few SMs otherwise: NOTES.md, "Decode"). Pure:
 
-    >>> [v["occupancy"] for v in variants(4, 4096, 32, 8, 128)]
-    [-1, 4, 8, 16]
+    >>> [(v["occupancy"], v["heads"]) for v in variants(4, 4096, 32, 8, 128)]
+    [(-1, -1), (4, -1), (8, -1), (16, -1)]
+    >>> [v["heads"] for v in variants(64, 1, 32, 8, 128)]
+    [-1, -1, -1, -1, 4, 8, 16]
     """
-    return [{"occupancy": o, "warps": -1} for o in (-1, 4, 8, 16)]
+    whole = [{"occupancy": o, "warps": -1, "heads": -1} for o in (-1, 4, 8, 16)]
+    split = [{"occupancy": -1, "warps": -1, "heads": h} for h in (4, 8, 16)] if b * s <= SPLIT_TOKENS else []
+    return whole + split
 
 
 def check_size(b: int, s: int, hq: int, hk: int, d: int, kernel: str = KERNEL) -> None:

@@ -233,5 +233,6 @@ SPEC = KernelSpec(
             message="cos is i32; rope supports f32, f16, bf16",
         ),
         "bad_warps": FfiCase(variant={"warps": 6}, message="warps"),
+        "bad_heads": FfiCase(variant={"heads": 3}, message="heads per tile block must be -1"),
     },
 )

@@ -23,7 +23,7 @@ from tilekit.runtime import port
 CDEF = """
 int32_t cutile_rope_backward(const TensorDesc* out, const TensorDesc* dq, const TensorDesc* dk,
                              const TensorDesc* cos, const TensorDesc* sin, const TensorDesc* positions,
-                             int32_t heads_first, int32_t occupancy, int32_t warps,
+                             int32_t heads_first, int32_t occupancy, int32_t warps, int32_t heads,
                              int32_t device_id, uint64_t stream);
 """
 

@@ -62,5 +62,6 @@ SPEC = dataclasses.replace(
         "out_shape": FfiCase(lambda: {"out": torch.empty(2, 3, 5, 8)}, message="it must be [2, 3, 6, 8] (dq's heads"),
         "dk_shape": FfiCase(lambda: {"dk": torch.randn(2, 4, 2, 8)}, message="`dk` is [2, 4, 2, 8]: it must be"),
         "bad_warps": FfiCase(variant={"warps": 6}, message="warps"),
+        "bad_heads": FfiCase(variant={"heads": 3}, message="heads per tile block must be -1"),
     },
 )

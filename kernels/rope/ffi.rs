@@ -91,7 +91,7 @@ impl Plan {
 fn heads_per_block(heads: i32) -> FfiResult<Option<i32>> {
     match heads {
         -1 => Ok(None),
-        h if h >= 1 && h <= MAX_HEADS && (h as u32).is_power_of_two() => Ok(Some(h)),
+        h if (1..=MAX_HEADS).contains(&h) && (h as u32).is_power_of_two() => Ok(Some(h)),
         h => Err(invalid(format!(
             "heads={h}: the heads per tile block must be -1 (a token's every head) or a power of two 1..={MAX_HEADS}"
         ))),
@@ -424,8 +424,8 @@ mod tests {
         );
         let ids = test_desc(DType::I64, &[2, 5], &[5, 1]);
         assert_eq!(plan(&out, &q, &k, &cs, &cs, Some(&ids), 0, -1, -1, -1).unwrap().pos, [10, 2]); // i32 words
-        let p =
-            plan_signed("rope_backward", ["dq", "dk"], &out, &q, &k, &cs, &cs, Some(&pos), 0, -1.0, -1, -1, -1).unwrap();
+        let p = plan_signed("rope_backward", ["dq", "dk"], &out, &q, &k, &cs, &cs, Some(&pos), 0, -1.0, -1, -1, -1)
+            .unwrap();
         assert_eq!((p.sin_sign, p.tiles()), (-1.0, [32, 8, 64]));
         // MQA, an odd head count and d = 80
         let p = plan(
@@ -547,13 +547,16 @@ mod tests {
                 );
             }
         }
-        DEVICE.assert_lowers("rope_tokens", &["bf16", "bf16", "16", "1", "32", "true", "true", "false"], &["store_ptr_tko"]);
-        // the largest tiles the plan admits (MAX_TILE), f32 tables
-        DEVICE.assert_lowers("rope_tokens", &["bf16", "f32", "128", "8", "64", "true", "true", "false"], &["store_ptr_tko"]);
-        DEVICE.assert_lowers("rope_tokens", &["bf16", "f32", "32", "32", "256", "true", "true", "false"], &["store_ptr_tko"]);
-        // SPLIT: a tile block rotates one chunk of q's or of k's heads
-        for (pos, wide) in [("true", "true"), ("false", "false")] {
-            DEVICE.assert_lowers("rope_tokens", &["bf16", "bf16", "8", "8", "64", pos, wide, "true"], &["store_ptr_tko"]);
+        // MQA; the largest tiles the plan admits (MAX_TILE), f32 tables; SPLIT: a tile block rotates
+        // one chunk of q's or of k's heads
+        for generics in [
+            ["bf16", "bf16", "16", "1", "32", "true", "true", "false"],
+            ["bf16", "f32", "128", "8", "64", "true", "true", "false"],
+            ["bf16", "f32", "32", "32", "256", "true", "true", "false"],
+            ["bf16", "bf16", "8", "8", "64", "true", "true", "true"],
+            ["bf16", "bf16", "8", "8", "64", "false", "false", "true"],
+        ] {
+            DEVICE.assert_lowers("rope_tokens", &generics, &["store_ptr_tko"]);
         }
     }
 
@@ -598,7 +601,14 @@ mod tests {
         DEVICE.assert_div_hints_lower("rope_tokens", &generics, &ptrs, &per_token, CompileOptions::default(), "-hf64");
         // the same step over 5 tile blocks a token (8 heads each: `heads` 8)
         let split = ["bf16", "bf16", "8", "8", "64", "false", "false", "true"];
-        DEVICE.assert_div_hints_lower("rope_tokens", &split, &ptrs, &per_token, CompileOptions::default(), "-hf64-split8");
+        DEVICE.assert_div_hints_lower(
+            "rope_tokens",
+            &split,
+            &ptrs,
+            &per_token,
+            CompileOptions::default(),
+            "-hf64-split8",
+        );
         // the table row is loaded in q's and k's tile shapes ([heads, d/2], a head stride of 0), not as
         // a [1, d/2] row broadcast to them (two-byte loads in the SASS: NOTES.md, "Decode")
         let ir = DEVICE.assert_lowers("rope_tokens", &generics, &["load_ptr_tko"]);

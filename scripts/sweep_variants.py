@@ -4,7 +4,7 @@ baselines' forms (keep the faster) and to see the port's autotune space whole.
     python scripts/sweep_variants.py --kernel rms_norm [--nrep 30] [--configs 0 2]
         [--shapes '[{"dtype": "bfloat16", "m": 256, "n": 11008}]']
         [--backends triton cutile cutile_rs torch tilegym liger liger_cutile] [--extra '[{"block": 1024, "rows": 2, "occupancy": 8}]']
-        [--only-extra]
+        [--only-extra] [--kernels]
 
 Same CUPTI timer as the benchmarks (tilekit.runtime.bench). Baseline variants come from
 `kernels/<k>/baselines.py` (VARIANTS of ours; torch and the providers are timed once); port variants
@@ -14,7 +14,9 @@ dicts, candidates not yet in the autotune space; `--only-extra` times just those
 variant) with GB/s (and TFLOP/s where the declaration has `flops`) and, per config, the fastest of
 each backend with the port's fastest time over each baseline's (one process, the same inputs; at a
 few µs run it in several backend orders and processes and compare the spread, docs/reports.md
-"Configs of a few µs"). Failing variants are printed, not fatal. `--shapes` times configs that are in no
+"Configs of a few µs"). `--kernels` adds, under each line, every kernel the call launched with its
+median over the same samples and its share of the call (where a multi-kernel op's time goes: the
+products, the loss pass, a reduction). Failing variants are printed, not fatal. `--shapes` times configs that are in no
 spec (a JSON list of configs with the spec's dims and a dtype), e.g. shapes from real models.
 """
 
@@ -77,6 +79,7 @@ def main(argv):
     p.add_argument("--shapes", help="JSON list of configs to time instead of the spec's perf configs")
     p.add_argument("--extra", default="[]", help="JSON list of extra port variants to time")
     p.add_argument("--only-extra", action="store_true", help="time the port's --extra variants only, not op.variants")
+    p.add_argument("--kernels", action="store_true", help="print each call's kernels with their median times")
     args = p.parse_args(argv)
     extra = json_dicts(p, "--extra", args.extra, '[{"block": 1024}]')
     if args.only_extra and not extra:
@@ -86,6 +89,7 @@ def main(argv):
     )
 
     from tilekit.runtime import bench, kernel
+    from tilekit.testing import model
 
     spec = kernel.load(args.kernel)
     baselines = spec.baselines()
@@ -104,17 +108,33 @@ def main(argv):
                 continue
             for name, call in calls.items():
                 try:
-                    ms = bench.time_cupti(call, nrep=args.nrep, warmup=3).stats()["median_ms"]
+                    if args.kernels:  # the same policy (L2 flushed, the activities summed), per kernel too
+                        timing = model.profile(call, args.nrep)
+                        ms, per_kernel = timing["median_ms"], timing["kernels"]
+                    else:
+                        ms, per_kernel = bench.time_cupti(call, nrep=args.nrep, warmup=3).stats()["median_ms"], {}
                 except Exception as e:  # noqa: BLE001 - print and go on
                     print(f"{label} {backend:<9} {name:<50} FAILED {str(e)[:300]}", flush=True)
                     continue
                 print(f"{label} {backend:<9} {name:<50} {ms:10.6f} ms {rates(spec, cfg, ms)}", flush=True)
+                if per_kernel:
+                    print("\n".join(kernel_lines(per_kernel, ms)), flush=True)
                 key = (label, backend)
                 if key not in best or ms < best[key][1]:
                     best[key] = (name, ms)
         del inputs
     print("\n".join(summary_lines(best)))
     return 0
+
+
+def kernel_lines(per_kernel: dict, total_ms: float) -> list[str]:
+    """One line per kernel of a call, slowest first: its median ms, its share of the call's median
+    and its name (cut at 120 characters). The medians are per kernel, so they need not sum to the
+    call's."""
+    return [
+        f"    {ms:10.6f} ms {ms / total_ms:6.1%}  {name[:120]}"
+        for name, ms in sorted(per_kernel.items(), key=lambda kv: -kv[1])
+    ]
 
 
 def summary_lines(best: dict) -> list[str]:

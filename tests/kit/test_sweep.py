@@ -536,6 +536,14 @@ def test_sweep_variants_summary_gives_each_baseline_the_ports_ratio():
     assert lines[4] == "  bfloat16  m=64 n=4096 liger       0.001900 ms  -"
 
 
+def test_sweep_variants_kernel_lines_put_the_slowest_kernel_first_with_its_share():
+    module = _script("sweep_variants")
+    lines = module.kernel_lines({"ce_rows": 0.5, "matmul_tiles<bf16>": 1.5, "x" * 200: 0.0}, 2.0)
+    assert lines[0] == "      1.500000 ms  75.0%  matmul_tiles<bf16>"
+    assert lines[1] == "      0.500000 ms  25.0%  ce_rows"
+    assert lines[2].endswith("x" * 120) and len(lines) == 3
+
+
 # ---------------------------------------------------------------------------------------------
 # scripts/ncu_probe.py
 

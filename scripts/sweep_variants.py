@@ -113,6 +113,8 @@ def main(argv):
                         ms, per_kernel = timing["median_ms"], timing["kernels"]
                     else:
                         ms, per_kernel = bench.time_cupti(call, nrep=args.nrep, warmup=3).stats()["median_ms"], {}
+                    if ms <= 0:  # model.profile does not refuse a call CUPTI saw nothing of (time_cupti does)
+                        raise RuntimeError("CUPTI saw no device activity for this call")
                 except Exception as e:  # noqa: BLE001 - print and go on
                     print(f"{label} {backend:<9} {name:<50} FAILED {str(e)[:300]}", flush=True)
                     continue

@@ -467,7 +467,7 @@ mod tests {
         assert_eq!((split(64).tiles(), split(64).grid()), ([32, 8, 64], (10, 2, 1)));
         // Qwen2's 28 + 4 heads: the last q tile block holds 4 of its 8 lanes' heads
         let p = plan(&bshd(2, 5, 32, 128), &bshd(2, 5, 28, 128), &bshd(2, 5, 4, 128), &cs, &cs, None, 0, -1, -1, 8);
-        assert_eq!((p.unwrap().chunks()), (4, 1));
+        assert_eq!(p.unwrap().chunks(), (4, 1));
         for bad in [0, 3, 12, 512, -2] {
             assert_fails(
                 plan(&out, &q, &k, &cs, &cs, None, 0, -1, -1, bad),

@@ -17,7 +17,8 @@
 //! a mask of the (heads, d/2) lanes inside, so any head count, d and strides of (b, s, h) work without
 //! padding ((b, h, s, d) is a (b, s, h, d) view with other strides). SPLIT: a token's heads over a
 //! second grid dim instead, tile block (token, c) rotating q's heads c·HQ.. for c < cq and k's heads
-//! (c - cq)·HK.. after them (a decode step's few tokens spread over more SMs: NOTES.md, "Decode").
+//! (c - cq)·HK.. after them (a decode step's few tokens spread over more SMs: NOTES.md, "A token's
+//! heads over several tile blocks").
 //! Every tile block reads its heads before writing them and owns them, so the output may lie over q
 //! and k where they are adjacent head ranges of one buffer, k's heads hq after q's (a fused QKV
 //! projection's); op.py's aliasing rule does not offer that form yet.

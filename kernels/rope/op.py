@@ -67,15 +67,26 @@ SPLIT_TOKENS = 256  # up to this many tokens (a decode step's) a token's heads m
 def variants(b: int, s: int, hq: int, hk: int, d: int) -> list[dict]:
     """One tile block per token, so the knob is how many of them share an SM: tileiras's default and
     occupancy 4, 8 and 16 (a token's tiles need few registers). Up to SPLIT_TOKENS tokens, also 4, 8
-    or 16 heads a tile block (a decode step's tokens fill few SMs otherwise: NOTES.md, "Decode"). Pure:
+    or 16 heads a tile block (a decode step's tokens fill few SMs otherwise: NOTES.md, "A token's
+    heads over several tile blocks"); of those that launch alike (both head counts within the
+    tile), only the first. Pure:
 
     >>> [(v["occupancy"], v["heads"]) for v in variants(4, 4096, 32, 8, 128)]
     [(-1, -1), (4, -1), (8, -1), (16, -1)]
     >>> [v["heads"] for v in variants(64, 1, 32, 8, 128)]
     [-1, -1, -1, -1, 4, 8, 16]
+    >>> [v["heads"] for v in variants(3, 17, 5, 1, 80)][4:]  # 8 and 16 both put q's 5 heads in one tile
+    [4, 8]
     """
     whole = [{"occupancy": o, "warps": -1, "heads": -1} for o in (-1, 4, 8, 16)]
-    split = [{"occupancy": -1, "warps": -1, "heads": h} for h in (4, 8, 16)] if b * s <= SPLIT_TOKENS else []
+    if b * s > SPLIT_TOKENS:
+        return whole
+    split, tiles = [], set()
+    for h in (4, 8, 16):
+        tile = (min(autotune.pow2(hq), h), min(autotune.pow2(hk), h))  # ffi.rs Plan::tiles
+        if tile not in tiles:
+            tiles.add(tile)
+            split.append({"occupancy": -1, "warps": -1, "heads": h})
     return whole + split
 
 

@@ -191,7 +191,13 @@ SPEC = KernelSpec(
     reference=reference,
     out_shape=out_shape,
     bytes_moved=bytes_moved,
-    variant_shapes=shapes("b s hq hk d dtype", (3, 17, 5, 1, 80, "float16"), (2, 64, 32, 8, 128, "bfloat16"))
+    # (2, 9, 12, 6, 64): k's 6 heads in two tile blocks of 4 under heads 4, the last one half empty
+    variant_shapes=shapes(
+        "b s hq hk d dtype",
+        (3, 17, 5, 1, 80, "float16"),
+        (2, 64, 32, 8, 128, "bfloat16"),
+        (2, 9, 12, 6, 64, "bfloat16"),
+    )
     + shapes("b s hq hk d positions dtype", (8, 1, 64, 8, 64, 1, "float32")),
     size_check=op.check_size,
     autotune_edges=shapes("b s hq hk d", (1, 1, 1, 1, 2), (1, 1, 256, 256, 512), (1024, 131072, 8, 8, 2)),

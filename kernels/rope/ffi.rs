@@ -32,6 +32,8 @@ pub const MAX_HEADS: i32 = 256;
 /// The largest [heads, d/2] tile (powers of two): 8192 elements compile without spilling (128 heads
 /// of d = 128: 244 registers; 64 of d = 256: 96), 16384 spill (64 heads of d = 512: 3.7 KB of stack).
 pub const MAX_TILE: i32 = 8192;
+/// The most tokens a launch rotates with all of a token's loads first (Plan::early).
+pub const EARLY_TOKENS: i64 = 256;
 
 /// A validated launch. Strides are in elements, (b, s, h) for q, k and out, (batch, row) for the
 /// tables, (b, s) for the position ids.
@@ -76,6 +78,13 @@ impl Plan {
     pub fn chunks(&self) -> (i32, i32) {
         let [hq_t, hk_t, _] = self.tiles();
         ((self.hq + hq_t - 1) / hq_t, (self.hk + hk_t - 1) / hk_t)
+    }
+
+    /// EARLY: a whole token's loads all issued before its stores, for launches of at most
+    /// EARLY_TOKENS tokens (a decode step's: one wave, each tile block's latency is the time); more
+    /// tokens keep q's heads, then k's (fewer registers live, so more tile blocks an SM).
+    pub fn early(&self) -> bool {
+        self.heads.is_none() && self.b as i64 * self.s as i64 <= EARLY_TOKENS
     }
 
     /// The launch grid: a tile block per token, times the chunks of its heads with SPLIT.
@@ -337,6 +346,7 @@ fn launch_typed<T: Element, C: Element>(
     generics.push(p.positions.is_some().to_string()); // POS
     generics.push((p.positions == Some(DType::I64)).to_string()); // WIDE
     generics.push(p.heads.is_some().to_string()); // SPLIT
+    generics.push(p.early().to_string()); // EARLY
     let launch = Launch { generics, grid: p.grid(), options: ffi_util::compile_options(p.occupancy, p.warps) };
     let ([sqb, sqs, sqh], [skb, sks, skh], [sob, sos, soh]) = (p.q, p.k, p.out);
     // SAFETY: plan() checked shapes, strides and dtypes against the descriptors (every offset of q, k
@@ -468,6 +478,12 @@ mod tests {
         // Qwen2's 28 + 4 heads: the last q tile block holds 4 of its 8 lanes' heads
         let p = plan(&bshd(2, 5, 32, 128), &bshd(2, 5, 28, 128), &bshd(2, 5, 4, 128), &cs, &cs, None, 0, -1, -1, 8);
         assert_eq!(p.unwrap().chunks(), (4, 1));
+        // a whole token's loads all first (EARLY) up to EARLY_TOKENS tokens, never with the split
+        assert!(whole.early() && !split(8).early());
+        let many = |s| bshd(1, s, 1, 128);
+        let tokens =
+            |s: i64| plan(&bshd(1, s, 2, 128), &many(s), &many(s), &cs, &cs, None, 0, -1, -1, -1).unwrap().early();
+        assert_eq!((tokens(256), tokens(257)), (true, false));
         for bad in [0, 3, 12, 512, -2] {
             assert_fails(
                 plan(&out, &q, &k, &cs, &cs, None, 0, -1, -1, bad),
@@ -542,19 +558,21 @@ mod tests {
             for (c, pos, wide) in [(t, "true", "true"), ("f32", "true", "false"), (t, "false", "false")] {
                 DEVICE.assert_lowers(
                     "rope_tokens",
-                    &[t, c, "32", "8", "64", pos, wide, "false"],
+                    &[t, c, "32", "8", "64", pos, wide, "false", "false"],
                     &["load_ptr_tko", "store_ptr_tko"],
                 );
             }
         }
-        // MQA; the largest tiles the plan admits (MAX_TILE), f32 tables; SPLIT: a tile block rotates
-        // one chunk of q's or of k's heads
+        // MQA; the largest tiles the plan admits (MAX_TILE), f32 tables, both with EARLY; SPLIT: a
+        // tile block rotates one chunk of q's or of k's heads
         for generics in [
-            ["bf16", "bf16", "16", "1", "32", "true", "true", "false"],
-            ["bf16", "f32", "128", "8", "64", "true", "true", "false"],
-            ["bf16", "f32", "32", "32", "256", "true", "true", "false"],
-            ["bf16", "bf16", "8", "8", "64", "true", "true", "true"],
-            ["bf16", "bf16", "8", "8", "64", "false", "false", "true"],
+            ["bf16", "bf16", "16", "1", "32", "true", "true", "false", "true"],
+            ["bf16", "f32", "128", "8", "64", "true", "true", "false", "false"],
+            ["bf16", "f32", "128", "8", "64", "true", "true", "false", "true"],
+            ["bf16", "f32", "32", "32", "256", "true", "true", "false", "false"],
+            ["bf16", "f32", "32", "32", "256", "true", "true", "false", "true"],
+            ["bf16", "bf16", "8", "8", "64", "true", "true", "true", "false"],
+            ["bf16", "bf16", "8", "8", "64", "false", "false", "true", "false"],
         ] {
             DEVICE.assert_lowers("rope_tokens", &generics, &["store_ptr_tko"]);
         }
@@ -589,7 +607,7 @@ mod tests {
             ("spb", 2),
             ("sps", 2),
         ];
-        let generics = ["bf16", "bf16", "32", "8", "64", "true", "true", "false"];
+        let generics = ["bf16", "bf16", "32", "8", "64", "true", "true", "false", "true"];
         DEVICE.assert_div_hints_lower("rope_tokens", &generics, &ptrs, &ints, CompileOptions::default(), "-decode64");
         let per_token = ints.map(|(name, v)| match name {
             "table_rows" => (name, 1),
@@ -597,10 +615,10 @@ mod tests {
             "spb" | "sps" => (name, 0),
             _ => (name, v),
         });
-        let generics = ["bf16", "bf16", "32", "8", "64", "false", "false", "false"];
+        let generics = ["bf16", "bf16", "32", "8", "64", "false", "false", "false", "true"];
         DEVICE.assert_div_hints_lower("rope_tokens", &generics, &ptrs, &per_token, CompileOptions::default(), "-hf64");
         // the same step over 5 tile blocks a token (8 heads each: `heads` 8)
-        let split = ["bf16", "bf16", "8", "8", "64", "false", "false", "true"];
+        let split = ["bf16", "bf16", "8", "8", "64", "false", "false", "true", "false"];
         DEVICE.assert_div_hints_lower(
             "rope_tokens",
             &split,
@@ -615,5 +633,12 @@ mod tests {
         let row_loads = ir.lines().filter(|l| l.contains("load_ptr_tko") && l.contains("tile<1x64xptr")).count();
         let tile_loads = ir.lines().filter(|l| l.contains("load_ptr_tko") && l.contains("tile<32x64xptr")).count();
         assert_eq!((row_loads, tile_loads), (0, 4), "q's halves, cos and sin as [32, 64] loads:\n{ir}");
+        // a whole token's loads, q's and k's, all come before its first store: written after q's
+        // stores, k's loads stayed after them in the SASS, a second DRAM round trip a token
+        // (NOTES.md, "k's loads after q's stores")
+        let lines: Vec<&str> = ir.lines().collect();
+        let last_load = lines.iter().rposition(|l| l.contains("load_ptr_tko")).expect("loads");
+        let first_store = lines.iter().position(|l| l.contains("store_ptr_tko")).expect("stores");
+        assert!(last_load < first_store, "a load after a store (line {last_load} > {first_store}):\n{ir}");
     }
 }

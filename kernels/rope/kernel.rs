@@ -29,50 +29,88 @@ pub mod rope_device {
     use cutile::core::*;
 
     /// Loads the [H, HALF] tile `first` elements past `ptr` (rows `stride` apart), lanes outside
-    /// `inside` not read, in f32.
+    /// `inside` not read, in f32, and the load's token.
     unsafe fn load_f32<E: ElementType, const H: i32, const HALF: i32>(
         ptr: *mut E, first: i32, stride: i32, inside: Tile<bool, { [H, HALF] }>,
-    ) -> Tile<f32, { [H, HALF] }> {
+    ) -> (Tile<f32, { [H, HALF] }>, Token) {
         let ptrs: PointerTile<*mut E, { [H, HALF] }> = tile_pointers::<E, H, HALF>(ptr, first, stride);
-        let (raw, _tok): (Tile<E, { [H, HALF] }>, Token) =
+        let (raw, tok): (Tile<E, { [H, HALF] }>, Token) =
             load_ptr_tko(ptrs, ordering::Weak, None::<scope::TileBlock>, Some(inside), None, None, Latency::<3>);
-        convert_tile(raw)
+        (convert_tile(raw), tok)
     }
 
     /// Stores `v` (rounded to T) as the [H, HALF] tile `first` elements past `ptr`, lanes outside
-    /// `inside` dropped.
-    unsafe fn store_t<T: ElementType, const H: i32, const HALF: i32>(
+    /// `inside` dropped; AFTER: ordered after the memory operations of `after` (else `after` is not
+    /// used and the store takes no token).
+    unsafe fn store_t<T: ElementType, const H: i32, const HALF: i32, const AFTER: bool>(
         ptr: *mut T, first: i32, stride: i32, v: Tile<f32, { [H, HALF] }>, inside: Tile<bool, { [H, HALF] }>,
+        after: Token,
     ) {
         let ptrs: PointerTile<*mut T, { [H, HALF] }> = tile_pointers::<T, H, HALF>(ptr, first, stride);
         let out: Tile<T, { [H, HALF] }> = convert_tile(v);
-        let _tok: Token =
-            store_ptr_tko(ptrs, out, ordering::Weak, None::<scope::TileBlock>, Some(inside), None, Latency::<3>);
+        if AFTER {
+            let _tok: Token = store_ptr_tko(
+                ptrs,
+                out,
+                ordering::Weak,
+                None::<scope::TileBlock>,
+                Some(inside),
+                Some(after),
+                Latency::<3>,
+            );
+        } else {
+            let _tok: Token =
+                store_ptr_tko(ptrs, out, ordering::Weak, None::<scope::TileBlock>, Some(inside), None, Latency::<3>);
+        }
     }
 
-    /// Rotates the `h` heads of one token (`src` + `src0`, heads `src_h` apart) by the cos and sin
-    /// of the table row at `row` (sin times `sin_sign`) into `dst` + `dst0` (heads `dst_h` apart);
-    /// H >= h and HALF >= half are the tile's extents. The row is loaded as [H, HALF] tiles whose
-    /// heads all point at it (a head stride of 0), so each thread loads the lanes its q or k
-    /// lanes meet, 16 bytes at a time, where a [1, HALF] row broadcast to the tile was loaded two
-    /// bytes at a time (NOTES.md, "Decode").
+    /// One token's `h` heads (`src` + `src0`, heads `src_h` apart) as their two halves in f32, and
+    /// the cos and sin of the table row at `row` (sin times `sin_sign`); H >= h and HALF >= half are
+    /// the tile's extents, `inside` the (h, half) lanes. The row is loaded as [H, HALF] tiles whose
+    /// heads all point at it (a head stride of 0), so each thread loads the lanes its q or k lanes
+    /// meet, 16 bytes at a time, where a [1, HALF] row broadcast to the tile was loaded two bytes at a
+    /// time (NOTES.md, "Decode"). The last value is the four loads' tokens joined.
+    #[allow(clippy::too_many_arguments, clippy::type_complexity)]
+    unsafe fn load_heads<T: ElementType, C: ElementType, const H: i32, const HALF: i32>(
+        src: *mut T, src0: i32, src_h: i32, half: i32, cos_ptr: *mut C, sin_ptr: *mut C, row: i32, sin_sign: f32,
+        inside: Tile<bool, { [H, HALF] }>,
+    ) -> (Tile<f32, { [H, HALF] }>, Tile<f32, { [H, HALF] }>, Tile<f32, { [H, HALF] }>, Tile<f32, { [H, HALF] }>, Token)
+    {
+        let (x1, t1): (Tile<f32, { [H, HALF] }>, Token) = load_f32::<T, H, HALF>(src, src0, src_h, inside);
+        let (x2, t2): (Tile<f32, { [H, HALF] }>, Token) = load_f32::<T, H, HALF>(src, src0 + half, src_h, inside);
+        let (c, tc): (Tile<f32, { [H, HALF] }>, Token) = load_f32::<C, H, HALF>(cos_ptr, row, 0i32, inside);
+        let (s_raw, ts): (Tile<f32, { [H, HALF] }>, Token) = load_f32::<C, H, HALF>(sin_ptr, row, 0i32, inside);
+        (x1, x2, c, s_raw * broadcast_scalar(sin_sign, shape![H, HALF]), join_tokens(&[t1, t2, tc, ts]))
+    }
+
+    /// Stores heads loaded by `load_heads` (halves x1 and x2, cos c, sin s) rotated into `dst` +
+    /// `dst0` (heads `dst_h` apart), after `after` with AFTER: y1 = x1 c - x2 s, y2 = x2 c + x1 s.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn store_rotated<T: ElementType, const H: i32, const HALF: i32, const AFTER: bool>(
+        dst: *mut T, dst0: i32, dst_h: i32, half: i32, x1: Tile<f32, { [H, HALF] }>, x2: Tile<f32, { [H, HALF] }>,
+        c: Tile<f32, { [H, HALF] }>, s: Tile<f32, { [H, HALF] }>, inside: Tile<bool, { [H, HALF] }>, after: Token,
+    ) {
+        store_t::<T, H, HALF, AFTER>(dst, dst0, dst_h, x1 * c - x2 * s, inside, after);
+        store_t::<T, H, HALF, AFTER>(dst, dst0 + half, dst_h, x2 * c + x1 * s, inside, after);
+    }
+
+    /// Rotates `h` heads of one token from `src` + `src0` into `dst` + `dst0` (`load_heads`, then
+    /// `store_rotated`, the stores without a token: the form timed at prefill, where a token on them
+    /// let tileiras hoist the next call's loads above them, more registers live).
     #[allow(clippy::too_many_arguments)]
     unsafe fn rotate_heads<T: ElementType, C: ElementType, const H: i32, const HALF: i32>(
         dst: *mut T, dst0: i32, dst_h: i32, src: *mut T, src0: i32, src_h: i32, h: i32, half: i32, cos_ptr: *mut C,
         sin_ptr: *mut C, row: i32, sin_sign: f32,
     ) {
         let inside: Tile<bool, { [H, HALF] }> = tile_mask::<H, HALF>(0i32, 0i32, h, half);
-        let x1: Tile<f32, { [H, HALF] }> = load_f32::<T, H, HALF>(src, src0, src_h, inside);
-        let x2: Tile<f32, { [H, HALF] }> = load_f32::<T, H, HALF>(src, src0 + half, src_h, inside);
-        let c: Tile<f32, { [H, HALF] }> = load_f32::<C, H, HALF>(cos_ptr, row, 0i32, inside);
-        let s_raw: Tile<f32, { [H, HALF] }> = load_f32::<C, H, HALF>(sin_ptr, row, 0i32, inside);
-        let s: Tile<f32, { [H, HALF] }> = s_raw * broadcast_scalar(sin_sign, shape![H, HALF]);
-        store_t::<T, H, HALF>(dst, dst0, dst_h, x1 * c - x2 * s, inside);
-        store_t::<T, H, HALF>(dst, dst0 + half, dst_h, x2 * c + x1 * s, inside);
+        let (x1, x2, c, s, read) =
+            load_heads::<T, C, H, HALF>(src, src0, src_h, half, cos_ptr, sin_ptr, row, sin_sign, inside);
+        store_rotated::<T, H, HALF, false>(dst, dst0, dst_h, half, x1, x2, c, s, inside, read);
     }
 
     /// q and k of token id (b, s) = (id / s_len, id % s_len) rotated into oq and ok (SPLIT: the
-    /// heads of chunk get_tile_block_id().1 only, cq chunks of q's). Strides in elements: q's, k's
+    /// heads of chunk get_tile_block_id().1 only, cq chunks of q's; EARLY, a whole token: all its
+    /// loads before its stores). Strides in elements: q's, k's
     /// and the output's (b, s, h) (the last dim contiguous), the table's (batch, row) (batch 0 where
     /// one table serves every sequence), the position ids' (b, s). A position id outside
     /// [0, table_rows) fails a device assertion (and is clamped, so nothing past the table is read).
@@ -88,6 +126,7 @@ pub mod rope_device {
         const POS: bool,
         const WIDE: bool,
         const SPLIT: bool,
+        const EARLY: bool,
     >(
         oq_ptr: *mut T, ok_ptr: *mut T, q_ptr: *mut T, k_ptr: *mut T, cos_ptr: *mut C, sin_ptr: *mut C,
         pos_ptr: *mut i32, s_len: i32, hq: i32, hk: i32, half: i32, table_rows: i32, sqb: i32, sqs: i32, sqh: i32,
@@ -125,7 +164,22 @@ pub mod rope_device {
                 let (o, x, n): (i32, i32, i32) = (o0 + h0 * soh, k0 + h0 * skh, min(HK, hk - h0));
                 rotate_heads::<T, C, HK, HALF>(ok_ptr, o, soh, k_ptr, x, skh, n, half, cos_ptr, sin_ptr, row, sin_sign);
             }
+        } else if EARLY {
+            // a decode step's few tokens: every store after every load (their tokens joined), so a
+            // token's q, k and table loads leave together; unordered, tileiras placed k's loads after
+            // q's stores, a second DRAM round trip a token (NOTES.md, "k's loads after q's stores")
+            let in_q: Tile<bool, { [HQ, HALF] }> = tile_mask::<HQ, HALF>(0i32, 0i32, hq, half);
+            let in_k: Tile<bool, { [HK, HALF] }> = tile_mask::<HK, HALF>(0i32, 0i32, hk, half);
+            let (q1, q2, qc, qs, q_read) =
+                load_heads::<T, C, HQ, HALF>(q_ptr, q0, sqh, half, cos_ptr, sin_ptr, row, sin_sign, in_q);
+            let (k1, k2, kc, ks, k_read) =
+                load_heads::<T, C, HK, HALF>(k_ptr, k0, skh, half, cos_ptr, sin_ptr, row, sin_sign, in_k);
+            let read: Token = join_tokens(&[q_read, k_read]);
+            store_rotated::<T, HQ, HALF, true>(oq_ptr, o0, soh, half, q1, q2, qc, qs, in_q, read);
+            store_rotated::<T, HK, HALF, true>(ok_ptr, o0, soh, half, k1, k2, kc, ks, in_k, read);
         } else {
+            // many tokens: q's heads, then k's (fewer registers live; tile blocks enough to hide the
+            // second round trip)
             rotate_heads::<T, C, HQ, HALF>(oq_ptr, o0, soh, q_ptr, q0, sqh, hq, half, cos_ptr, sin_ptr, row, sin_sign);
             rotate_heads::<T, C, HK, HALF>(ok_ptr, o0, soh, k_ptr, k0, skh, hk, half, cos_ptr, sin_ptr, row, sin_sign);
         }

@@ -2,7 +2,7 @@
 //!
 //!   int32_t cutile_softmax_backward(const TensorDesc* out, const TensorDesc* dy, const TensorDesc* y,
 //!                                   int32_t block, int32_t rows, int32_t occupancy, int32_t warps,
-//!                                   int32_t device_id, uint64_t stream);
+//!                                   int32_t chunk, int32_t device_id, uint64_t stream);
 //!
 //! dy, y (the forward's output) and out are (m, n), one dtype (f32, f16 or bf16), contiguous last
 //! dims, any row strides >= n; out receives dx = y * (dy - sum(y * dy)). `block` is the tile width
@@ -10,10 +10,15 @@
 //! twice), `rows` the rows per tile block, `occupancy` the CTAs per SM tileiras should plan registers
 //! for (1..=32), `warps` the worker warps per CTA (4 or 8); -1 picks the default (for the hints,
 //! the compiler's; for the tile: rows whole up to DEFAULT_WHOLE columns, else LOOPED_BLOCK-wide
-//! column tiles, rows for ~4 K elements a tile). Every descriptor is validated before anything touches
-//! the GPU: bad input returns -2/-5/-6 with a message, never a launch.
+//! column tiles, rows for ~4 K elements a tile). `chunk` > 0 (a multiple of block, block < n) cuts
+//! each row into chunks of that many columns, one tile block per (row tile, chunk) exchanging the
+//! row's partial sums in one launch (`softmax_backward_split`: y and dy read from DRAM once); the
+//! launch refuses (-6) a row of more chunks than the GPU has SMs or than MAX_PARTS. 0 never splits;
+//! -1 splits rows past DEFAULT_WHOLE into DEFAULT_CHUNK-column chunks where the GPU has SMs for
+//! them, else loops. Every descriptor is validated before anything touches the GPU: bad input
+//! returns -2/-5/-6 with a message, never a launch.
 use super::kernel::softmax_backward_device as device;
-use crate::ffi_util::{self, to_i32, Element, FfiResult, RowPlan, TensorDesc};
+use crate::ffi_util::{self, invalid, to_i32, DType, Element, FfiResult, RowPlan, TensorDesc};
 use cutile::cuda_core::Stream;
 use std::sync::Arc;
 
@@ -24,12 +29,60 @@ pub const DEFAULT_WHOLE: i32 = 8192;
 pub const LOOPED_BLOCK: i32 = 4096;
 /// Largest tile (ROWS * BLOCK elements) a variant may ask for: two f32 tiles in registers.
 const MAX_TILE_ELEMS: i32 = 16384;
+/// The default split's chunk (`chunk` -1 on rows past DEFAULT_WHOLE): 8 column tiles of
+/// LOOPED_BLOCK, 64 KB of bf16 y and dy a tile block re-reads from L2.
+pub const DEFAULT_CHUNK: i32 = 8 * LOOPED_BLOCK;
+/// Most chunks a row: the partials are loaded as one [rows, PARTS] tile.
+pub const MAX_PARTS: i32 = 64;
 
-/// A validated launch (ffi_util::OutPlan): `row.stride_x` is y's row stride, `row.stride_y` dy's.
-pub type Plan = ffi_util::OutPlan;
+/// A validated launch: `row.stride_x` is y's row stride, `row.stride_y` dy's; `split` the chunks.
+#[derive(Debug, PartialEq)]
+pub struct Plan {
+    pub dtype: DType,
+    pub row: RowPlan,
+    /// out's row stride.
+    pub stride_out: i32,
+    pub split: Option<Split>,
+}
 
+/// A split launch: chunks of `chunk_tiles` column tiles, `chunks` a row; `parts` the power of two
+/// at least `chunks`; `required`: asked for by the variant (refused where the GPU has fewer SMs
+/// than chunks), else the default's (which then loops instead).
+#[derive(Debug, PartialEq)]
+pub struct Split {
+    pub chunk_tiles: i32,
+    pub chunks: i32,
+    pub parts: i32,
+    pub required: bool,
+}
+
+/// The split of n-column rows in `block`-wide tiles for the `chunk` argument (module docs).
+fn split(n: i32, block: i32, chunk: i32) -> FfiResult<Option<Split>> {
+    let (chunk, required) = match chunk {
+        0 => return Ok(None),
+        -1 if n > DEFAULT_WHOLE && block < n => (DEFAULT_CHUNK.max(block) / block * block, false),
+        -1 => return Ok(None),
+        c if c > 0 && c % block == 0 && block < n => (c, true),
+        c => {
+            return Err(invalid(format!(
+                "chunk={c}: a split's chunk must be a positive multiple of block={block} with block < n={n} (or 0:                  no split, -1: the default)"
+            )))
+        }
+    };
+    let chunk_tiles = chunk / block;
+    let chunks = (n + chunk - 1) / chunk;
+    if chunks > MAX_PARTS {
+        return Err(invalid(format!(
+            "chunk={chunk}: n={n} makes {chunks} chunks a row, past {MAX_PARTS}; take a wider chunk"
+        )));
+    }
+    let parts = (chunks as u32).next_power_of_two() as i32;
+    Ok(Some(Split { chunk_tiles, chunks, parts, required }))
+}
+
+#[allow(clippy::too_many_arguments)]
 pub fn plan(
-    out: &TensorDesc, dy: &TensorDesc, y: &TensorDesc, block: i32, rows: i32, occupancy: i32, warps: i32,
+    out: &TensorDesc, dy: &TensorDesc, y: &TensorDesc, block: i32, rows: i32, occupancy: i32, warps: i32, chunk: i32,
 ) -> FfiResult<Plan> {
     let dtype = ffi_util::check_float_tensors(KERNEL, &[(dy, "dy", 2), (y, "y", 2), (out, "out", 2)])?;
     ffi_util::check_same_shape(y, "y", dy, "dy")?;
@@ -44,13 +97,26 @@ pub fn plan(
     let stride_y = ffi_util::row_stride(dy, n, "dy", format_args!("n={n}"))?;
     let stride_out = ffi_util::row_stride(out, n, "out", format_args!("n={n}"))?;
     let row = RowPlan { block, rows, occupancy, warps, m, n, stride_x, stride_y };
-    Ok(Plan { dtype, row, stride_out })
+    Ok(Plan { dtype, row, stride_out, split: split(n, block, chunk)? })
 }
 
 fn launch<T: Element>(
     p: &Plan, out: &TensorDesc, dy: &TensorDesc, y: &TensorDesc, stream: &Arc<Stream>,
 ) -> FfiResult<()> {
     let RowPlan { m, n, stride_x: sy, stride_y: sdy, block, .. } = p.row;
+    if let Some(s) = &p.split {
+        let sms = ffi_util::sm_count(stream)?;
+        if s.chunks as u32 <= sms {
+            return launch_split::<T>(p, s, out, dy, y, stream);
+        }
+        if s.required {
+            return Err(invalid(format!(
+                "variant chunk={}: n={n} makes {} chunks a row, more than this GPU's {sms} SMs (every chunk of a                  row must be resident at once); take a wider chunk or chunk=0",
+                s.chunk_tiles * block,
+                s.chunks
+            )));
+        }
+    }
     // SAFETY: plan() checked the descriptors (dtypes, one (m, n) shape, strides); the memory is
     // PyTorch's, alive until the caller's stream has run the kernel (stream-ordered allocator).
     unsafe {
@@ -61,8 +127,31 @@ fn launch<T: Element>(
     }
 }
 
+/// The split form: one workspace on the caller's stream holds the row tiles' arrival counters
+/// (cleared) and the (row, chunk) partial sums (`ffi_util::exchange_workspace`).
+fn launch_split<T: Element>(
+    p: &Plan, s: &Split, out: &TensorDesc, dy: &TensorDesc, y: &TensorDesc, stream: &Arc<Stream>,
+) -> FfiResult<()> {
+    let RowPlan { m, n, stride_x: sy, stride_y: sdy, rows, .. } = p.row;
+    let row_tiles = p.row.row_tiles();
+    let (arrived, [parts], ws) = ffi_util::exchange_workspace::<1>(row_tiles, rows, s.chunks, stream)?;
+    let mut launch = p.row.launch::<T>((row_tiles * s.chunks) as u32);
+    launch.generics.push(s.parts.to_string()); // PARTS
+    let (ct, chunks) = (s.chunk_tiles, s.chunks);
+    // SAFETY: plan() checked the descriptors; the workspace holds row_tiles counters (cleared on
+    // the stream) and (row_tiles * rows) x chunks f32 partials, and outlives the kernel (freed in
+    // stream order); the grid has row_tiles * chunks tile blocks with chunks <= the SM count (the
+    // entry's progress argument).
+    unsafe {
+        let [dx_ptr, dy_ptr, y_ptr] = [out, dy, y].map(|t| ffi_util::device_ptr::<T>(t));
+        let (so, entry) = (p.stride_out, device::softmax_backward_split);
+        launch.enqueue(entry(dx_ptr, dy_ptr, y_ptr, parts, arrived, m, n, so, sdy, sy, ct, chunks), stream)?;
+    }
+    ws.free()
+}
+
 // `cutile_softmax_backward`: the descriptors, then plan(), the caller's stream and launch() (ffi_util::export!).
-crate::export!(cutile_softmax_backward(out, dy, y; block: i32, rows: i32, occupancy: i32, warps: i32));
+crate::export!(cutile_softmax_backward(out, dy, y; block: i32, rows: i32, occupancy: i32, warps: i32, chunk: i32));
 
 #[cfg(test)]
 mod tests {
@@ -74,26 +163,42 @@ mod tests {
     #[test]
     fn plan_takes_whole_rows_then_column_tiles() {
         let (y, dy) = (desc2(DType::BF16, &[257, 4097], &[4104, 1]), desc2(DType::BF16, &[257, 4097], &[4097, 1]));
-        let p = plan(&dy, &dy, &y, -1, -1, -1, -1).unwrap();
+        let p = plan(&dy, &dy, &y, -1, -1, -1, -1, -1).unwrap();
         assert_eq!((p.row.block, p.row.rows, p.row.stride_x, p.row.stride_y), (8192, 1, 4104, 4097));
         let wide = desc2(DType::F32, &[3, 128256], &[128256, 1]);
-        let p = plan(&wide, &wide, &wide, -1, -1, -1, -1).unwrap();
+        let p = plan(&wide, &wide, &wide, -1, -1, -1, -1, -1).unwrap();
         assert_eq!((p.row.block, p.row.rows), (LOOPED_BLOCK, 1));
+        // the default split of a vocabulary row: 32 column tiles of 4096 (the last ragged) in 4
+        // chunks of 8, taken where the GPU has the SMs (not required)
+        let split = Split { chunk_tiles: 8, chunks: 4, parts: 4, required: false };
+        assert_eq!(p.split, Some(split));
+        // rows held whole, and chunk 0, never split
+        assert_eq!(plan(&dy, &dy, &y, -1, -1, -1, -1, -1).unwrap().split, None);
+        assert_eq!(plan(&wide, &wide, &wide, -1, -1, -1, -1, 0).unwrap().split, None);
+        // an asked-for chunk: 151936 columns in 2048-wide tiles, chunks of 4 tiles: 19 chunks, 32 parts
+        let qwen = desc2(DType::BF16, &[2, 151936], &[151936, 1]);
+        let s = plan(&qwen, &qwen, &qwen, 2048, 1, -1, -1, 8192).unwrap().split.unwrap();
+        assert_eq!((s.chunk_tiles, s.chunks, s.parts, s.required), (4, 19, 32, true));
         let small = desc2(DType::F16, &[100, 100], &[100, 1]);
-        assert_eq!(plan(&small, &small, &small, -1, -1, -1, -1).unwrap().row.rows, 32);
+        assert_eq!(plan(&small, &small, &small, -1, -1, -1, -1, -1).unwrap().row.rows, 32);
     }
 
     #[test]
     fn plan_rejects_bad_input_with_invalid_argument() {
         let y = desc2(DType::F32, &[4, 16], &[16, 1]);
         let other = desc2(DType::F32, &[4, 8], &[8, 1]);
-        assert_fails(plan(&y, &other, &y, -1, -1, -1, -1), rc::INVALID_ARGUMENT, "shape");
-        assert_fails(plan(&other, &y, &y, -1, -1, -1, -1), rc::INVALID_ARGUMENT, "shape");
-        assert_fails(plan(&y, &y, &y, 24, -1, -1, -1), rc::INVALID_ARGUMENT, "power of two");
-        assert_fails(plan(&y, &y, &y, 16384, 2, -1, -1), rc::INVALID_ARGUMENT, "block*rows <= 16384");
+        assert_fails(plan(&y, &other, &y, -1, -1, -1, -1, -1), rc::INVALID_ARGUMENT, "shape");
+        assert_fails(plan(&other, &y, &y, -1, -1, -1, -1, -1), rc::INVALID_ARGUMENT, "shape");
+        assert_fails(plan(&y, &y, &y, 24, -1, -1, -1, -1), rc::INVALID_ARGUMENT, "power of two");
+        assert_fails(plan(&y, &y, &y, 16384, 2, -1, -1, -1), rc::INVALID_ARGUMENT, "block*rows <= 16384");
         let overlapping = desc2(DType::F32, &[4, 16], &[8, 1]);
-        assert_fails(plan(&y, &overlapping, &y, -1, -1, -1, -1), rc::INVALID_ARGUMENT, "rows would overlap");
-        assert_fails(plan(&y, &y, &y, -1, -1, -1, 6), rc::INVALID_ARGUMENT, "warps");
+        assert_fails(plan(&y, &overlapping, &y, -1, -1, -1, -1, -1), rc::INVALID_ARGUMENT, "rows would overlap");
+        assert_fails(plan(&y, &y, &y, -1, -1, -1, 6, -1), rc::INVALID_ARGUMENT, "warps");
+        // a chunk that is no multiple of block, a split of rows held whole, more chunks than MAX_PARTS
+        let wide = desc2(DType::BF16, &[2, 128256], &[128256, 1]);
+        assert_fails(plan(&wide, &wide, &wide, 4096, 1, -1, -1, 6000), rc::INVALID_ARGUMENT, "multiple of block");
+        assert_fails(plan(&y, &y, &y, 16, 1, -1, -1, 16), rc::INVALID_ARGUMENT, "block < n");
+        assert_fails(plan(&wide, &wide, &wide, 1024, 1, -1, -1, 1024), rc::INVALID_ARGUMENT, "past 64");
     }
 
     #[test]
@@ -103,6 +208,10 @@ mod tests {
             let forms = [("1", "8192", "false"), ("2", "1024", "false"), ("4", "16", "false"), ("1", "16384", "false")];
             for (rows, block, looped) in forms.into_iter().chain([("1", "4096", "true"), ("2", "2048", "true")]) {
                 device.assert_lowers("softmax_backward_rows", &[dtype, rows, block, looped], &["reduce"]);
+            }
+            // the split: one row or two a tile block, 4 to 64 partials
+            for (rows, block, parts) in [("1", "4096", "4"), ("2", "2048", "32"), ("1", "4096", "64")] {
+                device.assert_lowers("softmax_backward_split", &[dtype, rows, block, parts], &["atomic_rmw"]);
             }
         }
     }

@@ -8,19 +8,29 @@
 //! gradient needs (no recomputation from x: one read of y against a read of x and the row's max and
 //! sum again).
 //!
-//! One entry, `softmax_backward_rows`, one ROWS x BLOCK row tile per tile block, in two forms (the
-//! const generic LOOPED):
+//! `softmax_backward_rows`, one ROWS x BLOCK row tile per tile block, in two forms (the const
+//! generic LOOPED):
 //!   * n <= BLOCK (LOOPED false): the row tile held whole: dy and y read once, dx stored once.
 //!   * n > BLOCK (LOOPED true): the sum over ceil(n / BLOCK) column tiles of y * dy (f32, lane-wise,
-//!     reduced once at the end), then a second pass that reads the tiles again (mostly from L2: the
-//!     row tile's tiles were read just before) and stores dx.
+//!     reduced once at the end), then a second pass that reads the tiles again and stores dx (from
+//!     L2 only where the row tiles in flight fit in it).
+//!
+//! And `softmax_backward_split` for wide rows: a row tile's column tiles cut into chunks, one tile
+//! block per (row tile, chunk) in one launch; each sums its chunk's y * dy, publishes the partial,
+//! counts itself in on its row tile's counter and waits for the others (device_util's exchange, as
+//! softmax's single-pass split), adds the row's partials, then reads its chunk again (from L2: it
+//! read it microseconds before, and the chunks in flight are a few MB) and stores dx. y and dy leave
+//! DRAM once, where the looped form's second pass over a whole row (a vocabulary row's y and dy are
+//! 0.5 MB in bf16, a GPU's worth of them past L2) reads most of them from DRAM again.
 //!
 //! Partitions pad with zero and drop stores outside the view, so any m and n work without masks: y
 //! and dy are 0 past n, adding nothing to the sum. `unchecked_accesses`: the launcher launches
-//! ceil(m / ROWS) tile blocks and the column loops stop at ceil(n / BLOCK).
+//! ceil(m / ROWS) tile blocks (times `chunks` for the split) and the column loops stop at
+//! ceil(n / BLOCK) (a chunk's at the smaller of its end and that); the split's partials are an
+//! (m padded to whole row tiles, chunks) f32 array, PARTS >= chunks columns loaded masked.
 #[cutile::module]
 pub mod softmax_backward_device {
-    use crate::device_util::views::strided_view;
+    use crate::device_util::views::{arrive_and_wait, load_partials, publish_partial, strided_view};
     use cutile::core::*;
 
     /// dx of one row tile from its y, dy tiles and the per-row sum of y * dy.
@@ -67,6 +77,55 @@ pub mod softmax_backward_device {
             let dot: Tile<f32, { [ROWS] }> = reduce_sum(y * dy, 1i32);
             let dx: Tile<T, { [ROWS, BLOCK] }> = convert_tile(grad::<ROWS, BLOCK>(y, dy, dot));
             dx_part.store(dx, [rb, 0i32]);
+        }
+    }
+    /// Wide rows in one launch, a row tile's column tiles in `chunks` chunks of `chunk_tiles`
+    /// BLOCK-wide tiles (grid: 1-D, ceil(m / ROWS) row tiles x `chunks`, a row tile's chunks
+    /// consecutive). Pass 1 sums the chunk's y * dy per row; the partial goes to column c of `parts`
+    /// ((m padded to whole row tiles) x chunks f32), the tile block counts itself in on counter rb of
+    /// `arrived` and waits for the row tile's other chunks (device_util's `arrive_and_wait`; the
+    /// counters are zero at launch, ffi.rs clears them on the stream); it adds the row's partials
+    /// (PARTS >= chunks columns, masked) and pass 2 re-reads the chunk and stores dx. The progress
+    /// argument is softmax's single-pass split's (docs/design-notes.md, "Tile blocks that talk to each
+    /// other"): ffi.rs launches it only with at most as many chunks as the GPU has SMs.
+    #[cutile::entry(unchecked_accesses = true)]
+    unsafe fn softmax_backward_split<T: ElementType, const ROWS: i32, const BLOCK: i32, const PARTS: i32>(
+        dx_ptr: *mut T, dy_ptr: *mut T, y_ptr: *mut T, parts: *mut f32, arrived: *mut i32, m: i32, n: i32,
+        stride_dx: i32, stride_dy: i32, stride_y: i32, chunk_tiles: i32, chunks: i32,
+    ) {
+        let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
+        let pid: i32 = get_tile_block_id().0;
+        let rb: i32 = pid / chunks;
+        let c: i32 = pid - rb * chunks;
+        let tok: Token = new_token_unordered();
+        let dy_view: Tensor<T, { [-1, -1] }> = strided_view(dy_ptr, m, n, stride_dy, tok);
+        let y_view: Tensor<T, { [-1, -1] }> = strided_view(y_ptr, m, n, stride_y, tok);
+        let dy_part: Partition<T, { [ROWS, BLOCK] }> = dy_view.partition(tile);
+        let y_part: Partition<T, { [ROWS, BLOCK] }> = y_view.partition(tile);
+        let dx_view: Tensor<T, { [-1, -1] }> = strided_view(dx_ptr, m, n, stride_dx, tok);
+        let mut dx_part: PartitionMut<T, { [ROWS, BLOCK] }> = unsafe { dx_view.partition_full_mut(tile) };
+        let j0: i32 = c * chunk_tiles;
+        let j_end: i32 = min(j0 + chunk_tiles, (n + BLOCK - 1) / BLOCK);
+
+        let mut acc: Tile<f32, { [ROWS, BLOCK] }> = constant(0.0f32, tile);
+        for j in j0..j_end {
+            let y: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(y_part.load([rb, j]));
+            let dy: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(dy_part.load([rb, j]));
+            acc = acc + y * dy;
+        }
+        let row0: i32 = rb * ROWS;
+        let t_pub: Token = unsafe { publish_partial::<ROWS>(parts, row0, c, chunks, reduce_sum(acc, 1i32)) };
+        let t_all: Token = unsafe { arrive_and_wait(arrived, rb, chunks, t_pub) };
+        let (raw, mask, _t): (Tile<f32, { [ROWS, PARTS] }>, Tile<bool, { [ROWS, PARTS] }>, Token) =
+            unsafe { load_partials::<ROWS, PARTS>(parts, row0, chunks, t_all) };
+        let zero: Tile<f32, { [ROWS, PARTS] }> = constant(0.0f32, shape![ROWS, PARTS]);
+        let dot: Tile<f32, { [ROWS] }> = reduce_sum(select(mask, raw, zero), 1i32);
+
+        for j in j0..j_end {
+            let y: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(y_part.load([rb, j]));
+            let dy: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(dy_part.load([rb, j]));
+            let dx: Tile<T, { [ROWS, BLOCK] }> = convert_tile(grad::<ROWS, BLOCK>(y, dy, dot));
+            dx_part.store(dx, [rb, j]);
         }
     }
 }

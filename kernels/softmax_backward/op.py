@@ -5,8 +5,9 @@
 
 dx = y * (dy - sum(y * dy, -1)), f32 inside, from the forward's output y (as PyTorch's softmax
 backward takes it). `cutile_softmax_backward` (kernels/softmax_backward/ffi.rs) through
-tilekit.runtime.port; `variant="auto"` autotunes (block, rows, occupancy) over `variants` per dtype
-and shape class: whole rows held in registers, or for wide rows column tiles read twice.
+tilekit.runtime.port; `variant="auto"` autotunes (block, rows, occupancy, chunk) over `variants` per
+dtype and shape class: whole rows held in registers, or for wide rows column tiles read twice, by one
+tile block a row or (chunk > 0) by several that exchange the row's partial sums.
 """
 
 from __future__ import annotations
@@ -20,29 +21,35 @@ from tilekit.runtime.autotune import row_tune_key as tune_key  # noqa: F401 (op.
 CDEF = """
 int32_t cutile_softmax_backward(const TensorDesc* out, const TensorDesc* dy, const TensorDesc* y,
                                 int32_t block, int32_t rows, int32_t occupancy, int32_t warps,
-                                int32_t device_id, uint64_t stream);
+                                int32_t chunk, int32_t device_id, uint64_t stream);
 """
 
 DTYPES = ("float16", "bfloat16", "float32")
-DEFAULT_VARIANT = {"block": -1, "rows": -1, "occupancy": -1, "warps": -1}  # ffi.rs (and the compiler) pick
+DEFAULT_VARIANT = {"block": -1, "rows": -1, "occupancy": -1, "warps": -1, "chunk": -1}  # ffi.rs (and the compiler) pick
 MAX_TILE_ELEMS = 16384  # ffi.rs: two f32 tiles in registers
 HINTS = ((4, 8), (8, 4), (8, 8))  # (occupancy, warps) of every candidate tile
+SPLIT_CHUNKS = (4, 8)  # column tiles of 4096 a chunk, in the split candidates
+MAX_SPLIT_CHUNKS = 64  # ffi.rs MAX_PARTS; a launch refuses more chunks than the GPU has SMs
 
 
-def export_args(block: int, rows: int, occupancy: int, warps: int = -1) -> tuple[int, int, int, int]:
-    """A variant's arguments of the export: (block, rows, occupancy, warps)."""
-    return int(block), int(rows), int(occupancy), int(warps)
+def export_args(block: int, rows: int, occupancy: int, warps: int = -1, chunk: int = -1) -> tuple[int, ...]:
+    """A variant's arguments of the export: (block, rows, occupancy, warps, chunk); chunk 0 keeps a
+    row in one tile block, -1 is ffi.rs's default (split vocabulary rows where the GPU has the SMs)."""
+    return int(block), int(rows), int(occupancy), int(warps), int(chunk)
 
 
 def variants(m: int, n: int) -> list[dict]:
     """Whole rows (block the power of two >= n, up to 16384) in tiles of 4 K and 8 K elements, and
     for rows past 4096 column tiles of 4096 read twice; each at HINTS, (occupancy, warps) pairs (the
-    forward's lesson: the compiler's own occupancy was 3-10x slower, kernels/softmax/NOTES.md):
+    forward's lesson: the compiler's own occupancy was 3-10x slower, kernels/softmax/NOTES.md). Rows
+    past 4096 columns are also split into chunks of 4 and 8 column tiles exchanging their partial
+    sums (SPLIT_CHUNKS, where a row makes 2 to MAX_SPLIT_CHUNKS chunks; a launch refuses more chunks
+    than the GPU has SMs); the column tiles alone take chunk 0:
 
     >>> [(v["block"], v["rows"], v["occupancy"], v["warps"]) for v in variants(16384, 4096)][:4]
     [(4096, 1, 4, 8), (4096, 1, 8, 4), (4096, 1, 8, 8), (4096, 2, 4, 8)]
-    >>> [(v["block"], v["rows"]) for v in variants(4096, 128256)][::3], len(variants(64, 100))
-    ([(4096, 1)], 6)
+    >>> [(v["block"], v["chunk"]) for v in variants(4096, 128256)][::3], len(variants(64, 100))
+    ([(4096, 0), (4096, 16384), (4096, 32768)], 6)
     """
     whole = autotune.pow2(max(n, 16))
     max_rows = min(64, autotune.pow2(m))
@@ -52,7 +59,16 @@ def variants(m: int, n: int) -> list[dict]:
     if n > 4096:
         tiles.append((4096, 1))
     tiles = list(dict.fromkeys(t for t in tiles if t[0] * t[1] <= MAX_TILE_ELEMS))
-    return [{"block": b, "rows": r, "occupancy": o, "warps": w} for b, r in tiles for o, w in HINTS]
+    chunks = [0 if b < n else -1 for b, _ in tiles]
+    if n > 4096:
+        splits = [4096 * k for k in SPLIT_CHUNKS if 2 <= -(-n // (4096 * k)) <= MAX_SPLIT_CHUNKS]
+        tiles += [(4096, 1)] * len(splits)
+        chunks += splits
+    return [
+        {"block": b, "rows": r, "occupancy": o, "warps": w, "chunk": c}
+        for (b, r), c in zip(tiles, chunks)
+        for o, w in HINTS
+    ]
 
 
 @port.entry(layouts={"dy": "(..., n)", "y": "(..., n)"})

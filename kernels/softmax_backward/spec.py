@@ -71,5 +71,6 @@ SPEC = row_kernel(
         "out_shape": FfiCase(lambda: {"out": torch.empty(4, 7)}, message="shape"),
         "block_not_pow2": FfiCase(variant={"block": 24}, message="block must be a power of two"),
         "bad_warps": FfiCase(variant={"warps": 6}, message="warps"),
+        "chunk_not_multiple": FfiCase(variant={"block": 4096, "rows": 1, "chunk": 6000}, message="multiple of block"),
     },
 )

@@ -29,9 +29,10 @@ pub const DEFAULT_WHOLE: i32 = 8192;
 pub const LOOPED_BLOCK: i32 = 4096;
 /// Largest tile (ROWS * BLOCK elements) a variant may ask for: two f32 tiles in registers.
 const MAX_TILE_ELEMS: i32 = 16384;
-/// The default split's chunk (`chunk` -1 on rows past DEFAULT_WHOLE): 8 column tiles of
-/// LOOPED_BLOCK, 64 KB of bf16 y and dy a tile block re-reads from L2.
-pub const DEFAULT_CHUNK: i32 = 8 * LOOPED_BLOCK;
+/// The default split's chunk (`chunk` -1 on rows past DEFAULT_WHOLE): 4 column tiles of
+/// LOOPED_BLOCK, 32 KB of bf16 y and dy a tile block re-reads from L2 (autotune's pick over chunks
+/// of 4 and 8 tiles on every vocabulary config of an H100 run: NOTES.md).
+pub const DEFAULT_CHUNK: i32 = 4 * LOOPED_BLOCK;
 /// Most chunks a row: the partials are loaded as one [rows, PARTS] tile.
 pub const MAX_PARTS: i32 = 64;
 
@@ -137,6 +138,7 @@ fn launch_split<T: Element>(
     let (arrived, [parts], ws) = ffi_util::exchange_workspace::<1>(row_tiles, rows, s.chunks, stream)?;
     let mut launch = p.row.launch::<T>((row_tiles * s.chunks) as u32);
     launch.generics.push(s.parts.to_string()); // PARTS
+    launch.generics.push((s.chunk_tiles == 1).to_string()); // HELD
     let (ct, chunks) = (s.chunk_tiles, s.chunks);
     // SAFETY: plan() checked the descriptors; the workspace holds row_tiles counters (cleared on
     // the stream) and (row_tiles * rows) x chunks f32 partials, and outlives the kernel (freed in
@@ -168,9 +170,9 @@ mod tests {
         let wide = desc2(DType::F32, &[3, 128256], &[128256, 1]);
         let p = plan(&wide, &wide, &wide, -1, -1, -1, -1, -1).unwrap();
         assert_eq!((p.row.block, p.row.rows), (LOOPED_BLOCK, 1));
-        // the default split of a vocabulary row: 32 column tiles of 4096 (the last ragged) in 4
-        // chunks of 8, taken where the GPU has the SMs (not required)
-        let split = Split { chunk_tiles: 8, chunks: 4, parts: 4, required: false };
+        // the default split of a vocabulary row: 32 column tiles of 4096 (the last ragged) in 8
+        // chunks of 4, taken where the GPU has the SMs (not required)
+        let split = Split { chunk_tiles: 4, chunks: 8, parts: 8, required: false };
         assert_eq!(p.split, Some(split));
         // rows held whole, and chunk 0, never split
         assert_eq!(plan(&dy, &dy, &y, -1, -1, -1, -1, -1).unwrap().split, None);
@@ -210,8 +212,14 @@ mod tests {
                 device.assert_lowers("softmax_backward_rows", &[dtype, rows, block, looped], &["reduce"]);
             }
             // the split: one row or two a tile block, 4 to 64 partials
-            for (rows, block, parts) in [("1", "4096", "4"), ("2", "2048", "32"), ("1", "4096", "64")] {
-                device.assert_lowers("softmax_backward_split", &[dtype, rows, block, parts], &["atomic_rmw"]);
+            // (one-tile chunks held in registers: HELD)
+            for (rows, block, parts, held) in [
+                ("1", "4096", "4", "false"),
+                ("2", "2048", "32", "false"),
+                ("1", "4096", "64", "false"),
+                ("1", "4096", "32", "true"),
+            ] {
+                device.assert_lowers("softmax_backward_split", &[dtype, rows, block, parts, held], &["atomic_rmw"]);
             }
         }
     }

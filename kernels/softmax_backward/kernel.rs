@@ -19,9 +19,10 @@
 //! block per (row tile, chunk) in one launch; each sums its chunk's y * dy, publishes the partial,
 //! counts itself in on its row tile's counter and waits for the others (device_util's exchange, as
 //! softmax's single-pass split), adds the row's partials, then reads its chunk again (from L2: it
-//! read it microseconds before, and the chunks in flight are a few MB) and stores dx. y and dy leave
-//! DRAM once, where the looped form's second pass over a whole row (a vocabulary row's y and dy are
-//! 0.5 MB in bf16, a GPU's worth of them past L2) reads most of them from DRAM again.
+//! read it microseconds before; with HELD, chunks of one tile, it keeps the tile in registers) and
+//! stores dx. y and dy leave DRAM once, where the looped form's second pass over a whole row (a
+//! vocabulary row's y and dy are 0.5 MB in bf16, a GPU's worth of them past L2) reads most of them
+//! from DRAM again.
 //!
 //! Partitions pad with zero and drop stores outside the view, so any m and n work without masks: y
 //! and dy are 0 past n, adding nothing to the sum. `unchecked_accesses`: the launcher launches
@@ -88,8 +89,16 @@ pub mod softmax_backward_device {
     /// (PARTS >= chunks columns, masked) and pass 2 re-reads the chunk and stores dx. The progress
     /// argument is softmax's single-pass split's (docs/design-notes.md, "Tile blocks that talk to each
     /// other"): ffi.rs launches it only with at most as many chunks as the GPU has SMs.
+    /// HELD (chunks of one tile, `chunk_tiles` 1): the tile's y and dy stay in registers across the
+    /// exchange, so nothing is read twice.
     #[cutile::entry(unchecked_accesses = true)]
-    unsafe fn softmax_backward_split<T: ElementType, const ROWS: i32, const BLOCK: i32, const PARTS: i32>(
+    unsafe fn softmax_backward_split<
+        T: ElementType,
+        const ROWS: i32,
+        const BLOCK: i32,
+        const PARTS: i32,
+        const HELD: bool,
+    >(
         dx_ptr: *mut T, dy_ptr: *mut T, y_ptr: *mut T, parts: *mut f32, arrived: *mut i32, m: i32, n: i32,
         stride_dx: i32, stride_dy: i32, stride_y: i32, chunk_tiles: i32, chunks: i32,
     ) {
@@ -107,25 +116,43 @@ pub mod softmax_backward_device {
         let j0: i32 = c * chunk_tiles;
         let j_end: i32 = min(j0 + chunk_tiles, (n + BLOCK - 1) / BLOCK);
 
-        let mut acc: Tile<f32, { [ROWS, BLOCK] }> = constant(0.0f32, tile);
-        for j in j0..j_end {
-            let y: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(y_part.load([rb, j]));
-            let dy: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(dy_part.load([rb, j]));
-            acc = acc + y * dy;
-        }
         let row0: i32 = rb * ROWS;
-        let t_pub: Token = unsafe { publish_partial::<ROWS>(parts, row0, c, chunks, reduce_sum(acc, 1i32)) };
-        let t_all: Token = unsafe { arrive_and_wait(arrived, rb, chunks, t_pub) };
-        let (raw, mask, _t): (Tile<f32, { [ROWS, PARTS] }>, Tile<bool, { [ROWS, PARTS] }>, Token) =
-            unsafe { load_partials::<ROWS, PARTS>(parts, row0, chunks, t_all) };
-        let zero: Tile<f32, { [ROWS, PARTS] }> = constant(0.0f32, shape![ROWS, PARTS]);
-        let dot: Tile<f32, { [ROWS] }> = reduce_sum(select(mask, raw, zero), 1i32);
-
-        for j in j0..j_end {
-            let y: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(y_part.load([rb, j]));
-            let dy: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(dy_part.load([rb, j]));
+        if HELD {
+            let y: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(y_part.load([rb, j0]));
+            let dy: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(dy_part.load([rb, j0]));
+            let dot: Tile<f32, { [ROWS] }> =
+                unsafe { row_dot::<ROWS, PARTS>(parts, arrived, rb, row0, c, chunks, reduce_sum(y * dy, 1i32)) };
             let dx: Tile<T, { [ROWS, BLOCK] }> = convert_tile(grad::<ROWS, BLOCK>(y, dy, dot));
-            dx_part.store(dx, [rb, j]);
+            dx_part.store(dx, [rb, j0]);
+        } else {
+            let mut acc: Tile<f32, { [ROWS, BLOCK] }> = constant(0.0f32, tile);
+            for j in j0..j_end {
+                let y: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(y_part.load([rb, j]));
+                let dy: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(dy_part.load([rb, j]));
+                acc = acc + y * dy;
+            }
+            let dot: Tile<f32, { [ROWS] }> =
+                unsafe { row_dot::<ROWS, PARTS>(parts, arrived, rb, row0, c, chunks, reduce_sum(acc, 1i32)) };
+            for j in j0..j_end {
+                let y: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(y_part.load([rb, j]));
+                let dy: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(dy_part.load([rb, j]));
+                let dx: Tile<T, { [ROWS, BLOCK] }> = convert_tile(grad::<ROWS, BLOCK>(y, dy, dot));
+                dx_part.store(dx, [rb, j]);
+            }
         }
+    }
+
+    /// The row tile's sums of y * dy: this chunk's `partial` published at column c of `parts`, the
+    /// arrival on counter rb of `arrived`, the wait for the row tile's other chunks, their partials
+    /// added (PARTS >= chunks columns, masked).
+    unsafe fn row_dot<const ROWS: i32, const PARTS: i32>(
+        parts: *mut f32, arrived: *mut i32, rb: i32, row0: i32, c: i32, chunks: i32, partial: Tile<f32, { [ROWS] }>,
+    ) -> Tile<f32, { [ROWS] }> {
+        let t_pub: Token = publish_partial::<ROWS>(parts, row0, c, chunks, partial);
+        let t_all: Token = arrive_and_wait(arrived, rb, chunks, t_pub);
+        let (raw, mask, _t): (Tile<f32, { [ROWS, PARTS] }>, Tile<bool, { [ROWS, PARTS] }>, Token) =
+            load_partials::<ROWS, PARTS>(parts, row0, chunks, t_all);
+        let zero: Tile<f32, { [ROWS, PARTS] }> = constant(0.0f32, shape![ROWS, PARTS]);
+        reduce_sum(select(mask, raw, zero), 1i32)
     }
 }

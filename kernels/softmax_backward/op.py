@@ -28,7 +28,7 @@ DTYPES = ("float16", "bfloat16", "float32")
 DEFAULT_VARIANT = {"block": -1, "rows": -1, "occupancy": -1, "warps": -1, "chunk": -1}  # ffi.rs (and the compiler) pick
 MAX_TILE_ELEMS = 16384  # ffi.rs: two f32 tiles in registers
 HINTS = ((4, 8), (8, 4), (8, 8))  # (occupancy, warps) of every candidate tile
-SPLIT_CHUNKS = (4, 8)  # column tiles of 4096 a chunk, in the split candidates
+SPLIT_CHUNKS = (1, 2, 4, 8)  # column tiles of 4096 a chunk, in the split candidates (1: held in registers)
 MAX_SPLIT_CHUNKS = 64  # ffi.rs MAX_PARTS; a launch refuses more chunks than the GPU has SMs
 
 
@@ -42,14 +42,15 @@ def variants(m: int, n: int) -> list[dict]:
     """Whole rows (block the power of two >= n, up to 16384) in tiles of 4 K and 8 K elements, and
     for rows past 4096 column tiles of 4096 read twice; each at HINTS, (occupancy, warps) pairs (the
     forward's lesson: the compiler's own occupancy was 3-10x slower, kernels/softmax/NOTES.md). Rows
-    past 4096 columns are also split into chunks of 4 and 8 column tiles exchanging their partial
+    past 4096 columns are also split into chunks of 1, 2, 4 and 8 column tiles exchanging their partial
     sums (SPLIT_CHUNKS, where a row makes 2 to MAX_SPLIT_CHUNKS chunks; a launch refuses more chunks
-    than the GPU has SMs); the column tiles alone take chunk 0:
+    than the GPU has SMs), at the first of HINTS only (the split's pick on every vocabulary config of
+    an H100 run, NOTES.md); the column tiles alone take chunk 0:
 
     >>> [(v["block"], v["rows"], v["occupancy"], v["warps"]) for v in variants(16384, 4096)][:4]
     [(4096, 1, 4, 8), (4096, 1, 8, 4), (4096, 1, 8, 8), (4096, 2, 4, 8)]
-    >>> [(v["block"], v["chunk"]) for v in variants(4096, 128256)][::3], len(variants(64, 100))
-    ([(4096, 0), (4096, 16384), (4096, 32768)], 6)
+    >>> [(v["block"], v["chunk"], v["occupancy"]) for v in variants(4096, 128256)][2:], len(variants(64, 100))
+    ([(4096, 0, 8), (4096, 4096, 4), (4096, 8192, 4), (4096, 16384, 4), (4096, 32768, 4)], 6)
     """
     whole = autotune.pow2(max(n, 16))
     max_rows = min(64, autotune.pow2(m))
@@ -64,10 +65,11 @@ def variants(m: int, n: int) -> list[dict]:
         splits = [4096 * k for k in SPLIT_CHUNKS if 2 <= -(-n // (4096 * k)) <= MAX_SPLIT_CHUNKS]
         tiles += [(4096, 1)] * len(splits)
         chunks += splits
+    hints = [HINTS if c <= 0 else HINTS[:1] for c in chunks]
     return [
         {"block": b, "rows": r, "occupancy": o, "warps": w, "chunk": c}
-        for (b, r), c in zip(tiles, chunks)
-        for o, w in HINTS
+        for (b, r), c, pairs in zip(tiles, chunks, hints)
+        for o, w in pairs
     ]
 
 

@@ -134,8 +134,14 @@ pub mod rope_device {
         sin_sign: f32, cq: i32,
     ) {
         let id: i32 = get_tile_block_id().0;
-        let b: i32 = id / s_len;
-        let s: i32 = id - b * s_len;
+        // (b, s) of the token; a decode step (s_len 1) skips the division, a dependent chain of ~30
+        // instructions before the first address
+        let mut b: i32 = id;
+        let mut s: i32 = 0i32;
+        if s_len != 1i32 {
+            b = id / s_len;
+            s = id - b * s_len;
+        }
         let mut p: i32 = s;
         if POS {
             let at: PointerTile<*mut i32, { [] }> = pointer_to_tile(pos_ptr).offset(b * spb + s * sps);

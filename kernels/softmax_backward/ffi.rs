@@ -66,7 +66,8 @@ fn split(n: i32, block: i32, chunk: i32) -> FfiResult<Option<Split>> {
         c if c > 0 && c % block == 0 && block < n => (c, true),
         c => {
             return Err(invalid(format!(
-                "chunk={c}: a split's chunk must be a positive multiple of block={block} with block < n={n} (or 0:                  no split, -1: the default)"
+                "chunk={c}: a split's chunk must be a positive multiple of block={block} with block < n={n} \
+                 (or 0: no split, -1: the default)"
             )))
         }
     };
@@ -112,7 +113,8 @@ fn launch<T: Element>(
         }
         if s.required {
             return Err(invalid(format!(
-                "variant chunk={}: n={n} makes {} chunks a row, more than this GPU's {sms} SMs (every chunk of a                  row must be resident at once); take a wider chunk or chunk=0",
+                "variant chunk={}: n={n} makes {} chunks a row, more than this GPU's {sms} SMs (every chunk of a \
+                 row must be resident at once); take a wider chunk or chunk=0",
                 s.chunk_tiles * block,
                 s.chunks
             )));
@@ -198,7 +200,8 @@ mod tests {
         assert_fails(plan(&y, &y, &y, -1, -1, -1, 6, -1), rc::INVALID_ARGUMENT, "warps");
         // a chunk that is no multiple of block, a split of rows held whole, more chunks than MAX_PARTS
         let wide = desc2(DType::BF16, &[2, 128256], &[128256, 1]);
-        assert_fails(plan(&wide, &wide, &wide, 4096, 1, -1, -1, 6000), rc::INVALID_ARGUMENT, "multiple of block");
+        let message = "multiple of block=4096 with block < n=128256 (or 0: no split, -1: the default)";
+        assert_fails(plan(&wide, &wide, &wide, 4096, 1, -1, -1, 6000), rc::INVALID_ARGUMENT, message);
         assert_fails(plan(&y, &y, &y, 16, 1, -1, -1, 16), rc::INVALID_ARGUMENT, "block < n");
         assert_fails(plan(&wide, &wide, &wide, 1024, 1, -1, -1, 1024), rc::INVALID_ARGUMENT, "past 64");
     }

@@ -42,6 +42,35 @@ pub mod softmax_backward_device {
         y * (dy - dot_t)
     }
 
+    /// The per-row sums of y * dy over column tiles j0..j_end of row tile rb (lane-wise f32, reduced
+    /// once at the end).
+    fn tiles_dot<T: ElementType, const ROWS: i32, const BLOCK: i32>(
+        y_part: &Partition<T, { [ROWS, BLOCK] }>, dy_part: &Partition<T, { [ROWS, BLOCK] }>, rb: i32, j0: i32,
+        j_end: i32,
+    ) -> Tile<f32, { [ROWS] }> {
+        let mut acc: Tile<f32, { [ROWS, BLOCK] }> = constant(0.0f32, shape![ROWS, BLOCK]);
+        for j in j0..j_end {
+            let y: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(y_part.load([rb, j]));
+            let dy: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(dy_part.load([rb, j]));
+            acc = acc + y * dy;
+        }
+        reduce_sum(acc, 1i32)
+    }
+
+    /// dx of column tiles j0..j_end of row tile rb, y and dy read again, from the rows' sums `dot`.
+    #[allow(clippy::too_many_arguments)]
+    fn store_tiles_grad<T: ElementType, const ROWS: i32, const BLOCK: i32>(
+        dx_part: &mut PartitionMut<T, { [ROWS, BLOCK] }>, y_part: &Partition<T, { [ROWS, BLOCK] }>,
+        dy_part: &Partition<T, { [ROWS, BLOCK] }>, rb: i32, j0: i32, j_end: i32, dot: Tile<f32, { [ROWS] }>,
+    ) {
+        for j in j0..j_end {
+            let y: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(y_part.load([rb, j]));
+            let dy: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(dy_part.load([rb, j]));
+            let dx: Tile<T, { [ROWS, BLOCK] }> = convert_tile(grad::<ROWS, BLOCK>(y, dy, dot));
+            dx_part.store(dx, [rb, j]);
+        }
+    }
+
     /// Row tile `tile block id`: LOOPED false, whole (n <= BLOCK); LOOPED true, in BLOCK-wide column
     /// tiles, the sum first, then dx. The compiler keeps only the form LOOPED selects.
     #[cutile::entry(unchecked_accesses = true)]
@@ -59,19 +88,8 @@ pub mod softmax_backward_device {
         let mut dx_part: PartitionMut<T, { [ROWS, BLOCK] }> = unsafe { dx_view.partition_full_mut(tile) };
         if LOOPED {
             let col_tiles: i32 = (n + BLOCK - 1) / BLOCK;
-            let mut acc: Tile<f32, { [ROWS, BLOCK] }> = constant(0.0f32, tile);
-            for j in 0i32..col_tiles {
-                let y: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(y_part.load([rb, j]));
-                let dy: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(dy_part.load([rb, j]));
-                acc = acc + y * dy;
-            }
-            let dot: Tile<f32, { [ROWS] }> = reduce_sum(acc, 1i32);
-            for j in 0i32..col_tiles {
-                let y: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(y_part.load([rb, j]));
-                let dy: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(dy_part.load([rb, j]));
-                let dx: Tile<T, { [ROWS, BLOCK] }> = convert_tile(grad::<ROWS, BLOCK>(y, dy, dot));
-                dx_part.store(dx, [rb, j]);
-            }
+            let dot: Tile<f32, { [ROWS] }> = tiles_dot::<T, ROWS, BLOCK>(&y_part, &dy_part, rb, 0i32, col_tiles);
+            store_tiles_grad::<T, ROWS, BLOCK>(&mut dx_part, &y_part, &dy_part, rb, 0i32, col_tiles, dot);
         } else {
             let y: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(y_part.load([rb, 0i32]));
             let dy: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(dy_part.load([rb, 0i32]));
@@ -125,20 +143,10 @@ pub mod softmax_backward_device {
             let dx: Tile<T, { [ROWS, BLOCK] }> = convert_tile(grad::<ROWS, BLOCK>(y, dy, dot));
             dx_part.store(dx, [rb, j0]);
         } else {
-            let mut acc: Tile<f32, { [ROWS, BLOCK] }> = constant(0.0f32, tile);
-            for j in j0..j_end {
-                let y: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(y_part.load([rb, j]));
-                let dy: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(dy_part.load([rb, j]));
-                acc = acc + y * dy;
-            }
+            let partial: Tile<f32, { [ROWS] }> = tiles_dot::<T, ROWS, BLOCK>(&y_part, &dy_part, rb, j0, j_end);
             let dot: Tile<f32, { [ROWS] }> =
-                unsafe { row_dot::<ROWS, PARTS>(parts, arrived, rb, row0, c, chunks, reduce_sum(acc, 1i32)) };
-            for j in j0..j_end {
-                let y: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(y_part.load([rb, j]));
-                let dy: Tile<f32, { [ROWS, BLOCK] }> = convert_tile(dy_part.load([rb, j]));
-                let dx: Tile<T, { [ROWS, BLOCK] }> = convert_tile(grad::<ROWS, BLOCK>(y, dy, dot));
-                dx_part.store(dx, [rb, j]);
-            }
+                unsafe { row_dot::<ROWS, PARTS>(parts, arrived, rb, row0, c, chunks, partial) };
+            store_tiles_grad::<T, ROWS, BLOCK>(&mut dx_part, &y_part, &dy_part, rb, j0, j_end, dot);
         }
     }
 

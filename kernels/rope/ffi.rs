@@ -32,7 +32,8 @@ pub const MAX_HEADS: i32 = 256;
 /// The largest [heads, d/2] tile (powers of two): 8192 elements compile without spilling (128 heads
 /// of d = 128: 244 registers; 64 of d = 256: 96), 16384 spill (64 heads of d = 512: 3.7 KB of stack).
 pub const MAX_TILE: i32 = 8192;
-/// The most tokens a launch rotates with all of a token's loads first (Plan::early).
+/// The most tokens a launch rotates with all of a token's loads first (Plan::early); op.py's
+/// SPLIT_TOKENS, the same decode-sized bound, caps the split candidates.
 pub const EARLY_TOKENS: i64 = 256;
 
 /// A validated launch. Strides are in elements, (b, s, h) for q, k and out, (batch, row) for the

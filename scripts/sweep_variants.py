@@ -4,7 +4,7 @@ baselines' forms (keep the faster) and to see the port's autotune space whole.
     python scripts/sweep_variants.py --kernel rms_norm [--nrep 30] [--configs 0 2]
         [--shapes '[{"dtype": "bfloat16", "m": 256, "n": 11008}]']
         [--backends triton cutile cutile_rs torch tilegym liger liger_cutile] [--extra '[{"block": 1024, "rows": 2, "occupancy": 8}]']
-        [--only-extra] [--kernels]
+        [--only-extra] [--kernels | --launches]
 
 Same CUPTI timer as the benchmarks (tilekit.runtime.bench). Baseline variants come from
 `kernels/<k>/baselines.py` (VARIANTS of ours; torch and the providers are timed once); port variants
@@ -16,7 +16,9 @@ each backend with the port's fastest time over each baseline's (one process, the
 few µs run it in several backend orders and processes and compare the spread, docs/reports.md
 "Configs of a few µs"). `--kernels` adds, under each line, every kernel the call launched with its
 median over the same samples and its share of the call (where a multi-kernel op's time goes: the
-products, the loss pass, a reduction). Failing variants are printed, not fatal. `--shapes` times configs that are in no
+products, the loss pass, a reduction); `--launches` instead lists each launch of the call in
+order (fused_linear_cross_entropy's three products run one kernel function, so `--kernels` sums them
+under one name). Failing variants are printed, not fatal. `--shapes` times configs that are in no
 spec (a JSON list of configs with the spec's dims and a dtype), e.g. shapes from real models.
 """
 
@@ -80,8 +82,11 @@ def main(argv):
     p.add_argument("--extra", default="[]", help="JSON list of extra port variants to time")
     p.add_argument("--only-extra", action="store_true", help="time the port's --extra variants only, not op.variants")
     p.add_argument("--kernels", action="store_true", help="print each call's kernels with their median times")
+    p.add_argument("--launches", action="store_true", help="print each launch of a call in order with its median time")
     args = p.parse_args(argv)
     extra = json_dicts(p, "--extra", args.extra, '[{"block": 1024}]')
+    if args.kernels and args.launches:
+        p.error("--kernels and --launches are two views of the same samples: give one")
     if args.only_extra and not extra:
         p.error("--only-extra times the --extra variants alone: give some, e.g. --extra '[{\"block\": 1024}]'")
     shapes = (
@@ -108,8 +113,8 @@ def main(argv):
                 continue
             for name, call in calls.items():
                 try:
-                    if args.kernels:  # the same policy (L2 flushed, the activities summed), per kernel too
-                        timing = model.profile(call, args.nrep)
+                    if args.kernels or args.launches:  # the same policy (L2 flushed), per kernel or launch too
+                        timing = model.profile(call, args.nrep, launches=args.launches)
                         ms, per_kernel = timing["median_ms"], timing["kernels"]
                     else:
                         ms, per_kernel = bench.time_cupti(call, nrep=args.nrep, warmup=3).stats()["median_ms"], {}
@@ -120,7 +125,7 @@ def main(argv):
                     continue
                 print(f"{label} {backend:<9} {name:<50} {ms:10.6f} ms {rates(spec, cfg, ms)}", flush=True)
                 if per_kernel:
-                    print("\n".join(kernel_lines(per_kernel, ms)), flush=True)
+                    print("\n".join(kernel_lines(per_kernel, ms, ordered=args.launches)), flush=True)
                 key = (label, backend)
                 if key not in best or ms < best[key][1]:
                     best[key] = (name, ms)
@@ -129,14 +134,12 @@ def main(argv):
     return 0
 
 
-def kernel_lines(per_kernel: dict, total_ms: float) -> list[str]:
-    """One line per kernel of a call, slowest first: its median ms, its share of the call's median
-    and its name (cut at 120 characters). The medians are per kernel, so they need not sum to the
-    call's."""
-    return [
-        f"    {ms:10.6f} ms {ms / total_ms:6.1%}  {name[:120]}"
-        for name, ms in sorted(per_kernel.items(), key=lambda kv: -kv[1])
-    ]
+def kernel_lines(per_kernel: dict, total_ms: float, *, ordered: bool = False) -> list[str]:
+    """One line per kernel of a call, slowest first (`ordered`: as given, e.g. launch order): its
+    median ms, its share of the call's median and its name (cut at 120 characters). The medians are
+    per kernel, so they need not sum to the call's."""
+    items = per_kernel.items() if ordered else sorted(per_kernel.items(), key=lambda kv: -kv[1])
+    return [f"    {ms:10.6f} ms {ms / total_ms:6.1%}  {name[:120]}" for name, ms in items]
 
 
 def summary_lines(best: dict) -> list[str]:

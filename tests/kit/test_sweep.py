@@ -544,6 +544,41 @@ def test_sweep_variants_kernel_lines_put_the_slowest_kernel_first_with_its_share
     assert lines[2].endswith("x" * 120) and len(lines) == 3
 
 
+def test_sweep_variants_launch_lines_keep_the_launch_order():
+    lines = _script("sweep_variants").kernel_lines({"#1 mm": 0.5, "#2 ce": 0.1, "#3 mm": 1.4}, 2.0, ordered=True)
+    assert [line.split()[-1] for line in lines] == ["mm", "ce", "mm"] and "70.0%" in lines[2]
+
+
+def test_profile_by_launch_keeps_one_kernel_function_launched_three_times_apart(monkeypatch):
+    """tilekit.testing.model.profile on a fake profiler: by name the three launches of one function
+    sum; with launches=True each is its own median, keyed in launch order."""
+    import contextlib
+
+    import torch
+
+    from tilekit.runtime import bench
+    from tilekit.testing import model
+
+    calls = iter(range(100))
+
+    def acts(_prof):  # sample k: products of 1, 2, 3 ms (+k/100), the loss pass 0.5 between them
+        k = next(calls)
+        return [("mm", 1 + k / 100), ("ce", 0.5), ("mm", 2 + k / 100), ("mm", 3 + k / 100)]
+
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(bench, "_flush_buffer", lambda _i: torch.zeros(1))
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.profiler, "profile", lambda **_kw: contextlib.nullcontext())
+    monkeypatch.setattr(bench, "device_activities", acts)
+    by_name = model.profile(lambda: None, 3, warmup=0)
+    assert by_name["kernels"] == {"mm": pytest.approx(6.03), "ce": 0.5}
+    by_launch = model.profile(lambda: None, 3, warmup=0, launches=True)  # samples k = 3, 4, 5
+    assert list(by_launch["kernels"]) == ["#1 mm", "#2 ce", "#3 mm", "#4 mm"]
+    assert by_launch["kernels"]["#4 mm"] == pytest.approx(3.04) and by_launch["median_ms"] == pytest.approx(6.62)
+    with pytest.raises(SystemExit):
+        _script("sweep_variants").main(["--kernel", "rms_norm", "--kernels", "--launches"])
+
+
 # ---------------------------------------------------------------------------------------------
 # scripts/ncu_probe.py
 

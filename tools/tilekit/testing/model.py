@@ -376,9 +376,11 @@ def forward(
 # -- measurements -----------------------------------------------------------------------------------
 
 
-def profile(fn, nrep: int, warmup: int = 3) -> dict:
+def profile(fn, nrep: int, warmup: int = 3, *, launches: bool = False) -> dict:
     """fn timed by tilekit.runtime.bench's CUPTI policy (L2 flushed, launch gaps out), with every kernel's
-    median duration over the same samples: {"median_ms", "samples_ms", "kernels": {name: ms}}."""
+    median duration over the same samples: {"median_ms", "samples_ms", "kernels": {name: ms}}. With
+    `launches` each launch of a call is its own entry, in launch order, keyed "#<i> <name>" (i from 1):
+    three products of one kernel function, summed by name otherwise, come apart."""
     import torch
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as torch_profile
@@ -399,8 +401,8 @@ def profile(fn, nrep: int, warmup: int = 3) -> dict:
         acts = bench.device_activities(prof)
         samples.append(sum(ms for _, ms in acts))
         call = {}
-        for name, ms in acts:
-            key = name[:NAME_CHARS]
+        for i, (name, ms) in enumerate(acts, 1):
+            key = f"#{i} {name[:NAME_CHARS]}" if launches else name[:NAME_CHARS]
             call[key] = call.get(key, 0.0) + ms
         for name, ms in call.items():
             per_kernel.setdefault(name, []).append(ms)

@@ -5,7 +5,8 @@
 //!       int32_t ignore_index, float smoothing, int32_t chunk, int32_t block, int32_t rows,
 //!       int32_t occupancy, int32_t warps, int32_t form, int32_t bm, int32_t bn, int32_t bk,
 //!       int32_t group, int32_t programs, int32_t mma_occupancy, int32_t num_cta_in_cga,
-//!       int32_t device_id, uint64_t stream);
+//!       int32_t dw_bm, int32_t dw_bn, int32_t dw_bk, int32_t dw_group, int32_t dw_programs,
+//!       int32_t dw_occupancy, int32_t dw_num_cta_in_cga, int32_t device_id, uint64_t stream);
 //!   int32_t cutile_fused_linear_cross_entropy_train(const TensorDesc* dh, const TensorDesc* dw,
 //!       const TensorDesc* losses, const TensorDesc* h, const TensorDesc* weight,
 //!       const TensorDesc* target, const TensorDesc* scale, <the same scalars>);
@@ -24,7 +25,9 @@
 //! as split-K's is), cross_entropy's training launch over it in place (the chunk's losses and G_c
 //! written over its logits: `launch_rows` with the knobs block..form), dh_c = G_c W, and dW = G_cᵀ
 //! h_c for the first chunk, dW += G_cᵀ h_c for the others (matmul's accumulating epilogue). The
-//! products use matmul's launcher with the tile bm..num_cta_in_cga (`MmaVariant`); dh_c, whose
+//! products use matmul's launcher: logits and dh with the tile bm..num_cta_in_cga, dW (its A the
+//! column-major view of the workspace, K = the chunk) with its own, dw_bm..dw_num_cta_in_cga
+//! (matmul's knobs each: -1 the launcher's default); dh_c, whose
 //! output is only chunk × H, is split over K = V where its tiles are fewer than the SMs (split-K,
 //! not persistent). Every descriptor and knob is validated before anything touches the GPU:
 //! matmul's and cross_entropy's plans of the first and of the last (shorter) chunk, whose
@@ -56,8 +59,10 @@ pub struct Plan {
     pub smoothing: f32,
     /// cross_entropy's (block, rows, occupancy, warps, form)
     pub rows_knobs: (i32, i32, i32, i32, i32),
-    /// matmul's (bm, bn, bk, group, programs, occupancy, num_cta_in_cga)
+    /// matmul's (bm, bn, bk, group, programs, occupancy, num_cta_in_cga) of the logits and dh
     pub mma_knobs: [i32; 7],
+    /// the same knobs of the dW product
+    pub dw_knobs: [i32; 7],
 }
 
 impl Plan {
@@ -134,25 +139,26 @@ fn dh_splits(tiles: i64, sms: u32) -> i32 {
 /// Every plan of one chunk on a GPU of `sms` SMs: (logits, its cross-entropy, dh, dW); dh planned
 /// unsplit first, then split (not persistent) where its tiles are fewer than the SMs.
 fn chunk_plans(p: &Plan, k: &Chunk, c: &Call, sms: u32) -> FfiResult<(MmaPlan, RowsPlan, MmaPlan, MmaPlan)> {
-    let [bm, bn, bk, group, programs, occupancy, cga] = p.mma_knobs;
-    let mma = |out: &TensorDesc, a: &TensorDesc, b: &TensorDesc, programs: i32, splits: i32| {
+    let mma_with = |[bm, bn, bk, group, _, occupancy, cga]: [i32; 7], out, a, b, programs, splits| {
         plan_mma(out, a, b, bm, bn, bk, group, programs, occupancy, cga, splits)
     };
+    let programs = p.mma_knobs[4];
+    let mma = |out, a, b, programs, splits| mma_with(p.mma_knobs, out, a, b, programs, splits);
     let logits = mma(&k.logits, &k.h, &k.w_t, programs, -1)?;
     let (loss, grad) = (Some((&k.losses, "losses")), Some(((&k.logits, "logits"), (c.scale, "scale"))));
     let rows = plan_rows(KERNEL, loss, &k.logits, &k.target, grad, p.ignore_index, p.smoothing, p.rows_knobs)?;
     let dh = mma(&k.dh, &k.logits, c.weight, programs, -1)?;
     let splits = dh_splits(dh.tiles(), sms);
     let dh = if splits > 1 { mma(&k.dh, &k.logits, c.weight, 0, splits)? } else { dh };
-    let dw = mma(&c.dw, &k.logits_t, &k.h, programs, -1)?;
+    let dw = mma_with(p.dw_knobs, &c.dw, &k.logits_t, &k.h, p.dw_knobs[4], -1)?;
     Ok((logits, rows, dh, dw))
 }
 
 /// The scalars of both exports, as they come.
-type Scalars = (i32, f32, i32, (i32, i32, i32, i32, i32), [i32; 7]);
+type Scalars = (i32, f32, i32, (i32, i32, i32, i32, i32), [i32; 7], [i32; 7]);
 
 /// Checks a call (the losses' address may be a stand-in) and plans it.
-fn plan_call(c: &Call, (ignore_index, smoothing, chunk, rows_knobs, mma_knobs): Scalars) -> FfiResult<Plan> {
+fn plan_call(c: &Call, (ignore_index, smoothing, chunk, rows_knobs, mma_knobs, dw_knobs): Scalars) -> FfiResult<Plan> {
     let (h, weight) = (c.h, c.weight);
     let tensors = [(h, "h", 2), (weight, "weight", 2), (&c.dh, "dh", 2), (&c.dw, "dw", 2)];
     let dtype = ffi_util::check_tensors(KERNEL, &[DType::F16, DType::BF16], "f16 and bf16", &tensors)?;
@@ -201,7 +207,8 @@ fn plan_call(c: &Call, (ignore_index, smoothing, chunk, rows_knobs, mma_knobs): 
     if chunk < 1 {
         return Err(invalid(format!("variant chunk={chunk}: use a positive row count, or -1 for {DEFAULT_CHUNK}")));
     }
-    let p = Plan { dtype, m, vocab, hidden, chunk: chunk.min(m), ignore_index, smoothing, rows_knobs, mma_knobs };
+    let chunk = chunk.min(m);
+    let p = Plan { dtype, m, vocab, hidden, chunk, ignore_index, smoothing, rows_knobs, mma_knobs, dw_knobs };
     if p.workspace_elems() > i32::MAX as i64 {
         return Err(invalid(format!(
             "variant chunk={chunk}: the logits workspace of {} x V = {} elements exceeds i32 indexing; use \
@@ -251,7 +258,8 @@ fn call<'a>(
 pub fn plan(
     out: &TensorDesc, h: &TensorDesc, weight: &TensorDesc, target: &TensorDesc, scale: &TensorDesc, ignore_index: i32,
     smoothing: f32, chunk: i32, block: i32, rows: i32, occupancy: i32, warps: i32, form: i32, bm: i32, bn: i32,
-    bk: i32, group: i32, programs: i32, mma_occupancy: i32, num_cta_in_cga: i32,
+    bk: i32, group: i32, programs: i32, mma_occupancy: i32, num_cta_in_cga: i32, dw_bm: i32, dw_bn: i32, dw_bk: i32,
+    dw_group: i32, dw_programs: i32, dw_occupancy: i32, dw_num_cta_in_cga: i32,
 ) -> FfiResult<Plan> {
     let tensors = [(h, "h", 2), (out, "out", 2), (weight, "weight", 2)];
     let dtype = ffi_util::check_tensors(KERNEL, &[DType::F16, DType::BF16], "f16 and bf16", &tensors)?;
@@ -266,7 +274,8 @@ pub fn plan(
     }
     let (dh, dw) = stacked(out, dtype, m, vocab);
     let mma = [bm, bn, bk, group, programs, mma_occupancy, num_cta_in_cga];
-    let scalars = (ignore_index, smoothing, chunk, (block, rows, occupancy, warps, form), mma);
+    let dw_mma = [dw_bm, dw_bn, dw_bk, dw_group, dw_programs, dw_occupancy, dw_num_cta_in_cga];
+    let scalars = (ignore_index, smoothing, chunk, (block, rows, occupancy, warps, form), mma, dw_mma);
     plan_call(&call((dh, dw, losses_stand_in(m as i64)), h, weight, target, scale), scalars)
 }
 
@@ -286,7 +295,8 @@ fn launch<T: Element>(
 crate::export!(cutile_fused_linear_cross_entropy(
     out, h, weight, target, scale; ignore_index: i32, smoothing: f32, chunk: i32, block: i32, rows: i32,
     occupancy: i32, warps: i32, form: i32, bm: i32, bn: i32, bk: i32, group: i32, programs: i32,
-    mma_occupancy: i32, num_cta_in_cga: i32
+    mma_occupancy: i32, num_cta_in_cga: i32, dw_bm: i32, dw_bn: i32, dw_bk: i32, dw_group: i32, dw_programs: i32,
+    dw_occupancy: i32, dw_num_cta_in_cga: i32
 ));
 
 /// `cutile_fused_linear_cross_entropy_train`: dh and dW apart, each row's loss into `losses`.
@@ -298,10 +308,12 @@ pub mod train {
         dh: &TensorDesc, dw: &TensorDesc, losses: &TensorDesc, h: &TensorDesc, weight: &TensorDesc,
         target: &TensorDesc, scale: &TensorDesc, ignore_index: i32, smoothing: f32, chunk: i32, block: i32, rows: i32,
         occupancy: i32, warps: i32, form: i32, bm: i32, bn: i32, bk: i32, group: i32, programs: i32,
-        mma_occupancy: i32, num_cta_in_cga: i32,
+        mma_occupancy: i32, num_cta_in_cga: i32, dw_bm: i32, dw_bn: i32, dw_bk: i32, dw_group: i32, dw_programs: i32,
+        dw_occupancy: i32, dw_num_cta_in_cga: i32,
     ) -> FfiResult<Plan> {
         let mma = [bm, bn, bk, group, programs, mma_occupancy, num_cta_in_cga];
-        let scalars = (ignore_index, smoothing, chunk, (block, rows, occupancy, warps, form), mma);
+        let dw_mma = [dw_bm, dw_bn, dw_bk, dw_group, dw_programs, dw_occupancy, dw_num_cta_in_cga];
+        let scalars = (ignore_index, smoothing, chunk, (block, rows, occupancy, warps, form), mma, dw_mma);
         plan_call(&call((*dh, *dw, *losses), h, weight, target, scale), scalars)
     }
 
@@ -316,7 +328,8 @@ pub mod train {
     crate::export!(cutile_fused_linear_cross_entropy_train(
         dh, dw, losses, h, weight, target, scale; ignore_index: i32, smoothing: f32, chunk: i32, block: i32,
         rows: i32, occupancy: i32, warps: i32, form: i32, bm: i32, bn: i32, bk: i32, group: i32, programs: i32,
-        mma_occupancy: i32, num_cta_in_cga: i32
+        mma_occupancy: i32, num_cta_in_cga: i32, dw_bm: i32, dw_bn: i32, dw_bk: i32, dw_group: i32, dw_programs: i32,
+        dw_occupancy: i32, dw_num_cta_in_cga: i32
     ));
 }
 
@@ -338,7 +351,11 @@ mod tests {
 
     fn plan_of(d: &[TensorDesc; 5], chunk: i32, form: i32) -> FfiResult<Plan> {
         let [o, h, w, t, s] = d;
-        plan(o, h, w, t, s, -100, 0.0, chunk, -1, -1, -1, -1, form, -1, -1, -1, -1, -1, -1, -1)
+        let (m, dw) = ([-1; 7], [-1; 7]);
+        plan(
+            o, h, w, t, s, -100, 0.0, chunk, -1, -1, -1, -1, form, m[0], m[1], m[2], m[3], m[4], m[5], m[6], dw[0],
+            dw[1], dw[2], dw[3], dw[4], dw[5], dw[6],
+        )
     }
 
     #[test]
@@ -392,6 +409,29 @@ mod tests {
     }
 
     #[test]
+    fn the_dw_product_takes_its_own_tile() {
+        // logits and dh in persistent 128 x 128 tiles (132 programs), dW in 128 x 256 at a cluster of 2
+        let d = descs(DType::BF16, 4096, 128256, 4096);
+        let [o, h, w, t, s] = &d;
+        let p = plan(
+            o, h, w, t, s, -100, 0.0, 4096, -1, -1, -1, -1, -1, 128, 128, 64, 8, 132, 1, 1, 128, 256, 64, 4, 132, 1, 2,
+        )
+        .unwrap();
+        let (dh, dw) = stacked(o, DType::BF16, p.m, p.vocab);
+        let c = call((dh, dw, losses_stand_in(4096)), h, w, t, s);
+        let (logits, _, dh, dw) = chunk_plans(&p, &chunk_descs(&p, STAND_IN, (0, 4096), &c).unwrap(), &c, 132).unwrap();
+        let tile = |v: &ffi_util::MmaVariant| (v.bm, v.bn, v.group, v.programs, v.num_cta_in_cga);
+        assert_eq!(tile(&logits.variant), (128, 128, 8, Some(132), Some(1)));
+        assert_eq!(tile(&dh.variant), (128, 128, 8, Some(132), Some(1)));
+        assert_eq!(tile(&dw.variant), (128, 256, 4, Some(132), Some(2)));
+        // and its knobs are validated like the others'
+        let bad = plan(
+            o, h, w, t, s, -100, 0.0, 4096, -1, -1, -1, -1, -1, 128, 128, 64, 8, 132, 1, 1, 96, 256, 64, 4, 132, 1, 2,
+        );
+        assert_fails(bad, rc::INVALID_ARGUMENT, "bm=96");
+    }
+
+    #[test]
     fn the_train_form_takes_its_outputs_apart() {
         let [_, h, w, t, s] = descs(DType::F16, 8, 100, 64);
         let (dh, dw) = (
@@ -399,15 +439,21 @@ mod tests {
             TensorDesc::from_parts(0x7000, DType::F16, &[100, 64], &[64, 1]),
         );
         let losses = TensorDesc::from_parts(0x8000, DType::F32, &[8], &[1]);
-        let p =
-            train::plan(&dh, &dw, &losses, &h, &w, &t, &s, 5, 0.1, 3, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+        let p = train::plan(
+            &dh, &dw, &losses, &h, &w, &t, &s, 5, 0.1, 3, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+            -1, -1, -1, -1,
+        );
         assert_eq!(p.map(|p| (p.chunks().count(), p.ignore_index)).unwrap(), (3, 5));
         let strided = TensorDesc::from_parts(0x8000, DType::F32, &[8], &[2]);
-        let p =
-            train::plan(&dh, &dw, &strided, &h, &w, &t, &s, 5, 0.1, 3, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+        let p = train::plan(
+            &dh, &dw, &strided, &h, &w, &t, &s, 5, 0.1, 3, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+            -1, -1, -1, -1,
+        );
         assert_fails(p, rc::INVALID_ARGUMENT, "contiguous");
-        let p =
-            train::plan(&dh, &h, &losses, &h, &w, &t, &s, 5, 0.1, 3, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+        let p = train::plan(
+            &dh, &h, &losses, &h, &w, &t, &s, 5, 0.1, 3, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+            -1, -1, -1, -1,
+        );
         assert_fails(p, rc::INVALID_ARGUMENT, "must have the shapes");
     }
 

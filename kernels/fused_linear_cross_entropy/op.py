@@ -42,31 +42,39 @@ int32_t cutile_fused_linear_cross_entropy(const TensorDesc* out, const TensorDes
     int32_t ignore_index, float smoothing, int32_t chunk, int32_t block, int32_t rows,
     int32_t occupancy, int32_t warps, int32_t form, int32_t bm, int32_t bn, int32_t bk,
     int32_t group, int32_t programs, int32_t mma_occupancy, int32_t num_cta_in_cga,
-    int32_t device_id, uint64_t stream);
+    int32_t dw_bm, int32_t dw_bn, int32_t dw_bk, int32_t dw_group, int32_t dw_programs,
+    int32_t dw_occupancy, int32_t dw_num_cta_in_cga, int32_t device_id, uint64_t stream);
 int32_t cutile_fused_linear_cross_entropy_train(const TensorDesc* dh, const TensorDesc* dw,
     const TensorDesc* losses, const TensorDesc* h, const TensorDesc* weight, const TensorDesc* target,
     const TensorDesc* scale, int32_t ignore_index, float smoothing, int32_t chunk, int32_t block,
     int32_t rows, int32_t occupancy, int32_t warps, int32_t form, int32_t bm, int32_t bn,
     int32_t bk, int32_t group, int32_t programs, int32_t mma_occupancy, int32_t num_cta_in_cga,
-    int32_t device_id, uint64_t stream);
+    int32_t dw_bm, int32_t dw_bn, int32_t dw_bk, int32_t dw_group, int32_t dw_programs,
+    int32_t dw_occupancy, int32_t dw_num_cta_in_cga, int32_t device_id, uint64_t stream);
 """
 
 KERNEL = "fused_linear_cross_entropy"
 DTYPES = mma.DTYPES
 REDUCTIONS = ("mean", "sum")
-# ffi.rs's defaults: 1024-row chunks, cross_entropy's and matmul's own defaults
-DEFAULT_VARIANT = {"chunk": -1} | rows_op.DEFAULT_VARIANT | {f"mma_{k}": v for k, v in mma.DEFAULT_VARIANT.items()}
+# ffi.rs's defaults: 1024-row chunks, cross_entropy's and matmul's own defaults (mma_: the logits' and
+# dh's products, dw_: dW's)
+DEFAULT_VARIANT = (
+    {"chunk": -1}
+    | rows_op.DEFAULT_VARIANT
+    | {f"{p}_{k}": v for p in ("mma", "dw") for k, v in mma.DEFAULT_VARIANT.items()}
+)
 CHUNKS = (1024, 2048, 4096)  # rows a chunk: the candidates (NOTES.md, "The chunk")
 
 
 def export_args(
     chunk, block, rows, occupancy, warps, form, mma_bm, mma_bn, mma_bk, mma_group, mma_persistent, mma_occupancy,
-    mma_cga, *, sms: int
+    mma_cga, dw_bm, dw_bn, dw_bk, dw_group, dw_persistent, dw_occupancy, dw_cga, *, sms: int
 ) -> tuple[int, ...]:  # fmt: skip
-    """A variant's arguments of the export: chunk, cross_entropy's five knobs, matmul's seven (the
-    persistent grid's size from `sms`). Pure."""
+    """A variant's arguments of the export: chunk, cross_entropy's five knobs, matmul's seven for the
+    logits' and dh's products, seven more for dW's (each persistent grid's size from `sms`). Pure."""
     gemm = mma.export_args(mma_bm, mma_bn, mma_bk, mma_group, mma_persistent, mma_occupancy, mma_cga, sms=sms)
-    return (int(chunk), *rows_op.export_args(block, rows, occupancy, warps, form), *gemm)
+    dw = mma.export_args(dw_bm, dw_bn, dw_bk, dw_group, dw_persistent, dw_occupancy, dw_cga, sms=sms)
+    return (int(chunk), *rows_op.export_args(block, rows, occupancy, warps, form), *gemm, *dw)
 
 
 def tune_key(dtype: str, m: int, vocab: int, hidden: int) -> dict:
@@ -90,21 +98,28 @@ def _rows_variant(chunk: int, vocab: int) -> dict:
 
 def variants(m: int, vocab: int, hidden: int) -> list[dict]:
     """Chunks of CHUNKS up to m's class (one chunk of the whole class below 1024 rows; each chunk's
-    logits inside i32 indexing) times two tiles of the products: 128 x 128 and 128 x 256 (cluster of
-    2), persistent at occupancy 1 (matmul's picks for the LM head's products on the H200). Pure:
+    logits inside i32 indexing) times three pairs of tiles, (logits and dh, dW): 128 x 128 for all,
+    128 x 256 (cluster of 2) for all, and 128 x 128 with dW in 128 x 256 (matmul's own picks on the
+    H200: 128 x 128 for the LM head's logits and dx, 128 x 256 for its dW, A read column-major);
+    persistent at occupancy 1. Pure:
 
-    >>> [(v["chunk"], v["mma_bn"], v["form"]) for v in variants(4096, 128256, 4096)][::2]
-    [(1024, 128, 2), (2048, 128, 2), (4096, 128, 2)]
+    >>> [(v["chunk"], v["mma_bn"], v["dw_bn"], v["form"]) for v in variants(4096, 128256, 4096)][:3]
+    [(1024, 128, 128, 2), (1024, 128, 256, 2), (1024, 256, 256, 2)]
     >>> [v["chunk"] for v in variants(300, 1000, 64)], variants(300, 1000, 64)[0]["block"]
-    ([512, 512], 1024)
+    ([512, 512, 512], 1024)
     >>> sorted({v["chunk"] for v in variants(65536, 262144, 4096)})
     [1024, 2048, 4096]
     """
     cap = min(autotune.pow2(m), mma.INDEX_LIMIT // max(vocab, 1))
     chunks = [c for c in CHUNKS if c <= cap] or [min(autotune.pow2(m), cap)]
-    tiles = (mma.variant(128, 128, 64, persistent=True), mma.variant(128, 256, 64, persistent=True, cga=2))
+    small, wide = mma.variant(128, 128, 64, persistent=True), mma.variant(128, 256, 64, persistent=True, cga=2)
     return [
-        {"chunk": c} | _rows_variant(c, vocab) | {f"mma_{k}": v for k, v in t.items()} for c in chunks for t in tiles
+        {"chunk": c}
+        | _rows_variant(c, vocab)
+        | {f"mma_{k}": v for k, v in t.items()}
+        | {f"dw_{k}": v for k, v in d.items()}
+        for c in chunks
+        for t, d in ((small, small), (small, wide), (wide, wide))
     ]
 
 

@@ -3,6 +3,7 @@ and for SDPA's backends, on three decode shapes of Llama-3-8B's attention (batch
 batch 8; --shapes for others), causal, bf16.
 
     python scripts/probe_decode_attention.py [--shapes '[{"b": 1, "h": 32, "hkv": 8, "sq": 1, "skv": 8192, ...}]']
+        [--pages 16,256]
 
 On a GPU host (the bundle: `export TILEKIT_GPU_HOME=$PWD/.gpu-home; . scripts/gpu_host_env.sh bundle`,
 then `PYTHONPATH=$PWD:$PWD/tools python3 scripts/probe_decode_attention.py`). Each call is sampled
@@ -11,7 +12,9 @@ CUPTI's device activities, as `make perf`); printed per implementation: the medi
 kit's figure), each kernel's median, the K and V bytes once over that time, and the output's largest
 error against float32 SDPA on the same inputs (checked before the timing). The port's variants
 are its decode candidates (op.variants), the split counts of `--splits` and the variants of
-`--variants`. Times nothing the reports use; kernels/attention/NOTES.md cites what it printed.
+`--variants`. `--pages` adds op.attention_paged over the same keys and values laid out in pages of
+each size, in a shuffled page order (its candidates, op.paged_variants): what a paged cache costs
+over a contiguous one. Times nothing the reports use; kernels/attention/NOTES.md cites what it printed.
 """
 
 from __future__ import annotations
@@ -39,6 +42,9 @@ def main(argv=None) -> int:
         help='JSON list of extra port variants, e.g. [{"bn": 32, "occupancy": 2, "splits": -2}]',
     )
     p.add_argument("--nrep", type=int, default=30)
+    p.add_argument(
+        "--pages", default="", help="page sizes of op.attention_paged runs, comma-separated (none: no paged run)"
+    )
     args = p.parse_args(argv)
     import torch
     import torch.nn.functional as F
@@ -64,6 +70,8 @@ def main(argv=None) -> int:
         runs = [
             (json.dumps(c, sort_keys=True), lambda c=c: op.attention(q, k, v, causal=True, variant=c)) for c in cands
         ]
+        for page in (int(n) for n in args.pages.split(",") if n):
+            runs += paged_runs(op, q, k, v, page, g)
         for name, backend in (("sdpa cudnn", SDPBackend.CUDNN_ATTENTION), ("sdpa flash", SDPBackend.FLASH_ATTENTION)):
 
             def call(backend=backend):
@@ -88,6 +96,33 @@ def main(argv=None) -> int:
                 flush=True,
             )
     return 0
+
+
+def paged_runs(op, q, k, v, page: int, g) -> list:
+    """(name, call) of op.attention_paged over k and v (b, h_kv, s_kv, d) copied into pages of `page`
+    keys, the pages of all sequences shuffled, one call per paged candidate."""
+    import torch
+
+    b, hkv, skv, d = k.shape
+    n = -(-skv // page)
+
+    def cache(t):
+        padded = torch.zeros(b, n * page, hkv, d, dtype=t.dtype, device=t.device)
+        padded[:, :skv] = t.transpose(1, 2)
+        pages = padded.view(b * n, page, hkv, d)
+        return torch.empty_like(pages).index_copy_(0, order.view(-1), pages)
+
+    order = torch.randperm(b * n, generator=g, device=q.device)
+    kc, vc, table = cache(k), cache(v), order.view(b, n).to(torch.int32)
+    lens = torch.full((b,), skv, dtype=torch.int32, device=q.device)
+    cands = op.paged_variants(q.shape[1], hkv, q.shape[2])
+    return [
+        (
+            f"paged {page} {json.dumps(c, sort_keys=True)}",
+            lambda c=c: op.attention_paged(q, kc, vc, table, lens, variant=c),
+        )
+        for c in cands
+    ]
 
 
 if __name__ == "__main__":

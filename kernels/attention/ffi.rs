@@ -27,6 +27,18 @@
 //! `cutile_attention_backward` recomputes the probabilities from (the kernel's LSE). It always runs
 //! the forward kernel (the decode path keeps no row statistics; `splits` must be 0 or auto).
 //!
+//! For serving, `cutile_attention_paged(out, q, k_cache, v_cache, block_table, seqlens, sinks, scale,
+//! window, bm, bn, occupancy, warps, splits, depth, device_id, stream)`: decode over a paged
+//! key/value cache (vLLM's and FlashAttention's layout). k_cache and v_cache (pages, page, h_kv, d)
+//! of q's dtype, any strides with a contiguous d; block_table (b, width) i32, row i the pages of
+//! sequence i in order (key n in page block_table[i][n / page] at slot n % page); seqlens (b,) i32,
+//! each sequence's keys (at most width · page: longer ones are cut there; a page id outside [0,
+//! pages) is never read and its keys are hidden). The s_q <= 16 queries of sequence i are its last
+//! positions: always the causal mask aligned to each sequence's own end; `window` and `sinks` as
+//! above. Only the decode path: `splits` 1..=256 or -1..=-16 (auto), `bn` 32, 64 or 128, `depth` -1,
+//! `bm` unused; the split kernel (attention_decode_paged) gathers K and V row by row through the
+//! table, so any page size works, and the combine is the decode path's.
+//!
 //! The variant: `bm` / `bn` the query / key tile rows (64 or 128; bn 32 on the decode path only, and
 //! bn 16 there: 64-key steps of four 16-key sub-tiles, attention_decode_batched),
 //! `occupancy` (1..=32) and `warps` (worker warps per CTA: 4 or 8) compile hints for tileiras; -1
@@ -426,6 +438,80 @@ fn launch_with<T: Element, S: Element>(
     }
 }
 
+/// The decode path's partials: a stream-ordered workspace for `blocks` split blocks of `rows` ×
+/// (d + 2) f32 (acc, then m, then l), or none where the split kernel stores out itself (`direct`: one
+/// split and no sinks; its workspace pointers are then out's address, never read as one).
+struct Partials<'s> {
+    ws: Option<StreamAlloc<'s>>,
+    acc: DevicePointer<f32>,
+    m: DevicePointer<f32>,
+    l: DevicePointer<f32>,
+    direct: bool,
+}
+
+type DevicePointer<T> = cutile::cuda_async::device_buffer::DevicePointer<T>;
+
+impl<'s> Partials<'s> {
+    fn new(
+        blocks: usize, rows: i32, d: i32, direct: bool, out: &TensorDesc, stream: &'s Arc<Stream>,
+    ) -> FfiResult<Self> {
+        let f32s = std::mem::size_of::<f32>();
+        let ws_blocks = if direct { 0 } else { blocks };
+        let (acc_bytes, row_bytes) = (ws_blocks * (rows * d) as usize * f32s, ws_blocks * rows as usize * f32s);
+        let ws =
+            (!direct).then(|| StreamAlloc::new(acc_bytes + 2 * row_bytes, stream, "decode workspace")).transpose()?;
+        let base = ws.as_ref().map_or(out.data, |w| w.ptr);
+        // SAFETY: three f32 arrays of the allocation just made; without one, out's address (above).
+        let [acc, m, l] = unsafe {
+            [0, acc_bytes, acc_bytes + row_bytes].map(|at| DevicePointer::<f32>::from_cu_deviceptr(base + at as u64))
+        };
+        Ok(Partials { ws, acc, m, l, direct })
+    }
+
+    /// attention_decode_combine over the b · h · s_q rows (× head-dim chunks, combine_tile) into out,
+    /// after the split kernel (stream order); then the workspace is freed in stream order. Nothing
+    /// where the split kernel stored out itself.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn combine<T: Element, S: Element>(
+        self, d: &Decode, dims: [i32; 5], o_ptr: DevicePointer<T>, o_strides: [i32; 3], sinks_ptr: DevicePointer<S>,
+        sinks: bool, splits: i32, stream: &Arc<Stream>,
+    ) -> FfiResult<()> {
+        let Some(ws) = self.ws else { return Ok(()) };
+        let [b, h, hkv, sq, hd] = dims;
+        let [o_sb, o_sh, o_ss] = o_strides;
+        let (sp, dc) = combine_tile(splits, hd);
+        let rows = b as u32 * h as u32 * sq as u32 * (hd / dc) as u32;
+        let options = ffi_util::compile_options(Some(COMBINE_OCCUPANCY), None);
+        // generics T, S, BM, D, SQ, SP, DC, SINKS
+        let mut combine = Launch::new::<T>(&[d.rows, hd, d.sq_pad, sp, dc], (rows, 1, 1), options);
+        combine.generics.insert(1, S::DTYPE.as_str().to_string());
+        combine.generics.push(sinks.to_string());
+        // SAFETY: the caller's split kernel wrote b · h_kv · splits partials of d.rows × (hd + 2) f32
+        // before this kernel reads them (stream order); out and the sinks are the plan's.
+        combine.enqueue(
+            unsafe {
+                device::attention_decode_combine(
+                    o_ptr, self.acc, self.m, self.l, sinks_ptr, b, h, hkv, sq, o_sb, o_sh, o_ss, splits,
+                )
+            },
+            stream,
+        )?;
+        ws.free()
+    }
+}
+
+/// The split count a decode launch asks for: `splits` > 0 as given, -n auto_splits of n blocks per
+/// SM on the stream's GPU (-1: DECODE_BLOCKS_PER_SM), over `pairs` (batch, key/value head) pairs
+/// and `tiles` key tiles; at most what keeps the workspace (block · rows · d f32) inside i32.
+fn asked_splits(splits: i32, pairs: i32, tiles: i32, rows: i32, d: i32, stream: &Arc<Stream>) -> FfiResult<i32> {
+    let asked = match splits {
+        n if n > 0 => n,
+        -1 => auto_splits(ffi_util::sm_count(stream)?, pairs, tiles, DECODE_BLOCKS_PER_SM),
+        n => auto_splits(ffi_util::sm_count(stream)?, pairs, tiles, -n),
+    };
+    Ok(asked.min((i32::MAX as i64 / (pairs as i64 * rows as i64 * d as i64)).max(1) as i32))
+}
+
 /// The decode path: attention_decode over b · h_kv · splits tile blocks into a workspace on the
 /// caller's stream, then attention_decode_combine over the b · h · s_q rows (× head-dim chunks,
 /// combine_tile) into out; the workspace is freed in stream order after the combine (and on every
@@ -438,34 +524,17 @@ fn launch_decode<T: Element, S: Element>(
 ) -> FfiResult<()> {
     let pairs = p.b * p.hkv;
     let (first, end) = p.decode_tiles();
-    let asked = match d.splits {
-        n if n > 0 => n,
-        -1 => auto_splits(ffi_util::sm_count(stream)?, pairs, end - first, DECODE_BLOCKS_PER_SM),
-        n => auto_splits(ffi_util::sm_count(stream)?, pairs, end - first, -n),
-    };
     // The workspace is indexed with i32 (block · rows · d); plan() checked one split per pair fits.
-    let asked = asked.min((i32::MAX as i64 / (pairs as i64 * d.rows as i64 * p.d as i64)).max(1) as i32);
+    let asked = asked_splits(d.splits, pairs, end - first, d.rows, p.d, stream)?;
     let (splits, per) = p.decode_split(asked);
     let blocks = pairs as usize * splits as usize;
-    // One split and no sinks: the split kernel's partial is the answer, stored to out directly.
-    let direct = splits == 1 && p.sinks.is_none();
-    let f32s = std::mem::size_of::<f32>();
-    let ws_blocks = if direct { 0 } else { blocks };
-    let (acc_bytes, row_bytes) = (ws_blocks * (d.rows * p.d) as usize * f32s, ws_blocks * d.rows as usize * f32s);
-    let ws = (!direct).then(|| StreamAlloc::new(acc_bytes + 2 * row_bytes, stream, "decode workspace")).transpose()?;
-    // SAFETY: three f32 arrays of the allocation just made (acc, then m, then l); without one
-    // (direct), out's address, which the split kernel does not read as a workspace.
-    let base = ws.as_ref().map_or(out.data, |w| w.ptr);
-    let [ws_acc, ws_m, ws_l] = unsafe {
-        [0, acc_bytes, acc_bytes + row_bytes]
-            .map(|at| cutile::cuda_async::device_buffer::DevicePointer::<f32>::from_cu_deviceptr(base + at as u64))
-    };
+    let partials = Partials::new(blocks, d.rows, p.d, splits == 1 && p.sinks.is_none(), out, stream)?;
+    let (ws_acc, ws_m, ws_l, direct) = (partials.acc, partials.m, partials.l, partials.direct);
     let [o_ptr, q_ptr, k_ptr, v_ptr] = unsafe { [out, q, k, v].map(|t| ffi_util::device_ptr::<T>(t)) };
     let sinks_ptr = unsafe { ffi_util::device_ptr::<S>(sinks) }; // S checked by plan()
     let hinted = ffi_util::compile_options(p.occupancy, d.warps);
-    let options = ffi_util::compile_options(Some(COMBINE_OCCUPANCY), None);
     // generics T, BM, BN, D, SQ, WINDOW, KL, VL (attention_decode_batched: T, BM, SUB, NB, BN, D,
-    // SQ, WINDOW, KL, VL); then T, S, BM, D, SQ, SP, DC, SINKS.
+    // SQ, WINDOW, KL, VL).
     let sizes = if d.subs > 1 {
         vec![d.rows, p.bn / d.subs, d.subs, p.bn, p.d, d.sq_pad]
     } else {
@@ -473,11 +542,6 @@ fn launch_decode<T: Element, S: Element>(
     };
     let mut split = Launch::new::<T>(&sizes, (blocks as u32, 1, 1), hinted);
     split.generics.extend([p.window.is_some().to_string(), d.depth.0.to_string(), d.depth.1.to_string()]);
-    let (sp, dc) = combine_tile(splits, p.d);
-    let rows = p.b as u32 * p.h as u32 * p.sq as u32 * (p.d / dc) as u32;
-    let mut combine = Launch::new::<T>(&[d.rows, p.d, d.sq_pad, sp, dc], (rows, 1, 1), options);
-    combine.generics.insert(1, S::DTYPE.as_str().to_string());
-    combine.generics.push(p.sinks.is_some().to_string());
     let [[o_sb, o_sh, o_ss], [q_sb, q_sh, q_ss], [k_sb, k_sh, k_ss], [v_sb, v_sh, v_ss]] = p.strides;
     // SAFETY: plan() checked shapes, strides and dtypes against the descriptors; the workspace
     // holds b · h_kv · splits tiles of rows × (d + 2) f32, written by the first kernel before the
@@ -502,15 +566,276 @@ fn launch_decode<T: Element, S: Element>(
         } else {
             enqueue_split!(device::attention_decode);
         }
-        let Some(ws) = ws else { return Ok(()) };
-        combine.enqueue(
-            device::attention_decode_combine(
-                o_ptr, ws_acc, ws_m, ws_l, sinks_ptr, p.b, p.h, p.hkv, p.sq, o_sb, o_sh, o_ss, splits,
-            ),
-            stream,
-        )?;
-        ws.free()
+        let dims = [p.b, p.h, p.hkv, p.sq, p.d];
+        partials.combine::<T, S>(d, dims, o_ptr, p.strides[0], sinks_ptr, p.sinks.is_some(), splits, stream)
     }
+}
+
+/// A validated call of `cutile_attention_paged` (the file header): sizes, strides (elements) and the
+/// decode launch. The cache holds `pages` pages of `page` keys; a sequence at most `width` pages
+/// (the block table's width), so `cap` = width · page keys.
+#[derive(Debug, PartialEq)]
+pub struct PagedPlan {
+    pub dtype: DType,
+    pub b: i32,
+    pub h: i32,
+    pub hkv: i32,
+    pub sq: i32,
+    pub d: i32,
+    pub pages: i32,
+    pub page: i32,
+    pub cap: i32,
+    /// (sb, sh, ss) of out and q; (sp, ss, sh) of k_cache and v_cache: (page, slot, head)
+    pub strides: [[i32; 3]; 4],
+    pub table_sb: i32,
+    pub sinks: Option<DType>,
+    pub window: Option<i32>,
+    pub qk_scale_log2: f32,
+    pub bn: i32,
+    pub occupancy: Option<i32>,
+    pub decode: Decode,
+}
+
+impl PagedPlan {
+    /// Whether a key tile lies in one page (bn divides the page): the kernel's WHOLE, its tiles read
+    /// through views of the cache instead of gathered row by row.
+    pub fn whole(&self) -> bool {
+        self.page % self.bn == 0
+    }
+
+    /// (splits, key tiles per split) for `asked` splits: the tiles a sequence of `cap` keys may show
+    /// its queries (with a window, the window's tiles and the queries' spread: ceil((window + s_q -
+    /// 1) / bn) + 1 at most), cut as Plan::decode_split cuts them.
+    pub fn split(&self, asked: i32) -> (i32, i32) {
+        let all = (self.cap + self.bn - 1) / self.bn;
+        let visible = self.window.map_or(all, |w| all.min((w + self.sq - 1 + self.bn - 1) / self.bn + 1)).max(1);
+        let per = (visible + asked.clamp(1, visible) - 1) / asked.clamp(1, visible);
+        ((visible + per - 1) / per, per)
+    }
+}
+
+/// The 1-D or 2-D i32 `arg` of `shape` with a contiguous last dim (the block table, the lengths).
+fn check_i32(t: &TensorDesc, arg: &str, shape: &[i64], what: &str) -> FfiResult<()> {
+    ffi_util::check_tensor(t, arg, shape.len() as i32)?;
+    let last_ok = t.strides()[shape.len() - 1] == 1 || shape[shape.len() - 1] == 1;
+    if t.dtype()? != DType::I32 || t.shape() != shape || !last_ok {
+        return Err(invalid(format!(
+            "`{arg}` is {} {:?} with strides {:?}: pass an int32 {shape:?} with a contiguous last dim, {what}",
+            t.dtype()?.name(),
+            t.shape(),
+            t.strides()
+        )));
+    }
+    Ok(())
+}
+
+// The export's arguments one for one (its C signature is fixed).
+#[allow(clippy::too_many_arguments)]
+pub fn plan_paged(
+    out: &TensorDesc, q: &TensorDesc, k: &TensorDesc, v: &TensorDesc, table: &TensorDesc, lens: &TensorDesc,
+    sinks: Option<&TensorDesc>, scale: f32, window: i32, bm: i32, bn: i32, occupancy: i32, warps: i32, splits: i32,
+    depth: i32,
+) -> FfiResult<PagedPlan> {
+    let tensors = [(q, "q", 4), (k, "k_cache", 4), (v, "v_cache", 4), (out, "out", 4)];
+    let dtype = ffi_util::check_tensors(KERNEL, &[DType::F16, DType::BF16], "f16 and bf16", &tensors)?;
+    ffi_util::check_last_dims_contiguous(&[(q, "q"), (k, "k_cache"), (v, "v_cache"), (out, "out")])?;
+    let [b, h, sq, d] = [0, 1, 2, 3].map(|i| q.shape[i]);
+    if k.shape() != v.shape() || k.shape[3] != d {
+        return Err(invalid(format!(
+            "`k_cache` {:?} and `v_cache` {:?} must both be (pages, page, h_kv, d) with d={d} of `q` {:?}",
+            k.shape(),
+            v.shape(),
+            q.shape()
+        )));
+    }
+    if out.shape() != q.shape() {
+        return Err(invalid(format!("`out` shape {:?} != `q` shape {:?}", out.shape(), q.shape())));
+    }
+    let [pages, page, hkv] = [0, 1, 2].map(|i| k.shape[i]);
+    ffi_util::check_tensor(table, "block_table", 2)?;
+    check_i32(table, "block_table", &[b, table.shape[1]], "one row of page ids per sequence")?;
+    check_i32(lens, "seqlens", &[b], "each sequence's length in keys")?;
+    if h % hkv != 0 {
+        return Err(invalid(format!(
+            "`q` has {h} heads and the cache {hkv}: the key/value heads must divide the query heads (GQA)"
+        )));
+    }
+    let d = to_i32(d, "d")?;
+    if !HEAD_DIMS.contains(&d) {
+        return Err(invalid(format!("head dim d={d}: the kernel supports d = 64 and 128")));
+    }
+    if [q.data, k.data, v.data, table.data, lens.data].contains(&out.data) {
+        return Err(invalid("`out` must not alias an input: its rows are written while the inputs are read"));
+    }
+    if !(scale.is_finite() && scale > 0.0) {
+        return Err(invalid(format!("scale={scale}: the scores' factor must be finite and > 0")));
+    }
+    if let Some(s) = sinks {
+        ffi_util::check_tensor(s, "sinks", 1)?;
+        if ![dtype, DType::F32].contains(&s.dtype()?) || s.shape[0] != h || (h > 1 && s.strides[0] != 1) {
+            return Err(invalid(format!(
+                "`sinks` is {} {:?} with strides {:?}: pass a contiguous ({h},) of q's dtype {} or f32, one logit per query head",
+                s.dtype()?.name(),
+                s.shape(),
+                s.strides(),
+                dtype.name()
+            )));
+        }
+    }
+    if window != -1 && window <= 0 {
+        return Err(invalid(format!("window={window}: a window is > 0 keys, or -1 for none")));
+    }
+    let bn = or_default(bn, DEFAULT_BN);
+    if !(bm == -1 || [64, 128].contains(&bm)) || ![DECODE_BN, 64, 128].contains(&bn) {
+        return Err(invalid(format!(
+            "variant bm={bm} bn={bn}: the paged cache's key tile bn is {DECODE_BN}, 64 or 128 (-1: 64); bm (the \
+             forward kernel's) is unused: 64, 128 or -1"
+        )));
+    }
+    if !((-DECODE_MAX_PER_SM..=-1).contains(&splits) || (1..=DECODE_MAX_SPLITS).contains(&splits)) {
+        return Err(invalid(format!(
+            "splits={splits}: a paged cache has only the decode path: 1..={DECODE_MAX_SPLITS} splits, or -1 (auto) \
+             to -{DECODE_MAX_PER_SM} (auto with that many tile blocks per SM)"
+        )));
+    }
+    if depth != -1 {
+        return Err(invalid(format!("variant depth={depth}: the paged cache's gathers take no depth hint; use -1")));
+    }
+    let occupancy = ffi_util::occupancy_hint(occupancy)?;
+    let warps = ffi_util::warps_hint(warps)?;
+    let (sq, group) = (to_i32(sq, "s_q")?, to_i32(h / hkv, "group")?);
+    let ws_fits = |&(_, rows): &(i32, i32)| b * hkv * rows as i64 * d as i64 <= i32::MAX as i64;
+    let Some((sq_pad, rows)) = decode_rows(group, sq).filter(ws_fits) else {
+        return Err(invalid(format!(
+            "s_q={sq} queries of {group} query heads a key/value head: the paged cache's decode path takes s_q <= \
+             {DECODE_MAX_SQ} in at most {DECODE_MAX_ROWS} rows (group · s_q rounded up to powers of two), and a \
+             workspace of b · h_kv · rows · d < 2^31 f32"
+        )));
+    };
+    let cap = table.shape[1] * page;
+    if cap > i32::MAX as i64 || b * hkv * DECODE_MAX_SPLITS as i64 > i32::MAX as i64 {
+        return Err(invalid(format!(
+            "{} pages of {page} keys a sequence, {b} sequences: the kernel counts keys and blocks with i32",
+            table.shape[1]
+        )));
+    }
+    let decode = Decode { sq_pad, rows, splits, warps, subs: 1, depth: DECODE_DEFAULT_DEPTH };
+    Ok(PagedPlan {
+        dtype,
+        b: to_i32(b, "b")?,
+        h: to_i32(h, "h")?,
+        hkv: to_i32(hkv, "h_kv")?,
+        sq,
+        d,
+        pages: to_i32(pages, "pages")?,
+        page: to_i32(page, "page")?,
+        cap: cap as i32,
+        strides: [strides(out, "out")?, strides(q, "q")?, strides(k, "k_cache")?, strides(v, "v_cache")?],
+        table_sb: strides_2d(table, "block_table")?,
+        sinks: sinks.map(|s| s.dtype()).transpose()?,
+        window: (window != -1).then_some(window),
+        qk_scale_log2: scale * std::f32::consts::LOG2_E,
+        bn,
+        occupancy,
+        decode,
+    })
+}
+
+/// The row stride of a 2-D descriptor whose extent i32 indexes.
+fn strides_2d(t: &TensorDesc, arg: &str) -> FfiResult<i32> {
+    let extent = 1 + (t.shape[0] - 1) * t.strides[0] + (t.shape[1] - 1) * t.strides[1];
+    if extent > i32::MAX as i64 {
+        return Err(invalid(format!("`{arg}` spans {extent} elements; the kernel indexes with i32")));
+    }
+    to_i32(t.strides[0], &format!("{arg} stride 0"))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn launch_paged<T: Element>(
+    p: &PagedPlan, out: &TensorDesc, q: &TensorDesc, k: &TensorDesc, v: &TensorDesc, table: &TensorDesc,
+    lens: &TensorDesc, sinks: Option<&TensorDesc>, stream: &Arc<Stream>,
+) -> FfiResult<()> {
+    match (sinks, p.sinks) {
+        (Some(s), Some(DType::F32)) => launch_paged_with::<T, f32>(p, out, q, k, v, table, lens, s, stream),
+        (s, _) => launch_paged_with::<T, T>(p, out, q, k, v, table, lens, s.unwrap_or(q), stream),
+    }
+}
+
+/// attention_decode_paged over b · h_kv · splits tile blocks, then the combine (Partials), as
+/// launch_decode does over a contiguous cache.
+#[allow(clippy::too_many_arguments)]
+fn launch_paged_with<T: Element, S: Element>(
+    p: &PagedPlan, out: &TensorDesc, q: &TensorDesc, k: &TensorDesc, v: &TensorDesc, table: &TensorDesc,
+    lens: &TensorDesc, sinks: &TensorDesc, stream: &Arc<Stream>,
+) -> FfiResult<()> {
+    let (d, pairs) = (&p.decode, p.b * p.hkv);
+    let asked = asked_splits(d.splits, pairs, (p.cap + p.bn - 1) / p.bn, d.rows, p.d, stream)?;
+    let (splits, per) = p.split(asked);
+    let blocks = pairs as usize * splits as usize;
+    let partials = Partials::new(blocks, d.rows, p.d, splits == 1 && p.sinks.is_none(), out, stream)?;
+    let [o_ptr, q_ptr, k_ptr, v_ptr] = unsafe { [out, q, k, v].map(|t| ffi_util::device_ptr::<T>(t)) };
+    let [table_ptr, lens_ptr] = unsafe { [table, lens].map(|t| ffi_util::device_ptr::<i32>(t)) };
+    let sinks_ptr = unsafe { ffi_util::device_ptr::<S>(sinks) }; // S checked by plan_paged()
+                                                                 // generics T, BM, BN, D, SQ, WINDOW, WHOLE
+    let hinted = ffi_util::compile_options(p.occupancy, d.warps);
+    let mut split = Launch::new::<T>(&[d.rows, p.bn, p.d, d.sq_pad], (blocks as u32, 1, 1), hinted);
+    split.generics.extend([p.window.is_some(), p.whole()].map(|b| b.to_string()));
+    let [[o_sb, o_sh, o_ss], [q_sb, q_sh, q_ss], [k_sp, k_ss, k_sh], [v_sp, v_ss, v_sh]] = p.strides;
+    // SAFETY: plan_paged() checked shapes, strides and dtypes against the descriptors; the kernel
+    // reads the table only at rows < b and columns < width (keys < cap), the cache only at page ids
+    // inside [0, pages); the workspace as launch_decode's.
+    unsafe {
+        #[rustfmt::skip] // as attention_decode's launch
+        let op = device::attention_decode_paged(
+            partials.acc, partials.m, partials.l, o_ptr, q_ptr, k_ptr, v_ptr, table_ptr, lens_ptr,
+            p.b, p.h, p.hkv, p.sq, o_sb, o_sh, o_ss, q_sb, q_sh, q_ss, k_sp, k_ss, k_sh, v_sp, v_ss, v_sh,
+            p.table_sb, p.page, p.pages, p.cap, p.window.unwrap_or(-1), p.qk_scale_log2,
+            splits, per, partials.direct as i32,
+        );
+        split.enqueue(op, stream)?;
+        let dims = [p.b, p.h, p.hkv, p.sq, p.d];
+        partials.combine::<T, S>(d, dims, o_ptr, p.strides[0], sinks_ptr, p.sinks.is_some(), splits, stream)
+    }
+}
+
+/// `cutile_attention_paged` (the file header).
+mod export_paged {
+    use super::*;
+
+    #[allow(clippy::too_many_arguments)]
+    fn plan(
+        out: &TensorDesc, q: &TensorDesc, k_cache: &TensorDesc, v_cache: &TensorDesc, block_table: &TensorDesc,
+        seqlens: &TensorDesc, sinks: Option<&TensorDesc>, scale: f32, window: i32, bm: i32, bn: i32, occupancy: i32,
+        warps: i32, splits: i32, depth: i32,
+    ) -> FfiResult<PagedPlan> {
+        super::plan_paged(
+            out,
+            q,
+            k_cache,
+            v_cache,
+            block_table,
+            seqlens,
+            sinks,
+            scale,
+            window,
+            bm,
+            bn,
+            occupancy,
+            warps,
+            splits,
+            depth,
+        )
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn launch<T: Element>(
+        p: &PagedPlan, out: &TensorDesc, q: &TensorDesc, k_cache: &TensorDesc, v_cache: &TensorDesc,
+        block_table: &TensorDesc, seqlens: &TensorDesc, sinks: Option<&TensorDesc>, stream: &Arc<Stream>,
+    ) -> FfiResult<()> {
+        super::launch_paged::<T>(p, out, q, k_cache, v_cache, block_table, seqlens, sinks, stream)
+    }
+
+    crate::export!(cutile_attention_paged(out, q, k_cache, v_cache, block_table, seqlens; optional sinks; scale: f32, window: i32, bm: i32, bn: i32, occupancy: i32, warps: i32, splits: i32, depth: i32));
 }
 
 /// `cutile_attention`: the descriptors, then plan() without lse, the caller's stream and launch()
@@ -1062,6 +1387,95 @@ pub(crate) mod tests {
             let (sp, dc) = combine_tile(splits, d);
             assert_eq!((sp, dc), want, "splits {splits}, d {d}");
             assert!(sp >= splits && sp * dc <= COMBINE_TILE_ELEMENTS && d % dc == 0);
+        }
+    }
+
+    /// (out, q, k_cache, v_cache, block_table, seqlens) of b sequences of s_q queries, h / h_kv heads,
+    /// d = 128, over `pages` pages of `page` keys, `width` pages a sequence; each at its own address.
+    fn paged(b: i64, h: i64, hkv: i64, sq: i64, [pages, page, width]: [i64; 3]) -> [TensorDesc; 6] {
+        let d = 128;
+        let cache =
+            |data| TensorDesc::from_parts(data, DType::BF16, &[pages, page, hkv, d], &[page * hkv * d, hkv * d, d, 1]);
+        [
+            bhsd(DType::BF16, 0x10_0000, [b, h, sq, d]),
+            bhsd(DType::BF16, 0x20_0000, [b, h, sq, d]),
+            cache(0x30_0000),
+            cache(0x40_0000),
+            TensorDesc::from_parts(0x50_0000, DType::I32, &[b, width], &[width, 1]),
+            TensorDesc::from_parts(0x60_0000, DType::I32, &[b], &[1]),
+        ]
+    }
+
+    fn paged_plan(t: &[TensorDesc; 6], window: i32, bn: i32, splits: i32, depth: i32) -> FfiResult<PagedPlan> {
+        let [o, q, k, v, table, lens] = t;
+        plan_paged(o, q, k, v, table, lens, None, 0.125, window, -1, bn, -1, -1, splits, depth)
+    }
+
+    #[test]
+    fn the_paged_plan_reads_the_cache_by_page_slot_and_head() {
+        // Llama-3-8B's heads, 8 sequences, 16-key pages (vLLM's default), 512 pages a sequence (8k keys)
+        let t = paged(8, 32, 8, 1, [4096, 16, 512]);
+        let p = paged_plan(&t, -1, -1, -1, -1).unwrap();
+        assert_eq!((p.pages, p.page, p.cap, p.table_sb, p.bn, p.whole()), (4096, 16, 8192, 512, 64, false));
+        assert_eq!(p.strides[2], [16 * 8 * 128, 8 * 128, 128]); // (page, slot, head)
+        assert_eq!((p.decode.rows, p.decode.sq_pad), (16, 1));
+        // 128 key tiles a sequence: split 16 ways, 8 tiles each; with a 128-key window at most 3 tiles
+        assert_eq!(p.split(16), (16, 8));
+        let w = paged_plan(&t, 128, -1, -1, -1).unwrap();
+        assert_eq!((w.window, w.split(16)), (Some(128), (3, 1)));
+        // 4 speculative queries of GQA 8 in 32-key tiles, a cache in (b, s, h, d) views' strides
+        let mut t = paged(2, 64, 8, 4, [100, 256, 9]);
+        t[2] = TensorDesc::from_parts(0x30_0000, DType::BF16, &[100, 256, 8, 128], &[256 * 8 * 256, 8 * 256, 256, 1]);
+        let p = paged_plan(&t, -1, 32, 3, -1).unwrap();
+        assert_eq!((p.decode.rows, p.decode.sq_pad, p.decode.splits, p.cap, p.whole()), (32, 4, 3, 2304, true));
+        assert_eq!(p.strides[2], [8 * 256 * 256, 8 * 256, 256]);
+    }
+
+    #[test]
+    fn the_paged_plan_rejects_bad_tables_lengths_and_knobs() {
+        let t = paged(2, 8, 2, 1, [64, 16, 8]);
+        let with = |i: usize, d: TensorDesc| {
+            let mut t = t;
+            t[i] = d;
+            paged_plan(&t, -1, -1, -1, -1)
+        };
+        let table = |dtype, shape: &[i64], strides: &[i64]| TensorDesc::from_parts(0x50_0000, dtype, shape, strides);
+        assert_fails(with(4, table(DType::I64, &[2, 8], &[8, 1])), rc::INVALID_ARGUMENT, "`block_table` is i64");
+        assert_fails(with(4, table(DType::I32, &[3, 8], &[8, 1])), rc::INVALID_ARGUMENT, "pass an int32 [2, 8]");
+        assert_fails(with(4, table(DType::I32, &[2, 8], &[1, 2])), rc::INVALID_ARGUMENT, "contiguous last dim");
+        assert_fails(with(4, table(DType::I32, &[16], &[1])), rc::INVALID_ARGUMENT, "must have 2 dims");
+        assert_fails(with(5, table(DType::I32, &[3], &[1])), rc::INVALID_ARGUMENT, "`seqlens` is i32 [3]");
+        let cache = TensorDesc::from_parts(0x40_0000, DType::BF16, &[64, 16, 2, 64], &[2048, 128, 64, 1]);
+        assert_fails(with(3, cache), rc::INVALID_ARGUMENT, "must both be (pages, page, h_kv, d)");
+        let cache3 = |data| TensorDesc::from_parts(data, DType::BF16, &[64, 16, 3, 128], &[6144, 384, 128, 1]);
+        let mut gqa = t;
+        (gqa[2], gqa[3]) = (cache3(0x30_0000), cache3(0x40_0000));
+        assert_fails(paged_plan(&gqa, -1, -1, -1, -1), rc::INVALID_ARGUMENT, "must divide the query heads");
+        assert_fails(with(0, t[1]), rc::INVALID_ARGUMENT, "must not alias");
+        assert_fails(paged_plan(&t, 0, -1, -1, -1), rc::INVALID_ARGUMENT, "window=0");
+        assert_fails(paged_plan(&t, -1, 16, -1, -1), rc::INVALID_ARGUMENT, "bn=16");
+        assert_fails(paged_plan(&t, -1, -1, 0, -1), rc::INVALID_ARGUMENT, "splits=0: a paged cache");
+        assert_fails(paged_plan(&t, -1, -1, -1, 4), rc::INVALID_ARGUMENT, "depth=4");
+        // 32 queries: past the decode path
+        let long = paged(2, 8, 2, 32, [64, 16, 8]);
+        assert_fails(paged_plan(&long, -1, -1, -1, -1), rc::INVALID_ARGUMENT, "s_q=32 queries");
+    }
+
+    #[test]
+    fn the_paged_decode_kernel_lowers_and_assembles_for_sm90() {
+        // GQA 4 at one query (16 rows), 4 queries of GQA 8 in 32-key tiles, at both head dims
+        for dtype in ["f16", "bf16"] {
+            for (rows, bn, d, sq) in [("16", "64", "128", "1"), ("32", "32", "64", "4")] {
+                for window in ["false", "true"] {
+                    for (whole, op) in [("false", "load_ptr_tko"), ("true", "load_view_tko")] {
+                        DEVICE.assert_lowers(
+                            "attention_decode_paged",
+                            &[dtype, rows, bn, d, sq, window, whole],
+                            &["mma", "exp2", op],
+                        );
+                    }
+                }
+            }
         }
     }
 

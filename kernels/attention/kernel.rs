@@ -47,6 +47,7 @@
 //! `head` < h, the sinks view's extent; window tiles lie in [0, visited).
 #[cutile::module]
 pub mod attention_device {
+    use crate::device_util::views::load_word;
     use cutile::core::*;
 
     /// (batch, query head, query tile) of tile block `id`: the query tiles of one head are
@@ -620,6 +621,198 @@ pub mod attention_device {
                 acc,
                 m_i,
                 l_sum,
+                b * hkv * splits,
+                bid,
+                o_first,
+                g,
+                i,
+                q_mask,
+                o_sh,
+                o_ss,
+                direct,
+                tok,
+            )
+        };
+    }
+
+    /// The [BN, D] elements of a paged cache's key tile j of one key/value head: key n of the
+    /// sequence lies in page `table[n / page]` at slot n % page; element (n, c) at page · sp + slot ·
+    /// ss + `head_off` + c. `pages` holds the tile's page ids (read by the caller once for K and V);
+    /// keys past s_kv (`live` false) are not read and come back 0.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn paged_tile<T: ElementType, const BN: i32, const D: i32>(
+        ptr: *mut T, pages: Tile<i32, { [BN, 1] }>, slots: Tile<i32, { [BN, 1] }>, live: Tile<bool, { [BN, D] }>,
+        sp: i32, ss: i32, head_off: i32,
+    ) -> Tile<T, { [BN, D] }> {
+        let tile: Shape<{ [BN, D] }> = shape![BN, D];
+        let col: Shape<{ [BN, 1] }> = shape![BN, 1];
+        let rows: Tile<i32, { [BN, 1] }> =
+            pages * broadcast_scalar(sp, col) + slots * broadcast_scalar(ss, col) + broadcast_scalar(head_off, col);
+        let d_ids: Tile<i32, { [D] }> = iota(shape![D]);
+        let offsets: Tile<i32, { [BN, D] }> = rows.broadcast(tile) + d_ids.reshape(shape![1, D]).broadcast(tile);
+        let p0: PointerTile<*mut T, { [] }> = pointer_to_tile(ptr);
+        let p1: PointerTile<*mut T, { [1, 1] }> = p0.reshape(shape![1, 1]);
+        let base: PointerTile<*mut T, { [BN, D] }> = p1.broadcast(tile);
+        let ptrs: PointerTile<*mut T, { [BN, D] }> = base.offset_tile(offsets);
+        let (raw, _tok): (Tile<T, { [BN, D] }>, Token) =
+            load_ptr_tko(ptrs, ordering::Weak, None::<scope::TileBlock>, Some(live), None, None, Latency::<3>);
+        let zero: Tile<f32, { [BN, D] }> = constant(0.0f32, tile);
+        let zero_t: Tile<T, { [BN, D] }> = convert_tile(zero);
+        select(live, raw, zero_t)
+    }
+
+    /// Decode over a paged key/value cache, step 1 of 2 (attention_decode's grid, rows, partials and
+    /// combine): k and v (pages, page, h_kv, D) with strides (sp, ss, sh) (vLLM's and FlashAttention's
+    /// layout, any strides with a contiguous D), sequence `batch`'s pages listed in row `batch` of the
+    /// i32 block table (`table_ptr`, row stride `table_sb`) and its length s_kv in the i32
+    /// `lens_ptr[batch]` (each sequence its own, at most `cap` = the table's width · page: the s_q
+    /// queries are its last positions, so diag = s_kv - s_q, the causal mask aligned to its end). A
+    /// page id outside [0, `pages`) is not read: its keys are hidden (memory outside the cache is
+    /// never touched; op.py's `validate` finds such ids). The block walks key tiles first + split ·
+    /// tiles_per_split .. of its sequence (first: the window's first tile, else 0), stopping at
+    /// ceil(s_kv / BN): the launcher sizes the splits for the table's width, the longest sequence
+    /// the cache can hold, so blocks past a shorter sequence's end walk nothing and weigh nothing
+    /// in the combine. WHOLE (BN divides the page): a key tile lies in one page, whose id is one
+    /// word of the table, and K and V are loaded through views of the cache (TMA), as the contiguous
+    /// cache's tiles are. Otherwise (pages of fewer keys than a tile, or not a multiple of it) each key
+    /// tile's page ids are read once (the keys past s_kv not at all), then K and V are gathered row
+    /// by row (paged_tile), so any page size works.
+    #[cutile::entry(unchecked_accesses = true)]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn attention_decode_paged<
+        T: ElementType,
+        const BM: i32,
+        const BN: i32,
+        const D: i32,
+        const SQ: i32,
+        const WINDOW: bool,
+        const WHOLE: bool,
+    >(
+        ws_acc: *mut f32, ws_m: *mut f32, ws_l: *mut f32, o_ptr: *mut T, q_ptr: *mut T, k_ptr: *mut T, v_ptr: *mut T,
+        table_ptr: *mut i32, lens_ptr: *mut i32, b: i32, h: i32, hkv: i32, sq: i32, o_sb: i32, o_sh: i32, o_ss: i32,
+        q_sb: i32, q_sh: i32, q_ss: i32, k_sp: i32, k_ss: i32, k_sh: i32, v_sp: i32, v_ss: i32, v_sh: i32,
+        table_sb: i32, page: i32, pages: i32, cap: i32, window: i32, qk_scale_log2: f32, splits: i32,
+        tiles_per_split: i32, direct: i32,
+    ) {
+        let tok: Token = new_token_unordered();
+        let bid: i32 = get_tile_block_id().0;
+        let (split, batch, kv_head, group) = decode_block(bid, splits, h, hkv);
+        let (g, i, real) = decode_rows::<BM, SQ>(group, sq);
+        let q_first: i32 = batch * q_sb + kv_head * group * q_sh;
+        let (q, q_mask) = unsafe { decode_query::<T, BM, D>(q_ptr, q_first, g, i, real, q_sh, q_ss) };
+        let len_at: PointerTile<*mut i32, { [] }> = pointer_to_tile(lens_ptr).offset(batch);
+        let len: i32 = tile_to_scalar(unsafe { load_word(len_at) });
+        let skv: i32 = if len < cap { len } else { cap };
+        let diag: i32 = skv - sq;
+        let mut first: i32 = 0i32;
+        if WINDOW {
+            let start: i32 = diag - window + 1i32;
+            if start > 0i32 {
+                first = start / BN;
+            }
+        }
+        let end: i32 = (skv + BN - 1i32) / BN;
+        let t0: i32 = first + split * tiles_per_split;
+        let t_stop: i32 = t0 + tiles_per_split;
+        let t1: i32 = if t_stop < end { t_stop } else { end };
+        // the gathers' walk: empty where WHOLE walked the tiles through views
+        let t_gather: i32 = if WHOLE { t0 } else { t1 };
+
+        let tile: Shape<{ [BM, BN] }> = shape![BM, BN];
+        let col: Shape<{ [BN, 1] }> = shape![BN, 1];
+        let zero: Tile<f32, { [BM, BN] }> = constant(0.0f32, tile);
+        let neg_inf: Tile<f32, { [BM, BN] }> = constant(f32::NEG_INFINITY, tile);
+        let col_ids: Tile<i32, { [BN] }> = iota(shape![BN]);
+        let cols: Tile<i32, { [BM, BN] }> = col_ids.reshape(shape![1, BN]).broadcast(tile);
+        let rows: Tile<i32, { [BM, BN] }> = i.broadcast(tile);
+        let key_ids: Tile<i32, { [BN, 1] }> = col_ids.reshape(shape![BN, 1]);
+        let page_t: Tile<i32, { [BN, 1] }> = broadcast_scalar(page, col);
+        let table_row: PointerTile<*mut i32, { [] }> = pointer_to_tile(table_ptr).offset(batch * table_sb);
+        let table_one: PointerTile<*mut i32, { [1, 1] }> = table_row.reshape(shape![1, 1]);
+        let table_rows: PointerTile<*mut i32, { [BN, 1] }> = table_one.broadcast(col);
+        let mut m_i: Tile<f32, { [BM, 1] }> = constant(-3.4028235e38f32, shape![BM, 1]);
+        let mut l_i: Tile<f32, { [BM, 1] }> = constant(0.0f32, shape![BM, 1]);
+        let mut acc: Tile<f32, { [BM, D] }> = constant(0.0f32, shape![BM, D]);
+        if WHOLE {
+            // BN divides the page: a key tile is BN consecutive slots of one page, read through views
+            // of the cache (K through a permuted partition, landing [D, BN] as attention_decode's).
+            let k_view: Tensor<T, { [-1, -1, -1, -1] }> =
+                unsafe { bhsd_view::<T, D>(k_ptr, pages, page, hkv, k_sp, k_ss, k_sh, tok) };
+            let v_view: Tensor<T, { [-1, -1, -1, -1] }> =
+                unsafe { bhsd_view::<T, D>(v_ptr, pages, page, hkv, v_sp, v_ss, v_sh, tok) };
+            let k_part: Partition<T, { [1, 1, D, BN] }> =
+                k_view.partition_permuted(shape![1, 1, D, BN], const_array![0, 2, 3, 1]);
+            let v_part: Partition<T, { [1, BN, 1, D] }> = v_view.partition(shape![1, BN, 1, D]);
+            let zero_v: Tile<f32, { [BN, D] }> = constant(0.0f32, shape![BN, D]);
+            let zero_vt: Tile<T, { [BN, D] }> = convert_tile(zero_v);
+            for j in t0..t1 {
+                let k0: i32 = j * BN;
+                let page_at: PointerTile<*mut i32, { [] }> = table_row.offset(k0 / page);
+                let page_id: i32 = tile_to_scalar(unsafe { load_word(page_at) });
+                let slot_tile: i32 = (k0 % page) / BN;
+                // a page outside the cache: its keys hidden (the view's loads there read zeros)
+                let mut key_end: i32 = k0;
+                if page_id >= 0i32 {
+                    if page_id < pages {
+                        key_end = skv;
+                    }
+                }
+                let k: Tile<T, { [D, BN] }> =
+                    k_part.load_pipelined::<2>([page_id, kv_head, 0i32, slot_tile]).reshape(shape![D, BN]);
+                let qk: Tile<f32, { [BM, BN] }> = mma(q, k, zero);
+                let visible: Tile<bool, { [BM, BN] }> =
+                    visible_keys::<BM, BN, WINDOW>(rows, cols, 0i32, k0, key_end, diag, window);
+                let v_raw: Tile<T, { [BN, D] }> =
+                    v_part.load_pipelined::<4>([page_id, slot_tile, kv_head, 0i32]).reshape(shape![BN, D]);
+                // slots past the sequence's end may hold anything (NaN): zero their value rows
+                let keys: Tile<i32, { [BN, 1] }> = key_ids + broadcast_scalar(k0, col);
+                let live_key: Tile<bool, { [BN, 1] }> = lt_tile(keys, broadcast_scalar(key_end, col));
+                let live: Tile<bool, { [BN, D] }> = live_key.broadcast(shape![BN, D]);
+                let v: Tile<T, { [BN, D] }> = select(live, v_raw, zero_vt);
+                let (m_new, l_new, acc_new) =
+                    online_step::<T, BM, BN, D>(select(visible, qk, neg_inf), v, qk_scale_log2, m_i, l_i, acc);
+                m_i = m_new;
+                l_i = l_new;
+                acc = acc_new;
+            }
+        }
+        for j in t0..t_gather {
+            let keys: Tile<i32, { [BN, 1] }> = key_ids + broadcast_scalar(j * BN, col);
+            let live: Tile<bool, { [BN, 1] }> = lt_tile(keys, broadcast_scalar(skv, col));
+            let table_at: PointerTile<*mut i32, { [BN, 1] }> = table_rows.offset_tile(keys / page_t);
+            let (page_ids, _p_tok): (Tile<i32, { [BN, 1] }>, Token) =
+                load_ptr_tko(table_at, ordering::Weak, None::<scope::TileBlock>, Some(live), None, None, Latency::<1>);
+            let slots: Tile<i32, { [BN, 1] }> = keys % page_t;
+            let in_cache: Tile<bool, { [BN, 1] }> =
+                andi(ge_tile(page_ids, broadcast_scalar(0i32, col)), lt_tile(page_ids, broadcast_scalar(pages, col)));
+            let read: Tile<bool, { [BN, 1] }> = andi(live, in_cache);
+            let live_d: Tile<bool, { [BN, D] }> = read.broadcast(shape![BN, D]);
+            let k_rows: Tile<T, { [BN, D] }> =
+                unsafe { paged_tile::<T, BN, D>(k_ptr, page_ids, slots, live_d, k_sp, k_ss, kv_head * k_sh) };
+            let k: Tile<T, { [D, BN] }> = permute(k_rows, const_array![1, 0]);
+            let qk: Tile<f32, { [BM, BN] }> = mma(q, k, zero);
+            let read_cols: Tile<bool, { [BM, BN] }> = read.reshape(shape![1, BN]).broadcast(tile);
+            let visible: Tile<bool, { [BM, BN] }> =
+                andi(visible_keys::<BM, BN, WINDOW>(rows, cols, 0i32, j * BN, skv, diag, window), read_cols);
+            let v: Tile<T, { [BN, D] }> =
+                unsafe { paged_tile::<T, BN, D>(v_ptr, page_ids, slots, live_d, v_sp, v_ss, kv_head * v_sh) };
+            let (m_new, l_new, acc_new) =
+                online_step::<T, BM, BN, D>(select(visible, qk, neg_inf), v, qk_scale_log2, m_i, l_i, acc);
+            m_i = m_new;
+            l_i = l_new;
+            acc = acc_new;
+        }
+
+        unsafe {
+            let o_first: i32 = batch * o_sb + kv_head * group * o_sh;
+            store_decode_partial::<T, BM, D>(
+                ws_acc,
+                ws_m,
+                ws_l,
+                o_ptr,
+                acc,
+                m_i,
+                l_i,
                 b * hkv * splits,
                 bid,
                 o_first,

@@ -47,6 +47,12 @@ int32_t cutile_attention_lse(const TensorDesc* out, const TensorDesc* lse, const
                              int32_t causal, float scale, int32_t window,
                              int32_t bm, int32_t bn, int32_t occupancy, int32_t warps,
                              int32_t splits, int32_t depth, int32_t device_id, uint64_t stream);
+int32_t cutile_attention_paged(const TensorDesc* out, const TensorDesc* q, const TensorDesc* k_cache,
+                               const TensorDesc* v_cache, const TensorDesc* block_table,
+                               const TensorDesc* seqlens, const TensorDesc* sinks, float scale,
+                               int32_t window, int32_t bm, int32_t bn, int32_t occupancy,
+                               int32_t warps, int32_t splits, int32_t depth, int32_t device_id,
+                               uint64_t stream);
 """
 
 DTYPES = ("bfloat16", "float16")
@@ -379,3 +385,168 @@ def variants(b: int, h: int, hkv: int, sq: int, skv: int, d: int) -> list[dict]:
         return [*one_per_sm, *per_sm, forward[0]]
     tiles128 = [_v(128, 64, warps=8), _v(128, 128, warps=8)]
     return [*tiles128, _v(64, 64), _v(64, 128), _v(128, 64, occupancy=2, warps=4), _v(64, 64, occupancy=2)]
+
+
+# -- decode over a paged key/value cache (issue 41's serving form) ---------------------------------
+
+
+def attention_paged(
+    q: Tensor,
+    k_cache: Tensor,
+    v_cache: Tensor,
+    block_table: Tensor,
+    seqlens: Tensor,
+    sinks: Tensor | None = None,
+    scale: float | None = None,
+    window: int | None = None,
+    *,
+    variant: str | dict = "auto",
+    validate: bool = False,
+) -> Tensor:
+    """Decode attention over a paged key/value cache, vLLM's and FlashAttention's layout: q (b, h,
+    s_q, d) with s_q <= 16 (a (b, s_q, h, d) tensor's `.transpose(1, 2)` is read in place); k_cache
+    and v_cache (pages, page, h_kv, d) of q's dtype, any strides with d contiguous; block_table (b,
+    width) int32, row i the pages of sequence i in order (its key n in page block_table[i, n // page]
+    at slot n % page); seqlens (b,) int32, each sequence's length in keys, at most width · page. The
+    s_q queries of sequence i are its last positions: the causal mask aligned to its own end, so
+    query j sees keys up to seqlens[i] - s_q + j (a query that sees none gets 0). `sinks`, `scale`
+    and `window` as `attention`'s. Returns a fresh (b, h, s_q, d) tensor in q's layout.
+
+    Page ids past a sequence's length are never read; one inside it that is not in [0, pages) is
+    not read either and its keys are hidden (the kernel never touches memory outside the cache):
+    `validate=True` checks the table and the lengths on the host first (a device-to-host copy) and
+    raises ValueError naming the first bad entry. `variant` as `attention`'s, the decode path only
+    (`paged_variants`; "auto" autotunes over them per `paged_tune_key`). Also the op
+    torch.ops.tilekit.attention_paged (variant "auto"), which torch.compile calls without a graph
+    break; no gradient (a serving kernel)."""
+    if torch.compiler.is_compiling():
+        if variant != "auto" or validate:
+            raise ValueError("attention_paged: under torch.compile only variant='auto' without validate runs")
+        return torch.ops.tilekit.attention_paged(q, k_cache, v_cache, block_table, seqlens, sinks, scale, window)
+    return _paged(q, k_cache, v_cache, block_table, seqlens, sinks, scale, window, variant=variant, validate=validate)
+
+
+PAGED_KERNEL = "attention_paged"
+
+
+def _paged(q, k_cache, v_cache, block_table, seqlens, sinks, scale, window, *, variant="auto", validate=False):
+    """attention_paged's checks, then the export (autotuned); on fake tensors the checks and the
+    output only (tilekit.runtime.port launches nothing)."""
+    kernel = PAGED_KERNEL
+    for name, t, dims in (("q", q, "(b, h, s_q, d)"), ("k_cache", k_cache, "(pages, page, h_kv, d)")):
+        if not isinstance(t, Tensor) or t.dim() != 4:
+            raise ValueError(f"{kernel}: {name} must be {dims}, a tensor of 4 dims, got {getattr(t, 'shape', t)!r}")
+    checks.dtypes(kernel, DTYPES, q=q, k_cache=k_cache, v_cache=v_cache)
+    b, h, sq, d = q.shape
+    pages, page, hkv = k_cache.shape[:3]
+    if k_cache.shape != v_cache.shape or k_cache.shape[3] != d:
+        raise ValueError(
+            f"{kernel}: k_cache and v_cache must both be (pages, page, h_kv, d) with q's d={d}, got "
+            f"{tuple(k_cache.shape)} and {tuple(v_cache.shape)}"
+        )
+    for name, t, shape in (("block_table", block_table, None), ("seqlens", seqlens, (b,))):
+        want = f"({b}, width)" if shape is None else f"({b},)"
+        bad_shape = not isinstance(t, Tensor) or (
+            (t.dim() != 2 or t.shape[0] != b) if shape is None else tuple(t.shape) != shape
+        )
+        if bad_shape or t.dtype != torch.int32:
+            raise ValueError(
+                f"{kernel}: {name} must be an int32 {want} tensor, got "
+                f"{getattr(t, 'dtype', type(t).__name__)} {tuple(getattr(t, 'shape', ()))}"
+            )
+    if min(b, hkv, page, pages) == 0 or d not in HEAD_DIMS or h % hkv or not decodes(h, hkv, sq):
+        raise ValueError(
+            f"{kernel}: b={b}, h={h}, h_kv={hkv}, s_q={sq}, d={d}, {pages} pages of {page}: needs d in {HEAD_DIMS}, "
+            f"h_kv dividing h, s_q <= {DECODE_MAX_SQ} with (h / h_kv) · s_q (each rounded up to a power of two) <= "
+            f"{DECODE_MAX_ROWS}, and no empty dim"
+        )
+    checks.contiguous_last_dim(kernel, q=q, k_cache=k_cache, v_cache=v_cache, block_table=block_table)
+    scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
+    if not (math.isfinite(scale) and scale > 0):
+        raise ValueError(f"{kernel}: scale={scale} must be finite and > 0")
+    window = check_window(window, True)
+    if sinks is not None:
+        if not isinstance(sinks, Tensor) or tuple(sinks.shape) != (h,) or sinks.dtype not in (q.dtype, torch.float32):
+            raise ValueError(f"{kernel}: sinks must be ({h},) of q's dtype {q.dtype} or torch.float32, or None")
+        sinks = sinks.contiguous()
+    checks.cuda(kernel, q=q, k_cache=k_cache, v_cache=v_cache, block_table=block_table, seqlens=seqlens)
+    seqlens = seqlens.contiguous()
+    if validate:
+        check_pages(block_table, seqlens, pages, page)
+    out = torch.empty_like(q)
+
+    def key():
+        return paged_tune_key(str(q.dtype)[6:], b, h, hkv, sq, d, block_table.shape[1] * page, page, window, sinks)
+
+    sizes = (b, h, hkv, sq, block_table.shape[1] * page, d)
+    args = (k_cache, v_cache, block_table, seqlens, sinks, scale, window)
+    port.run(
+        __name__, variant, sizes, out, q, *args, key=key, export="cutile_attention_paged",
+        candidates=paged_variants(h, hkv, sq),
+    )  # fmt: skip
+    return out
+
+
+def check_pages(block_table: Tensor, seqlens: Tensor, pages: int, page: int) -> None:
+    """ValueError naming the first sequence whose length is negative or past the table's width · page,
+    or whose page id (among the pages its length uses) is outside [0, pages). Copies both to the host.
+
+    >>> t = torch.tensor([[0, 1, 7], [2, 9, 9]], dtype=torch.int32)
+    >>> check_pages(t, torch.tensor([33, 16], dtype=torch.int32), 8, 16)
+    >>> check_pages(t, torch.tensor([33, 17], dtype=torch.int32), 8, 16)
+    Traceback (most recent call last):
+    ValueError: attention_paged: block_table[1, 1] = 9 is not a page of the cache (0..7); sequence 1 has 17 keys, 2 pages
+    >>> check_pages(t, torch.tensor([49, 0], dtype=torch.int32), 8, 16)
+    Traceback (most recent call last):
+    ValueError: attention_paged: seqlens[0] = 49 is outside 0..48 (the table's 3 pages of 16 keys)
+    """
+    table, lens = block_table.cpu(), seqlens.cpu().long()
+    width = table.shape[1]
+    bad = ((lens < 0) | (lens > width * page)).nonzero()
+    if len(bad):
+        i = int(bad[0])
+        raise ValueError(
+            f"{PAGED_KERNEL}: seqlens[{i}] = {int(lens[i])} is outside 0..{width * page} (the table's {width} pages "
+            f"of {page} keys)"
+        )
+    used = torch.arange(width)[None, :] < ((lens + page - 1) // page)[:, None]
+    wrong = (used & ((table < 0) | (table >= pages))).nonzero()
+    if len(wrong):
+        i, j = (int(x) for x in wrong[0])
+        raise ValueError(
+            f"{PAGED_KERNEL}: block_table[{i}, {j}] = {int(table[i, j])} is not a page of the cache (0..{pages - 1}); "
+            f"sequence {i} has {int(lens[i])} keys, {int(used[i].sum())} pages"
+        )
+
+
+def paged_tune_key(dtype: str, b: int, h: int, hkv: int, sq: int, d: int, cap: int, page: int, window, sinks) -> dict:
+    """The paged decode's problem class: as `tune_key`'s decode classes with the table's capacity in
+    keys for s_kv (the splits are sized for it) and the page size's class (the gathers' runs).
+
+    >>> paged_tune_key("bfloat16", 8, 32, 8, 1, 128, 8192, 16, -1, None)
+    {'dtype': 'bfloat16', 'd': 128, 'causal': True, 'sq_class': 1, 'skv_class': 8192, 'bh_class': 256, 'group': 4, 'paged': True, 'page_class': 16}
+    """
+    key = tune_key(dtype, b, h, hkv, sq, cap, d, causal=True, window=window, sinks=sinks is not None)
+    return key | {"paged": True, "page_class": autotune.pow2(page)}
+
+
+def paged_variants(h: int, hkv: int, sq: int) -> list[dict]:
+    """The paged decode's candidates: 64-key tiles one block an SM (the contiguous cache's default),
+    32-key tiles two an SM (occupancy 2), and 128-key tiles one an SM where the packed rows are many
+    (MQA, speculative queries: fewer, longer steps). Pure:
+
+    >>> [(v["bn"], v["occupancy"], v["splits"]) for v in paged_variants(32, 8, 1)]
+    [(64, -1, -1), (32, 2, -2)]
+    >>> len(paged_variants(64, 1, 1))
+    3
+    """
+    tiles = [_v(64, 64, splits=-1), _v(64, 32, occupancy=2, splits=-2)]
+    return tiles + ([_v(64, 128, splits=-1)] if packed_rows(h, hkv, sq) > 32 else [])
+
+
+PAGED_SCHEMA = (
+    "(Tensor q, Tensor k_cache, Tensor v_cache, Tensor block_table, Tensor seqlens, Tensor? sinks=None, "
+    "float? scale=None, int? window=None) -> Tensor"
+)
+_PAGED_OP = torch.library.custom_op("tilekit::attention_paged", _paged, mutates_args=(), schema=PAGED_SCHEMA)
+_PAGED_OP.register_fake(_paged)

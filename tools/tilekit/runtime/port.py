@@ -191,8 +191,10 @@ def run(
     key: Callable[[], dict] | None = None,
     export: str | None = None,
     mutated: tuple = (),
+    candidates: list[dict] | None = None,
 ) -> None:
-    """Launch the export (`export`, else cutile_<name>) on (out, *args) for the problem `sizes` (op.variants(*sizes) and
+    """Launch the export (`export`, else cutile_<name>) on (out, *args) for the problem `sizes` (op.variants(*sizes), or
+    `candidates` for an export whose space is not the entry's, and
     op.tune_key(dtype, *sizes), or the entry's own `key()`, told apart by `with_alignment`) with what
     `variant` names (autotune.pick; tuning on `tuning_tensors`); nothing for an empty out, or for
     fake tensors (torch.compile's tracing: the entry ran its checks and allocated its output).
@@ -223,7 +225,7 @@ def run(
         variant,
         default=op.DEFAULT_VARIANT,
         key=with_alignment(key() if key else op.tune_key(str(out.dtype).removeprefix("torch."), *sizes), (out, *args)),
-        candidates=op.variants(*sizes),
+        candidates=op.variants(*sizes) if candidates is None else candidates,
         make_call=lambda v: lambda: launch(op, *tensors(), export=export, **v),
     )
     launch(op, out, *args, export=export, **variant)

@@ -115,7 +115,7 @@ def paged_runs(op, q, k, v, page: int, g) -> list:
     order = torch.randperm(b * n, generator=g, device=q.device)
     kc, vc, table = cache(k), cache(v), order.view(b, n).to(torch.int32)
     lens = torch.full((b,), skv, dtype=torch.int32, device=q.device)
-    cands = op.paged_variants(q.shape[1], hkv, q.shape[2])
+    cands = op.paged_variants(q.shape[1], hkv, q.shape[2], page)
     return [
         (
             f"paged {page} {json.dumps(c, sort_keys=True)}",

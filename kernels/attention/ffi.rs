@@ -35,7 +35,7 @@
 //! each sequence's keys (at most width · page: longer ones are cut there; a page id outside [0,
 //! pages) is never read and its keys are hidden). The s_q <= 16 queries of sequence i are its last
 //! positions: always the causal mask aligned to each sequence's own end; `window` and `sinks` as
-//! above. Only the decode path: `splits` 1..=256 or -1..=-16 (auto), `bn` 32, 64 or 128, `depth` -1,
+//! above. Only the decode path: `splits` 1..=256 or -1..=-16 (auto), `bn` 16, 32, 64 or 128, `depth` -1,
 //! `bm` unused; the split kernel (attention_decode_paged) gathers K and V row by row through the
 //! table, so any page size works, and the combine is the decode path's.
 //!
@@ -686,10 +686,10 @@ pub fn plan_paged(
         return Err(invalid(format!("window={window}: a window is > 0 keys, or -1 for none")));
     }
     let bn = or_default(bn, DEFAULT_BN);
-    if !(bm == -1 || [64, 128].contains(&bm)) || ![DECODE_BN, 64, 128].contains(&bn) {
+    if !(bm == -1 || [64, 128].contains(&bm)) || ![DECODE_SUB_BN, DECODE_BN, 64, 128].contains(&bn) {
         return Err(invalid(format!(
-            "variant bm={bm} bn={bn}: the paged cache's key tile bn is {DECODE_BN}, 64 or 128 (-1: 64); bm (the \
-             forward kernel's) is unused: 64, 128 or -1"
+            "variant bm={bm} bn={bn}: the paged cache's key tile bn is {DECODE_SUB_BN}, {DECODE_BN}, 64 or 128 (-1: \
+             64); bm (the forward kernel's) is unused: 64, 128 or -1"
         )));
     }
     if !((-DECODE_MAX_PER_SM..=-1).contains(&splits) || (1..=DECODE_MAX_SPLITS).contains(&splits)) {
@@ -1453,7 +1453,9 @@ pub(crate) mod tests {
         assert_fails(paged_plan(&gqa, -1, -1, -1, -1), rc::INVALID_ARGUMENT, "must divide the query heads");
         assert_fails(with(0, t[1]), rc::INVALID_ARGUMENT, "must not alias");
         assert_fails(paged_plan(&t, 0, -1, -1, -1), rc::INVALID_ARGUMENT, "window=0");
-        assert_fails(paged_plan(&t, -1, 16, -1, -1), rc::INVALID_ARGUMENT, "bn=16");
+        assert_fails(paged_plan(&t, -1, 8, -1, -1), rc::INVALID_ARGUMENT, "bn=8");
+        // 16-key tiles over 16-key pages: one page a tile, read through the views
+        assert!(paged_plan(&t, -1, 16, -1, -1).unwrap().whole());
         assert_fails(paged_plan(&t, -1, -1, 0, -1), rc::INVALID_ARGUMENT, "splits=0: a paged cache");
         assert_fails(paged_plan(&t, -1, -1, -1, 4), rc::INVALID_ARGUMENT, "depth=4");
         // 32 queries: past the decode path
@@ -1465,7 +1467,7 @@ pub(crate) mod tests {
     fn the_paged_decode_kernel_lowers_and_assembles_for_sm90() {
         // GQA 4 at one query (16 rows), 4 queries of GQA 8 in 32-key tiles, at both head dims
         for dtype in ["f16", "bf16"] {
-            for (rows, bn, d, sq) in [("16", "64", "128", "1"), ("32", "32", "64", "4")] {
+            for (rows, bn, d, sq) in [("16", "64", "128", "1"), ("32", "32", "64", "4"), ("16", "16", "128", "1")] {
                 for window in ["false", "true"] {
                     for (whole, op) in [("false", "load_ptr_tko"), ("true", "load_view_tko")] {
                         DEVICE.assert_lowers(

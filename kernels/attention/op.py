@@ -429,9 +429,12 @@ def attention_paged(
 PAGED_KERNEL = "attention_paged"
 
 
-def _paged(q, k_cache, v_cache, block_table, seqlens, sinks, scale, window, *, variant="auto", validate=False):
+def _paged(
+    q, k_cache, v_cache, block_table, seqlens, sinks=None, scale=None, window=None, *, variant="auto", validate=False
+):
     """attention_paged's checks, then the export (autotuned); on fake tensors the checks and the
-    output only (tilekit.runtime.port launches nothing)."""
+    output only (tilekit.runtime.port launches nothing). The schema's defaults are this signature's:
+    torch calls the op's fake without the trailing arguments that equal them."""
     kernel = PAGED_KERNEL
     for name, t, dims in (("q", q, "(b, h, s_q, d)"), ("k_cache", k_cache, "(pages, page, h_kv, d)")):
         if not isinstance(t, Tensor) or t.dim() != 4:
@@ -482,7 +485,7 @@ def _paged(q, k_cache, v_cache, block_table, seqlens, sinks, scale, window, *, v
     args = (k_cache, v_cache, block_table, seqlens, sinks, scale, window)
     port.run(
         __name__, variant, sizes, out, q, *args, key=key, export="cutile_attention_paged",
-        candidates=paged_variants(h, hkv, sq),
+        candidates=paged_variants(h, hkv, sq, page),
     )  # fmt: skip
     return out
 
@@ -530,18 +533,30 @@ def paged_tune_key(dtype: str, b: int, h: int, hkv: int, sq: int, d: int, cap: i
     return key | {"paged": True, "page_class": autotune.pow2(page)}
 
 
-def paged_variants(h: int, hkv: int, sq: int) -> list[dict]:
-    """The paged decode's candidates: 64-key tiles one block an SM (the contiguous cache's default),
-    32-key tiles two an SM (occupancy 2), and 128-key tiles one an SM where the packed rows are many
-    (MQA, speculative queries: fewer, longer steps). Pure:
+def paged_variants(h: int, hkv: int, sq: int, page: int) -> list[dict]:
+    """The paged decode's candidates, each a key tile that divides the page where one can (ffi.rs
+    WHOLE: K and V through views of the cache; a tile across pages gathers its rows through pointer
+    tiles, 8-70x slower on an H100, NOTES.md "A paged key/value cache, timed"): 64-key tiles one
+    block an SM (the contiguous cache's default), 32-key tiles two an SM (occupancy 2), and 128-key
+    tiles one an SM where the packed rows are many (MQA, speculative queries: fewer, longer steps);
+    16-key tiles, one and two an SM, for pages of 16 keys (vLLM's default) or any multiple of 16
+    that 32 does not divide; the 32-key gather where nothing divides the page. Pure:
 
-    >>> [(v["bn"], v["occupancy"], v["splits"]) for v in paged_variants(32, 8, 1)]
+    >>> [(v["bn"], v["occupancy"], v["splits"]) for v in paged_variants(32, 8, 1, 256)]
     [(64, -1, -1), (32, 2, -2)]
-    >>> len(paged_variants(64, 1, 1))
-    3
+    >>> len(paged_variants(64, 1, 1, 256)), [v["bn"] for v in paged_variants(32, 8, 1, 16)]
+    (3, [16, 16])
+    >>> [(v["bn"], v["occupancy"]) for v in paged_variants(32, 8, 1, 7)]
+    [(32, 2)]
     """
-    tiles = [_v(64, 64, splits=-1), _v(64, 32, occupancy=2, splits=-2)]
-    return tiles + ([_v(64, 128, splits=-1)] if packed_rows(h, hkv, sq) > 32 else [])
+    if page % 32 == 0:
+        tiles = [_v(64, 64, splits=-1), _v(64, 32, occupancy=2, splits=-2)] if page % 64 == 0 else []
+        tiles = tiles or [_v(64, 32, splits=-1), _v(64, 32, occupancy=2, splits=-2)]
+        wide = page % 128 == 0 and packed_rows(h, hkv, sq) > 32
+        return tiles + ([_v(64, 128, splits=-1)] if wide else [])
+    if page % 16 == 0:
+        return [_v(64, 16, splits=-1), _v(64, 16, occupancy=2, splits=-2)]
+    return [_v(64, 32, occupancy=2, splits=-2)]
 
 
 PAGED_SCHEMA = (

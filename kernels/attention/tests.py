@@ -397,6 +397,7 @@ def paged_reference(case: dict) -> torch.Tensor:
         if n == 0:
             continue
         ids = table[i, : -(-n // page)].long()
+        assert bool((ids >= 0).all()), f"sequence {i}: {n} keys need pages its table row does not list"
 
         def keys(cache):
             return cache[ids].reshape(-1, *cache.shape[2:])[:n].transpose(0, 1)[None]  # (1, h_kv, n, d)
@@ -477,7 +478,8 @@ def test_op_paged_matches_the_gathered_reference_cutile_rs(cuda, case, variant):
 
 def test_op_paged_compiles_and_captures_cutile_rs(cuda):
     """torch.compile(fullgraph=True) calls the op; a CUDA graph replays it after one warm call, over
-    new queries and lengths written into the captured tensors."""
+    new queries and lengths written into the captured tensors (each inside the pages its table row
+    lists: sequence 0 has none)."""
     inputs = paged_case(**PAGED_CASES["gqa4-page16"])
     expected = paged_reference(inputs)
     tol = SPEC.tolerance["bfloat16"]
@@ -491,9 +493,8 @@ def test_op_paged_compiles_and_captures_cutile_rs(cuda):
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         out = step(q, lens)
-    shorter = dict(
-        inputs, q=torch.randn_like(q), seqlens=torch.tensor([7, 0, 31, 999], dtype=torch.int32, device="cuda")
-    )
+    lens_now = torch.tensor([0, 3, 17, 999], dtype=torch.int32, device="cuda")
+    shorter = dict(inputs, q=torch.randn_like(q), seqlens=lens_now)
     q.copy_(shorter["q"])
     lens.copy_(shorter["seqlens"])
     graph.replay()

@@ -264,21 +264,7 @@ pub fn plan(
     if causal != 0 && causal != 1 {
         return Err(invalid(format!("causal={causal}: use 1 (causal mask) or 0 (none)")));
     }
-    if !(scale.is_finite() && scale > 0.0) {
-        return Err(invalid(format!("scale={scale}: the scores' factor must be finite and > 0")));
-    }
-    if let Some(s) = sinks {
-        ffi_util::check_tensor(s, "sinks", 1)?;
-        if ![dtype, DType::F32].contains(&s.dtype()?) || s.shape[0] != h || (h > 1 && s.strides[0] != 1) {
-            return Err(invalid(format!(
-                "`sinks` is {} {:?} with strides {:?}: pass a contiguous ({h},) of q's dtype {} or f32, one logit per query head",
-                s.dtype()?.name(),
-                s.shape(),
-                s.strides(),
-                dtype.name()
-            )));
-        }
-    }
+    check_scale_and_sinks(scale, sinks, dtype, h)?;
     if let Some(l) = lse {
         check_lse(l, [b, h, sq])?;
     }
@@ -373,6 +359,26 @@ pub fn plan(
         return Err(invalid(format!("{blocks} tile blocks exceed the i32 block ids; split the batch")));
     }
     Ok(p)
+}
+
+/// `scale` finite and > 0; `sinks`, where given, a contiguous (h,) of q's dtype or f32.
+fn check_scale_and_sinks(scale: f32, sinks: Option<&TensorDesc>, dtype: DType, h: i64) -> FfiResult<()> {
+    if !(scale.is_finite() && scale > 0.0) {
+        return Err(invalid(format!("scale={scale}: the scores' factor must be finite and > 0")));
+    }
+    if let Some(s) = sinks {
+        ffi_util::check_tensor(s, "sinks", 1)?;
+        if ![dtype, DType::F32].contains(&s.dtype()?) || s.shape[0] != h || (h > 1 && s.strides[0] != 1) {
+            return Err(invalid(format!(
+                "`sinks` is {} {:?} with strides {:?}: pass a contiguous ({h},) of q's dtype {} or f32, one logit per query head",
+                s.dtype()?.name(),
+                s.shape(),
+                s.strides(),
+                dtype.name()
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// `lse` is a contiguous f32 (b, h, s_q) (the rows' log-sum-exp, written by the LSE kernel).
@@ -667,21 +673,7 @@ pub fn plan_paged(
     if [q.data, k.data, v.data, table.data, lens.data].contains(&out.data) {
         return Err(invalid("`out` must not alias an input: its rows are written while the inputs are read"));
     }
-    if !(scale.is_finite() && scale > 0.0) {
-        return Err(invalid(format!("scale={scale}: the scores' factor must be finite and > 0")));
-    }
-    if let Some(s) = sinks {
-        ffi_util::check_tensor(s, "sinks", 1)?;
-        if ![dtype, DType::F32].contains(&s.dtype()?) || s.shape[0] != h || (h > 1 && s.strides[0] != 1) {
-            return Err(invalid(format!(
-                "`sinks` is {} {:?} with strides {:?}: pass a contiguous ({h},) of q's dtype {} or f32, one logit per query head",
-                s.dtype()?.name(),
-                s.shape(),
-                s.strides(),
-                dtype.name()
-            )));
-        }
-    }
+    check_scale_and_sinks(scale, sinks, dtype, h)?;
     if window != -1 && window <= 0 {
         return Err(invalid(format!("window={window}: a window is > 0 keys, or -1 for none")));
     }

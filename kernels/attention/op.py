@@ -536,7 +536,7 @@ def paged_tune_key(dtype: str, b: int, h: int, hkv: int, sq: int, d: int, cap: i
 def paged_variants(h: int, hkv: int, sq: int, page: int) -> list[dict]:
     """The paged decode's candidates, each a key tile that divides the page where one can (ffi.rs
     WHOLE: K and V through views of the cache; a tile across pages gathers its rows through pointer
-    tiles, 8-70x slower on an H100, NOTES.md "A paged key/value cache, timed"): 64-key tiles one
+    tiles, 4-70x slower on an H100, NOTES.md "A paged key/value cache, timed"): 64-key tiles one
     block an SM (the contiguous cache's default), 32-key tiles two an SM (occupancy 2), and 128-key
     tiles one an SM where the packed rows are many (MQA, speculative queries: fewer, longer steps);
     16-key tiles, one and two an SM, for pages of 16 keys (vLLM's default) or any multiple of 16

@@ -105,6 +105,7 @@ def paged_runs(op, q, k, v, page: int, g) -> list:
 
     b, hkv, skv, d = k.shape
     n = -(-skv // page)
+    order = torch.randperm(b * n, generator=g, device=q.device)  # where each sequence's page lies
 
     def cache(t):
         padded = torch.zeros(b, n * page, hkv, d, dtype=t.dtype, device=t.device)
@@ -112,7 +113,6 @@ def paged_runs(op, q, k, v, page: int, g) -> list:
         pages = padded.view(b * n, page, hkv, d)
         return torch.empty_like(pages).index_copy_(0, order.view(-1), pages)
 
-    order = torch.randperm(b * n, generator=g, device=q.device)
     kc, vc, table = cache(k), cache(v), order.view(b, n).to(torch.int32)
     lens = torch.full((b,), skv, dtype=torch.int32, device=q.device)
     cands = op.paged_variants(q.shape[1], hkv, q.shape[2], page)

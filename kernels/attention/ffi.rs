@@ -36,8 +36,9 @@
 //! pages) is never read and its keys are hidden). The s_q <= 16 queries of sequence i are its last
 //! positions: always the causal mask aligned to each sequence's own end; `window` and `sinks` as
 //! above. Only the decode path: `splits` 1..=256 or -1..=-16 (auto), `bn` 16, 32, 64 or 128, `depth` -1,
-//! `bm` unused; the split kernel (attention_decode_paged) gathers K and V row by row through the
-//! table, so any page size works, and the combine is the decode path's.
+//! `bm` unused; the split kernel (attention_decode_paged) loads a key tile through views of its page
+//! where bn divides the page size, and otherwise gathers K and V row by row through the table, so
+//! any page size works; the combine is the decode path's.
 //!
 //! The variant: `bm` / `bn` the query / key tile rows (64 or 128; bn 32 on the decode path only, and
 //! bn 16 there: 64-key steps of four 16-key sub-tiles, attention_decode_batched),
@@ -201,9 +202,7 @@ impl Plan {
     /// (splits, key tiles per split) of the decode path for `asked` splits (> 0), none empty.
     pub fn decode_split(&self, asked: i32) -> (i32, i32) {
         let (first, end) = self.decode_tiles();
-        let visible = (end - first).max(1);
-        let per = (visible + asked.clamp(1, visible) - 1) / asked.clamp(1, visible);
-        ((visible + per - 1) / per, per)
+        cut_splits(end - first, asked)
     }
 
     /// The launch grid: one tile block per (query tile, batch · head).
@@ -211,6 +210,20 @@ impl Plan {
         let tiles = (self.sq + self.bm - 1) / self.bm;
         (tiles as u32 * self.b as u32 * self.h as u32, 1, 1)
     }
+}
+
+/// (splits, tiles per split) cutting `visible` key tiles (at least 1) into at most `asked` splits of
+/// equal length, the last possibly shorter, none empty.
+fn cut_splits(visible: i32, asked: i32) -> (i32, i32) {
+    let visible = visible.max(1);
+    let per = (visible + asked.clamp(1, visible) - 1) / asked.clamp(1, visible);
+    ((visible + per - 1) / per, per)
+}
+
+/// decode_rows for b sequences of h_kv key/value heads at head dim d, where one split per (batch,
+/// key/value head) pair keeps the workspace (b · h_kv · rows · d f32) inside i32 indexing.
+fn fitting_decode_rows(b: i64, hkv: i64, d: i32, group: i32, sq: i32) -> Option<(i32, i32)> {
+    decode_rows(group, sq).filter(|&(_, rows)| b * hkv * rows as i64 * d as i64 <= i32::MAX as i64)
 }
 
 /// (sb, sh, ss) of a 4-D descriptor; the view it spans must be indexable with i32.
@@ -285,8 +298,7 @@ pub fn plan(
     let warps = asked_warps.or((bm == 128).then_some(DEFAULT_WARPS_BM128));
     let (sq, skv) = (to_i32(sq, "s_q")?, to_i32(k.shape[2], "s_kv")?);
     // The workspace is indexed with i32 (block · rows · d): one split per pair must fit.
-    let ws_fits = |&(_, rows): &(i32, i32)| b * hkv * rows as i64 * d as i64 <= i32::MAX as i64;
-    let rows = decode_rows(to_i32(h / hkv, "group")?, sq).filter(ws_fits);
+    let rows = fitting_decode_rows(b, hkv, d, to_i32(h / hkv, "group")?, sq);
     let auto = (-DECODE_MAX_PER_SM..=-1).contains(&splits);
     let depth = match depth {
         -1 => DECODE_DEFAULT_DEPTH,
@@ -614,9 +626,7 @@ impl PagedPlan {
     /// 1) / bn) + 1 at most), cut as Plan::decode_split cuts them.
     pub fn split(&self, asked: i32) -> (i32, i32) {
         let all = (self.cap + self.bn - 1) / self.bn;
-        let visible = self.window.map_or(all, |w| all.min((w + self.sq - 1 + self.bn - 1) / self.bn + 1)).max(1);
-        let per = (visible + asked.clamp(1, visible) - 1) / asked.clamp(1, visible);
-        ((visible + per - 1) / per, per)
+        cut_splits(self.window.map_or(all, |w| all.min((w + self.sq - 1 + self.bn - 1) / self.bn + 1)), asked)
     }
 }
 
@@ -696,8 +706,7 @@ pub fn plan_paged(
     let occupancy = ffi_util::occupancy_hint(occupancy)?;
     let warps = ffi_util::warps_hint(warps)?;
     let (sq, group) = (to_i32(sq, "s_q")?, to_i32(h / hkv, "group")?);
-    let ws_fits = |&(_, rows): &(i32, i32)| b * hkv * rows as i64 * d as i64 <= i32::MAX as i64;
-    let Some((sq_pad, rows)) = decode_rows(group, sq).filter(ws_fits) else {
+    let Some((sq_pad, rows)) = fitting_decode_rows(b, hkv, d, group, sq) else {
         return Err(invalid(format!(
             "s_q={sq} queries of {group} query heads a key/value head: the paged cache's decode path takes s_q <= \
              {DECODE_MAX_SQ} in at most {DECODE_MAX_ROWS} rows (group · s_q rounded up to powers of two), and a \
@@ -768,8 +777,8 @@ fn launch_paged_with<T: Element, S: Element>(
     let [o_ptr, q_ptr, k_ptr, v_ptr] = unsafe { [out, q, k, v].map(|t| ffi_util::device_ptr::<T>(t)) };
     let [table_ptr, lens_ptr] = unsafe { [table, lens].map(|t| ffi_util::device_ptr::<i32>(t)) };
     let sinks_ptr = unsafe { ffi_util::device_ptr::<S>(sinks) }; // S checked by plan_paged()
-                                                                 // generics T, BM, BN, D, SQ, WINDOW, WHOLE
     let hinted = ffi_util::compile_options(p.occupancy, d.warps);
+    // generics T, BM, BN, D, SQ, WINDOW, WHOLE
     let mut split = Launch::new::<T>(&[d.rows, p.bn, p.d, d.sq_pad], (blocks as u32, 1, 1), hinted);
     split.generics.extend([p.window.is_some(), p.whole()].map(|b| b.to_string()));
     let [[o_sb, o_sh, o_ss], [q_sb, q_sh, q_ss], [k_sp, k_ss, k_sh], [v_sp, v_ss, v_sh]] = p.strides;
@@ -790,42 +799,10 @@ fn launch_paged_with<T: Element, S: Element>(
     }
 }
 
-/// `cutile_attention_paged` (the file header).
+/// `cutile_attention_paged` (the file header): plan_paged() and launch_paged() take the export's
+/// arguments one for one.
 mod export_paged {
-    use super::*;
-
-    #[allow(clippy::too_many_arguments)]
-    fn plan(
-        out: &TensorDesc, q: &TensorDesc, k_cache: &TensorDesc, v_cache: &TensorDesc, block_table: &TensorDesc,
-        seqlens: &TensorDesc, sinks: Option<&TensorDesc>, scale: f32, window: i32, bm: i32, bn: i32, occupancy: i32,
-        warps: i32, splits: i32, depth: i32,
-    ) -> FfiResult<PagedPlan> {
-        super::plan_paged(
-            out,
-            q,
-            k_cache,
-            v_cache,
-            block_table,
-            seqlens,
-            sinks,
-            scale,
-            window,
-            bm,
-            bn,
-            occupancy,
-            warps,
-            splits,
-            depth,
-        )
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn launch<T: Element>(
-        p: &PagedPlan, out: &TensorDesc, q: &TensorDesc, k_cache: &TensorDesc, v_cache: &TensorDesc,
-        block_table: &TensorDesc, seqlens: &TensorDesc, sinks: Option<&TensorDesc>, stream: &Arc<Stream>,
-    ) -> FfiResult<()> {
-        super::launch_paged::<T>(p, out, q, k_cache, v_cache, block_table, seqlens, sinks, stream)
-    }
+    use super::{launch_paged as launch, plan_paged as plan, *};
 
     crate::export!(cutile_attention_paged(out, q, k_cache, v_cache, block_table, seqlens; optional sinks; scale: f32, window: i32, bm: i32, bn: i32, occupancy: i32, warps: i32, splits: i32, depth: i32));
 }

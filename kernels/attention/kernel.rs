@@ -47,7 +47,7 @@
 //! `head` < h, the sinks view's extent; window tiles lie in [0, visited).
 #[cutile::module]
 pub mod attention_device {
-    use crate::device_util::views::load_word;
+    use crate::device_util::views::{load_masked_raw, load_word};
     use cutile::core::*;
 
     /// (batch, query head, query tile) of tile block `id`: the query tiles of one head are
@@ -650,12 +650,7 @@ pub mod attention_device {
             pages * broadcast_scalar(sp, col) + slots * broadcast_scalar(ss, col) + broadcast_scalar(head_off, col);
         let d_ids: Tile<i32, { [D] }> = iota(shape![D]);
         let offsets: Tile<i32, { [BN, D] }> = rows.broadcast(tile) + d_ids.reshape(shape![1, D]).broadcast(tile);
-        let p0: PointerTile<*mut T, { [] }> = pointer_to_tile(ptr);
-        let p1: PointerTile<*mut T, { [1, 1] }> = p0.reshape(shape![1, 1]);
-        let base: PointerTile<*mut T, { [BN, D] }> = p1.broadcast(tile);
-        let ptrs: PointerTile<*mut T, { [BN, D] }> = base.offset_tile(offsets);
-        let (raw, _tok): (Tile<T, { [BN, D] }>, Token) =
-            load_ptr_tko(ptrs, ordering::Weak, None::<scope::TileBlock>, Some(live), None, None, Latency::<3>);
+        let raw: Tile<T, { [BN, D] }> = unsafe { load_masked_raw::<T, BN, D, 3>(ptr, offsets, live) };
         let zero: Tile<f32, { [BN, D] }> = constant(0.0f32, tile);
         let zero_t: Tile<T, { [BN, D] }> = convert_tile(zero);
         select(live, raw, zero_t)

@@ -37,8 +37,9 @@
 //! positions: always the causal mask aligned to each sequence's own end; `window` and `sinks` as
 //! above. Only the decode path: `splits` 1..=256 or -1..=-16 (auto), `bn` 16, 32, 64 or 128, `depth` -1,
 //! `bm` unused; the split kernel (attention_decode_paged) loads a key tile through views of its page
-//! where bn divides the page size, and otherwise gathers K and V row by row through the table, so
-//! any page size works; the combine is the decode path's.
+//! where bn divides the page size, as four pieces of bn / 4 keys through views of their pages where
+//! bn / 4 divides it (64-key tiles over 16-key pages), and otherwise gathers K and V row by row
+//! through the table, so any page size works; the combine is the decode path's.
 //!
 //! The variant: `bm` / `bn` the query / key tile rows (64 or 128; bn 32 on the decode path only, and
 //! bn 16 there: 64-key steps of four 16-key sub-tiles, attention_decode_batched),
@@ -615,10 +616,17 @@ pub struct PagedPlan {
 }
 
 impl PagedPlan {
-    /// Whether a key tile lies in one page (bn divides the page): the kernel's WHOLE, its tiles read
-    /// through views of the cache instead of gathered row by row.
-    pub fn whole(&self) -> bool {
-        self.page % self.bn == 0
+    /// How the kernel reads a key tile (its PIECES): 1 where the tile lies in one page (bn divides
+    /// the page), 4 where each quarter of it does (bn / 4 divides the page), both through views of
+    /// the cache; 0 where neither does (the tile's rows gathered one by one).
+    pub fn pieces(&self) -> i32 {
+        if self.page % self.bn == 0 {
+            1
+        } else if self.page % (self.bn / 4) == 0 {
+            4
+        } else {
+            0
+        }
     }
 
     /// (splits, key tiles per split) for `asked` splits: the tiles a sequence of `cap` keys may show
@@ -778,9 +786,10 @@ fn launch_paged_with<T: Element, S: Element>(
     let [table_ptr, lens_ptr] = unsafe { [table, lens].map(|t| ffi_util::device_ptr::<i32>(t)) };
     let sinks_ptr = unsafe { ffi_util::device_ptr::<S>(sinks) }; // S checked by plan_paged()
     let hinted = ffi_util::compile_options(p.occupancy, d.warps);
-    // generics T, BM, BN, D, SQ, WINDOW, WHOLE
+    // generics T, BM, BN, D, SQ, WINDOW, PIECES, PER, HALF (a quarter and a half of the key tile)
     let mut split = Launch::new::<T>(&[d.rows, p.bn, p.d, d.sq_pad], (blocks as u32, 1, 1), hinted);
-    split.generics.extend([p.window.is_some(), p.whole()].map(|b| b.to_string()));
+    split.generics.push(p.window.is_some().to_string());
+    split.generics.extend([p.pieces(), p.bn / 4, p.bn / 2].map(|n| n.to_string()));
     let [[o_sb, o_sh, o_ss], [q_sb, q_sh, q_ss], [k_sp, k_ss, k_sh], [v_sp, v_ss, v_sh]] = p.strides;
     // SAFETY: plan_paged() checked shapes, strides and dtypes against the descriptors; the kernel
     // reads the table only at rows < b and columns < width (keys < cap), the cache only at page ids
@@ -1385,7 +1394,7 @@ pub(crate) mod tests {
         // Llama-3-8B's heads, 8 sequences, 16-key pages (vLLM's default), 512 pages a sequence (8k keys)
         let t = paged(8, 32, 8, 1, [4096, 16, 512]);
         let p = paged_plan(&t, -1, -1, -1, -1).unwrap();
-        assert_eq!((p.pages, p.page, p.cap, p.table_sb, p.bn, p.whole()), (4096, 16, 8192, 512, 64, false));
+        assert_eq!((p.pages, p.page, p.cap, p.table_sb, p.bn, p.pieces()), (4096, 16, 8192, 512, 64, 4));
         assert_eq!(p.strides[2], [16 * 8 * 128, 8 * 128, 128]); // (page, slot, head)
         assert_eq!((p.decode.rows, p.decode.sq_pad), (16, 1));
         // 128 key tiles a sequence: split 16 ways, 8 tiles each; with a 128-key window at most 3 tiles
@@ -1396,8 +1405,16 @@ pub(crate) mod tests {
         let mut t = paged(2, 64, 8, 4, [100, 256, 9]);
         t[2] = TensorDesc::from_parts(0x30_0000, DType::BF16, &[100, 256, 8, 128], &[256 * 8 * 256, 8 * 256, 256, 1]);
         let p = paged_plan(&t, -1, 32, 3, -1).unwrap();
-        assert_eq!((p.decode.rows, p.decode.sq_pad, p.decode.splits, p.cap, p.whole()), (32, 4, 3, 2304, true));
+        assert_eq!((p.decode.rows, p.decode.sq_pad, p.decode.splits, p.cap, p.pieces()), (32, 4, 3, 2304, 1));
         assert_eq!(p.strides[2], [8 * 256 * 256, 8 * 256, 256]);
+        // how a tile is read, by page size and tile: one page; four quarters, each in one page
+        // (48 = 3 · 16); gathered where neither divides the page
+        for (page, bn, pieces) in
+            [(64, 64, 1), (64, 32, 1), (16, 64, 4), (48, 64, 4), (32, 128, 4), (16, 128, 0), (7, 32, 0)]
+        {
+            let p = paged_plan(&paged(2, 8, 2, 1, [64, page, 8]), -1, bn, -1, -1).unwrap();
+            assert_eq!(p.pieces(), pieces, "page {page}, bn {bn}");
+        }
     }
 
     #[test]
@@ -1424,7 +1441,7 @@ pub(crate) mod tests {
         assert_fails(paged_plan(&t, 0, -1, -1, -1), rc::INVALID_ARGUMENT, "window=0");
         assert_fails(paged_plan(&t, -1, 8, -1, -1), rc::INVALID_ARGUMENT, "bn=8");
         // 16-key tiles over 16-key pages: one page a tile, read through the views
-        assert!(paged_plan(&t, -1, 16, -1, -1).unwrap().whole());
+        assert_eq!(paged_plan(&t, -1, 16, -1, -1).unwrap().pieces(), 1);
         assert_fails(paged_plan(&t, -1, -1, 0, -1), rc::INVALID_ARGUMENT, "splits=0: a paged cache");
         assert_fails(paged_plan(&t, -1, -1, -1, 4), rc::INVALID_ARGUMENT, "depth=4");
         // 32 queries: past the decode path
@@ -1438,15 +1455,63 @@ pub(crate) mod tests {
         for dtype in ["f16", "bf16"] {
             for (rows, bn, d, sq) in [("16", "64", "128", "1"), ("32", "32", "64", "4"), ("16", "16", "128", "1")] {
                 for window in ["false", "true"] {
-                    for (whole, op) in [("false", "load_ptr_tko"), ("true", "load_view_tko")] {
+                    // the gather, one view load a tile, four a tile (not for 16-key tiles: 4-key pieces)
+                    let (per, half) =
+                        ((bn.parse::<i32>().unwrap() / 4).to_string(), (bn.parse::<i32>().unwrap() / 2).to_string());
+                    for (pieces, op) in [("0", "load_ptr_tko"), ("1", "load_view_tko"), ("4", "cat")] {
+                        if pieces == "4" && bn == "16" {
+                            continue;
+                        }
                         DEVICE.assert_lowers(
                             "attention_decode_paged",
-                            &[dtype, rows, bn, d, sq, window, whole],
+                            &[dtype, rows, bn, d, sq, window, pieces, &per, &half],
                             &["mma", "exp2", op],
                         );
                     }
                 }
             }
+        }
+    }
+
+    #[test]
+    fn the_paged_decode_lowers_as_launched() {
+        // Llama-3-8B's cache in pages of 256 and of 16 keys (4096 pages, h_kv 8, d 128, a table
+        // of 32 and 512 columns), one query of GQA 4: the launcher's divisibility hints (TILEKIT_CUBIN_DIR
+        // keeps the cubins for cuobjdump -sass). Without sinks the launcher passes q as `sinks_ptr`.
+        use crate::ffi_util::{div_hints, ALIGNED_PTR};
+        let ptrs = ["ws_acc", "ws_m", "ws_l", "o_ptr", "q_ptr", "k_ptr", "v_ptr", "table_ptr", "lens_ptr"]
+            .map(|name| (name, ALIGNED_PTR));
+        for (page, bn, pieces, per, half) in
+            [(256, "64", "1", "16", "32"), (16, "64", "4", "16", "32"), (16, "16", "1", "4", "8")]
+        {
+            let (sp, ss, sh, width) = (page * 8 * 128, 8 * 128, 128, 8192 / page);
+            let ints = [
+                ("b", 16),
+                ("h", 32),
+                ("hkv", 8),
+                ("sq", 1),
+                ("o_sb", 32 * 128),
+                ("o_sh", 128),
+                ("o_ss", 128),
+                ("q_sb", 32 * 128),
+                ("q_sh", 128),
+                ("q_ss", 128),
+                ("k_sp", sp),
+                ("k_ss", ss),
+                ("k_sh", sh),
+                ("v_sp", sp),
+                ("v_ss", ss),
+                ("v_sh", sh),
+                ("table_sb", width),
+                ("page", page),
+                ("pages", 4096),
+                ("cap", 8192),
+            ];
+            let generics = ["bf16", "16", bn, "128", "1", "false", pieces, per, half];
+            let what = format!("-page{page}");
+            let ir =
+                DEVICE.lower("attention_decode_paged", &generics, &div_hints(&ptrs, &ints), Default::default(), &what);
+            assert!(ir.contains("mma") && ir.contains("assume div_by<16>"), "{what}:\n{ir}");
         }
     }
 

@@ -656,6 +656,34 @@ pub mod attention_device {
         select(live, raw, zero_t)
     }
 
+    /// The page id of key `key` of a sequence whose block-table row is `table_row` (the word at
+    /// column key / page).
+    unsafe fn page_word(table_row: PointerTile<*mut i32, { [] }>, key: i32, page: i32) -> i32 {
+        let at: PointerTile<*mut i32, { [] }> = table_row.offset(key / page);
+        tile_to_scalar(unsafe { load_word(at) })
+    }
+
+    /// The smaller of two scalars.
+    fn min_i32(a: i32, b: i32) -> i32 {
+        if a < b {
+            a
+        } else {
+            b
+        }
+    }
+
+    /// The end of the keys a piece of the cache read from page `id` may show: s_kv where the id lies
+    /// in [0, pages), else 0 (a page outside the cache: its keys hidden).
+    fn piece_end(id: i32, pages: i32, skv: i32) -> i32 {
+        let mut end: i32 = 0i32;
+        if id >= 0i32 {
+            if id < pages {
+                end = skv;
+            }
+        }
+        end
+    }
+
     /// Decode over a paged key/value cache, step 1 of 2 (attention_decode's grid, rows, partials and
     /// combine): k and v (pages, page, h_kv, D) with strides (sp, ss, sh) (vLLM's and FlashAttention's
     /// layout, any strides with a contiguous D), sequence `batch`'s pages listed in row `batch` of the
@@ -667,11 +695,17 @@ pub mod attention_device {
     /// tiles_per_split .. of its sequence (first: the window's first tile, else 0), stopping at
     /// ceil(s_kv / BN): the launcher sizes the splits for the table's width, the longest sequence
     /// the cache can hold, so blocks past a shorter sequence's end walk nothing and weigh nothing
-    /// in the combine. WHOLE (BN divides the page): a key tile lies in one page, whose id is one
-    /// word of the table, and K and V are loaded through views of the cache (TMA), as the contiguous
-    /// cache's tiles are. Otherwise (pages of fewer keys than a tile, or not a multiple of it) each key
-    /// tile's page ids are read once (the keys past s_kv not at all), then K and V are gathered row
-    /// by row (paged_tile), so any page size works.
+    /// in the combine. PIECES says how a BN-key tile is read:
+    /// - 1 (BN divides the page): the tile lies in one page, whose id is one word of the table; K
+    ///   and V load through views of the cache (TMA), as the contiguous cache's tiles do.
+    /// - 4 (PER = BN / 4 divides the page: vLLM's 16-key pages under 64-key tiles): the tile is four
+    ///   pieces of PER keys, each inside one page, loaded through the same views (one TMA load a
+    ///   piece) and joined (cat) into the [D, BN] and [BN, D] tiles of one step, so a step does one
+    ///   BN-key MMA and one online-softmax update for four pages. HALF = BN / 2.
+    /// - 0 (otherwise): each key tile's page ids are read once (the keys past s_kv not at all), then
+    ///   K and V are gathered row by row (paged_tile), so any page size works.
+    /// The views' walks read the next tile's page ids a step ahead, so the producer's TMA loads do
+    /// not wait on a table read (the table's words are read for keys < cap only).
     #[cutile::entry(unchecked_accesses = true)]
     #[allow(clippy::too_many_arguments)]
     unsafe fn attention_decode_paged<
@@ -681,7 +715,9 @@ pub mod attention_device {
         const D: i32,
         const SQ: i32,
         const WINDOW: bool,
-        const WHOLE: bool,
+        const PIECES: i32,
+        const PER: i32,
+        const HALF: i32,
     >(
         ws_acc: *mut f32, ws_m: *mut f32, ws_l: *mut f32, o_ptr: *mut T, q_ptr: *mut T, k_ptr: *mut T, v_ptr: *mut T,
         table_ptr: *mut i32, lens_ptr: *mut i32, b: i32, h: i32, hkv: i32, sq: i32, o_sb: i32, o_sh: i32, o_ss: i32,
@@ -710,8 +746,8 @@ pub mod attention_device {
         let t0: i32 = first + split * tiles_per_split;
         let t_stop: i32 = t0 + tiles_per_split;
         let t1: i32 = if t_stop < end { t_stop } else { end };
-        // the gathers' walk: empty where WHOLE walked the tiles through views
-        let t_gather: i32 = if WHOLE { t0 } else { t1 };
+        // the gathers' walk: empty where the views walked the tiles
+        let t_gather: i32 = if PIECES == 0i32 { t1 } else { t0 };
 
         let tile: Shape<{ [BM, BN] }> = shape![BM, BN];
         let col: Shape<{ [BN, 1] }> = shape![BN, 1];
@@ -728,7 +764,9 @@ pub mod attention_device {
         let mut m_i: Tile<f32, { [BM, 1] }> = constant(-3.4028235e38f32, shape![BM, 1]);
         let mut l_i: Tile<f32, { [BM, 1] }> = constant(0.0f32, shape![BM, 1]);
         let mut acc: Tile<f32, { [BM, D] }> = constant(0.0f32, shape![BM, D]);
-        if WHOLE {
+        let zero_v: Tile<f32, { [BN, D] }> = constant(0.0f32, shape![BN, D]);
+        let zero_vt: Tile<T, { [BN, D] }> = convert_tile(zero_v);
+        if PIECES == 1i32 {
             // BN divides the page: a key tile is BN consecutive slots of one page, read through views
             // of the cache (K through a permuted partition, landing [D, BN] as attention_decode's).
             let k_view: Tensor<T, { [-1, -1, -1, -1] }> =
@@ -738,20 +776,19 @@ pub mod attention_device {
             let k_part: Partition<T, { [1, 1, D, BN] }> =
                 k_view.partition_permuted(shape![1, 1, D, BN], const_array![0, 2, 3, 1]);
             let v_part: Partition<T, { [1, BN, 1, D] }> = v_view.partition(shape![1, BN, 1, D]);
-            let zero_v: Tile<f32, { [BN, D] }> = constant(0.0f32, shape![BN, D]);
-            let zero_vt: Tile<T, { [BN, D] }> = convert_tile(zero_v);
+            // the tile's page id, read a step ahead
+            let mut next_id: i32 = 0i32;
+            if t0 < t1 {
+                next_id = unsafe { page_word(table_row, t0 * BN, page) };
+            }
             for j in t0..t1 {
                 let k0: i32 = j * BN;
-                let page_at: PointerTile<*mut i32, { [] }> = table_row.offset(k0 / page);
-                let page_id: i32 = tile_to_scalar(unsafe { load_word(page_at) });
+                let page_id: i32 = next_id;
+                let j_next: i32 = if j + 1i32 < t1 { j + 1i32 } else { j };
+                next_id = unsafe { page_word(table_row, j_next * BN, page) };
                 let slot_tile: i32 = (k0 % page) / BN;
                 // a page outside the cache: its keys hidden (the view's loads there read zeros)
-                let mut key_end: i32 = k0;
-                if page_id >= 0i32 {
-                    if page_id < pages {
-                        key_end = skv;
-                    }
-                }
+                let key_end: i32 = piece_end(page_id, pages, skv);
                 let k: Tile<T, { [D, BN] }> =
                     k_part.load_pipelined::<2>([page_id, kv_head, 0i32, slot_tile]).reshape(shape![D, BN]);
                 let qk: Tile<f32, { [BM, BN] }> = mma(q, k, zero);
@@ -763,6 +800,91 @@ pub mod attention_device {
                 let keys: Tile<i32, { [BN, 1] }> = key_ids + broadcast_scalar(k0, col);
                 let live_key: Tile<bool, { [BN, 1] }> = lt_tile(keys, broadcast_scalar(key_end, col));
                 let live: Tile<bool, { [BN, D] }> = live_key.broadcast(shape![BN, D]);
+                let v: Tile<T, { [BN, D] }> = select(live, v_raw, zero_vt);
+                let (m_new, l_new, acc_new) =
+                    online_step::<T, BM, BN, D>(select(visible, qk, neg_inf), v, qk_scale_log2, m_i, l_i, acc);
+                m_i = m_new;
+                l_i = l_new;
+                acc = acc_new;
+            }
+        }
+        if PIECES == 4i32 {
+            // PER divides the page: a key tile is four pieces of PER slots, each in one page, each
+            // read through the views as the whole tile is above and joined along the keys. A
+            // piece's key is capped at cap - 1 (the table's last column; a tile may end past cap
+            // when cap is not a multiple of BN): keys past s_kv are hidden whatever it reads.
+            let k_view: Tensor<T, { [-1, -1, -1, -1] }> =
+                unsafe { bhsd_view::<T, D>(k_ptr, pages, page, hkv, k_sp, k_ss, k_sh, tok) };
+            let v_view: Tensor<T, { [-1, -1, -1, -1] }> =
+                unsafe { bhsd_view::<T, D>(v_ptr, pages, page, hkv, v_sp, v_ss, v_sh, tok) };
+            let k_part: Partition<T, { [1, 1, D, PER] }> =
+                k_view.partition_permuted(shape![1, 1, D, PER], const_array![0, 2, 3, 1]);
+            let v_part: Partition<T, { [1, PER, 1, D] }> = v_view.partition(shape![1, PER, 1, D]);
+            let last: i32 = cap - 1i32;
+            let piece: Shape<{ [1, PER] }> = shape![1, PER];
+            // the tile's four page ids, read a step ahead
+            let mut next_0: i32 = 0i32;
+            let mut next_1: i32 = 0i32;
+            let mut next_2: i32 = 0i32;
+            let mut next_3: i32 = 0i32;
+            if t0 < t1 {
+                let a0: i32 = t0 * BN;
+                next_0 = unsafe { page_word(table_row, a0, page) };
+                next_1 = unsafe { page_word(table_row, min_i32(a0 + PER, last), page) };
+                next_2 = unsafe { page_word(table_row, min_i32(a0 + 2i32 * PER, last), page) };
+                next_3 = unsafe { page_word(table_row, min_i32(a0 + 3i32 * PER, last), page) };
+            }
+            for j in t0..t1 {
+                let k0: i32 = j * BN;
+                let (id_0, id_1, id_2, id_3) = (next_0, next_1, next_2, next_3);
+                let j_next: i32 = if j + 1i32 < t1 { j + 1i32 } else { j };
+                let a_next: i32 = j_next * BN;
+                next_0 = unsafe { page_word(table_row, a_next, page) };
+                next_1 = unsafe { page_word(table_row, min_i32(a_next + PER, last), page) };
+                next_2 = unsafe { page_word(table_row, min_i32(a_next + 2i32 * PER, last), page) };
+                next_3 = unsafe { page_word(table_row, min_i32(a_next + 3i32 * PER, last), page) };
+                let s_0: i32 = (k0 % page) / PER;
+                let s_1: i32 = (min_i32(k0 + PER, last) % page) / PER;
+                let s_2: i32 = (min_i32(k0 + 2i32 * PER, last) % page) / PER;
+                let s_3: i32 = (min_i32(k0 + 3i32 * PER, last) % page) / PER;
+                let k_0: Tile<T, { [D, PER] }> =
+                    k_part.load_pipelined::<2>([id_0, kv_head, 0i32, s_0]).reshape(shape![D, PER]);
+                let k_1: Tile<T, { [D, PER] }> =
+                    k_part.load_pipelined::<2>([id_1, kv_head, 0i32, s_1]).reshape(shape![D, PER]);
+                let k_2: Tile<T, { [D, PER] }> =
+                    k_part.load_pipelined::<2>([id_2, kv_head, 0i32, s_2]).reshape(shape![D, PER]);
+                let k_3: Tile<T, { [D, PER] }> =
+                    k_part.load_pipelined::<2>([id_3, kv_head, 0i32, s_3]).reshape(shape![D, PER]);
+                let k_01: Tile<T, { [D, HALF] }> = cat(k_0, k_1, 1i32);
+                let k_23: Tile<T, { [D, HALF] }> = cat(k_2, k_3, 1i32);
+                let k: Tile<T, { [D, BN] }> = cat(k_01, k_23, 1i32);
+                let qk: Tile<f32, { [BM, BN] }> = mma(q, k, zero);
+                // each piece's keys end at s_kv, or at once where its page is outside the cache;
+                // relative to k0, as the columns are
+                let e_0: Tile<i32, { [1, PER] }> = broadcast_scalar(piece_end(id_0, pages, skv) - k0, piece);
+                let e_1: Tile<i32, { [1, PER] }> = broadcast_scalar(piece_end(id_1, pages, skv) - k0, piece);
+                let e_2: Tile<i32, { [1, PER] }> = broadcast_scalar(piece_end(id_2, pages, skv) - k0, piece);
+                let e_3: Tile<i32, { [1, PER] }> = broadcast_scalar(piece_end(id_3, pages, skv) - k0, piece);
+                let e_01: Tile<i32, { [1, HALF] }> = cat(e_0, e_1, 1i32);
+                let e_23: Tile<i32, { [1, HALF] }> = cat(e_2, e_3, 1i32);
+                let ends: Tile<i32, { [1, BN] }> = cat(e_01, e_23, 1i32);
+                let in_page: Tile<bool, { [BM, BN] }> = lt_tile(cols, ends.broadcast(tile));
+                let visible: Tile<bool, { [BM, BN] }> =
+                    andi(visible_keys::<BM, BN, WINDOW>(rows, cols, 0i32, k0, skv, diag, window), in_page);
+                let v_0: Tile<T, { [PER, D] }> =
+                    v_part.load_pipelined::<4>([id_0, s_0, kv_head, 0i32]).reshape(shape![PER, D]);
+                let v_1: Tile<T, { [PER, D] }> =
+                    v_part.load_pipelined::<4>([id_1, s_1, kv_head, 0i32]).reshape(shape![PER, D]);
+                let v_2: Tile<T, { [PER, D] }> =
+                    v_part.load_pipelined::<4>([id_2, s_2, kv_head, 0i32]).reshape(shape![PER, D]);
+                let v_3: Tile<T, { [PER, D] }> =
+                    v_part.load_pipelined::<4>([id_3, s_3, kv_head, 0i32]).reshape(shape![PER, D]);
+                let v_01: Tile<T, { [HALF, D] }> = cat(v_0, v_1, 0i32);
+                let v_23: Tile<T, { [HALF, D] }> = cat(v_2, v_3, 0i32);
+                let v_raw: Tile<T, { [BN, D] }> = cat(v_01, v_23, 0i32);
+                // slots past a piece's end may hold anything (NaN): zero their value rows
+                let key_end: Tile<i32, { [BN, 1] }> = ends.reshape(shape![BN, 1]);
+                let live: Tile<bool, { [BN, D] }> = lt_tile(key_ids, key_end).broadcast(shape![BN, D]);
                 let v: Tile<T, { [BN, D] }> = select(live, v_raw, zero_vt);
                 let (m_new, l_new, acc_new) =
                     online_step::<T, BM, BN, D>(select(visible, qk, neg_inf), v, qk_scale_log2, m_i, l_i, acc);

@@ -534,28 +534,30 @@ def paged_tune_key(dtype: str, b: int, h: int, hkv: int, sq: int, d: int, cap: i
 
 
 def paged_variants(h: int, hkv: int, sq: int, page: int) -> list[dict]:
-    """The paged decode's candidates, each a key tile that divides the page where one can (ffi.rs
-    WHOLE: K and V through views of the cache; a tile across pages gathers its rows through pointer
-    tiles, 4-70x slower on an H100, NOTES.md "A paged key/value cache, timed"): 64-key tiles one
-    block an SM (the contiguous cache's default), 32-key tiles two an SM (occupancy 2), and 128-key
-    tiles one an SM where the packed rows are many (MQA, speculative queries: fewer, longer steps);
-    16-key tiles, one and two an SM, for pages of 16 keys (vLLM's default) or any multiple of 16
-    that 32 does not divide; the 32-key gather where nothing divides the page. Pure:
+    """The paged decode's candidates, each a key tile read through views of the cache where it can
+    (ffi.rs `PagedPlan::pieces`: the tile inside one page, or four quarters each inside one; a tile
+    that neither fits gathers its rows through pointer tiles, 4-70x slower on an H100, NOTES.md "A
+    paged key/value cache, timed"). Pages of 64 keys or a multiple: 64-key tiles one and two an SM
+    (the contiguous cache's default and its H200 pick), 32-key tiles two an SM, and 128-key tiles one
+    an SM where the packed rows are many (MQA, speculative queries: fewer, longer steps). Pages of 16
+    or 32 keys (vLLM's default is 16) or another multiple of 16: 64-key tiles of four 16-key pieces,
+    one and two an SM, beside the one-page tile (16 or 32 keys) two an SM. The 32-key gather where
+    16 does not divide the page. Pure:
 
     >>> [(v["bn"], v["occupancy"], v["splits"]) for v in paged_variants(32, 8, 1, 256)]
-    [(64, -1, -1), (32, 2, -2)]
-    >>> len(paged_variants(64, 1, 1, 256)), [v["bn"] for v in paged_variants(32, 8, 1, 16)]
-    (3, [16, 16])
-    >>> [(v["bn"], v["occupancy"]) for v in paged_variants(32, 8, 1, 7)]
-    [(32, 2)]
+    [(64, -1, -1), (64, 2, -2), (32, 2, -2)]
+    >>> len(paged_variants(64, 1, 1, 256)), [(v["bn"], v["occupancy"]) for v in paged_variants(32, 8, 1, 16)]
+    (4, [(64, -1), (64, 2), (16, 2)])
+    >>> [v["bn"] for v in paged_variants(32, 8, 1, 32)], [(v["bn"], v["occupancy"]) for v in paged_variants(32, 8, 1, 7)]
+    ([64, 64, 32], [(32, 2)])
     """
-    if page % 32 == 0:
-        tiles = [_v(64, 64, splits=-1), _v(64, 32, occupancy=2, splits=-2)] if page % 64 == 0 else []
-        tiles = tiles or [_v(64, 32, splits=-1), _v(64, 32, occupancy=2, splits=-2)]
+    if page % 64 == 0:
         wide = page % 128 == 0 and packed_rows(h, hkv, sq) > 32
+        tiles = [_v(64, 64, splits=-1), _v(64, 64, occupancy=2, splits=-2), _v(64, 32, occupancy=2, splits=-2)]
         return tiles + ([_v(64, 128, splits=-1)] if wide else [])
     if page % 16 == 0:
-        return [_v(64, 16, splits=-1), _v(64, 16, occupancy=2, splits=-2)]
+        one_page = 32 if page % 32 == 0 else 16
+        return [_v(64, 64, splits=-1), _v(64, 64, occupancy=2, splits=-2), _v(64, one_page, occupancy=2, splits=-2)]
     return [_v(64, 32, occupancy=2, splits=-2)]
 
 

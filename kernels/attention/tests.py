@@ -452,6 +452,11 @@ PAGED_CASES = {
     "gqa8-page64-sq4": dict(b=3, h=64, hkv=8, sq=4, d=64, page=64, lens=[3, 300, 129], dtype="float16", fused=True),
     # pages of several tiles, MQA, a window and sinks (gpt-oss's sliding layers)
     "mqa-page256-window": dict(b=2, h=32, hkv=1, sq=1, d=128, page=256, lens=[2000, 700], window=128, sinks=True),
+    # 16-key pages under 64-key tiles whose last tile ends past the table's capacity (6 pages, 96
+    # keys: its last two pieces read the table's last column), a window across pages, sinks, f16
+    "gqa4-page16-window-sinks": dict(
+        b=2, h=32, hkv=8, sq=2, d=64, page=16, lens=[70, 33], dtype="float16", window=40, sinks=True
+    ),
     # odd page size, window across pages, 3 queries of GQA 4 with sinks
     "page7-window-sinks": dict(b=2, h=8, hkv=2, sq=3, d=64, page=7, lens=[50, 9], window=10, sinks=True),
 }

@@ -88,10 +88,15 @@ def tune_key(dtype: str, m: int, vocab: int, hidden: int) -> dict:
 
 def _rows_variant(chunk: int, vocab: int) -> dict:
     """cross_entropy's knobs over one chunk's logits: whole rows in tiles where V is short, else
-    version 2's 4096-column tiles at occupancy 4 over 8 warps (the gradient's pick on the H200,
-    kernels/cross_entropy_backward/NOTES.md) where its offsets fit i32, version 1's otherwise."""
+    version 3's row split (each row's logits read once from DRAM) in 4096-column tiles at occupancy 8
+    over 4 warps where it serves (`fits_form_3`): the training launch's pick on the H200 for every
+    bf16 vocabulary shape (results/h200/cross_entropy_backward/, bundle 8614aa3: 0.664 ms at 4096 x
+    128256, where this op's version 2 took 0.90 in the same run); else version 2's 4096-column tiles
+    at occupancy 4 over 8 warps where its offsets fit i32, version 1's otherwise."""
     if vocab <= 4096:
         return rows_op.variants(chunk, vocab)[1]
+    if rows_op.fits_form_3(chunk, vocab):
+        return {"block": 4096, "rows": 1, "occupancy": 8, "warps": 4, "form": 3}
     form = 2 if rows_op.fits_form_2(chunk, vocab) else 1
     return {"block": 4096, "rows": 1, "occupancy": 4, "warps": 8, "form": form}
 
@@ -104,7 +109,7 @@ def variants(m: int, vocab: int, hidden: int) -> list[dict]:
     persistent at occupancy 1. Pure:
 
     >>> [(v["chunk"], v["mma_bn"], v["dw_bn"], v["form"]) for v in variants(4096, 128256, 4096)][:3]
-    [(1024, 128, 128, 2), (1024, 128, 256, 2), (1024, 256, 256, 2)]
+    [(1024, 128, 128, 3), (1024, 128, 256, 3), (1024, 256, 256, 3)]
     >>> [v["chunk"] for v in variants(300, 1000, 64)], variants(300, 1000, 64)[0]["block"]
     ([512, 512, 512], 1024)
     >>> sorted({v["chunk"] for v in variants(65536, 262144, 4096)})

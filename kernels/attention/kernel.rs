@@ -766,13 +766,14 @@ pub mod attention_device {
         let mut acc: Tile<f32, { [BM, D] }> = constant(0.0f32, shape![BM, D]);
         let zero_v: Tile<f32, { [BN, D] }> = constant(0.0f32, shape![BN, D]);
         let zero_vt: Tile<T, { [BN, D] }> = convert_tile(zero_v);
+        // the cache as (pages, page, h_kv, D) views: the tiles' loads where PIECES is 1 or 4
+        let k_view: Tensor<T, { [-1, -1, -1, -1] }> =
+            unsafe { bhsd_view::<T, D>(k_ptr, pages, page, hkv, k_sp, k_ss, k_sh, tok) };
+        let v_view: Tensor<T, { [-1, -1, -1, -1] }> =
+            unsafe { bhsd_view::<T, D>(v_ptr, pages, page, hkv, v_sp, v_ss, v_sh, tok) };
         if PIECES == 1i32 {
             // BN divides the page: a key tile is BN consecutive slots of one page, read through views
             // of the cache (K through a permuted partition, landing [D, BN] as attention_decode's).
-            let k_view: Tensor<T, { [-1, -1, -1, -1] }> =
-                unsafe { bhsd_view::<T, D>(k_ptr, pages, page, hkv, k_sp, k_ss, k_sh, tok) };
-            let v_view: Tensor<T, { [-1, -1, -1, -1] }> =
-                unsafe { bhsd_view::<T, D>(v_ptr, pages, page, hkv, v_sp, v_ss, v_sh, tok) };
             let k_part: Partition<T, { [1, 1, D, BN] }> =
                 k_view.partition_permuted(shape![1, 1, D, BN], const_array![0, 2, 3, 1]);
             let v_part: Partition<T, { [1, BN, 1, D] }> = v_view.partition(shape![1, BN, 1, D]);
@@ -813,10 +814,6 @@ pub mod attention_device {
             // read through the views as the whole tile is above and joined along the keys. A
             // piece's key is capped at cap - 1 (the table's last column; a tile may end past cap
             // when cap is not a multiple of BN): keys past s_kv are hidden whatever it reads.
-            let k_view: Tensor<T, { [-1, -1, -1, -1] }> =
-                unsafe { bhsd_view::<T, D>(k_ptr, pages, page, hkv, k_sp, k_ss, k_sh, tok) };
-            let v_view: Tensor<T, { [-1, -1, -1, -1] }> =
-                unsafe { bhsd_view::<T, D>(v_ptr, pages, page, hkv, v_sp, v_ss, v_sh, tok) };
             let k_part: Partition<T, { [1, 1, D, PER] }> =
                 k_view.partition_permuted(shape![1, 1, D, PER], const_array![0, 2, 3, 1]);
             let v_part: Partition<T, { [1, PER, 1, D] }> = v_view.partition(shape![1, PER, 1, D]);

@@ -617,12 +617,12 @@ pub struct PagedPlan {
 
 impl PagedPlan {
     /// How the kernel reads a key tile (its PIECES): 1 where the tile lies in one page (bn divides
-    /// the page), 4 where each quarter of it does (bn / 4 divides the page), both through views of
-    /// the cache; 0 where neither does (the tile's rows gathered one by one).
+    /// the page), 4 where each quarter of it does (bn / 4 divides the page; bn >= 32, no pieces of
+    /// 4 keys), both through views of the cache; 0 otherwise (the tile's rows gathered one by one).
     pub fn pieces(&self) -> i32 {
         if self.page % self.bn == 0 {
             1
-        } else if self.page % (self.bn / 4) == 0 {
+        } else if self.bn >= 32 && self.page % (self.bn / 4) == 0 {
             4
         } else {
             0
@@ -1408,10 +1408,10 @@ pub(crate) mod tests {
         assert_eq!((p.decode.rows, p.decode.sq_pad, p.decode.splits, p.cap, p.pieces()), (32, 4, 3, 2304, 1));
         assert_eq!(p.strides[2], [8 * 256 * 256, 8 * 256, 256]);
         // how a tile is read, by page size and tile: one page; four quarters, each in one page
-        // (48 = 3 · 16); gathered where neither divides the page
-        for (page, bn, pieces) in
-            [(64, 64, 1), (64, 32, 1), (16, 64, 4), (48, 64, 4), (32, 128, 4), (16, 128, 0), (7, 32, 0)]
-        {
+        // (48 = 3 · 16; 8-key quarters of 32-key tiles); gathered where neither divides the page,
+        // and for 16-key tiles over pages 4 divides (no 4-key pieces)
+        let cases = [(64, 64, 1), (64, 32, 1), (16, 64, 4), (48, 64, 4), (32, 128, 4), (8, 32, 4), (16, 128, 0)];
+        for (page, bn, pieces) in cases.into_iter().chain([(7, 32, 0), (12, 16, 0)]) {
             let p = paged_plan(&paged(2, 8, 2, 1, [64, page, 8]), -1, bn, -1, -1).unwrap();
             assert_eq!(p.pieces(), pieces, "page {page}, bn {bn}");
         }
@@ -1451,15 +1451,22 @@ pub(crate) mod tests {
 
     #[test]
     fn the_paged_decode_kernel_lowers_and_assembles_for_sm90() {
-        // GQA 4 at one query (16 rows), 4 queries of GQA 8 in 32-key tiles, at both head dims
+        // GQA 4 at one query (16 rows), 4 queries of GQA 8 in 32-key tiles, at both head dims; and
+        // 128-key tiles of four 32-key pieces (MQA's 64 rows)
         for dtype in ["f16", "bf16"] {
-            for (rows, bn, d, sq) in [("16", "64", "128", "1"), ("32", "32", "64", "4"), ("16", "16", "128", "1")] {
+            let tiles = [
+                ("16", "64", "128", "1"),
+                ("32", "32", "64", "4"),
+                ("16", "16", "128", "1"),
+                ("64", "128", "128", "1"),
+            ];
+            for (rows, bn, d, sq) in tiles {
                 for window in ["false", "true"] {
-                    // the gather, one view load a tile, four a tile (not for 16-key tiles: 4-key pieces)
+                    // the gather, one view load a tile, four a tile (not for 16-key tiles: no 4-key pieces)
                     let (per, half) =
                         ((bn.parse::<i32>().unwrap() / 4).to_string(), (bn.parse::<i32>().unwrap() / 2).to_string());
-                    for (pieces, op) in [("0", "load_ptr_tko"), ("1", "load_view_tko"), ("4", "cat")] {
-                        if pieces == "4" && bn == "16" {
+                    for (pieces, op) in [("0", "load_ptr_tko"), ("1", "load_view_tko"), ("4", "= cat ")] {
+                        if (pieces == "4" && bn == "16") || (bn == "128" && pieces != "4") {
                             continue;
                         }
                         DEVICE.assert_lowers(

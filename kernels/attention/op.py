@@ -412,8 +412,10 @@ def attention_paged(
     query j sees keys up to seqlens[i] - s_q + j (a query that sees none gets 0). `sinks`, `scale`
     and `window` as `attention`'s. Returns a fresh (b, h, s_q, d) tensor in q's layout.
 
-    Page ids past a sequence's length are never read; one inside it that is not in [0, pages) is
-    not read either and its keys are hidden (the kernel never touches memory outside the cache):
+    Only the page ids a sequence's length covers must be valid: the entries past them, up to the
+    end of its last key tile (never past the table's width), may be read and may hold anything,
+    and the keys read through them are hidden; an id inside the length that is not in [0, pages)
+    is not read and its keys are hidden (the kernel never touches memory outside the cache):
     `validate=True` checks the table and the lengths on the host first (a device-to-host copy) and
     raises ValueError naming the first bad entry. `variant` as `attention`'s, the decode path only
     (`paged_variants`; "auto" autotunes over them per `paged_tune_key`). Also the op
@@ -524,13 +526,15 @@ def check_pages(block_table: Tensor, seqlens: Tensor, pages: int, page: int) -> 
 
 def paged_tune_key(dtype: str, b: int, h: int, hkv: int, sq: int, d: int, cap: int, page: int, window, sinks) -> dict:
     """The paged decode's problem class: as `tune_key`'s decode classes with the table's capacity in
-    keys for s_kv (the splits are sized for it) and the page size's class (the gathers' runs).
+    keys for s_kv (the splits are sized for it) and the page size itself: it decides how a key tile
+    is read (ffi.rs `PagedPlan::pieces`) and so the candidates, so no pick passes between sizes (a
+    64-key tile picked for 16-key pages would gather over 12-key ones, 35-70x slower).
 
     >>> paged_tune_key("bfloat16", 8, 32, 8, 1, 128, 8192, 16, -1, None)
-    {'dtype': 'bfloat16', 'd': 128, 'causal': True, 'sq_class': 1, 'skv_class': 8192, 'bh_class': 256, 'group': 4, 'paged': True, 'page_class': 16}
+    {'dtype': 'bfloat16', 'd': 128, 'causal': True, 'sq_class': 1, 'skv_class': 8192, 'bh_class': 256, 'group': 4, 'paged': True, 'page': 16}
     """
     key = tune_key(dtype, b, h, hkv, sq, cap, d, causal=True, window=window, sinks=sinks is not None)
-    return key | {"paged": True, "page_class": autotune.pow2(page)}
+    return key | {"paged": True, "page": page}
 
 
 def paged_variants(h: int, hkv: int, sq: int, page: int) -> list[dict]:
@@ -541,8 +545,8 @@ def paged_variants(h: int, hkv: int, sq: int, page: int) -> list[dict]:
     (the contiguous cache's default and its H200 pick), 32-key tiles two an SM, and 128-key tiles one
     an SM where the packed rows are many (MQA, speculative queries: fewer, longer steps). Pages of 16
     or 32 keys (vLLM's default is 16) or another multiple of 16: 64-key tiles of four 16-key pieces,
-    one and two an SM, beside the one-page tile (16 or 32 keys) two an SM. The 32-key gather where
-    16 does not divide the page. Pure:
+    one and two an SM, beside the one-page tile (16 or 32 keys) two an SM. Otherwise 32-key tiles
+    two an SM: four 8-key pieces where 8 divides the page, else the gather. Pure:
 
     >>> [(v["bn"], v["occupancy"], v["splits"]) for v in paged_variants(32, 8, 1, 256)]
     [(64, -1, -1), (64, 2, -2), (32, 2, -2)]

@@ -353,7 +353,8 @@ def test_a_shape_an_sdpa_backend_does_not_serve_is_not_served_not_another_backen
 def paged_case(b, h, hkv, sq, d, page, lens, *, dtype="bfloat16", window=-1, sinks=False, fused=False, device="cuda"):
     """Inputs of op.attention_paged: b sequences of lengths `lens` in pages of `page` keys, laid out
     in a shuffled order with spare pages, each table row one column wider than its longest sequence
-    needs and -1 past each sequence's pages (never read); with `fused` k and v are the two halves of
+    needs and -1 past each sequence's pages (hidden wherever a key tile reads them); with `fused` k
+    and v are the two halves of
     one (pages, page, 2 h_kv, d) buffer (strided views). A dict of the entry's arguments."""
     g = torch.Generator(device=device).manual_seed(1234 + b * 7 + sq)
     dt = torch.bfloat16 if dtype == "bfloat16" else torch.float16
@@ -452,10 +453,11 @@ PAGED_CASES = {
     "gqa8-page64-sq4": dict(b=3, h=64, hkv=8, sq=4, d=64, page=64, lens=[3, 300, 129], dtype="float16", fused=True),
     # pages of several tiles, MQA, a window and sinks (gpt-oss's sliding layers)
     "mqa-page256-window": dict(b=2, h=32, hkv=1, sq=1, d=128, page=256, lens=[2000, 700], window=128, sinks=True),
-    # 16-key pages under 64-key tiles whose last tile ends past the table's capacity (6 pages, 96
-    # keys: its last two pieces read the table's last column), a window across pages, sinks, f16
+    # 16-key pages under 64-key tiles whose last tile ends past the table's capacity (11 pages, 176
+    # keys: tile 2's piece 2 reads the spare -1 column, piece 3 the capped last one), a window that
+    # skips the first tiles (first tile 1 at 64 keys, 3 at 32), sinks, f16, fused k/v
     "gqa4-page16-window-sinks": dict(
-        b=2, h=32, hkv=8, sq=2, d=64, page=16, lens=[70, 33], dtype="float16", window=40, sinks=True
+        b=2, h=32, hkv=8, sq=2, d=64, page=16, lens=[150, 33], dtype="float16", window=40, sinks=True, fused=True
     ),
     # odd page size, window across pages, 3 queries of GQA 4 with sinks
     "page7-window-sinks": dict(b=2, h=8, hkv=2, sq=3, d=64, page=7, lens=[50, 9], window=10, sinks=True),

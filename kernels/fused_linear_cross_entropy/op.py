@@ -86,16 +86,22 @@ def tune_key(dtype: str, m: int, vocab: int, hidden: int) -> dict:
     return {"dtype": dtype, "vocab": vocab, "hidden": hidden, "m_class": autotune.pow2(m)}
 
 
+SPLIT_ROW_CHUNKS = 64  # version 3's chunks a row at most here: vocabularies to 524288 on GPUs of 64 SMs or more
+
+
 def _rows_variant(chunk: int, vocab: int) -> dict:
     """cross_entropy's knobs over one chunk's logits: whole rows in tiles where V is short, else
     version 3's row split (each row's logits read once from DRAM) in 4096-column tiles at occupancy 8
     over 4 warps where it serves (`fits_form_3`): the training launch's pick on the H200 for every
     bf16 vocabulary shape (results/h200/cross_entropy_backward/, bundle 8614aa3: 0.664 ms at 4096 x
-    128256, where this op's version 2 took 0.90 in the same run); else version 2's 4096-column tiles
-    at occupancy 4 over 8 warps where its offsets fit i32, version 1's otherwise."""
+    128256, where this op's version 2 took 0.90 in the same run) with at most SPLIT_ROW_CHUNKS
+    chunks a row (version 3 needs every chunk of a row resident at once: launch_split refuses more
+    chunks than the GPU has SMs, and this op offers no other loss pass to fall back on); else version
+    2's 4096-column tiles at occupancy 4 over 8 warps where its offsets fit i32, version 1's
+    otherwise."""
     if vocab <= 4096:
         return rows_op.variants(chunk, vocab)[1]
-    if rows_op.fits_form_3(chunk, vocab):
+    if rows_op.fits_form_3(chunk, vocab) and -(-vocab // rows_op.SPLIT_CHUNK) <= SPLIT_ROW_CHUNKS:
         return {"block": 4096, "rows": 1, "occupancy": 8, "warps": 4, "form": 3}
     form = 2 if rows_op.fits_form_2(chunk, vocab) else 1
     return {"block": 4096, "rows": 1, "occupancy": 4, "warps": 8, "form": form}

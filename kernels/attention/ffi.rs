@@ -48,7 +48,10 @@
 //! where s_q <= 16: 0 never (the forward kernel), n >= 1 the key/value cache cut in (at most) n
 //! splits, -1 the decode path with a split count that fills the GPU (`auto_splits`: about 1 tile
 //! block per SM) wherever it applies (`decode_rows`), else the forward kernel; -n (2 <= n <= 16)
-//! the same with about n tile blocks per SM. The decode path packs the `group` query heads of one
+//! the same with about n tile blocks per SM; -100 - n (1 <= n <= 16) the lean grid, exactly n
+//! tile blocks per SM, each walking an equal share of every pair's key tiles laid end to end
+//! (attention_decode_lean, LeanAttention's partition; `lean_shares` says where it applies, else as
+//! -n). The decode path packs the `group` query heads of one
 //! key/value head (GQA) and their s_q queries into one tile of rows, so K and V are read once for
 //! all of them, walks its split of the key tiles, and writes partials (acc, max, sum) to a
 //! stream-ordered workspace that a second kernel combines (with the sinks) into out, or, with one
@@ -99,6 +102,10 @@ pub const DECODE_BN: i32 = 32;
 pub const DECODE_SUB_BN: i32 = 16;
 pub const DECODE_SUBS: i32 = 4;
 pub const DECODE_MAX_PER_SM: i32 = 16;
+/// splits = DECODE_LEAN - n (n = 1..=DECODE_MAX_PER_SM): the lean grid at n tile blocks an SM
+/// (attention_decode_lean, LeanAttention's partition), where it applies (`lean_shares`), else the
+/// auto split count at n blocks an SM.
+pub const DECODE_LEAN: i32 = -100;
 /// The split kernels' K and V load latency hints at `depth` = -1 (what they were before the knob).
 /// tileiras sizes the loads' pipeline from them: the shared memory a split block takes, so the
 /// K/V bytes it keeps in flight and how many blocks share an SM (228 KB). As launched at batch 1
@@ -129,6 +136,26 @@ pub fn decode_rows(group: i32, sq: i32) -> Option<(i32, i32)> {
 pub fn auto_splits(sms: u32, pairs: i32, tiles: i32, per_sm: i32) -> i32 {
     let want = per_sm as i64 * sms as i64 / pairs.max(1) as i64;
     want.clamp(1, tiles.clamp(1, DECODE_MAX_SPLITS) as i64) as i32
+}
+
+/// The lean grid of `grid` tile blocks over `pairs` (batch, key/value head) pairs of `tiles` key
+/// tiles each, laid end to end (attention_decode_lean): (share, extra, slots), block g walking
+/// share + 1 tiles if g < extra else share, and a pair's partials in `slots` slots (the most blocks
+/// one pair's tiles meet). None where it does not apply: fewer tiles than blocks, a share that
+/// could span three pairs (share + 1 > tiles), more than DECODE_MAX_SPLITS slots, or a workspace
+/// (pairs · slots · rows · d f32) past i32 indexing.
+pub fn lean_shares(pairs: i32, tiles: i32, grid: i32, rows: i32, d: i32) -> Option<(i32, i32, i32)> {
+    let (work, grid) = (pairs as i64 * tiles as i64, grid.max(1) as i64);
+    let (share, extra) = (work / grid, work % grid);
+    if share < 1 || share + 1 > tiles as i64 || work > i32::MAX as i64 {
+        return None;
+    }
+    let long_end = extra * (share + 1);
+    let block = |x: i64| if x < long_end { x / (share + 1) } else { extra + (x - long_end) / share };
+    let tiles = tiles as i64;
+    let slots = (0..pairs as i64).map(|p| block(p * tiles + tiles - 1) - block(p * tiles) + 1).max()?;
+    let fits = pairs as i64 * slots * rows as i64 * d as i64 <= i32::MAX as i64;
+    (slots <= DECODE_MAX_SPLITS as i64 && fits).then_some((share as i32, extra as i32, slots as i32))
 }
 
 /// The most partial elements (f32) one combine tile block folds: [SP, DC] of one row.
@@ -300,7 +327,8 @@ pub fn plan(
     let (sq, skv) = (to_i32(sq, "s_q")?, to_i32(k.shape[2], "s_kv")?);
     // The workspace is indexed with i32 (block · rows · d): one split per pair must fit.
     let rows = fitting_decode_rows(b, hkv, d, to_i32(h / hkv, "group")?, sq);
-    let auto = (-DECODE_MAX_PER_SM..=-1).contains(&splits);
+    let lean = (DECODE_LEAN - DECODE_MAX_PER_SM..=DECODE_LEAN - 1).contains(&splits);
+    let auto = (-DECODE_MAX_PER_SM..=-1).contains(&splits) || lean;
     let depth = match depth {
         -1 => DECODE_DEFAULT_DEPTH,
         1..=DECODE_MAX_DEPTH if splits != 0 => (depth, depth),
@@ -313,7 +341,7 @@ pub fn plan(
     };
     let decode = match (splits, rows) {
         (0, _) => None,
-        _ if lse.is_some() && (splits == 0 || (-DECODE_MAX_PER_SM..=DECODE_MAX_SPLITS).contains(&splits)) => None,
+        _ if lse.is_some() && (auto || (0..=DECODE_MAX_SPLITS).contains(&splits)) => None,
         (_, None) if auto => None,
         (_, Some((sq_pad, rows))) if auto || (1..=DECODE_MAX_SPLITS).contains(&splits) => {
             let subs = if bn == DECODE_SUB_BN { DECODE_SUBS } else { 1 };
@@ -329,11 +357,20 @@ pub fn plan(
         }
         _ => {
             return Err(invalid(format!(
-                "splits={splits}: use 0 (the forward kernel), 1..={DECODE_MAX_SPLITS}, or -1 (auto) to \
-                 -{DECODE_MAX_PER_SM} (auto with that many tile blocks per SM)"
+                "splits={splits}: use 0 (the forward kernel), 1..={DECODE_MAX_SPLITS}, -1 (auto) to \
+                 -{DECODE_MAX_PER_SM} (auto with that many tile blocks per SM), or {} to {} (the lean grid \
+                 at 1 to {DECODE_MAX_PER_SM} tile blocks per SM)",
+                DECODE_LEAN - 1,
+                DECODE_LEAN - DECODE_MAX_PER_SM
             )))
         }
     };
+    if lean && bn == DECODE_SUB_BN && decode.is_some() {
+        return Err(invalid(format!(
+            "variant bn={bn} splits={splits}: the lean grid walks 32-, 64- or 128-key tiles (not the \
+             sub-tiled {DECODE_SUB_BN}-key form)"
+        )));
+    }
     // The training forward (lse) always runs the forward kernel: an auto-split candidate's 16- and
     // 32-key tiles (decode knobs, op.variants offers them at decode shapes) run there as 64.
     let decode_only = |bn| [DECODE_SUB_BN, DECODE_BN].contains(&bn);
@@ -526,6 +563,7 @@ fn asked_splits(splits: i32, pairs: i32, tiles: i32, rows: i32, d: i32, stream: 
     let asked = match splits {
         n if n > 0 => n,
         -1 => auto_splits(ffi_util::sm_count(stream)?, pairs, tiles, DECODE_BLOCKS_PER_SM),
+        n if n < DECODE_LEAN => auto_splits(ffi_util::sm_count(stream)?, pairs, tiles, DECODE_LEAN - n),
         n => auto_splits(ffi_util::sm_count(stream)?, pairs, tiles, -n),
     };
     Ok(asked.min((i32::MAX as i64 / (pairs as i64 * rows as i64 * d as i64)).max(1) as i32))
@@ -543,6 +581,12 @@ fn launch_decode<T: Element, S: Element>(
 ) -> FfiResult<()> {
     let pairs = p.b * p.hkv;
     let (first, end) = p.decode_tiles();
+    if d.splits < DECODE_LEAN {
+        let grid = (DECODE_LEAN - d.splits) * ffi_util::sm_count(stream)? as i32;
+        if let Some(shares) = lean_shares(pairs, end - first, grid, d.rows, p.d) {
+            return launch_lean::<T, S>(p, d, out, q, k, v, sinks, grid, shares, stream);
+        }
+    }
     // The workspace is indexed with i32 (block · rows · d); plan() checked one split per pair fits.
     let asked = asked_splits(d.splits, pairs, end - first, d.rows, p.d, stream)?;
     let (splits, per) = p.decode_split(asked);
@@ -587,6 +631,40 @@ fn launch_decode<T: Element, S: Element>(
         }
         let dims = [p.b, p.h, p.hkv, p.sq, p.d];
         partials.combine::<T, S>(d, dims, o_ptr, p.strides[0], sinks_ptr, p.sinks.is_some(), splits, stream)
+    }
+}
+
+/// The decode path on a lean grid (`lean_shares`): attention_decode_lean over `grid` tile blocks,
+/// then the combine over `slots` partials a pair, as launch_decode's.
+#[allow(clippy::too_many_arguments)]
+fn launch_lean<T: Element, S: Element>(
+    p: &Plan, d: &Decode, out: &TensorDesc, q: &TensorDesc, k: &TensorDesc, v: &TensorDesc, sinks: &TensorDesc,
+    grid: i32, (share, extra, slots): (i32, i32, i32), stream: &Arc<Stream>,
+) -> FfiResult<()> {
+    let (first, end) = p.decode_tiles();
+    let partials = Partials::new((p.b * p.hkv * slots) as usize, d.rows, p.d, false, out, stream)?;
+    let [o_ptr, q_ptr, k_ptr, v_ptr] = unsafe { [out, q, k, v].map(|t| ffi_util::device_ptr::<T>(t)) };
+    let sinks_ptr = unsafe { ffi_util::device_ptr::<S>(sinks) }; // S checked by plan()
+                                                                 // generics T, BM, BN, D, SQ, WINDOW, KL, VL, as attention_decode's
+    let hinted = ffi_util::compile_options(p.occupancy, d.warps);
+    let mut split = Launch::new::<T>(&[d.rows, p.bn, p.d, d.sq_pad], (grid as u32, 1, 1), hinted);
+    split.generics.extend([p.window.is_some().to_string(), d.depth.0.to_string(), d.depth.1.to_string()]);
+    let [[o_sb, o_sh, o_ss], [q_sb, q_sh, q_ss], [k_sb, k_sh, k_ss], [v_sb, v_sh, v_ss]] = p.strides;
+    // SAFETY: plan() checked shapes, strides and dtypes against the descriptors; lean_shares() that
+    // the workspace (b · h_kv · slots tiles) is indexable and that every pair's blocks fit its slots;
+    // the combine reads it after the split kernel in stream order.
+    unsafe {
+        #[rustfmt::skip] // as attention_decode's launch
+        let op = device::attention_decode_lean(
+            partials.acc, partials.m, partials.l, o_ptr, q_ptr, k_ptr, v_ptr,
+            p.b, p.h, p.hkv, p.sq, p.skv,
+            o_sb, o_sh, o_ss, q_sb, q_sh, q_ss, k_sb, k_sh, k_ss, v_sb, v_sh, v_ss,
+            p.diag, p.window.unwrap_or(-1), p.qk_scale_log2,
+            first, end - first, share, extra, slots,
+        );
+        split.enqueue(op, stream)?;
+        let dims = [p.b, p.h, p.hkv, p.sq, p.d];
+        partials.combine::<T, S>(d, dims, o_ptr, p.strides[0], sinks_ptr, p.sinks.is_some(), slots, stream)
     }
 }
 
@@ -1218,9 +1296,16 @@ pub(crate) mod tests {
             rc::INVALID_ARGUMENT,
             "splits=4: the decode path takes s_q <= 16",
         );
-        for bad in [-DECODE_MAX_PER_SM - 1, DECODE_MAX_SPLITS + 1] {
+        for bad in [-DECODE_MAX_PER_SM - 1, DECODE_MAX_SPLITS + 1, DECODE_LEAN, DECODE_LEAN - DECODE_MAX_PER_SM - 1] {
             assert_fails(decode_plan(&t, None, -1, bad), rc::INVALID_ARGUMENT, &format!("splits={bad}: use 0"));
         }
+        // The lean grid: the decode path as auto's (its grid is the launcher's), not for 16-key
+        // sub-tiles; at a prefill shape the forward kernel, as auto.
+        let lean = decode_plan(&t, None, -1, DECODE_LEAN - 2).unwrap().decode.unwrap();
+        assert_eq!(lean.splits, DECODE_LEAN - 2);
+        assert_eq!(decode_plan(&prefill, None, -1, DECODE_LEAN - 1).unwrap().decode, None);
+        let sub = plan(&t[0], &t[1], &t[2], &t[3], None, None, 1, 0.125, -1, -1, 16, -1, -1, DECODE_LEAN - 1, -1);
+        assert_fails(sub, rc::INVALID_ARGUMENT, "the lean grid walks 32-, 64- or 128-key tiles");
         // 32-key tiles: the decode path's only (a decode shape with splits != 0), refused elsewhere.
         let bn32 = |t: &[TensorDesc; 4], splits| {
             plan(&t[0], &t[1], &t[2], &t[3], None, None, 1, 0.125, -1, -1, 32, 2, -1, splits, -1)
@@ -1335,6 +1420,22 @@ pub(crate) mod tests {
             );
             assert!(ir.contains("mma") && ir.contains("exp2"), "{what}: {ir}");
         }
+        // The lean grid at two blocks an SM (264 on 132 SMs): 8 pairs of 128 tiles laid end to end,
+        // shares of 3 and 4 tiles, 34 slots a pair; 64-key tiles at occupancy 2 and depth 2.
+        let mut lean_ints: Vec<(&str, i32)> = split_ints
+            .iter()
+            .copied()
+            .filter(|(name, _)| !["splits", "tiles_per_split", "tiles_end", "direct"].contains(name))
+            .collect();
+        lean_ints.extend([("pair_tiles", 128), ("share", 3), ("extra", 232), ("slots", 34)]);
+        let ir = DEVICE.lower(
+            "attention_decode_lean",
+            &["bf16", "16", "64", "128", "1", "false", "2", "2"],
+            &div_hints(&ptrs, &lean_ints),
+            ffi_util::compile_options(Some(2), None),
+            "-batch1-8k-occupancy2-depth2",
+        );
+        assert!(ir.contains("mma") && ir.contains("exp2"), "{ir}");
         // The sub-tiled form (bn = 16): four 16-key sub-tiles a 64-key step, at the default hints.
         let ir = DEVICE.lower(
             "attention_decode_batched",
@@ -1354,6 +1455,72 @@ pub(crate) mod tests {
             "-batch1-8k",
         );
         assert!(ir.contains("exp2") && ir.contains("store_view_tko") && ir.contains("occupancy = 8"), "{ir}");
+    }
+
+    /// attention_decode_lean's arithmetic, block by block as the kernel does it: (pair, tiles
+    /// [t0, t1), slot) of each segment it stores, and the slots it fills empty.
+    fn lean_walk(
+        pairs: i32, tiles: i32, grid: i32, (share, extra, slots): (i32, i32, i32),
+    ) -> Vec<(i32, i32, i32, i32)> {
+        let lean_block = |x: i32| {
+            let long_end = extra * (share + 1);
+            if x < long_end {
+                x / (share + 1)
+            } else {
+                extra + (x - long_end) / share
+            }
+        };
+        let mut stores = vec![];
+        for bid in 0..grid {
+            let lo = bid * share + bid.min(extra);
+            let hi = lo + share + i32::from(bid < extra);
+            let pair_a = lo / tiles;
+            let start_a = pair_a * tiles;
+            let a1 = (hi - start_a).min(tiles);
+            let slot_a = bid - lean_block(start_a);
+            stores.push((pair_a, lo - start_a, a1, slot_a));
+            if hi >= start_a + tiles {
+                stores.extend((slot_a + 1..slots).map(|slot| (pair_a, 0, 0, slot)));
+            }
+            let b1 = hi - (start_a + tiles);
+            if b1 > 0 {
+                assert!(pair_a + 1 < pairs, "block {bid} walks past the last pair");
+                stores.push((pair_a + 1, 0, b1, 0));
+            }
+        }
+        stores
+    }
+
+    #[test]
+    fn the_lean_grid_walks_every_tile_once_and_fills_every_slot_once() {
+        // batch 1 over 8k (8 pairs of 128 tiles) at 2 blocks an SM of 132; batch 16 (128 pairs) at 1;
+        // 64 heads at batch 8 over 8k; a window's few tiles; shapes that do not divide
+        for (pairs, tiles, grid) in
+            [(8, 128, 264), (128, 128, 132), (64, 128, 132), (8, 7, 16), (7, 37, 100), (5, 9, 7)]
+        {
+            let Some(shares) = lean_shares(pairs, tiles, grid, 16, 128) else {
+                panic!("{pairs} pairs of {tiles} tiles over {grid} blocks: no lean grid")
+            };
+            let slots = shares.2;
+            let mut walked = vec![0; (pairs * tiles) as usize];
+            let mut stored = vec![0; (pairs * slots) as usize];
+            for (pair, t0, t1, slot) in lean_walk(pairs, tiles, grid, shares) {
+                assert!((0..slots).contains(&slot), "slot {slot} of {slots}");
+                stored[(pair * slots + slot) as usize] += 1;
+                for t in t0..t1 {
+                    walked[(pair * tiles + t) as usize] += 1;
+                }
+            }
+            assert!(walked.iter().all(|&n| n == 1), "{pairs}x{tiles} over {grid}: a tile walked {walked:?}");
+            assert!(stored.iter().all(|&n| n == 1), "{pairs}x{tiles} over {grid}: a slot stored {stored:?}");
+        }
+        // b 1 over 8k at 264 blocks: shares of 3 and 4 tiles, 40 slots a pair at most
+        assert_eq!(lean_shares(8, 128, 264, 16, 128), Some((3, 232, 40)));
+        // where it does not apply: fewer tiles than blocks; shares past a pair's tiles (b 64 over
+        // 4k: 512 pairs of 64 tiles over 264 blocks); more slots than the combine folds
+        assert_eq!(lean_shares(2, 3, 8, 16, 128), None);
+        assert_eq!(lean_shares(512, 64, 264, 16, 128), None);
+        assert_eq!(lean_shares(1, 600, 300, 16, 128), None);
     }
 
     #[test]
@@ -1527,11 +1694,13 @@ pub(crate) mod tests {
         for dtype in ["f16", "bf16"] {
             for (rows, bn, d, sq) in [("16", "64", "128", "1"), ("32", "64", "64", "4"), ("128", "128", "128", "16")] {
                 for window in ["false", "true"] {
-                    DEVICE.assert_lowers(
-                        "attention_decode",
-                        &[dtype, rows, bn, d, sq, window, "2", "4"],
-                        &["mma", "exp2", "store_view_tko"],
-                    );
+                    for entry in ["attention_decode", "attention_decode_lean"] {
+                        DEVICE.assert_lowers(
+                            entry,
+                            &[dtype, rows, bn, d, sq, window, "2", "4"],
+                            &["mma", "exp2", "store_view_tko"],
+                        );
+                    }
                 }
                 // One split, 16 (batch 1 over 8k), and 256 in 16-wide chunks of the head dim.
                 for ((sp, dc), (sinks_dtype, sinks)) in [(1, 128), (16, 128), (256, 16)].into_iter().zip([

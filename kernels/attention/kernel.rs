@@ -411,19 +411,13 @@ pub mod attention_device {
         }
     }
 
-    /// Decode, step 1 of 2: grid = b · h_kv · splits tile blocks. Block (batch, kv_head, split)
-    /// holds the `group` query heads of kv_head × s_q queries as one BM-row tile (decode_rows) and
-    /// walks key tiles [t0, t1) of the cache: `first_tile` (the window's first, else 0) plus
-    /// split · tiles_per_split, at most `tiles_end`. Every tile is masked (key < s_kv, key <= i +
-    /// diag, and with WINDOW key > i + diag - window: row i's own query). It writes its unnormalized
-    /// partial: acc (f32 [BM, D]), the running max m and sum l (f32 [BM], base 2) at block id in the
-    /// workspace (`ws_acc`, `ws_m`, `ws_l`), for attention_decode_combine. A split that sees no key
-    /// of a row leaves m at the lowest finite f32 and l = acc = 0: it weighs nothing there. With
-    /// `direct` != 0 (the launcher's choice for one split and no sinks) it stores O = acc / max(l,
-    /// 1) to the real rows of out instead, and no combine runs.
-    #[cutile::entry(unchecked_accesses = true)]
+    /// One decode segment: the `group` query heads of (batch, kv_head) × s_q queries as one BM-row
+    /// tile (decode_rows) walk key tiles [t0, t1) of the cache, every tile masked (key < s_kv, key
+    /// <= i + diag, and with WINDOW key > i + diag - window: row i's own query), and leave their
+    /// partial at slot `slot` of the workspace's `blocks` (store_decode_partial; with `direct` != 0
+    /// O to out instead). `keep` = 0 stores nothing (a segment that walks no tile).
     #[allow(clippy::too_many_arguments)]
-    unsafe fn attention_decode<
+    unsafe fn decode_segment<
         T: ElementType,
         const BM: i32,
         const BN: i32,
@@ -436,11 +430,9 @@ pub mod attention_device {
         ws_acc: *mut f32, ws_m: *mut f32, ws_l: *mut f32, o_ptr: *mut T, q_ptr: *mut T, k_ptr: *mut T, v_ptr: *mut T,
         b: i32, h: i32, hkv: i32, sq: i32, skv: i32, o_sb: i32, o_sh: i32, o_ss: i32, q_sb: i32, q_sh: i32, q_ss: i32,
         k_sb: i32, k_sh: i32, k_ss: i32, v_sb: i32, v_sh: i32, v_ss: i32, diag: i32, window: i32, qk_scale_log2: f32,
-        splits: i32, first_tile: i32, tiles_per_split: i32, tiles_end: i32, direct: i32,
+        batch: i32, kv_head: i32, t0: i32, t1: i32, blocks: i32, slot: i32, direct: i32, keep: i32, tok: Token,
     ) {
-        let tok: Token = new_token_unordered();
-        let bid: i32 = get_tile_block_id().0;
-        let (split, batch, kv_head, group) = decode_block(bid, splits, h, hkv);
+        let group: i32 = h / hkv;
         let (g, i, real) = decode_rows::<BM, SQ>(group, sq);
         let q_first: i32 = batch * q_sb + kv_head * group * q_sh;
         let (q, q_mask) = unsafe { decode_query::<T, BM, D>(q_ptr, q_first, g, i, real, q_sh, q_ss) };
@@ -462,9 +454,6 @@ pub mod attention_device {
         let mut m_i: Tile<f32, { [BM, 1] }> = constant(-3.4028235e38f32, shape![BM, 1]);
         let mut l_i: Tile<f32, { [BM, 1] }> = constant(0.0f32, shape![BM, 1]);
         let mut acc: Tile<f32, { [BM, D] }> = constant(0.0f32, shape![BM, D]);
-        let t0: i32 = first_tile + split * tiles_per_split;
-        let t_stop: i32 = t0 + tiles_per_split;
-        let t1: i32 = if t_stop < tiles_end { t_stop } else { tiles_end };
         for j in t0..t1 {
             let k: Tile<T, { [D, BN] }> = k_part.load_pipelined::<KL>([batch, kv_head, 0i32, j]).reshape(shape![D, BN]);
             let qk: Tile<f32, { [BM, BN] }> = mma(q, k, zero);
@@ -479,25 +468,257 @@ pub mod attention_device {
             acc = acc_new;
         }
 
+        if keep != 0i32 {
+            unsafe {
+                let o_first: i32 = batch * o_sb + kv_head * group * o_sh;
+                store_decode_partial::<T, BM, D>(
+                    ws_acc, ws_m, ws_l, o_ptr, acc, m_i, l_i, blocks, slot, o_first, g, i, q_mask, o_sh, o_ss, direct,
+                    tok,
+                )
+            };
+        }
+    }
+
+    /// Decode, step 1 of 2: grid = b · h_kv · splits tile blocks. Block (batch, kv_head, split) is
+    /// one decode_segment over key tiles [t0, t1): `first_tile` (the window's first, else 0) plus
+    /// split · tiles_per_split, at most `tiles_end`. It writes its unnormalized partial: acc (f32
+    /// [BM, D]), the running max m and sum l (f32 [BM], base 2) at block id in the workspace
+    /// (`ws_acc`, `ws_m`, `ws_l`), for attention_decode_combine. A split that sees no key of a row
+    /// leaves m at the lowest finite f32 and l = acc = 0: it weighs nothing there. With `direct` !=
+    /// 0 (the launcher's choice for one split and no sinks) it stores O = acc / max(l, 1) to the
+    /// real rows of out instead, and no combine runs.
+    #[cutile::entry(unchecked_accesses = true)]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn attention_decode<
+        T: ElementType,
+        const BM: i32,
+        const BN: i32,
+        const D: i32,
+        const SQ: i32,
+        const WINDOW: bool,
+        const KL: i32,
+        const VL: i32,
+    >(
+        ws_acc: *mut f32, ws_m: *mut f32, ws_l: *mut f32, o_ptr: *mut T, q_ptr: *mut T, k_ptr: *mut T, v_ptr: *mut T,
+        b: i32, h: i32, hkv: i32, sq: i32, skv: i32, o_sb: i32, o_sh: i32, o_ss: i32, q_sb: i32, q_sh: i32, q_ss: i32,
+        k_sb: i32, k_sh: i32, k_ss: i32, v_sb: i32, v_sh: i32, v_ss: i32, diag: i32, window: i32, qk_scale_log2: f32,
+        splits: i32, first_tile: i32, tiles_per_split: i32, tiles_end: i32, direct: i32,
+    ) {
+        let tok: Token = new_token_unordered();
+        let bid: i32 = get_tile_block_id().0;
+        let (split, batch, kv_head, _group) = decode_block(bid, splits, h, hkv);
+        let t0: i32 = first_tile + split * tiles_per_split;
+        let t_stop: i32 = t0 + tiles_per_split;
+        let t1: i32 = if t_stop < tiles_end { t_stop } else { tiles_end };
         unsafe {
-            let o_first: i32 = batch * o_sb + kv_head * group * o_sh;
-            store_decode_partial::<T, BM, D>(
+            decode_segment::<T, BM, BN, D, SQ, WINDOW, KL, VL>(
                 ws_acc,
                 ws_m,
                 ws_l,
                 o_ptr,
-                acc,
-                m_i,
-                l_i,
-                b * hkv * splits,
-                bid,
-                o_first,
-                g,
-                i,
-                q_mask,
+                q_ptr,
+                k_ptr,
+                v_ptr,
+                b,
+                h,
+                hkv,
+                sq,
+                skv,
+                o_sb,
                 o_sh,
                 o_ss,
+                q_sb,
+                q_sh,
+                q_ss,
+                k_sb,
+                k_sh,
+                k_ss,
+                v_sb,
+                v_sh,
+                v_ss,
+                diag,
+                window,
+                qk_scale_log2,
+                batch,
+                kv_head,
+                t0,
+                t1,
+                b * hkv * splits,
+                bid,
                 direct,
+                1i32,
+                tok,
+            )
+        };
+    }
+
+    /// The block of a lean grid that walks global tile `x` (decode's tiles of every (batch, kv
+    /// head) pair laid end to end): block g walks [g · share + min(g, extra), ...), share + 1
+    /// tiles for the first `extra` blocks, `share` for the rest.
+    fn lean_block(x: i32, share: i32, extra: i32) -> i32 {
+        let long_end: i32 = extra * (share + 1i32);
+        if x < long_end {
+            x / (share + 1i32)
+        } else {
+            extra + (x - long_end) / share
+        }
+    }
+
+    /// Decode, step 1 of 2, on a lean grid (LeanAttention's stream-K partition, as cuDNN's decode):
+    /// the launcher sizes the grid to the GPU's tile-block slots (an SM's blocks × the SMs), lays
+    /// the `pair_tiles` visible key tiles (from `first_tile`) of every (batch, kv_head) pair end to
+    /// end, and gives block g the g-th share of them (lean_block; share + 1 <= pair_tiles, so a
+    /// share crosses at most one pair's end). The block is then one or two decode_segments: the end
+    /// of pair p (or all of its share) and the start of pair p + 1, each stored at its slot of the
+    /// workspace's [pairs, slots] partials: pair p's blocks in order from slot 0. The block that
+    /// walks a pair's last tile also stores the empty partial (m the lowest finite f32, l = acc = 0)
+    /// in the pair's slots past its own, so attention_decode_combine folds `slots` splits a pair
+    /// as it folds a split grid's.
+    #[cutile::entry(unchecked_accesses = true)]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn attention_decode_lean<
+        T: ElementType,
+        const BM: i32,
+        const BN: i32,
+        const D: i32,
+        const SQ: i32,
+        const WINDOW: bool,
+        const KL: i32,
+        const VL: i32,
+    >(
+        ws_acc: *mut f32, ws_m: *mut f32, ws_l: *mut f32, o_ptr: *mut T, q_ptr: *mut T, k_ptr: *mut T, v_ptr: *mut T,
+        b: i32, h: i32, hkv: i32, sq: i32, skv: i32, o_sb: i32, o_sh: i32, o_ss: i32, q_sb: i32, q_sh: i32, q_ss: i32,
+        k_sb: i32, k_sh: i32, k_ss: i32, v_sb: i32, v_sh: i32, v_ss: i32, diag: i32, window: i32, qk_scale_log2: f32,
+        first_tile: i32, pair_tiles: i32, share: i32, extra: i32, slots: i32,
+    ) {
+        let tok: Token = new_token_unordered();
+        let bid: i32 = get_tile_block_id().0;
+        let pairs: i32 = b * hkv;
+        let blocks: i32 = pairs * slots;
+        let long_before: i32 = if bid < extra { bid } else { extra };
+        let long_here: i32 = if bid < extra { 1i32 } else { 0i32 };
+        let lo: i32 = bid * share + long_before;
+        let hi: i32 = lo + share + long_here;
+        // the share's first pair: its tiles [a0, a1) of pair_tiles
+        let pair_a: i32 = lo / pair_tiles;
+        let start_a: i32 = pair_a * pair_tiles;
+        let a1: i32 = if hi - start_a < pair_tiles { hi - start_a } else { pair_tiles };
+        let slot_a: i32 = bid - lean_block(start_a, share, extra);
+        unsafe {
+            decode_segment::<T, BM, BN, D, SQ, WINDOW, KL, VL>(
+                ws_acc,
+                ws_m,
+                ws_l,
+                o_ptr,
+                q_ptr,
+                k_ptr,
+                v_ptr,
+                b,
+                h,
+                hkv,
+                sq,
+                skv,
+                o_sb,
+                o_sh,
+                o_ss,
+                q_sb,
+                q_sh,
+                q_ss,
+                k_sb,
+                k_sh,
+                k_ss,
+                v_sb,
+                v_sh,
+                v_ss,
+                diag,
+                window,
+                qk_scale_log2,
+                pair_a / hkv,
+                pair_a % hkv,
+                first_tile + lo - start_a,
+                first_tile + a1,
+                blocks,
+                pair_a * slots + slot_a,
+                0i32,
+                1i32,
+                tok,
+            )
+        };
+        if hi >= start_a + pair_tiles {
+            // the pair's last tile: its slots past this one weigh nothing
+            let lowest: Tile<f32, { [BM, 1] }> = constant(-3.4028235e38f32, shape![BM, 1]);
+            let none: Tile<f32, { [BM, 1] }> = constant(0.0f32, shape![BM, 1]);
+            let none_acc: Tile<f32, { [BM, D] }> = constant(0.0f32, shape![BM, D]);
+            let (g, i, real) = decode_rows::<BM, SQ>(h / hkv, sq);
+            let rows_d: Tile<bool, { [BM, D] }> = real.broadcast(shape![BM, D]);
+            let unused: i32 = slot_a + 1i32;
+            for slot in unused..slots {
+                unsafe {
+                    store_decode_partial::<T, BM, D>(
+                        ws_acc,
+                        ws_m,
+                        ws_l,
+                        o_ptr,
+                        none_acc,
+                        lowest,
+                        none,
+                        blocks,
+                        pair_a * slots + slot,
+                        0i32,
+                        g,
+                        i,
+                        rows_d,
+                        o_sh,
+                        o_ss,
+                        0i32,
+                        tok,
+                    )
+                };
+            }
+        }
+        // the next pair's first tiles, where the share reaches them (else a walk of none, no store)
+        let pair_b: i32 = pair_a + 1i32;
+        let b1: i32 = hi - (start_a + pair_tiles);
+        let crosses: i32 = if b1 > 0i32 { 1i32 } else { 0i32 };
+        let b_tiles: i32 = if b1 > 0i32 { b1 } else { 0i32 };
+        let pair_in: i32 = if pair_b < pairs { pair_b } else { pair_a };
+        unsafe {
+            decode_segment::<T, BM, BN, D, SQ, WINDOW, KL, VL>(
+                ws_acc,
+                ws_m,
+                ws_l,
+                o_ptr,
+                q_ptr,
+                k_ptr,
+                v_ptr,
+                b,
+                h,
+                hkv,
+                sq,
+                skv,
+                o_sb,
+                o_sh,
+                o_ss,
+                q_sb,
+                q_sh,
+                q_ss,
+                k_sb,
+                k_sh,
+                k_ss,
+                v_sb,
+                v_sh,
+                v_ss,
+                diag,
+                window,
+                qk_scale_log2,
+                pair_in / hkv,
+                pair_in % hkv,
+                first_tile,
+                first_tile + b_tiles,
+                blocks,
+                pair_in * slots,
+                0i32,
+                crosses,
                 tok,
             )
         };

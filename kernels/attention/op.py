@@ -320,6 +320,7 @@ def _v(bm: int, bn: int, occupancy: int = -1, warps: int = -1, splits: int = 0, 
 
 
 DECODE_MAX_SQ, DECODE_MAX_ROWS = 16, 128  # ffi.rs: the decode path's queries and packed rows
+LEAN = -100  # ffi.rs DECODE_LEAN: splits = LEAN - n asks for the lean grid at n tile blocks an SM
 # the sub-tiled decode kernel's most packed rows: at 64 its four [rows, d] accumulators spill (1456
 # bytes of stack at d = 128, 168 at 32 rows; cuobjdump -res-usage, NOTES.md "Sub-tiles a warp each")
 DECODE_SUB_MAX_ROWS = 32
@@ -365,12 +366,14 @@ def variants(b: int, h: int, hkv: int, sq: int, skv: int, d: int) -> list[dict]:
     128-key tiles otherwise), then split blocks planned to share an SM: 32-key tiles two an SM
     (occupancy 2: 128 registers and 85 KB a block, NOTES.md "Two split blocks an SM") and 64-key
     tiles two an SM at depth 2 (86 KB; at the default depth a block takes 119 KB and they ran one an
-    SM, NOTES.md "The loads' depth"), and last the forward kernel with 64-key tiles (its 128-key ones
+    SM, NOTES.md "The loads' depth"), the same two an SM and one an SM on the lean grid (splits
+    LEAN - n: every SM's slots busy, where the split grids fill 128 of 132; NOTES.md "the grid
+    fills 128 of 132 SMs"), and last the forward kernel with 64-key tiles (its 128-key ones
     were never the pick at a decode shape). Depth 8 and four blocks an SM at depth 1 were
     candidates too, slower on every probed shape (NOTES.md, "The loads' depth, timed"):
 
     >>> [(v["bn"], v["splits"], v["occupancy"], v["depth"]) for v in variants(64, 32, 8, 1, 8192, 128)]
-    [(64, -1, -1, -1), (16, -1, -1, -1), (32, -2, 2, -1), (64, -2, 2, 2), (64, 0, -1, -1)]
+    [(64, -1, -1, -1), (16, -1, -1, -1), (32, -2, 2, -1), (64, -2, 2, 2), (64, -102, 2, 2), (64, -101, -1, -1), (64, 0, -1, -1)]
     >>> variants(1, 32, 8, 16, 8192, 128)[1]["bn"]  # 4 heads x 16 queries: 64 rows
     128
     """
@@ -382,7 +385,8 @@ def variants(b: int, h: int, hkv: int, sq: int, skv: int, d: int) -> list[dict]:
         sub_tiles = packed_rows(h, hkv, sq) <= DECODE_SUB_MAX_ROWS
         one_per_sm = [_v(64, 64, splits=-1), _v(64, 16 if sub_tiles else 128, splits=-1)]
         per_sm = [_v(64, 32, occupancy=2, splits=-2), _v(64, 64, occupancy=2, splits=-2, depth=2)]
-        return [*one_per_sm, *per_sm, forward[0]]
+        lean = [_v(64, 64, occupancy=2, splits=LEAN - 2, depth=2), _v(64, 64, splits=LEAN - 1)]
+        return [*one_per_sm, *per_sm, *lean, forward[0]]
     tiles128 = [_v(128, 64, warps=8), _v(128, 128, warps=8)]
     return [*tiles128, _v(64, 64), _v(64, 128), _v(128, 64, occupancy=2, warps=4), _v(64, 64, occupancy=2)]
 

@@ -1421,13 +1421,13 @@ pub(crate) mod tests {
             assert!(ir.contains("mma") && ir.contains("exp2"), "{what}: {ir}");
         }
         // The lean grid at two blocks an SM (264 on 132 SMs): 8 pairs of 128 tiles laid end to end,
-        // shares of 3 and 4 tiles, 34 slots a pair; 64-key tiles at occupancy 2 and depth 2.
+        // shares of 3 and 4 tiles, 40 slots a pair (lean_shares); 64-key tiles at occupancy 2 and depth 2.
         let mut lean_ints: Vec<(&str, i32)> = split_ints
             .iter()
             .copied()
             .filter(|(name, _)| !["splits", "tiles_per_split", "tiles_end", "direct"].contains(name))
             .collect();
-        lean_ints.extend([("pair_tiles", 128), ("share", 3), ("extra", 232), ("slots", 34)]);
+        lean_ints.extend([("pair_tiles", 128), ("share", 3), ("extra", 232), ("slots", 40)]);
         let ir = DEVICE.lower(
             "attention_decode_lean",
             &["bf16", "16", "64", "128", "1", "false", "2", "2"],

@@ -267,9 +267,9 @@ SPEC = KernelSpec(
     + shapes(
         "b h hkv sq skv d causal dtype", (2, 32, 8, 1, 1000, 128, 1, "bfloat16"), (1, 8, 2, 5, 333, 64, 1, "float16")
     ),
-    # the long-query list's six candidates; the decode shapes' four of the split kernels and the
-    # forward kernel's (op.variants)
-    max_variants=6,
+    # the long-query list's six candidates; the decode shapes' four of the split kernels, two of
+    # the lean grid and the forward kernel's (op.variants)
+    max_variants=7,
     # a one-key window's dq is exactly 0 (P = 1, dS = dP - Δ = 0): its error is judged against the
     # rounding floor, not relative to zero (harness.check_backward)
     gradient_floor=True,

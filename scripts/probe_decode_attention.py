@@ -6,7 +6,8 @@ batch 8; --shapes for others), causal, bf16.
         [--pages 16,256]
 
 On a GPU host (the bundle: `export TILEKIT_GPU_HOME=$PWD/.gpu-home; . scripts/gpu_host_env.sh bundle`,
-then `PYTHONPATH=$PWD:$PWD/tools python3 scripts/probe_decode_attention.py`). Each call is sampled
+then `python3 scripts/probe_decode_attention.py`; it finds the repository's `kernels` and `tools`
+itself). Each call is sampled
 `--nrep` times as the model check samples a step (tilekit.testing.model.profile: the L2 flushed,
 CUPTI's device activities, as `make perf`); printed per implementation: the median of the sum (the
 kit's figure), each kernel's median, the K and V bytes once over that time, and the output's largest
@@ -21,6 +22,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
 
 DEFAULT_SHAPES = [
     {"b": 1, "h": 32, "hkv": 8, "sq": 1, "skv": 8192},
@@ -46,6 +51,7 @@ def main(argv=None) -> int:
         "--pages", default="", help="page sizes of op.attention_paged runs, comma-separated (none: no paged run)"
     )
     args = p.parse_args(argv)
+    sys.path[:0] = [str(ROOT), str(ROOT / "tools")]  # kernels.attention and tilekit, from any folder
     import torch
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel

@@ -4,7 +4,7 @@ one call a candidate: where a GPU gives a wrong answer for one candidate and for
     python scripts/probe_in_place_tails.py [--shapes 257x4097 64x4097 16x5120]
 
 On a GPU host (the bundle: `export TILEKIT_GPU_HOME=$PWD/.gpu-home; . scripts/gpu_host_env.sh bundle`,
-then `PYTHONPATH=$PWD:$PWD/tools python3 scripts/probe_in_place_tails.py`). For fused_add_rms_norm every
+then `python3 scripts/probe_in_place_tails.py`; it finds the repository's `kernels` and `tools` itself). For fused_add_rms_norm every
 candidate of op.variants plus its two-row tail (the H100 run of 2026-12-06 found it wrong in place at
 n = 4097, kernels/fused_add_rms_norm/NOTES.md; ffi.rs refuses it since, so the probe prints that refusal
 until the refusal is lifted to re-check it); for rms_norm, layer_norm and softmax their body-and-tail
@@ -15,6 +15,10 @@ the largest |y - ref| / (1 + |ref|) and its (row, column), into a new tensor and
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def worst(y, want) -> str:
@@ -42,6 +46,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--shapes", nargs="+", default=["257x4097", "64x4097", "16x5120"], help="m x n, bf16")
     args = p.parse_args(argv)
+    sys.path[:0] = [str(ROOT), str(ROOT / "tools")]  # the kernels' ops and tilekit, from any folder
     import torch
 
     from kernels.fused_add_rms_norm import op as fa

@@ -662,3 +662,13 @@ def test_ncu_probe_profiles_one_call_each_after_three_warm_ups(monkeypatch, caps
         profiled += [("push", name), c, "pop"]
     assert events == warm + ["start"] + profiled + ["stop"]
     assert "skipped liger: no liger here" in capsys.readouterr().out
+
+
+def test_the_decode_probe_finds_its_modules_from_any_folder(tmp_path):
+    """scripts/probe_decode_attention.py imports kernels.attention and tilekit itself: run from
+    another folder with no PYTHONPATH (as the H100 run of 2026-12-07 did, which stopped at the
+    import), with no shapes it loads them and ends without touching a GPU."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    script = Path(__file__).resolve().parents[2] / "scripts" / "probe_decode_attention.py"
+    done = run([sys.executable, str(script), "--shapes", "[]"], timeout=300, cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]

@@ -610,8 +610,9 @@ impl MmaVariant {
     /// Default variant: 128 x 128 output tiles with 64-deep K steps, bands of 8 tile rows, one
     /// output tile per tile block, the compiler's occupancy and cluster size. On the H200 (sweep of
     /// 2026-11-29, kernels/matmul/NOTES.md) this was the fastest tile tileiras 13.4 builds; the
-    /// usual Hopper 128 x 256 tile ran at ~45 TFLOP/s in one CTA (its accumulator does not fit one
-    /// CTA's registers: tileiras spills) and reached ~650-690 TFLOP/s only as a 2-CTA cluster.
+    /// usual Hopper 128 x 256 tile ran at ~45 TFLOP/s in one CTA on the default 4 worker warps (its
+    /// accumulator does not fit their registers: tileiras spills) and reached ~650-690 TFLOP/s as a
+    /// 2-CTA cluster; in one CTA it now runs on 8 worker warps ([`warps`](Self::warps)).
     pub const DEFAULT_BM: i32 = 128;
     pub const DEFAULT_BN: i32 = 128;
     pub const DEFAULT_BK: i32 = 64;
@@ -619,6 +620,8 @@ impl MmaVariant {
     /// Largest output tile (BM * BN) a variant may ask for: 256 x 256, the f32 accumulator of
     /// which fills the register file of a CTA pair.
     pub const MAX_TILE_ELEMS: i32 = 256 * 256;
+    /// Smallest output tile that one CTA runs on 8 worker warps ([`warps`](Self::warps)).
+    pub const WIDE_TILE_ELEMS: i32 = 128 * 256;
 
     /// The export's variant knobs [bm, bn, bk, group, programs, occupancy, num_cta_in_cga],
     /// validated: -1 picks the default of each (the compiler's, for the two hints); a bad one is an
@@ -677,10 +680,22 @@ impl MmaVariant {
         (self.programs.map_or(tiles, |p| p.min(tiles)), 1, 1)
     }
 
+    /// The worker-warps hint: 8 for an output tile of 128 x 256 or more in one CTA (no cluster, or
+    /// a cluster of one), else the compiler's default. tileiras 13.4 gives such a tile 4 worker
+    /// warps by default, whose f32 accumulator (128 KiB) does not fit their registers: 255 a thread
+    /// and a 1808-byte stack, ~45 TFLOP/s on the H200. With 8 (two consumer warpgroups, as
+    /// CUTLASS's cooperative Hopper GEMM) it assembles to `HGMMA.64x256x16` at 232 registers a
+    /// consumer thread and no stack (kernels/matmul/NOTES.md, "Eight worker warps"). Clusters keep
+    /// the compiler's choice: their tile is shared by the pair.
+    pub fn warps(&self) -> Option<i32> {
+        let one_cta = self.num_cta_in_cga.is_none_or(|g| g == 1);
+        (one_cta && self.bm * self.bn >= Self::WIDE_TILE_ELEMS).then_some(8)
+    }
+
     /// The launch of either entry over `tiles` output tiles: generics T, BM, BN, BK, GROUP (every
     /// MMA kernel's entries take them first), then the kernel's `layout` generics, and the hints.
     pub fn launch<T: Element>(&self, layout: &[i32], tiles: i64) -> Launch {
-        let mut options = compile_options(self.occupancy, None);
+        let mut options = compile_options(self.occupancy, self.warps());
         if let Some(g) = self.num_cta_in_cga {
             options = options.num_cta_in_cga(g);
         }

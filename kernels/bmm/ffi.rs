@@ -433,6 +433,8 @@ mod tests {
             (persistent, ["128", "128", "64"], 1, 2, row, cube, "16x2048^3"),
             (persistent, ["128", "256", "64"], 1, 2, row, cube, "16x2048^3"),
             (persistent, ["256", "128", "64"], 1, 2, row, cube, "16x2048^3"),
+            (tiles, ["128", "256", "64"], 1, 1, row, cube, "16x2048^3"), // one CTA: 8 worker warps
+            (persistent, ["128", "256", "64"], 1, 1, row, cube, "16x2048^3"),
             (tiles, ["128", "128", "64"], 2, 1, row, shared, "B shared"),
             (tiles, ["128", "128", "64"], 2, 1, bt, qkt, "QKt"),
             (tiles, ["128", "128", "128"], 2, 1, bt, qkt, "QKt"),
@@ -441,7 +443,10 @@ mod tests {
         ];
         for (persistent, tile, occupancy, cga, layout, ints, name) in cases {
             let generics = [&["bf16"][..], &tile[..], &["8"][..], &layout[..], &[persistent, "true"]].concat();
-            let options = ffi_util::compile_options(Some(occupancy), None).num_cta_in_cga(cga);
+            // the hints as the launch gives them (MmaVariant::warps: 8 for a one-CTA 128 x 256)
+            let [bm, bn, bk] = tile.map(|t| t.parse::<i32>().unwrap());
+            let variant = MmaVariant::parse([bm, bn, bk, 8, 0, occupancy, cga]).unwrap();
+            let options = ffi_util::compile_options(variant.occupancy, variant.warps()).num_cta_in_cga(cga);
             let what = format!(" {name} occupancy {occupancy} cga {cga} persistent {persistent}");
             DEVICE.assert_div_hints_lower("bmm_tiles", &generics, &ptrs, &ints, options, &what);
         }

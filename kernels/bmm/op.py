@@ -84,6 +84,8 @@ FLOP_BOUND = (
     _v(128, 128, persistent=True, cga=2),
     _v(128, 256, persistent=True, cga=2),  # TileGym's sm_90 form: persistent 2-CTA clusters
     _v(256, 128, persistent=True, cga=2),
+    _v(128, 256),  # one CTA on 8 worker warps (ffi_util::MmaVariant::warps; kernels/matmul/NOTES.md)
+    _v(128, 256, persistent=True),
 )
 # k <= 128 (attention's Q @ K^T): one or two K steps per tile; bound by writing C, so the forms that
 # overlap a tile's store with the next tile's loads (persistent) and one 128-deep K step.
@@ -113,8 +115,8 @@ def variants(batch: int, m: int, n: int, k: int) -> list[dict]:
     A batch that fills the GPU gets FLOP_BOUND, or STORE_BOUND at k <= 128; a 256-row (-column) tile
     is left out where the product has at most 128 rows (columns):
 
-    >>> [(v["bm"], v["bn"], v["cga"], v["persistent"]) for v in variants(16, 2048, 2048, 2048)][-3:]
-    [(128, 128, 2, True), (128, 256, 2, True), (256, 128, 2, True)]
+    >>> [(v["bm"], v["bn"], v["cga"], v["persistent"]) for v in variants(16, 2048, 2048, 2048)][-4:]
+    [(128, 256, 2, True), (256, 128, 2, True), (128, 256, 1, False), (128, 256, 1, True)]
     >>> variants(64, 512, 512, 1024) == variants(16, 1024, 4096, 4096) == list(FLOP_BOUND)
     True
     >>> variants(128, 2048, 2048, 128) == list(STORE_BOUND)

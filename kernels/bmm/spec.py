@@ -96,7 +96,7 @@ SPEC = KernelSpec(
     # Q @ K^T-like k = 64 with ragged m and n (320 tiles: STORE_BOUND).
     variant_shapes=shapes("batch m n k dtype", (3, 129, 257, 65, "bfloat16"), (16, 640, 640, 320, "float16"))
     + shapes("batch m n k bt dtype", (8, 33, 1000, 520, 1, "bfloat16"), (32, 200, 640, 64, 1, "bfloat16")),
-    max_variants=9,
+    max_variants=11,
     size_check=lambda **dims: mma.check_index_range("bmm", dims),
     # a of 1024 x 2048 x 1024: 2^31 elements, refused; 2^31 - 2^20 served
     autotune_edges=shapes("batch m n k", (1024, 2048, 64, 1024), (1023, 2048, 64, 1024), (4096, 1, 1, 1)),

@@ -109,28 +109,30 @@ def _rows_variant(chunk: int, vocab: int) -> dict:
 
 def variants(m: int, vocab: int, hidden: int) -> list[dict]:
     """Chunks of CHUNKS up to m's class (one chunk of the whole class below 1024 rows; each chunk's
-    logits inside i32 indexing) times three pairs of tiles, (logits and dh, dW): 128 x 128 for all,
-    128 x 256 (cluster of 2) for all, and 128 x 128 with dW in 128 x 256 (matmul's own picks on the
-    H200: 128 x 128 for the LM head's logits and dx, 128 x 256 for its dW, A read column-major);
+    logits inside i32 indexing) times four pairs of tiles, (logits and dh, dW): 128 x 128 for all,
+    128 x 256 (cluster of 2) for all, 128 x 128 with dW in 128 x 256 (matmul's own picks on the
+    H200: 128 x 128 for the LM head's logits and dx, 128 x 256 for its dW, A read column-major), and
+    128 x 256 in one CTA for all (on 8 worker warps: ffi_util::MmaVariant::warps, not yet timed);
     persistent at occupancy 1. Pure:
 
-    >>> [(v["chunk"], v["mma_bn"], v["dw_bn"], v["form"]) for v in variants(4096, 128256, 4096)][:3]
-    [(1024, 128, 128, 3), (1024, 128, 256, 3), (1024, 256, 256, 3)]
+    >>> [(v["chunk"], v["mma_bn"], v["dw_bn"], v["mma_cga"], v["form"]) for v in variants(4096, 128256, 4096)][:4]
+    [(1024, 128, 128, 1, 3), (1024, 128, 256, 1, 3), (1024, 256, 256, 2, 3), (1024, 256, 256, 1, 3)]
     >>> [v["chunk"] for v in variants(300, 1000, 64)], variants(300, 1000, 64)[0]["block"]
-    ([512, 512, 512], 1024)
+    ([512, 512, 512, 512], 1024)
     >>> sorted({v["chunk"] for v in variants(65536, 262144, 4096)})
     [1024, 2048, 4096]
     """
     cap = min(autotune.pow2(m), mma.INDEX_LIMIT // max(vocab, 1))
     chunks = [c for c in CHUNKS if c <= cap] or [min(autotune.pow2(m), cap)]
     small, wide = mma.variant(128, 128, 64, persistent=True), mma.variant(128, 256, 64, persistent=True, cga=2)
+    eight = mma.variant(128, 256, 64, persistent=True)
     return [
         {"chunk": c}
         | _rows_variant(c, vocab)
         | {f"mma_{k}": v for k, v in t.items()}
         | {f"dw_{k}": v for k, v in d.items()}
         for c in chunks
-        for t, d in ((small, small), (small, wide), (wide, wide))
+        for t, d in ((small, small), (small, wide), (wide, wide), (eight, eight))
     ]
 
 

@@ -570,4 +570,34 @@ mod tests {
         let p = plan(&c, &a, &b, -1, -1, -1, -1, 4, -1, -1, -1).unwrap(); // a persistent grid of 4
         assert_eq!(p.epilogue_generics(false), ["true", "false", "true"]);
     }
+
+    #[test]
+    fn a_wide_tile_in_one_cta_runs_on_eight_worker_warps() {
+        // 128 x 256 and 256 x 128 in one CTA, persistent or not, get the hint; 128 x 128, and the
+        // 2-CTA cluster of a wide tile, keep the compiler's choice (their code is as before)
+        let (c, a, b) = mats(DType::BF16, 4096, 4096, 4096);
+        for (bm, bn, programs, cga, eight) in [
+            (128, 256, 0, -1, true),
+            (256, 128, 132, 1, true),
+            (128, 128, 0, -1, false),
+            (128, 256, 0, 2, false),
+            (64, 256, 0, -1, false),
+        ] {
+            let p = plan(&c, &a, &b, bm, bn, 64, -1, programs, 1, cga, -1).unwrap();
+            assert_eq!(p.variant.warps(), eight.then_some(8), "{bm} x {bn}, programs {programs}, cga {cga}");
+            if eight {
+                // as the launcher builds it: the hint reaches the IR, and tileiras 13.4 takes it
+                let mut launch = p.variant.launch::<cutile::half::bf16>(&[0, 0, 0, 1, 0, 1], p.tiles());
+                launch.generics.extend(p.epilogue_generics(false));
+                let ir = DEVICE.lower(
+                    "matmul_tiles",
+                    &launch.generics.iter().map(String::as_str).collect::<Vec<_>>(),
+                    &[],
+                    launch.options,
+                    " on 8 warps",
+                );
+                assert!(ir.contains("num_worker_warps_per_cta = 8"), "{bm} x {bn}: hint missing:\n{ir}");
+            }
+        }
+    }
 }

@@ -620,7 +620,8 @@ impl MmaVariant {
     /// Largest output tile (BM * BN) a variant may ask for: 256 x 256, the f32 accumulator of
     /// which fills the register file of a CTA pair.
     pub const MAX_TILE_ELEMS: i32 = 256 * 256;
-    /// Smallest output tile that one CTA runs on 8 worker warps ([`warps`](Self::warps)).
+    /// The output tile (128 x 256 or 256 x 128) that one CTA runs on 8 worker warps
+    /// ([`warps`](Self::warps)).
     pub const WIDE_TILE_ELEMS: i32 = 128 * 256;
 
     /// The export's variant knobs [bm, bn, bk, group, programs, occupancy, num_cta_in_cga],
@@ -680,8 +681,9 @@ impl MmaVariant {
         (self.programs.map_or(tiles, |p| p.min(tiles)), 1, 1)
     }
 
-    /// The worker-warps hint: 8 for an output tile of 128 x 256 or more in one CTA (no cluster, or
-    /// a cluster of one), else the compiler's default. tileiras 13.4 gives such a tile 4 worker
+    /// The worker-warps hint: 8 for an output tile of 128 x 256 or 256 x 128 in one CTA (no
+    /// cluster, or a cluster of one), else the compiler's default (256 x 256 in one CTA, whose 256
+    /// KiB accumulator fits neither 4 nor 8 warps' registers, is left as it was: never assembled). tileiras 13.4 gives such a tile 4 worker
     /// warps by default, whose f32 accumulator (128 KiB) does not fit their registers: 255 a thread
     /// and a 1808-byte stack, ~45 TFLOP/s on the H200. With 8 (two consumer warpgroups, as
     /// CUTLASS's cooperative Hopper GEMM) it assembles to `HGMMA.64x256x16` at 232 registers a
@@ -689,7 +691,7 @@ impl MmaVariant {
     /// the compiler's choice: their tile is shared by the pair.
     pub fn warps(&self) -> Option<i32> {
         let one_cta = self.num_cta_in_cga.is_none_or(|g| g == 1);
-        (one_cta && self.bm * self.bn >= Self::WIDE_TILE_ELEMS).then_some(8)
+        (one_cta && self.bm * self.bn == Self::WIDE_TILE_ELEMS).then_some(8)
     }
 
     /// The launch of either entry over `tiles` output tiles: generics T, BM, BN, BK, GROUP (every

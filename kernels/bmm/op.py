@@ -73,7 +73,8 @@ def _v(bm, bn, bk=64, **knobs) -> dict:
 
 # Why each: NOTES.md, "The variant space (issue 14)". Persistent forms run at occupancy 1: at 2
 # tileiras caps them at 128 registers and spills (150 spill stores at 128 x 128); at 1 they get 255
-# registers and a deeper pipeline. Wide tiles run as 2-CTA clusters (one CTA spills them).
+# registers and a deeper pipeline. Wide tiles run as 2-CTA clusters, and in one CTA on 8 worker warps
+# (on the compiler's 4 one CTA spills them; kernels/matmul/NOTES.md, "Eight worker warps").
 FLOP_BOUND = (
     _v(128, 128, occupancy=2),  # matmul's measured winner
     _v(128, 128),

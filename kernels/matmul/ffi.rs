@@ -582,6 +582,7 @@ mod tests {
             (128, 128, 0, -1, false),
             (128, 256, 0, 2, false),
             (64, 256, 0, -1, false),
+            (256, 256, 0, -1, false),
         ] {
             let p = plan(&c, &a, &b, bm, bn, 64, -1, programs, 1, cga, -1).unwrap();
             assert_eq!(p.variant.warps(), eight.then_some(8), "{bm} x {bn}, programs {programs}, cga {cga}");
@@ -599,5 +600,14 @@ mod tests {
                 assert!(ir.contains("num_worker_warps_per_cta = 8"), "{bm} x {bn}: hint missing:\n{ir}");
             }
         }
+        // split-K's partial tiles go through the same launch (fused_linear_cross_entropy's dh splits
+        // a wide pair's tiles where they are fewer than the SMs): the hint reaches them too
+        let (c, a, b) = mats(DType::BF16, 1024, 4096, 128256);
+        let p = plan(&c, &a, &b, 128, 256, 64, -1, 0, 1, 1, 2).unwrap();
+        assert_eq!((p.splits, p.variant.warps()), (2, Some(8)));
+        let launch = p.variant.launch::<cutile::half::bf16>(&[0, 0, 0, 1, 0, 1], p.tiles());
+        let generics: Vec<&str> = launch.generics.iter().map(String::as_str).collect();
+        let ir = DEVICE.lower("matmul_split_partials", &generics, &[], launch.options, " on 8 warps");
+        assert!(ir.contains("num_worker_warps_per_cta = 8"), "split partials: hint missing:\n{ir}");
     }
 }

@@ -92,12 +92,14 @@ SPEC = KernelSpec(
     bytes_moved=mma.bytes_moved,
     flops=mma.flops,
     out_shape=lambda cfg: (cfg["m"], cfg["n"]),
-    # 129x257x65: ragged on every dim, few tiles (the small-problem variant list). 2176x1920x320:
-    # the large-problem list (136 tiles of 128x256, so the persistent variant loops on an H200), a
-    # ragged N edge, and every dim a multiple of 16 like 4096^3, so the JIT'd variants are reused.
+    # 129x257x65: ragged on every dim, few tiles (the small-problem variant list). 2176x2096x320:
+    # the large-problem list (289 tiles of 128x128, at least two an SM; 153 of 128x256, so the
+    # persistent variants loop on an H200), ragged N and M edges for the 256-wide and -tall tiles, and
+    # every dim a multiple of 16 like 4096^3, so the JIT'd variants are reused. (2176x1920, before
+    # 2026-12-07, had 255 tiles of 128x128: the small list, so the large one went untested.)
     # 33x1000x520 (B column-major) and 33x257x520 (f16, B row-major, odd n): the decode and split-K lists.
     # 130x250x8330: the long-K splits (K past 8192; 131 K-tiles of 64, which 2 and 3 splits leave uneven).
-    variant_shapes=shapes("m n k dtype", (129, 257, 65, "bfloat16"), (2176, 1920, 320, "float16"))
+    variant_shapes=shapes("m n k dtype", (129, 257, 65, "bfloat16"), (2176, 2096, 320, "float16"))
     + shapes("m n k bt dtype", (33, 1000, 520, 1, "bfloat16"), (33, 257, 520, 0, "float16"))
     + shapes("m n k bt dtype", (130, 250, 8330, 1, "bfloat16")),
     max_variants=12,

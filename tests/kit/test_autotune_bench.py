@@ -64,6 +64,30 @@ def test_cached_winner_is_reused_without_timing(cache):
     assert autotune.best("k", key, VARIANTS, make_call, gpu="G", timer=no_timer) == VARIANTS[0]
 
 
+def test_a_candidate_added_since_the_winner_was_cached_tunes_the_class_again(cache):
+    # a kernel's list grew (as matmul's did with the 8-warp tiles): the class is timed again, the new
+    # candidate with the others, rather than the old winner served without a look at it
+    key = {"n": 6}
+    autotune.best("k", key, VARIANTS[:2], make_call, gpu="G", timer=fake_timer({8: 1.0, 16: 2.0}))
+    autotune._MEMO.clear()  # a new process
+    timer = fake_timer({8: 1.0, 16: 2.0, 4: 0.5})
+    assert autotune.best("k", key, VARIANTS, make_call, gpu="G", timer=timer) == VARIANTS[2]
+    entry = json.loads(cache.read_text())["G"]["k"][autotune.key_string(key)]
+    assert [t["variant"] for t in entry["tried"]] == VARIANTS
+    autotune._MEMO.clear()  # and a list that shrank keeps the winner it still holds, untimed
+
+    def no_timer(call):
+        raise AssertionError("tuned again although the cache timed every candidate")
+
+    assert autotune.best("k", key, VARIANTS[1:], make_call, gpu="G", timer=no_timer) == VARIANTS[2]
+
+
+def test_autotune_doctests_pass():
+    import doctest
+
+    assert doctest.testmod(autotune).failed == 0
+
+
 def test_another_gpu_name_tunes_again(cache):
     key = {"n": 1}
     autotune.best("k", key, VARIANTS, make_call, gpu="G1", timer=fake_timer({8: 1.0, 16: 2.0, 4: 3.0}))

@@ -8,7 +8,9 @@ the benchmarks, and remember the winner per (GPU name, kernel, key).
 A variant that fails to compile or launch is skipped with a note (kept in the cache entry), not
 fatal; if every variant fails, the last error is raised. The cache is one JSON file,
 $TILEKIT_AUTOTUNE_CACHE or $TILEKIT_CACHE/autotune.json (default ~/.cache/tilekit/autotune.json),
-written atomically; TILEKIT_AUTOTUNE=0 disables tuning (the first variant is used). Before
+written atomically; a cached winner is kept while every current candidate is one its entry timed
+(or skipped), so a candidate added to a kernel's list since then makes the class tune again
+instead of being ignored; TILEKIT_AUTOTUNE=0 disables tuning (the first variant is used). Before
 timing, the candidates are compiled side by side (`warm`, TILEKIT_TUNE_THREADS threads, default
 min(8, CPUs); 1 compiles each at its first timed call, as before).
 """
@@ -140,6 +142,19 @@ def tune(variants: list[dict], make_call, *, timer=None, workers: int | None = N
     return {"variant": best["variant"], "median_ms": best["median_ms"], "tried": tried, "skipped": skipped}
 
 
+def covers(entry: dict, variants: list[dict]) -> bool:
+    """Whether a cache entry still answers for `variants`: its winner is one of them and it timed (or
+    skipped) each. An entry from a shorter list, or with no record of what it tried, does not.
+
+    >>> a, b = {"block": 1024}, {"block": 2048}
+    >>> entry = {"variant": a, "tried": [{"variant": a, "median_ms": 1.0}], "skipped": [{"variant": b, "error": "x"}]}
+    >>> covers(entry, [a, b]), covers(entry, [a]), covers(entry, [a, b, {"block": 4096}]), covers({"variant": a}, [a])
+    (True, True, False, False)
+    """
+    seen = [t["variant"] for t in entry.get("tried", ())] + [s["variant"] for s in entry.get("skipped", ())]
+    return entry.get("variant") in variants and all(v in seen for v in variants)
+
+
 def best(kernel: str, key: dict, variants: list[dict], make_call, *, gpu: str | None = None, timer=None) -> dict:
     """The cached winner for (gpu, kernel, key), tuning once when it is not cached."""
     if not variants:
@@ -154,7 +169,7 @@ def best(kernel: str, key: dict, variants: list[dict], make_call, *, gpu: str | 
         path = cache_path()
         data = load(path)
         entry = data.get(gpu, {}).get(kernel, {}).get(key_string(key))
-        if entry is None or entry.get("variant") not in variants:
+        if entry is None or not covers(entry, variants):
             entry = tune(variants, make_call, timer=timer)
             for s in entry["skipped"]:
                 print(f"autotune {kernel} {key_string(key)}: skipped {s['variant']}: {s['error']}", file=sys.stderr)

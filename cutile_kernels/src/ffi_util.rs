@@ -682,13 +682,13 @@ impl MmaVariant {
     }
 
     /// The worker-warps hint: 8 for an output tile of 128 x 256 or 256 x 128 in one CTA (no
-    /// cluster, or a cluster of one), else the compiler's default (256 x 256 in one CTA, whose 256
-    /// KiB accumulator fits neither 4 nor 8 warps' registers, is left as it was: never assembled). tileiras 13.4 gives such a tile 4 worker
-    /// warps by default, whose f32 accumulator (128 KiB) does not fit their registers: 255 a thread
-    /// and a 1808-byte stack, ~45 TFLOP/s on the H200. With 8 (two consumer warpgroups, as
+    /// cluster, or a cluster of one), else the compiler's default. tileiras 13.4 gives such a tile 4
+    /// worker warps by default, whose f32 accumulator (128 KiB) does not fit their registers: 255 a
+    /// thread and a 1808-byte stack, ~45 TFLOP/s on the H200. With 8 (two consumer warpgroups, as
     /// CUTLASS's cooperative Hopper GEMM) it assembles to `HGMMA.64x256x16` at 232 registers a
     /// consumer thread and no stack (kernels/matmul/NOTES.md, "Eight worker warps"). Clusters keep
-    /// the compiler's choice: their tile is shared by the pair.
+    /// the compiler's choice: their tile is shared by the pair. So does 256 x 256 in one CTA, whose
+    /// 256 KiB accumulator fits neither 4 nor 8 warps' registers (never assembled).
     pub fn warps(&self) -> Option<i32> {
         let one_cta = self.num_cta_in_cga.is_none_or(|g| g == 1);
         (one_cta && self.bm * self.bn == Self::WIDE_TILE_ELEMS).then_some(8)

@@ -694,15 +694,20 @@ impl MmaVariant {
         (one_cta && self.bm * self.bn == Self::WIDE_TILE_ELEMS).then_some(8)
     }
 
+    /// The compile hints of the variant's launches: occupancy, worker warps, cluster size.
+    pub fn options(&self) -> cutile::tile_kernel::CompileOptions {
+        let options = compile_options(self.occupancy, self.warps());
+        match self.num_cta_in_cga {
+            Some(g) => options.num_cta_in_cga(g),
+            None => options,
+        }
+    }
+
     /// The launch of either entry over `tiles` output tiles: generics T, BM, BN, BK, GROUP (every
     /// MMA kernel's entries take them first), then the kernel's `layout` generics, and the hints.
     pub fn launch<T: Element>(&self, layout: &[i32], tiles: i64) -> Launch {
-        let mut options = compile_options(self.occupancy, self.warps());
-        if let Some(g) = self.num_cta_in_cga {
-            options = options.num_cta_in_cga(g);
-        }
         let generics = [&[self.bm, self.bn, self.bk, self.group][..], layout].concat();
-        Launch::new::<T>(&generics, self.grid(tiles), options)
+        Launch::new::<T>(&generics, self.grid(tiles), self.options())
     }
 }
 

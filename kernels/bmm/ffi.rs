@@ -443,11 +443,11 @@ mod tests {
         ];
         for (persistent, tile, occupancy, cga, layout, ints, name) in cases {
             let generics = [&["bf16"][..], &tile[..], &["8"][..], &layout[..], &[persistent, "true"]].concat();
-            // the hints as the launch gives them (MmaVariant::warps: 8 for a one-CTA 128 x 256)
+            // the hints the launch gives (MmaVariant::options; warps: 8 for a one-CTA 128 x 256)
             let [bm, bn, bk] = tile.map(|t| t.parse::<i32>().unwrap());
             let variant = MmaVariant::parse([bm, bn, bk, 8, 0, occupancy, cga]).unwrap();
             assert_eq!(variant.warps().is_some(), bm * bn == 128 * 256 && cga == 1, "{name} {tile:?} cga {cga}");
-            let options = ffi_util::compile_options(variant.occupancy, variant.warps()).num_cta_in_cga(cga);
+            let options = variant.options();
             let what = format!(" {name} occupancy {occupancy} cga {cga} persistent {persistent}");
             DEVICE.assert_div_hints_lower("bmm_tiles", &generics, &ptrs, &ints, options, &what);
         }

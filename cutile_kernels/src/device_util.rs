@@ -515,6 +515,19 @@ pub mod views {
         tok
     }
 
+    /// This tile block's ticket: an atomic add of one on `counter` (zero at launch), its result
+    /// shared by every thread as the arrival's is. Tickets go out in the order tile blocks get here,
+    /// so every ticket below this one is held by a tile block that has started: a wait on work
+    /// done before any wait by lower tickets cannot deadlock, whatever order the GPU dispatches the
+    /// grid in (docs/design-notes.md, "Tile blocks that talk to each other").
+    pub unsafe fn take_ticket(counter: *mut i32) -> (i32, Token) {
+        let at: PointerTile<*mut i32, { [] }> = pointer_to_tile(counter).offset(0i32);
+        let one: Tile<i32, { [] }> = scalar_to_tile(1i32);
+        let (before, tok): (Tile<i32, { [] }>, Token) =
+            atomic_rmw_tko(at, one, atomic::Add, ordering::Relaxed, scope::Device, None, None);
+        (tile_to_scalar(before), tok)
+    }
+
     /// [`arrive`], then [`wait_arrived`]: counts this tile block in and waits for the rest of
     /// its row tile's `chunks`.
     pub unsafe fn arrive_and_wait(arrived: *mut i32, rb: i32, chunks: i32, after: Token) -> Token {

@@ -792,6 +792,23 @@ pub fn exchange_workspace<const N: usize>(
     }
 }
 
+/// [`exchange_workspace`] with one counter more after the row tiles' (cleared with them): the ticket
+/// counter of a split whose tile blocks take tickets (device_util's `take_ticket`). Returns the
+/// row tiles' counters, the ticket counter, the arrays and the allocation.
+#[allow(clippy::type_complexity)]
+pub fn ticket_workspace<const N: usize>(
+    row_tiles: i32, rows: i32, chunks: i32, stream: &Arc<Stream>,
+) -> FfiResult<(DevicePointer<i32>, DevicePointer<i32>, [DevicePointer<f32>; N], StreamAlloc<'_>)> {
+    let (arrived, arrays, ws) = exchange_workspace::<N>(row_tiles + 1, rows, chunks, stream)?;
+    // SAFETY: counter row_tiles of the row_tiles + 1 counters just allocated and cleared.
+    let ticket = unsafe {
+        DevicePointer::<i32>::from_cu_deviceptr(
+            arrived.cu_deviceptr() + (row_tiles as u64) * std::mem::size_of::<i32>() as u64,
+        )
+    };
+    Ok((arrived, ticket, arrays, ws))
+}
+
 /// Stream wrappers by (device_id, raw stream handle).
 type StreamCache = HashMap<(i32, u64), Arc<Stream>>;
 

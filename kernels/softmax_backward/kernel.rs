@@ -31,7 +31,9 @@
 //! (m padded to whole row tiles, chunks) f32 array, PARTS >= chunks columns loaded masked.
 #[cutile::module]
 pub mod softmax_backward_device {
-    use crate::device_util::views::{arrive_and_wait, load_partials, publish_partial, strided_view};
+    use crate::device_util::views::{
+        arrive, arrive_and_wait, load_partials, publish_partial, strided_view, take_ticket, wait_arrived,
+    };
     use cutile::core::*;
 
     /// dx of one row tile from its y, dy tiles and the per-row sum of y * dy.
@@ -150,6 +152,61 @@ pub mod softmax_backward_device {
         }
     }
 
+    /// The split without the wait behind a chunk's own read: tile blocks take tickets in the order
+    /// they start (device_util's `take_ticket`), and the one holding ticket t sums chunk t's y * dy
+    /// (chunks numbered row tile by row tile, `chunks` a row tile), publishes the partial and counts
+    /// itself in on its row tile's counter, then stores dx of chunk t - `lag`, an earlier row tile's
+    /// (lag >= chunks), whose chunks have mostly all arrived by then: its wait is one poll where the
+    /// split's is for the slowest chunk of its own row tile, and its re-read, `lag` chunks after the
+    /// first read, still comes from L2 where lag chunks fit there. Grid: row tiles x chunks + lag
+    /// tile blocks (the first lag only sum, the last lag only store). Progress holds for any
+    /// dispatch order and any number of resident tile blocks: the chunks a ticket waits for hold
+    /// lower tickets (lag >= chunks), so their tile blocks have started, and each sums and arrives
+    /// before it waits on anything. `arrived`: the row tiles' counters, cleared at launch; `ticket`
+    /// the ticket counter, cleared at launch.
+    #[cutile::entry(unchecked_accesses = true)]
+    unsafe fn softmax_backward_lagged<T: ElementType, const ROWS: i32, const BLOCK: i32, const PARTS: i32>(
+        dx_ptr: *mut T, dy_ptr: *mut T, y_ptr: *mut T, parts: *mut f32, arrived: *mut i32, ticket: *mut i32, m: i32,
+        n: i32, stride_dx: i32, stride_dy: i32, stride_y: i32, chunk_tiles: i32, chunks: i32, lag: i32,
+    ) {
+        let tile: Shape<{ [ROWS, BLOCK] }> = shape![ROWS, BLOCK];
+        let tok: Token = new_token_unordered();
+        let dy_view: Tensor<T, { [-1, -1] }> = strided_view(dy_ptr, m, n, stride_dy, tok);
+        let y_view: Tensor<T, { [-1, -1] }> = strided_view(y_ptr, m, n, stride_y, tok);
+        let dy_part: Partition<T, { [ROWS, BLOCK] }> = dy_view.partition(tile);
+        let y_part: Partition<T, { [ROWS, BLOCK] }> = y_view.partition(tile);
+        let dx_view: Tensor<T, { [-1, -1] }> = strided_view(dx_ptr, m, n, stride_dx, tok);
+        let mut dx_part: PartitionMut<T, { [ROWS, BLOCK] }> = unsafe { dx_view.partition_full_mut(tile) };
+        let col_tiles: i32 = (n + BLOCK - 1) / BLOCK;
+        let total: i32 = ((m + ROWS - 1) / ROWS) * chunks;
+        let (t, t_ticket): (i32, Token) = unsafe { take_ticket(ticket) };
+
+        // Chunk t's partial (tickets below total: a loop of one turn or none).
+        let sums: i32 = if t < total { 1i32 } else { 0i32 };
+        for _s in 0i32..sums {
+            let rb: i32 = t / chunks;
+            let c: i32 = t - rb * chunks;
+            let j0: i32 = c * chunk_tiles;
+            let partial: Tile<f32, { [ROWS] }> =
+                tiles_dot::<T, ROWS, BLOCK>(&y_part, &dy_part, rb, j0, min(j0 + chunk_tiles, col_tiles));
+            let t_pub: Token = unsafe { publish_partial::<ROWS>(parts, rb * ROWS, c, chunks, partial) };
+            let (_before, _t_arrive): (i32, Token) = unsafe { arrive(arrived, rb, t_pub) };
+        }
+
+        // Chunk t - lag's dx (tickets from lag on).
+        let stores: i32 = if t >= lag { 1i32 } else { 0i32 };
+        for _g in 0i32..stores {
+            let g: i32 = t - lag;
+            let rb: i32 = g / chunks;
+            let c: i32 = g - rb * chunks;
+            let j0: i32 = c * chunk_tiles;
+            let t_all: Token = unsafe { wait_arrived(arrived, rb, chunks, t_ticket) };
+            let dot: Tile<f32, { [ROWS] }> = unsafe { partials_sum::<ROWS, PARTS>(parts, rb * ROWS, chunks, t_all) };
+            let j_end: i32 = min(j0 + chunk_tiles, col_tiles);
+            store_tiles_grad::<T, ROWS, BLOCK>(&mut dx_part, &y_part, &dy_part, rb, j0, j_end, dot);
+        }
+    }
+
     /// The row tile's sums of y * dy: this chunk's `partial` published at column c of `parts`, the
     /// arrival on counter rb of `arrived`, the wait for the row tile's other chunks, their partials
     /// added (PARTS >= chunks columns, masked).
@@ -158,8 +215,16 @@ pub mod softmax_backward_device {
     ) -> Tile<f32, { [ROWS] }> {
         let t_pub: Token = publish_partial::<ROWS>(parts, row0, c, chunks, partial);
         let t_all: Token = arrive_and_wait(arrived, rb, chunks, t_pub);
+        partials_sum::<ROWS, PARTS>(parts, row0, chunks, t_all)
+    }
+
+    /// The sums of the row tile at row0's published partials (PARTS >= chunks columns of `parts`,
+    /// masked), loaded after `after` (the wait's last poll).
+    unsafe fn partials_sum<const ROWS: i32, const PARTS: i32>(
+        parts: *mut f32, row0: i32, chunks: i32, after: Token,
+    ) -> Tile<f32, { [ROWS] }> {
         let (raw, mask, _t): (Tile<f32, { [ROWS, PARTS] }>, Tile<bool, { [ROWS, PARTS] }>, Token) =
-            load_partials::<ROWS, PARTS>(parts, row0, chunks, t_all);
+            load_partials::<ROWS, PARTS>(parts, row0, chunks, after);
         let zero: Tile<f32, { [ROWS, PARTS] }> = constant(0.0f32, shape![ROWS, PARTS]);
         reduce_sum(select(mask, raw, zero), 1i32)
     }

@@ -7,7 +7,8 @@ dx = y * (dy - sum(y * dy, -1)), f32 inside, from the forward's output y (as PyT
 backward takes it). `cutile_softmax_backward` (kernels/softmax_backward/ffi.rs) through
 tilekit.runtime.port; `variant="auto"` autotunes (block, rows, occupancy, chunk) over `variants` per
 dtype and shape class: whole rows held in registers, or for wide rows column tiles read twice, by one
-tile block a row or (chunk > 0) by several that exchange the row's partial sums.
+tile block a row or (chunk > 0) by several that exchange the row's partial sums (lag > 0: each tile
+block sums one chunk and stores an earlier one's, so it does not wait for its own row).
 """
 
 from __future__ import annotations
@@ -21,21 +22,34 @@ from tilekit.runtime.autotune import row_tune_key as tune_key  # noqa: F401 (op.
 CDEF = """
 int32_t cutile_softmax_backward(const TensorDesc* out, const TensorDesc* dy, const TensorDesc* y,
                                 int32_t block, int32_t rows, int32_t occupancy, int32_t warps,
-                                int32_t chunk, int32_t device_id, uint64_t stream);
+                                int32_t chunk, int32_t lag, int32_t device_id, uint64_t stream);
 """
 
 DTYPES = ("float16", "bfloat16", "float32")
-DEFAULT_VARIANT = {"block": -1, "rows": -1, "occupancy": -1, "warps": -1, "chunk": -1}  # ffi.rs (and the compiler) pick
+DEFAULT_VARIANT = {
+    "block": -1,
+    "rows": -1,
+    "occupancy": -1,
+    "warps": -1,
+    "chunk": -1,
+    "lag": 0,
+}  # ffi.rs (and the compiler) pick
 MAX_TILE_ELEMS = 16384  # ffi.rs: two f32 tiles in registers
 HINTS = ((4, 8), (8, 4), (8, 8))  # (occupancy, warps) of every candidate tile
 SPLIT_CHUNKS = (1, 2, 4, 8)  # column tiles of 4096 a chunk, in the split candidates (1: held in registers)
-MAX_SPLIT_CHUNKS = 64  # ffi.rs MAX_PARTS; a launch refuses more chunks than the GPU has SMs
+MAX_SPLIT_CHUNKS = 64  # ffi.rs MAX_PARTS; a launch refuses more chunks than the GPU has SMs (unless lagged)
+LAGGED_CHUNKS = (2, 4)  # column tiles of 4096 a chunk in the lagged candidates (the split's picks on an H100)
+LAGS = (256, 512)  # tickets between a chunk's sum and its dx: about a half and a whole of the tile blocks resident
 
 
-def export_args(block: int, rows: int, occupancy: int, warps: int = -1, chunk: int = -1) -> tuple[int, ...]:
-    """A variant's arguments of the export: (block, rows, occupancy, warps, chunk); chunk 0 keeps a
-    row in one tile block, -1 is ffi.rs's default (split vocabulary rows where the GPU has the SMs)."""
-    return int(block), int(rows), int(occupancy), int(warps), int(chunk)
+def export_args(
+    block: int, rows: int, occupancy: int, warps: int = -1, chunk: int = -1, lag: int = 0
+) -> tuple[int, ...]:
+    """A variant's arguments of the export: (block, rows, occupancy, warps, chunk, lag); chunk 0 keeps
+    a row in one tile block, -1 is ffi.rs's default (split vocabulary rows where the GPU has the SMs);
+    lag > 0 runs a split in its lagged form (ffi.rs: tickets, a chunk's dx stored lag tickets after
+    its sum)."""
+    return int(block), int(rows), int(occupancy), int(warps), int(chunk), int(lag)
 
 
 def variants(m: int, n: int) -> list[dict]:
@@ -45,12 +59,15 @@ def variants(m: int, n: int) -> list[dict]:
     past 4096 columns are also split into chunks of 1, 2, 4 and 8 column tiles exchanging their partial
     sums (SPLIT_CHUNKS, where a row makes 2 to MAX_SPLIT_CHUNKS chunks; a launch refuses more chunks
     than the GPU has SMs), at the first of HINTS only (the split's pick on every vocabulary config of
-    an H100 run, NOTES.md); the column tiles alone take chunk 0:
+    an H100 run, NOTES.md), and the chunks of LAGGED_CHUNKS tiles in the lagged form at each of LAGS;
+    the column tiles alone take chunk 0:
 
     >>> [(v["block"], v["rows"], v["occupancy"], v["warps"]) for v in variants(16384, 4096)][:4]
     [(4096, 1, 4, 8), (4096, 1, 8, 4), (4096, 1, 8, 8), (4096, 2, 4, 8)]
-    >>> [(v["block"], v["chunk"], v["occupancy"]) for v in variants(4096, 128256)][2:], len(variants(64, 100))
-    ([(4096, 0, 8), (4096, 4096, 4), (4096, 8192, 4), (4096, 16384, 4), (4096, 32768, 4)], 6)
+    >>> [(v["chunk"], v["occupancy"], v["lag"]) for v in variants(4096, 128256)][2:]
+    [(0, 8, 0), (4096, 4, 0), (8192, 4, 0), (16384, 4, 0), (32768, 4, 0), (8192, 4, 256), (8192, 4, 512), (16384, 4, 256), (16384, 4, 512)]
+    >>> len(variants(64, 100)), len(variants(4096, 128256))
+    (6, 11)
     """
     whole = autotune.pow2(max(n, 16))
     max_rows = min(64, autotune.pow2(m))
@@ -65,10 +82,18 @@ def variants(m: int, n: int) -> list[dict]:
         splits = [4096 * k for k in SPLIT_CHUNKS if 2 <= -(-n // (4096 * k)) <= MAX_SPLIT_CHUNKS]
         tiles += [(4096, 1)] * len(splits)
         chunks += splits
+    lags = [0] * len(chunks)
+    if n > 4096:
+        lagged = [
+            (4096 * k, lag) for k in LAGGED_CHUNKS if 2 <= -(-n // (4096 * k)) <= MAX_SPLIT_CHUNKS for lag in LAGS
+        ]
+        tiles += [(4096, 1)] * len(lagged)
+        chunks += [c for c, _ in lagged]
+        lags += [lag for _, lag in lagged]
     hints = [HINTS if c <= 0 else HINTS[:1] for c in chunks]
     return [
-        {"block": b, "rows": r, "occupancy": o, "warps": w, "chunk": c}
-        for (b, r), c, pairs in zip(tiles, chunks, hints)
+        {"block": b, "rows": r, "occupancy": o, "warps": w, "chunk": c, "lag": lag}
+        for (b, r), c, lag, pairs in zip(tiles, chunks, lags, hints)
         for o, w in pairs
     ]
 

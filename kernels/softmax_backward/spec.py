@@ -65,12 +65,17 @@ SPEC = row_kernel(
     make_inputs=make_inputs,
     reference=reference,
     bytes_moved=bytes_moved,
-    variant_shapes=shapes("m n dtype", (37, 1000, "float16"), (64, 8195, "bfloat16"), (5, 40000, "float32")),
+    # (300 rows of 24577: every lagged candidate has tile blocks that both sum a chunk and store one,
+    # 1200 or 600 tickets past lags of 256 and 512, over ragged, unaligned rows)
+    variant_shapes=shapes(
+        "m n dtype", (37, 1000, "float16"), (64, 8195, "bfloat16"), (5, 40000, "float32"), (300, 24577, "bfloat16")
+    ),
     bad_inputs={"dy_shape": BadInput(lambda: call(torch.randn(4, 7), torch.randn(4, 8)), ValueError, "y's shape")},
     ffi_cases={
         "out_shape": FfiCase(lambda: {"out": torch.empty(4, 7)}, message="shape"),
         "block_not_pow2": FfiCase(variant={"block": 24}, message="block must be a power of two"),
         "bad_warps": FfiCase(variant={"warps": 6}, message="warps"),
         "chunk_not_multiple": FfiCase(variant={"block": 4096, "rows": 1, "chunk": 6000}, message="multiple of block"),
+        "lag_without_split": FfiCase(variant={"chunk": 0, "lag": 256}, message="a lag needs a split"),
     },
 )

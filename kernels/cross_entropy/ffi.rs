@@ -34,12 +34,13 @@ pub const SPLIT_CHUNK: i32 = 8192;
 pub const MAX_SPLIT_PARTS: i32 = 128;
 
 /// Version 3's split of each row: `chunks` chunks of `chunk_tiles` BLOCK-wide tiles, one tile block
-/// each; `parts` the power of two >= chunks.
+/// each; `parts` the power of two >= chunks; `lagged`: version 4's entry over the same chunks (form 4).
 #[derive(Debug, PartialEq)]
 pub struct Split {
     pub chunk_tiles: i32,
     pub chunks: i32,
     pub parts: i32,
+    pub lagged: bool,
 }
 
 /// A validated launch. `row.stride_x` is the logits' row stride, `row.stride_y` the gradient's (0
@@ -50,7 +51,8 @@ pub struct Plan {
     pub row: RowPlan,
     /// Version 2's entry, `cross_entropy_row` (variant form = 2), else `cross_entropy_rows`.
     pub row_form: bool,
-    /// Version 3's entry, `cross_entropy_split` (variant form = 3), and its split of the rows.
+    /// Version 3's entry, `cross_entropy_split` (variant form = 3), or version 4's,
+    /// `cross_entropy_lagged` (form = 4), and their split of the rows.
     pub split: Option<Split>,
     /// The losses are written.
     pub loss: bool,
@@ -129,9 +131,12 @@ pub fn plan_rows(
         ffi_util::row_tile(block, rows, default_block, |b| ffi_util::default_rows(4096, b, m), 64, MAX_TILE_ELEMS)?;
     let (occupancy, warps) = (ffi_util::occupancy_hint(occupancy)?, ffi_util::warps_hint(warps)?);
     let stride_x = ffi_util::row_stride(logits, n, "logits", format_args!("n={n}"))?;
-    let split = if form == 3 { Some(split_rows(m, n, block, rows, stride_x, stride_g)?) } else { None };
+    let split = match form {
+        3 | 4 => Some(Split { lagged: form == 4, ..split_rows(m, n, block, rows, stride_x, stride_g, form)? }),
+        _ => None,
+    };
     let row_form = match form {
-        -1 | 1 | 3 => false,
+        -1 | 1 | 3 | 4 => false,
         2 if rows == 1 && (m as i64 - 1) * stride_x as i64 + n as i64 <= i32::MAX as i64 => true,
         2 => {
             return Err(invalid(format!(
@@ -141,7 +146,8 @@ pub fn plan_rows(
         }
         _ => {
             return Err(invalid(format!(
-                "variant form={form}: use 1 (row tiles), 2 (one row a tile block), 3 (rows split) or -1"
+                "variant form={form}: use 1 (row tiles), 2 (one row a tile block), 3 (rows split), 4 (rows split, \
+                 lagged) or -1"
             )))
         }
     };
@@ -176,12 +182,12 @@ impl Plan {
     }
 }
 
-/// Version 3's split (form = 3): rows=1, SPLIT_CHUNK-column chunks, at most MAX_SPLIT_PARTS of them
+/// Version 3's split (form = 3, and version 4's, form = 4): rows=1, SPLIT_CHUNK-column chunks, at most MAX_SPLIT_PARTS of them
 /// a row, and every element offset of the logits and of the gradient (row stride `stride_g`, 0
 /// without one) inside i32 up to the row's padded last tile (`ffi_util::masked_offsets_fit`); else
 /// -6 naming the limit.
-pub fn split_rows(m: i32, n: i32, block: i32, rows: i32, stride_x: i32, stride_g: i32) -> FfiResult<Split> {
-    let bad = |why: String| Err(invalid(format!("variant form=3 (rows split) block={block} rows={rows}: {why}")));
+pub fn split_rows(m: i32, n: i32, block: i32, rows: i32, stride_x: i32, stride_g: i32, form: i32) -> FfiResult<Split> {
+    let bad = |why: String| Err(invalid(format!("variant form={form} (rows split) block={block} rows={rows}: {why}")));
     if rows != 1 {
         return bad("needs rows=1".into());
     }
@@ -204,7 +210,7 @@ pub fn split_rows(m: i32, n: i32, block: i32, rows: i32, stride_x: i32, stride_g
     if m as i64 * chunks > i32::MAX as i64 {
         return bad(format!("m={m} rows x {chunks} chunks is more tile blocks than a grid holds; use form 1"));
     }
-    Ok(Split { chunk_tiles, chunks: chunks as i32, parts: parts as i32 })
+    Ok(Split { chunk_tiles, chunks: chunks as i32, parts: parts as i32, lagged: false })
 }
 
 /// The export's arguments one for one (its C signature is fixed).
@@ -224,6 +230,9 @@ pub fn launch_rows<T: Element>(
     stream: &Arc<Stream>,
 ) -> FfiResult<()> {
     if let Some(split) = &p.split {
+        if split.lagged {
+            return launch_lagged::<T>(p, split, loss, logits, target, grad, scale, stream);
+        }
         return launch_split::<T>(p, split, loss, logits, target, grad, scale, stream);
     }
     let RowPlan { m, n, stride_x, stride_y, .. } = p.row;
@@ -309,6 +318,73 @@ fn launch_split<T: Element>(
     ws.free()
 }
 
+/// Version 4's lag: half the tile blocks resident at once (SMs x the occupancy hint, 8 without one),
+/// at least a row's chunks (the entry's progress argument). Softmax_backward's sweep of lags of a
+/// half and a whole of its resident tile blocks decides whether this stays (its NOTES.md).
+pub fn lag(chunks: i32, sms: u32, occupancy: Option<i32>) -> i32 {
+    (sms as i32 * occupancy.unwrap_or(8) / 2).max(chunks)
+}
+
+/// Version 4's launch: m x chunks + lag tile blocks, after version 3's workspace with a fourth array
+/// (each chunk's copy of its row's target logit) and the ticket counter (`ffi_util::ticket_workspace`).
+/// No SM-count limit: the entry's progress needs neither a resident row nor the dispatch order.
+#[allow(clippy::too_many_arguments)]
+fn launch_lagged<T: Element>(
+    p: &Plan, s: &Split, loss: &TensorDesc, logits: &TensorDesc, target: &TensorDesc, grad: &TensorDesc,
+    scale: &TensorDesc, stream: &Arc<Stream>,
+) -> FfiResult<()> {
+    let RowPlan { m, stride_x, stride_y, block, .. } = p.row;
+    let lag = lag(s.chunks, ffi_util::sm_count(stream)?, p.row.occupancy);
+    if m as i64 * s.chunks as i64 + lag as i64 > i32::MAX as i64 {
+        return Err(invalid(format!(
+            "variant form=4: m={m} rows x {} chunks + a lag of {lag} is more tickets than i32 holds; use form 1",
+            s.chunks
+        )));
+    }
+    let (arrived, ticket, [part_max, part_sum, part_x, part_t], ws) =
+        ffi_util::ticket_workspace::<4>(m, 1, s.chunks, stream)?;
+    let grid = ((m * s.chunks + lag) as u32, 1, 1);
+    let mut launch =
+        ffi_util::Launch::new::<T>(&[block, s.parts], grid, ffi_util::compile_options(p.row.occupancy, p.row.warps));
+    // LOSS, GRAD, WIDE, SMOOTH
+    launch.generics.extend([p.loss, p.grad, p.wide, p.spread != 0.0].map(|b| b.to_string()));
+    // SAFETY: as version 3's launch (plan() and `split_rows`), and the ticket counter is zero, the
+    // tickets (m x chunks + lag, lag >= chunks) fit i32, one tile block each; the workspace outlives
+    // the kernel (freed in stream order).
+    unsafe {
+        let [x_ptr, g_ptr] = [logits, grad].map(|t| ffi_util::device_ptr::<T>(t));
+        let [loss_ptr, s_ptr] = [loss, scale].map(|t| ffi_util::device_ptr::<f32>(t));
+        let t_ptr = ffi_util::device_ptr::<i32>(target);
+        let entry = device::cross_entropy_lagged(
+            g_ptr,
+            loss_ptr,
+            x_ptr,
+            t_ptr,
+            s_ptr,
+            m,
+            p.row.n,
+            stride_x,
+            stride_y,
+            p.stride_t,
+            p.stride_s,
+            p.ignore_index,
+            p.keep,
+            p.spread,
+            part_max,
+            part_sum,
+            part_x,
+            part_t,
+            arrived,
+            ticket,
+            s.chunk_tiles,
+            s.chunks,
+            lag,
+        );
+        launch.enqueue(entry, stream)?;
+    }
+    ws.free()
+}
+
 fn launch<T: Element>(
     p: &Plan, out: &TensorDesc, logits: &TensorDesc, target: &TensorDesc, stream: &Arc<Stream>,
 ) -> FfiResult<()> {
@@ -357,7 +433,7 @@ mod tests {
             rc::INVALID_ARGUMENT,
             "inside i32",
         );
-        assert_fails(plan(&loss(4096), &x, &t, -100, 0.0, 4096, 1, -1, -1, 4), rc::INVALID_ARGUMENT, "form=4");
+        assert_fails(plan(&loss(4096), &x, &t, -100, 0.0, 4096, 1, -1, -1, 5), rc::INVALID_ARGUMENT, "form=5");
     }
 
     #[test]
@@ -365,15 +441,15 @@ mod tests {
         let x = test_desc(DType::BF16, &[4096, 128256], &[128256, 1]);
         let t = test_desc(DType::I64, &[4096], &[1]);
         let p = plan(&loss(4096), &x, &t, -100, 0.0, 4096, 1, 8, -1, 3).unwrap();
-        assert_eq!(p.split, Some(Split { chunk_tiles: 2, chunks: 16, parts: 16 }));
+        assert_eq!(p.split, Some(Split { chunk_tiles: 2, chunks: 16, parts: 16, lagged: false }));
         assert!(!p.row_form && plan(&loss(4096), &x, &t, -100, 0.0, 4096, 1, -1, -1, 2).unwrap().split.is_none());
         // 2048-wide tiles: 63 of them, four a chunk, the last chunk two whole tiles and a ragged one
         let p = plan(&loss(4096), &x, &t, -100, 0.0, 2048, 1, -1, -1, 3).unwrap();
-        assert_eq!(p.split, Some(Split { chunk_tiles: 4, chunks: 16, parts: 16 }));
+        assert_eq!(p.split, Some(Split { chunk_tiles: 4, chunks: 16, parts: 16, lagged: false }));
         let small = test_desc(DType::F32, &[3, 8193], &[8200, 1]);
         let t3 = test_desc(DType::I32, &[3], &[1]);
         let p = plan(&loss(3), &small, &t3, -100, 0.0, 4096, 1, -1, -1, 3).unwrap();
-        assert_eq!(p.split, Some(Split { chunk_tiles: 2, chunks: 2, parts: 2 }));
+        assert_eq!(p.split, Some(Split { chunk_tiles: 2, chunks: 2, parts: 2, lagged: false }));
         assert_fails(plan(&loss(4096), &x, &t, -100, 0.0, 2048, 2, -1, -1, 3), rc::INVALID_ARGUMENT, "rows=1");
         let huge = test_desc(DType::BF16, &[16384, 151936], &[151936, 1]);
         let t16k = test_desc(DType::I64, &[16384], &[1]);
@@ -383,8 +459,17 @@ mod tests {
         let t2 = test_desc(DType::I64, &[2], &[1]);
         let call = plan(&loss(2), &wide, &t2, -100, 0.0, 8192, 1, -1, -1, 3);
         assert_fails(call, rc::INVALID_ARGUMENT, "129 chunks");
+        // form 4: version 3's split, lagged; its lag half the resident tile blocks, at least a row's chunks
+        let p = plan(&loss(4096), &x, &t, -100, 0.0, 4096, 1, 8, 4, 4).unwrap();
+        assert_eq!(p.split, Some(Split { chunk_tiles: 2, chunks: 16, parts: 16, lagged: true }));
+        assert_eq!(
+            (lag(16, 132, Some(8)), lag(16, 132, None), lag(16, 132, Some(4)), lag(100, 8, Some(2))),
+            (528, 528, 264, 100)
+        );
+        let call = plan(&loss(2), &wide, &t2, -100, 0.0, 8192, 1, -1, -1, 4);
+        assert_fails(call, rc::INVALID_ARGUMENT, "129 chunks");
         // rows that overlap (a row stride of 0) keep every offset small but not the grid
-        let grid = split_rows(1 << 30, 16384, 4096, 1, 0, 0);
+        let grid = split_rows(1 << 30, 16384, 4096, 1, 0, 0, 3);
         assert_fails(grid, rc::INVALID_ARGUMENT, "more tile blocks than a grid holds");
     }
 
@@ -442,6 +527,12 @@ mod tests {
                 let generics = [dtype, block, parts, loss, grad, wide, smooth];
                 device.assert_lowers("cross_entropy_split", &generics, &["reduce", "atomic_rmw_tko release"]);
             }
+            // version 4: the same generics; the ticket, the arrival and the poll
+            for (block, parts, loss, grad, wide, smooth) in split_forms {
+                let generics = [dtype, block, parts, loss, grad, wide, smooth];
+                let needles = ["reduce", "atomic_rmw_tko relaxed", "atomic_rmw_tko release", "atomic_rmw_tko acquire"];
+                device.assert_lowers("cross_entropy_lagged", &generics, &needles);
+            }
         }
     }
 
@@ -474,6 +565,16 @@ mod tests {
             for needle in ["atomic_rmw_tko release", "atomic_rmw_tko acquire", "join_tokens"] {
                 assert!(ir.contains(needle), "cross_entropy_split{what}: no {needle} in the IR");
             }
+        }
+        // version 4's two candidates (op.py): the lagged split as launched, lag 528 and 264
+        ptrs.extend([("part_t", ALIGNED_PTR), ("ticket", ALIGNED_PTR + 16 * 1024)]);
+        for (dtype, block, occupancy, warps, lag) in [("bf16", 4096, 8, 4, 528), ("f32", 4096, 4, 8, 264)] {
+            let ints = [("m", m), ("n", n), ("stride_x", n), ("stride_g", n), ("chunks", 16), ("lag", lag)];
+            let options = ffi_util::compile_options(Some(occupancy), Some(warps));
+            let what = format!(" for {m}x{n} at occupancy {occupancy} over {warps} warps");
+            let generics = [dtype, &block.to_string(), "16", "true", "true", "true", "false"];
+            let ir = device.lower("cross_entropy_lagged", &generics, &div_hints(&ptrs, &ints), options, &what);
+            assert!(!ir.contains("load_ptr_tko acquire"), "cross_entropy_lagged{what}: a polling load");
         }
     }
 }

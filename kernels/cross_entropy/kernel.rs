@@ -13,7 +13,7 @@
 //! [-2^31, 2^31) is read whole; a target outside [0, n) that is not `ignore_index` fails a device
 //! assertion, as PyTorch's does).
 //!
-//! Three entries. `cross_entropy_rows` (version 1): a tile block per ROWS rows, BLOCK-wide column tiles.
+//! Four entries. `cross_entropy_rows` (version 1): a tile block per ROWS rows, BLOCK-wide column tiles.
 //!   * pass 1: per lane, the running max and sum of exp (online softmax), the sum of x (for ε) and x_t
 //!     (the lane of column t): the loss, stored per row (f32) with LOSS.
 //!   * pass 2 (GRAD): the column tiles read again (most from L2: the row was read just before) and the
@@ -23,7 +23,8 @@
 //!
 //! `cross_entropy_row` (version 2): one row a tile block, fewer instructions an element (its doc).
 //! `cross_entropy_split` (version 3): a row split over tile blocks that exchange their partials, so
-//! the gradient pass re-reads its chunk from L2 (its doc).
+//! the gradient pass re-reads its chunk from L2 (its doc); `cross_entropy_lagged` (version 4) the
+//! same chunks, each tile block summing one and storing an earlier row's (its doc).
 //!
 //! The logits' partition pads with -inf (a lane past n adds nothing to the max or the sum of exp) and
 //! the gradient's drops stores outside (m, n), through TMA only where the gradient's rows are whole
@@ -35,9 +36,9 @@
 #[cutile::module]
 pub mod cross_entropy_device {
     use crate::device_util::views::{
-        arrive_and_wait, chunk_tile_range, load_partials, load_word, neg_inf_tiles, online_fold, partials_combine,
-        publish_pair, publish_partial_after, store_masked_tile, store_tile_2d, strided_view, tile_mask, tile_neg_inf,
-        tile_pointers, whole_tile,
+        arrive, arrive_and_wait, chunk_tile_range, load_partials, load_word, neg_inf_tiles, online_fold,
+        partials_combine, publish_pair, publish_partial_after, store_masked_tile, store_tile_2d, strided_view,
+        take_ticket, tile_mask, tile_neg_inf, tile_pointers, wait_arrived, whole_tile,
     };
     use cutile::core::*;
 
@@ -397,11 +398,69 @@ pub mod cross_entropy_device {
         stride_x: i32, stride_g: i32, stride_t: i32, stride_s: i32, ignore_index: i32, keep: f32, spread: f32,
         part_max: *mut f32, part_sum: *mut f32, part_x: *mut f32, arrived: *mut i32, chunk_tiles: i32, chunks: i32,
     ) {
-        let tile: Shape<{ [1, BLOCK] }> = shape![1, BLOCK];
-        let one_row: Shape<{ [1] }> = shape![1];
         let pid: i32 = get_tile_block_id().0;
         let r: i32 = pid / chunks;
         let c: i32 = pid - r * chunks;
+        let (kept, live, tc, x_t, t_read): (Tile<bool, { [1] }>, i32, i32, Tile<f32, { [1] }>, Token) = unsafe {
+            split_sums::<T, BLOCK, LOSS, WIDE, SMOOTH>(
+                x_ptr,
+                target_ptr,
+                m,
+                n,
+                stride_x,
+                stride_t,
+                ignore_index,
+                part_max,
+                part_sum,
+                part_x,
+                r,
+                c,
+                chunk_tiles,
+                chunks,
+            )
+        };
+        let t_wait: Token = unsafe { arrive_and_wait(arrived, r, chunks, t_read) };
+        unsafe {
+            split_stores::<T, BLOCK, PARTS, LOSS, GRAD, SMOOTH>(
+                grad_ptr,
+                loss_ptr,
+                x_ptr,
+                scale_ptr,
+                m,
+                n,
+                stride_x,
+                stride_g,
+                stride_s,
+                keep,
+                spread,
+                part_max,
+                part_sum,
+                part_x,
+                r,
+                c,
+                chunk_tiles,
+                chunks,
+                kept,
+                live,
+                tc,
+                x_t,
+                t_wait,
+            )
+        };
+    }
+
+    /// Version 3's first pass over chunk c of row r (`cross_entropy_split`'s): the row's target
+    /// (kept, live, its column tc), the chunk's (max, sum of exp) published at column c of the
+    /// partials (`parts`: max, sum, and with SMOOTH and LOSS the sum of x), and the target's logit
+    /// x_t read (before any chunk of the row stores: the gradient may lie over the logits). Returns
+    /// (kept, live, tc, x_t) and the token the arrival must follow (the publishes and the read).
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn split_sums<T: ElementType, const BLOCK: i32, const LOSS: bool, const WIDE: bool, const SMOOTH: bool>(
+        x_ptr: *mut T, target_ptr: *mut i32, m: i32, n: i32, stride_x: i32, stride_t: i32, ignore_index: i32,
+        part_max: *mut f32, part_sum: *mut f32, part_x: *mut f32, r: i32, c: i32, chunk_tiles: i32, chunks: i32,
+    ) -> (Tile<bool, { [1] }>, i32, i32, Tile<f32, { [1] }>, Token) {
+        let tile: Shape<{ [1, BLOCK] }> = shape![1, BLOCK];
+        let one_row: Shape<{ [1] }> = shape![1];
         let x_base: PointerTile<*mut T, { [1, BLOCK] }> = tile_pointers::<T, 1, BLOCK>(x_ptr, r * stride_x, stride_x);
         let (kept, live, tc): (Tile<bool, { [1] }>, i32, i32) =
             unsafe { row_target::<WIDE>(target_ptr, r, stride_t, ignore_index, n) };
@@ -438,8 +497,7 @@ pub mod cross_entropy_device {
             }
         }
 
-        // The exchange: the target's logit read first (before any chunk of the row stores), the
-        // partials published, the arrival, the wait, the row's (M, S).
+        // The target's logit read first (before any chunk of the row stores), the partials published.
         let x_at: PointerTile<*mut T, { [] }> = pointer_to_tile(x_ptr).offset(r * stride_x + tc);
         let (x_t, t_xt): (Tile<f32, { [1] }>, Token) = unsafe { load_one::<T>(x_at) };
         let mut t_pub: Token = unsafe { publish_pair::<1>(part_max, part_sum, r, c, chunks, c_max, c_sum) };
@@ -450,10 +508,37 @@ pub mod cross_entropy_device {
                 t_pub = unsafe { publish_partial_after::<1>(part_x, r, c, chunks, chunk_x, t_pub) };
             }
         }
-        let t_wait: Token = unsafe { arrive_and_wait(arrived, r, chunks, join_tokens(&[t_pub, t_xt])) };
+        (kept, live, tc, x_t, join_tokens(&[t_pub, t_xt]))
+    }
+
+    /// Version 3's second part for chunk c of row r once the row's chunks have all arrived (`t_wait`,
+    /// the wait's last poll): the row's (M, S) from the partials; with LOSS chunk 0 stores the row's
+    /// loss (from x_t, read before the arrival); with GRAD the chunk's gradient from its logits read
+    /// again, an ignored row's zeros. (kept, live, tc, x_t): split_sums'.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn split_stores<
+        T: ElementType,
+        const BLOCK: i32,
+        const PARTS: i32,
+        const LOSS: bool,
+        const GRAD: bool,
+        const SMOOTH: bool,
+    >(
+        grad_ptr: *mut T, loss_ptr: *mut f32, x_ptr: *mut T, scale_ptr: *mut f32, m: i32, n: i32, stride_x: i32,
+        stride_g: i32, stride_s: i32, keep: f32, spread: f32, part_max: *mut f32, part_sum: *mut f32, part_x: *mut f32,
+        r: i32, c: i32, chunk_tiles: i32, chunks: i32, kept: Tile<bool, { [1] }>, live: i32, tc: i32,
+        x_t: Tile<f32, { [1] }>, t_wait: Token,
+    ) {
+        let tile: Shape<{ [1, BLOCK] }> = shape![1, BLOCK];
+        let one_row: Shape<{ [1] }> = shape![1];
+        let x_base: PointerTile<*mut T, { [1, BLOCK] }> = tile_pointers::<T, 1, BLOCK>(x_ptr, r * stride_x, stride_x);
+        let (j0, j_whole, j_stop): (i32, i32, i32) = chunk_tile_range::<BLOCK>(c, chunk_tiles, n);
+        let j_full: i32 = j0 + (j_whole - j0) * live;
+        let j_end: i32 = j_full + (j_stop - j_whole) * live;
+        let log2e: Tile<f32, { [1, BLOCK] }> = constant(1.4426950408889634f32, tile);
+        let zero: Tile<f32, { [1, BLOCK] }> = constant(0.0f32, tile);
         let (row_max, row_sum, t_parts): (Tile<f32, { [1] }>, Tile<f32, { [1] }>, Token) =
             unsafe { partials_combine::<1, PARTS>(part_max, part_sum, r, chunks, t_wait) };
-
         let zero_r: Tile<f32, { [1] }> = constant(0.0f32, one_row);
         if LOSS {
             let ln2: Tile<f32, { [1] }> = constant(0.6931471805599453f32, one_row);
@@ -503,6 +588,105 @@ pub mod cross_entropy_device {
                 let inside: Tile<bool, { [1, BLOCK] }> = tile_mask::<1, BLOCK>(r, j * BLOCK, m, n);
                 unsafe { store_masked_tile::<T, 1, BLOCK>(grad_ptr, zeros, inside, r, j * BLOCK, stride_g) };
             }
+        }
+    }
+    /// Version 4 (2026-12-08; ffi.rs runs it for the variant knob form = 4): version 3's chunks and
+    /// exchange, without a wait behind a tile block's own row (softmax_backward's lagged split:
+    /// kernels/softmax_backward/NOTES.md). Tile blocks take tickets (device_util's `take_ticket`);
+    /// the one holding ticket t runs version 3's first pass over chunk t (chunks numbered row by row,
+    /// `chunks` a row: `split_sums`), publishes the target's logit it read at column c of `part_t`
+    /// and arrives; then, from ticket `lag` on, it runs version 3's second part (`split_stores`) for
+    /// chunk t - lag, an earlier row's (lag >= chunks), after waiting for that row's chunks (nearly
+    /// always arrived by then: one poll), with the row's target read again and its x_t from
+    /// `part_t` (the logits there may already hold the gradient). Grid: m x chunks + lag tile
+    /// blocks. The gradient may lie over the logits: a chunk's logits and the target's logit are
+    /// read by the ticket that sums it before it arrives, and a chunk's gradient is stored after the
+    /// whole row has arrived, by the only tile block that reads the chunk again. Progress holds for
+    /// any dispatch order and residency (the chunks a ticket waits for hold lower tickets and arrive
+    /// before they wait on anything), so no SM-count limit. `ticket`: the ticket counter, zero at
+    /// launch, beside the rows' counters `arrived`.
+    #[allow(unreachable_code, unused_mut, clippy::too_many_arguments)]
+    #[cutile::entry(unchecked_accesses = true)]
+    unsafe fn cross_entropy_lagged<
+        T: ElementType,
+        const BLOCK: i32,
+        const PARTS: i32,
+        const LOSS: bool,
+        const GRAD: bool,
+        const WIDE: bool,
+        const SMOOTH: bool,
+    >(
+        grad_ptr: *mut T, loss_ptr: *mut f32, x_ptr: *mut T, target_ptr: *mut i32, scale_ptr: *mut f32, m: i32, n: i32,
+        stride_x: i32, stride_g: i32, stride_t: i32, stride_s: i32, ignore_index: i32, keep: f32, spread: f32,
+        part_max: *mut f32, part_sum: *mut f32, part_x: *mut f32, part_t: *mut f32, arrived: *mut i32,
+        ticket: *mut i32, chunk_tiles: i32, chunks: i32, lag: i32,
+    ) {
+        let (t, t_ticket): (i32, Token) = unsafe { take_ticket(ticket) };
+        let sums: i32 = if t < m * chunks { 1i32 } else { 0i32 };
+        for _s in 0i32..sums {
+            let r: i32 = t / chunks;
+            let c: i32 = t - r * chunks;
+            let (_kept, _live, _tc, x_t, t_read): (Tile<bool, { [1] }>, i32, i32, Tile<f32, { [1] }>, Token) = unsafe {
+                split_sums::<T, BLOCK, LOSS, WIDE, SMOOTH>(
+                    x_ptr,
+                    target_ptr,
+                    m,
+                    n,
+                    stride_x,
+                    stride_t,
+                    ignore_index,
+                    part_max,
+                    part_sum,
+                    part_x,
+                    r,
+                    c,
+                    chunk_tiles,
+                    chunks,
+                )
+            };
+            let t_x: Token = unsafe { publish_partial_after::<1>(part_t, r, c, chunks, x_t, t_read) };
+            let (_before, _t_arrive): (i32, Token) = unsafe { arrive(arrived, r, t_x) };
+        }
+        let stores: i32 = if t >= lag { 1i32 } else { 0i32 };
+        for _g in 0i32..stores {
+            let g: i32 = t - lag;
+            let r: i32 = g / chunks;
+            let c: i32 = g - r * chunks;
+            let (kept, live, tc): (Tile<bool, { [1] }>, i32, i32) =
+                unsafe { row_target::<WIDE>(target_ptr, r, stride_t, ignore_index, n) };
+            let t_wait: Token = unsafe { wait_arrived(arrived, r, chunks, t_ticket) };
+            let x_at: PointerTile<*mut f32, { [] }> = pointer_to_tile(part_t).offset(r * chunks + c);
+            let (x_t_raw, t_xt): (Tile<f32, { [] }>, Token) = unsafe {
+                load_ptr_tko(x_at, ordering::Weak, None::<scope::TileBlock>, None, None, Some(t_wait), Latency::<1>)
+            };
+            let x_t: Tile<f32, { [1] }> = x_t_raw.reshape(shape![1]);
+            unsafe {
+                split_stores::<T, BLOCK, PARTS, LOSS, GRAD, SMOOTH>(
+                    grad_ptr,
+                    loss_ptr,
+                    x_ptr,
+                    scale_ptr,
+                    m,
+                    n,
+                    stride_x,
+                    stride_g,
+                    stride_s,
+                    keep,
+                    spread,
+                    part_max,
+                    part_sum,
+                    part_x,
+                    r,
+                    c,
+                    chunk_tiles,
+                    chunks,
+                    kept,
+                    live,
+                    tc,
+                    x_t,
+                    join_tokens(&[t_wait, t_xt]),
+                )
+            };
         }
     }
 }

@@ -42,7 +42,8 @@ KERNEL = "cross_entropy"
 DTYPES = ("bfloat16", "float16", "float32")
 # ffi.rs (and the compiler) pick; form: 1 (-1) row tiles (`cross_entropy_rows`), 2 one row a tile block
 # (`cross_entropy_row`, version 2), 3 the row split into chunks that exchange partials
-# (`cross_entropy_split`, version 3: kernels/cross_entropy_backward's candidates; NOTES.md)
+# (`cross_entropy_split`, version 3: kernels/cross_entropy_backward's candidates; NOTES.md), 4 the same
+# chunks lagged (`cross_entropy_lagged`, version 4: each tile block sums one chunk, stores an earlier row's)
 DEFAULT_VARIANT = {"block": -1, "rows": -1, "occupancy": -1, "warps": -1, "form": -1}
 MAX_TILE_ELEMS = 8192  # ffi.rs: four f32 running tiles and the loaded one in registers
 SPLIT_CHUNK, MAX_SPLIT_PARTS = 8192, 128  # ffi.rs: version 3's chunk (columns) and most chunks a row

@@ -121,7 +121,11 @@ SPEC = row_kernel(
         "form_2_rows": FfiCase(variant={"form": 2, "rows": 2, "block": 16}, message="needs rows=1"),
         "form_3": FfiCase(variant={"form": 3, "rows": 1}, code=-4),  # version 3's entry, valid here
         "form_3_rows": FfiCase(variant={"form": 3, "rows": 2, "block": 16}, message="needs rows=1"),
-        "form_4": FfiCase(variant={"form": 4}, message="variant form=4"),
+        "form_4": FfiCase(variant={"form": 4, "rows": 1}, code=-4),  # version 4's entry, valid here
+        "form_4_rows": FfiCase(
+            variant={"form": 4, "rows": 2, "block": 16}, message="form=4 (rows split) block=16 rows=2"
+        ),
+        "form_5": FfiCase(variant={"form": 5}, message="variant form=5"),
         "strided_target": FfiCase(lambda: {"target": torch.zeros(8, dtype=torch.long)[::2]}, code=-4),
     },
 )

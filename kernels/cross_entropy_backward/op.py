@@ -56,25 +56,30 @@ def variants(m: int, n: int) -> list[dict]:
     at occupancy 1, 2 and 4, and version 3's (form 3: the row split into 8192-column chunks that
     exchange their max and sum, each read once from DRAM) where its chunks are few enough
     (`forward.fits_form_3`): 4096 and 2048 tiles at occupancy 8 over 4 warps (64 registers, as
-    softmax's fastest split), 4096 tiles at occupancy 4 over 8 warps and 2048 over 4. Where neither
-    reaches, version 1's five (4096 tiles also at occupancy 1, 8192 at 2 and 4). Pure:
+    softmax's fastest split), 4096 tiles at occupancy 4 over 8 warps and 2048 over 4; there also
+    version 4 (form 4: version 3's chunks, each tile block summing one and storing an earlier row's)
+    at version 3's picks on the H200 (4096 tiles at occupancy 8 over 4 warps, bf16; at 4 over 8, f32),
+    in place of version 2's occupancy 1, which never won. Where neither reaches, version 1's five
+    (4096 tiles also at occupancy 1, 8192 at 2 and 4). Pure:
 
     >>> [(v["block"], v["occupancy"], v["form"]) for v in variants(4096, 128256)][:3], len(variants(4096, 128256))
-    ([(4096, 2, 1), (4096, 4, 1), (4096, 1, 2)], 12)
-    >>> [(v["block"], v["occupancy"], v["warps"]) for v in variants(4096, 128256) if v["form"] == 3]
-    [(4096, 8, 4), (2048, 8, 4), (4096, 4, 8), (2048, 4, 4)]
+    ([(4096, 2, 1), (4096, 4, 1), (4096, 2, 2)], 12)
+    >>> [(v["block"], v["occupancy"], v["warps"], v["form"]) for v in variants(4096, 128256) if v["form"] >= 3]
+    [(4096, 8, 4, 3), (2048, 8, 4, 3), (4096, 4, 8, 3), (2048, 4, 4, 3), (4096, 8, 4, 4), (4096, 4, 8, 4)]
     >>> len(variants(32768, 128256)), variants(64, 100) == forward.variants(64, 100)
     (5, True)
     """
     if n <= 4096:
         return forward.variants(m, n)
     tiles = [(4096, 2, 8, 1), (4096, 4, 8, 1)]
+    split = forward.fits_form_3(m, n)
     if not forward.fits_form_2(m, n):
         tiles += [(4096, 1, 8, 1), (8192, 2, 8, 1), (8192, 4, 8, 1)]
     else:
-        tiles += [(b, o, 8, 2) for b in (4096, 8192) for o in (1, 2, 4)]
-    if forward.fits_form_3(m, n):
+        tiles += [(b, o, 8, 2) for b in (4096, 8192) for o in ((2, 4) if split else (1, 2, 4))]
+    if split:
         tiles += [(4096, 8, 4, 3), (2048, 8, 4, 3), (4096, 4, 8, 3), (2048, 4, 4, 3)]
+        tiles += [(4096, 8, 4, 4), (4096, 4, 8, 4)]
     return [{"block": b, "rows": 1, "occupancy": o, "warps": w, "form": f} for b, o, w, f in tiles]
 
 

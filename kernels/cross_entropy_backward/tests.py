@@ -145,16 +145,18 @@ def test_op_training_loss_matches_autograd_of_torchs_loss_cutile_rs(cuda, reduct
         "auto",
         {**DEFAULT, "block": 4096, "rows": 1, "form": 2},
         {"block": 4096, "rows": 1, "occupancy": 8, "warps": 4, "form": 3},
+        {"block": 4096, "rows": 1, "occupancy": 8, "warps": 4, "form": 4},
     ],
-    ids=["auto", "form_2", "form_3"],
+    ids=["auto", "form_2", "form_3", "form_4"],
 )
 def test_op_gradient_over_the_logits_cutile_rs(cuda, variant):
     """out=logits: the gradient written over the logits (each row read before it is written; in
-    version 3 every chunk of a row reads before any chunk of it writes), with smoothing, for the
-    autotuned pick and each one-row form."""
+    versions 3 and 4 every chunk of a row reads before any chunk of it writes), with smoothing, for
+    the autotuned pick and each one-row form; 256 rows of 5 chunks, so that version 4's tile blocks
+    both sum and store (1280 tickets past its lag of half the resident tile blocks)."""
     from kernels.cross_entropy_backward.op import cross_entropy_backward
 
-    cfg = {"m": 64, "n": 40000, "dtype": "bfloat16", "dloss": "mean", "smoothing": 0.1}
+    cfg = {"m": 256, "n": 40000, "dtype": "bfloat16", "dloss": "mean", "smoothing": 0.1}
     inputs = SPEC.make_inputs(cfg)
     expected = SPEC.reference(inputs)
     y = cross_entropy_backward(*inputs.values(), out=inputs["logits"], variant=variant)
@@ -168,14 +170,15 @@ def test_op_gradient_over_the_logits_cutile_rs(cuda, variant):
         {**DEFAULT, "block": 1024, "rows": 4, "form": 1},
         {**DEFAULT, "block": 4096, "rows": 1, "form": 2},
         {"block": 4096, "rows": 1, "occupancy": 8, "warps": 4, "form": 3},
+        {"block": 4096, "rows": 1, "occupancy": 8, "warps": 4, "form": 4},
     ],
-    ids=["form_1", "form_2", "form_3"],
+    ids=["form_1", "form_2", "form_3", "form_4"],
 )
 def test_op_gradient_into_a_column_slice_cutile_rs(cuda, variant):
     """out a column slice of a NaN-poisoned buffer whose rows are whole 16-byte units (4104 bf16)
     while out's 4097 columns are not: the gradient is right and the buffer's 7 columns past it stay
     NaN. Forms 1 and 2 store through partitions, which an H100 stored through TMA up to the 16-byte
-    unit's end (kernels/matmul/NOTES.md, "Third GPU run"); form 3 through masked pointer tiles."""
+    unit's end (kernels/matmul/NOTES.md, "Third GPU run"); forms 3 and 4 through masked pointer tiles."""
     from kernels.cross_entropy_backward.op import cross_entropy_backward
 
     cfg = {"m": 33, "n": 4097, "dtype": "bfloat16", "dloss": "mean", "smoothing": 0.1}
@@ -188,22 +191,25 @@ def test_op_gradient_into_a_column_slice_cutile_rs(cuda, variant):
     harness.check_padding_untouched(out, "the gradient's store past its columns")
 
 
+@pytest.mark.parametrize("form", [3, 4])
 @pytest.mark.parametrize("smoothing", [0.0, 0.1])
-def test_op_training_export_version_3_cutile_rs(cuda, smoothing):
-    """The training op's export (losses and gradient in one launch) with version 3 forced: the
-    losses (chunk 0's store; with smoothing the chunks' sums of x combined) and the gradient of a
-    mean, against the references, over uneven rows with ignored ones."""
+def test_op_training_export_version_3_cutile_rs(cuda, smoothing, form):
+    """The training op's export (losses and gradient in one launch) with version 3 (or 4, its lagged
+    form) forced: the losses (chunk 0's store; with smoothing the chunks' sums of x combined) and the
+    gradient of a mean, against the references, over uneven rows with ignored ones (256 rows of 5
+    chunks: version 4's tile blocks both sum and store)."""
     from kernels.cross_entropy_backward import op
     from tilekit.runtime import port
 
-    cfg = {"m": 64, "n": 40000, "dtype": "bfloat16", "dloss": "mean", "smoothing": smoothing}
+    m = 256
+    cfg = {"m": m, "n": 40000, "dtype": "bfloat16", "dloss": "mean", "smoothing": smoothing}
     inputs = SPEC.make_inputs(cfg)
     logits, target, scale = inputs["logits"], inputs["target"], inputs["dloss"]
-    losses = torch.empty(64, dtype=torch.float32, device=logits.device)
+    losses = torch.empty(m, dtype=torch.float32, device=logits.device)
     grad = torch.empty_like(logits)
-    variant = {"block": 4096, "rows": 1, "occupancy": 8, "warps": 4, "form": 3}
+    variant = {"block": 4096, "rows": 1, "occupancy": 8, "warps": 4, "form": form}
     args = (losses, logits, target, scale, -100, smoothing)
-    port.run(op, variant, (64, 40000), grad, *args, export="cutile_cross_entropy_train", mutated=(losses,))
+    port.run(op, variant, (m, 40000), grad, *args, export="cutile_cross_entropy_train", mutated=(losses,))
     harness.check_close(losses, forward.reference(inputs), (1e-5, 2e-5), "losses")
     harness.check_close(grad, SPEC.reference(inputs), SPEC.tolerance["bfloat16"], "gradient")
 

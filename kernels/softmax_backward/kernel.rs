@@ -22,7 +22,9 @@
 //! read it microseconds before; with HELD, chunks of one tile, it keeps the tile in registers) and
 //! stores dx. y and dy leave DRAM once, where the looped form's second pass over a whole row (a
 //! vocabulary row's y and dy are 0.5 MB in bf16, a GPU's worth of them past L2) reads most of them
-//! from DRAM again.
+//! from DRAM again. `softmax_backward_lagged` is the split without the wait behind a tile block's
+//! own row: tile blocks take tickets, each sums one chunk and stores the dx of the chunk `lag`
+//! tickets before it (its doc).
 //!
 //! Partitions pad with zero and drop stores outside the view, so any m and n work without masks: y
 //! and dy are 0 past n, adding nothing to the sum. `unchecked_accesses`: the launcher launches

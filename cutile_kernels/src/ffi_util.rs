@@ -793,8 +793,9 @@ pub fn exchange_workspace<const N: usize>(
 }
 
 /// [`exchange_workspace`] with one counter more after the row tiles' (cleared with them): the ticket
-/// counter of a split whose tile blocks take tickets (device_util's `take_ticket`). Returns the
-/// row tiles' counters, the ticket counter, the arrays and the allocation.
+/// counter of a split whose tile blocks take tickets (device_util's `take_ticket`). Each array is
+/// sized for row_tiles + 1 row tiles (one unused: the workspace is `exchange_workspace`'s for one
+/// counter more). Returns the row tiles' counters, the ticket counter, the arrays and the allocation.
 #[allow(clippy::type_complexity)]
 pub fn ticket_workspace<const N: usize>(
     row_tiles: i32, rows: i32, chunks: i32, stream: &Arc<Stream>,

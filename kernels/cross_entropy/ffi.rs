@@ -334,7 +334,8 @@ fn launch_lagged<T: Element>(
     scale: &TensorDesc, stream: &Arc<Stream>,
 ) -> FfiResult<()> {
     let RowPlan { m, stride_x, stride_y, block, .. } = p.row;
-    let lag = lag(s.chunks, ffi_util::sm_count(stream)?, p.row.occupancy);
+    // capped at the chunks there are (more would only add idle tickets), still >= chunks
+    let lag = lag(s.chunks, ffi_util::sm_count(stream)?, p.row.occupancy).min(m * s.chunks).max(s.chunks);
     if m as i64 * s.chunks as i64 + lag as i64 > i32::MAX as i64 {
         return Err(invalid(format!(
             "variant form=4: m={m} rows x {} chunks + a lag of {lag} is more tickets than i32 holds; use form 1",

@@ -596,14 +596,16 @@ pub mod cross_entropy_device {
     /// the one holding ticket t runs version 3's first pass over chunk t (chunks numbered row by row,
     /// `chunks` a row: `split_sums`), publishes the target's logit it read at column c of `part_t`
     /// and arrives; then, from ticket `lag` on, it runs version 3's second part (`split_stores`) for
-    /// chunk t - lag, an earlier row's (lag >= chunks), after waiting for that row's chunks (nearly
-    /// always arrived by then: one poll), with the row's target read again and its x_t from
-    /// `part_t` (the logits there may already hold the gradient). Grid: m x chunks + lag tile
-    /// blocks. The gradient may lie over the logits: a chunk's logits and the target's logit are
-    /// read by the ticket that sums it before it arrives, and a chunk's gradient is stored after the
-    /// whole row has arrived, by the only tile block that reads the chunk again. Progress holds for
-    /// any dispatch order and residency (the chunks a ticket waits for hold lower tickets and arrive
-    /// before they wait on anything), so no SM-count limit. `ticket`: the ticket counter, zero at
+    /// chunk t - lag, an earlier row's (lag >= chunks), after waiting for that row's chunks (expected
+    /// to have arrived by then: one poll; to be measured), with the row's target read again and its
+    /// x_t from `part_t` (the logits there may already hold the gradient). Grid: m x chunks + lag
+    /// tile blocks. The gradient may lie over the logits: a chunk's logits and the target's logit
+    /// are read by the ticket that sums it before it arrives, and a live row's chunk gradient is
+    /// stored after the whole row has arrived, by the only tile block that reads the chunk again (an
+    /// ignored row's zeros do not wait: the one read of it they may overtake, column 0's as its
+    /// target logit, is unused). Progress holds for any dispatch order and residency (the chunks a
+    /// ticket waits for hold lower tickets, and each arrives before it waits: its wait follows its
+    /// arrival's token), so no SM-count limit. `ticket`: the ticket counter, zero at
     /// launch, beside the rows' counters `arrived`.
     #[allow(unreachable_code, unused_mut, clippy::too_many_arguments)]
     #[cutile::entry(unchecked_accesses = true)]
@@ -622,6 +624,7 @@ pub mod cross_entropy_device {
         ticket: *mut i32, chunk_tiles: i32, chunks: i32, lag: i32,
     ) {
         let (t, t_ticket): (i32, Token) = unsafe { take_ticket(ticket) };
+        let mut t_done: Token = t_ticket; // the wait below follows the arrival
         let sums: i32 = if t < m * chunks { 1i32 } else { 0i32 };
         for _s in 0i32..sums {
             let r: i32 = t / chunks;
@@ -645,7 +648,8 @@ pub mod cross_entropy_device {
                 )
             };
             let t_x: Token = unsafe { publish_partial_after::<1>(part_t, r, c, chunks, x_t, t_read) };
-            let (_before, _t_arrive): (i32, Token) = unsafe { arrive(arrived, r, t_x) };
+            let (_before, t_arrive): (i32, Token) = unsafe { arrive(arrived, r, t_x) };
+            t_done = t_arrive;
         }
         let stores: i32 = if t >= lag { 1i32 } else { 0i32 };
         for _g in 0i32..stores {
@@ -654,7 +658,7 @@ pub mod cross_entropy_device {
             let c: i32 = g - r * chunks;
             let (kept, live, tc): (Tile<bool, { [1] }>, i32, i32) =
                 unsafe { row_target::<WIDE>(target_ptr, r, stride_t, ignore_index, n) };
-            let t_wait: Token = unsafe { wait_arrived(arrived, r, chunks, t_ticket) };
+            let t_wait: Token = unsafe { wait_arrived(arrived, r, chunks, t_done) };
             let x_at: PointerTile<*mut f32, { [] }> = pointer_to_tile(part_t).offset(r * chunks + c);
             let (x_t_raw, t_xt): (Tile<f32, { [] }>, Token) = unsafe {
                 load_ptr_tko(x_at, ordering::Weak, None::<scope::TileBlock>, None, None, Some(t_wait), Latency::<1>)

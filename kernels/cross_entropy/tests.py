@@ -67,16 +67,18 @@ def test_op_losses_are_float32_exact_cutile_rs(cuda, dtype):
 @pytest.mark.parametrize(
     "cfg", [{"ignore": -100}, {"ignore": 5, "smoothing": 0.1, "target": "int32"}], ids=["plain", "smooth"]
 )
-def test_op_version_3_losses_cutile_rs(cuda, cfg):
-    """Version 3 (form 3, the row split into exchanging chunks), which the loss's autotune does not
-    offer, forced: its losses (chunk 0's store, the chunks' sums of x combined for smoothing) within
-    1e-5 of the reference, over an uneven row (40000 columns: five 8192-column chunks, the last
-    with a ragged tile) with ignored rows."""
+@pytest.mark.parametrize("form", [3, 4])
+def test_op_version_3_losses_cutile_rs(cuda, cfg, form):
+    """Version 3 (form 3, the row split into exchanging chunks) and version 4 (form 4, its lagged
+    form), which the loss's autotune does not offer, forced: their losses (chunk 0's store, the
+    chunks' sums of x combined for smoothing) within 1e-5 of the reference, over an uneven row
+    (40000 columns: five 8192-column chunks, the last with a ragged tile) with ignored rows; 256
+    rows, 1280 tickets, so that version 4's tile blocks both sum and store past its lag."""
     from tilekit.testing import harness
 
-    inputs = SPEC.make_inputs({"m": 64, "n": 40000, "dtype": "bfloat16", **cfg})
+    inputs = SPEC.make_inputs({"m": 256, "n": 40000, "dtype": "bfloat16", **cfg})
     for block in (4096, 2048):
-        variant = {"block": block, "rows": 1, "occupancy": 8, "warps": 4, "form": 3}
+        variant = {"block": block, "rows": 1, "occupancy": 8, "warps": 4, "form": form}
         harness.check_close(
             op.cross_entropy(*inputs.values(), variant=variant), SPEC.reference(inputs), (1e-5, 2e-5), f"{block}"
         )

@@ -58,8 +58,9 @@ def variants(m: int, n: int) -> list[dict]:
     (`forward.fits_form_3`): 4096 and 2048 tiles at occupancy 8 over 4 warps (64 registers, as
     softmax's fastest split), 4096 tiles at occupancy 4 over 8 warps and 2048 over 4; there also
     version 4 (form 4: version 3's chunks, each tile block summing one and storing an earlier row's)
-    at version 3's picks on the H200 (4096 tiles at occupancy 8 over 4 warps, bf16; at 4 over 8, f32),
-    in place of version 2's occupancy 1, which never won. Where neither reaches, version 1's five
+    at version 3's two H200 picks (4096 tiles at occupancy 8 over 4 warps, picked in bf16, and at 4
+    over 8, picked in f32; both offered for every dtype), in place of version 2's occupancy 1, which
+    never won. Where neither reaches, version 1's five
     (4096 tiles also at occupancy 1, 8192 at 2 and 4). Pure:
 
     >>> [(v["block"], v["occupancy"], v["form"]) for v in variants(4096, 128256)][:3], len(variants(4096, 128256))

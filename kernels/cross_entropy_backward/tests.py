@@ -152,8 +152,8 @@ def test_op_training_loss_matches_autograd_of_torchs_loss_cutile_rs(cuda, reduct
 def test_op_gradient_over_the_logits_cutile_rs(cuda, variant):
     """out=logits: the gradient written over the logits (each row read before it is written; in
     versions 3 and 4 every chunk of a row reads before any chunk of it writes), with smoothing, for
-    the autotuned pick and each one-row form; 256 rows of 5 chunks, so that version 4's tile blocks
-    both sum and store (1280 tickets past its lag of half the resident tile blocks)."""
+    the autotuned pick and each one-row form; 256 rows of 5 chunks (1280 tickets, 752 past version
+    4's lag of 528 on an H200), so that its tile blocks both sum and store."""
     from kernels.cross_entropy_backward.op import cross_entropy_backward
 
     cfg = {"m": 256, "n": 40000, "dtype": "bfloat16", "dloss": "mean", "smoothing": 0.1}
@@ -193,7 +193,7 @@ def test_op_gradient_into_a_column_slice_cutile_rs(cuda, variant):
 
 @pytest.mark.parametrize("form", [3, 4])
 @pytest.mark.parametrize("smoothing", [0.0, 0.1])
-def test_op_training_export_version_3_cutile_rs(cuda, smoothing, form):
+def test_op_training_export_split_forms_cutile_rs(cuda, smoothing, form):
     """The training op's export (losses and gradient in one launch) with version 3 (or 4, its lagged
     form) forced: the losses (chunk 0's store; with smoothing the chunks' sums of x combined) and the
     gradient of a mean, against the references, over uneven rows with ignored ones (256 rows of 5

@@ -198,12 +198,14 @@ fn launch_lagged<T: Element>(
     let RowPlan { m, n, stride_x: sy, stride_y: sdy, rows, .. } = p.row;
     let row_tiles = p.row.row_tiles();
     let (arrived, ticket, [parts], ws) = ffi_util::ticket_workspace::<1>(row_tiles, rows, s.chunks, stream)?;
-    let mut launch = p.row.launch::<T>((row_tiles * s.chunks + s.lag) as u32);
+    // a lag past the chunks there are would only add idle tickets: capped (still >= chunks)
+    let lag = s.lag.min(row_tiles * s.chunks).max(s.chunks);
+    let mut launch = p.row.launch::<T>((row_tiles * s.chunks + lag) as u32);
     launch.generics.push(s.parts.to_string()); // PARTS
-    let (ct, chunks, lag) = (s.chunk_tiles, s.chunks, s.lag);
+    let (ct, chunks) = (s.chunk_tiles, s.chunks);
     // SAFETY: plan() checked the descriptors and lag (>= chunks, tickets within i32); the workspace
-    // holds row_tiles counters and the ticket counter (cleared on the stream) and (row_tiles * rows)
-    // x chunks f32 partials, and outlives the kernel (freed in stream order); the grid has one tile
+    // holds row_tiles counters and the ticket counter (cleared on the stream) and at least
+    // (row_tiles * rows) x chunks f32 partials, and outlives the kernel (freed in stream order); the grid has one tile
     // block per ticket.
     unsafe {
         let [dx_ptr, dy_ptr, y_ptr] = [out, dy, y].map(|t| ffi_util::device_ptr::<T>(t));

@@ -158,13 +158,14 @@ pub mod softmax_backward_device {
     /// they start (device_util's `take_ticket`), and the one holding ticket t sums chunk t's y * dy
     /// (chunks numbered row tile by row tile, `chunks` a row tile), publishes the partial and counts
     /// itself in on its row tile's counter, then stores dx of chunk t - `lag`, an earlier row tile's
-    /// (lag >= chunks), whose chunks have mostly all arrived by then: its wait is one poll where the
-    /// split's is for the slowest chunk of its own row tile, and its re-read, `lag` chunks after the
-    /// first read, still comes from L2 where lag chunks fit there. Grid: row tiles x chunks + lag
-    /// tile blocks (the first lag only sum, the last lag only store). Progress holds for any
-    /// dispatch order and any number of resident tile blocks: the chunks a ticket waits for hold
-    /// lower tickets (lag >= chunks), so their tile blocks have started, and each sums and arrives
-    /// before it waits on anything. `arrived`: the row tiles' counters, cleared at launch; `ticket`
+    /// (lag >= chunks), whose chunks are expected to have arrived by then (one poll, where the
+    /// split waits for the slowest chunk of its own row tile; to be measured), and its re-read,
+    /// `lag` chunks after the first read, is expected from L2 where lag chunks fit there. Grid: row
+    /// tiles x chunks + lag tile blocks (ffi.rs caps lag at the row tiles' chunks: the first lag
+    /// only sum, the last lag only store). Progress holds for any dispatch order and any number of
+    /// resident tile blocks: the chunks a ticket waits for hold lower tickets (lag >= chunks), so
+    /// their tile blocks have started, and each sums and arrives before it waits (its wait follows
+    /// its arrival's token). `arrived`: the row tiles' counters, cleared at launch; `ticket`
     /// the ticket counter, cleared at launch.
     #[cutile::entry(unchecked_accesses = true)]
     unsafe fn softmax_backward_lagged<T: ElementType, const ROWS: i32, const BLOCK: i32, const PARTS: i32>(
@@ -183,7 +184,9 @@ pub mod softmax_backward_device {
         let total: i32 = ((m + ROWS - 1) / ROWS) * chunks;
         let (t, t_ticket): (i32, Token) = unsafe { take_ticket(ticket) };
 
-        // Chunk t's partial (tickets below total: a loop of one turn or none).
+        // Chunk t's partial (tickets below total: a loop of one turn or none); the wait below is
+        // ordered after the arrival (t_done).
+        let mut t_done: Token = t_ticket;
         let sums: i32 = if t < total { 1i32 } else { 0i32 };
         for _s in 0i32..sums {
             let rb: i32 = t / chunks;
@@ -192,7 +195,8 @@ pub mod softmax_backward_device {
             let partial: Tile<f32, { [ROWS] }> =
                 tiles_dot::<T, ROWS, BLOCK>(&y_part, &dy_part, rb, j0, min(j0 + chunk_tiles, col_tiles));
             let t_pub: Token = unsafe { publish_partial::<ROWS>(parts, rb * ROWS, c, chunks, partial) };
-            let (_before, _t_arrive): (i32, Token) = unsafe { arrive(arrived, rb, t_pub) };
+            let (_before, t_arrive): (i32, Token) = unsafe { arrive(arrived, rb, t_pub) };
+            t_done = t_arrive;
         }
 
         // Chunk t - lag's dx (tickets from lag on).
@@ -202,7 +206,7 @@ pub mod softmax_backward_device {
             let rb: i32 = g / chunks;
             let c: i32 = g - rb * chunks;
             let j0: i32 = c * chunk_tiles;
-            let t_all: Token = unsafe { wait_arrived(arrived, rb, chunks, t_ticket) };
+            let t_all: Token = unsafe { wait_arrived(arrived, rb, chunks, t_done) };
             let dot: Tile<f32, { [ROWS] }> = unsafe { partials_sum::<ROWS, PARTS>(parts, rb * ROWS, chunks, t_all) };
             let j_end: i32 = min(j0 + chunk_tiles, col_tiles);
             store_tiles_grad::<T, ROWS, BLOCK>(&mut dx_part, &y_part, &dy_part, rb, j0, j_end, dot);

@@ -2,6 +2,7 @@
 float64 reference, and BASELINE_CASES, what tests/kit/test_baselines.py checks of baselines.py on the
 CPU (tilekit.runtime.baseline_cases)."""
 
+import pytest
 import torch
 
 from kernels.softmax_backward.spec import SPEC
@@ -21,6 +22,28 @@ def test_the_looped_form_serves_wide_rows_and_whole_rows_the_rest():
     from kernels.softmax_backward import baselines as B
 
     assert [B.config(8, n)["looped"] for n in (100, 8192, 8193, 128256)] == [False, False, True, True]
+
+
+@pytest.mark.parametrize(
+    "variant",
+    [
+        {"block": 4096, "rows": 1, "occupancy": 4, "warps": 8, "chunk": 8192, "lag": 4},
+        {"block": 2048, "rows": 2, "occupancy": 4, "warps": 8, "chunk": 4096, "lag": 7},
+        {"block": 4096, "rows": 1, "occupancy": 4, "warps": 8, "chunk": 8192, "lag": 256},
+    ],
+    ids=["lag_chunks", "two_rows", "lag_256"],
+)
+def test_op_lagged_split_cutile_rs(cuda, variant):
+    """The lagged split at the smallest lag (the row's chunks: a ticket's store then waits on the
+    row just summed, so the exchange's ordering is what makes it right), with two-row tiles, and at
+    a candidate's lag; over 300 ragged, unaligned rows of 24577 (4 chunks of 8192 a row; 7 of 4096
+    in the two-row tiles, 150 row tiles)."""
+    from kernels.softmax_backward.op import softmax_backward
+    from tilekit.testing import harness
+
+    inputs = SPEC.make_inputs({"m": 300, "n": 24577, "dtype": "bfloat16"})
+    dx = softmax_backward(*inputs.values(), variant=variant)
+    harness.check_close(dx, SPEC.reference(inputs), SPEC.tolerance["bfloat16"], f"{variant}")
 
 
 BASELINE_CASES = BaselineCases(
